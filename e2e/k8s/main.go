@@ -1,0 +1,58 @@
+// Command k8s is a multi-call binary (hyperkube style) holding the stock Kubernetes control plane
+// components that the Gangplank end-to-end harness runs: etcd, kube-apiserver,
+// kube-controller-manager, kube-scheduler and kubectl. One link step and one cached artifact
+// instead of five. The component is chosen by the name it is invoked as (symlinks), or by the
+// first argument: `k8s kube-scheduler --version`.
+package main
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"go.etcd.io/etcd/server/v3/etcdmain"
+	genericapiserver "k8s.io/apiserver/pkg/server"
+	"k8s.io/component-base/cli"
+	_ "k8s.io/component-base/logs/json/register"
+	_ "k8s.io/component-base/metrics/prometheus/clientgo"
+	_ "k8s.io/component-base/metrics/prometheus/version"
+	kubectlcmd "k8s.io/kubectl/pkg/cmd"
+	apiserver "k8s.io/kubernetes/cmd/kube-apiserver/app"
+	kcm "k8s.io/kubernetes/cmd/kube-controller-manager/app"
+	scheduler "k8s.io/kubernetes/cmd/kube-scheduler/app"
+)
+
+var components = []string{"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl"}
+
+func main() {
+	name := filepath.Base(os.Args[0])
+	args := os.Args
+	if !known(name) && len(os.Args) > 1 && known(os.Args[1]) {
+		name, args = os.Args[1], os.Args[1:]
+	}
+	os.Args = args
+	switch name {
+	case "etcd":
+		etcdmain.Main(args)
+	case "kube-apiserver":
+		os.Exit(cli.Run(apiserver.NewAPIServerCommand()))
+	case "kube-controller-manager":
+		os.Exit(cli.Run(kcm.NewControllerManagerCommand()))
+	case "kube-scheduler":
+		os.Exit(cli.RunContext(genericapiserver.SetupSignalContext(), scheduler.NewSchedulerCommand()))
+	case "kubectl":
+		os.Exit(cli.RunNoErrOutput(kubectlcmd.NewDefaultKubectlCommand()))
+	default:
+		fmt.Fprintf(os.Stderr, "usage: k8s COMPONENT [args]; COMPONENT is one of %v (or invoke through a symlink of that name)\n", components)
+		os.Exit(2)
+	}
+}
+
+func known(name string) bool {
+	for _, c := range components {
+		if c == name {
+			return true
+		}
+	}
+	return false
+}
