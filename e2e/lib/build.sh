@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# Builds what the local control plane needs, reusing cached builds:
+#   - the stock control plane (etcd, kube-apiserver, kube-controller-manager, kube-scheduler,
+#     kubectl) as one multi-call binary from e2e/k8s, keyed on the Go toolchain and the module's
+#     go.mod/go.sum/main.go;
+#   - kwok from e2e/kwok, keyed the same way;
+#   - gangplank itself with cargo (profile from GANGPLANK_PROFILE, default debug).
+# Prints the paths as shell assignments (K8S_BIN=..., KWOK_BIN=..., GANGPLANK_BIN=...).
+set -euo pipefail
+source "$(dirname "$0")/common.sh"
+
+cargo_minor=$(sed -n 's/^k8s-openapi.*"v1_\([0-9]*\)".*/\1/p' "$REPO_DIR/Cargo.toml")
+k8s_minor=$(echo "$K8S_VERSION" | cut -d. -f2)
+[[ $cargo_minor == "$k8s_minor" ]] ||
+  die "Cargo.toml builds against Kubernetes 1.$cargo_minor (k8s-openapi feature v1_$cargo_minor) but e2e/versions.env pins $K8S_VERSION: make them name the same minor"
+
+go_version=$(go env GOVERSION)
+
+# key_of DIR: a short hash of the module's inputs and the toolchain.
+key_of() {
+  cat "$1"/go.mod "$1"/go.sum "$1"/*.go <(echo "$go_version") | sha256sum | cut -c1-16
+}
+
+# go_build NAME DIR PACKAGE LDFLAGS: builds PACKAGE in module DIR into the cache unless present.
+go_build() {
+  local name=$1 dir=$2 pkg=$3 ldflags=$4
+  local out="$CACHE_DIR/bin/$name-$(key_of "$dir")/$name"
+  if [[ ! -x $out ]]; then
+    log "building $name (cold builds take a while; cached afterwards in $(dirname "$out"))"
+    local started=$SECONDS
+    mkdir -p "$(dirname "$out")"
+    (cd "$dir" && go mod download && go build -trimpath -ldflags "$ldflags" -o "$out.tmp" "$pkg")
+    mv "$out.tmp" "$out"
+    log "built $name in $((SECONDS - started))s"
+  fi
+  echo "$out"
+}
+
+major=${K8S_VERSION%%.*}
+stamp=""
+for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+  stamp+=" -X $pkg.gitVersion=v$K8S_VERSION -X $pkg.gitMajor=$major -X $pkg.gitMinor=$k8s_minor"
+  stamp+=" -X $pkg.gitTreeState=clean -X $pkg.buildDate=1970-01-01T00:00:00Z"
+done
+K8S_BIN=$(go_build k8s "$E2E_DIR/k8s" . "-s -w$stamp")
+KWOK_BIN=$(go_build kwok "$E2E_DIR/kwok" sigs.k8s.io/kwok/cmd/kwok \
+  "-s -w")
+
+profile=${GANGPLANK_PROFILE:-debug}
+log "building gangplank ($profile)"
+cargo_flags=()
+[[ $profile == release ]] && cargo_flags+=(--release)
+(cd "$REPO_DIR" && cargo build --quiet --bin gangplank "${cargo_flags[@]}")
+target_dir=$(cd "$REPO_DIR" && cargo metadata --format-version 1 --no-deps | python3 -c 'import json,sys; print(json.load(sys.stdin)["target_directory"])')
+GANGPLANK_BIN="$target_dir/$profile/gangplank"
+
+printf 'K8S_BIN=%q\nKWOK_BIN=%q\nGANGPLANK_BIN=%q\n' "$K8S_BIN" "$KWOK_BIN" "$GANGPLANK_BIN"

@@ -1,0 +1,63 @@
+# Shared paths and helpers for the e2e scripts. Sourced, never executed.
+# shellcheck shell=bash
+
+E2E_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+REPO_DIR=$(cd "$E2E_DIR/.." && pwd)
+RUN_DIR="$E2E_DIR/.run"
+# Build caches live in the usual per-user place, outside the checkout, so a fresh clone on the
+# same machine (CI) reuses them. Go's own module and build caches stay at their defaults.
+CACHE_DIR="${GANGPLANK_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/gangplank}"
+# shellcheck source=../versions.env
+source "$E2E_DIR/versions.env"
+
+export GOTOOLCHAIN=local
+export CGO_ENABLED=0
+
+log() { printf '%s [e2e] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
+die() { log "error: $*"; exit 1; }
+
+# wait_for SECONDS DESCRIPTION COMMAND...: polls COMMAND every 0.2 s until it succeeds.
+wait_for() {
+  local timeout=$1 what=$2; shift 2
+  local deadline=$((SECONDS + timeout))
+  until "$@" >/dev/null 2>&1; do
+    if ((SECONDS >= deadline)); then
+      log "timed out after ${timeout}s waiting for $what"
+      return 1
+    fi
+    sleep 0.2
+  done
+}
+
+# free_port: a TCP port on 127.0.0.1 that nothing listens on right now.
+free_port() {
+  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'
+}
+
+# start NAME COMMAND...: runs COMMAND in its own session, logs to logs/NAME.log, records its PID.
+start() {
+  local name=$1; shift
+  setsid "$@" >"$RUN_DIR/logs/$name.log" 2>&1 < /dev/null &
+  echo $! >"$RUN_DIR/pids/$name.pid"
+}
+
+# running NAME: the process recorded for NAME is alive.
+running() {
+  local pid
+  pid=$(cat "$RUN_DIR/pids/$1.pid" 2>/dev/null) && kill -0 "$pid" 2>/dev/null
+}
+
+# stop NAME: SIGTERM the recorded process, then SIGKILL after 10 s; forgets the PID.
+stop() {
+  local name=$1 pid
+  pid=$(cat "$RUN_DIR/pids/$name.pid" 2>/dev/null) || return 0
+  if kill -0 "$pid" 2>/dev/null; then
+    kill -TERM "$pid" 2>/dev/null || true
+    local deadline=$((SECONDS + 10))
+    while kill -0 "$pid" 2>/dev/null && ((SECONDS < deadline)); do sleep 0.1; done
+    kill -KILL "$pid" 2>/dev/null || true
+  fi
+  rm -f "$RUN_DIR/pids/$name.pid"
+}
+
+kubectl() { "$RUN_DIR/bin/kubectl" --kubeconfig "$RUN_DIR/kubeconfig" "$@"; }
