@@ -1,0 +1,128 @@
+//! The ground everything else stands on: the stock scheduler places plain pods and Jobs on kwok
+//! nodes by itself, and sends exactly the pods that carry Gangplank's marker resource through
+//! Gangplank's extender.
+
+use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::PostParams;
+use serde_json::json;
+
+use crate::support::{Cluster, eventually, pod, read_env_file, repo_dir, run_dir, running};
+
+const EXTENDER_REQUESTS: &str = "gangplank_extender_requests_total";
+
+#[tokio::test]
+#[ignore = "needs the local control plane: run e2e/test"]
+async fn kube_scheduler_reports_the_pinned_release() {
+    let pinned = read_env_file(&repo_dir().join("e2e/versions.env"))["K8S_VERSION"].clone();
+    let output = std::process::Command::new(run_dir().join("bin/kube-scheduler"))
+        .arg("--version")
+        .output()
+        .expect("failed to run kube-scheduler --version");
+    let printed = String::from_utf8_lossy(&output.stdout);
+    assert_eq!(printed.trim(), format!("Kubernetes v{pinned}"));
+}
+
+#[tokio::test]
+#[ignore = "needs the local control plane: run e2e/test"]
+async fn plain_pod_is_scheduled_by_the_stock_scheduler_without_gangplank() {
+    let cluster = Cluster::connect().await;
+    let ns = cluster.namespace("plain-pod").await;
+    let before = cluster.gangplank_metrics().await;
+
+    let pods = ns.api::<Pod>();
+    pods.create(
+        &PostParams::default(),
+        &pod(json!({
+            "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "plain"},
+            "spec": {"containers": [{"name": "main", "image": "busybox",
+                "resources": {"requests": {"cpu": "1", "memory": "1Gi"}}}]}
+        })),
+    )
+    .await
+    .unwrap();
+    let placed = running(&pods, "plain", 60).await;
+    let node = placed.spec.unwrap().node_name.unwrap();
+    assert!(node.starts_with("kwok-node-"), "placed on {node}");
+
+    let after = cluster.gangplank_metrics().await;
+    for verb in ["filter", "prioritize", "bind"] {
+        assert_eq!(
+            after.sum(EXTENDER_REQUESTS, &[("verb", verb)]),
+            before.sum(EXTENDER_REQUESTS, &[("verb", verb)]),
+            "a pod without the marker resource reached the extender's {verb}"
+        );
+    }
+    ns.delete().await;
+}
+
+#[tokio::test]
+#[ignore = "needs the local control plane: run e2e/test"]
+async fn job_with_three_completions_runs_to_complete() {
+    let cluster = Cluster::connect().await;
+    let ns = cluster.namespace("plain-job").await;
+    let jobs = ns.api::<Job>();
+    let job: Job = serde_json::from_value(json!({
+        "apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "three"},
+        "spec": {"completions": 3, "parallelism": 3, "backoffLimit": 0,
+            "template": {"spec": {"restartPolicy": "Never",
+                "containers": [{"name": "main", "image": "busybox",
+                    "resources": {"requests": {"cpu": "500m"}}}]}}}
+    }))
+    .unwrap();
+    jobs.create(&PostParams::default(), &job).await.unwrap();
+
+    let done = eventually("job three to complete", 120, || async {
+        let job = jobs.get("three").await.ok()?;
+        let status = job.status?;
+        let complete = status
+            .conditions?
+            .iter()
+            .any(|c| c.type_ == "Complete" && c.status == "True");
+        complete.then_some(status.succeeded)
+    })
+    .await;
+    assert_eq!(done, Some(3));
+    ns.delete().await;
+}
+
+#[tokio::test]
+#[ignore = "needs the local control plane: run e2e/test"]
+async fn pod_with_the_marker_resource_is_filtered_and_bound_through_gangplank() {
+    let cluster = Cluster::connect().await;
+    let ns = cluster.namespace("managed-pod").await;
+    let before = cluster.gangplank_metrics().await;
+
+    let pods = ns.api::<Pod>();
+    pods.create(
+        &PostParams::default(),
+        &pod(json!({
+            "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "managed"},
+            "spec": {"containers": [{"name": "main", "image": "busybox",
+                "resources": {
+                    "requests": {"cpu": "1", "scheduling.gangplank.dev/managed": "1"},
+                    "limits": {"scheduling.gangplank.dev/managed": "1"}}}]}
+        })),
+    )
+    .await
+    .unwrap();
+    let placed = running(&pods, "managed", 60).await;
+    assert!(
+        placed
+            .spec
+            .unwrap()
+            .node_name
+            .unwrap()
+            .starts_with("kwok-node-")
+    );
+
+    let after = cluster.gangplank_metrics().await;
+    let delta =
+        |verb| after.sum(EXTENDER_REQUESTS, &[("verb", verb)]) - before.sum(EXTENDER_REQUESTS, &[("verb", verb)]);
+    assert!(delta("filter") >= 1.0, "filter was not called for the managed pod");
+    assert_eq!(delta("bind"), 1.0, "the managed pod was not bound by Gangplank exactly once");
+    let ok_binds = after.sum(EXTENDER_REQUESTS, &[("verb", "bind"), ("outcome", "ok")])
+        - before.sum(EXTENDER_REQUESTS, &[("verb", "bind"), ("outcome", "ok")]);
+    assert_eq!(ok_binds, 1.0);
+    ns.delete().await;
+}

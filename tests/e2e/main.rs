@@ -1,0 +1,8 @@
+//! End-to-end suite: real etcd, kube-apiserver, kube-controller-manager and the stock
+//! kube-scheduler, kwok fake nodes, and Gangplank from the cargo build, all started by `e2e/up`.
+//! Every test is `#[ignore]`d so that a plain `cargo test` does not need the cluster; `e2e/test`
+//! brings the cluster up and runs them with `--ignored`, one at a time (they share the nodes).
+
+mod support;
+
+mod control_plane;

@@ -1,0 +1,201 @@
+//! What every end-to-end test needs from the local control plane started by `e2e/up`: a client,
+//! a namespace of its own, polling with a deadline, Gangplank's metrics, and the harness's
+//! binaries. Tests never sleep for a fixed time; they poll for the outcome they expect.
+
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::{Namespace, Pod};
+use kube::api::{DeleteParams, PostParams};
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::{Api, Client, Config};
+
+pub fn repo_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+pub fn run_dir() -> PathBuf {
+    repo_dir().join("e2e/.run")
+}
+
+/// Reads `KEY=value` lines from a shell-syntax file such as `e2e/.run/env` or `e2e/versions.env`.
+pub fn read_env_file(path: &Path) -> BTreeMap<String, String> {
+    let text = std::fs::read_to_string(path).unwrap_or_else(|e| {
+        panic!(
+            "failed to read {}: {e} (is the local control plane up? run e2e/up)",
+            path.display()
+        )
+    });
+    text.lines()
+        .filter(|l| !l.trim_start().starts_with('#'))
+        .filter_map(|l| l.split_once('='))
+        .map(|(k, v)| (k.trim().to_string(), v.trim().to_string()))
+        .collect()
+}
+
+pub struct Cluster {
+    pub client: Client,
+    pub env: BTreeMap<String, String>,
+}
+
+impl Cluster {
+    pub async fn connect() -> Cluster {
+        let env = read_env_file(&run_dir().join("env"));
+        let kubeconfig = Kubeconfig::read_from(run_dir().join("kubeconfig"))
+            .expect("failed to read e2e/.run/kubeconfig");
+        let config = Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
+            .await
+            .expect("failed to load e2e/.run/kubeconfig");
+        let client = Client::try_from(config).expect("failed to build a client");
+        Cluster { client, env }
+    }
+
+    pub fn url(&self, key: &str) -> &str {
+        self.env
+            .get(key)
+            .unwrap_or_else(|| panic!("e2e/.run/env has no {key}"))
+    }
+
+    /// Creates a namespace named after the test, with a random suffix so reruns never collide.
+    pub async fn namespace(&self, prefix: &str) -> TestNamespace {
+        let suffix = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .subsec_nanos();
+        let name = format!("{prefix}-{:x}", suffix);
+        let ns: Namespace = serde_json::from_value(serde_json::json!({
+            "apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}
+        }))
+        .unwrap();
+        Api::<Namespace>::all(self.client.clone())
+            .create(&PostParams::default(), &ns)
+            .await
+            .expect("failed to create the test namespace");
+        // Pods are refused until the service-account controller made the default account.
+        let accounts: Api<k8s_openapi::api::core::v1::ServiceAccount> =
+            Api::namespaced(self.client.clone(), &name);
+        eventually("the namespace's default ServiceAccount", 30, || async {
+            accounts.get_opt("default").await.ok().flatten().map(|_| ())
+        })
+        .await;
+        TestNamespace {
+            name,
+            client: self.client.clone(),
+        }
+    }
+
+    /// Gangplank's Prometheus metrics, as `name{labels}` → value.
+    pub async fn gangplank_metrics(&self) -> Metrics {
+        let url = format!("{}/metrics", self.url("GANGPLANK_METRICS_URL"));
+        let body = reqwest::get(&url)
+            .await
+            .and_then(|r| r.error_for_status())
+            .unwrap_or_else(|e| panic!("failed to scrape {url}: {e}"))
+            .text()
+            .await
+            .expect("failed to read the metrics body");
+        Metrics::parse(&body)
+    }
+}
+
+pub struct TestNamespace {
+    pub name: String,
+    client: Client,
+}
+
+impl TestNamespace {
+    pub fn api<K>(&self) -> Api<K>
+    where
+        K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope>
+            + Clone
+            + serde::de::DeserializeOwned
+            + std::fmt::Debug,
+        K::DynamicType: Default,
+    {
+        Api::namespaced(self.client.clone(), &self.name)
+    }
+
+    /// Deletes the namespace and waits until its pods are gone, so the next test finds the
+    /// fake nodes empty.
+    pub async fn delete(self) {
+        let pods: Api<Pod> = self.api();
+        Api::<Namespace>::all(self.client.clone())
+            .delete(&self.name, &DeleteParams::default())
+            .await
+            .expect("failed to delete the test namespace");
+        eventually("the test namespace's pods to be deleted", 60, || async {
+            let list = pods.list(&Default::default()).await.ok()?;
+            list.items.is_empty().then_some(())
+        })
+        .await;
+    }
+}
+
+/// Polls `check` every 200 ms until it returns `Some`, for at most `seconds`; panics naming
+/// `what` on timeout.
+pub async fn eventually<T, F, Fut>(what: &str, seconds: u64, mut check: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Option<T>>,
+{
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(seconds);
+    loop {
+        if let Some(value) = check().await {
+            return value;
+        }
+        if tokio::time::Instant::now() >= deadline {
+            panic!("timed out after {seconds}s waiting for {what}");
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// A parsed Prometheus text exposition, keyed by the sample's full name with labels as printed.
+#[derive(Debug, Default)]
+pub struct Metrics(BTreeMap<String, f64>);
+
+impl Metrics {
+    pub fn parse(text: &str) -> Metrics {
+        Metrics(
+            text.lines()
+                .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
+                .filter_map(|l| {
+                    let (key, value) = l.rsplit_once(' ')?;
+                    Some((key.to_string(), value.parse().ok()?))
+                })
+                .collect(),
+        )
+    }
+
+    /// Sum of every sample of `name` whose labels include all of `labels` (`k="v"` pairs).
+    pub fn sum(&self, name: &str, labels: &[(&str, &str)]) -> f64 {
+        self.0
+            .iter()
+            .filter(|(key, _)| {
+                let (n, rest) = key.split_once('{').unwrap_or((key.as_str(), ""));
+                n == name
+                    && labels
+                        .iter()
+                        .all(|(k, v)| rest.contains(&format!("{k}=\"{v}\"")))
+            })
+            .map(|(_, v)| v)
+            .sum()
+    }
+}
+
+/// A pod object from JSON, for tests that read better with the manifest in view.
+pub fn pod(manifest: serde_json::Value) -> Pod {
+    serde_json::from_value(manifest).expect("test pod manifest is not a valid Pod")
+}
+
+/// Waits until the pod is bound and running, and returns it.
+pub async fn running(pods: &Api<Pod>, name: &str, seconds: u64) -> Pod {
+    eventually(&format!("pod {name} to run"), seconds, || async {
+        let pod = pods.get(name).await.ok()?;
+        let phase = pod.status.as_ref()?.phase.as_deref()?;
+        (phase == "Running" && pod.spec.as_ref()?.node_name.is_some()).then_some(pod)
+    })
+    .await
+}
