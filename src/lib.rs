@@ -1,1 +1,9 @@
-//! Gangplank library.
+//! Gangplank: gang scheduling, queues and fair share for the stock kube-scheduler.
+//!
+//! Everything lives in this library so tests and benchmarks reach it; `main.rs` only parses the
+//! command line. See `shared/DESIGN.md` for the map; each module's docs say why it exists.
+
+pub mod api;
+pub mod cache;
+pub mod crdgen;
+pub mod metrics;

@@ -1,0 +1,351 @@
+//! Conversions from Kubernetes API objects (k8s-openapi) to the cache's model.
+//!
+//! Kept apart from the model so that the model and the policy code never see API types, and so
+//! that the rules for "what a pod requests" live in one tested place.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1 as core;
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+
+use super::Error;
+use super::model::{Node, Pod, PodPhase, Resources, Taint, TaintEffect};
+use super::quantity::{self, Scale};
+use crate::api::labels;
+
+/// Converts a Node. Fails only on a missing name or an unparsable quantity, which the API
+/// server never lets through.
+pub fn node(node: &core::Node) -> Result<Node, Error> {
+    let name = node.metadata.name.clone().ok_or(Error::Convert {
+        kind: "node",
+        name: String::new(),
+        why: "metadata.name is missing".into(),
+    })?;
+    let allocatable = match node.status.as_ref().and_then(|s| s.allocatable.as_ref()) {
+        Some(list) => resources(list).map_err(|why| Error::Convert {
+            kind: "node",
+            name: name.clone(),
+            why,
+        })?,
+        None => Resources::new(),
+    };
+    let spec = node.spec.as_ref();
+    let taints = spec
+        .and_then(|s| s.taints.as_ref())
+        .map(|taints| taints.iter().map(taint).collect())
+        .unwrap_or_default();
+    Ok(Node {
+        allocatable,
+        labels: node.metadata.labels.clone().unwrap_or_default(),
+        taints,
+        unschedulable: spec.and_then(|s| s.unschedulable).unwrap_or(false),
+        name,
+    })
+}
+
+fn taint(t: &core::Taint) -> Taint {
+    Taint {
+        key: t.key.clone(),
+        value: t.value.clone(),
+        effect: match t.effect.as_str() {
+            "NoSchedule" => TaintEffect::NoSchedule,
+            "PreferNoSchedule" => TaintEffect::PreferNoSchedule,
+            "NoExecute" => TaintEffect::NoExecute,
+            other => TaintEffect::Other(other.to_owned()),
+        },
+    }
+}
+
+/// Converts a Pod.
+pub fn pod(pod: &core::Pod) -> Result<Pod, Error> {
+    let meta = &pod.metadata;
+    let display = format!(
+        "{}/{}",
+        meta.namespace.as_deref().unwrap_or(""),
+        meta.name.as_deref().unwrap_or("")
+    );
+    let missing = |field: &str| Error::Convert {
+        kind: "pod",
+        name: display.clone(),
+        why: format!("{field} is missing"),
+    };
+    let uid = meta.uid.clone().ok_or_else(|| missing("metadata.uid"))?;
+    let name = meta.name.clone().ok_or_else(|| missing("metadata.name"))?;
+    let namespace = meta
+        .namespace
+        .clone()
+        .ok_or_else(|| missing("metadata.namespace"))?;
+    let requests = match &pod.spec {
+        Some(spec) => pod_requests(spec).map_err(|why| Error::Convert {
+            kind: "pod",
+            name: display.clone(),
+            why,
+        })?,
+        None => Resources::new(),
+    };
+    let (pod_labels, pod_annotations) = (meta.labels.as_ref(), meta.annotations.as_ref());
+    Ok(Pod {
+        uid,
+        namespace,
+        name,
+        node_name: pod.spec.as_ref().and_then(|s| s.node_name.clone()),
+        phase: phase(pod.status.as_ref().and_then(|s| s.phase.as_deref())),
+        requests,
+        pod_group: labels::pod_group_of(pod_labels, pod_annotations).map(str::to_owned),
+        queue: labels::queue_of(pod_labels, pod_annotations).map(str::to_owned),
+        priority: pod.spec.as_ref().and_then(|s| s.priority).unwrap_or(0),
+    })
+}
+
+fn phase(phase: Option<&str>) -> PodPhase {
+    match phase {
+        Some("Running") => PodPhase::Running,
+        Some("Succeeded") => PodPhase::Succeeded,
+        Some("Failed") => PodPhase::Failed,
+        Some("Unknown") => PodPhase::Unknown,
+        // A pod without status yet has just been created.
+        _ => PodPhase::Pending,
+    }
+}
+
+/// What the scheduler reserves for a pod, computed like upstream's `PodRequests`:
+/// - the sum of the app containers' requests;
+/// - init containers run one at a time before them, so the pod needs, per resource, the
+///   maximum of that sum and each init container's request; a sidecar (an init container with
+///   `restartPolicy: Always`) keeps running, so it is added to the sum and to every init
+///   container started after it;
+/// - pod-level requests (`spec.resources`) replace the container total for the resources they
+///   name (cpu, memory, hugepages);
+/// - plus `spec.overhead` (RuntimeClass overhead).
+pub fn pod_requests(spec: &core::PodSpec) -> Result<Resources, String> {
+    let mut total = Resources::new();
+    for c in &spec.containers {
+        total.add(&container_requests(c)?);
+    }
+    let mut sidecars = Resources::new();
+    let mut init_peak = Resources::new();
+    for c in spec.init_containers.iter().flatten() {
+        let mut reqs = container_requests(c)?;
+        if c.restart_policy.as_deref() == Some("Always") {
+            total.add(&reqs);
+            sidecars.add(&reqs);
+            reqs = sidecars.clone();
+        } else {
+            reqs.add(&sidecars);
+        }
+        init_peak.max_with(&reqs);
+    }
+    total.max_with(&init_peak);
+
+    if let Some(pod_level) = spec.resources.as_ref().and_then(|r| r.requests.as_ref()) {
+        for (name, amount) in resources(pod_level)?.iter() {
+            if name == "cpu" || name == "memory" || name.starts_with("hugepages-") {
+                total.set(name, amount);
+            }
+        }
+    }
+    if let Some(overhead) = &spec.overhead {
+        total.add(&resources(overhead)?);
+    }
+    Ok(total)
+}
+
+fn container_requests(c: &core::Container) -> Result<Resources, String> {
+    match c.resources.as_ref().and_then(|r| r.requests.as_ref()) {
+        Some(list) => resources(list),
+        None => Ok(Resources::new()),
+    }
+}
+
+/// Converts a ResourceList, each amount in the scale of its resource.
+pub fn resources(list: &BTreeMap<String, Quantity>) -> Result<Resources, String> {
+    let mut out = Resources::new();
+    for (name, q) in list {
+        let amount =
+            quantity::parse(&q.0, Scale::for_resource(name)).map_err(|e| format!("{name}: {e}"))?;
+        out.set(name.clone(), amount);
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::api::core::v1::{Container, PodSpec, ResourceRequirements};
+
+    fn list(entries: &[(&str, &str)]) -> BTreeMap<String, Quantity> {
+        entries
+            .iter()
+            .map(|(k, v)| (k.to_string(), Quantity(v.to_string())))
+            .collect()
+    }
+
+    fn container(requests: &[(&str, &str)]) -> Container {
+        Container {
+            name: "c".into(),
+            resources: Some(ResourceRequirements {
+                requests: Some(list(requests)),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }
+    }
+
+    fn sidecar(requests: &[(&str, &str)]) -> Container {
+        Container {
+            restart_policy: Some("Always".into()),
+            ..container(requests)
+        }
+    }
+
+    #[test]
+    fn app_container_requests_are_summed() {
+        let spec = PodSpec {
+            containers: vec![
+                container(&[("cpu", "500m"), ("memory", "1Gi")]),
+                container(&[("cpu", "250m"), ("nvidia.com/gpu", "1")]),
+            ],
+            ..Default::default()
+        };
+        assert_eq!(
+            pod_requests(&spec).unwrap(),
+            Resources::from([("cpu", 750), ("memory", 1 << 30), ("nvidia.com/gpu", 1)])
+        );
+    }
+
+    #[test]
+    fn the_largest_init_container_wins_over_a_smaller_sum() {
+        let spec = PodSpec {
+            containers: vec![container(&[("cpu", "100m"), ("memory", "2Gi")])],
+            init_containers: Some(vec![
+                container(&[("cpu", "2")]),
+                container(&[("cpu", "1"), ("memory", "1Gi")]),
+            ]),
+            ..Default::default()
+        };
+        assert_eq!(
+            pod_requests(&spec).unwrap(),
+            Resources::from([("cpu", 2_000), ("memory", 2 << 30)])
+        );
+    }
+
+    #[test]
+    fn sidecars_add_to_the_app_containers_and_to_later_init_containers() {
+        let spec = PodSpec {
+            containers: vec![container(&[("cpu", "1")])],
+            init_containers: Some(vec![
+                sidecar(&[("cpu", "200m")]),
+                container(&[("cpu", "1500m")]),
+            ]),
+            ..Default::default()
+        };
+        // App phase: 1 + 0.2 = 1.2; init phase: 1.5 + 0.2 sidecar = 1.7.
+        assert_eq!(
+            pod_requests(&spec).unwrap(),
+            Resources::from([("cpu", 1_700)])
+        );
+    }
+
+    #[test]
+    fn overhead_is_added_and_pod_level_requests_replace_cpu_and_memory() {
+        let spec = PodSpec {
+            containers: vec![container(&[("cpu", "1"), ("memory", "1Gi"), ("pods", "1")])],
+            resources: Some(ResourceRequirements {
+                requests: Some(list(&[("cpu", "4"), ("memory", "8Gi")])),
+                ..Default::default()
+            }),
+            overhead: Some(list(&[("cpu", "100m"), ("memory", "64Mi")])),
+            ..Default::default()
+        };
+        assert_eq!(
+            pod_requests(&spec).unwrap(),
+            Resources::from([
+                ("cpu", 4_100),
+                ("memory", (8 << 30) + (64 << 20)),
+                ("pods", 1)
+            ])
+        );
+    }
+
+    #[test]
+    fn a_pod_without_requests_requests_nothing() {
+        let spec = PodSpec {
+            containers: vec![Container {
+                name: "c".into(),
+                ..Default::default()
+            }],
+            ..Default::default()
+        };
+        assert!(pod_requests(&spec).unwrap().is_empty());
+    }
+
+    #[test]
+    fn a_pod_keeps_its_identity_placement_group_queue_and_priority() {
+        let k8s: core::Pod = serde_json::from_value(serde_json::json!({
+            "metadata": {
+                "name": "worker-0", "namespace": "ml", "uid": "u-1",
+                "labels": {(labels::POD_GROUP_LABEL): "train", (labels::QUEUE_LABEL): "research"}
+            },
+            "spec": {
+                "nodeName": "n1", "priority": 1000,
+                "containers": [{"name": "c", "resources": {"requests": {"cpu": "2"}}}]
+            },
+            "status": {"phase": "Running"}
+        }))
+        .unwrap();
+        assert_eq!(
+            pod(&k8s).unwrap(),
+            Pod {
+                uid: "u-1".into(),
+                namespace: "ml".into(),
+                name: "worker-0".into(),
+                node_name: Some("n1".into()),
+                phase: PodPhase::Running,
+                requests: Resources::from([("cpu", 2_000)]),
+                pod_group: Some("train".into()),
+                queue: Some("research".into()),
+                priority: 1000,
+            }
+        );
+    }
+
+    #[test]
+    fn a_node_keeps_allocatable_labels_taints_and_cordon() {
+        let k8s: core::Node = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "n1", "labels": {"zone": "a"}},
+            "spec": {
+                "unschedulable": true,
+                "taints": [{"key": "gpu", "value": "true", "effect": "NoSchedule"}]
+            },
+            "status": {"allocatable": {"cpu": "3920m", "memory": "15Gi", "pods": "110"}}
+        }))
+        .unwrap();
+        assert_eq!(
+            node(&k8s).unwrap(),
+            Node {
+                name: "n1".into(),
+                allocatable: Resources::from([("cpu", 3_920), ("memory", 15 << 30), ("pods", 110)]),
+                labels: [("zone".to_string(), "a".to_string())].into(),
+                taints: vec![Taint {
+                    key: "gpu".into(),
+                    value: Some("true".into()),
+                    effect: TaintEffect::NoSchedule
+                }],
+                unschedulable: true,
+            }
+        );
+    }
+
+    #[test]
+    fn a_bad_quantity_names_the_object_and_the_resource() {
+        let k8s: core::Node = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "n1"},
+            "status": {"allocatable": {"cpu": "lots"}}
+        }))
+        .unwrap();
+        assert_eq!(
+            node(&k8s).unwrap_err().to_string(),
+            "failed to convert node n1: cpu: failed to parse quantity \"lots\": expected a number"
+        );
+    }
+}

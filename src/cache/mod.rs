@@ -1,0 +1,240 @@
+//! The cluster cache: what Gangplank knows about nodes and pods.
+//!
+//! Why it exists: every decision (gang feasibility, fair share, victims) reads the cluster many
+//! times per second; asking the API server each time is out of the question, and the decisions
+//! must be testable without a cluster. So the cache is a small in-memory model in plain Rust
+//! ([`model`]), converted from API objects at the edge ([`convert`]) and fed by kube-runtime
+//! watchers ([`watch`]).
+//!
+//! Rules:
+//! - One write path: [`Cache::apply_node`], [`Cache::delete_node`], [`Cache::apply_pod`],
+//!   [`Cache::delete_pod`], called by the watch loops (and later by the extender's
+//!   reservations).
+//! - Readers hold the lock only inside [`Cache::read`], a synchronous closure, so it can never
+//!   be held across an `.await`; [`Cache::snapshot`] gives an owned, consistent copy (entries
+//!   are `Arc`s, so it costs one pointer copy per object) for loops that work on it longer.
+//! - Each watcher marks itself synced after its first complete list; `/readyz` reports it.
+
+pub mod convert;
+pub mod model;
+pub mod quantity;
+pub mod watch;
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, PoisonError, RwLock};
+
+pub use model::{Node, Pod, PodPhase, Resources, Taint, TaintEffect};
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("failed to convert {kind} {name}: {why}")]
+    Convert {
+        kind: &'static str,
+        name: String,
+        why: String,
+    },
+}
+
+/// The objects in the cache, as seen by a reader.
+#[derive(Debug, Clone, Default)]
+pub struct State {
+    /// Nodes by name.
+    pub nodes: HashMap<String, Arc<Node>>,
+    /// Pods by UID.
+    pub pods: HashMap<String, Arc<Pod>>,
+}
+
+/// The watchers whose initial list gates readiness.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Watched {
+    Nodes,
+    Pods,
+}
+
+impl Watched {
+    pub const ALL: [Watched; 2] = [Watched::Nodes, Watched::Pods];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Watched::Nodes => "nodes",
+            Watched::Pods => "pods",
+        }
+    }
+}
+
+#[derive(Debug, Default)]
+struct Inner {
+    state: RwLock<State>,
+    nodes_synced: AtomicBool,
+    pods_synced: AtomicBool,
+}
+
+/// A cheap-to-clone handle on the shared cache.
+#[derive(Debug, Clone, Default)]
+pub struct Cache {
+    inner: Arc<Inner>,
+}
+
+impl Cache {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Inserts or replaces a node.
+    pub fn apply_node(&self, node: Node) {
+        self.write(|s| {
+            s.nodes.insert(node.name.clone(), Arc::new(node));
+        });
+    }
+
+    pub fn delete_node(&self, name: &str) {
+        self.write(|s| {
+            s.nodes.remove(name);
+        });
+    }
+
+    /// Inserts or replaces a pod.
+    pub fn apply_pod(&self, pod: Pod) {
+        self.write(|s| {
+            s.pods.insert(pod.uid.clone(), Arc::new(pod));
+        });
+    }
+
+    pub fn delete_pod(&self, uid: &str) {
+        self.write(|s| {
+            s.pods.remove(uid);
+        });
+    }
+
+    /// Runs `f` on the current state under a read lock. Keep `f` short: writers wait for it.
+    pub fn read<T>(&self, f: impl FnOnce(&State) -> T) -> T {
+        let guard = self
+            .inner
+            .state
+            .read()
+            .unwrap_or_else(PoisonError::into_inner);
+        f(&guard)
+    }
+
+    /// An owned copy of the current state, consistent at one instant.
+    pub fn snapshot(&self) -> State {
+        self.read(State::clone)
+    }
+
+    pub fn node_count(&self) -> usize {
+        self.read(|s| s.nodes.len())
+    }
+
+    pub fn pod_count(&self) -> usize {
+        self.read(|s| s.pods.len())
+    }
+
+    /// Records that `watched` has completed its initial list.
+    pub fn mark_synced(&self, watched: Watched) {
+        self.synced_flag(watched).store(true, Ordering::Release);
+    }
+
+    pub fn is_synced(&self, watched: Watched) -> bool {
+        self.synced_flag(watched).load(Ordering::Acquire)
+    }
+
+    /// The watchers that have not completed their initial list yet; empty when ready.
+    pub fn unsynced(&self) -> Vec<Watched> {
+        Watched::ALL
+            .into_iter()
+            .filter(|w| !self.is_synced(*w))
+            .collect()
+    }
+
+    fn synced_flag(&self, watched: Watched) -> &AtomicBool {
+        match watched {
+            Watched::Nodes => &self.inner.nodes_synced,
+            Watched::Pods => &self.inner.pods_synced,
+        }
+    }
+
+    fn write(&self, f: impl FnOnce(&mut State)) {
+        let mut guard = self
+            .inner
+            .state
+            .write()
+            .unwrap_or_else(PoisonError::into_inner);
+        f(&mut guard);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn node(name: &str) -> Node {
+        Node {
+            name: name.into(),
+            allocatable: Resources::from([("cpu", 4_000)]),
+            labels: Default::default(),
+            taints: vec![],
+            unschedulable: false,
+        }
+    }
+
+    fn pod(uid: &str, node: Option<&str>) -> Pod {
+        Pod {
+            uid: uid.into(),
+            namespace: "ns".into(),
+            name: format!("pod-{uid}"),
+            node_name: node.map(Into::into),
+            phase: PodPhase::Pending,
+            requests: Resources::new(),
+            pod_group: None,
+            queue: None,
+            priority: 0,
+        }
+    }
+
+    #[test]
+    fn applying_twice_replaces_and_deleting_removes() {
+        let cache = Cache::new();
+        cache.apply_node(node("n1"));
+        cache.apply_node(Node {
+            unschedulable: true,
+            ..node("n1")
+        });
+        cache.apply_pod(pod("u1", None));
+        cache.apply_pod(pod("u1", Some("n1")));
+        assert_eq!(cache.node_count(), 1);
+        assert_eq!(cache.pod_count(), 1);
+        assert!(cache.read(|s| s.nodes["n1"].unschedulable));
+        assert_eq!(
+            cache.read(|s| s.pods["u1"].node_name.clone()),
+            Some("n1".into())
+        );
+
+        cache.delete_node("n1");
+        cache.delete_pod("u1");
+        cache.delete_pod("never-there");
+        assert_eq!((cache.node_count(), cache.pod_count()), (0, 0));
+    }
+
+    #[test]
+    fn a_snapshot_does_not_change_when_the_cache_does() {
+        let cache = Cache::new();
+        cache.apply_node(node("n1"));
+        let before = cache.snapshot();
+        cache.apply_node(node("n2"));
+        cache.delete_node("n1");
+        assert_eq!(before.nodes.len(), 1);
+        assert!(before.nodes.contains_key("n1"));
+        assert!(cache.snapshot().nodes.contains_key("n2"));
+    }
+
+    #[test]
+    fn the_cache_is_ready_only_when_every_watcher_synced() {
+        let cache = Cache::new();
+        assert_eq!(cache.unsynced(), vec![Watched::Nodes, Watched::Pods]);
+        cache.mark_synced(Watched::Pods);
+        assert_eq!(cache.unsynced(), vec![Watched::Nodes]);
+        cache.clone().mark_synced(Watched::Nodes);
+        assert!(cache.unsynced().is_empty());
+    }
+}
