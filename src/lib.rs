@@ -5,5 +5,11 @@
 
 pub mod api;
 pub mod cache;
+pub mod config;
 pub mod crdgen;
+pub mod extender;
+pub mod health;
 pub mod metrics;
+pub mod server;
+pub mod telemetry;
+pub mod tls;

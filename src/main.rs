@@ -1,1 +1,15 @@
-fn main() {}
+//! The `gangplank` binary: parse the command line, then hand over to the library.
+
+use clap::Parser;
+use gangplank::config::{Cli, Command};
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    match Cli::parse().command {
+        Command::Serve(args) => {
+            gangplank::telemetry::init(args.log_format, &args.log_level)?;
+            gangplank::server::run(args).await
+        }
+        Command::Crdgen => gangplank::crdgen::run(),
+    }
+}

@@ -1,0 +1,117 @@
+//! Command-line and environment configuration.
+//!
+//! Every flag can also be set through an environment variable named `GANGPLANK_<FLAG>` (for
+//! example `--extender-addr` and `GANGPLANK_EXTENDER_ADDR`), so the same binary is configured
+//! the same way from a shell, a Deployment's `env:` or a sidecar. The doc comment on each flag
+//! is its help text, and the README's flag table is generated from `gangplank serve --help`:
+//! keep them precise.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+/// Gang scheduling, queues and fair share for the stock kube-scheduler.
+#[derive(Debug, Parser)]
+#[command(name = "gangplank", version, about, long_about = None)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run the scheduler extender, the probes and the metrics endpoint.
+    Serve(ServeArgs),
+    /// Print the CustomResourceDefinition YAML generated from the Rust types.
+    Crdgen,
+}
+
+/// Flags of `gangplank serve`.
+#[derive(Debug, Clone, Args)]
+pub struct ServeArgs {
+    /// Address the scheduler extender listens on; kube-scheduler's `urlPrefix` must point here,
+    /// with the path prefix `/scheduler`.
+    #[arg(long, env = "GANGPLANK_EXTENDER_ADDR", default_value = "0.0.0.0:8443")]
+    pub extender_addr: SocketAddr,
+
+    /// Address of the plain-HTTP endpoint that serves `/metrics` (Prometheus), `/livez` and
+    /// `/readyz` (ready once the node and pod watchers have listed the cluster).
+    #[arg(long, env = "GANGPLANK_METRICS_ADDR", default_value = "0.0.0.0:8080")]
+    pub metrics_addr: SocketAddr,
+
+    /// PEM certificate (chain) for the extender port. With --tls-key-file, the extender serves
+    /// HTTPS and reloads both files when they change on disk (checked every 10 seconds);
+    /// without them it serves plain HTTP.
+    #[arg(long, env = "GANGPLANK_TLS_CERT_FILE", requires = "tls_key_file")]
+    pub tls_cert_file: Option<PathBuf>,
+
+    /// PEM private key (PKCS#8, PKCS#1 or SEC1) matching --tls-cert-file.
+    #[arg(long, env = "GANGPLANK_TLS_KEY_FILE", requires = "tls_cert_file")]
+    pub tls_key_file: Option<PathBuf>,
+
+    /// Log output format.
+    #[arg(long, env = "GANGPLANK_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
+    pub log_format: LogFormat,
+
+    /// Log filter in tracing's env-filter syntax, for example `info` or
+    /// `info,gangplank::extender=debug`.
+    #[arg(long, env = "GANGPLANK_LOG_LEVEL", default_value = "info")]
+    pub log_level: String,
+
+    /// Debugging aid: write the body of every extender request to `DIR/<verb>-<n>.json`
+    /// (n increasing, continuing after files already there). The end-to-end harness uses it to
+    /// capture what a real kube-scheduler sends, as golden fixtures. Leave unset in production.
+    #[arg(long, env = "GANGPLANK_CAPTURE_DIR", value_name = "DIR")]
+    pub capture_dir: Option<PathBuf>,
+}
+
+impl ServeArgs {
+    /// The certificate and key files, when TLS is configured.
+    pub fn tls_files(&self) -> Option<(PathBuf, PathBuf)> {
+        match (&self.tls_cert_file, &self.tls_key_file) {
+            (Some(cert), Some(key)) => Some((cert.clone(), key.clone())),
+            _ => None,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum LogFormat {
+    /// Human-readable lines.
+    Text,
+    /// One JSON object per line, for log collectors.
+    Json,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn cli_definition_is_consistent() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn serve_defaults_to_plain_http_on_the_documented_ports() {
+        let cli = Cli::try_parse_from(["gangplank", "serve"]).unwrap();
+        let Command::Serve(args) = cli.command else {
+            panic!("expected serve");
+        };
+        assert_eq!(args.extender_addr.to_string(), "0.0.0.0:8443");
+        assert_eq!(args.metrics_addr.to_string(), "0.0.0.0:8080");
+        assert_eq!(args.tls_files(), None);
+        assert_eq!(args.log_format, LogFormat::Text);
+        assert_eq!(args.log_level, "info");
+        assert_eq!(args.capture_dir, None);
+    }
+
+    #[test]
+    fn a_certificate_without_a_key_is_rejected() {
+        let err = Cli::try_parse_from(["gangplank", "serve", "--tls-cert-file", "/tls/tls.crt"])
+            .unwrap_err();
+        assert_eq!(err.kind(), clap::error::ErrorKind::MissingRequiredArgument);
+    }
+}

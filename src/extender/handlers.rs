@@ -1,0 +1,288 @@
+//! The four verb handlers: decode, decide, encode.
+//!
+//! Decisions are pass-through for now (see the module docs of [`super`]); the decision points
+//! are named so the gang logic can replace them: [`FilterVerdict`] for filter, the score per
+//! node for prioritize, the victim map for preempt, the [`super::Binder`] for bind.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use axum::Json;
+use axum::extract::State;
+use axum::response::{IntoResponse, Response};
+use serde::Serialize;
+
+use super::wire::{
+    ExtenderArgs, ExtenderBindingArgs, ExtenderBindingResult, ExtenderFilterResult,
+    ExtenderPreemptionArgs, ExtenderPreemptionResult, FailedNodesMap, HostPriority,
+    HostPriorityList, MIN_EXTENDER_PRIORITY, MetaPod, MetaVictims, Victims,
+};
+use super::{BindRequest, Error, Extender, Outcome, Verb, Wire, bad_request};
+
+/// `POST /scheduler/filter`.
+pub async fn filter(Wire(args): Wire<ExtenderArgs>) -> Response {
+    let candidates = match candidate_names(&args, Verb::Filter) {
+        Ok(names) => names,
+        Err(e) => return bad_request(e),
+    };
+    let verdict = FilterVerdict::pass_all();
+    answer(verdict.into_result(candidates, args), Outcome::Ok)
+}
+
+/// `POST /scheduler/prioritize`: a bare array of `{"Host","Score"}`.
+pub async fn prioritize(Wire(args): Wire<ExtenderArgs>) -> Response {
+    let candidates = match candidate_names(&args, Verb::Prioritize) {
+        Ok(names) => names,
+        Err(e) => return bad_request(e),
+    };
+    let scores: HostPriorityList = candidates
+        .into_iter()
+        .map(|host| HostPriority {
+            host,
+            score: MIN_EXTENDER_PRIORITY,
+        })
+        .collect();
+    answer(scores, Outcome::Ok)
+}
+
+/// `POST /scheduler/preempt`: the scheduler's victims, answered in the Meta form.
+pub async fn preempt(Wire(args): Wire<ExtenderPreemptionArgs>) -> Response {
+    match proposed_victims(args) {
+        Ok(victims) => answer(
+            ExtenderPreemptionResult {
+                node_name_to_meta_victims: victims,
+            },
+            Outcome::Ok,
+        ),
+        Err(e) => bad_request(e),
+    }
+}
+
+/// `POST /scheduler/bind`: `{"Error":""}` once the Binding exists, else the reason.
+pub async fn bind(
+    State(extender): State<Arc<Extender>>,
+    Wire(args): Wire<ExtenderBindingArgs>,
+) -> Response {
+    let result = match bind_request(args) {
+        Ok(request) => extender.binder.bind(&request).await,
+        Err(e) => Err(e),
+    };
+    match result {
+        Ok(()) => answer(ExtenderBindingResult::default(), Outcome::Ok),
+        Err(e) => {
+            tracing::warn!(error = %e, "bind failed");
+            answer(
+                ExtenderBindingResult {
+                    error: e.to_string(),
+                },
+                Outcome::Error,
+            )
+        }
+    }
+}
+
+/// Which candidate nodes fail, and why. Nodes in neither map pass.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct FilterVerdict {
+    /// Failed, but preemption may help.
+    pub failed: FailedNodesMap,
+    /// Failed, and preemption would not help.
+    pub unresolvable: FailedNodesMap,
+}
+
+impl FilterVerdict {
+    /// Every candidate passes: the decision for this stage.
+    pub fn pass_all() -> Self {
+        Self::default()
+    }
+
+    fn passes(&self, node: &str) -> bool {
+        !self.failed.contains_key(node) && !self.unresolvable.contains_key(node)
+    }
+
+    /// The filter answer: `NodeNames` lists the passing candidates (in the scheduler's order)
+    /// and, when the request came with full `Nodes`, `Nodes` lists them too; otherwise `Nodes`
+    /// is null. A node in both maps is reported as unresolvable only, as the scheduler would
+    /// read it.
+    pub fn into_result(self, candidates: Vec<String>, args: ExtenderArgs) -> ExtenderFilterResult {
+        let nodes = args.nodes.map(|mut list| {
+            list.items.retain(|node| {
+                node.metadata
+                    .name
+                    .as_deref()
+                    .is_some_and(|name| self.passes(name))
+            });
+            list
+        });
+        let node_names = candidates
+            .into_iter()
+            .filter(|name| self.passes(name))
+            .collect();
+        let mut failed = self.failed;
+        failed.retain(|name, _| !self.unresolvable.contains_key(name));
+        ExtenderFilterResult {
+            nodes,
+            node_names: Some(node_names),
+            failed_nodes: failed,
+            failed_and_unresolvable_nodes: self.unresolvable,
+            error: String::new(),
+        }
+    }
+}
+
+/// The candidate node names: `NodeNames` (`nodeCacheCapable: true`) or the names in `Nodes`.
+fn candidate_names(args: &ExtenderArgs, verb: Verb) -> Result<Vec<String>, Error> {
+    if let Some(names) = &args.node_names {
+        return Ok(names.clone());
+    }
+    if let Some(list) = &args.nodes {
+        return Ok(list
+            .items
+            .iter()
+            .filter_map(|node| node.metadata.name.clone())
+            .collect());
+    }
+    Err(Error::Decode {
+        verb,
+        why: "Nodes and NodeNames are both null; one of them must list the candidate nodes".into(),
+    })
+}
+
+/// The scheduler's proposed victims, by UID. Full pods (`nodeCacheCapable: false`) are reduced
+/// to their UIDs; null nodes and null pods are dropped (a nil victim list would crash the
+/// scheduler if answered back).
+fn proposed_victims(args: ExtenderPreemptionArgs) -> Result<BTreeMap<String, MetaVictims>, Error> {
+    if let Some(meta) = args.node_name_to_meta_victims {
+        return Ok(meta
+            .into_iter()
+            .filter_map(|(node, victims)| Some((node, victims?)))
+            .collect());
+    }
+    let mut out = BTreeMap::new();
+    for (node, victims) in args.node_name_to_victims.unwrap_or_default() {
+        let Some(victims) = victims else { continue };
+        out.insert(node.clone(), meta_victims(&node, victims)?);
+    }
+    Ok(out)
+}
+
+fn meta_victims(node: &str, victims: Victims) -> Result<MetaVictims, Error> {
+    let mut pods = Vec::with_capacity(victims.pods.len());
+    for pod in victims.pods.into_iter().flatten() {
+        let Some(uid) = pod.metadata.uid else {
+            return Err(Error::Decode {
+                verb: Verb::Preempt,
+                why: format!(
+                    "victim pod {}/{} on node {node} has no metadata.uid",
+                    pod.metadata.namespace.unwrap_or_default(),
+                    pod.metadata.name.unwrap_or_default()
+                ),
+            });
+        };
+        pods.push(MetaPod { uid });
+    }
+    Ok(MetaVictims {
+        pods,
+        num_pdb_violations: victims.num_pdb_violations,
+    })
+}
+
+fn bind_request(args: ExtenderBindingArgs) -> Result<BindRequest, Error> {
+    for (field, value) in [
+        ("PodName", &args.pod_name),
+        ("PodNamespace", &args.pod_namespace),
+        ("Node", &args.node),
+    ] {
+        if value.is_empty() {
+            return Err(Error::MissingField { field });
+        }
+    }
+    Ok(BindRequest {
+        namespace: args.pod_namespace,
+        name: args.pod_name,
+        uid: args.pod_uid,
+        node: args.node,
+    })
+}
+
+/// HTTP 200 with a JSON body, tagged with its outcome for the metrics.
+fn answer<T: Serialize>(body: T, outcome: Outcome) -> Response {
+    let mut response = Json(body).into_response();
+    response.extensions_mut().insert(outcome);
+    response
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn args(value: serde_json::Value) -> ExtenderArgs {
+        serde_json::from_value(value).unwrap()
+    }
+
+    #[test]
+    fn a_verdict_keeps_only_passing_nodes_in_both_lists() {
+        let args = args(json!({
+            "Pod": {},
+            "Nodes": {"metadata": {}, "items": [
+                {"metadata": {"name": "n1"}},
+                {"metadata": {"name": "n2"}},
+                {"metadata": {"name": "n3"}}
+            ]},
+            "NodeNames": null
+        }));
+        let candidates = candidate_names(&args, Verb::Filter).unwrap();
+        let verdict = FilterVerdict {
+            failed: [
+                ("n2".to_string(), "gang does not fit".to_string()),
+                ("n3".to_string(), "also".to_string()),
+            ]
+            .into(),
+            unresolvable: [("n3".to_string(), "claimed by another gang".to_string())].into(),
+        };
+        let result = verdict.into_result(candidates, args);
+        assert_eq!(result.node_names, Some(vec!["n1".to_string()]));
+        let kept: Vec<_> = result
+            .nodes
+            .unwrap()
+            .items
+            .into_iter()
+            .map(|n| n.metadata.name.unwrap())
+            .collect();
+        assert_eq!(kept, vec!["n1".to_string()]);
+        assert_eq!(result.failed_nodes.keys().collect::<Vec<_>>(), vec!["n2"]);
+        assert_eq!(
+            result
+                .failed_and_unresolvable_nodes
+                .keys()
+                .collect::<Vec<_>>(),
+            vec!["n3"]
+        );
+    }
+
+    #[test]
+    fn names_win_when_both_node_forms_are_sent() {
+        let args = args(json!({
+            "Pod": {},
+            "Nodes": {"items": [{"metadata": {"name": "x"}}]},
+            "NodeNames": ["a", "b"]
+        }));
+        assert_eq!(
+            candidate_names(&args, Verb::Filter).unwrap(),
+            vec!["a", "b"]
+        );
+    }
+
+    #[test]
+    fn a_bind_request_names_the_first_empty_field() {
+        let err = bind_request(ExtenderBindingArgs {
+            pod_name: "p".into(),
+            pod_namespace: "ns".into(),
+            pod_uid: String::new(),
+            node: String::new(),
+        })
+        .unwrap_err();
+        assert_eq!(err.to_string(), "failed to bind pod: Node is empty");
+    }
+}

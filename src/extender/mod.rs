@@ -1,0 +1,228 @@
+//! The kube-scheduler HTTP extender: `POST /scheduler/{filter,prioritize,preempt,bind}`.
+//!
+//! Why it exists: it is how Gangplank takes part in the stock scheduler's decisions without
+//! replacing it (see `shared/DESIGN.md`). This module is a thin adapter: it decodes the wire
+//! format ([`wire`], exactly what a stock kube-scheduler sends), asks for a decision, and
+//! encodes the answer. Requests never panic on bad input: a body that is not the expected JSON
+//! gets HTTP 400 with the decoder's reason, and a request that decodes but cannot be served
+//! gets HTTP 200 with the reason in the `Error` field, as the protocol wants.
+//!
+//! Behaviour at this stage, on purpose: **pass-through**. Filter keeps every candidate node,
+//! prioritize gives every node the neutral score 0, preempt accepts the scheduler's victims as
+//! they are (answered in the Meta form), and bind creates the `pods/binding` subresource at
+//! once, like the default binder. Gang logic lands in the `policy` module (gang feasibility and
+//! claims for filter, packing scores for prioritize, victim rules for preempt, holding binds
+//! until quorum); the handlers already go through [`handlers::FilterVerdict`] and the
+//! [`Binder`] trait so that it slots in without changing the wire layer.
+//!
+//! Also here: per-verb metrics ([`crate::metrics`]) and the `--capture-dir` switch that saves
+//! every request body for golden fixtures ([`capture`]).
+
+pub mod binder;
+pub mod capture;
+pub mod handlers;
+pub mod wire;
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::Instant;
+
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::{DefaultBodyLimit, FromRequest, Request, State};
+use axum::http::StatusCode;
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{MethodRouter, post};
+use serde::de::DeserializeOwned;
+use tower_http::trace::TraceLayer;
+
+pub use binder::{BindRequest, Binder, KubeBinder};
+pub use capture::Capture;
+
+use crate::metrics;
+
+/// Path prefix of every verb; the scheduler's `urlPrefix` ends with it.
+pub const PREFIX: &str = "/scheduler";
+
+/// Largest request body accepted. Filter bodies with full `Nodes` (not `nodeCacheCapable`) carry
+/// every sampled candidate node, status and images included: at a few hundred nodes that is
+/// several megabytes, well past axum's 2 MiB default.
+pub const MAX_BODY_BYTES: usize = 64 * 1024 * 1024;
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("failed to decode {verb} request: {why}")]
+    Decode { verb: Verb, why: String },
+    #[error("failed to bind pod: {field} is empty")]
+    MissingField { field: &'static str },
+    #[error("failed to bind pod {namespace}/{name} to node {node}: {why}")]
+    Bind {
+        namespace: String,
+        name: String,
+        node: String,
+        why: String,
+    },
+    #[error("failed to capture {verb} request in {path}: {why}")]
+    Capture {
+        verb: Verb,
+        path: std::path::PathBuf,
+        why: std::io::Error,
+    },
+}
+
+/// The four extender verbs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Verb {
+    Filter,
+    Prioritize,
+    Preempt,
+    Bind,
+}
+
+impl Verb {
+    pub const ALL: [Verb; 4] = [Verb::Filter, Verb::Prioritize, Verb::Preempt, Verb::Bind];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Verb::Filter => "filter",
+            Verb::Prioritize => "prioritize",
+            Verb::Preempt => "preempt",
+            Verb::Bind => "bind",
+        }
+    }
+}
+
+impl fmt::Display for Verb {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// What the handlers share.
+pub struct Extender {
+    binder: Arc<dyn Binder>,
+    capture: Option<Capture>,
+}
+
+impl Extender {
+    /// An extender that binds through `binder`.
+    pub fn new(binder: Arc<dyn Binder>) -> Self {
+        Self {
+            binder,
+            capture: None,
+        }
+    }
+
+    /// Saves every request body through `capture`.
+    pub fn with_capture(mut self, capture: Capture) -> Self {
+        self.capture = Some(capture);
+        self
+    }
+}
+
+/// The extender's routes under [`PREFIX`], traced, with per-verb metrics.
+pub fn router(extender: Arc<Extender>) -> Router {
+    let verb = |verb: Verb, route: MethodRouter<Arc<Extender>>| {
+        (
+            format!("{PREFIX}/{verb}"),
+            route.layer(middleware::from_fn_with_state(verb, observe)),
+        )
+    };
+    let routes = [
+        verb(Verb::Filter, post(handlers::filter)),
+        verb(Verb::Prioritize, post(handlers::prioritize)),
+        verb(Verb::Preempt, post(handlers::preempt)),
+        verb(Verb::Bind, post(handlers::bind)),
+    ];
+    routes
+        .into_iter()
+        .fold(Router::new(), |router, (path, route)| {
+            router.route(&path, route)
+        })
+        .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
+        .layer(TraceLayer::new_for_http())
+        .with_state(extender)
+}
+
+/// How a request ended, for `gangplank_extender_requests_total{outcome}`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    Ok,
+    /// Answered with a non-empty `Error`, or failed on our side.
+    Error,
+    /// HTTP 4xx: the body was not the expected JSON.
+    BadRequest,
+}
+
+impl Outcome {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Outcome::Ok => "ok",
+            Outcome::Error => "error",
+            Outcome::BadRequest => "bad_request",
+        }
+    }
+}
+
+/// Records the verb's count and latency; tells handlers their verb through an extension.
+async fn observe(State(verb): State<Verb>, mut request: Request, next: Next) -> Response {
+    let started = Instant::now();
+    request.extensions_mut().insert(verb);
+    let response = next.run(request).await;
+    let outcome = match response.extensions().get::<Outcome>() {
+        Some(outcome) => *outcome,
+        None if response.status().is_client_error() => Outcome::BadRequest,
+        None if response.status().is_success() => Outcome::Ok,
+        None => Outcome::Error,
+    };
+    ::metrics::counter!(
+        metrics::EXTENDER_REQUESTS_TOTAL,
+        "verb" => verb.as_str(),
+        "outcome" => outcome.as_str()
+    )
+    .increment(1);
+    ::metrics::histogram!(metrics::EXTENDER_REQUEST_DURATION_SECONDS, "verb" => verb.as_str())
+        .record(started.elapsed().as_secs_f64());
+    response
+}
+
+/// A JSON request body, decoded whatever its content type (the scheduler sends
+/// `application/json`, but nothing is gained by refusing a mislabelled body). A body that
+/// does not decode is rejected with HTTP 400 and the decoder's reason. When capture is on,
+/// the raw body is saved first.
+pub struct Wire<T>(pub T);
+
+impl<T: DeserializeOwned> FromRequest<Arc<Extender>> for Wire<T> {
+    type Rejection = Response;
+
+    async fn from_request(request: Request, state: &Arc<Extender>) -> Result<Self, Response> {
+        let verb = request
+            .extensions()
+            .get::<Verb>()
+            .copied()
+            .unwrap_or(Verb::Filter);
+        let body = Bytes::from_request(request, state).await.map_err(|e| {
+            let status = e.status();
+            let why = e.body_text();
+            (status, format!("failed to read {verb} request: {why}\n")).into_response()
+        })?;
+        if let Some(capture) = &state.capture
+            && let Err(e) = capture.save(verb, body.clone()).await
+        {
+            tracing::warn!(error = %e, "capture");
+        }
+        serde_json::from_slice(&body).map(Wire).map_err(|e| {
+            bad_request(Error::Decode {
+                verb,
+                why: e.to_string(),
+            })
+        })
+    }
+}
+
+/// HTTP 400 with the error as plain text.
+pub fn bad_request(error: Error) -> Response {
+    tracing::debug!(error = %error, "bad extender request");
+    (StatusCode::BAD_REQUEST, format!("{error}\n")).into_response()
+}

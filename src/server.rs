@@ -1,0 +1,150 @@
+//! `gangplank serve`: wires the cache, the extender and the metrics port together and runs them
+//! until SIGTERM or SIGINT.
+//!
+//! One [`CancellationToken`] is the shutdown signal for everything: the watch loops stop, the
+//! metrics server stops accepting, and the extender stops accepting and gives open requests
+//! [`SHUTDOWN_GRACE`] to finish (a bind in flight should complete rather than be cut). If any
+//! part fails (a port already taken, unreadable certificates), the token is cancelled too, so
+//! the process exits instead of running half-alive.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use axum::Router;
+use tokio_util::sync::CancellationToken;
+
+use crate::cache::{self, Cache};
+use crate::config::ServeArgs;
+use crate::extender::{self, Capture, Extender, KubeBinder};
+use crate::{health, metrics, tls};
+
+/// How long open extender requests may run after the shutdown signal.
+pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(20);
+
+pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
+    tls::install_crypto_provider();
+    let prometheus = metrics::install()?;
+    let shutdown = CancellationToken::new();
+    tokio::spawn(cancel_on_signal(shutdown.clone()));
+
+    let client = kube::Client::try_default()
+        .await
+        .context("failed to create Kubernetes client (in-cluster config or KUBECONFIG)")?;
+    let cache = Cache::new();
+
+    let mut extender = Extender::new(Arc::new(KubeBinder::new(client.clone())));
+    if let Some(dir) = &args.capture_dir {
+        let capture = Capture::open(dir)
+            .with_context(|| format!("failed to open capture directory {}", dir.display()))?;
+        tracing::warn!(dir = %dir.display(), "capturing every extender request body");
+        extender = extender.with_capture(capture);
+    }
+    let extender_router = extender::router(Arc::new(extender));
+    let metrics_router = health::router(cache.clone()).merge(metrics::router(prometheus.clone()));
+
+    let (watch, upkeep, metrics_server, extender_server) = tokio::join!(
+        cache::watch::run(client, cache, shutdown.clone()),
+        metrics::run_upkeep(prometheus, shutdown.clone()),
+        cancel_on_error(
+            serve_plain(args.metrics_addr, metrics_router, shutdown.clone()),
+            &shutdown
+        ),
+        cancel_on_error(
+            serve_extender(&args, extender_router, shutdown.clone()),
+            &shutdown
+        ),
+    );
+    let ((), ()) = (watch, upkeep);
+    metrics_server.context("metrics server failed")?;
+    extender_server.context("extender server failed")?;
+    tracing::info!("stopped");
+    Ok(())
+}
+
+async fn cancel_on_error<T>(
+    task: impl Future<Output = anyhow::Result<T>>,
+    shutdown: &CancellationToken,
+) -> anyhow::Result<T> {
+    let result = task.await;
+    if let Err(e) = &result {
+        tracing::error!(error = format!("{e:#}"), "shutting down");
+        shutdown.cancel();
+    }
+    result
+}
+
+/// Cancels `shutdown` on SIGTERM (kubelet) or SIGINT (Ctrl-C).
+async fn cancel_on_signal(shutdown: CancellationToken) {
+    let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+        Ok(term) => term,
+        Err(e) => {
+            tracing::error!(error = %e, "failed to listen for SIGTERM; shutting down");
+            shutdown.cancel();
+            return;
+        }
+    };
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => tracing::info!("SIGINT received, shutting down"),
+        _ = term.recv() => tracing::info!("SIGTERM received, shutting down"),
+        _ = shutdown.cancelled() => return,
+    }
+    shutdown.cancel();
+}
+
+/// Serves `router` over plain HTTP until shutdown.
+async fn serve_plain(
+    addr: SocketAddr,
+    router: Router,
+    shutdown: CancellationToken,
+) -> anyhow::Result<()> {
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .with_context(|| format!("failed to listen on {addr}"))?;
+    tracing::info!(%addr, "metrics and probes listening (http)");
+    axum::serve(listener, router)
+        .with_graceful_shutdown(shutdown.cancelled_owned())
+        .await
+        .with_context(|| format!("failed to serve on {addr}"))
+}
+
+/// Serves the extender, over HTTPS with certificate reload when TLS files are configured.
+async fn serve_extender(
+    args: &ServeArgs,
+    router: Router,
+    shutdown: CancellationToken,
+) -> anyhow::Result<()> {
+    let addr = args.extender_addr;
+    let handle = axum_server::Handle::new();
+    tokio::spawn({
+        let (handle, shutdown) = (handle.clone(), shutdown.clone());
+        async move {
+            shutdown.cancelled().await;
+            handle.graceful_shutdown(Some(SHUTDOWN_GRACE));
+        }
+    });
+    let service = router.into_make_service();
+    match args.tls_files() {
+        Some((cert, key)) => {
+            let config = tls::load(&cert, &key).await?;
+            tokio::spawn(tls::reload_on_change(
+                config.clone(),
+                cert,
+                key,
+                tls::RELOAD_INTERVAL,
+                shutdown,
+            ));
+            tracing::info!(%addr, "extender listening (https)");
+            axum_server::bind_rustls(addr, config)
+                .handle(handle)
+                .serve(service)
+                .await
+        }
+        None => {
+            tracing::info!(%addr, "extender listening (http)");
+            axum_server::bind(addr).handle(handle).serve(service).await
+        }
+    }
+    .with_context(|| format!("failed to serve the extender on {addr}"))
+}
