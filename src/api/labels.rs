@@ -1,0 +1,191 @@
+//! Well-known names: the API group, the labels, annotations, scheduling gate and marker resource
+//! that Gangplank reads and writes on other people's objects, and the aliases it accepts from
+//! other batch schedulers.
+//!
+//! Everything that spells one of these strings imports it from here, so a typo is a compile error
+//! and a rename is one edit. [`pod_group_of`] and [`queue_of`] are the single place where the
+//! alias precedence is decided; the webhooks, the cache and the controller all call them, so a
+//! pod cannot be in one group for the admission loop and in another for the extender.
+//!
+//! Precedence (first match wins), for the group:
+//! 1. label `scheduling.gangplank.dev/pod-group` (ours),
+//! 2. label `scheduling.x-k8s.io/pod-group` (scheduler-plugins coscheduling),
+//! 3. annotation `scheduling.k8s.io/group-name` (Volcano; Kubeflow, Spark and Ray set it).
+//!
+//! and for the queue:
+//! 1. label `scheduling.gangplank.dev/queue` (ours),
+//! 2. annotation `scheduling.volcano.sh/queue-name` (Volcano).
+//!
+//! Our own keys win so that an operator can override what a third-party integration wrote
+//! without having to remove it. Empty values count as absent: `kubectl label pod p
+//! scheduling.gangplank.dev/pod-group=` must not put a pod into a group named "".
+//! The namespace default queue (label [`QUEUE_LABEL`] on the Namespace) and a PodGroup's
+//! `spec.queue` are applied by their callers, after these per-object keys.
+
+use std::collections::BTreeMap;
+
+/// API group of Gangplank's custom resources (`Queue`, `PodGroup`).
+pub const GROUP: &str = "scheduling.gangplank.dev";
+
+/// API version of Gangplank's custom resources.
+pub const VERSION: &str = "v1alpha1";
+
+/// Label that puts a pod (or a Job's pod template) into the PodGroup of that name, in the pod's
+/// own namespace.
+pub const POD_GROUP_LABEL: &str = "scheduling.gangplank.dev/pod-group";
+
+/// Label naming the Queue of a pod, a PodGroup, a Job, or (on a Namespace) the default queue of
+/// everything created in it.
+pub const QUEUE_LABEL: &str = "scheduling.gangplank.dev/queue";
+
+/// Annotation on a batch/v1 Job overriding the gang size of the PodGroup created for it
+/// (otherwise `spec.parallelism`).
+pub const MIN_MEMBER_ANNOTATION: &str = "scheduling.gangplank.dev/min-member";
+
+/// Scheduling gate the mutating webhook puts on managed pods; the admission loop removes it when
+/// the pod's group is admitted.
+pub const ADMISSION_GATE: &str = "scheduling.gangplank.dev/admission";
+
+/// Extended resource (one unit, request and limit) that marks a pod as managed by Gangplank, so
+/// the scheduler sends only those pods to the extender (`managedResources`).
+pub const MANAGED_RESOURCE: &str = "scheduling.gangplank.dev/managed";
+
+/// Name of the queue that always exists and takes every managed pod that names no queue.
+pub const DEFAULT_QUEUE: &str = "default";
+
+/// scheduler-plugins (coscheduling) pod label naming the pod's PodGroup. Accepted as an alias of
+/// [`POD_GROUP_LABEL`].
+pub const SCHEDULER_PLUGINS_POD_GROUP_LABEL: &str = "scheduling.x-k8s.io/pod-group";
+
+/// Volcano pod annotation naming the pod's PodGroup. Accepted as an alias of [`POD_GROUP_LABEL`].
+pub const VOLCANO_GROUP_NAME_ANNOTATION: &str = "scheduling.k8s.io/group-name";
+
+/// Volcano annotation naming the queue. Accepted as an alias of [`QUEUE_LABEL`].
+pub const VOLCANO_QUEUE_NAME_ANNOTATION: &str = "scheduling.volcano.sh/queue-name";
+
+/// The PodGroup name an object (a pod, a pod template) asks for, applying the alias precedence
+/// in the module docs. `None` when no key is present with a non-empty value.
+pub fn pod_group_of<'a>(
+    labels: Option<&'a BTreeMap<String, String>>,
+    annotations: Option<&'a BTreeMap<String, String>>,
+) -> Option<&'a str> {
+    non_empty(labels, POD_GROUP_LABEL)
+        .or_else(|| non_empty(labels, SCHEDULER_PLUGINS_POD_GROUP_LABEL))
+        .or_else(|| non_empty(annotations, VOLCANO_GROUP_NAME_ANNOTATION))
+}
+
+/// The Queue name an object (a pod, a pod template, a PodGroup, a Job) asks for, applying the
+/// alias precedence in the module docs. `None` when no key is present with a non-empty value.
+pub fn queue_of<'a>(
+    labels: Option<&'a BTreeMap<String, String>>,
+    annotations: Option<&'a BTreeMap<String, String>>,
+) -> Option<&'a str> {
+    non_empty(labels, QUEUE_LABEL).or_else(|| non_empty(annotations, VOLCANO_QUEUE_NAME_ANNOTATION))
+}
+
+fn non_empty<'a>(map: Option<&'a BTreeMap<String, String>>, key: &str) -> Option<&'a str> {
+    map?.get(key).map(String::as_str).filter(|v| !v.is_empty())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn map(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn own_group_label_wins_over_both_aliases() {
+        let labels = map(&[
+            (POD_GROUP_LABEL, "ours"),
+            (SCHEDULER_PLUGINS_POD_GROUP_LABEL, "coscheduling"),
+        ]);
+        let annotations = map(&[(VOLCANO_GROUP_NAME_ANNOTATION, "volcano")]);
+        assert_eq!(
+            pod_group_of(Some(&labels), Some(&annotations)),
+            Some("ours")
+        );
+    }
+
+    #[test]
+    fn scheduler_plugins_label_wins_over_volcano_annotation() {
+        let labels = map(&[(SCHEDULER_PLUGINS_POD_GROUP_LABEL, "coscheduling")]);
+        let annotations = map(&[(VOLCANO_GROUP_NAME_ANNOTATION, "volcano")]);
+        assert_eq!(
+            pod_group_of(Some(&labels), Some(&annotations)),
+            Some("coscheduling")
+        );
+    }
+
+    #[test]
+    fn volcano_annotation_alone_names_the_group() {
+        let annotations = map(&[(VOLCANO_GROUP_NAME_ANNOTATION, "volcano")]);
+        assert_eq!(pod_group_of(None, Some(&annotations)), Some("volcano"));
+    }
+
+    #[test]
+    fn group_keys_in_the_wrong_place_are_ignored() {
+        // Labels are looked up among labels and annotations among annotations, never crosswise.
+        let labels = map(&[(VOLCANO_GROUP_NAME_ANNOTATION, "volcano")]);
+        let annotations = map(&[(POD_GROUP_LABEL, "ours")]);
+        assert_eq!(pod_group_of(Some(&labels), Some(&annotations)), None);
+    }
+
+    #[test]
+    fn empty_group_value_falls_through_to_the_next_alias() {
+        let labels = map(&[
+            (POD_GROUP_LABEL, ""),
+            (SCHEDULER_PLUGINS_POD_GROUP_LABEL, "coscheduling"),
+        ]);
+        assert_eq!(pod_group_of(Some(&labels), None), Some("coscheduling"));
+        let only_empty = map(&[(POD_GROUP_LABEL, "")]);
+        assert_eq!(pod_group_of(Some(&only_empty), None), None);
+    }
+
+    #[test]
+    fn pod_without_any_key_has_no_group_and_no_queue() {
+        let labels = map(&[("app", "web")]);
+        assert_eq!(pod_group_of(Some(&labels), None), None);
+        assert_eq!(queue_of(Some(&labels), None), None);
+        assert_eq!(pod_group_of(None, None), None);
+        assert_eq!(queue_of(None, None), None);
+    }
+
+    #[test]
+    fn own_queue_label_wins_over_volcano_annotation() {
+        let labels = map(&[(QUEUE_LABEL, "research")]);
+        let annotations = map(&[(VOLCANO_QUEUE_NAME_ANNOTATION, "volcano-q")]);
+        assert_eq!(
+            queue_of(Some(&labels), Some(&annotations)),
+            Some("research")
+        );
+    }
+
+    #[test]
+    fn volcano_queue_annotation_alone_names_the_queue() {
+        let annotations = map(&[(VOLCANO_QUEUE_NAME_ANNOTATION, "volcano-q")]);
+        assert_eq!(queue_of(None, Some(&annotations)), Some("volcano-q"));
+        let empty_label = map(&[(QUEUE_LABEL, "")]);
+        assert_eq!(
+            queue_of(Some(&empty_label), Some(&annotations)),
+            Some("volcano-q")
+        );
+    }
+
+    #[test]
+    fn every_gangplank_key_lives_in_the_api_group() {
+        for key in [
+            POD_GROUP_LABEL,
+            QUEUE_LABEL,
+            MIN_MEMBER_ANNOTATION,
+            ADMISSION_GATE,
+            MANAGED_RESOURCE,
+        ] {
+            assert_eq!(key.split_once('/').map(|(prefix, _)| prefix), Some(GROUP));
+        }
+    }
+}
