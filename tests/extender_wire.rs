@@ -1,0 +1,331 @@
+//! The extender over HTTP, without sockets: requests go through the real axum router with
+//! `oneshot`, bodies are the golden fixtures in `tests/golden/` (the exact wire format of a
+//! stock kube-scheduler: capitalised Go field names, `null` for nil), and responses are
+//! compared as JSON with the golden answers.
+//!
+//! The fixtures were written by hand from `shared/PROTOCOL.md` and the Go types; the e2e
+//! harness can replace the requests with captured ones (`gangplank serve --capture-dir`).
+
+use std::sync::{Arc, Mutex};
+
+use axum::Router;
+use axum::body::Body;
+use axum::http::{Request, StatusCode, header};
+use futures::future::BoxFuture;
+use gangplank::extender::{self, BindRequest, Binder, Extender};
+use http_body_util::BodyExt;
+use pretty_assertions::assert_eq;
+use serde_json::Value;
+use tower::ServiceExt;
+
+/// A binder that records what it was asked and answers as told.
+#[derive(Default)]
+struct FakeBinder {
+    calls: Mutex<Vec<BindRequest>>,
+    refuse_with: Option<String>,
+}
+
+impl Binder for FakeBinder {
+    fn bind<'a>(&'a self, request: &'a BindRequest) -> BoxFuture<'a, Result<(), extender::Error>> {
+        self.calls.lock().unwrap().push(request.clone());
+        let result = match &self.refuse_with {
+            Some(why) => Err(request.failed(why.clone())),
+            None => Ok(()),
+        };
+        Box::pin(async move { result })
+    }
+}
+
+fn router_with(binder: Arc<FakeBinder>) -> Router {
+    extender::router(Arc::new(Extender::new(binder)))
+}
+
+fn router() -> Router {
+    router_with(Arc::default())
+}
+
+fn golden(name: &str) -> String {
+    let path = format!("{}/tests/golden/{name}", env!("CARGO_MANIFEST_DIR"));
+    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("read {path}: {e}"))
+}
+
+fn golden_json(name: &str) -> Value {
+    serde_json::from_str(&golden(name)).unwrap()
+}
+
+async fn post_as(
+    router: Router,
+    verb: &str,
+    content_type: &str,
+    body: impl Into<Body>,
+) -> (StatusCode, String) {
+    let request = Request::post(format!("/scheduler/{verb}"))
+        .header(header::CONTENT_TYPE, content_type)
+        .body(body.into())
+        .unwrap();
+    let response = router.oneshot(request).await.unwrap();
+    let status = response.status();
+    let bytes = response.into_body().collect().await.unwrap().to_bytes();
+    (status, String::from_utf8(bytes.to_vec()).unwrap())
+}
+
+async fn post(router: Router, verb: &str, body: impl Into<Body>) -> (StatusCode, String) {
+    post_as(router, verb, "application/json", body).await
+}
+
+/// Posts `<fixture>.request.json` and checks the answer is `<fixture>.response.json`.
+async fn assert_golden(router: Router, verb: &str, fixture: &str) {
+    let (status, body) = post(router, verb, golden(&format!("{fixture}.request.json"))).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let actual: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(actual, golden_json(&format!("{fixture}.response.json")));
+}
+
+#[tokio::test]
+async fn filter_with_node_names_passes_every_node_and_answers_every_go_field() {
+    assert_golden(router(), "filter", "filter-node-names").await;
+}
+
+#[tokio::test]
+async fn filter_with_full_nodes_answers_the_passing_nodes_in_full() {
+    assert_golden(router(), "filter", "filter-nodes").await;
+}
+
+#[tokio::test]
+async fn prioritize_answers_a_bare_array_with_neutral_scores() {
+    assert_golden(router(), "prioritize", "prioritize").await;
+}
+
+#[tokio::test]
+async fn preempt_with_meta_victims_keeps_the_schedulers_victims() {
+    assert_golden(router(), "preempt", "preempt-meta-victims").await;
+}
+
+#[tokio::test]
+async fn preempt_with_full_victims_answers_in_the_meta_form() {
+    assert_golden(router(), "preempt", "preempt-victims").await;
+}
+
+#[tokio::test]
+async fn bind_creates_the_binding_for_that_pod_uid_and_node() {
+    let binder = Arc::new(FakeBinder::default());
+    assert_golden(router_with(binder.clone()), "bind", "bind").await;
+    assert_eq!(
+        *binder.calls.lock().unwrap(),
+        vec![BindRequest {
+            namespace: "ml".into(),
+            name: "train-worker-1".into(),
+            uid: "6b1d7c1e-3f0a-4a57-9a55-2f4f6f0e8b11".into(),
+            node: "kwok-node-2".into(),
+        }]
+    );
+}
+
+#[tokio::test]
+async fn a_refused_bind_puts_the_reason_in_error() {
+    let binder = Arc::new(FakeBinder {
+        refuse_with: Some("pods \"train-worker-1\" not found".into()),
+        ..Default::default()
+    });
+    let (status, body) = post(router_with(binder), "bind", golden("bind.request.json")).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(
+        serde_json::from_str::<Value>(&body).unwrap(),
+        serde_json::json!({
+            "Error": "failed to bind pod ml/train-worker-1 to node kwok-node-2: pods \"train-worker-1\" not found"
+        })
+    );
+}
+
+#[tokio::test]
+async fn a_bind_without_pod_name_or_node_says_which_field_is_empty_and_binds_nothing() {
+    let binder = Arc::new(FakeBinder::default());
+    let (_, body) = post(
+        router_with(binder.clone()),
+        "bind",
+        r#"{"PodName":"","PodNamespace":"ml","PodUID":"u","Node":"n1"}"#,
+    )
+    .await;
+    assert_eq!(body, r#"{"Error":"failed to bind pod: PodName is empty"}"#);
+
+    let (_, body) = post(
+        router_with(binder.clone()),
+        "bind",
+        r#"{"PodName":"p","PodNamespace":"ml","PodUID":"u","Node":null}"#,
+    )
+    .await;
+    assert_eq!(body, r#"{"Error":"failed to bind pod: Node is empty"}"#);
+    assert!(binder.calls.lock().unwrap().is_empty());
+}
+
+#[tokio::test]
+async fn malformed_json_is_a_400_naming_the_verb_and_the_position() {
+    let (status, body) = post(router(), "filter", r#"{"Pod": {"metadata": "#).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert_eq!(
+        body,
+        "failed to decode filter request: EOF while parsing a value at line 1 column 21\n"
+    );
+}
+
+#[tokio::test]
+async fn an_empty_body_is_a_400() {
+    let (status, body) = post(router(), "bind", "").await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert_eq!(
+        body,
+        "failed to decode bind request: EOF while parsing a value at line 1 column 0\n"
+    );
+}
+
+#[tokio::test]
+async fn a_body_of_the_wrong_shape_is_a_400_naming_the_field() {
+    let (status, body) = post(router(), "prioritize", r#"{"Pod":{},"NodeNames":"n1"}"#).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert!(
+        body.starts_with("failed to decode prioritize request: invalid type: string \"n1\""),
+        "{body}"
+    );
+
+    let (status, body) = post(router(), "filter", r#"{"NodeNames":["n1"]}"#).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert!(
+        body.starts_with("failed to decode filter request: missing field `Pod`"),
+        "{body}"
+    );
+
+    let (status, body) = post(router(), "preempt", r#"[1,2]"#).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert!(
+        body.starts_with("failed to decode preempt request: "),
+        "{body}"
+    );
+}
+
+#[tokio::test]
+async fn filter_without_any_candidate_list_is_a_400() {
+    let (status, body) = post(
+        router(),
+        "filter",
+        r#"{"Pod":{},"Nodes":null,"NodeNames":null}"#,
+    )
+    .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert_eq!(
+        body,
+        "failed to decode filter request: Nodes and NodeNames are both null; one of them must list the candidate nodes\n"
+    );
+}
+
+#[tokio::test]
+async fn a_full_victim_without_uid_is_a_400() {
+    let (status, body) = post(
+        router(),
+        "preempt",
+        r#"{"Pod":{},"NodeNameToVictims":{"n1":{"Pods":[{"metadata":{"name":"v","namespace":"etl"}}],"NumPDBViolations":0}},"NodeNameToMetaVictims":null}"#,
+    )
+    .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert_eq!(
+        body,
+        "failed to decode preempt request: victim pod etl/v on node n1 has no metadata.uid\n"
+    );
+}
+
+#[tokio::test]
+async fn a_json_body_with_the_wrong_content_type_is_still_served() {
+    let (status, body) = post_as(
+        router(),
+        "filter",
+        "text/plain",
+        golden("filter-node-names.request.json"),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(
+        serde_json::from_str::<Value>(&body).unwrap(),
+        golden_json("filter-node-names.response.json")
+    );
+}
+
+#[tokio::test]
+async fn lowercase_keys_of_old_schedulers_are_answered_with_go_names() {
+    let (status, body) = post(router(), "prioritize", r#"{"pod":{},"nodenames":["a"]}"#).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(body, r#"[{"Host":"a","Score":0}]"#);
+}
+
+#[tokio::test]
+async fn preempt_with_no_victims_at_all_answers_an_empty_map() {
+    let (status, body) = post(
+        router(),
+        "preempt",
+        r#"{"Pod":{},"NodeNameToVictims":null,"NodeNameToMetaVictims":null}"#,
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(body, r#"{"NodeNameToMetaVictims":{}}"#);
+}
+
+#[tokio::test]
+async fn only_post_is_served() {
+    let response = router()
+        .oneshot(
+            Request::get("/scheduler/filter")
+                .body(Body::empty())
+                .unwrap(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::METHOD_NOT_ALLOWED);
+}
+
+#[tokio::test]
+async fn every_request_is_counted_by_verb_and_outcome() {
+    let recorder = metrics_exporter_prometheus::PrometheusBuilder::new().build_recorder();
+    let handle = recorder.handle();
+    // The test runtime is single-threaded, so a thread-local recorder sees every request.
+    let _guard = metrics::set_default_local_recorder(&recorder);
+
+    post(router(), "filter", golden("filter-node-names.request.json")).await;
+    post(router(), "filter", "not json").await;
+    post(
+        router(),
+        "bind",
+        r#"{"PodName":"","PodNamespace":"ml","Node":"n1"}"#,
+    )
+    .await;
+
+    let text = handle.render();
+    for line in [
+        r#"gangplank_extender_requests_total{verb="filter",outcome="ok"} 1"#,
+        r#"gangplank_extender_requests_total{verb="filter",outcome="bad_request"} 1"#,
+        r#"gangplank_extender_requests_total{verb="bind",outcome="error"} 1"#,
+        r#"gangplank_extender_request_duration_seconds_count{verb="filter"} 2"#,
+    ] {
+        assert!(text.contains(line), "missing {line} in\n{text}");
+    }
+}
+
+#[tokio::test]
+async fn capture_saves_each_request_body_as_sent() {
+    let dir = std::env::temp_dir().join(format!("gangplank-capture-it-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let extender = Extender::new(Arc::new(FakeBinder::default()))
+        .with_capture(extender::Capture::open(&dir).unwrap());
+    let router = extender::router(Arc::new(extender));
+
+    let filter = golden("filter-node-names.request.json");
+    post(router.clone(), "filter", filter.clone()).await;
+    post(router, "bind", "not json").await;
+
+    assert_eq!(
+        std::fs::read_to_string(dir.join("filter-1.json")).unwrap(),
+        filter
+    );
+    assert_eq!(
+        std::fs::read_to_string(dir.join("bind-2.json")).unwrap(),
+        "not json"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
