@@ -32,22 +32,42 @@ pub enum Command {
 pub struct ServeArgs {
     /// Address the scheduler extender listens on; kube-scheduler's `urlPrefix` must point here,
     /// with the path prefix `/scheduler`.
-    #[arg(long, env = "GANGPLANK_EXTENDER_ADDR", default_value = "0.0.0.0:8443")]
+    #[arg(
+        long,
+        env = "GANGPLANK_EXTENDER_ADDR",
+        value_name = "ADDR",
+        default_value = "0.0.0.0:8443"
+    )]
     pub extender_addr: SocketAddr,
 
     /// Address of the plain-HTTP endpoint that serves `/metrics` (Prometheus), `/livez` and
     /// `/readyz` (ready once the node and pod watchers have listed the cluster).
-    #[arg(long, env = "GANGPLANK_METRICS_ADDR", default_value = "0.0.0.0:8080")]
+    #[arg(
+        long,
+        env = "GANGPLANK_METRICS_ADDR",
+        value_name = "ADDR",
+        default_value = "0.0.0.0:8080"
+    )]
     pub metrics_addr: SocketAddr,
 
     /// PEM certificate (chain) for the extender port. With --tls-key-file, the extender serves
     /// HTTPS and reloads both files when they change on disk (checked every 10 seconds);
     /// without them it serves plain HTTP.
-    #[arg(long, env = "GANGPLANK_TLS_CERT_FILE", requires = "tls_key_file")]
+    #[arg(
+        long,
+        env = "GANGPLANK_TLS_CERT_FILE",
+        value_name = "FILE",
+        requires = "tls_key_file"
+    )]
     pub tls_cert_file: Option<PathBuf>,
 
     /// PEM private key (PKCS#8, PKCS#1 or SEC1) matching --tls-cert-file.
-    #[arg(long, env = "GANGPLANK_TLS_KEY_FILE", requires = "tls_cert_file")]
+    #[arg(
+        long,
+        env = "GANGPLANK_TLS_KEY_FILE",
+        value_name = "FILE",
+        requires = "tls_cert_file"
+    )]
     pub tls_key_file: Option<PathBuf>,
 
     /// Log output format.
@@ -56,7 +76,12 @@ pub struct ServeArgs {
 
     /// Log filter in tracing's env-filter syntax, for example `info` or
     /// `info,gangplank::extender=debug`.
-    #[arg(long, env = "GANGPLANK_LOG_LEVEL", default_value = "info")]
+    #[arg(
+        long,
+        env = "GANGPLANK_LOG_LEVEL",
+        value_name = "FILTER",
+        default_value = "info"
+    )]
     pub log_level: String,
 
     /// Debugging aid: write the body of every extender request to `DIR/<verb>-<n>.json`

@@ -3,6 +3,8 @@
 //! Text for people at a terminal, JSON for log collectors; the filter uses tracing's env-filter
 //! syntax so one module can be turned up without drowning in the others.
 
+use std::io::IsTerminal;
+
 use tracing_subscriber::EnvFilter;
 
 use crate::config::LogFormat;
@@ -21,7 +23,10 @@ pub fn init(format: LogFormat, filter: &str) -> Result<(), Error> {
         filter: filter.to_owned(),
         why: e.to_string(),
     })?;
-    let builder = tracing_subscriber::fmt().with_env_filter(env_filter);
+    // Colours only for a person at a terminal, never in files or log collectors.
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(env_filter)
+        .with_ansi(std::io::stdout().is_terminal());
     let installed = match format {
         LogFormat::Text => builder.try_init(),
         LogFormat::Json => builder
