@@ -11,12 +11,13 @@ import (
 	"path/filepath"
 
 	"go.etcd.io/etcd/server/v3/etcdmain"
-	genericapiserver "k8s.io/apiserver/pkg/server"
 	"k8s.io/component-base/cli"
+	"k8s.io/component-base/logs"
 	_ "k8s.io/component-base/logs/json/register"
 	_ "k8s.io/component-base/metrics/prometheus/clientgo"
 	_ "k8s.io/component-base/metrics/prometheus/version"
 	kubectlcmd "k8s.io/kubectl/pkg/cmd"
+	kubectlutil "k8s.io/kubectl/pkg/cmd/util"
 	apiserver "k8s.io/kubernetes/cmd/kube-apiserver/app"
 	kcm "k8s.io/kubernetes/cmd/kube-controller-manager/app"
 	scheduler "k8s.io/kubernetes/cmd/kube-scheduler/app"
@@ -39,9 +40,13 @@ func main() {
 	case "kube-controller-manager":
 		os.Exit(cli.Run(kcm.NewControllerManagerCommand()))
 	case "kube-scheduler":
-		os.Exit(cli.RunContext(genericapiserver.SetupSignalContext(), scheduler.NewSchedulerCommand()))
+		os.Exit(cli.Run(scheduler.NewSchedulerCommand()))
 	case "kubectl":
-		os.Exit(cli.RunNoErrOutput(kubectlcmd.NewDefaultKubectlCommand()))
+		// As k8s.io/kubernetes/cmd/kubectl does it.
+		logs.GlogSetter(kubectlcmd.GetLogVerbosity(args)) // nolint:errcheck
+		if err := cli.RunNoErrOutput(kubectlcmd.NewDefaultKubectlCommand()); err != nil {
+			kubectlutil.CheckErr(err)
+		}
 	default:
 		fmt.Fprintf(os.Stderr, "usage: k8s COMPONENT [args]; COMPONENT is one of %v (or invoke through a symlink of that name)\n", components)
 		os.Exit(2)
