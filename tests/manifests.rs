@@ -1,0 +1,267 @@
+//! The operator manifests in `manifests/` parse into their Kubernetes types without losing a
+//! field (a misspelt key would be dropped silently by the API server's older clients and by
+//! us), and agree with the code: the Deployment's flags parse with the real command line, the
+//! default queue is the spec Gangplank creates at start-up, and RBAC grants what the code does.
+
+use std::path::PathBuf;
+
+use clap::Parser;
+use gangplank::api::{Queue, QueueSpec, labels};
+use gangplank::config::{Cli, Command};
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::{Namespace, Pod, PodSpec, Service, ServiceAccount};
+use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, PolicyRule, Role, RoleBinding};
+use k8s_openapi::api::scheduling::v1::PriorityClass;
+use serde::Deserialize;
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+
+const NAMESPACE: &str = "gangplank-system";
+
+/// The YAML documents of `manifests/<file>`, as JSON values.
+fn documents(file: &str) -> Vec<Value> {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("manifests")
+        .join(file);
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("read {file}: {e}"));
+    serde_yaml::Deserializer::from_str(&text)
+        .map(|doc| {
+            let yaml = serde_yaml::Value::deserialize(doc).unwrap();
+            serde_json::to_value(yaml).unwrap()
+        })
+        .filter(|doc| !doc.is_null())
+        .collect()
+}
+
+/// The document of `kind` named `name`, as `K`, checked to survive a round trip unchanged.
+fn object<K: DeserializeOwned + serde::Serialize>(file: &str, kind: &str, name: &str) -> K {
+    let doc = documents(file)
+        .into_iter()
+        .find(|doc| doc["kind"] == kind && doc["metadata"]["name"] == name)
+        .unwrap_or_else(|| panic!("{file} has no {kind} {name}"));
+    let typed: K = serde_json::from_value(doc.clone())
+        .unwrap_or_else(|e| panic!("{file}: {kind} {name} does not parse: {e}"));
+    let round_trip = serde_json::to_value(&typed).unwrap();
+    let mut lost = Vec::new();
+    lost_fields("", &doc, &round_trip, &mut lost);
+    assert!(
+        lost.is_empty(),
+        "{file}: {kind} {name} has fields its type does not know (misspelt or misplaced): {lost:?}"
+    );
+    typed
+}
+
+/// Paths present (or different) in `written` but not in `parsed`.
+fn lost_fields(path: &str, written: &Value, parsed: &Value, out: &mut Vec<String>) {
+    match (written, parsed) {
+        (Value::Object(w), Value::Object(p)) => {
+            for (key, value) in w {
+                let path = format!("{path}.{key}");
+                match p.get(key) {
+                    Some(parsed) => lost_fields(&path, value, parsed, out),
+                    None => out.push(path),
+                }
+            }
+        }
+        (Value::Array(w), Value::Array(p)) if w.len() == p.len() => {
+            for (i, (w, p)) in w.iter().zip(p).enumerate() {
+                lost_fields(&format!("{path}[{i}]"), w, p, out);
+            }
+        }
+        (w, p) if w != p => out.push(format!("{path} ({w} became {p})")),
+        _ => {}
+    }
+}
+
+fn kinds(file: &str) -> Vec<String> {
+    documents(file)
+        .iter()
+        .map(|doc| doc["kind"].as_str().unwrap_or_default().to_string())
+        .collect()
+}
+
+fn serve_args(spec: &PodSpec, container: &str) -> gangplank::config::ServeArgs {
+    let container = spec
+        .containers
+        .iter()
+        .find(|c| c.name == container)
+        .unwrap();
+    let args = container.args.clone().unwrap_or_default();
+    let cli = Cli::try_parse_from(std::iter::once("gangplank".to_string()).chain(args))
+        .unwrap_or_else(|e| panic!("the manifest's flags do not parse: {e}"));
+    match cli.command {
+        Command::Serve(args) => args,
+        other => panic!("expected serve, got {other:?}"),
+    }
+}
+
+#[test]
+fn namespace_is_gangplank_system() {
+    assert_eq!(kinds("namespace.yaml"), ["Namespace"]);
+    let _: Namespace = object("namespace.yaml", "Namespace", NAMESPACE);
+}
+
+#[test]
+fn default_queue_manifest_is_the_queue_created_at_start_up() {
+    assert_eq!(kinds("default-queue.yaml"), ["Queue"]);
+    let queue: Queue = object("default-queue.yaml", "Queue", labels::DEFAULT_QUEUE);
+    assert_eq!(queue.spec, QueueSpec::default());
+}
+
+#[test]
+fn deployment_serves_tls_from_the_mounted_secret_and_probes_the_metrics_port() {
+    assert_eq!(
+        kinds("deployment.yaml"),
+        ["PriorityClass", "Deployment", "Service"]
+    );
+    let _: PriorityClass = object("deployment.yaml", "PriorityClass", "gangplank-critical");
+    let deployment: Deployment = object("deployment.yaml", "Deployment", "gangplank");
+    assert_eq!(deployment.metadata.namespace.as_deref(), Some(NAMESPACE));
+    let pod = deployment.spec.unwrap().template.spec.unwrap();
+    assert_eq!(pod.service_account_name.as_deref(), Some("gangplank"));
+
+    let args = serve_args(&pod, "gangplank");
+    assert_eq!(args.extender_addr.port(), 8443);
+    assert_eq!(args.metrics_addr.port(), 8080);
+    let (cert, key) = args.tls_files().expect("TLS is configured");
+    let mount = &pod.containers[0].volume_mounts.as_ref().unwrap()[0];
+    assert!(cert.starts_with(&mount.mount_path) && key.starts_with(&mount.mount_path));
+    let volume = pod
+        .volumes
+        .as_ref()
+        .unwrap()
+        .iter()
+        .find(|v| v.name == mount.name)
+        .unwrap();
+    assert_eq!(
+        volume.secret.as_ref().unwrap().secret_name.as_deref(),
+        Some("gangplank-tls")
+    );
+
+    let container = &pod.containers[0];
+    let probe_path = |probe: &Option<k8s_openapi::api::core::v1::Probe>| {
+        let get = probe.as_ref().unwrap().http_get.as_ref().unwrap();
+        (get.path.clone().unwrap(), get.port.clone())
+    };
+    let metrics =
+        k8s_openapi::apimachinery::pkg::util::intstr::IntOrString::String("metrics".into());
+    assert_eq!(
+        probe_path(&container.liveness_probe),
+        ("/livez".to_string(), metrics.clone())
+    );
+    assert_eq!(
+        probe_path(&container.readiness_probe),
+        ("/readyz".to_string(), metrics)
+    );
+}
+
+#[test]
+fn service_exposes_the_extender_and_metrics_ports() {
+    let service: Service = object("deployment.yaml", "Service", "gangplank");
+    assert_eq!(service.metadata.namespace.as_deref(), Some(NAMESPACE));
+    let ports: Vec<(String, i32)> = service
+        .spec
+        .unwrap()
+        .ports
+        .unwrap()
+        .into_iter()
+        .map(|p| (p.name.unwrap(), p.port))
+        .collect();
+    assert_eq!(
+        ports,
+        [("https".to_string(), 8443), ("metrics".to_string(), 8080)]
+    );
+}
+
+#[test]
+fn sidecar_example_flags_parse_and_listen_on_loopback() {
+    let pod: Pod = object("examples/scheduler-sidecar.yaml", "Pod", "kube-scheduler");
+    let args = serve_args(pod.spec.as_ref().unwrap(), "gangplank");
+    assert!(args.extender_addr.ip().is_loopback());
+    assert!(args.tls_files().is_some());
+}
+
+fn allows(rules: &[PolicyRule], group: &str, resource: &str, verb: &str) -> bool {
+    rules.iter().any(|rule| {
+        rule.api_groups.iter().flatten().any(|g| g == group)
+            && rule.resources.iter().flatten().any(|r| r == resource)
+            && rule.verbs.iter().any(|v| v == verb)
+    })
+}
+
+#[test]
+fn cluster_role_grants_what_gangplank_does_and_no_deletes() {
+    assert_eq!(
+        kinds("rbac.yaml"),
+        [
+            "ServiceAccount",
+            "ClusterRole",
+            "ClusterRoleBinding",
+            "Role",
+            "RoleBinding"
+        ]
+    );
+    let _: ServiceAccount = object("rbac.yaml", "ServiceAccount", "gangplank");
+    let role: ClusterRole = object("rbac.yaml", "ClusterRole", "gangplank");
+    let rules = role.rules.unwrap();
+    let needed = [
+        ("", "nodes", "watch"),
+        ("", "pods", "watch"),
+        ("", "pods", "patch"),
+        ("", "pods/binding", "create"),
+        ("", "namespaces", "watch"),
+        ("scheduling.k8s.io", "priorityclasses", "watch"),
+        ("batch", "jobs", "watch"),
+        (labels::GROUP, "podgroups", "watch"),
+        (labels::GROUP, "podgroups", "create"),
+        (labels::GROUP, "podgroups/status", "patch"),
+        (labels::GROUP, "queues", "create"),
+        (labels::GROUP, "queues/status", "patch"),
+        ("", "events", "create"),
+        ("events.k8s.io", "events", "create"),
+        ("events.k8s.io", "events", "patch"),
+    ];
+    for (group, resource, verb) in needed {
+        assert!(
+            allows(&rules, group, resource, verb),
+            "ClusterRole gangplank lacks {verb} on {group}/{resource}"
+        );
+    }
+    for rule in &rules {
+        for verb in ["delete", "deletecollection", "*"] {
+            assert!(
+                !rule.verbs.iter().any(|v| v == verb),
+                "{rule:?} allows {verb}"
+            );
+        }
+        assert!(
+            !rule
+                .resources
+                .iter()
+                .flatten()
+                .any(|r| r == "secrets" || r == "*")
+        );
+    }
+
+    let binding: ClusterRoleBinding = object("rbac.yaml", "ClusterRoleBinding", "gangplank");
+    let subject = &binding.subjects.unwrap()[0];
+    assert_eq!(
+        (subject.name.as_str(), subject.namespace.as_deref()),
+        ("gangplank", Some(NAMESPACE))
+    );
+}
+
+#[test]
+fn leases_are_granted_only_in_gangplank_system() {
+    let role: Role = object("rbac.yaml", "Role", "gangplank-leader-election");
+    assert_eq!(role.metadata.namespace.as_deref(), Some(NAMESPACE));
+    let rules = role.rules.unwrap();
+    for verb in ["get", "create", "update"] {
+        assert!(
+            allows(&rules, "coordination.k8s.io", "leases", verb),
+            "{verb}"
+        );
+    }
+    let binding: RoleBinding = object("rbac.yaml", "RoleBinding", "gangplank-leader-election");
+    assert_eq!(binding.metadata.namespace.as_deref(), Some(NAMESPACE));
+}
