@@ -55,6 +55,8 @@ pub fn install() -> Result<PrometheusHandle, Error> {
     let handle = builder()?.install_recorder()?;
     describe();
     metrics::gauge!(BUILD_INFO, "version" => env!("CARGO_PKG_VERSION")).set(1.0);
+    metrics::gauge!(CACHE_NODES).set(0.0);
+    metrics::gauge!(CACHE_PODS).set(0.0);
     Ok(handle)
 }
 

@@ -26,6 +26,7 @@ pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(20);
 pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     tls::install_crypto_provider();
     let prometheus = metrics::install()?;
+    extender::register_metrics();
     let shutdown = CancellationToken::new();
     tokio::spawn(cancel_on_signal(shutdown.clone()));
 

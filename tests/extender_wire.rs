@@ -307,6 +307,29 @@ async fn every_request_is_counted_by_verb_and_outcome() {
     }
 }
 
+#[test]
+fn every_verb_and_outcome_is_exported_before_the_first_request() {
+    let recorder = metrics_exporter_prometheus::PrometheusBuilder::new()
+        .set_buckets(&[0.001, 1.0])
+        .unwrap()
+        .build_recorder();
+    let handle = recorder.handle();
+    metrics::with_local_recorder(&recorder, extender::register_metrics);
+    handle.run_upkeep();
+    let text = handle.render();
+    for verb in ["filter", "prioritize", "preempt", "bind"] {
+        for outcome in ["ok", "error", "bad_request"] {
+            let line = format!(
+                "gangplank_extender_requests_total{{verb=\"{verb}\",outcome=\"{outcome}\"}} 0"
+            );
+            assert!(text.contains(&line), "missing {line} in\n{text}");
+        }
+        let line =
+            format!("gangplank_extender_request_duration_seconds_count{{verb=\"{verb}\"}} 0");
+        assert!(text.contains(&line), "missing {line} in\n{text}");
+    }
+}
+
 #[tokio::test]
 async fn capture_saves_each_request_body_as_sent() {
     let dir = std::env::temp_dir().join(format!("gangplank-capture-it-{}", std::process::id()));

@@ -165,6 +165,23 @@ impl Outcome {
     }
 }
 
+/// Creates every `verb` x `outcome` series at zero, so dashboards, alerts and the generated
+/// metric table see them before the first request.
+pub fn register_metrics() {
+    for verb in Verb::ALL {
+        for outcome in [Outcome::Ok, Outcome::Error, Outcome::BadRequest] {
+            ::metrics::counter!(
+                metrics::EXTENDER_REQUESTS_TOTAL,
+                "verb" => verb.as_str(),
+                "outcome" => outcome.as_str()
+            )
+            .absolute(0);
+        }
+        // Registering is enough for the exporter to render empty buckets.
+        let _ = ::metrics::histogram!(metrics::EXTENDER_REQUEST_DURATION_SECONDS, "verb" => verb.as_str());
+    }
+}
+
 /// Records the verb's count and latency; tells handlers their verb through an extension.
 async fn observe(State(verb): State<Verb>, mut request: Request, next: Next) -> Response {
     let started = Instant::now();
