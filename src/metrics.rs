@@ -60,26 +60,100 @@ pub fn install() -> Result<PrometheusHandle, Error> {
     Ok(handle)
 }
 
-/// Registers the help text of every metric with the current recorder.
+/// What kind of series a metric is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    Counter,
+    Gauge,
+    Histogram,
+}
+
+impl Kind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Kind::Counter => "counter",
+            Kind::Gauge => "gauge",
+            Kind::Histogram => "histogram",
+        }
+    }
+}
+
+/// One metric's documentation: the single source for `# HELP`, the README's metric table and
+/// the Grafana dashboard check.
+#[derive(Debug, Clone, Copy)]
+pub struct Doc {
+    pub name: &'static str,
+    pub kind: Kind,
+    pub labels: &'static [&'static str],
+    pub help: &'static str,
+}
+
+/// Every metric Gangplank exports.
+pub const CATALOGUE: &[Doc] = &[
+    Doc {
+        name: EXTENDER_REQUESTS_TOTAL,
+        kind: Kind::Counter,
+        labels: &["verb", "outcome"],
+        help: "Scheduler extender requests, by verb (filter, prioritize, preempt, bind) and outcome (ok; error: answered with a non-empty Error; bad_request: HTTP 400 for a body that is not the expected JSON).",
+    },
+    Doc {
+        name: EXTENDER_REQUEST_DURATION_SECONDS,
+        kind: Kind::Histogram,
+        labels: &["verb"],
+        help: "Time to answer a scheduler extender request, by verb, including a held bind.",
+    },
+    Doc {
+        name: CACHE_NODES,
+        kind: Kind::Gauge,
+        labels: &[],
+        help: "Nodes in Gangplank's cluster cache.",
+    },
+    Doc {
+        name: CACHE_PODS,
+        kind: Kind::Gauge,
+        labels: &[],
+        help: "Pods in Gangplank's cluster cache, in every phase.",
+    },
+    Doc {
+        name: BUILD_INFO,
+        kind: Kind::Gauge,
+        labels: &["version"],
+        help: "Always 1; the version label tells which Gangplank build is running.",
+    },
+];
+
+/// Registers the help text of every metric in [`CATALOGUE`] with the current recorder.
 pub fn describe() {
-    metrics::describe_counter!(
-        EXTENDER_REQUESTS_TOTAL,
-        "Scheduler extender requests, by verb (filter, prioritize, preempt, bind) and outcome (ok; error: answered with a non-empty Error; bad_request: HTTP 400 for a body that is not the expected JSON)."
-    );
-    metrics::describe_histogram!(
-        EXTENDER_REQUEST_DURATION_SECONDS,
-        metrics::Unit::Seconds,
-        "Time to answer a scheduler extender request, by verb, including a held bind."
-    );
-    metrics::describe_gauge!(CACHE_NODES, "Nodes in Gangplank's cluster cache.");
-    metrics::describe_gauge!(
-        CACHE_PODS,
-        "Pods in Gangplank's cluster cache, in every phase."
-    );
-    metrics::describe_gauge!(
-        BUILD_INFO,
-        "Always 1; the version label tells which Gangplank build is running."
-    );
+    for doc in CATALOGUE {
+        match doc.kind {
+            Kind::Counter => metrics::describe_counter!(doc.name, doc.help),
+            Kind::Gauge => metrics::describe_gauge!(doc.name, doc.help),
+            Kind::Histogram => {
+                metrics::describe_histogram!(doc.name, metrics::Unit::Seconds, doc.help)
+            }
+        }
+    }
+}
+
+/// The README's metric table, rendered from [`CATALOGUE`].
+pub fn markdown_table() -> String {
+    let mut out = String::from("| metric | type | labels | meaning |\n|---|---|---|---|\n");
+    for doc in CATALOGUE {
+        let labels = doc
+            .labels
+            .iter()
+            .map(|l| format!("`{l}`"))
+            .collect::<Vec<_>>()
+            .join(", ");
+        out += &format!(
+            "| `{}` | {} | {} | {} |\n",
+            doc.name,
+            doc.kind.as_str(),
+            labels,
+            doc.help
+        );
+    }
+    out
 }
 
 /// `GET /metrics` in the Prometheus text format.
@@ -129,16 +203,16 @@ mod tests {
             metrics::gauge!(BUILD_INFO, "version" => "test").set(1.0);
         });
         let text = handle.render();
-        for name in [
-            EXTENDER_REQUESTS_TOTAL,
-            EXTENDER_REQUEST_DURATION_SECONDS,
-            CACHE_NODES,
-            CACHE_PODS,
-            BUILD_INFO,
-        ] {
+        for doc in CATALOGUE {
+            let name = doc.name;
             assert!(
                 text.contains(&format!("# HELP {name} ")),
                 "{name} has no help in\n{text}"
+            );
+            assert!(
+                text.contains(&format!("# TYPE {name} {}", doc.kind.as_str())),
+                "{name} is not a {} in\n{text}",
+                doc.kind.as_str()
             );
         }
         assert!(text.contains(

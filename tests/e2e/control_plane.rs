@@ -117,10 +117,19 @@ async fn pod_with_the_marker_resource_is_filtered_and_bound_through_gangplank() 
     );
 
     let after = cluster.gangplank_metrics().await;
-    let delta =
-        |verb| after.sum(EXTENDER_REQUESTS, &[("verb", verb)]) - before.sum(EXTENDER_REQUESTS, &[("verb", verb)]);
-    assert!(delta("filter") >= 1.0, "filter was not called for the managed pod");
-    assert_eq!(delta("bind"), 1.0, "the managed pod was not bound by Gangplank exactly once");
+    let delta = |verb| {
+        after.sum(EXTENDER_REQUESTS, &[("verb", verb)])
+            - before.sum(EXTENDER_REQUESTS, &[("verb", verb)])
+    };
+    assert!(
+        delta("filter") >= 1.0,
+        "filter was not called for the managed pod"
+    );
+    assert_eq!(
+        delta("bind"),
+        1.0,
+        "the managed pod was not bound by Gangplank exactly once"
+    );
     let ok_binds = after.sum(EXTENDER_REQUESTS, &[("verb", "bind"), ("outcome", "ok")])
         - before.sum(EXTENDER_REQUESTS, &[("verb", "bind"), ("outcome", "ok")]);
     assert_eq!(ok_binds, 1.0);
