@@ -3,7 +3,8 @@
 
 E2E_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 REPO_DIR=$(cd "$E2E_DIR/.." && pwd)
-RUN_DIR="$E2E_DIR/.run"
+# GP_RUN_DIR lets several clusters run side by side (ports are picked free at start).
+RUN_DIR="${GP_RUN_DIR:-$E2E_DIR/.run}"
 # Build caches live in the usual per-user place, outside the checkout, so a fresh clone on the
 # same machine (CI) reuses them. Go's own module and build caches stay at their defaults.
 CACHE_DIR="${GANGPLANK_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/gangplank}"

@@ -16,8 +16,11 @@ pub fn repo_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
+/// Where `e2e/up` wrote the cluster's files: `GP_RUN_DIR`, as for the scripts, or `e2e/.run`.
 pub fn run_dir() -> PathBuf {
-    repo_dir().join("e2e/.run")
+    std::env::var_os("GP_RUN_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| repo_dir().join("e2e/.run"))
 }
 
 /// Reads `KEY=value` lines from a shell-syntax file such as `e2e/.run/env` or `e2e/versions.env`.
@@ -44,10 +47,10 @@ impl Cluster {
     pub async fn connect() -> Cluster {
         let env = read_env_file(&run_dir().join("env"));
         let kubeconfig = Kubeconfig::read_from(run_dir().join("kubeconfig"))
-            .expect("failed to read e2e/.run/kubeconfig");
+            .expect("failed to read the cluster's kubeconfig (is it up? run e2e/up)");
         let config = Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
             .await
-            .expect("failed to load e2e/.run/kubeconfig");
+            .expect("failed to load the cluster's kubeconfig");
         let client = Client::try_from(config).expect("failed to build a client");
         Cluster { client, env }
     }
