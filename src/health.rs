@@ -65,9 +65,13 @@ mod tests {
         let cache = Cache::new();
         let (status, body) = get(router(cache.clone()), "/readyz").await;
         assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
-        assert_eq!(body, "not ready: cache not synced: nodes, pods\n");
+        assert_eq!(
+            body,
+            "not ready: cache not synced: nodes, pods, podgroups\n"
+        );
 
         cache.mark_synced(Watched::Nodes);
+        cache.mark_synced(Watched::PodGroups);
         let (_, body) = get(router(cache.clone()), "/readyz").await;
         assert_eq!(body, "not ready: cache not synced: pods\n");
 

@@ -9,8 +9,11 @@ use k8s_openapi::api::core::v1 as core;
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 
 use super::Error;
-use super::model::{Node, Pod, PodPhase, Resources, Taint, TaintEffect};
+use super::model::{
+    GroupKey, Node, Pod, PodGroup, PodPhase, ResourceId, Resources, Taint, TaintEffect,
+};
 use super::quantity::{self, Scale};
+use crate::api;
 use crate::api::labels;
 
 /// Converts a Node. Fails only on a missing name or an unparsable quantity, which the API
@@ -75,7 +78,7 @@ pub fn pod(pod: &core::Pod) -> Result<Pod, Error> {
         .namespace
         .clone()
         .ok_or_else(|| missing("metadata.namespace"))?;
-    let requests = match &pod.spec {
+    let mut requests = match &pod.spec {
         Some(spec) => pod_requests(spec).map_err(|why| Error::Convert {
             kind: "pod",
             name: display.clone(),
@@ -83,6 +86,8 @@ pub fn pod(pod: &core::Pod) -> Result<Pod, Error> {
         })?,
         None => Resources::new(),
     };
+    // A pod also takes one of its node's `pods` slots.
+    requests.set_amount(ResourceId::PODS, 1);
     let (pod_labels, pod_annotations) = (meta.labels.as_ref(), meta.annotations.as_ref());
     Ok(Pod {
         uid,
@@ -94,6 +99,27 @@ pub fn pod(pod: &core::Pod) -> Result<Pod, Error> {
         pod_group: labels::pod_group_of(pod_labels, pod_annotations).map(str::to_owned),
         queue: labels::queue_of(pod_labels, pod_annotations).map(str::to_owned),
         priority: pod.spec.as_ref().and_then(|s| s.priority).unwrap_or(0),
+    })
+}
+
+/// Converts a PodGroup. A `minMember` below 1 (refused by the CRD schema) counts as 1.
+pub fn pod_group(group: &api::PodGroup) -> Result<PodGroup, Error> {
+    let meta = &group.metadata;
+    let name = meta.name.clone().unwrap_or_default();
+    let namespace = meta.namespace.clone().unwrap_or_default();
+    let spec = &group.spec;
+    let min_resources = resources(&spec.min_resources).map_err(|why| Error::Convert {
+        kind: "podgroup",
+        name: format!("{namespace}/{name}"),
+        why,
+    })?;
+    Ok(PodGroup {
+        key: GroupKey::new(namespace, name),
+        min_member: spec.min_member.max(1).unsigned_abs(),
+        max_member: spec.max_member.map(|m| m.max(1).unsigned_abs()),
+        queue: spec.queue_name().to_owned(),
+        schedule_timeout: spec.schedule_timeout(),
+        min_resources,
     })
 }
 
@@ -163,7 +189,7 @@ pub fn resources(list: &BTreeMap<String, Quantity>) -> Result<Resources, String>
     for (name, q) in list {
         let amount =
             quantity::parse(&q.0, Scale::for_resource(name)).map_err(|e| format!("{name}: {e}"))?;
-        out.set(name.clone(), amount);
+        out.set(name, amount);
     }
     Ok(out)
 }
@@ -301,7 +327,7 @@ mod tests {
                 name: "worker-0".into(),
                 node_name: Some("n1".into()),
                 phase: PodPhase::Running,
-                requests: Resources::from([("cpu", 2_000)]),
+                requests: Resources::from([("cpu", 2_000), ("pods", 1)]),
                 pod_group: Some("train".into()),
                 queue: Some("research".into()),
                 priority: 1000,

@@ -18,13 +18,17 @@
 pub mod convert;
 pub mod model;
 pub mod quantity;
+pub mod resources;
+pub mod state;
 pub mod watch;
 
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, PoisonError, RwLock};
 
-pub use model::{Node, Pod, PodPhase, Resources, Taint, TaintEffect};
+pub use model::{
+    GroupKey, Node, Pod, PodGroup, PodPhase, ResourceId, Resources, Taint, TaintEffect,
+};
+pub use state::{Claim, Group, Reservation, Slot, State};
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
@@ -36,29 +40,22 @@ pub enum Error {
     },
 }
 
-/// The objects in the cache, as seen by a reader.
-#[derive(Debug, Clone, Default)]
-pub struct State {
-    /// Nodes by name.
-    pub nodes: HashMap<String, Arc<Node>>,
-    /// Pods by UID.
-    pub pods: HashMap<String, Arc<Pod>>,
-}
-
 /// The watchers whose initial list gates readiness.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Watched {
     Nodes,
     Pods,
+    PodGroups,
 }
 
 impl Watched {
-    pub const ALL: [Watched; 2] = [Watched::Nodes, Watched::Pods];
+    pub const ALL: [Watched; 3] = [Watched::Nodes, Watched::Pods, Watched::PodGroups];
 
     pub fn as_str(self) -> &'static str {
         match self {
             Watched::Nodes => "nodes",
             Watched::Pods => "pods",
+            Watched::PodGroups => "podgroups",
         }
     }
 }
@@ -68,6 +65,7 @@ struct Inner {
     state: RwLock<State>,
     nodes_synced: AtomicBool,
     pods_synced: AtomicBool,
+    pod_groups_synced: AtomicBool,
 }
 
 /// A cheap-to-clone handle on the shared cache.
@@ -83,28 +81,29 @@ impl Cache {
 
     /// Inserts or replaces a node.
     pub fn apply_node(&self, node: Node) {
-        self.write(|s| {
-            s.nodes.insert(node.name.clone(), Arc::new(node));
-        });
+        self.update(|s| s.apply_node(node));
     }
 
     pub fn delete_node(&self, name: &str) {
-        self.write(|s| {
-            s.nodes.remove(name);
-        });
+        self.update(|s| s.delete_node(name));
     }
 
     /// Inserts or replaces a pod.
     pub fn apply_pod(&self, pod: Pod) {
-        self.write(|s| {
-            s.pods.insert(pod.uid.clone(), Arc::new(pod));
-        });
+        self.update(|s| s.apply_pod(pod));
     }
 
     pub fn delete_pod(&self, uid: &str) {
-        self.write(|s| {
-            s.pods.remove(uid);
-        });
+        self.update(|s| s.delete_pod(uid));
+    }
+
+    /// Inserts or replaces a PodGroup.
+    pub fn apply_pod_group(&self, group: PodGroup) {
+        self.update(|s| s.apply_pod_group(group));
+    }
+
+    pub fn delete_pod_group(&self, key: &GroupKey) {
+        self.update(|s| s.delete_pod_group(key));
     }
 
     /// Runs `f` on the current state under a read lock. Keep `f` short: writers wait for it.
@@ -151,16 +150,19 @@ impl Cache {
         match watched {
             Watched::Nodes => &self.inner.nodes_synced,
             Watched::Pods => &self.inner.pods_synced,
+            Watched::PodGroups => &self.inner.pod_groups_synced,
         }
     }
 
-    fn write(&self, f: impl FnOnce(&mut State)) {
+    /// Runs `f` on the state under the write lock: the one write path, used by the watch
+    /// loops and by the extender's reservations and claims. Keep `f` short and synchronous.
+    pub fn update<T>(&self, f: impl FnOnce(&mut State) -> T) -> T {
         let mut guard = self
             .inner
             .state
             .write()
             .unwrap_or_else(PoisonError::into_inner);
-        f(&mut guard);
+        f(&mut guard)
     }
 }
 
@@ -231,8 +233,12 @@ mod tests {
     #[test]
     fn the_cache_is_ready_only_when_every_watcher_synced() {
         let cache = Cache::new();
-        assert_eq!(cache.unsynced(), vec![Watched::Nodes, Watched::Pods]);
+        assert_eq!(
+            cache.unsynced(),
+            vec![Watched::Nodes, Watched::Pods, Watched::PodGroups]
+        );
         cache.mark_synced(Watched::Pods);
+        cache.mark_synced(Watched::PodGroups);
         assert_eq!(cache.unsynced(), vec![Watched::Nodes]);
         cache.clone().mark_synced(Watched::Nodes);
         assert!(cache.unsynced().is_empty());

@@ -6,55 +6,7 @@
 
 use std::collections::BTreeMap;
 
-/// Amounts per resource name: CPU in millicores, everything else in bytes or whole units (see
-/// [`super::quantity`]). Missing resources are zero.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Resources(BTreeMap<String, i64>);
-
-impl Resources {
-    pub fn new() -> Self {
-        Self::default()
-    }
-
-    /// The amount of `resource`, zero when absent.
-    pub fn get(&self, resource: &str) -> i64 {
-        self.0.get(resource).copied().unwrap_or(0)
-    }
-
-    pub fn set(&mut self, resource: impl Into<String>, amount: i64) {
-        self.0.insert(resource.into(), amount);
-    }
-
-    /// Adds `other` resource by resource (saturating).
-    pub fn add(&mut self, other: &Resources) {
-        for (name, amount) in &other.0 {
-            let entry = self.0.entry(name.clone()).or_insert(0);
-            *entry = entry.saturating_add(*amount);
-        }
-    }
-
-    /// Keeps, resource by resource, the larger of `self` and `other`.
-    pub fn max_with(&mut self, other: &Resources) {
-        for (name, amount) in &other.0 {
-            let entry = self.0.entry(name.clone()).or_insert(0);
-            *entry = (*entry).max(*amount);
-        }
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.0.is_empty()
-    }
-
-    pub fn iter(&self) -> impl Iterator<Item = (&str, i64)> {
-        self.0.iter().map(|(k, v)| (k.as_str(), *v))
-    }
-}
-
-impl<K: Into<String>, const N: usize> From<[(K, i64); N]> for Resources {
-    fn from(entries: [(K, i64); N]) -> Self {
-        Resources(entries.into_iter().map(|(k, v)| (k.into(), v)).collect())
-    }
-}
+pub use super::resources::{ResourceId, Resources};
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum TaintEffect {
@@ -108,7 +60,7 @@ pub struct Pod {
     /// `spec.nodeName`: set once the pod is bound.
     pub node_name: Option<String>,
     pub phase: PodPhase,
-    /// What the scheduler reserves for the pod: see [`super::convert::pod_requests`].
+    /// What the pod holds on its node: [`super::convert::pod_requests`] plus one `pods`.
     pub requests: Resources,
     /// The PodGroup the pod's labels or annotations name (aliases included, see
     /// `crate::api::labels::pod_group_of`), when the pod belongs to a gang.
@@ -118,4 +70,47 @@ pub struct Pod {
     pub queue: Option<String>,
     /// `spec.priority`, resolved by the API server from the priority class; 0 when unset.
     pub priority: i32,
+}
+
+/// Names a pod group: PodGroups are namespaced, and a pod joins the group of its namespace.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct GroupKey {
+    pub namespace: String,
+    pub name: String,
+}
+
+impl GroupKey {
+    pub fn new(namespace: impl Into<String>, name: impl Into<String>) -> Self {
+        GroupKey {
+            namespace: namespace.into(),
+            name: name.into(),
+        }
+    }
+
+    /// The group `pod` belongs to, if any.
+    pub fn of(pod: &Pod) -> Option<GroupKey> {
+        pod.pod_group
+            .as_ref()
+            .map(|name| GroupKey::new(pod.namespace.clone(), name.clone()))
+    }
+}
+
+impl std::fmt::Display for GroupKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}/{}", self.namespace, self.name)
+    }
+}
+
+/// A PodGroup as scheduling sees it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PodGroup {
+    pub key: GroupKey,
+    /// Pods that must be placed together before any is bound.
+    pub min_member: u32,
+    /// Elastic upper bound; members beyond it are refused. `None`: no bound.
+    pub max_member: Option<u32>,
+    pub queue: String,
+    /// How long placed members are held waiting for quorum.
+    pub schedule_timeout: std::time::Duration,
+    pub min_resources: Resources,
 }

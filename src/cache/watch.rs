@@ -17,7 +17,7 @@ use kube::{Api, Client, Resource};
 use serde::de::DeserializeOwned;
 use tokio_util::sync::CancellationToken;
 
-use super::{Cache, Error, Watched, convert};
+use super::{Cache, Error, GroupKey, Watched, convert};
 use crate::metrics;
 
 /// An API kind the cache mirrors.
@@ -75,7 +75,40 @@ impl Mirrored for core::Pod {
     }
 }
 
-/// Watches nodes and pods cluster-wide until `shutdown` is cancelled.
+impl Mirrored for crate::api::PodGroup {
+    const WATCHED: Watched = Watched::PodGroups;
+    const GAUGE: &'static str = metrics::CACHE_POD_GROUPS;
+    fn key(&self) -> Option<String> {
+        Some(format!(
+            "{}/{}",
+            self.metadata.namespace.as_deref()?,
+            self.metadata.name.as_deref()?
+        ))
+    }
+    fn apply(&self, cache: &Cache) -> Result<(), Error> {
+        cache.apply_pod_group(convert::pod_group(self)?);
+        Ok(())
+    }
+    fn delete(cache: &Cache, key: &str) {
+        if let Some((namespace, name)) = key.split_once('/') {
+            cache.delete_pod_group(&GroupKey::new(namespace, name));
+        }
+    }
+    fn keys(cache: &Cache) -> Vec<String> {
+        cache.read(|s| {
+            s.groups
+                .iter()
+                .filter(|(_, g)| g.spec.is_some())
+                .map(|(k, _)| k.to_string())
+                .collect()
+        })
+    }
+    fn count(cache: &Cache) -> usize {
+        cache.read(|s| s.groups.values().filter(|g| g.spec.is_some()).count())
+    }
+}
+
+/// Watches nodes, pods and PodGroups cluster-wide until `shutdown` is cancelled.
 pub async fn run(client: Client, cache: Cache, shutdown: CancellationToken) {
     tokio::join!(
         watch(
@@ -83,7 +116,12 @@ pub async fn run(client: Client, cache: Cache, shutdown: CancellationToken) {
             cache.clone(),
             shutdown.clone()
         ),
-        watch(Api::<core::Pod>::all(client), cache, shutdown),
+        watch(
+            Api::<core::Pod>::all(client.clone()),
+            cache.clone(),
+            shutdown.clone()
+        ),
+        watch(Api::<crate::api::PodGroup>::all(client), cache, shutdown),
     );
 }
 

@@ -1,0 +1,374 @@
+//! The cache's contents and its one write path.
+//!
+//! Besides the mirrored objects (nodes, pods, PodGroups), the state keeps the indexes every
+//! decision needs, updated incrementally on each write so that reads are O(1):
+//! - `used` per node: the requests of the non-terminal pods bound to it, the same sum the
+//!   scheduler keeps (a node unknown yet still gets an entry, so the order of watch events
+//!   does not matter);
+//! - `members` per group: which pods name it;
+//! - `reserved` per node: pods the extender has been asked to bind there (the scheduler has
+//!   *assumed* them) but that the API does not show bound yet. A reservation ends when the
+//!   pod's watch event shows it bound (its requests then count in `used`), when it is
+//!   released, or when the pod is deleted;
+//! - `claimed` per node: capacity held by gang claims (see [`crate::gang`]), summed.
+//!
+//! Free room on a node for a pod of gang G is `allocatable - used - reserved - claimed by
+//! other gangs`. Keeping those four apart is what lets a restart rebuild everything: `used` is
+//! derived from the API alone, and reservations and claims are soft state that the scheduler
+//! re-creates by retrying.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+use rustc_hash::FxHashMap;
+
+use super::model::{GroupKey, Node, Pod, PodGroup, Resources};
+
+/// A pod the scheduler asked the extender to bind, not yet shown bound by the API.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Reservation {
+    pub node: String,
+    pub requests: Resources,
+    pub group: Option<GroupKey>,
+}
+
+/// Capacity a gang holds on nodes while its members are being placed: one slot per member
+/// still to be placed, each on a node.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Claim {
+    pub slots: Vec<Slot>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Slot {
+    pub node: String,
+    pub requests: Resources,
+}
+
+impl Claim {
+    /// What the claim holds on `node`.
+    pub fn on(&self, node: &str) -> Resources {
+        let mut total = Resources::new();
+        for slot in self.slots.iter().filter(|s| s.node == node) {
+            total.add(&slot.requests);
+        }
+        total
+    }
+}
+
+/// Members and spec of one pod group.
+#[derive(Debug, Clone, Default)]
+pub struct Group {
+    /// `None` while pods name a group whose PodGroup does not exist (yet).
+    pub spec: Option<Arc<PodGroup>>,
+    /// UIDs of the pods that name the group.
+    pub members: BTreeSet<String>,
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct State {
+    pub nodes: FxHashMap<String, Arc<Node>>,
+    pub pods: FxHashMap<String, Arc<Pod>>,
+    pub groups: FxHashMap<GroupKey, Group>,
+    pub used: FxHashMap<String, Resources>,
+    pub reservations: FxHashMap<String, Reservation>,
+    pub reserved: FxHashMap<String, Resources>,
+    pub claims: FxHashMap<GroupKey, Claim>,
+    pub claimed: FxHashMap<String, Resources>,
+}
+
+static NOTHING: std::sync::LazyLock<Resources> = std::sync::LazyLock::new(Resources::new);
+
+impl State {
+    // ----- reads
+
+    /// Requests of the non-terminal pods bound to `node`.
+    pub fn used_on(&self, node: &str) -> &Resources {
+        self.used.get(node).unwrap_or(&NOTHING)
+    }
+
+    /// Requests of the pods reserved on `node` and not yet shown bound.
+    pub fn reserved_on(&self, node: &str) -> &Resources {
+        self.reserved.get(node).unwrap_or(&NOTHING)
+    }
+
+    /// Capacity all gang claims hold on `node`.
+    pub fn claimed_on(&self, node: &str) -> &Resources {
+        self.claimed.get(node).unwrap_or(&NOTHING)
+    }
+
+    /// Allocatable minus used minus reserved: what a pod outside any gang claim could take.
+    pub fn free_on(&self, node: &Node) -> Resources {
+        let mut free = node.allocatable.clone();
+        free.sub(self.used_on(&node.name));
+        free.sub(self.reserved_on(&node.name));
+        free
+    }
+
+    pub fn group(&self, key: &GroupKey) -> Option<&Group> {
+        self.groups.get(key)
+    }
+
+    /// The group's members, in UID order.
+    pub fn members<'a>(&'a self, key: &GroupKey) -> impl Iterator<Item = &'a Arc<Pod>> + 'a {
+        self.groups
+            .get(key)
+            .into_iter()
+            .flat_map(|g| g.members.iter())
+            .filter_map(|uid| self.pods.get(uid))
+    }
+
+    /// Members bound to a node (by the API) that have not finished.
+    pub fn bound_members(&self, key: &GroupKey) -> usize {
+        self.members(key)
+            .filter(|p| p.node_name.is_some() && !p.phase.is_terminal())
+            .count()
+    }
+
+    /// Members reserved by the extender and not yet shown bound.
+    pub fn reserved_members(&self, key: &GroupKey) -> usize {
+        self.members(key)
+            .filter(|p| p.node_name.is_none() && self.reservations.contains_key(&p.uid))
+            .count()
+    }
+
+    // ----- the write path: watch events
+
+    pub fn apply_node(&mut self, node: Node) {
+        self.nodes.insert(node.name.clone(), Arc::new(node));
+    }
+
+    pub fn delete_node(&mut self, name: &str) {
+        self.nodes.remove(name);
+    }
+
+    /// Inserts or replaces a pod, keeping `used`, group membership and reservations in step.
+    pub fn apply_pod(&mut self, pod: Pod) {
+        let pod = Arc::new(pod);
+        if let Some(old) = self.pods.insert(pod.uid.clone(), pod.clone()) {
+            self.forget(&old);
+        }
+        if let (Some(node), false) = (&pod.node_name, pod.phase.is_terminal()) {
+            add_to(&mut self.used, node, &pod.requests);
+        }
+        if let Some(key) = GroupKey::of(&pod) {
+            self.groups
+                .entry(key)
+                .or_default()
+                .members
+                .insert(pod.uid.clone());
+        }
+        if pod.node_name.is_some() || pod.phase.is_terminal() {
+            self.release(&pod.uid);
+        }
+    }
+
+    pub fn delete_pod(&mut self, uid: &str) {
+        if let Some(old) = self.pods.remove(uid) {
+            self.forget(&old);
+        }
+        self.release(uid);
+    }
+
+    /// Undoes what `apply_pod` recorded for `old`.
+    fn forget(&mut self, old: &Pod) {
+        if let (Some(node), false) = (&old.node_name, old.phase.is_terminal()) {
+            sub_from(&mut self.used, node, &old.requests);
+        }
+        if let Some(key) = GroupKey::of(old)
+            && let Some(group) = self.groups.get_mut(&key)
+        {
+            group.members.remove(&old.uid);
+            if group.members.is_empty() && group.spec.is_none() {
+                self.groups.remove(&key);
+            }
+        }
+    }
+
+    pub fn apply_pod_group(&mut self, group: PodGroup) {
+        let key = group.key.clone();
+        self.groups.entry(key).or_default().spec = Some(Arc::new(group));
+    }
+
+    pub fn delete_pod_group(&mut self, key: &GroupKey) {
+        if let Some(group) = self.groups.get_mut(key) {
+            group.spec = None;
+            if group.members.is_empty() {
+                self.groups.remove(key);
+            }
+        }
+        self.drop_claim(key);
+    }
+
+    // ----- the write path: the extender's reservations and claims
+
+    /// Records that the scheduler assumed `pod` on `node`. Idempotent.
+    pub fn reserve(&mut self, uid: &str, reservation: Reservation) {
+        self.release(uid);
+        add_to(&mut self.reserved, &reservation.node, &reservation.requests);
+        self.reservations.insert(uid.to_owned(), reservation);
+    }
+
+    /// Ends a reservation (bound, failed, timed out or deleted). Idempotent.
+    pub fn release(&mut self, uid: &str) -> Option<Reservation> {
+        let reservation = self.reservations.remove(uid)?;
+        sub_from(&mut self.reserved, &reservation.node, &reservation.requests);
+        Some(reservation)
+    }
+
+    /// Replaces the claim of `key` (an empty claim is dropped).
+    pub fn set_claim(&mut self, key: &GroupKey, claim: Claim) {
+        self.drop_claim(key);
+        if claim.slots.is_empty() {
+            return;
+        }
+        for slot in &claim.slots {
+            add_to(&mut self.claimed, &slot.node, &slot.requests);
+        }
+        self.claims.insert(key.clone(), claim);
+    }
+
+    pub fn drop_claim(&mut self, key: &GroupKey) -> Option<Claim> {
+        let claim = self.claims.remove(key)?;
+        for slot in &claim.slots {
+            sub_from(&mut self.claimed, &slot.node, &slot.requests);
+        }
+        Some(claim)
+    }
+}
+
+fn add_to(map: &mut FxHashMap<String, Resources>, node: &str, amount: &Resources) {
+    match map.get_mut(node) {
+        Some(total) => total.add(amount),
+        None => {
+            map.insert(node.to_owned(), amount.clone());
+        }
+    }
+}
+
+fn sub_from(map: &mut FxHashMap<String, Resources>, node: &str, amount: &Resources) {
+    if let Some(total) = map.get_mut(node) {
+        total.sub(amount);
+        if total.is_empty() {
+            map.remove(node);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cache::model::PodPhase;
+
+    fn pod(uid: &str, node: Option<&str>, cpu: i64, group: Option<&str>) -> Pod {
+        Pod {
+            uid: uid.into(),
+            namespace: "ns".into(),
+            name: format!("pod-{uid}"),
+            node_name: node.map(Into::into),
+            phase: PodPhase::Pending,
+            requests: Resources::from([("cpu", cpu), ("pods", 1)]),
+            pod_group: group.map(Into::into),
+            queue: None,
+            priority: 0,
+        }
+    }
+
+    #[test]
+    fn node_usage_follows_binding_completion_and_deletion() {
+        let mut s = State::default();
+        s.apply_pod(pod("a", None, 1000, None));
+        assert!(s.used_on("n1").is_empty());
+        s.apply_pod(pod("a", Some("n1"), 1000, None));
+        s.apply_pod(pod("b", Some("n1"), 500, None));
+        assert_eq!(
+            s.used_on("n1"),
+            &Resources::from([("cpu", 1500), ("pods", 2)])
+        );
+        s.apply_pod(Pod {
+            phase: PodPhase::Succeeded,
+            ..pod("a", Some("n1"), 1000, None)
+        });
+        assert_eq!(
+            s.used_on("n1"),
+            &Resources::from([("cpu", 500), ("pods", 1)])
+        );
+        s.delete_pod("b");
+        assert!(s.used_on("n1").is_empty());
+        assert!(!s.used.contains_key("n1"), "empty entries are removed");
+    }
+
+    #[test]
+    fn a_reservation_ends_when_the_api_shows_the_pod_bound() {
+        let mut s = State::default();
+        let key = GroupKey::new("ns", "g");
+        s.apply_pod(pod("a", None, 1000, Some("g")));
+        let requests = s.pods["a"].requests.clone();
+        s.reserve(
+            "a",
+            Reservation {
+                node: "n1".into(),
+                requests: requests.clone(),
+                group: Some(key.clone()),
+            },
+        );
+        assert_eq!(s.reserved_on("n1"), &requests);
+        assert_eq!((s.reserved_members(&key), s.bound_members(&key)), (1, 0));
+
+        s.apply_pod(pod("a", Some("n1"), 1000, Some("g")));
+        assert!(s.reserved_on("n1").is_empty());
+        assert_eq!(s.used_on("n1"), &requests);
+        assert_eq!((s.reserved_members(&key), s.bound_members(&key)), (0, 1));
+    }
+
+    #[test]
+    fn claims_add_up_per_node_and_vanish_when_dropped() {
+        let mut s = State::default();
+        let slot = |node: &str, cpu| Slot {
+            node: node.into(),
+            requests: Resources::from([("cpu", cpu)]),
+        };
+        let (g1, g2) = (GroupKey::new("ns", "g1"), GroupKey::new("ns", "g2"));
+        s.set_claim(
+            &g1,
+            Claim {
+                slots: vec![slot("n1", 1000), slot("n1", 1000), slot("n2", 500)],
+            },
+        );
+        s.set_claim(
+            &g2,
+            Claim {
+                slots: vec![slot("n1", 250)],
+            },
+        );
+        assert_eq!(s.claimed_on("n1").get("cpu"), 2250);
+        assert_eq!(s.claims[&g1].on("n1").get("cpu"), 2000);
+        s.set_claim(
+            &g1,
+            Claim {
+                slots: vec![slot("n2", 100)],
+            },
+        );
+        assert_eq!(s.claimed_on("n1").get("cpu"), 250);
+        assert_eq!(s.claimed_on("n2").get("cpu"), 100);
+        s.delete_pod_group(&g1);
+        s.drop_claim(&g2);
+        assert!(s.claimed.is_empty());
+    }
+
+    #[test]
+    fn group_membership_follows_the_pods_label() {
+        let mut s = State::default();
+        let key = GroupKey::new("ns", "g");
+        s.apply_pod(pod("a", None, 1, Some("g")));
+        s.apply_pod(pod("b", None, 1, Some("g")));
+        assert_eq!(s.members(&key).count(), 2);
+        s.apply_pod(pod("b", None, 1, Some("other")));
+        assert_eq!(s.members(&key).count(), 1);
+        s.delete_pod("a");
+        assert!(
+            s.group(&key).is_none(),
+            "a group with no spec and no members is forgotten"
+        );
+    }
+}
