@@ -10,6 +10,7 @@ pub mod crdgen;
 pub mod extender;
 pub mod health;
 pub mod metrics;
+pub mod policy;
 pub mod server;
 pub mod telemetry;
 pub mod tls;

@@ -1,0 +1,24 @@
+//! Policy: the decisions Gangplank makes, as pure functions over the cluster model.
+//!
+//! Why it exists: the rules that decide where a gang may go, how nodes are scored and whom
+//! preemption may evict must be testable (unit and property tests), benchmarkable without a
+//! cluster, and shared by every caller (the extender's verbs, the admission loop's "does the
+//! whole gang fit now"). So nothing here touches the network, a lock or a clock: the functions
+//! take plain values from [`crate::cache::model`] and return decisions with reasons a user can
+//! read. The extender and the loops translate wire types to these calls and back.
+//!
+//! - [`constraints`]: may this pod run on this node at all (cordon, taints, node selector,
+//!   required node affinity), and if not, why; [`convert`] builds the pod's [`Constraints`]
+//!   from its API object.
+//! - [`placement`]: how good a node is for a pod (binpack or spread), on the extender's 0..=10
+//!   scale.
+//! - [`preemption`]: which of the scheduler's proposed victim lists Gangplank accepts.
+
+pub mod constraints;
+pub mod convert;
+pub mod placement;
+pub mod preemption;
+
+pub use constraints::{Constraints, Infeasible, feasible};
+pub use placement::{CLAIMED_NODE_SCORE, MAX_SCORE, Strategy, score};
+pub use preemption::{GangRef, GangStatus, Preemptor, Rejection, Review, Victim, review};
