@@ -89,6 +89,20 @@ pub struct ServeArgs {
     /// capture what a real kube-scheduler sends, as golden fixtures. Leave unset in production.
     #[arg(long, env = "GANGPLANK_CAPTURE_DIR", value_name = "DIR")]
     pub capture_dir: Option<PathBuf>,
+
+    /// Whether the mutating webhook puts the scheduling gate `scheduling.gangplank.dev/admission`
+    /// on new pods of a group or queue, so that they wait until Gangplank's admission loop admits
+    /// their group. With `false` they still get the marker resource and normalised labels, and
+    /// are scheduled at once through the extender (for clusters, or test setups, without the
+    /// admission loop: a gate nobody removes strands the pod).
+    #[arg(
+        long,
+        env = "GANGPLANK_GATE_PODS",
+        value_name = "BOOL",
+        default_value_t = true,
+        action = clap::ArgAction::Set
+    )]
+    pub gate_pods: bool,
 }
 
 impl ServeArgs {
@@ -131,6 +145,16 @@ mod tests {
         assert_eq!(args.log_format, LogFormat::Text);
         assert_eq!(args.log_level, "info");
         assert_eq!(args.capture_dir, None);
+        assert!(args.gate_pods);
+    }
+
+    #[test]
+    fn pod_gating_is_switched_off_with_an_explicit_false() {
+        let cli = Cli::try_parse_from(["gangplank", "serve", "--gate-pods", "false"]).unwrap();
+        let Command::Serve(args) = cli.command else {
+            panic!("expected serve");
+        };
+        assert!(!args.gate_pods);
     }
 
     #[test]

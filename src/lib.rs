@@ -14,3 +14,4 @@ pub mod policy;
 pub mod server;
 pub mod telemetry;
 pub mod tls;
+pub mod webhooks;

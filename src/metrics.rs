@@ -19,6 +19,11 @@ use tokio_util::sync::CancellationToken;
 pub const EXTENDER_REQUESTS_TOTAL: &str = "gangplank_extender_requests_total";
 /// Histogram: extender request latency in seconds, by `verb`.
 pub const EXTENDER_REQUEST_DURATION_SECONDS: &str = "gangplank_extender_request_duration_seconds";
+/// Counter: admission webhook requests by `webhook`, `operation` and `outcome` (`allowed`,
+/// `denied`, `patched`, `error`).
+pub const WEBHOOK_REQUESTS_TOTAL: &str = "gangplank_webhook_requests_total";
+/// Histogram: admission webhook latency in seconds, by `webhook`.
+pub const WEBHOOK_REQUEST_DURATION_SECONDS: &str = "gangplank_webhook_request_duration_seconds";
 /// Gauge: nodes in the cluster cache.
 pub const CACHE_NODES: &str = "gangplank_cache_nodes";
 /// Gauge: pods in the cluster cache.
@@ -46,10 +51,15 @@ pub enum Error {
 
 /// Builds the Prometheus recorder with our buckets (not installed).
 pub fn builder() -> Result<PrometheusBuilder, Error> {
-    Ok(PrometheusBuilder::new().set_buckets_for_metric(
-        Matcher::Full(EXTENDER_REQUEST_DURATION_SECONDS.to_owned()),
-        LATENCY_BUCKETS_SECONDS,
-    )?)
+    Ok(PrometheusBuilder::new()
+        .set_buckets_for_metric(
+            Matcher::Full(EXTENDER_REQUEST_DURATION_SECONDS.to_owned()),
+            LATENCY_BUCKETS_SECONDS,
+        )?
+        .set_buckets_for_metric(
+            Matcher::Full(WEBHOOK_REQUEST_DURATION_SECONDS.to_owned()),
+            LATENCY_BUCKETS_SECONDS,
+        )?)
 }
 
 /// Installs the recorder process-wide, describes every metric and sets `build_info`.
@@ -104,6 +114,18 @@ pub const CATALOGUE: &[Doc] = &[
         kind: Kind::Histogram,
         labels: &["verb"],
         help: "Time to answer a scheduler extender request, by verb, including a held bind.",
+    },
+    Doc {
+        name: WEBHOOK_REQUESTS_TOTAL,
+        kind: Kind::Counter,
+        labels: &["webhook", "operation", "outcome"],
+        help: "Admission webhook requests, by webhook (mutate-pods, mutate-jobs, mutate-podgroups, validate-pods, validate-jobs, validate-podgroups, validate-queues), operation (CREATE, UPDATE, DELETE; unknown for a body that is not an AdmissionReview) and outcome (allowed: admitted unchanged; patched: admitted with a patch; denied: refused by a rule; error: a body that is not an AdmissionReview, or Gangplank could not decide yet).",
+    },
+    Doc {
+        name: WEBHOOK_REQUEST_DURATION_SECONDS,
+        kind: Kind::Histogram,
+        labels: &["webhook"],
+        help: "Time to answer an admission webhook request, by webhook, including the short wait for a just-created Queue or PodGroup to be seen.",
     },
     Doc {
         name: CACHE_NODES,

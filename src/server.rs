@@ -1,5 +1,5 @@
-//! `gangplank serve`: wires the cache, the extender and the metrics port together and runs them
-//! until SIGTERM or SIGINT.
+//! `gangplank serve`: wires the cache, the extender, the admission webhooks (served on the
+//! extender's port) and the metrics port together and runs them until SIGTERM or SIGINT.
 //!
 //! One [`CancellationToken`] is the shutdown signal for everything: the watch loops stop, the
 //! metrics server stops accepting, and the extender stops accepting and gives open requests
@@ -18,7 +18,7 @@ use tokio_util::sync::CancellationToken;
 use crate::cache::{self, Cache};
 use crate::config::ServeArgs;
 use crate::extender::{self, Capture, Extender, KubeBinder};
-use crate::{health, metrics, tls};
+use crate::{health, metrics, tls, webhooks};
 
 /// How long open extender requests may run after the shutdown signal.
 pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(20);
@@ -27,6 +27,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     tls::install_crypto_provider();
     let prometheus = metrics::install()?;
     extender::register_metrics();
+    webhooks::register_metrics();
     let shutdown = CancellationToken::new();
     tokio::spawn(cancel_on_signal(shutdown.clone()));
 
@@ -42,11 +43,19 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         tracing::warn!(dir = %dir.display(), "capturing every extender request body");
         extender = extender.with_capture(capture);
     }
-    let extender_router = extender::router(Arc::new(extender));
+    let lookups = webhooks::Reflectors::new();
+    let settings = webhooks::Settings {
+        gate_pods: args.gate_pods,
+        ..Default::default()
+    };
+    let webhooks = webhooks::Webhooks::new(lookups.clone(), settings);
+    let extender_router =
+        extender::router(Arc::new(extender)).merge(webhooks::router(Arc::new(webhooks)));
     let metrics_router = health::router(cache.clone()).merge(metrics::router(prometheus.clone()));
 
-    let (watch, upkeep, metrics_server, extender_server) = tokio::join!(
-        cache::watch::run(client, cache, shutdown.clone()),
+    let (watch, webhook_watch, upkeep, metrics_server, extender_server) = tokio::join!(
+        cache::watch::run(client.clone(), cache, shutdown.clone()),
+        lookups.run(client, shutdown.clone()),
         metrics::run_upkeep(prometheus, shutdown.clone()),
         cancel_on_error(
             serve_plain(args.metrics_addr, metrics_router, shutdown.clone()),
@@ -57,7 +66,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
             &shutdown
         ),
     );
-    let ((), ()) = (watch, upkeep);
+    let ((), (), ()) = (watch, webhook_watch, upkeep);
     metrics_server.context("metrics server failed")?;
     extender_server.context("extender server failed")?;
     tracing::info!("stopped");

@@ -1,0 +1,416 @@
+//! What the webhooks read about the cluster: Queues, PodGroups and namespace default queues.
+//!
+//! The rules read through three small traits rather than a concrete store, so that they are
+//! tested with plain maps and so that the cluster cache can serve them once it holds PodGroups
+//! and Queues (implement the three traits on it and pass it to [`super::Webhooks::new`]).
+//! Until then, [`Reflectors`] serves them from kube-runtime reflector stores of its own.
+//!
+//! Every answer may be "not loaded yet" ([`NotSynced`]): a webhook must never conclude that a
+//! queue does not exist because its list has not arrived. The rules turn that into a 503
+//! denial that says so, which the client sees and can retry.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::Namespace;
+use kube::api::PartialObjectMeta;
+use kube::runtime::reflector::{self, ObjectRef, Store};
+use kube::runtime::watcher::{self, watcher};
+use kube::runtime::{WatchStreamExt, reflector::store::Writer};
+use kube::{Api, Client, Resource};
+use serde::de::DeserializeOwned;
+use tokio_util::sync::CancellationToken;
+
+use crate::api::{PodGroup, PodGroupPhase, Queue, QueueState, labels};
+
+/// A lookup could not answer: that kind's initial list has not completed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("Gangplank has not finished listing {0} yet; retry in a few seconds")]
+pub struct NotSynced(pub &'static str);
+
+/// A lookup's answer.
+pub type Lookup<T> = Result<T, NotSynced>;
+
+/// What the webhooks need to know about a Queue.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct QueueView {
+    pub name: String,
+    pub state: QueueState,
+    pub parent: Option<String>,
+}
+
+/// What the webhooks need to know about a PodGroup.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PodGroupView {
+    pub namespace: String,
+    pub name: String,
+    /// `spec.queue`, or `default` when unset.
+    pub queue: String,
+    pub phase: PodGroupPhase,
+}
+
+impl PodGroupView {
+    /// Admitted and not finished: the group holds capacity of its queue (Inqueue, Running, or
+    /// Unknown: a running gang that fell below minMember still holds its members).
+    pub fn is_admitted(&self) -> bool {
+        is_admitted(self.phase)
+    }
+}
+
+/// Whether a PodGroup in `phase` is admitted and not finished (see [`PodGroupView::is_admitted`]).
+pub fn is_admitted(phase: PodGroupPhase) -> bool {
+    matches!(
+        phase,
+        PodGroupPhase::Inqueue | PodGroupPhase::Running | PodGroupPhase::Unknown
+    )
+}
+
+/// Queues by name.
+pub trait QueueLookup: Send + Sync {
+    fn queue(&self, name: &str) -> Lookup<Option<QueueView>>;
+}
+
+/// PodGroups by namespace and name, and by queue.
+pub trait PodGroupLookup: Send + Sync {
+    fn pod_group(&self, namespace: &str, name: &str) -> Lookup<Option<PodGroupView>>;
+    /// Every PodGroup whose queue is `queue` and whose phase is not Completed or Failed.
+    fn unfinished_pod_groups_in(&self, queue: &str) -> Lookup<Vec<PodGroupView>>;
+}
+
+/// Namespace default queues (the label `scheduling.gangplank.dev/queue` on a Namespace).
+pub trait NamespaceLookup: Send + Sync {
+    fn namespace_queue(&self, namespace: &str) -> Lookup<Option<String>>;
+}
+
+/// Everything the webhooks read.
+pub trait ClusterLookup: QueueLookup + PodGroupLookup + NamespaceLookup {}
+
+impl<T: QueueLookup + PodGroupLookup + NamespaceLookup> ClusterLookup for T {}
+
+impl QueueView {
+    pub fn of(queue: &Queue) -> Option<Self> {
+        Some(QueueView {
+            name: queue.metadata.name.clone()?,
+            state: queue.spec.state,
+            parent: queue.spec.parent.clone().filter(|p| !p.is_empty()),
+        })
+    }
+}
+
+impl PodGroupView {
+    pub fn of(group: &PodGroup) -> Option<Self> {
+        Some(PodGroupView {
+            namespace: group.metadata.namespace.clone()?,
+            name: group.metadata.name.clone()?,
+            queue: group.spec.queue_name().to_owned(),
+            phase: group.status.as_ref().map(|s| s.phase).unwrap_or_default(),
+        })
+    }
+}
+
+/// Reflector stores of Queues, PodGroups and Namespaces (metadata only), fed by their own
+/// watches. Cheap to read; the watches run in [`Reflectors::run`].
+pub struct Reflectors {
+    queues: Store<Queue>,
+    pod_groups: Store<PodGroup>,
+    namespaces: Store<PartialObjectMeta<Namespace>>,
+    synced: [AtomicBool; 3],
+    writers: std::sync::Mutex<Option<Writers>>,
+}
+
+struct Writers {
+    queues: Writer<Queue>,
+    pod_groups: Writer<PodGroup>,
+    namespaces: Writer<PartialObjectMeta<Namespace>>,
+}
+
+const QUEUES: usize = 0;
+const POD_GROUPS: usize = 1;
+const NAMESPACES: usize = 2;
+
+impl Reflectors {
+    /// Empty stores; nothing is synced until [`Reflectors::run`] has listed each kind.
+    pub fn new() -> Arc<Self> {
+        let (queues, queue_writer) = reflector::store();
+        let (pod_groups, pod_group_writer) = reflector::store();
+        let (namespaces, namespace_writer) = reflector::store();
+        Arc::new(Reflectors {
+            queues,
+            pod_groups,
+            namespaces,
+            synced: Default::default(),
+            writers: std::sync::Mutex::new(Some(Writers {
+                queues: queue_writer,
+                pod_groups: pod_group_writer,
+                namespaces: namespace_writer,
+            })),
+        })
+    }
+
+    /// Watches the three kinds cluster-wide until `shutdown`. Call once.
+    pub fn run(
+        self: &Arc<Self>,
+        client: Client,
+        shutdown: CancellationToken,
+    ) -> impl Future<Output = ()> + use<> {
+        let writers = self
+            .writers
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .take();
+        let this = self.clone();
+        async move {
+            let Some(writers) = writers else {
+                tracing::error!("webhook reflectors started twice");
+                return;
+            };
+            let queues = watcher(
+                Api::<Queue>::all(client.clone()),
+                watcher::Config::default(),
+            );
+            let pod_groups = watcher(
+                Api::<PodGroup>::all(client.clone()),
+                watcher::Config::default(),
+            );
+            let namespaces = watcher(
+                Api::<PartialObjectMeta<Namespace>>::all(client),
+                watcher::Config::default().labels(labels::QUEUE_LABEL),
+            );
+            tokio::join!(
+                this.reflect("queues", QUEUES, writers.queues, queues, &shutdown),
+                this.reflect(
+                    "podgroups",
+                    POD_GROUPS,
+                    writers.pod_groups,
+                    pod_groups,
+                    &shutdown
+                ),
+                this.reflect(
+                    "namespaces",
+                    NAMESPACES,
+                    writers.namespaces,
+                    namespaces,
+                    &shutdown
+                ),
+            );
+        }
+    }
+
+    async fn reflect<K>(
+        &self,
+        kind: &'static str,
+        index: usize,
+        writer: Writer<K>,
+        stream: impl futures::Stream<Item = watcher::Result<watcher::Event<K>>> + Send,
+        shutdown: &CancellationToken,
+    ) where
+        K: Resource + Clone + DeserializeOwned + std::fmt::Debug + Send + Sync + 'static,
+        K::DynamicType: Eq + std::hash::Hash + Clone + Default,
+    {
+        let stream = reflector::reflector(writer, stream.default_backoff());
+        let mut stream = std::pin::pin!(stream);
+        loop {
+            let next = tokio::select! {
+                _ = shutdown.cancelled() => return,
+                next = stream.next() => next,
+            };
+            match next {
+                Some(Ok(watcher::Event::InitDone)) => {
+                    if !self.synced[index].swap(true, Ordering::Release) {
+                        tracing::info!(kind, "webhook lookups synced");
+                    }
+                }
+                Some(Ok(_)) => {}
+                Some(Err(e)) => tracing::warn!(kind, error = %e, "failed to watch, retrying"),
+                None => {
+                    tracing::error!(kind, "watch stream ended");
+                    return;
+                }
+            }
+        }
+    }
+
+    fn synced(&self, index: usize, kind: &'static str) -> Result<(), NotSynced> {
+        if self.synced[index].load(Ordering::Acquire) {
+            Ok(())
+        } else {
+            Err(NotSynced(kind))
+        }
+    }
+}
+
+impl QueueLookup for Reflectors {
+    fn queue(&self, name: &str) -> Lookup<Option<QueueView>> {
+        self.synced(QUEUES, "Queues")?;
+        Ok(self
+            .queues
+            .get(&ObjectRef::new(name))
+            .and_then(|q| QueueView::of(&q)))
+    }
+}
+
+impl PodGroupLookup for Reflectors {
+    fn pod_group(&self, namespace: &str, name: &str) -> Lookup<Option<PodGroupView>> {
+        self.synced(POD_GROUPS, "PodGroups")?;
+        Ok(self
+            .pod_groups
+            .get(&ObjectRef::new(name).within(namespace))
+            .and_then(|g| PodGroupView::of(&g)))
+    }
+
+    fn unfinished_pod_groups_in(&self, queue: &str) -> Lookup<Vec<PodGroupView>> {
+        self.synced(POD_GROUPS, "PodGroups")?;
+        let mut groups: Vec<PodGroupView> = self
+            .pod_groups
+            .state()
+            .iter()
+            .filter_map(|g| PodGroupView::of(g))
+            .filter(|g| g.queue == queue && !g.phase.is_finished())
+            .collect();
+        groups.sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
+        Ok(groups)
+    }
+}
+
+impl NamespaceLookup for Reflectors {
+    fn namespace_queue(&self, namespace: &str) -> Lookup<Option<String>> {
+        self.synced(NAMESPACES, "Namespaces")?;
+        // Only labelled namespaces are watched, so a miss means "no default queue".
+        Ok(self
+            .namespaces
+            .get(&ObjectRef::new(namespace))
+            .and_then(|ns| {
+                ns.metadata
+                    .labels
+                    .as_ref()?
+                    .get(labels::QUEUE_LABEL)
+                    .cloned()
+            })
+            .filter(|q| !q.is_empty()))
+    }
+}
+
+/// Fixed answers from plain lists: for tests, and for running the webhooks without a cluster.
+#[derive(Debug, Default, Clone)]
+pub struct StaticLookup {
+    pub queues: Vec<QueueView>,
+    pub pod_groups: Vec<PodGroupView>,
+    /// Namespace name and its default queue.
+    pub namespaces: Vec<(String, String)>,
+    /// Answer every lookup with [`NotSynced`].
+    pub unsynced: bool,
+}
+
+impl StaticLookup {
+    fn ready(&self, kind: &'static str) -> Result<(), NotSynced> {
+        if self.unsynced {
+            Err(NotSynced(kind))
+        } else {
+            Ok(())
+        }
+    }
+}
+
+impl QueueLookup for StaticLookup {
+    fn queue(&self, name: &str) -> Lookup<Option<QueueView>> {
+        self.ready("Queues")?;
+        Ok(self.queues.iter().find(|q| q.name == name).cloned())
+    }
+}
+
+impl PodGroupLookup for StaticLookup {
+    fn pod_group(&self, namespace: &str, name: &str) -> Lookup<Option<PodGroupView>> {
+        self.ready("PodGroups")?;
+        Ok(self
+            .pod_groups
+            .iter()
+            .find(|g| g.namespace == namespace && g.name == name)
+            .cloned())
+    }
+
+    fn unfinished_pod_groups_in(&self, queue: &str) -> Lookup<Vec<PodGroupView>> {
+        self.ready("PodGroups")?;
+        let mut groups: Vec<PodGroupView> = self
+            .pod_groups
+            .iter()
+            .filter(|g| g.queue == queue && !g.phase.is_finished())
+            .cloned()
+            .collect();
+        groups.sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
+        Ok(groups)
+    }
+}
+
+impl NamespaceLookup for StaticLookup {
+    fn namespace_queue(&self, namespace: &str) -> Lookup<Option<String>> {
+        self.ready("Namespaces")?;
+        Ok(self
+            .namespaces
+            .iter()
+            .find(|(ns, _)| ns == namespace)
+            .map(|(_, q)| q.clone()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn a_queue_view_keeps_name_state_and_parent() {
+        let queue: Queue = serde_json::from_value(json!({
+            "apiVersion": "scheduling.gangplank.dev/v1alpha1", "kind": "Queue",
+            "metadata": {"name": "research"},
+            "spec": {"state": "Closed", "parent": "org"},
+            "status": {"admitted": 1, "running": 2}
+        }))
+        .unwrap();
+        assert_eq!(
+            QueueView::of(&queue),
+            Some(QueueView {
+                name: "research".into(),
+                state: QueueState::Closed,
+                parent: Some("org".into()),
+            })
+        );
+    }
+
+    #[test]
+    fn a_pod_group_without_queue_or_status_is_pending_in_the_default_queue() {
+        let group: PodGroup = serde_json::from_value(json!({
+            "apiVersion": "scheduling.gangplank.dev/v1alpha1", "kind": "PodGroup",
+            "metadata": {"name": "train", "namespace": "ml"},
+            "spec": {"minMember": 2}
+        }))
+        .unwrap();
+        let view = PodGroupView::of(&group).unwrap();
+        assert_eq!(view.queue, "default");
+        assert_eq!(view.phase, PodGroupPhase::Pending);
+        assert!(!view.is_admitted());
+    }
+
+    #[test]
+    fn unsynced_reflectors_refuse_to_answer() {
+        let reflectors = Reflectors::new();
+        assert_eq!(reflectors.queue("default"), Err(NotSynced("Queues")));
+        assert_eq!(
+            reflectors.pod_group("ml", "train"),
+            Err(NotSynced("PodGroups"))
+        );
+        assert_eq!(
+            reflectors.namespace_queue("ml"),
+            Err(NotSynced("Namespaces"))
+        );
+    }
+
+    #[test]
+    fn not_synced_says_what_is_missing_and_to_retry() {
+        assert_eq!(
+            NotSynced("Queues").to_string(),
+            "Gangplank has not finished listing Queues yet; retry in a few seconds"
+        );
+    }
+}

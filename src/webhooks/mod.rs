@@ -1,0 +1,467 @@
+//! The admission webhooks: `POST /webhooks/{mutate,validate}/<resource>`, AdmissionReview v1.
+//!
+//! Why they exist: the extender only sees pods the scheduler sends it, and only pods that
+//! carry the marker resource are sent (DESIGN "Which pods reach Gangplank"). The mutating
+//! webhook is what puts the marker, the scheduling gate and normalised labels on every pod of
+//! a group or queue, gives Jobs' pod templates their group, and defaults PodGroups' queue.
+//! The validating webhooks turn mistakes that would otherwise surface as a gang that never
+//! starts (a queue that does not exist, a gang size larger than the Job's parallelism) into a
+//! refusal at `kubectl apply` time, with a message that names the field and what it accepts.
+//!
+//! Shape, after linkerd's policy controller: one route per resource and direction, each a
+//! thin adapter that decodes the typed AdmissionReview ([`review`]), calls a rule in the
+//! resource's file ([`pods`], [`jobs`], [`pod_groups`], [`queues`]) and encodes its
+//! [`Verdict`]. Every decision is answered with HTTP 200 and the verdict in the body; only a
+//! body that is not an AdmissionReview gets HTTP 400. The rules read the cluster through the
+//! [`lookup`] traits and never call the API server, so a webhook call costs microseconds and
+//! cannot hang on the API server that is waiting for it.
+//!
+//! One wrinkle of reading from watch caches: a user who applies a Queue and a PodGroup naming
+//! it in one `kubectl apply` may reach the webhook before the Queue's watch event reaches
+//! Gangplank. So a "does not exist" denial ([`Reason::NotFound`]) is re-checked for up to
+//! [`Settings::lookup_grace`] before it is sent.
+//!
+//! The routes are served on the extender's HTTPS port (`server.rs` merges [`router`]), with
+//! the same certificate and reload. The registrations that point the API server here are in
+//! the top-level `webhooks/` directory; their selectors decide which objects ever reach these
+//! routes, and their comments explain the failure policies.
+
+pub mod jobs;
+pub mod lookup;
+pub mod patch;
+pub mod pod_groups;
+pub mod pods;
+pub mod queues;
+pub mod review;
+
+use std::convert::Infallible;
+use std::fmt;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::{DefaultBodyLimit, FromRequest, Request, State};
+use axum::http::StatusCode;
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{MethodRouter, post};
+use axum::{Extension, Json};
+use kube::core::admission::{AdmissionRequest, AdmissionReview, Operation};
+use serde::de::DeserializeOwned;
+use tower_http::trace::TraceLayer;
+
+pub use lookup::{ClusterLookup, Reflectors, StaticLookup};
+pub use review::{Denial, Outcome, Reason, Verdict};
+
+use crate::metrics;
+
+/// Path prefix of every webhook route.
+pub const PREFIX: &str = "/webhooks";
+
+/// Largest AdmissionReview accepted. The API server sends the object (and the old object on
+/// update): a pod with a large spec and managedFields is tens of kilobytes; 8 MiB leaves room
+/// for a Job template near etcd's 1.5 MiB object limit, twice.
+pub const MAX_BODY_BYTES: usize = 8 * 1024 * 1024;
+
+/// How long a "does not exist" answer is re-checked by default (see the module docs).
+pub const DEFAULT_LOOKUP_GRACE: Duration = Duration::from_secs(1);
+
+/// How often it is re-checked meanwhile.
+const LOOKUP_RETRY: Duration = Duration::from_millis(50);
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("failed to decode {hook} AdmissionReview: {why}")]
+    Decode { hook: Hook, why: String },
+    #[error("failed to read {hook} AdmissionReview: {why}")]
+    Read { hook: Hook, why: String },
+}
+
+/// The webhook routes, one per resource and direction.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Hook {
+    MutatePods,
+    MutateJobs,
+    MutatePodGroups,
+    ValidatePods,
+    ValidateJobs,
+    ValidatePodGroups,
+    ValidateQueues,
+}
+
+impl Hook {
+    pub const ALL: [Hook; 7] = [
+        Hook::MutatePods,
+        Hook::MutateJobs,
+        Hook::MutatePodGroups,
+        Hook::ValidatePods,
+        Hook::ValidateJobs,
+        Hook::ValidatePodGroups,
+        Hook::ValidateQueues,
+    ];
+
+    /// The `webhook` metric label, also the route's last two path segments joined by `-`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Hook::MutatePods => "mutate-pods",
+            Hook::MutateJobs => "mutate-jobs",
+            Hook::MutatePodGroups => "mutate-podgroups",
+            Hook::ValidatePods => "validate-pods",
+            Hook::ValidateJobs => "validate-jobs",
+            Hook::ValidatePodGroups => "validate-podgroups",
+            Hook::ValidateQueues => "validate-queues",
+        }
+    }
+
+    /// The route, as registered in `webhooks/*.yaml` (`clientConfig.service.path`).
+    pub fn path(self) -> String {
+        let (direction, resource) = self
+            .as_str()
+            .split_once('-')
+            .expect("hook names are direction-resource");
+        format!("{PREFIX}/{direction}/{resource}")
+    }
+
+    /// The operations the registrations send to this route (the metric series created at
+    /// start-up).
+    pub fn operations(self) -> &'static [&'static str] {
+        match self {
+            Hook::MutatePods | Hook::MutateJobs | Hook::ValidatePods => &["CREATE"],
+            Hook::MutatePodGroups | Hook::ValidateJobs | Hook::ValidatePodGroups => {
+                &["CREATE", "UPDATE"]
+            }
+            Hook::ValidateQueues => &["CREATE", "UPDATE", "DELETE"],
+        }
+    }
+}
+
+impl fmt::Display for Hook {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Switches of the webhooks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Settings {
+    /// Put the scheduling gate on new managed pods (`--gate-pods`).
+    pub gate_pods: bool,
+    /// How long a "does not exist" denial is re-checked before it is sent.
+    pub lookup_grace: Duration,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Settings {
+            gate_pods: true,
+            lookup_grace: DEFAULT_LOOKUP_GRACE,
+        }
+    }
+}
+
+/// What the handlers share: the cluster lookups and the settings.
+pub struct Webhooks {
+    lookup: Arc<dyn ClusterLookup>,
+    settings: Settings,
+}
+
+impl Webhooks {
+    pub fn new(lookup: Arc<dyn ClusterLookup>, settings: Settings) -> Self {
+        Self { lookup, settings }
+    }
+
+    pub fn lookup(&self) -> &dyn ClusterLookup {
+        self.lookup.as_ref()
+    }
+
+    pub fn settings(&self) -> Settings {
+        self.settings
+    }
+}
+
+/// The webhook routes under [`PREFIX`], traced, with per-route metrics.
+pub fn router(webhooks: Arc<Webhooks>) -> Router {
+    let route = |hook: Hook, method: MethodRouter<Arc<Webhooks>>| {
+        let method: MethodRouter<Arc<Webhooks>> = method
+            .layer::<_, Infallible>(middleware::from_fn_with_state(hook, observe))
+            .layer(Extension(hook));
+        (hook.path(), method)
+    };
+    [
+        route(Hook::MutatePods, post(mutate_pods)),
+        route(Hook::MutateJobs, post(mutate_jobs)),
+        route(Hook::MutatePodGroups, post(mutate_pod_groups)),
+        route(Hook::ValidatePods, post(validate_pods)),
+        route(Hook::ValidateJobs, post(validate_jobs)),
+        route(Hook::ValidatePodGroups, post(validate_pod_groups)),
+        route(Hook::ValidateQueues, post(validate_queues)),
+    ]
+    .into_iter()
+    .fold(Router::new(), |router, (path, method)| {
+        router.route(&path, method)
+    })
+    .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
+    .layer(TraceLayer::new_for_http())
+    .with_state(webhooks)
+}
+
+async fn mutate_pods(
+    State(w): State<Arc<Webhooks>>,
+    Review(r): Review<k8s_openapi::api::core::v1::Pod>,
+) -> Response {
+    decide(&w, &r, pods::mutate).await
+}
+
+async fn validate_pods(
+    State(w): State<Arc<Webhooks>>,
+    Review(r): Review<k8s_openapi::api::core::v1::Pod>,
+) -> Response {
+    decide(&w, &r, pods::validate).await
+}
+
+async fn mutate_jobs(
+    State(w): State<Arc<Webhooks>>,
+    Review(r): Review<k8s_openapi::api::batch::v1::Job>,
+) -> Response {
+    decide(&w, &r, jobs::mutate).await
+}
+
+async fn validate_jobs(
+    State(w): State<Arc<Webhooks>>,
+    Review(r): Review<k8s_openapi::api::batch::v1::Job>,
+) -> Response {
+    decide(&w, &r, jobs::validate).await
+}
+
+async fn mutate_pod_groups(
+    State(w): State<Arc<Webhooks>>,
+    Review(r): Review<crate::api::PodGroup>,
+) -> Response {
+    decide(&w, &r, pod_groups::mutate).await
+}
+
+async fn validate_pod_groups(
+    State(w): State<Arc<Webhooks>>,
+    Review(r): Review<crate::api::PodGroup>,
+) -> Response {
+    decide(&w, &r, pod_groups::validate).await
+}
+
+async fn validate_queues(
+    State(w): State<Arc<Webhooks>>,
+    Review(r): Review<crate::api::Queue>,
+) -> Response {
+    decide(&w, &r, queues::validate).await
+}
+
+/// A rule: the verdict on one request, or the denial that ends it early.
+type Rule<K> = fn(&Webhooks, &AdmissionRequest<K>) -> Result<Verdict, Denial>;
+
+/// Runs `rule`, re-checking a "does not exist" denial for up to the lookup grace, and answers.
+async fn decide<K: kube::Resource>(
+    webhooks: &Webhooks,
+    request: &AdmissionRequest<K>,
+    rule: Rule<K>,
+) -> Response {
+    let deadline = Instant::now() + webhooks.settings.lookup_grace;
+    let verdict = loop {
+        let verdict = Verdict::from(rule(webhooks, request));
+        let not_found = matches!(&verdict, Verdict::Deny(d) if d.reason == Reason::NotFound);
+        if !not_found || Instant::now() + LOOKUP_RETRY > deadline {
+            break verdict;
+        }
+        tokio::time::sleep(LOOKUP_RETRY).await;
+    };
+    if let Verdict::Deny(denial) = &verdict {
+        tracing::info!(
+            uid = %request.uid,
+            namespace = request.namespace.as_deref().unwrap_or_default(),
+            name = %request.name,
+            reason = denial.reason.as_str(),
+            message = %denial.message,
+            "denied"
+        );
+    }
+    let mut response = Json(review::response(request, &verdict)).into_response();
+    response.extensions_mut().insert(Observed {
+        operation: review::operation_str(&request.operation),
+        outcome: verdict.outcome(),
+    });
+    response
+}
+
+/// What a handler tells the metrics layer about the request it answered.
+#[derive(Debug, Clone, Copy)]
+struct Observed {
+    operation: &'static str,
+    outcome: Outcome,
+}
+
+/// Creates every `webhook` x `operation` x `outcome` series at zero, so dashboards, alerts
+/// and the generated metric table see them before the first request.
+pub fn register_metrics() {
+    for hook in Hook::ALL {
+        for operation in hook.operations() {
+            for outcome in Outcome::ALL {
+                ::metrics::counter!(
+                    metrics::WEBHOOK_REQUESTS_TOTAL,
+                    "webhook" => hook.as_str(),
+                    "operation" => *operation,
+                    "outcome" => outcome.as_str()
+                )
+                .absolute(0);
+            }
+        }
+        let _ = ::metrics::histogram!(metrics::WEBHOOK_REQUEST_DURATION_SECONDS, "webhook" => hook.as_str());
+    }
+}
+
+/// Records the route's count and latency.
+async fn observe(State(hook): State<Hook>, request: Request, next: Next) -> Response {
+    let started = Instant::now();
+    let response = next.run(request).await;
+    let observed = response
+        .extensions()
+        .get::<Observed>()
+        .copied()
+        .unwrap_or(Observed {
+            // The body did not say: it was not an AdmissionReview.
+            operation: "unknown",
+            outcome: Outcome::Error,
+        });
+    ::metrics::counter!(
+        metrics::WEBHOOK_REQUESTS_TOTAL,
+        "webhook" => hook.as_str(),
+        "operation" => observed.operation,
+        "outcome" => observed.outcome.as_str()
+    )
+    .increment(1);
+    ::metrics::histogram!(metrics::WEBHOOK_REQUEST_DURATION_SECONDS, "webhook" => hook.as_str())
+        .record(started.elapsed().as_secs_f64());
+    response
+}
+
+/// The AdmissionRequest of a v1 AdmissionReview body with an object of type `K`. A body that
+/// is not that (not JSON, another version, no request, no object where the operation needs
+/// one) is rejected with HTTP 400 and the reason: the API server then applies the
+/// registration's failure policy and shows the reason in its error.
+pub struct Review<K: kube::Resource>(pub AdmissionRequest<K>);
+
+impl<K> FromRequest<Arc<Webhooks>> for Review<K>
+where
+    K: kube::Resource + DeserializeOwned,
+{
+    type Rejection = Response;
+
+    async fn from_request(request: Request, state: &Arc<Webhooks>) -> Result<Self, Response> {
+        let hook = request
+            .extensions()
+            .get::<Hook>()
+            .copied()
+            .unwrap_or(Hook::ValidatePods);
+        let body = Bytes::from_request(request, state).await.map_err(|e| {
+            let status = e.status();
+            let why = e.body_text();
+            (status, format!("{}\n", Error::Read { hook, why })).into_response()
+        })?;
+        tracing::trace!(%hook, body = %String::from_utf8_lossy(&body), "AdmissionReview");
+        decode(&body)
+            .map(Review)
+            .map_err(|why| bad_request(Error::Decode { hook, why }))
+    }
+}
+
+fn decode<K: kube::Resource + DeserializeOwned>(
+    body: &[u8],
+) -> Result<AdmissionRequest<K>, String> {
+    let review: AdmissionReview<K> = serde_json::from_slice(body).map_err(|e| e.to_string())?;
+    if review.types.api_version != review::API_VERSION || review.types.kind != review::KIND {
+        return Err(format!(
+            "expected apiVersion {} and kind {}, got {:?} and {:?}",
+            review::API_VERSION,
+            review::KIND,
+            review.types.api_version,
+            review.types.kind
+        ));
+    }
+    let request: AdmissionRequest<K> = review
+        .try_into()
+        .map_err(|_| "the review has no request".to_owned())?;
+    let needs_object = matches!(request.operation, Operation::Create | Operation::Update);
+    if needs_object && request.object.is_none() {
+        return Err(format!(
+            "request.object is missing for {}",
+            review::operation_str(&request.operation)
+        ));
+    }
+    let needs_old = matches!(request.operation, Operation::Update | Operation::Delete);
+    if needs_old && request.old_object.is_none() {
+        return Err(format!(
+            "request.oldObject is missing for {}",
+            review::operation_str(&request.operation)
+        ));
+    }
+    Ok(request)
+}
+
+/// HTTP 400 with the error as plain text.
+fn bad_request(error: Error) -> Response {
+    tracing::debug!(error = %error, "bad AdmissionReview");
+    (StatusCode::BAD_REQUEST, format!("{error}\n")).into_response()
+}
+
+/// Why `name` cannot name a PodGroup or a Queue (a DNS-1123 subdomain that also fits a label
+/// value: at most 63 lowercase letters, digits, `-` and `.`, starting and ending with a letter
+/// or digit), or `None` when it can.
+pub fn name_problem(name: &str) -> Option<String> {
+    let alphanumeric = |c: char| c.is_ascii_lowercase() || c.is_ascii_digit();
+    let valid = !name.is_empty()
+        && name.len() <= 63
+        && name
+            .chars()
+            .all(|c| alphanumeric(c) || c == '-' || c == '.')
+        && name.starts_with(alphanumeric)
+        && name.ends_with(alphanumeric);
+    (!valid).then(|| {
+        format!(
+            "must be at most 63 lowercase letters, digits, '-' or '.', starting and ending with a letter or digit, got {name:?}"
+        )
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_hook_has_its_own_path_under_the_prefix() {
+        let paths: Vec<String> = Hook::ALL.iter().map(|h| h.path()).collect();
+        assert_eq!(
+            paths,
+            [
+                "/webhooks/mutate/pods",
+                "/webhooks/mutate/jobs",
+                "/webhooks/mutate/podgroups",
+                "/webhooks/validate/pods",
+                "/webhooks/validate/jobs",
+                "/webhooks/validate/podgroups",
+                "/webhooks/validate/queues",
+            ]
+        );
+    }
+
+    #[test]
+    fn names_must_be_lowercase_dns_labels_that_fit_a_label_value() {
+        for good in ["a", "train-1", "team.a", "x".repeat(63).as_str()] {
+            assert_eq!(name_problem(good), None, "{good}");
+        }
+        for bad in ["", "Train", "a_b", "-a", "a.", "x".repeat(64).as_str()] {
+            assert!(name_problem(bad).is_some(), "{bad}");
+        }
+        assert_eq!(
+            name_problem("My_Group").unwrap(),
+            "must be at most 63 lowercase letters, digits, '-' or '.', starting and ending with a letter or digit, got \"My_Group\""
+        );
+    }
+}

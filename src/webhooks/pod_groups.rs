@@ -1,0 +1,114 @@
+//! PodGroups: the queue default, and the rules that keep a gang admissible and a running gang
+//! whole.
+//!
+//! **Mutation** (CREATE and UPDATE, like the API server's own defaulting): a PodGroup without
+//! `spec.queue` gets the queue named by its own label `scheduling.gangplank.dev/queue` (or
+//! Volcano's annotation), else its namespace's default queue, else `default`. Storing the
+//! queue makes `kubectl get pg` show it, and a later label on the namespace does not silently
+//! move groups that were already admitted.
+//!
+//! **Validation**:
+//! - `spec.minMember` at least 1; `spec.maxMember`, when set, at least `spec.minMember` (the
+//!   CRD checks both too; repeated so the rule holds wherever the schema was edited);
+//! - the queue exists and is Open, on CREATE and when an UPDATE changes it;
+//! - once the group is admitted (Inqueue, Running, or Unknown), `spec.minMember` and
+//!   `spec.queue` may no longer change: admission reserved room for exactly that gang in that
+//!   queue, and the extender is gathering exactly that quorum.
+
+use kube::core::admission::{AdmissionRequest, Operation};
+use serde_json::json;
+
+use super::Webhooks;
+use super::lookup::is_admitted;
+use super::patch::Patcher;
+use super::queues::{check_open, unavailable};
+use super::review::{Denial, FieldErrors, Verdict};
+use crate::api::{PodGroup, labels};
+
+/// `POST /webhooks/mutate/podgroups`.
+pub fn mutate(w: &Webhooks, request: &AdmissionRequest<PodGroup>) -> Result<Verdict, Denial> {
+    if !matches!(request.operation, Operation::Create | Operation::Update) {
+        return Ok(Verdict::allow());
+    }
+    let group = request.object.as_ref().expect("checked when decoded");
+    if group.spec.queue.as_deref().is_some_and(|q| !q.is_empty()) {
+        return Ok(Verdict::allow());
+    }
+    let own = labels::queue_of(
+        group.metadata.labels.as_ref(),
+        group.metadata.annotations.as_ref(),
+    );
+    let queue = match own {
+        Some(queue) => queue.to_owned(),
+        None => {
+            let namespace = request.namespace.as_deref().unwrap_or_default();
+            w.lookup()
+                .namespace_queue(namespace)
+                .map_err(unavailable)?
+                .unwrap_or_else(|| labels::DEFAULT_QUEUE.to_owned())
+        }
+    };
+    let mut patch = Patcher::new(group);
+    patch.set(&["spec", "queue"], json!(queue));
+    Ok(Verdict::patch(patch.into_patch()))
+}
+
+/// `POST /webhooks/validate/podgroups`.
+pub fn validate(w: &Webhooks, request: &AdmissionRequest<PodGroup>) -> Result<Verdict, Denial> {
+    if !matches!(request.operation, Operation::Create | Operation::Update) {
+        return Ok(Verdict::allow());
+    }
+    let group = request.object.as_ref().expect("checked when decoded");
+    let spec = &group.spec;
+    let mut errors = FieldErrors::new();
+    if spec.min_member < 1 {
+        errors.add(
+            "spec.minMember",
+            format!("must be at least 1, got {}", spec.min_member),
+        );
+    }
+    if let Some(max) = spec.max_member
+        && max < spec.min_member.max(1)
+    {
+        errors.add(
+            "spec.maxMember",
+            format!(
+                "must be at least spec.minMember ({}) or unset, got {max}",
+                spec.min_member
+            ),
+        );
+    }
+    errors.into_result()?;
+
+    let queue = spec.queue_name();
+    let Some(old) = request.old_object.as_ref() else {
+        check_open(w.lookup(), queue, "spec.queue")?;
+        return Ok(Verdict::allow());
+    };
+    let old_queue = old.spec.queue_name();
+    let phase = old.status.as_ref().map(|s| s.phase).unwrap_or_default();
+    if is_admitted(phase) {
+        let mut frozen = Vec::new();
+        if spec.min_member != old.spec.min_member {
+            frozen.push(format!(
+                "spec.minMember: cannot change from {} to {} while the group is {phase}",
+                old.spec.min_member, spec.min_member
+            ));
+        }
+        if queue != old_queue {
+            frozen.push(format!(
+                "spec.queue: cannot change from {old_queue:?} to {queue:?} while the group is {phase}"
+            ));
+        }
+        if !frozen.is_empty() {
+            return Err(Denial::forbidden(format!(
+                "{}; its gang was admitted as it is; wait until the group finishes, or delete it and create a new one",
+                frozen.join("; ")
+            )));
+        }
+    }
+    if queue != old_queue {
+        check_open(w.lookup(), queue, "spec.queue")?;
+    }
+    Ok(Verdict::allow())
+}

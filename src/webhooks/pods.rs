@@ -1,0 +1,385 @@
+//! Pods: the mutation that makes a pod of a group or queue a Gangplank pod, and the check
+//! that refuses new pods for a closed queue.
+//!
+//! **Which pods are Gangplank's.** A pod belongs to a group when it names one
+//! ([`labels::pod_group_of`]: our label, scheduler-plugins' label, Volcano's annotation), and
+//! to a queue when it names one ([`labels::queue_of`]) or, naming neither, when its namespace
+//! carries a default queue (label `scheduling.gangplank.dev/queue` on the Namespace). A pod
+//! with neither is not Gangplank's and is admitted untouched.
+//!
+//! **A queue but no group.** DESIGN says such a pod is a group of one. The webhook does not
+//! invent a group name for it: at CREATE a pod made by a controller has no name yet (only a
+//! `generateName`), and a made-up label would point at a PodGroup nobody creates. The pod
+//! keeps no group label and the rest of Gangplank treats it as its own group. One exception:
+//! a pod whose controller is a batch/v1 Job and whose own labels name a queue (copied from the
+//! Job's template, which the Job webhook fills from the Job's queue label) joins the group
+//! named after the Job, the PodGroup the controller creates for that Job. This is how Jobs
+//! created with `generateName` (whose name the Job webhook cannot know) still form one gang.
+//!
+//! **Mutation** (CREATE only; gates can only be added at creation, and resources and most of a
+//! pod are immutable after it):
+//! 1. labels normalised: `scheduling.gangplank.dev/pod-group` set to the group, whatever key
+//!    named it; `scheduling.gangplank.dev/queue` set when the queue came from Volcano's
+//!    annotation or from the namespace. A pod of a group keeps no namespace default: its
+//!    PodGroup's `spec.queue` decides its queue.
+//! 2. the scheduling gate `scheduling.gangplank.dev/admission`, unless already there or
+//!    `--gate-pods=false`;
+//! 3. one unit of `scheduling.gangplank.dev/managed` in the requests and limits of the first
+//!    container, unless already there (an extended resource needs equal request and limit, so
+//!    a lone request or limit is completed with the same amount).
+//!
+//! A pod with `spec.nodeName` set bypasses the scheduler: it gets neither gate (the API server
+//! refuses a gate on a bound pod) nor marker, only labels, and a warning.
+//!
+//! Group and queue names must be valid PodGroup and Queue names; a Volcano annotation (which
+//! may hold any text) that does not is refused rather than copied into a label that would make
+//! the API server refuse the pod with a less helpful message.
+//!
+//! **Validation** (CREATE): a pod whose group is in a Closed queue is refused, unless the
+//! group is already admitted (a replacement member of a running gang must be allowed, or a
+//! Job could never restart a failed member). A pod whose group has no PodGroup yet is checked
+//! against its own queue label, if any; a pod of no group against its queue. A queue that does
+//! not exist is refused too (except `default`, which Gangplank creates).
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::Pod;
+use kube::core::admission::{AdmissionRequest, Operation};
+use serde_json::json;
+
+use super::lookup::{Lookup, NamespaceLookup};
+use super::patch::Patcher;
+use super::queues::{check_open, unavailable};
+use super::review::{Denial, FieldErrors, Verdict};
+use super::{Webhooks, name_problem};
+use crate::api::labels;
+
+/// Where a pod's group or queue name came from: the field a denial points at.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Source {
+    Label(&'static str),
+    Annotation(&'static str),
+    /// The pod's controller is the Job of that name.
+    JobOwner,
+    /// The pod's namespace's default queue.
+    Namespace(String),
+}
+
+impl Source {
+    /// The field, spelled as in a denial.
+    pub fn field(&self) -> String {
+        match self {
+            Source::Label(key) => format!("metadata.labels[{key}]"),
+            Source::Annotation(key) => format!("metadata.annotations[{key}]"),
+            Source::JobOwner => "metadata.ownerReferences (controller Job)".to_owned(),
+            Source::Namespace(ns) => format!("the label {} of namespace {ns}", labels::QUEUE_LABEL),
+        }
+    }
+}
+
+/// A group or queue name and where it came from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Named {
+    pub name: String,
+    pub source: Source,
+}
+
+/// The group and queue a pod asks for, per the module docs.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Membership {
+    pub group: Option<Named>,
+    pub queue: Option<Named>,
+}
+
+impl Membership {
+    /// Reads the pod's keys; asks `namespaces` only when the pod names neither group nor queue.
+    pub fn of(pod: &Pod, namespace: &str, namespaces: &dyn NamespaceLookup) -> Lookup<Self> {
+        let meta = &pod.metadata;
+        let (labels_map, annotations) = (meta.labels.as_ref(), meta.annotations.as_ref());
+        let group = labels::pod_group_of(labels_map, annotations).map(|name| Named {
+            name: name.to_owned(),
+            source: source_of(
+                name,
+                labels_map,
+                annotations,
+                &[
+                    labels::POD_GROUP_LABEL,
+                    labels::SCHEDULER_PLUGINS_POD_GROUP_LABEL,
+                ],
+                &[labels::VOLCANO_GROUP_NAME_ANNOTATION],
+            ),
+        });
+        let queue = labels::queue_of(labels_map, annotations).map(|name| Named {
+            name: name.to_owned(),
+            source: source_of(
+                name,
+                labels_map,
+                annotations,
+                &[labels::QUEUE_LABEL],
+                &[labels::VOLCANO_QUEUE_NAME_ANNOTATION],
+            ),
+        });
+        match (group, queue) {
+            (None, None) => Ok(Membership {
+                group: None,
+                queue: namespaces.namespace_queue(namespace)?.map(|name| Named {
+                    name,
+                    source: Source::Namespace(namespace.to_owned()),
+                }),
+            }),
+            (None, Some(queue)) => Ok(Membership {
+                group: controller_job(pod).map(|job| Named {
+                    name: job.to_owned(),
+                    source: Source::JobOwner,
+                }),
+                queue: Some(queue),
+            }),
+            (group, queue) => Ok(Membership { group, queue }),
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.group.is_none() && self.queue.is_none()
+    }
+}
+
+/// The first key, in precedence order, holding `value`: the one `pod_group_of`/`queue_of`
+/// took it from.
+fn source_of(
+    value: &str,
+    labels_map: Option<&BTreeMap<String, String>>,
+    annotations: Option<&BTreeMap<String, String>>,
+    label_keys: &[&'static str],
+    annotation_keys: &[&'static str],
+) -> Source {
+    let holds = |map: Option<&BTreeMap<String, String>>, key: &str| {
+        map.and_then(|m| m.get(key)).map(String::as_str) == Some(value)
+    };
+    label_keys
+        .iter()
+        .find(|key| holds(labels_map, key))
+        .map(|key| Source::Label(key))
+        .or_else(|| {
+            annotation_keys
+                .iter()
+                .find(|key| holds(annotations, key))
+                .map(|key| Source::Annotation(key))
+        })
+        .unwrap_or(Source::Label(label_keys[0]))
+}
+
+/// The name of the batch/v1 Job that controls the pod, if one does.
+fn controller_job(pod: &Pod) -> Option<&str> {
+    pod.metadata
+        .owner_references
+        .iter()
+        .flatten()
+        .find(|o| o.controller == Some(true) && o.kind == "Job" && o.api_version == "batch/v1")
+        .map(|o| o.name.as_str())
+        .filter(|name| !name.is_empty())
+}
+
+/// `POST /webhooks/mutate/pods`.
+pub fn mutate(w: &Webhooks, request: &AdmissionRequest<Pod>) -> Result<Verdict, Denial> {
+    if request.operation != Operation::Create {
+        return Ok(Verdict::allow());
+    }
+    let pod = request.object.as_ref().expect("checked when decoded");
+    let namespace = request.namespace.as_deref().unwrap_or_default();
+    let membership = Membership::of(pod, namespace, w.lookup()).map_err(unavailable)?;
+    if membership.is_empty() {
+        return Ok(Verdict::allow());
+    }
+
+    let mut errors = FieldErrors::new();
+    for named in [&membership.group, &membership.queue].into_iter().flatten() {
+        if let Some(problem) = name_problem(&named.name) {
+            errors.add(named.source.field(), problem);
+        }
+    }
+    errors.into_result()?;
+
+    let mut patch = Patcher::new(pod);
+    if let Some(group) = &membership.group {
+        patch.set(
+            &["metadata", "labels", labels::POD_GROUP_LABEL],
+            json!(group.name),
+        );
+    }
+    if let Some(queue) = &membership.queue {
+        patch.set(
+            &["metadata", "labels", labels::QUEUE_LABEL],
+            json!(queue.name),
+        );
+    }
+
+    let spec = pod.spec.as_ref();
+    let bound = spec
+        .and_then(|s| s.node_name.as_deref())
+        .is_some_and(|n| !n.is_empty());
+    if bound {
+        return Ok(Verdict::patch(patch.into_patch()).warn(
+            "spec.nodeName is set, so this pod bypasses the scheduler: Gangplank neither gates it nor schedules it with its group",
+        ));
+    }
+    if w.settings().gate_pods {
+        let gated = spec
+            .and_then(|s| s.scheduling_gates.as_ref())
+            .is_some_and(|gates| gates.iter().any(|g| g.name == labels::ADMISSION_GATE));
+        if !gated {
+            patch.push(
+                &["spec", "schedulingGates"],
+                json!({"name": labels::ADMISSION_GATE}),
+            );
+        }
+    }
+    if let Some(container) = spec.and_then(|s| s.containers.first()) {
+        let resources = container.resources.as_ref();
+        let amount = |list: Option<&BTreeMap<_, _>>| {
+            list.and_then(
+                |l: &BTreeMap<String, k8s_openapi::apimachinery::pkg::api::resource::Quantity>| {
+                    l.get(labels::MANAGED_RESOURCE)
+                },
+            )
+            .map(|q| q.0.clone())
+        };
+        let request = amount(resources.and_then(|r| r.requests.as_ref()));
+        let limit = amount(resources.and_then(|r| r.limits.as_ref()));
+        let value = request
+            .clone()
+            .or(limit.clone())
+            .unwrap_or_else(|| "1".into());
+        let marker = |list| {
+            [
+                "spec",
+                "containers",
+                "0",
+                "resources",
+                list,
+                labels::MANAGED_RESOURCE,
+            ]
+        };
+        if request.is_none() {
+            patch.set(&marker("requests"), json!(value));
+        }
+        if limit.is_none() {
+            patch.set(&marker("limits"), json!(value));
+        }
+    }
+    Ok(Verdict::patch(patch.into_patch()))
+}
+
+/// `POST /webhooks/validate/pods`.
+pub fn validate(w: &Webhooks, request: &AdmissionRequest<Pod>) -> Result<Verdict, Denial> {
+    if request.operation != Operation::Create {
+        return Ok(Verdict::allow());
+    }
+    let pod = request.object.as_ref().expect("checked when decoded");
+    let namespace = request.namespace.as_deref().unwrap_or_default();
+    let lookup = w.lookup();
+    let membership = Membership::of(pod, namespace, lookup).map_err(unavailable)?;
+    if let Some(group) = &membership.group {
+        let pod_group = lookup
+            .pod_group(namespace, &group.name)
+            .map_err(unavailable)?;
+        if let Some(pod_group) = pod_group {
+            if pod_group.is_admitted() {
+                return Ok(Verdict::allow());
+            }
+            let field = format!(
+                "{} (PodGroup {namespace}/{} has spec.queue {:?})",
+                group.source.field(),
+                group.name,
+                pod_group.queue
+            );
+            check_open(lookup, &pod_group.queue, &field)?;
+            return Ok(Verdict::allow());
+        }
+    }
+    if let Some(queue) = &membership.queue {
+        check_open(lookup, &queue.name, &queue.source.field())?;
+    }
+    Ok(Verdict::allow())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::webhooks::lookup::StaticLookup;
+
+    fn pod(metadata: serde_json::Value) -> Pod {
+        serde_json::from_value(
+            json!({"metadata": metadata, "spec": {"containers": [{"name": "c"}]}}),
+        )
+        .unwrap()
+    }
+
+    fn membership(pod: &Pod) -> Membership {
+        let lookup = StaticLookup {
+            namespaces: vec![("labelled".into(), "team".into())],
+            ..Default::default()
+        };
+        Membership::of(pod, "labelled", &lookup).unwrap()
+    }
+
+    #[test]
+    fn the_key_that_named_the_group_is_the_source() {
+        let m = membership(&pod(json!({
+            "labels": {"scheduling.x-k8s.io/pod-group": "g"},
+            "annotations": {"scheduling.k8s.io/group-name": "other"}
+        })));
+        assert_eq!(
+            m.group,
+            Some(Named {
+                name: "g".into(),
+                source: Source::Label(labels::SCHEDULER_PLUGINS_POD_GROUP_LABEL)
+            })
+        );
+        assert_eq!(m.queue, None, "a pod of a group takes no namespace default");
+    }
+
+    #[test]
+    fn a_pod_naming_nothing_takes_its_namespace_default_queue_and_no_group() {
+        let m = membership(&pod(json!({"name": "p"})));
+        assert_eq!(m.group, None);
+        assert_eq!(
+            m.queue,
+            Some(Named {
+                name: "team".into(),
+                source: Source::Namespace("labelled".into())
+            })
+        );
+    }
+
+    #[test]
+    fn a_job_pod_with_a_queue_joins_the_group_of_its_job() {
+        let m = membership(&pod(json!({
+            "generateName": "train-",
+            "labels": {"scheduling.gangplank.dev/queue": "research"},
+            "ownerReferences": [{"apiVersion": "batch/v1", "kind": "Job", "name": "train",
+                "uid": "u", "controller": true}]
+        })));
+        assert_eq!(
+            m.group,
+            Some(Named {
+                name: "train".into(),
+                source: Source::JobOwner
+            })
+        );
+    }
+
+    #[test]
+    fn a_pod_owned_by_a_job_but_not_controlled_by_it_stays_a_group_of_one() {
+        let m = membership(&pod(json!({
+            "labels": {"scheduling.gangplank.dev/queue": "research"},
+            "ownerReferences": [{"apiVersion": "batch/v1", "kind": "Job", "name": "train", "uid": "u"}]
+        })));
+        assert_eq!(m.group, None);
+    }
+
+    #[test]
+    fn an_unlabelled_namespace_leaves_a_pod_naming_nothing_alone() {
+        let m = Membership::of(&pod(json!({})), "plain", &StaticLookup::default()).unwrap();
+        assert!(m.is_empty());
+    }
+}
