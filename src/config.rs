@@ -11,6 +11,8 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
+use crate::policy::placement::Strategy;
+
 /// Gang scheduling, queues and fair share for the stock kube-scheduler.
 #[derive(Debug, Parser)]
 #[command(name = "gangplank", version, about, long_about = None)]
@@ -70,6 +72,24 @@ pub struct ServeArgs {
     )]
     pub tls_key_file: Option<PathBuf>,
 
+    /// Longest time, in seconds, a gang member's bind call is held waiting for the rest of its
+    /// gang (quorum). A PodGroup's `scheduleTimeoutSeconds` applies when shorter. Must stay below
+    /// the scheduler's extender `httpTimeout` (90s in the shipped configuration), so that held
+    /// calls are answered with an error the scheduler acts on, not cut off.
+    #[arg(
+        long,
+        env = "GANGPLANK_MAX_BIND_HOLD_SECONDS",
+        value_name = "SECONDS",
+        default_value_t = 60,
+        value_parser = clap::value_parser!(u64).range(1..=3600)
+    )]
+    pub max_bind_hold_seconds: u64,
+
+    /// How gang members are placed: `binpack` fills nodes (keeps whole nodes free for the next
+    /// gang), `spread` prefers the emptiest nodes. Used to plan gang claims and to score nodes.
+    #[arg(long, env = "GANGPLANK_PLACEMENT", value_enum, default_value_t = Strategy::Binpack)]
+    pub placement: Strategy,
+
     /// Log output format.
     #[arg(long, env = "GANGPLANK_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
     pub log_format: LogFormat,
@@ -106,6 +126,14 @@ pub struct ServeArgs {
 }
 
 impl ServeArgs {
+    /// Settings of gang claims and held binds.
+    pub fn gang_settings(&self) -> crate::gang::claims::Settings {
+        crate::gang::claims::Settings {
+            strategy: self.placement,
+            max_hold: std::time::Duration::from_secs(self.max_bind_hold_seconds),
+        }
+    }
+
     /// The certificate and key files, when TLS is configured.
     pub fn tls_files(&self) -> Option<(PathBuf, PathBuf)> {
         match (&self.tls_cert_file, &self.tls_key_file) {

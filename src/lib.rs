@@ -3,11 +3,13 @@
 //! Everything lives in this library so tests and benchmarks reach it; `main.rs` only parses the
 //! command line. See `shared/DESIGN.md` for the map; each module's docs say why it exists.
 
+pub mod admission;
 pub mod api;
 pub mod cache;
 pub mod config;
 pub mod crdgen;
 pub mod extender;
+pub mod gang;
 pub mod health;
 pub mod metrics;
 pub mod policy;

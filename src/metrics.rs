@@ -28,16 +28,27 @@ pub const WEBHOOK_REQUEST_DURATION_SECONDS: &str = "gangplank_webhook_request_du
 pub const CACHE_NODES: &str = "gangplank_cache_nodes";
 /// Gauge: pods in the cluster cache.
 pub const CACHE_PODS: &str = "gangplank_cache_pods";
+/// Gauge: gang members' bind calls held waiting for quorum.
+pub const GANG_BINDS_HELD: &str = "gangplank_gang_binds_held";
+/// Histogram: seconds from a gang's first held bind to quorum.
+pub const GANG_BIND_WAIT_SECONDS: &str = "gangplank_gang_bind_wait_seconds";
+/// Counter: gangs whose held binds timed out before quorum.
+pub const GANG_TIMEOUTS_TOTAL: &str = "gangplank_gang_timeouts_total";
+/// Gauge: gangs holding a claim on capacity.
+pub const GANG_CLAIMS: &str = "gangplank_gang_claims";
+/// Counter: pods whose admission gate the admission loop removed.
+pub const ADMISSION_RELEASED_PODS_TOTAL: &str = "gangplank_admission_released_pods_total";
+/// Gauge: groups with gated pods that the last admission pass left waiting.
+pub const ADMISSION_WAITING_GROUPS: &str = "gangplank_admission_waiting_groups";
 /// Gauge: PodGroups in the cluster cache.
 pub const CACHE_POD_GROUPS: &str = "gangplank_cache_pod_groups";
 /// Gauge: always 1, labelled with the running `version`.
 pub const BUILD_INFO: &str = "gangplank_build_info";
 
-/// Histogram buckets for request latency: 50 µs (a pass-through filter) to 10 s (a bind held
-/// for gang quorum).
+/// Histogram buckets: 50 µs (a pass-through filter) to 120 s (a bind held for gang quorum).
 pub const LATENCY_BUCKETS_SECONDS: &[f64] = &[
     0.000_05, 0.000_1, 0.000_25, 0.000_5, 0.001, 0.002_5, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5,
-    1.0, 2.5, 5.0, 10.0,
+    1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0,
 ];
 
 /// How often histograms are compacted; the exporter leaves that to its caller.
@@ -51,15 +62,11 @@ pub enum Error {
 
 /// Builds the Prometheus recorder with our buckets (not installed).
 pub fn builder() -> Result<PrometheusBuilder, Error> {
-    Ok(PrometheusBuilder::new()
-        .set_buckets_for_metric(
-            Matcher::Full(EXTENDER_REQUEST_DURATION_SECONDS.to_owned()),
-            LATENCY_BUCKETS_SECONDS,
-        )?
-        .set_buckets_for_metric(
-            Matcher::Full(WEBHOOK_REQUEST_DURATION_SECONDS.to_owned()),
-            LATENCY_BUCKETS_SECONDS,
-        )?)
+    // Every histogram is in seconds (see `describe`), so one matcher covers them all.
+    Ok(PrometheusBuilder::new().set_buckets_for_metric(
+        Matcher::Suffix("_seconds".to_owned()),
+        LATENCY_BUCKETS_SECONDS,
+    )?)
 }
 
 /// Installs the recorder process-wide, describes every metric and sets `build_info`.
@@ -70,6 +77,12 @@ pub fn install() -> Result<PrometheusHandle, Error> {
     metrics::gauge!(CACHE_NODES).set(0.0);
     metrics::gauge!(CACHE_PODS).set(0.0);
     metrics::gauge!(CACHE_POD_GROUPS).set(0.0);
+    metrics::gauge!(GANG_BINDS_HELD).set(0.0);
+    metrics::gauge!(GANG_CLAIMS).set(0.0);
+    metrics::counter!(ADMISSION_RELEASED_PODS_TOTAL).absolute(0);
+    metrics::gauge!(ADMISSION_WAITING_GROUPS).set(0.0);
+    metrics::counter!(GANG_TIMEOUTS_TOTAL).absolute(0);
+    let _ = metrics::histogram!(GANG_BIND_WAIT_SECONDS);
     Ok(handle)
 }
 
@@ -126,6 +139,42 @@ pub const CATALOGUE: &[Doc] = &[
         kind: Kind::Histogram,
         labels: &["webhook"],
         help: "Time to answer an admission webhook request, by webhook, including the short wait for a just-created Queue or PodGroup to be seen.",
+    },
+    Doc {
+        name: GANG_BINDS_HELD,
+        kind: Kind::Gauge,
+        labels: &[],
+        help: "Bind calls of gang members held open until their gang reaches quorum (minMember placed).",
+    },
+    Doc {
+        name: GANG_BIND_WAIT_SECONDS,
+        kind: Kind::Histogram,
+        labels: &[],
+        help: "Seconds from a gang's first held bind call to quorum, when all its held members are bound together.",
+    },
+    Doc {
+        name: GANG_TIMEOUTS_TOTAL,
+        kind: Kind::Counter,
+        labels: &[],
+        help: "Gangs whose held bind calls timed out before quorum; their members were released for the scheduler to retry.",
+    },
+    Doc {
+        name: GANG_CLAIMS,
+        kind: Kind::Gauge,
+        labels: &[],
+        help: "Gangs currently holding a claim on capacity while their members are being placed.",
+    },
+    Doc {
+        name: ADMISSION_RELEASED_PODS_TOTAL,
+        kind: Kind::Counter,
+        labels: &[],
+        help: "Pods released by the admission loop: Gangplank's scheduling gate removed, so the scheduler sees them.",
+    },
+    Doc {
+        name: ADMISSION_WAITING_GROUPS,
+        kind: Kind::Gauge,
+        labels: &[],
+        help: "Groups with gated pods that the last admission pass left waiting (PodGroup missing, fewer than minMember pods).",
     },
     Doc {
         name: CACHE_NODES,

@@ -18,7 +18,7 @@ use tokio_util::sync::CancellationToken;
 use crate::cache::{self, Cache};
 use crate::config::ServeArgs;
 use crate::extender::{self, Capture, Extender, KubeBinder};
-use crate::{health, metrics, tls, webhooks};
+use crate::{admission, health, metrics, tls, webhooks};
 
 /// How long open extender requests may run after the shutdown signal.
 pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(20);
@@ -36,7 +36,11 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         .context("failed to create Kubernetes client (in-cluster config or KUBECONFIG)")?;
     let cache = Cache::new();
 
-    let mut extender = Extender::new(Arc::new(KubeBinder::new(client.clone())));
+    let mut extender = Extender::new(
+        cache.clone(),
+        Arc::new(KubeBinder::new(client.clone())),
+        args.gang_settings(),
+    );
     if let Some(dir) = &args.capture_dir {
         let capture = Capture::open(dir)
             .with_context(|| format!("failed to open capture directory {}", dir.display()))?;
@@ -49,12 +53,25 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         ..Default::default()
     };
     let webhooks = webhooks::Webhooks::new(lookups.clone(), settings);
+    let permits = extender.permits();
+    tokio::spawn({
+        let shutdown = shutdown.clone();
+        async move {
+            shutdown.cancelled().await;
+            permits.fail_all("Gangplank is shutting down; the scheduler will retry the gang");
+        }
+    });
     let extender_router =
         extender::router(Arc::new(extender)).merge(webhooks::router(Arc::new(webhooks)));
     let metrics_router = health::router(cache.clone()).merge(metrics::router(prometheus.clone()));
 
+    tokio::spawn(admission::run(
+        client.clone(),
+        cache.clone(),
+        shutdown.clone(),
+    ));
     let (watch, webhook_watch, upkeep, metrics_server, extender_server) = tokio::join!(
-        cache::watch::run(client.clone(), cache, shutdown.clone()),
+        cache::watch::run(client.clone(), cache.clone(), shutdown.clone()),
         lookups.run(client, shutdown.clone()),
         metrics::run_upkeep(prometheus, shutdown.clone()),
         cancel_on_error(

@@ -7,12 +7,16 @@
 //! harness can replace the requests with captured ones (`gangplank serve --capture-dir`).
 
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use axum::Router;
 use axum::body::Body;
 use axum::http::{Request, StatusCode, header};
 use futures::future::BoxFuture;
+use gangplank::cache::{Cache, GroupKey, Node, Pod, PodGroup, PodPhase, Resources};
 use gangplank::extender::{self, BindRequest, Binder, Extender};
+use gangplank::gang::claims::Settings;
+use gangplank::policy::placement::Strategy;
 use http_body_util::BodyExt;
 use pretty_assertions::assert_eq;
 use serde_json::Value;
@@ -36,8 +40,62 @@ impl Binder for FakeBinder {
     }
 }
 
+/// The cluster the fixtures talk about: nodes kwok-node-1..3 with room, and the fixtures' pod
+/// `ml/train-worker-1` in gang `ml/train` of one member (so it binds at once).
+fn fixture_cache() -> Cache {
+    let cache = Cache::new();
+    for i in 1..=3 {
+        cache.apply_node(Node {
+            name: format!("kwok-node-{i}"),
+            allocatable: Resources::from([
+                ("cpu", 32_000),
+                ("memory", 256 << 30),
+                ("nvidia.com/gpu", 8),
+                ("pods", 110),
+            ]),
+            labels: Default::default(),
+            taints: vec![],
+            unschedulable: false,
+        });
+    }
+    cache.apply_pod_group(PodGroup {
+        key: GroupKey::new("ml", "train"),
+        min_member: 1,
+        max_member: None,
+        queue: "research".into(),
+        schedule_timeout: Duration::from_secs(60),
+        min_resources: Resources::new(),
+    });
+    cache.apply_pod(Pod {
+        uid: "6b1d7c1e-3f0a-4a57-9a55-2f4f6f0e8b11".into(),
+        namespace: "ml".into(),
+        name: "train-worker-1".into(),
+        node_name: None,
+        phase: PodPhase::Pending,
+        requests: Resources::from([
+            ("cpu", 500),
+            ("memory", 1 << 30),
+            ("nvidia.com/gpu", 1),
+            ("pods", 1),
+        ]),
+        pod_group: Some("train".into()),
+        queue: Some("research".into()),
+        priority: 0,
+        ..Default::default()
+    });
+    cache
+}
+
+fn extender_with(binder: Arc<FakeBinder>) -> Extender {
+    let settings = Settings {
+        strategy: Strategy::Binpack,
+        max_hold: Duration::from_secs(60),
+    };
+    Extender::new(fixture_cache(), binder, settings)
+}
+
 fn router_with(binder: Arc<FakeBinder>) -> Router {
-    extender::router(Arc::new(Extender::new(binder)))
+    extender::router(Arc::new(extender_with(binder)))
 }
 
 fn router() -> Router {
@@ -334,7 +392,7 @@ fn every_verb_and_outcome_is_exported_before_the_first_request() {
 async fn capture_saves_each_request_body_as_sent() {
     let dir = std::env::temp_dir().join(format!("gangplank-capture-it-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
-    let extender = Extender::new(Arc::new(FakeBinder::default()))
+    let extender = extender_with(Arc::new(FakeBinder::default()))
         .with_capture(extender::Capture::open(&dir).unwrap());
     let router = extender::router(Arc::new(extender));
 

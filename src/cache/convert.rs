@@ -86,8 +86,11 @@ pub fn pod(pod: &core::Pod) -> Result<Pod, Error> {
         })?,
         None => Resources::new(),
     };
-    // A pod also takes one of its node's `pods` slots.
+    // A pod also takes one of its node's `pods` slots. The marker resource is cluster-level:
+    // no node advertises it and the scheduler ignores it (`ignoredByScheduler`), so it never
+    // counts against a node.
     requests.set_amount(ResourceId::PODS, 1);
+    requests.set_amount(ResourceId::MANAGED, 0);
     let (pod_labels, pod_annotations) = (meta.labels.as_ref(), meta.annotations.as_ref());
     Ok(Pod {
         uid,
@@ -99,6 +102,16 @@ pub fn pod(pod: &core::Pod) -> Result<Pod, Error> {
         pod_group: labels::pod_group_of(pod_labels, pod_annotations).map(str::to_owned),
         queue: labels::queue_of(pod_labels, pod_annotations).map(str::to_owned),
         priority: pod.spec.as_ref().and_then(|s| s.priority).unwrap_or(0),
+        scheduling_gates: pod
+            .spec
+            .as_ref()
+            .and_then(|s| s.scheduling_gates.as_ref())
+            .map(|gates| gates.iter().map(|g| g.name.clone()).collect())
+            .unwrap_or_default(),
+        created: meta
+            .creation_timestamp
+            .as_ref()
+            .map_or(0, |t| t.0.as_second()),
     })
 }
 
@@ -331,6 +344,7 @@ mod tests {
                 pod_group: Some("train".into()),
                 queue: Some("research".into()),
                 priority: 1000,
+                ..Default::default()
             }
         );
     }

@@ -63,6 +63,8 @@ impl Watched {
 #[derive(Debug, Default)]
 struct Inner {
     state: RwLock<State>,
+    /// Woken on every write, for loops that react to changes (admission).
+    changed: tokio::sync::Notify,
     nodes_synced: AtomicBool,
     pods_synced: AtomicBool,
     pod_groups_synced: AtomicBool,
@@ -157,12 +159,27 @@ impl Cache {
     /// Runs `f` on the state under the write lock: the one write path, used by the watch
     /// loops and by the extender's reservations and claims. Keep `f` short and synchronous.
     pub fn update<T>(&self, f: impl FnOnce(&mut State) -> T) -> T {
-        let mut guard = self
-            .inner
-            .state
-            .write()
-            .unwrap_or_else(PoisonError::into_inner);
-        f(&mut guard)
+        let result = {
+            let mut guard = self
+                .inner
+                .state
+                .write()
+                .unwrap_or_else(PoisonError::into_inner);
+            f(&mut guard)
+        };
+        self.inner.changed.notify_one();
+        result
+    }
+
+    /// Completes after the next write (or at once if one happened since the last call): a
+    /// single waiter's change signal.
+    pub async fn changed(&self) {
+        self.inner.changed.notified().await;
+    }
+
+    /// Every watcher has completed its initial list.
+    pub fn is_ready(&self) -> bool {
+        self.unsynced().is_empty()
     }
 }
 
@@ -191,6 +208,7 @@ mod tests {
             pod_group: None,
             queue: None,
             priority: 0,
+            ..Default::default()
         }
     }
 

@@ -35,8 +35,9 @@ pub struct Node {
     pub unschedulable: bool,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub enum PodPhase {
+    #[default]
     Pending,
     Running,
     Succeeded,
@@ -52,7 +53,7 @@ impl PodPhase {
 }
 
 /// A pod as scheduling sees it.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Pod {
     pub uid: String,
     pub namespace: String,
@@ -70,6 +71,20 @@ pub struct Pod {
     pub queue: Option<String>,
     /// `spec.priority`, resolved by the API server from the priority class; 0 when unset.
     pub priority: i32,
+    /// `spec.schedulingGates` by name: while any is left the scheduler does not see the pod.
+    pub scheduling_gates: Vec<String>,
+    /// `metadata.creationTimestamp` in seconds since the Unix epoch (0 when unknown): the age
+    /// that orders waiting groups.
+    pub created: i64,
+}
+
+impl Pod {
+    /// Gangplank's admission gate is still on the pod.
+    pub fn awaits_admission(&self) -> bool {
+        self.scheduling_gates
+            .iter()
+            .any(|g| g == crate::api::labels::ADMISSION_GATE)
+    }
 }
 
 /// Names a pod group: PodGroups are namespaced, and a pod joins the group of its namespace.

@@ -37,6 +37,8 @@ pub struct Reservation {
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Claim {
     pub slots: Vec<Slot>,
+    /// When the claim lapses unless a member is filtered or reserved again.
+    pub deadline: Option<std::time::Instant>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -271,6 +273,7 @@ mod tests {
             pod_group: group.map(Into::into),
             queue: None,
             priority: 0,
+            ..Default::default()
         }
     }
 
@@ -333,12 +336,14 @@ mod tests {
             &g1,
             Claim {
                 slots: vec![slot("n1", 1000), slot("n1", 1000), slot("n2", 500)],
+                ..Default::default()
             },
         );
         s.set_claim(
             &g2,
             Claim {
                 slots: vec![slot("n1", 250)],
+                ..Default::default()
             },
         );
         assert_eq!(s.claimed_on("n1").get("cpu"), 2250);
@@ -347,6 +352,7 @@ mod tests {
             &g1,
             Claim {
                 slots: vec![slot("n2", 100)],
+                ..Default::default()
             },
         );
         assert_eq!(s.claimed_on("n1").get("cpu"), 250);

@@ -1,8 +1,6 @@
-//! The four verb handlers: decode, decide, encode.
-//!
-//! Decisions are pass-through for now (see the module docs of [`super`]); the decision points
-//! are named so the gang logic can replace them: [`FilterVerdict`] for filter, the score per
-//! node for prioritize, the victim map for preempt, the [`super::Binder`] for bind.
+//! The four verb handlers: decode, decide, encode. Decisions come from [`crate::gang`] and
+//! [`crate::policy`]; pods in no group are answered from their labels alone, without touching
+//! the cache.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -18,31 +16,152 @@ use super::wire::{
     HostPriorityList, MIN_EXTENDER_PRIORITY, MetaPod, MetaVictims, Victims,
 };
 use super::{BindRequest, Error, Extender, Outcome, Verb, Wire, bad_request};
+use crate::api::labels;
+use crate::cache::{GroupKey, convert};
+use crate::gang::claims;
+use crate::policy::{self, constraints::Constraints, placement};
+use k8s_openapi::api::core::v1::Pod;
 
 /// `POST /scheduler/filter`.
-pub async fn filter(Wire(args): Wire<ExtenderArgs>) -> Response {
+pub async fn filter(
+    State(extender): State<Arc<Extender>>,
+    Wire(args): Wire<ExtenderArgs>,
+) -> Response {
     let candidates = match candidate_names(&args, Verb::Filter) {
         Ok(names) => names,
         Err(e) => return bad_request(e),
     };
-    let verdict = FilterVerdict::pass_all();
-    answer(verdict.into_result(candidates, args), Outcome::Ok)
+    if !in_a_group(&args.pod) {
+        return answer(
+            FilterVerdict::pass_all().into_result(candidates, args),
+            Outcome::Ok,
+        );
+    }
+    let decided = gang_member(&args.pod, Verb::Filter).and_then(|(pod, constraints)| {
+        let settings = extender.settings;
+        extender
+            .cache
+            .update(|s| {
+                let verdict = claims::filter(
+                    s,
+                    &pod,
+                    &constraints,
+                    &candidates,
+                    &settings,
+                    std::time::Instant::now(),
+                );
+                ::metrics::gauge!(crate::metrics::GANG_CLAIMS).set(s.claims.len() as f64);
+                verdict
+            })
+            .map_err(|e| gang_error(Verb::Filter, &pod, e))
+    });
+    match decided {
+        Ok(verdict) => answer(
+            FilterVerdict {
+                failed: verdict.failed,
+                unresolvable: verdict.unresolvable,
+            }
+            .into_result(candidates, args),
+            Outcome::Ok,
+        ),
+        Err(e) => answer(
+            ExtenderFilterResult {
+                error: e.to_string(),
+                ..Default::default()
+            },
+            Outcome::Error,
+        ),
+    }
 }
 
-/// `POST /scheduler/prioritize`: a bare array of `{"Host","Score"}`.
-pub async fn prioritize(Wire(args): Wire<ExtenderArgs>) -> Response {
+/// `POST /scheduler/prioritize`: a bare array of `{"Host","Score"}`. Errors are ignored by the
+/// scheduler, so a pod that cannot be judged gets neutral scores.
+pub async fn prioritize(
+    State(extender): State<Arc<Extender>>,
+    Wire(args): Wire<ExtenderArgs>,
+) -> Response {
     let candidates = match candidate_names(&args, Verb::Prioritize) {
         Ok(names) => names,
         Err(e) => return bad_request(e),
     };
-    let scores: HostPriorityList = candidates
-        .into_iter()
-        .map(|host| HostPriority {
-            host,
-            score: MIN_EXTENDER_PRIORITY,
-        })
-        .collect();
+    let member = in_a_group(&args.pod)
+        .then(|| gang_member(&args.pod, Verb::Prioritize).ok())
+        .flatten();
+    let scores: HostPriorityList = match member {
+        None => candidates
+            .into_iter()
+            .map(|host| HostPriority {
+                host,
+                score: MIN_EXTENDER_PRIORITY,
+            })
+            .collect(),
+        Some((pod, _)) => extender.cache.read(|s| {
+            let key = GroupKey::of(&pod);
+            let claim = key.as_ref().and_then(|k| s.claims.get(k));
+            candidates
+                .into_iter()
+                .map(|host| {
+                    let score = score_node(s, claim, &pod, &host, extender.settings.strategy);
+                    HostPriority { host, score }
+                })
+                .collect()
+        }),
+    };
     answer(scores, Outcome::Ok)
+}
+
+/// A gang member's score on `host`: the maximum where its own gang's claim holds a slot for
+/// it, else the placement strategy's score over what the node has in use, reserved and
+/// claimed by other gangs.
+fn score_node(
+    s: &crate::cache::State,
+    claim: Option<&crate::cache::Claim>,
+    pod: &crate::cache::Pod,
+    host: &str,
+    strategy: placement::Strategy,
+) -> i64 {
+    if claim.is_some_and(|c| {
+        c.slots
+            .iter()
+            .any(|slot| slot.node == host && pod.requests.fits_in(&slot.requests))
+    }) {
+        return placement::CLAIMED_NODE_SCORE;
+    }
+    let Some(node) = s.nodes.get(host) else {
+        return MIN_EXTENDER_PRIORITY;
+    };
+    let mut taken = s.used_on(host).plus(s.reserved_on(host));
+    taken.add(s.claimed_on(host));
+    if let Some(c) = claim {
+        taken.sub(&c.on(host));
+    }
+    placement::score(strategy, &node.allocatable, &taken, &pod.requests)
+}
+
+/// Whether the pod names a gang (its own label or an alias): everything else passes through.
+fn in_a_group(pod: &Pod) -> bool {
+    labels::pod_group_of(
+        pod.metadata.labels.as_ref(),
+        pod.metadata.annotations.as_ref(),
+    )
+    .is_some()
+}
+
+/// The pod as the cache models it, and its placement constraints.
+fn gang_member(pod: &Pod, verb: Verb) -> Result<(crate::cache::Pod, Constraints), Error> {
+    let model = convert::pod(pod).map_err(|e| Error::Decode {
+        verb,
+        why: e.to_string(),
+    })?;
+    Ok((model, policy::convert::constraints_of(pod)))
+}
+
+fn gang_error(verb: Verb, pod: &crate::cache::Pod, e: claims::Error) -> Error {
+    Error::Gang {
+        verb,
+        pod: format!("{}/{}", pod.namespace, pod.name),
+        why: e.to_string(),
+    }
 }
 
 /// `POST /scheduler/preempt`: the scheduler's victims, answered in the Meta form.
@@ -64,7 +183,7 @@ pub async fn bind(
     Wire(args): Wire<ExtenderBindingArgs>,
 ) -> Response {
     let result = match bind_request(args) {
-        Ok(request) => extender.binder.bind(&request).await,
+        Ok(request) => extender.permits.bind(request).await,
         Err(e) => Err(e),
     };
     match result {

@@ -7,13 +7,11 @@
 //! gets HTTP 400 with the decoder's reason, and a request that decodes but cannot be served
 //! gets HTTP 200 with the reason in the `Error` field, as the protocol wants.
 //!
-//! Behaviour at this stage, on purpose: **pass-through**. Filter keeps every candidate node,
-//! prioritize gives every node the neutral score 0, preempt accepts the scheduler's victims as
-//! they are (answered in the Meta form), and bind creates the `pods/binding` subresource at
-//! once, like the default binder. Gang logic lands in the `policy` module (gang feasibility and
-//! claims for filter, packing scores for prioritize, victim rules for preempt, holding binds
-//! until quorum); the handlers already go through [`handlers::FilterVerdict`] and the
-//! [`Binder`] trait so that it slots in without changing the wire layer.
+//! Pods in no group pass straight through, decided from their labels alone: filter keeps every
+//! candidate, prioritize answers the neutral score 0 everywhere, bind binds at once. For gang
+//! members, filter goes through the gang's claim ([`crate::gang::claims`]), prioritize prefers
+//! the nodes of the gang's claim and then packs (or spreads, `--placement`), and bind holds the
+//! call until quorum ([`permit`]). Preempt accepts only victim lists that policy allows.
 //!
 //! Also here: per-verb metrics ([`crate::metrics`]) and the `--capture-dir` switch that saves
 //! every request body for golden fixtures ([`capture`]).
@@ -21,6 +19,7 @@
 pub mod binder;
 pub mod capture;
 pub mod handlers;
+pub mod permit;
 pub mod wire;
 
 use std::fmt;
@@ -39,7 +38,10 @@ use tower_http::trace::TraceLayer;
 
 pub use binder::{BindRequest, Binder, KubeBinder};
 pub use capture::Capture;
+pub use permit::Permits;
 
+use crate::cache::Cache;
+use crate::gang::claims::Settings;
 use crate::metrics;
 
 /// Path prefix of every verb; the scheduler's `urlPrefix` ends with it.
@@ -61,6 +63,14 @@ pub enum Error {
         namespace: String,
         name: String,
         node: String,
+        why: String,
+    },
+    #[error("failed to bind pod: the held bind call was dropped (Gangplank is shutting down)")]
+    Dropped,
+    #[error("failed to {verb} pod {pod}: {why}")]
+    Gang {
+        verb: Verb,
+        pod: String,
         why: String,
     },
     #[error("failed to capture {verb} request in {path}: {why}")]
@@ -101,17 +111,26 @@ impl fmt::Display for Verb {
 
 /// What the handlers share.
 pub struct Extender {
-    binder: Arc<dyn Binder>,
+    cache: Cache,
+    settings: Settings,
+    permits: Arc<Permits>,
     capture: Option<Capture>,
 }
 
 impl Extender {
-    /// An extender that binds through `binder`.
-    pub fn new(binder: Arc<dyn Binder>) -> Self {
+    /// An extender deciding from `cache` and binding through `binder`.
+    pub fn new(cache: Cache, binder: Arc<dyn Binder>, settings: Settings) -> Self {
         Self {
-            binder,
+            permits: Arc::new(Permits::new(cache.clone(), binder, settings)),
+            cache,
+            settings,
             capture: None,
         }
+    }
+
+    /// The held bind calls, for shutdown and tests.
+    pub fn permits(&self) -> Arc<Permits> {
+        self.permits.clone()
     }
 
     /// Saves every request body through `capture`.

@@ -47,8 +47,9 @@ pub struct ExtenderArgs {
 /// `FailedNodesMap`: node name to why the pod cannot go there.
 pub type FailedNodesMap = BTreeMap<String, String>;
 
-/// `ExtenderFilterResult`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+/// `ExtenderFilterResult`. The default (everything null or empty) is the shape of an answer
+/// that carries only an `Error`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct ExtenderFilterResult {
     /// Nodes that passed, in full; set when the request came with `Nodes`, else null.
     #[serde(rename = "Nodes", alias = "nodes", default)]

@@ -268,6 +268,7 @@ mod tests {
             pod_group: gang.map(str::to_owned),
             queue: None,
             priority,
+            ..Default::default()
         }
     }
 

@@ -6,3 +6,4 @@
 mod support;
 
 mod control_plane;
+mod gangs;

@@ -202,3 +202,72 @@ pub async fn running(pods: &Api<Pod>, name: &str, seconds: u64) -> Pod {
     })
     .await
 }
+
+/// A pod that carries Gangplank's marker resource (as the mutating webhook would add it),
+/// optionally in a gang, requesting `cpu` whole cores. `extra` is merged into its metadata
+/// (for example annotations).
+pub fn managed_pod(name: &str, group: Option<&str>, cpu: u32, extra: serde_json::Value) -> Pod {
+    let mut metadata = serde_json::json!({"name": name, "labels": {}});
+    if let Some(group) = group {
+        metadata["labels"]["scheduling.gangplank.dev/pod-group"] = group.into();
+    }
+    if let Some(extra) = extra.as_object() {
+        for (k, v) in extra {
+            metadata[k] = v.clone();
+        }
+    }
+    pod(serde_json::json!({
+        "apiVersion": "v1", "kind": "Pod", "metadata": metadata,
+        "spec": {"containers": [{"name": "main", "image": "busybox",
+            "resources": {
+                "requests": {"cpu": cpu.to_string(), "scheduling.gangplank.dev/managed": "1"},
+                "limits": {"scheduling.gangplank.dev/managed": "1"}}}]}
+    }))
+}
+
+/// A PodGroup of `min_member`, optionally elastic up to `max_member`, with a short schedule
+/// timeout so tests of waiting gangs do not wait long.
+pub fn pod_group(name: &str, min_member: i32, max_member: Option<i32>) -> gangplank::api::PodGroup {
+    let mut spec = gangplank::api::PodGroupSpec::with_min_member(min_member);
+    spec.max_member = max_member;
+    spec.schedule_timeout_seconds = Some(15);
+    gangplank::api::PodGroup::new(name, spec)
+}
+
+/// The names of the pods in `pods` whose name starts with `prefix` and that are bound.
+pub async fn bound_with_prefix(pods: &Api<Pod>, prefix: &str) -> Vec<String> {
+    let list = pods
+        .list(&Default::default())
+        .await
+        .expect("failed to list pods");
+    list.items
+        .into_iter()
+        .filter(|p| p.metadata.name.as_deref().unwrap_or("").starts_with(prefix))
+        .filter(|p| p.spec.as_ref().and_then(|s| s.node_name.as_ref()).is_some())
+        .filter_map(|p| p.metadata.name)
+        .collect()
+}
+
+/// The messages of the namespace's events about `object`, oldest first.
+pub async fn event_messages(client: &Client, namespace: &str, object: &str) -> Vec<String> {
+    let events: Api<k8s_openapi::api::core::v1::Event> = Api::namespaced(client.clone(), namespace);
+    let list = events
+        .list(&Default::default())
+        .await
+        .expect("failed to list events");
+    list.items
+        .into_iter()
+        .filter(|e| e.involved_object.name.as_deref() == Some(object))
+        .filter_map(|e| e.message)
+        .collect()
+}
+
+/// Runs `e2e/gangplank ACTION` (stop, kill, start, restart) against this cluster.
+pub fn gangplank_ctl(action: &str) {
+    let status = std::process::Command::new(repo_dir().join("e2e/gangplank"))
+        .arg(action)
+        .env("GP_RUN_DIR", run_dir())
+        .status()
+        .expect("failed to run e2e/gangplank");
+    assert!(status.success(), "e2e/gangplank {action} failed");
+}

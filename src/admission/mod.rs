@@ -1,0 +1,122 @@
+//! The admission loop: releases waiting pods (removes Gangplank's scheduling gate) group by
+//! group, as [`plan::decide`] says.
+//!
+//! The mutating webhook gates every pod of a group or queue at creation, so the scheduler
+//! does not see a gang's pods one by one as they trickle in; this loop lets a gang through as
+//! a whole once it is complete. It wakes on every cache change (at most every
+//! [`MIN_PASS_INTERVAL`]) and at least every [`MAX_PASS_INTERVAL`], decides on a consistent
+//! view of the cache, and patches pods outside the cache's lock.
+//!
+//! Each patch is a JSON patch that first tests that the pod's gates are still the ones the
+//! decision saw, then writes them without Gangplank's gate: a pod changed meanwhile is left
+//! for the next pass instead of being overwritten. A pod patched recently is not patched again
+//! until the cache has caught up or [`RETRY_AFTER`] has passed, so a slow watch does not cause
+//! a storm of duplicate patches. Only the gate is touched: releasing is idempotent and safe to
+//! repeat after a restart.
+
+pub mod plan;
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use futures::future::join_all;
+use k8s_openapi::api::core::v1::Pod;
+use kube::Client;
+use kube::api::{Api, Patch, PatchParams};
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use crate::api::labels::ADMISSION_GATE;
+use crate::cache::Cache;
+use crate::metrics;
+use plan::PodRef;
+
+/// Shortest time between two passes, however often the cache changes.
+pub const MIN_PASS_INTERVAL: Duration = Duration::from_millis(100);
+/// Longest time between two passes when nothing changes.
+pub const MAX_PASS_INTERVAL: Duration = Duration::from_secs(5);
+/// How long a patched pod is left alone while the cache catches up.
+pub const RETRY_AFTER: Duration = Duration::from_secs(10);
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("failed to release pod {namespace}/{name}: {why}")]
+    Release {
+        namespace: String,
+        name: String,
+        why: kube::Error,
+    },
+}
+
+/// Runs admission passes until `shutdown`.
+pub async fn run(client: Client, cache: Cache, shutdown: CancellationToken) {
+    let mut recently: HashMap<String, Instant> = HashMap::new();
+    loop {
+        tokio::select! {
+            _ = shutdown.cancelled() => return,
+            _ = cache.changed() => {}
+            _ = tokio::time::sleep(MAX_PASS_INTERVAL) => {}
+        }
+        if !cache.is_ready() {
+            continue;
+        }
+        let decision = cache.read(plan::decide);
+        ::metrics::gauge!(metrics::ADMISSION_WAITING_GROUPS).set(decision.waiting.len() as f64);
+        let now = Instant::now();
+        recently.retain(|_, at| now.duration_since(*at) < RETRY_AFTER);
+        let due: Vec<PodRef> = decision
+            .admit
+            .into_iter()
+            .flat_map(|a| a.pods)
+            .filter(|p| !recently.contains_key(&p.uid))
+            .collect();
+        for pod in &due {
+            recently.insert(pod.uid.clone(), now);
+        }
+        let results = join_all(due.iter().map(|p| release(&client, p))).await;
+        for result in results {
+            match result {
+                Ok(()) => ::metrics::counter!(metrics::ADMISSION_RELEASED_PODS_TOTAL).increment(1),
+                Err(e) => tracing::warn!(error = %e, "admission"),
+            }
+        }
+        tokio::time::sleep(MIN_PASS_INTERVAL).await;
+    }
+}
+
+/// Removes Gangplank's gate from one pod, if its gates are still as the decision saw them.
+async fn release(client: &Client, pod: &PodRef) -> Result<(), Error> {
+    let api: Api<Pod> = Api::namespaced(client.clone(), &pod.namespace);
+    let gates = |names: &[String]| {
+        serde_json::Value::Array(
+            names
+                .iter()
+                .map(|n| serde_json::json!({ "name": n }))
+                .collect(),
+        )
+    };
+    let kept: Vec<String> = pod
+        .gates
+        .iter()
+        .filter(|g| *g != ADMISSION_GATE)
+        .cloned()
+        .collect();
+    let patch: json_patch::Patch = serde_json::from_value(serde_json::json!([
+        {"op": "test", "path": "/metadata/uid", "value": pod.uid},
+        {"op": "test", "path": "/spec/schedulingGates", "value": gates(&pod.gates)},
+        {"op": "replace", "path": "/spec/schedulingGates", "value": gates(&kept)},
+    ]))
+    .expect("a well-formed JSON patch");
+    api.patch(
+        &pod.name,
+        &PatchParams::default(),
+        &Patch::Json::<()>(patch),
+    )
+    .await
+    .map(|_| tracing::debug!(pod = %format!("{}/{}", pod.namespace, pod.name), "released"))
+    .map_err(|why| Error::Release {
+        namespace: pod.namespace.clone(),
+        name: pod.name.clone(),
+        why,
+    })
+}

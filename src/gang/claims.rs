@@ -1,0 +1,713 @@
+//! Gang claims: capacity a gang holds while the scheduler places its members one at a time.
+//!
+//! The first time a member of a gang without quorum is filtered, the gang *claims* room for
+//! every member it still needs, and only if all of them fit in what is free minus what other
+//! gangs have claimed. A claim is a list of slots, one per member still to place, each on a
+//! node (planned greedily, biggest member first, best fit for binpack or emptiest node for
+//! spread). It is capacity, not a promise of nodes: the scheduler samples candidate nodes on
+//! large clusters, so a member may land anywhere it fits without eating other gangs' claims,
+//! and the claim gives up one slot when it does (`take_slot`). Two gangs that each need 60% of
+//! the cluster can therefore never both hold half of it: the second one cannot claim until the
+//! first one's capacity is released, and its members are filtered out meanwhile.
+//!
+//! A claim ends when the gang reaches quorum (its members are reserved or bound), when it
+//! expires (no member filtered or reserved within the gang's schedule timeout), or when its
+//! PodGroup is deleted.
+//!
+//! Everything here is pure: it reads and writes a [`State`] under the cache's lock and takes
+//! the time as an argument, so tests drive it step by step.
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use crate::cache::{Claim, GroupKey, Node, Pod, PodGroup, Reservation, Resources, Slot, State};
+use crate::policy::constraints::{Constraints, feasible};
+use crate::policy::placement::Strategy;
+
+/// How the verdict on one filter call is phrased to the scheduler.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Verdict {
+    pub passed: Vec<String>,
+    /// Nodes where preemption could help.
+    pub failed: BTreeMap<String, String>,
+    /// Nodes where nothing the scheduler can do helps.
+    pub unresolvable: BTreeMap<String, String>,
+}
+
+impl Verdict {
+    fn all_fail(candidates: &[String], why: &str, unresolvable: bool) -> Verdict {
+        let failed = candidates
+            .iter()
+            .map(|n| (n.clone(), why.to_owned()))
+            .collect();
+        if unresolvable {
+            Verdict {
+                unresolvable: failed,
+                ..Verdict::default()
+            }
+        } else {
+            Verdict {
+                failed,
+                ..Verdict::default()
+            }
+        }
+    }
+}
+
+/// Why a filter or reservation cannot be answered at all (an extender `Error`).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Error {
+    #[error(
+        "pod {pod} names pod group {group}, which does not exist: create the PodGroup (minMember is the gang size) or remove the pod-group label"
+    )]
+    NoPodGroup { pod: String, group: GroupKey },
+    #[error(
+        "pod {pod} is not in Gangplank's cache yet (the pod watch lags behind the scheduler); the scheduler will retry"
+    )]
+    UnknownPod { pod: String },
+}
+
+/// Settings of claim planning.
+#[derive(Debug, Clone, Copy)]
+pub struct Settings {
+    pub strategy: Strategy,
+    /// Upper bound on how long a claim and held binds last, whatever the PodGroup asks: must
+    /// stay below the scheduler's `httpTimeout`.
+    pub max_hold: Duration,
+}
+
+impl Settings {
+    /// How long members of `group` wait for quorum.
+    pub fn timeout(&self, group: &PodGroup) -> Duration {
+        group.schedule_timeout.min(self.max_hold)
+    }
+}
+
+/// Filters `candidates` for `pod` (already converted from the request), creating or refreshing
+/// its gang's claim. Pods in no group pass through untouched.
+pub fn filter(
+    state: &mut State,
+    pod: &Pod,
+    constraints: &Constraints,
+    candidates: &[String],
+    settings: &Settings,
+    now: Instant,
+) -> Result<Verdict, Error> {
+    let Some(key) = GroupKey::of(pod) else {
+        return Ok(Verdict {
+            passed: candidates.to_vec(),
+            ..Verdict::default()
+        });
+    };
+    expire_claims(state, now);
+    let group = spec(state, pod, &key)?;
+    let placed = placed_members(state, &key, &pod.uid);
+    if let Some(max) = group.max_member
+        && placed >= max as usize
+    {
+        let why = format!("gang {key} already has maxMember={max} members placed");
+        return Ok(Verdict::all_fail(candidates, &why, true));
+    }
+    if placed >= group.min_member as usize {
+        // Quorum: extra (elastic) members take only room nobody has claimed.
+        return Ok(per_node(state, pod, candidates, |_, _| false));
+    }
+    let deadline = now + settings.timeout(&group);
+    if let Some(claim) = state.claims.get(&key) {
+        let mut claim = claim.clone();
+        claim.deadline = Some(deadline);
+        state.set_claim(&key, claim);
+    } else {
+        let needed = group.min_member as usize - placed;
+        let shapes = member_shapes(state, &key, pod, needed);
+        match plan(state, &shapes, constraints, settings.strategy) {
+            Ok(slots) => state.set_claim(
+                &key,
+                Claim {
+                    slots,
+                    deadline: Some(deadline),
+                },
+            ),
+            Err(fitted) => {
+                let never = fitted_on_empty(state, &shapes, constraints) < shapes.len();
+                let why = waiting_message(&key, &group, &shapes, placed, fitted, never);
+                return Ok(Verdict::all_fail(candidates, &why, never));
+            }
+        }
+    }
+    let claim = &state.claims[&key];
+    let own_slot = |node: &str, pod: &Pod| {
+        claim
+            .slots
+            .iter()
+            .any(|s| s.node == node && pod.requests.fits_in(&s.requests))
+    };
+    Ok(per_node(state, pod, candidates, own_slot))
+}
+
+/// Records that the scheduler assumed `uid` on `node` (the bind call) and moves the gang's
+/// claim accordingly. Returns the pod's group and whether the gang now has quorum.
+pub fn reserve(
+    state: &mut State,
+    uid: &str,
+    display: &str,
+    node: &str,
+    settings: &Settings,
+    now: Instant,
+) -> Result<Option<(PodGroup, bool)>, Error> {
+    let pod = state
+        .pods
+        .get(uid)
+        .cloned()
+        .ok_or_else(|| Error::UnknownPod {
+            pod: display.to_owned(),
+        })?;
+    let Some(key) = GroupKey::of(&pod) else {
+        return Ok(None);
+    };
+    let group = spec(state, &pod, &key)?;
+    state.reserve(
+        uid,
+        Reservation {
+            node: node.to_owned(),
+            requests: pod.requests.clone(),
+            group: Some(key.clone()),
+        },
+    );
+    take_slot(
+        state,
+        &key,
+        &pod.requests,
+        node,
+        now + settings.timeout(&group),
+    );
+    let quorum = placed_members(state, &key, "") >= group.min_member as usize;
+    if quorum {
+        state.drop_claim(&key);
+    }
+    Ok(Some((group, quorum)))
+}
+
+/// Forgets the reservations of `uids` and the gang's claim: the held binds failed or timed
+/// out, so the scheduler frees the pods and retries them.
+pub fn release(state: &mut State, key: &GroupKey, uids: &[String]) {
+    for uid in uids {
+        state.release(uid);
+    }
+    state.drop_claim(key);
+}
+
+/// Members bound (and not finished) or reserved, other than `except`.
+pub fn placed_members(state: &State, key: &GroupKey, except: &str) -> usize {
+    state
+        .members(key)
+        .filter(|p| p.uid != except && !p.phase.is_terminal())
+        .filter(|p| p.node_name.is_some() || state.reservations.contains_key(&p.uid))
+        .count()
+}
+
+fn spec(state: &State, pod: &Pod, key: &GroupKey) -> Result<PodGroup, Error> {
+    state
+        .group(key)
+        .and_then(|g| g.spec.as_deref())
+        .cloned()
+        .ok_or_else(|| Error::NoPodGroup {
+            pod: format!("{}/{}", pod.namespace, pod.name),
+            group: key.clone(),
+        })
+}
+
+fn expire_claims(state: &mut State, now: Instant) {
+    let expired: Vec<GroupKey> = state
+        .claims
+        .iter()
+        .filter(|(_, c)| c.deadline.is_some_and(|d| d <= now))
+        .map(|(k, _)| k.clone())
+        .collect();
+    for key in expired {
+        tracing::info!(group = %key, "gang claim expired: no member placed within its timeout");
+        state.drop_claim(&key);
+    }
+}
+
+/// Judges each candidate node for `pod`: a node passes where the pod fits in its own gang's
+/// slot there (`own_slot`), or else in room that no gang has claimed.
+fn per_node(
+    state: &State,
+    pod: &Pod,
+    candidates: &[String],
+    own_slot: impl Fn(&str, &Pod) -> bool,
+) -> Verdict {
+    let mut verdict = Verdict::default();
+    for name in candidates {
+        let Some(node) = state.nodes.get(name) else {
+            verdict.failed.insert(
+                name.clone(),
+                "node is not in Gangplank's cache yet".to_owned(),
+            );
+            continue;
+        };
+        let free = state.free_on(node);
+        if own_slot(name, pod) || pod.requests.fits_in_after(&free, state.claimed_on(name)) {
+            verdict.passed.push(name.clone());
+        } else if pod.requests.fits_in(&free) {
+            verdict
+                .failed
+                .insert(name.clone(), "room is claimed by other gangs".to_owned());
+        } else {
+            let short: Vec<String> = pod
+                .requests
+                .shortfall(&free)
+                .into_iter()
+                .map(|(r, _)| r.to_owned())
+                .collect();
+            verdict
+                .failed
+                .insert(name.clone(), format!("insufficient {}", short.join(", ")));
+        }
+    }
+    verdict
+}
+
+/// The requests of the `needed` members to place: this pod, then the other members not placed
+/// yet, biggest first; members not created yet are assumed to look like this pod.
+fn member_shapes(state: &State, key: &GroupKey, pod: &Pod, needed: usize) -> Vec<Resources> {
+    let mut others: Vec<Resources> = state
+        .members(key)
+        .filter(|p| p.uid != pod.uid && p.node_name.is_none() && !p.phase.is_terminal())
+        .filter(|p| !state.reservations.contains_key(&p.uid))
+        .map(|p| p.requests.clone())
+        .collect();
+    others.sort_by_key(|r| std::cmp::Reverse(weight(r)));
+    let mut shapes = vec![pod.requests.clone()];
+    shapes.extend(others.into_iter().take(needed.saturating_sub(1)));
+    while shapes.len() < needed {
+        shapes.push(pod.requests.clone());
+    }
+    shapes.sort_by_key(|r| std::cmp::Reverse(weight(r)));
+    shapes
+}
+
+/// A rough size for ordering members: GPUs dominate, then CPU, then memory.
+fn weight(r: &Resources) -> (i64, i64, i64) {
+    (r.get("nvidia.com/gpu"), r.get("cpu"), r.get("memory"))
+}
+
+/// Places `shapes` greedily on feasible nodes in what is free and unclaimed. Returns the slots,
+/// or how many shapes fitted before one did not.
+fn plan(
+    state: &State,
+    shapes: &[Resources],
+    constraints: &Constraints,
+    strategy: Strategy,
+) -> Result<Vec<Slot>, usize> {
+    let mut room: Vec<(&Node, Resources)> = feasible_nodes(state, constraints)
+        .map(|node| {
+            let mut free = state.free_on(node);
+            free.sub(state.claimed_on(&node.name));
+            (node, free)
+        })
+        .collect();
+    // Deterministic choice between equal nodes.
+    room.sort_by(|a, b| a.0.name.cmp(&b.0.name));
+    let mut slots = Vec::with_capacity(shapes.len());
+    for (placed, shape) in shapes.iter().enumerate() {
+        let best = room
+            .iter_mut()
+            .filter(|(_, free)| shape.fits_in(free))
+            .min_by_key(|(_, free)| {
+                let left = leftover(free, shape);
+                match strategy {
+                    Strategy::Binpack => left,
+                    Strategy::Spread => -left,
+                }
+            });
+        let Some((node, free)) = best else {
+            return Err(placed);
+        };
+        free.sub(shape);
+        slots.push(Slot {
+            node: node.name.clone(),
+            requests: shape.clone(),
+        });
+    }
+    Ok(slots)
+}
+
+/// How many of `shapes` fit on the feasible nodes if they were empty: fewer than all means the
+/// gang can never run on this cluster as it is.
+fn fitted_on_empty(state: &State, shapes: &[Resources], constraints: &Constraints) -> usize {
+    let mut room: Vec<Resources> = feasible_nodes(state, constraints)
+        .map(|n| n.allocatable.clone())
+        .collect();
+    let mut fitted = 0;
+    for shape in shapes {
+        match room.iter_mut().find(|free| shape.fits_in(free)) {
+            Some(free) => {
+                free.sub(shape);
+                fitted += 1;
+            }
+            None => break,
+        }
+    }
+    fitted
+}
+
+fn feasible_nodes<'a>(
+    state: &'a State,
+    constraints: &'a Constraints,
+) -> impl Iterator<Item = &'a Node> + 'a {
+    state
+        .nodes
+        .values()
+        .map(|n| n.as_ref())
+        .filter(move |n| feasible(n, constraints).is_ok())
+}
+
+/// A scalar for "how much room is left" after placing `shape` in `free`: the smallest share
+/// left over the resources the shape asks for, in per-mille of what was free.
+fn leftover(free: &Resources, shape: &Resources) -> i64 {
+    shape
+        .ids()
+        .filter(|(_, need)| *need > 0)
+        .map(|(id, need)| {
+            let have = free.amount(id).max(1);
+            (have - need) * 1000 / have
+        })
+        .min()
+        .unwrap_or(0)
+}
+
+/// Gives up one slot of the gang's claim for a member reserved on `node`: the slot on that node
+/// that holds the pod if there is one, else the smallest slot elsewhere that would have held
+/// it, else the biggest slot.
+fn take_slot(
+    state: &mut State,
+    key: &GroupKey,
+    requests: &Resources,
+    node: &str,
+    deadline: Instant,
+) {
+    let Some(mut claim) = state.claims.get(key).cloned() else {
+        return;
+    };
+    let covering = |s: &Slot| requests.fits_in(&s.requests);
+    let index = claim
+        .slots
+        .iter()
+        .position(|s| s.node == node && covering(s))
+        .or_else(|| {
+            claim
+                .slots
+                .iter()
+                .enumerate()
+                .filter(|(_, s)| covering(s))
+                .min_by_key(|(_, s)| weight(&s.requests))
+                .map(|(i, _)| i)
+        })
+        .or_else(|| {
+            claim
+                .slots
+                .iter()
+                .enumerate()
+                .max_by_key(|(_, s)| weight(&s.requests))
+                .map(|(i, _)| i)
+        });
+    if let Some(i) = index {
+        claim.slots.swap_remove(i);
+    }
+    claim.deadline = Some(deadline);
+    state.set_claim(key, claim);
+}
+
+fn waiting_message(
+    key: &GroupKey,
+    group: &PodGroup,
+    shapes: &[Resources],
+    placed: usize,
+    fitted: usize,
+    never: bool,
+) -> String {
+    let shape = &shapes[0];
+    let uniform = shapes.iter().all(|s| s == shape);
+    let what = if uniform {
+        format!("{} more pods of {{{shape}}}", shapes.len())
+    } else {
+        format!("{} more pods (the largest {{{shape}}})", shapes.len())
+    };
+    if never {
+        format!(
+            "gang {key} (minMember {}) can never fit: it needs {what} and the nodes this pod may use hold only {fitted} even when empty",
+            group.min_member
+        )
+    } else {
+        format!(
+            "gang {key} waits for room: {placed}/{} members placed, needs {what}; only {fitted} fit in capacity not used or claimed by other gangs",
+            group.min_member
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cache::PodPhase;
+
+    const SETTINGS: Settings = Settings {
+        strategy: Strategy::Binpack,
+        max_hold: Duration::from_secs(60),
+    };
+
+    fn cluster(nodes: usize, cpu: i64) -> State {
+        let mut s = State::default();
+        for i in 0..nodes {
+            s.apply_node(Node {
+                name: format!("n{i}"),
+                allocatable: Resources::from([("cpu", cpu * 1000), ("pods", 110)]),
+                labels: Default::default(),
+                taints: vec![],
+                unschedulable: false,
+            });
+        }
+        s
+    }
+
+    fn group(s: &mut State, name: &str, min: u32) -> GroupKey {
+        let key = GroupKey::new("ns", name);
+        s.apply_pod_group(PodGroup {
+            key: key.clone(),
+            min_member: min,
+            max_member: None,
+            queue: "default".into(),
+            schedule_timeout: Duration::from_secs(30),
+            min_resources: Resources::new(),
+        });
+        key
+    }
+
+    fn member(s: &mut State, group: &str, i: usize, cpu: i64) -> Pod {
+        let pod = Pod {
+            uid: format!("{group}-{i}"),
+            namespace: "ns".into(),
+            name: format!("{group}-{i}"),
+            node_name: None,
+            phase: PodPhase::Pending,
+            requests: Resources::from([("cpu", cpu * 1000), ("pods", 1)]),
+            pod_group: Some(group.into()),
+            queue: None,
+            priority: 0,
+            ..Default::default()
+        };
+        s.apply_pod(pod.clone());
+        pod
+    }
+
+    fn names(s: &State) -> Vec<String> {
+        let mut v: Vec<String> = s.nodes.keys().cloned().collect();
+        v.sort();
+        v
+    }
+
+    fn run(s: &mut State, pod: &Pod, now: Instant) -> Verdict {
+        let candidates = names(s);
+        filter(s, pod, &Constraints::default(), &candidates, &SETTINGS, now).unwrap()
+    }
+
+    #[test]
+    fn pods_in_no_group_pass_every_node_without_a_claim() {
+        let mut s = cluster(3, 4);
+        let pod = Pod {
+            pod_group: None,
+            ..member(&mut s, "x", 0, 100)
+        };
+        let v = run(&mut s, &pod, Instant::now());
+        assert_eq!(v.passed.len(), 3);
+        assert!(s.claims.is_empty());
+    }
+
+    #[test]
+    fn a_gang_that_fits_claims_room_for_every_member_it_still_needs() {
+        let mut s = cluster(2, 8);
+        let key = group(&mut s, "g", 4);
+        let pod = member(&mut s, "g", 0, 4);
+        let v = run(&mut s, &pod, Instant::now());
+        assert_eq!(v.passed, vec!["n0", "n1"]);
+        assert_eq!(s.claims[&key].slots.len(), 4);
+        assert_eq!(
+            s.claimed_on("n0").get("cpu") + s.claimed_on("n1").get("cpu"),
+            16_000
+        );
+    }
+
+    #[test]
+    fn a_gang_of_eight_where_six_fit_is_refused_on_every_node_with_the_reason() {
+        let mut s = cluster(3, 8);
+        let key = group(&mut s, "big", 8);
+        let pod = member(&mut s, "big", 0, 4);
+        let v = run(&mut s, &pod, Instant::now());
+        assert!(v.passed.is_empty());
+        assert!(
+            v.failed.is_empty(),
+            "the cluster is too small even when empty"
+        );
+        assert_eq!(v.unresolvable.len(), 3);
+        let why = &v.unresolvable["n0"];
+        assert!(
+            why.contains("gang ns/big (minMember 8) can never fit"),
+            "{why}"
+        );
+        assert!(why.contains("hold only 6"), "{why}");
+        assert!(!s.claims.contains_key(&key));
+    }
+
+    #[test]
+    fn the_second_of_two_gangs_needing_sixty_percent_waits_whole() {
+        let mut s = cluster(10, 4);
+        group(&mut s, "a", 6);
+        group(&mut s, "b", 6);
+        let a0 = member(&mut s, "a", 0, 4);
+        let b0 = member(&mut s, "b", 0, 4);
+        let now = Instant::now();
+        assert_eq!(
+            run(&mut s, &a0, now).passed.len(),
+            10,
+            "a may use any free room"
+        );
+        assert_eq!(s.claims[&GroupKey::new("ns", "a")].slots.len(), 6);
+        let v = run(&mut s, &b0, now);
+        assert!(v.passed.is_empty(), "b must not take any of a's room");
+        let why = &v.failed["n0"];
+        assert!(
+            why.contains("gang ns/b waits for room: 0/6 members placed"),
+            "{why}"
+        );
+        assert!(why.contains("only 4 fit"), "{why}");
+    }
+
+    #[test]
+    fn members_land_only_where_their_claim_or_unclaimed_room_is() {
+        let mut s = cluster(4, 4);
+        group(&mut s, "a", 2);
+        group(&mut s, "b", 2);
+        let now = Instant::now();
+        let a0 = member(&mut s, "a", 0, 4);
+        run(&mut s, &a0, now);
+        let a_nodes: Vec<String> = s.claims[&GroupKey::new("ns", "a")]
+            .slots
+            .iter()
+            .map(|s| s.node.clone())
+            .collect();
+        let b0 = member(&mut s, "b", 0, 4);
+        let v = run(&mut s, &b0, now);
+        for n in &a_nodes {
+            assert_eq!(v.failed[n], "room is claimed by other gangs");
+        }
+        assert_eq!(v.passed.len(), 2);
+        let a1 = member(&mut s, "a", 1, 4);
+        let v = run(&mut s, &a1, now);
+        let mut passed = v.passed.clone();
+        passed.sort();
+        let mut expected = a_nodes.clone();
+        expected.sort();
+        assert_eq!(passed, expected, "a's members stay on a's claim");
+    }
+
+    #[test]
+    fn reserving_members_moves_the_claim_and_quorum_ends_it() {
+        let mut s = cluster(2, 8);
+        let key = group(&mut s, "g", 3);
+        let now = Instant::now();
+        let pods: Vec<Pod> = (0..3).map(|i| member(&mut s, "g", i, 2)).collect();
+        run(&mut s, &pods[0], now);
+        assert_eq!(s.claims[&key].slots.len(), 3);
+        let r = reserve(&mut s, "g-0", "ns/g-0", "n1", &SETTINGS, now).unwrap();
+        assert_eq!(r.map(|(_, q)| q), Some(false));
+        assert_eq!(s.claims[&key].slots.len(), 2);
+        assert_eq!(s.reserved_on("n1").get("cpu"), 2000);
+        reserve(&mut s, "g-1", "ns/g-1", "n1", &SETTINGS, now).unwrap();
+        let r = reserve(&mut s, "g-2", "ns/g-2", "n0", &SETTINGS, now).unwrap();
+        assert_eq!(r.map(|(g, q)| (g.min_member, q)), Some((3, true)));
+        assert!(!s.claims.contains_key(&key), "quorum ends the claim");
+        assert!(s.claimed.is_empty());
+    }
+
+    #[test]
+    fn a_claim_expires_after_the_gang_timeout_and_frees_its_room() {
+        let mut s = cluster(2, 4);
+        group(&mut s, "a", 2);
+        group(&mut s, "b", 2);
+        let now = Instant::now();
+        let a0 = member(&mut s, "a", 0, 4);
+        run(&mut s, &a0, now);
+        let b0 = member(&mut s, "b", 0, 4);
+        assert!(run(&mut s, &b0, now).passed.is_empty());
+        let later = now + Duration::from_secs(31);
+        assert_eq!(run(&mut s, &b0, later).passed.len(), 2);
+        assert!(!s.claims.contains_key(&GroupKey::new("ns", "a")));
+    }
+
+    #[test]
+    fn release_forgets_reservations_and_the_claim() {
+        let mut s = cluster(2, 8);
+        let key = group(&mut s, "g", 3);
+        let now = Instant::now();
+        let p = member(&mut s, "g", 0, 2);
+        member(&mut s, "g", 1, 2);
+        run(&mut s, &p, now);
+        reserve(&mut s, "g-0", "ns/g-0", "n0", &SETTINGS, now).unwrap();
+        release(&mut s, &key, &["g-0".into()]);
+        assert!(s.reserved.is_empty() && s.claimed.is_empty() && s.reservations.is_empty());
+    }
+
+    #[test]
+    fn elastic_members_beyond_quorum_take_only_unclaimed_room_up_to_max_member() {
+        let mut s = cluster(4, 4);
+        let key = group(&mut s, "e", 2);
+        let mut spec = (*s.groups[&key].spec.clone().unwrap()).clone();
+        spec.max_member = Some(3);
+        s.apply_pod_group(spec);
+        let now = Instant::now();
+        for i in 0..2 {
+            let mut p = member(&mut s, "e", i, 4);
+            p.node_name = Some(format!("n{i}"));
+            s.apply_pod(p);
+        }
+        let extra = member(&mut s, "e", 2, 4);
+        let v = run(&mut s, &extra, now);
+        assert_eq!(v.passed, vec!["n2", "n3"]);
+        let mut p = extra.clone();
+        p.node_name = Some("n2".into());
+        s.apply_pod(p);
+        let fourth = member(&mut s, "e", 3, 4);
+        let v = run(&mut s, &fourth, now);
+        assert_eq!(v.unresolvable.len(), 4, "{v:?}");
+    }
+
+    #[test]
+    fn a_pod_naming_a_missing_group_gets_an_error_that_says_what_to_do() {
+        let mut s = cluster(1, 4);
+        let pod = member(&mut s, "ghost", 0, 1);
+        let candidates = names(&s);
+        let err = filter(
+            &mut s,
+            &pod,
+            &Constraints::default(),
+            &candidates,
+            &SETTINGS,
+            Instant::now(),
+        )
+        .unwrap_err();
+        assert!(err.to_string().contains("create the PodGroup"), "{err}");
+    }
+
+    #[test]
+    fn finished_members_do_not_count_towards_quorum() {
+        let mut s = cluster(2, 4);
+        let key = group(&mut s, "g", 2);
+        let mut done = member(&mut s, "g", 0, 1);
+        done.node_name = Some("n0".into());
+        done.phase = PodPhase::Succeeded;
+        s.apply_pod(done);
+        assert_eq!(placed_members(&s, &key, ""), 0);
+    }
+}

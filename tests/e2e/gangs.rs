@@ -1,0 +1,263 @@
+//! Gang scheduling through the stock kube-scheduler and Gangplank's extender: all or nothing,
+//! no deadlock between gangs, elastic gangs, and what survives Gangplank stopping or dying.
+//! The cluster is `e2e/up`'s default: 4 nodes of 32 CPUs.
+
+use std::time::Duration;
+
+use gangplank::api::PodGroup;
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::Pod;
+use kube::Api;
+use kube::api::PostParams;
+use serde_json::json;
+
+use crate::support::{
+    Cluster, bound_with_prefix, event_messages, eventually, gangplank_ctl, managed_pod, pod,
+    pod_group, running,
+};
+
+async fn create_pods(pods: &Api<Pod>, prefix: &str, group: &str, count: usize, cpu: u32) {
+    for i in 0..count {
+        pods.create(
+            &PostParams::default(),
+            &managed_pod(&format!("{prefix}-{i}"), Some(group), cpu, json!({})),
+        )
+        .await
+        .unwrap();
+    }
+}
+
+/// A plain pod that takes a whole 32-CPU node, so the gangs below have less room.
+async fn fill_one_node(pods: &Api<Pod>) {
+    pods.create(
+        &PostParams::default(),
+        &pod(json!({
+            "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "filler"},
+            "spec": {"containers": [{"name": "main", "image": "busybox",
+                "resources": {"requests": {"cpu": "32"}}}]}
+        })),
+    )
+    .await
+    .unwrap();
+    running(pods, "filler", 60).await;
+}
+
+/// Waits `seconds` and checks on every poll that `check` holds throughout.
+async fn holds_for(seconds: u64, what: &str, mut check: impl AsyncFnMut() -> bool) {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(seconds);
+    while tokio::time::Instant::now() < deadline {
+        assert!(check().await, "{what} stopped holding");
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
+
+#[tokio::test]
+#[ignore = "needs the local control plane: run e2e/test"]
+async fn a_gang_of_eight_that_fits_is_bound_whole_within_seconds() {
+    let cluster = Cluster::connect().await;
+    let ns = cluster.namespace("gang-fits").await;
+    let groups = ns.api::<PodGroup>();
+    groups
+        .create(&PostParams::default(), &pod_group("eight", 8, None))
+        .await
+        .unwrap();
+    let pods = ns.api::<Pod>();
+    let started = std::time::Instant::now();
+    create_pods(&pods, "eight", "eight", 8, 4).await;
+    eventually("all 8 members bound", 30, || async {
+        (bound_with_prefix(&pods, "eight").await.len() == 8).then_some(())
+    })
+    .await;
+    eprintln!("gang of 8 bound {:?} after creation", started.elapsed());
+    let metrics = cluster.gangplank_metrics().await;
+    assert!(metrics.sum("gangplank_gang_bind_wait_seconds_count", &[]) >= 1.0);
+    ns.delete().await;
+}
+
+#[tokio::test]
+#[ignore = "needs the local control plane: run e2e/test"]
+async fn a_gang_of_eight_where_only_six_fit_binds_none_and_says_why() {
+    let cluster = Cluster::connect().await;
+    let ns = cluster.namespace("gang-six-of-eight").await;
+    let pods = ns.api::<Pod>();
+    fill_one_node(&pods).await;
+    ns.api::<PodGroup>()
+        .create(&PostParams::default(), &pod_group("big", 8, None))
+        .await
+        .unwrap();
+    // 16 CPUs each: two per free node, three free nodes, so 6 fit.
+    create_pods(&pods, "big", "big", 8, 16).await;
+
+    let why = eventually("a FailedScheduling event naming the gang", 30, || async {
+        event_messages(&cluster.client, &ns.name, "big-0")
+            .await
+            .into_iter()
+            .find(|m| m.contains("gang"))
+    })
+    .await;
+    assert!(
+        why.contains(&format!("gang {}/big waits for room", ns.name)),
+        "{why}"
+    );
+    assert!(why.contains("only 6 fit"), "{why}");
+    holds_for(10, "no member bound", async || {
+        bound_with_prefix(&pods, "big").await.is_empty()
+    })
+    .await;
+    ns.delete().await;
+}
+
+#[tokio::test]
+#[ignore = "needs the local control plane: run e2e/test"]
+async fn two_gangs_each_needing_sixty_percent_run_one_after_the_other_whole() {
+    let cluster = Cluster::connect().await;
+    let ns = cluster.namespace("gang-sixty").await;
+    let groups = ns.api::<PodGroup>();
+    let pods = ns.api::<Pod>();
+    // 5 x 16 CPUs = 80 of 128 CPUs each; members finish 20 s after they start running.
+    for name in ["a", "b"] {
+        groups
+            .create(&PostParams::default(), &pod_group(name, 5, None))
+            .await
+            .unwrap();
+    }
+    for i in 0..5 {
+        for name in ["a", "b"] {
+            let extra = json!({"annotations": {"pod-complete.stage.kwok.x-k8s.io/delay": "20s"}});
+            pods.create(
+                &PostParams::default(),
+                &managed_pod(&format!("{name}-{i}"), Some(name), 16, extra),
+            )
+            .await
+            .unwrap();
+        }
+    }
+    let first = eventually("one gang bound whole", 30, || async {
+        let a = bound_with_prefix(&pods, "a-").await.len();
+        let b = bound_with_prefix(&pods, "b-").await.len();
+        match (a, b) {
+            (5, _) => Some(("a-", "b-")),
+            (_, 5) => Some(("b-", "a-")),
+            _ => None,
+        }
+    })
+    .await;
+    assert!(
+        bound_with_prefix(&pods, first.1).await.is_empty(),
+        "the second gang must wait whole"
+    );
+    holds_for(8, "the second gang waits whole", async || {
+        bound_with_prefix(&pods, first.1).await.is_empty()
+    })
+    .await;
+    eventually(
+        "the second gang bound whole after the first finished",
+        90,
+        || async { (bound_with_prefix(&pods, first.1).await.len() == 5).then_some(()) },
+    )
+    .await;
+    ns.delete().await;
+}
+
+#[tokio::test]
+#[ignore = "needs the local control plane: run e2e/test"]
+async fn an_elastic_gang_of_four_to_eight_on_room_for_six_gets_six() {
+    let cluster = Cluster::connect().await;
+    let ns = cluster.namespace("gang-elastic").await;
+    let pods = ns.api::<Pod>();
+    fill_one_node(&pods).await;
+    ns.api::<PodGroup>()
+        .create(&PostParams::default(), &pod_group("elastic", 4, Some(8)))
+        .await
+        .unwrap();
+    create_pods(&pods, "elastic", "elastic", 8, 16).await;
+    eventually("6 members bound", 60, || async {
+        (bound_with_prefix(&pods, "elastic").await.len() == 6).then_some(())
+    })
+    .await;
+    holds_for(5, "exactly 6 bound", async || {
+        bound_with_prefix(&pods, "elastic").await.len() == 6
+    })
+    .await;
+    ns.delete().await;
+}
+
+#[tokio::test]
+#[ignore = "needs the local control plane: run e2e/test"]
+async fn plain_deployments_schedule_while_gangplank_is_stopped() {
+    let cluster = Cluster::connect().await;
+    let ns = cluster.namespace("plain-deploy").await;
+    gangplank_ctl("stop");
+    let deployments = ns.api::<Deployment>();
+    let deployment: Deployment = serde_json::from_value(json!({
+        "apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web"},
+        "spec": {"replicas": 3, "selector": {"matchLabels": {"app": "web"}},
+            "template": {"metadata": {"labels": {"app": "web"}},
+                "spec": {"containers": [{"name": "web", "image": "nginx",
+                    "resources": {"requests": {"cpu": "100m"}}}]}}}
+    }))
+    .unwrap();
+    deployments
+        .create(&PostParams::default(), &deployment)
+        .await
+        .unwrap();
+    let pods = ns.api::<Pod>();
+    let outcome = tokio::time::timeout(
+        Duration::from_secs(60),
+        eventually("3 web pods bound with Gangplank stopped", 60, || async {
+            (bound_with_prefix(&pods, "web-").await.len() == 3).then_some(())
+        }),
+    )
+    .await;
+    gangplank_ctl("start");
+    outcome.expect("plain pods did not schedule while Gangplank was stopped");
+    ns.delete().await;
+}
+
+#[tokio::test]
+#[ignore = "needs the local control plane: run e2e/test"]
+async fn killing_gangplank_while_binds_are_held_leaves_no_partial_gang_and_it_completes_after_restart()
+ {
+    let cluster = Cluster::connect().await;
+    let ns = cluster.namespace("gang-restart").await;
+    let groups = ns.api::<PodGroup>();
+    let mut group = pod_group("held", 4, None);
+    group.spec.schedule_timeout_seconds = Some(60);
+    groups.create(&PostParams::default(), &group).await.unwrap();
+    let pods = ns.api::<Pod>();
+    // Four members, one of which no node accepts: the other three are placed and their binds
+    // held, waiting for it.
+    create_pods(&pods, "held", "held", 3, 4).await;
+    let mut stuck = managed_pod("held-3", Some("held"), 4, json!({}));
+    stuck.spec.as_mut().unwrap().node_selector =
+        Some([("no-such-node".to_string(), "anywhere".to_string())].into());
+    pods.create(&PostParams::default(), &stuck).await.unwrap();
+    eventually("3 bind calls held", 30, || async {
+        let held = cluster
+            .gangplank_metrics()
+            .await
+            .sum("gangplank_gang_binds_held", &[]);
+        (held == 3.0).then_some(())
+    })
+    .await;
+    assert!(bound_with_prefix(&pods, "held").await.is_empty());
+
+    gangplank_ctl("kill");
+    holds_for(5, "no member bound while Gangplank is dead", async || {
+        bound_with_prefix(&pods, "held").await.is_empty()
+    })
+    .await;
+    gangplank_ctl("start");
+    pods.delete("held-3", &Default::default()).await.unwrap();
+    pods.create(
+        &PostParams::default(),
+        &managed_pod("held-4", Some("held"), 4, json!({})),
+    )
+    .await
+    .unwrap();
+    eventually("the whole gang bound after the restart", 90, || async {
+        (bound_with_prefix(&pods, "held").await.len() == 4).then_some(())
+    })
+    .await;
+    ns.delete().await;
+}
