@@ -40,6 +40,8 @@ pub const GANG_CLAIMS: &str = "gangplank_gang_claims";
 pub const ADMISSION_RELEASED_PODS_TOTAL: &str = "gangplank_admission_released_pods_total";
 /// Gauge: groups with gated pods that the last admission pass left waiting.
 pub const ADMISSION_WAITING_GROUPS: &str = "gangplank_admission_waiting_groups";
+/// Counter: candidate nodes whose victim list the preempt verb refused, by `reason`.
+pub const PREEMPT_REFUSED_NODES_TOTAL: &str = "gangplank_preempt_refused_nodes_total";
 /// Gauge: PodGroups in the cluster cache.
 pub const CACHE_POD_GROUPS: &str = "gangplank_cache_pod_groups";
 /// Gauge: always 1, labelled with the running `version`.
@@ -175,6 +177,12 @@ pub const CATALOGUE: &[Doc] = &[
         kind: Kind::Gauge,
         labels: &[],
         help: "Groups with gated pods that the last admission pass left waiting (PodGroup missing, fewer than minMember pods).",
+    },
+    Doc {
+        name: PREEMPT_REFUSED_NODES_TOTAL,
+        kind: Kind::Counter,
+        labels: &["reason"],
+        help: "Candidate nodes whose victim list the preempt verb refused, by reason (priority_not_lower, breaks_gang, own_gang, unknown_victim, unknown_gang, counts_disagree, no_victims).",
     },
     Doc {
         name: CACHE_NODES,

@@ -83,6 +83,19 @@ fn fixture_cache() -> Cache {
         priority: 0,
         ..Default::default()
     });
+    // The preempt fixtures' victims: plain batch pods of priority 0.
+    for (i, node) in [(1, "kwok-node-1"), (2, "kwok-node-1"), (3, "kwok-node-2")] {
+        cache.apply_pod(Pod {
+            uid: format!("9a8b7c6d-0000-4000-8000-00000000000{i}"),
+            namespace: "batch".into(),
+            name: format!("filler-{i}"),
+            node_name: Some(node.into()),
+            phase: PodPhase::Running,
+            requests: Resources::from([("cpu", 8_000), ("pods", 1)]),
+            queue: Some("batch".into()),
+            ..Default::default()
+        });
+    }
     cache
 }
 
@@ -150,7 +163,9 @@ async fn filter_with_full_nodes_answers_the_passing_nodes_in_full() {
 }
 
 #[tokio::test]
-async fn prioritize_answers_a_bare_array_with_neutral_scores() {
+/// The fixture pod is a gang member with no claim yet: scores pack it where the filler pods
+/// already use most (kwok-node-1 holds two, kwok-node-2 one, kwok-node-3 none).
+async fn prioritize_answers_a_bare_array_that_packs_a_gang_member() {
     assert_golden(router(), "prioritize", "prioritize").await;
 }
 
@@ -409,4 +424,72 @@ async fn capture_saves_each_request_body_as_sent() {
         "not json"
     );
     std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[tokio::test]
+async fn preempt_drops_a_node_whose_victims_would_break_a_running_gang() {
+    let cache = fixture_cache();
+    cache.apply_pod_group(PodGroup {
+        key: GroupKey::new("batch", "sim"),
+        min_member: 2,
+        max_member: None,
+        queue: "batch".into(),
+        schedule_timeout: Duration::from_secs(60),
+        min_resources: Resources::new(),
+    });
+    // Victim 3 on kwok-node-2 is one of two running members of gang batch/sim.
+    for (uid, node) in [
+        ("9a8b7c6d-0000-4000-8000-000000000003", "kwok-node-2"),
+        ("sim-2", "kwok-node-3"),
+    ] {
+        cache.apply_pod(Pod {
+            uid: uid.into(),
+            namespace: "batch".into(),
+            name: uid.into(),
+            node_name: Some(node.into()),
+            phase: PodPhase::Running,
+            requests: Resources::from([("cpu", 8_000), ("pods", 1)]),
+            pod_group: Some("sim".into()),
+            ..Default::default()
+        });
+    }
+    let settings = Settings {
+        strategy: Strategy::Binpack,
+        max_hold: Duration::from_secs(60),
+    };
+    let router = extender::router(Arc::new(Extender::new(
+        cache,
+        Arc::new(FakeBinder::default()),
+        settings,
+    )));
+    let (status, body) = post(
+        router,
+        "preempt",
+        golden("preempt-meta-victims.request.json"),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK);
+    let body: Value = serde_json::from_str(&body).unwrap();
+    let nodes: Vec<&String> = body["NodeNameToMetaVictims"]
+        .as_object()
+        .unwrap()
+        .keys()
+        .collect();
+    assert_eq!(nodes, vec!["kwok-node-1"], "{body}");
+}
+
+#[tokio::test]
+async fn a_pod_in_no_group_gets_neutral_scores_and_passes_every_node() {
+    let mut request = golden_json("prioritize.request.json");
+    request["Pod"]["metadata"]["labels"] = serde_json::json!({"app": "web"});
+    let (_, body) = post(router(), "prioritize", request.to_string()).await;
+    let scores: Value = serde_json::from_str(&body).unwrap();
+    assert!(
+        scores.as_array().unwrap().iter().all(|s| s["Score"] == 0),
+        "{scores}"
+    );
+    let (_, body) = post(router(), "filter", request.to_string()).await;
+    let answer: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(answer["NodeNames"], request["NodeNames"]);
+    assert_eq!(answer["FailedNodes"], serde_json::json!({}));
 }

@@ -19,7 +19,7 @@ use super::{BindRequest, Error, Extender, Outcome, Verb, Wire, bad_request};
 use crate::api::labels;
 use crate::cache::{GroupKey, convert};
 use crate::gang::claims;
-use crate::policy::{self, constraints::Constraints, placement};
+use crate::policy::{self, constraints::Constraints, placement, preemption};
 use k8s_openapi::api::core::v1::Pod;
 
 /// `POST /scheduler/filter`.
@@ -165,16 +165,75 @@ fn gang_error(verb: Verb, pod: &crate::cache::Pod, e: claims::Error) -> Error {
 }
 
 /// `POST /scheduler/preempt`: the scheduler's victims, answered in the Meta form.
-pub async fn preempt(Wire(args): Wire<ExtenderPreemptionArgs>) -> Response {
-    match proposed_victims(args) {
-        Ok(victims) => answer(
-            ExtenderPreemptionResult {
-                node_name_to_meta_victims: victims,
+/// Keeps the nodes whose victim list policy allows as a whole ([`policy::preemption`]).
+pub async fn preempt(
+    State(extender): State<Arc<Extender>>,
+    Wire(args): Wire<ExtenderPreemptionArgs>,
+) -> Response {
+    // Only what preemption policy reads; the scheduler's copy of the pod may lack a UID.
+    let meta = &args.pod.metadata;
+    let preemptor = crate::cache::Pod {
+        namespace: meta.namespace.clone().unwrap_or_default(),
+        name: meta.name.clone().unwrap_or_default(),
+        priority: args.pod.spec.as_ref().and_then(|s| s.priority).unwrap_or(0),
+        pod_group: labels::pod_group_of(meta.labels.as_ref(), meta.annotations.as_ref())
+            .map(str::to_owned),
+        ..Default::default()
+    };
+    let mut victims = match proposed_victims(args) {
+        Ok(victims) => victims,
+        Err(e) => return bad_request(e),
+    };
+    let dropped: Vec<(String, preemption::Rejection)> = extender.cache.read(|s| {
+        let resolved: Vec<(&str, Vec<preemption::Victim<'_>>)> = victims
+            .iter()
+            .map(|(node, v)| {
+                let list = v
+                    .pods
+                    .iter()
+                    .map(|p| match s.pods.get(&p.uid) {
+                        Some(pod) => preemption::Victim::Known(pod),
+                        None => preemption::Victim::Unknown { uid: &p.uid },
+                    })
+                    .collect();
+                (node.as_str(), list)
+            })
+            .collect();
+        let review = preemption::review(
+            &preemption::Preemptor::of(&preemptor),
+            resolved.iter().map(|(n, v)| (*n, v.as_slice())),
+            |gang| {
+                let key = gang.key();
+                let spec = s.group(&key)?.spec.as_ref()?;
+                Some(preemption::GangStatus {
+                    min_member: spec.min_member,
+                    placed: claims::placed_members(s, &key, "") as u32,
+                })
             },
-            Outcome::Ok,
-        ),
-        Err(e) => bad_request(e),
+        );
+        review
+            .dropped
+            .into_iter()
+            .map(|(node, why)| (node.to_owned(), why))
+            .collect()
+    });
+    for (node, why) in dropped {
+        tracing::info!(
+            preemptor = %format!("{}/{}", preemptor.namespace, preemptor.name),
+            %node,
+            reason = why.label(),
+            "refused the scheduler's victims: {why}"
+        );
+        ::metrics::counter!(crate::metrics::PREEMPT_REFUSED_NODES_TOTAL, "reason" => why.label())
+            .increment(1);
+        victims.remove(&node);
     }
+    answer(
+        ExtenderPreemptionResult {
+            node_name_to_meta_victims: victims,
+        },
+        Outcome::Ok,
+    )
 }
 
 /// `POST /scheduler/bind`: `{"Error":""}` once the Binding exists, else the reason.
