@@ -7,3 +7,4 @@ mod support;
 
 mod control_plane;
 mod gangs;
+mod webhooks;
