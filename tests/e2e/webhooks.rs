@@ -658,3 +658,78 @@ async fn while_gangplank_hangs_plain_pods_run_and_gang_pods_are_refused_naming_g
     drop(frozen);
     ns.delete().await;
 }
+
+/// SHA-256 fingerprint of the certificate Gangplank serves on its HTTPS port.
+fn served_certificate(cluster: &Cluster) -> String {
+    let address = cluster
+        .url("GANGPLANK_EXTENDER_URL")
+        .trim_start_matches("https://")
+        .to_owned();
+    let output = std::process::Command::new("sh")
+        .arg("-c")
+        .arg(format!(
+            "openssl s_client -connect {address} -servername localhost </dev/null 2>/dev/null | openssl x509 -noout -fingerprint -sha256"
+        ))
+        .output()
+        .expect("failed to run openssl");
+    let fingerprint = String::from_utf8_lossy(&output.stdout).trim().to_owned();
+    assert!(
+        fingerprint.contains("Fingerprint="),
+        "no certificate from {address}: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    fingerprint
+}
+
+#[tokio::test]
+#[ignore = "needs the local control plane: run e2e/test"]
+async fn rotating_the_serving_certificate_drops_no_webhook_request() {
+    let cluster = Cluster::connect().await;
+    let ns = cluster.namespace("webhook-rotation").await;
+    let pods = ns.api::<Pod>();
+    let dry_run = PostParams {
+        dry_run: true,
+        ..Default::default()
+    };
+    let member = pod(json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": "member", "labels": {labels::POD_GROUP_LABEL: "g"}},
+        "spec": {"containers": [{"name": "main", "image": "busybox"}]}
+    }));
+    let before = served_certificate(&cluster);
+
+    // A new serving certificate from the same CA, written in place as cert-manager would.
+    let status =
+        std::process::Command::new(crate::support::repo_dir().join("webhooks/gen-certs.sh"))
+            .arg(run_dir().join("pki/gangplank"))
+            .args(["localhost", "127.0.0.1"])
+            .status()
+            .expect("failed to run webhooks/gen-certs.sh");
+    assert!(status.success());
+
+    // Every request through both webhooks succeeds while Gangplank picks the new one up.
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(30);
+    let mut requests = 0;
+    while served_certificate(&cluster) == before {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "Gangplank still serves the old certificate after 30 s"
+        );
+        let created = pods.create(&dry_run, &member).await.unwrap_or_else(|e| {
+            panic!("webhook request {requests} failed during the rotation: {e}")
+        });
+        assert!(created.spec.unwrap().scheduling_gates.is_some() || !gating(&cluster));
+        requests += 1;
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    for _ in 0..5 {
+        pods.create(&dry_run, &member)
+            .await
+            .expect("a webhook request failed after the rotation");
+    }
+    assert!(
+        requests > 0,
+        "the new certificate was served at once; nothing was tested"
+    );
+    ns.delete().await;
+}
