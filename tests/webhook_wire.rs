@@ -607,6 +607,18 @@ async fn a_pod_group_takes_its_queue_from_its_label_then_its_namespace() {
 }
 
 #[tokio::test]
+async fn an_update_without_a_queue_keeps_the_queue_the_group_had() {
+    let old = a_pod_group(json!({"minMember": 2, "queue": "research"}), None);
+    let mut new = a_pod_group(json!({"minMember": 3}), None);
+    new["metadata"]["labels"] = json!({"scheduling.gangplank.dev/queue": "archive"});
+    let answer = post(router(), MUTATE_PODGROUPS, &update("podgroups", old, new)).await;
+    assert_eq!(
+        patch(&answer),
+        &json!([{"op": "add", "path": "/spec/queue", "value": "research"}])
+    );
+}
+
+#[tokio::test]
 async fn a_pod_group_that_names_its_queue_is_not_changed() {
     let group = a_pod_group(json!({"minMember": 2, "queue": "research"}), None);
     allowed_unchanged(&post(router(), MUTATE_PODGROUPS, &create("podgroups", group)).await);

@@ -1,11 +1,12 @@
 //! PodGroups: the queue default, and the rules that keep a gang admissible and a running gang
 //! whole.
 //!
-//! **Mutation** (CREATE and UPDATE, like the API server's own defaulting): a PodGroup without
-//! `spec.queue` gets the queue named by its own label `scheduling.gangplank.dev/queue` (or
-//! Volcano's annotation), else its namespace's default queue, else `default`. Storing the
-//! queue makes `kubectl get pg` show it, and a later label on the namespace does not silently
-//! move groups that were already admitted.
+//! **Mutation**: a PodGroup created without `spec.queue` gets the queue named by its own label
+//! `scheduling.gangplank.dev/queue` (or Volcano's annotation), else its namespace's default
+//! queue, else `default`. Storing the queue makes `kubectl get pg` show it, and a later label on
+//! the namespace does not silently move groups that were already admitted. An UPDATE without
+//! `spec.queue` (a client that replaces the object from its own copy, which never had the
+//! defaulted field) keeps the queue the group had: moving a group takes naming the new queue.
 //!
 //! **Validation**:
 //! - `spec.minMember` at least 1; `spec.maxMember`, when set, at least `spec.minMember` (the
@@ -38,9 +39,14 @@ pub fn mutate(w: &Webhooks, request: &AdmissionRequest<PodGroup>) -> Result<Verd
         group.metadata.labels.as_ref(),
         group.metadata.annotations.as_ref(),
     );
-    let queue = match own {
-        Some(queue) => queue.to_owned(),
-        None => {
+    let previous = request
+        .old_object
+        .as_ref()
+        .and_then(|old| old.spec.queue.as_deref())
+        .filter(|q| !q.is_empty());
+    let queue = match (previous, own) {
+        (Some(queue), _) | (None, Some(queue)) => queue.to_owned(),
+        (None, None) => {
             let namespace = request.namespace.as_deref().unwrap_or_default();
             w.lookup()
                 .namespace_queue(namespace)
