@@ -44,6 +44,7 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use kube::core::admission::{AdmissionRequest, Operation};
 use serde_json::json;
 
@@ -235,13 +236,8 @@ pub fn mutate(w: &Webhooks, request: &AdmissionRequest<Pod>) -> Result<Verdict, 
     }
     if let Some(container) = spec.and_then(|s| s.containers.first()) {
         let resources = container.resources.as_ref();
-        let amount = |list: Option<&BTreeMap<_, _>>| {
-            list.and_then(
-                |l: &BTreeMap<String, k8s_openapi::apimachinery::pkg::api::resource::Quantity>| {
-                    l.get(labels::MANAGED_RESOURCE)
-                },
-            )
-            .map(|q| q.0.clone())
+        let amount = |list: Option<&BTreeMap<String, Quantity>>| {
+            Some(list?.get(labels::MANAGED_RESOURCE)?.0.clone())
         };
         let request = amount(resources.and_then(|r| r.requests.as_ref()));
         let limit = amount(resources.and_then(|r| r.limits.as_ref()));
