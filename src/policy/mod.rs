@@ -13,11 +13,17 @@
 //! - [`placement`]: how good a node is for a pod (binpack or spread), on the extender's 0..=10
 //!   scale.
 //! - [`preemption`]: which of the scheduler's proposed victim lists Gangplank accepts.
+//! - [`fair_share`]: what each queue deserves of each resource (weighted water-filling with
+//!   guarantees, capabilities and hierarchy).
+//! - [`queue_order`]: the admission order of waiting groups over all queues (weighted DRF over
+//!   deserved shares, then priority, namespace share and age inside a queue).
 
 pub mod constraints;
 pub mod convert;
+pub mod fair_share;
 pub mod placement;
 pub mod preemption;
+pub mod queue_order;
 
 pub use constraints::{Constraints, Infeasible, feasible};
 pub use placement::{CLAIMED_NODE_SCORE, MAX_SCORE, Strategy, score};
