@@ -112,6 +112,10 @@ pub fn pod(pod: &core::Pod) -> Result<Pod, Error> {
             .creation_timestamp
             .as_ref()
             .map_or(0, |t| t.0.as_second()),
+        min_member: pod_annotations
+            .and_then(|a| a.get(labels::MIN_MEMBER_ANNOTATION))
+            .and_then(|v| v.trim().parse::<u32>().ok())
+            .filter(|n| *n > 0),
     })
 }
 
@@ -347,6 +351,25 @@ mod tests {
                 ..Default::default()
             }
         );
+    }
+
+    #[test]
+    fn a_pod_asking_for_a_gang_size_keeps_it_and_a_bad_one_is_ignored() {
+        let with = |value: &str| {
+            let k8s: core::Pod = serde_json::from_value(serde_json::json!({
+                "metadata": {
+                    "name": "w", "namespace": "ml", "uid": "u",
+                    "annotations": {(labels::MIN_MEMBER_ANNOTATION): value}
+                },
+                "spec": {"containers": []}
+            }))
+            .unwrap();
+            pod(&k8s).unwrap().min_member
+        };
+        assert_eq!(with("4"), Some(4));
+        assert_eq!(with(" 4 "), Some(4));
+        assert_eq!(with("0"), None);
+        assert_eq!(with("four"), None);
     }
 
     #[test]

@@ -65,6 +65,8 @@ struct Inner {
     state: RwLock<State>,
     /// Woken on every write, for loops that react to changes (admission).
     changed: tokio::sync::Notify,
+    /// Counts writes; any number of loops may [`Cache::subscribe`] to it (the controller).
+    generation: tokio::sync::watch::Sender<u64>,
     nodes_synced: AtomicBool,
     pods_synced: AtomicBool,
     pod_groups_synced: AtomicBool,
@@ -168,7 +170,16 @@ impl Cache {
             f(&mut guard)
         };
         self.inner.changed.notify_one();
+        self.inner
+            .generation
+            .send_modify(|g| *g = g.wrapping_add(1));
         result
+    }
+
+    /// A change signal for any number of waiters: `changed().await` on the receiver completes
+    /// after the next write (coalescing any number of writes in between).
+    pub fn subscribe(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.inner.generation.subscribe()
     }
 
     /// Completes after the next write (or at once if one happened since the last call): a
@@ -246,6 +257,18 @@ mod tests {
         assert_eq!(before.nodes.len(), 1);
         assert!(before.nodes.contains_key("n1"));
         assert!(cache.snapshot().nodes.contains_key("n2"));
+    }
+
+    #[tokio::test]
+    async fn every_subscriber_hears_of_a_write() {
+        let cache = Cache::new();
+        let (mut first, mut second) = (cache.subscribe(), cache.subscribe());
+        assert!(!first.has_changed().unwrap());
+        cache.apply_node(node("n1"));
+        cache.apply_node(node("n2"));
+        first.changed().await.unwrap();
+        second.changed().await.unwrap();
+        assert!(!first.has_changed().unwrap(), "two writes, one wake-up");
     }
 
     #[test]

@@ -76,6 +76,10 @@ pub struct Pod {
     /// `metadata.creationTimestamp` in seconds since the Unix epoch (0 when unknown): the age
     /// that orders waiting groups.
     pub created: i64,
+    /// The gang size the pod's annotation `scheduling.gangplank.dev/min-member` asks for (a
+    /// positive integer), so that the controller can create a missing PodGroup for pods that
+    /// name a group nobody created.
+    pub min_member: Option<u32>,
 }
 
 impl Pod {

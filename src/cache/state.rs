@@ -65,6 +65,10 @@ pub struct Group {
     pub spec: Option<Arc<PodGroup>>,
     /// UIDs of the pods that name the group.
     pub members: BTreeSet<String>,
+    /// Why the extender last refused to claim room for the gang (written by
+    /// `crate::gang::claims::filter`, cleared when a claim succeeds): the controller shows it
+    /// in the PodGroup's `Scheduled` condition while the gang waits.
+    pub last_wait_reason: Option<String>,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -203,6 +207,14 @@ impl State {
     }
 
     // ----- the write path: the extender's reservations and claims
+
+    /// Records why the gang `key` cannot be placed now (`None`: it can). Only groups the cache
+    /// knows keep a reason.
+    pub fn set_wait_reason(&mut self, key: &GroupKey, why: Option<String>) {
+        if let Some(group) = self.groups.get_mut(key) {
+            group.last_wait_reason = why;
+        }
+    }
 
     /// Records that the scheduler assumed `pod` on `node`. Idempotent.
     pub fn reserve(&mut self, uid: &str, reservation: Reservation) {

@@ -121,16 +121,21 @@ pub fn filter(
         let needed = group.min_member as usize - placed;
         let shapes = member_shapes(state, &key, pod, needed);
         match plan(state, &shapes, constraints, settings.strategy) {
-            Ok(slots) => state.set_claim(
-                &key,
-                Claim {
-                    slots,
-                    deadline: Some(deadline),
-                },
-            ),
+            Ok(slots) => {
+                state.set_wait_reason(&key, None);
+                state.set_claim(
+                    &key,
+                    Claim {
+                        slots,
+                        deadline: Some(deadline),
+                    },
+                )
+            }
             Err(fitted) => {
                 let never = fitted_on_empty(state, &shapes, constraints) < shapes.len();
                 let why = waiting_message(&key, &group, &shapes, placed, fitted, never);
+                // Kept for the PodGroup's status (the controller reads it).
+                state.set_wait_reason(&key, Some(why.clone()));
                 return Ok(Verdict::all_fail(candidates, &why, never));
             }
         }
@@ -582,6 +587,15 @@ mod tests {
             "{why}"
         );
         assert!(why.contains("only 4 fit"), "{why}");
+        let b = GroupKey::new("ns", "b");
+        assert_eq!(
+            s.groups[&b].last_wait_reason.as_ref(),
+            Some(why),
+            "the reason is kept for b's PodGroup status"
+        );
+        s.delete_pod_group(&GroupKey::new("ns", "a"));
+        run(&mut s, &b0, now);
+        assert_eq!(s.groups[&b].last_wait_reason, None, "b claimed room");
     }
 
     #[test]
