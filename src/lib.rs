@@ -7,6 +7,7 @@ pub mod admission;
 pub mod api;
 pub mod cache;
 pub mod config;
+pub mod controller;
 pub mod crdgen;
 pub mod extender;
 pub mod gang;

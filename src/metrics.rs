@@ -46,6 +46,15 @@ pub const PREEMPT_REFUSED_NODES_TOTAL: &str = "gangplank_preempt_refused_nodes_t
 pub const CACHE_POD_GROUPS: &str = "gangplank_cache_pod_groups";
 /// Gauge: always 1, labelled with the running `version`.
 pub const BUILD_INFO: &str = "gangplank_build_info";
+/// Counter: status writes by the controller, by `kind` (`podgroup`, `queue`) and `outcome`.
+pub const CONTROLLER_STATUS_WRITES_TOTAL: &str = "gangplank_controller_status_writes_total";
+/// Counter: PodGroups the controller created, by `source` (`job`, `pods`) and `outcome`.
+pub const CONTROLLER_POD_GROUPS_CREATED_TOTAL: &str =
+    "gangplank_controller_pod_groups_created_total";
+/// Counter: Events the controller emitted, by `outcome`.
+pub const CONTROLLER_EVENTS_TOTAL: &str = "gangplank_controller_events_total";
+/// Histogram: seconds one controller pass takes, writes included.
+pub const CONTROLLER_PASS_DURATION_SECONDS: &str = "gangplank_controller_pass_duration_seconds";
 
 /// Histogram buckets: 50 µs (a pass-through filter) to 120 s (a bind held for gang quorum).
 pub const LATENCY_BUCKETS_SECONDS: &[f64] = &[
@@ -201,6 +210,30 @@ pub const CATALOGUE: &[Doc] = &[
         kind: Kind::Gauge,
         labels: &[],
         help: "PodGroups in Gangplank's cluster cache.",
+    },
+    Doc {
+        name: CONTROLLER_STATUS_WRITES_TOTAL,
+        kind: Kind::Counter,
+        labels: &["kind", "outcome"],
+        help: "PodGroup and Queue status writes by the controller (server-side apply to the status subresource), by kind (podgroup, queue) and outcome (ok, error). Only statuses that differ are written, at most once a second per object.",
+    },
+    Doc {
+        name: CONTROLLER_POD_GROUPS_CREATED_TOTAL,
+        kind: Kind::Counter,
+        labels: &["source", "outcome"],
+        help: "PodGroups the controller created, by source (job: for a Job that names a queue; pods: for pods that name a missing group and carry the min-member annotation) and outcome (ok; exists: someone created it first; error).",
+    },
+    Doc {
+        name: CONTROLLER_EVENTS_TOTAL,
+        kind: Kind::Counter,
+        labels: &["outcome"],
+        help: "Events the controller emitted on PodGroups, Jobs and pods (phase transitions, PodGroup created or missing), by outcome (ok, error).",
+    },
+    Doc {
+        name: CONTROLLER_PASS_DURATION_SECONDS,
+        kind: Kind::Histogram,
+        labels: &[],
+        help: "Time one controller pass takes: reading the cache, deciding, and writing statuses, PodGroups and Events.",
     },
     Doc {
         name: BUILD_INFO,

@@ -18,7 +18,7 @@ use tokio_util::sync::CancellationToken;
 use crate::cache::{self, Cache};
 use crate::config::ServeArgs;
 use crate::extender::{self, Capture, Extender, KubeBinder};
-use crate::{admission, health, metrics, tls, webhooks};
+use crate::{admission, controller, health, metrics, tls, webhooks};
 
 /// How long open extender requests may run after the shutdown signal.
 pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(20);
@@ -28,6 +28,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     let prometheus = metrics::install()?;
     extender::register_metrics();
     webhooks::register_metrics();
+    controller::register_metrics();
     let shutdown = CancellationToken::new();
     tokio::spawn(cancel_on_signal(shutdown.clone()));
 
@@ -66,6 +67,11 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     let metrics_router = health::router(cache.clone()).merge(metrics::router(prometheus.clone()));
 
     tokio::spawn(admission::run(
+        client.clone(),
+        cache.clone(),
+        shutdown.clone(),
+    ));
+    tokio::spawn(controller::run(
         client.clone(),
         cache.clone(),
         shutdown.clone(),

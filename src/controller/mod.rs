@@ -1,0 +1,783 @@
+//! The controller: PodGroups for Jobs and for pods that ask for one, PodGroup and Queue status,
+//! Events, and the `default` Queue.
+//!
+//! Why a loop over snapshots rather than a reconciler per object: every status here is a
+//! function of many objects at once (a PodGroup's counts come from its pods, a Queue's from
+//! every group and pod in it), and the cluster cache already holds them all. So each pass reads
+//! the cache once ([`observe`]), reads the controller's own stores of Jobs, PodGroups and
+//! Queues ([`stores`]), decides everything with pure functions ([`jobs`], [`orphans`],
+//! [`status`], [`queues`]) and then writes only what differs.
+//!
+//! A pass runs when the cache or a store changes, at most every [`MIN_PASS_INTERVAL`], at
+//! least every [`MAX_PASS_INTERVAL`], and when a deferred write falls due. Writes are:
+//! - batched: one pass writes every status that differs, [`WRITE_CONCURRENCY`] at a time;
+//! - conflict-safe: statuses are written with server-side apply (field manager `gangplank`,
+//!   forced) to the status subresource, which carries no resourceVersion precondition and
+//!   cannot fight a spec edit; Gangplank owns every status field it writes and nothing else
+//!   (a Queue's `conditions` are left to others);
+//! - throttled: at most one write per object per second, backing off after failures, and a
+//!   status already written is not written again while the watch catches up ([`writes`]);
+//! - idempotent: PodGroups are created with a plain create (a 409 means someone was first)
+//!   and the same creation is not retried within [`CREATE_RETRY_AFTER`].
+//!
+//! Events: on a PodGroup when its phase changes (reason = the new phase), on a Job when its
+//! PodGroup is created or cannot be (reasons `PodGroupCreated`, `PodGroupConflict`,
+//! `PodGroupCreateFailed`), and on pods whose group has no PodGroup (`PodGroupMissing`), all
+//! through the rate limiter in [`events`].
+//!
+//! The controller acts only once the cache and its stores have listed everything (a partial
+//! list would make it create PodGroups that exist and report empty queues). It does not elect
+//! a leader: run one replica, as for the admission loop.
+
+pub mod events;
+pub mod jobs;
+pub mod observe;
+pub mod orphans;
+pub mod queues;
+pub mod status;
+pub mod stores;
+pub mod writes;
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::StreamExt;
+use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::core::v1::ObjectReference;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::jiff::Timestamp;
+use kube::api::{Api, Patch, PatchParams, PostParams};
+use kube::runtime::reflector::ObjectRef;
+use kube::{Client, Resource, ResourceExt};
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use crate::admission::plan;
+use crate::api::{PodGroup, PodGroupPhase, PodGroupStatus, Queue, QueueStatus, labels};
+use crate::cache::{Cache, GroupKey};
+use crate::metrics;
+use events::{Event, Limiter, Publisher};
+use observe::{Observation, PodRef};
+use queues::GroupCounts;
+use status::{Finisher, Inputs};
+use stores::Stores;
+use writes::{Verdict, Writes};
+
+/// Shortest time between two passes, however often things change.
+pub const MIN_PASS_INTERVAL: Duration = Duration::from_millis(500);
+/// Longest time between two passes when nothing changes.
+pub const MAX_PASS_INTERVAL: Duration = Duration::from_secs(30);
+/// How long a PodGroup creation is not retried (the watch shows a success well before).
+pub const CREATE_RETRY_AFTER: Duration = Duration::from_secs(10);
+/// API writes in flight at once during a pass.
+pub const WRITE_CONCURRENCY: usize = 8;
+/// Field manager of Gangplank's server-side applies.
+pub const FIELD_MANAGER: &str = "gangplank";
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("failed to create PodGroup {group}: {why}")]
+    CreatePodGroup { group: String, why: kube::Error },
+    #[error("failed to write the status of {kind} {name}: {why}")]
+    WriteStatus {
+        kind: &'static str,
+        name: String,
+        why: kube::Error,
+    },
+    #[error("failed to create the default Queue: {0}")]
+    DefaultQueue(kube::Error),
+    #[error("failed to emit Event {reason} on {object}: {why}")]
+    Event {
+        reason: String,
+        object: String,
+        why: kube::Error,
+    },
+}
+
+/// Kinds whose status the controller writes, as metric labels.
+const KINDS: [&str; 2] = ["podgroup", "queue"];
+
+/// Exports the controller's series at zero from start-up.
+pub fn register_metrics() {
+    for kind in KINDS {
+        for outcome in ["ok", "error"] {
+            ::metrics::counter!(metrics::CONTROLLER_STATUS_WRITES_TOTAL, "kind" => kind, "outcome" => outcome)
+                .absolute(0);
+        }
+    }
+    for source in ["job", "pods"] {
+        for outcome in ["ok", "exists", "error"] {
+            ::metrics::counter!(metrics::CONTROLLER_POD_GROUPS_CREATED_TOTAL, "source" => source, "outcome" => outcome)
+                .absolute(0);
+        }
+    }
+    for outcome in ["ok", "error"] {
+        ::metrics::counter!(metrics::CONTROLLER_EVENTS_TOTAL, "outcome" => outcome).absolute(0);
+    }
+    let _ = ::metrics::histogram!(metrics::CONTROLLER_PASS_DURATION_SECONDS);
+}
+
+/// Runs the controller until `shutdown`.
+pub async fn run(client: Client, cache: Cache, shutdown: CancellationToken) {
+    let (stores, writers) = Stores::new();
+    tokio::spawn(
+        stores
+            .clone()
+            .run(writers, client.clone(), shutdown.clone()),
+    );
+    tokio::spawn(ensure_default_queue(client.clone(), shutdown.clone()));
+    let mut controller = Controller::new(client, cache.clone(), stores.clone());
+    let mut cache_changes = cache.subscribe();
+    let mut due: Option<Instant> = None;
+    loop {
+        let wake = due
+            .unwrap_or_else(|| Instant::now() + MAX_PASS_INTERVAL)
+            .min(Instant::now() + MAX_PASS_INTERVAL);
+        tokio::select! {
+            _ = shutdown.cancelled() => return,
+            _ = cache_changes.changed() => {}
+            _ = stores.changed() => {}
+            _ = tokio::time::sleep_until(wake) => {}
+        }
+        if !cache.is_ready() || !stores.is_synced() {
+            continue;
+        }
+        due = controller.pass().await;
+        tokio::time::sleep(MIN_PASS_INTERVAL).await;
+    }
+}
+
+/// A PodGroup to create, and whom to tell.
+struct Creation {
+    group: PodGroup,
+    /// `job` or `pods`, the metric label.
+    source: &'static str,
+    /// The Job, or the oldest waiting pod.
+    regarding: ObjectReference,
+    note: String,
+    warning: bool,
+}
+
+/// A status to write.
+struct StatusWrite<S> {
+    uid: String,
+    namespace: Option<String>,
+    name: String,
+    status: S,
+    /// For PodGroups: the phase before, the gang size, and the Event's subject.
+    transition: Option<(PodGroupPhase, u32, ObjectReference)>,
+}
+
+struct Controller {
+    client: Client,
+    cache: Cache,
+    stores: Arc<Stores>,
+    publisher: Publisher,
+    limiter: Limiter,
+    pod_group_writes: Writes<PodGroupStatus>,
+    queue_writes: Writes<QueueStatus>,
+    /// PodGroups (`namespace/name`) whose creation was attempted recently.
+    created: HashMap<String, Instant>,
+}
+
+impl Controller {
+    fn new(client: Client, cache: Cache, stores: Arc<Stores>) -> Self {
+        Controller {
+            publisher: Publisher::new(client.clone()),
+            client,
+            cache,
+            stores,
+            limiter: Limiter::default(),
+            pod_group_writes: Writes::default(),
+            queue_writes: Writes::default(),
+            created: HashMap::new(),
+        }
+    }
+
+    /// One pass; returns when a write it deferred falls due.
+    async fn pass(&mut self) -> Option<Instant> {
+        let started = Instant::now();
+        let (observation, waiting) = self
+            .cache
+            .read(|s| (observe::observe(s), plan::decide(s).waiting));
+        let admission_waits: HashMap<GroupKey, String> =
+            waiting.into_iter().map(|w| (w.group, w.why)).collect();
+        let now = Instant::now();
+        let wall = whole_seconds(Timestamp::now());
+
+        let mut wanted = Vec::new();
+        let (creations, job_groups) = self.job_pod_groups(&mut wanted);
+        let orphans = self.orphan_pod_groups(&observation, &job_groups, &mut wanted);
+        let mut transitions = self
+            .create(creations.into_iter().chain(orphans).collect(), now)
+            .await;
+
+        let mut due = None;
+        let (pod_group_writes, counts) =
+            self.pod_group_statuses(&observation, &admission_waits, &wall, now, &mut due);
+        let queue_writes = self.queue_statuses(&observation, &counts, now, &mut due);
+        transitions.extend(self.write_pod_group_statuses(pod_group_writes, now).await);
+        self.write_queue_statuses(queue_writes, now).await;
+        self.settle(now);
+
+        let mut events = self.limiter.admit(transitions, usize::MAX, now);
+        events.extend(self.limiter.admit(wanted, events::BUDGET_PER_PASS, now));
+        self.publish(events).await;
+        ::metrics::histogram!(metrics::CONTROLLER_PASS_DURATION_SECONDS)
+            .record(started.elapsed().as_secs_f64());
+        due
+    }
+
+    /// PodGroups to create for Jobs, Conflict events, and the groups that Jobs account for.
+    fn job_pod_groups(&self, wanted: &mut Vec<Event>) -> (Vec<Creation>, HashSet<GroupKey>) {
+        let mut creations = Vec::new();
+        let mut groups = HashSet::new();
+        for job in self.stores.jobs.state() {
+            let (Some(name), Some(namespace)) = (jobs::gang_name(&job), job.namespace()) else {
+                continue;
+            };
+            groups.insert(GroupKey::new(namespace.clone(), name));
+            let existing = self
+                .stores
+                .pod_groups
+                .get(&ObjectRef::new(name).within(&namespace));
+            match jobs::plan(&job, existing.as_deref()) {
+                Some(jobs::Plan::Create {
+                    group,
+                    note,
+                    warning,
+                }) => creations.push(Creation {
+                    group: *group,
+                    source: "job",
+                    regarding: events::reference(job.as_ref()),
+                    note,
+                    warning,
+                }),
+                Some(jobs::Plan::Conflict { message }) => wanted.push(Event {
+                    regarding: events::reference(job.as_ref()),
+                    warning: true,
+                    reason: "PodGroupConflict".to_owned(),
+                    action: "CreatePodGroup",
+                    note: message,
+                }),
+                None => {}
+            }
+        }
+        (creations, groups)
+    }
+
+    /// PodGroups to create for pods that ask for one, and PodGroupMissing events.
+    fn orphan_pod_groups(
+        &self,
+        observation: &Observation,
+        job_groups: &HashSet<GroupKey>,
+        wanted: &mut Vec<Event>,
+    ) -> Vec<Creation> {
+        let mut creations = Vec::new();
+        let mut keys: Vec<&GroupKey> = observation
+            .groups
+            .iter()
+            .filter(|(key, view)| !view.has_pod_group && !job_groups.contains(key))
+            .map(|(key, _)| key)
+            .collect();
+        keys.sort();
+        for key in keys {
+            let Some(asked) = &observation.groups[key].asked else {
+                continue;
+            };
+            let in_store = self
+                .stores
+                .pod_groups
+                .get(&ObjectRef::new(&key.name).within(&key.namespace))
+                .is_some();
+            if in_store {
+                continue; // the cache's own watch lags behind
+            }
+            match orphans::plan(key, asked) {
+                Some(orphans::Plan::Create(group)) => creations.push(Creation {
+                    group: *group,
+                    source: "pods",
+                    regarding: pod_reference(&asked.waiting[0]),
+                    note: format!(
+                        "minMember {} from the annotation {} on the group's pods",
+                        asked.min_member.unwrap_or(1),
+                        labels::MIN_MEMBER_ANNOTATION
+                    ),
+                    warning: false,
+                }),
+                Some(orphans::Plan::Missing { pods, message }) => {
+                    wanted.extend(pods.iter().map(|pod| Event {
+                        regarding: pod_reference(pod),
+                        warning: true,
+                        reason: orphans::POD_GROUP_MISSING.to_owned(),
+                        action: "WaitForPodGroup",
+                        note: message.clone(),
+                    }));
+                }
+                None => {}
+            }
+        }
+        creations
+    }
+
+    /// Creates PodGroups not attempted recently; returns the Events that say how it went.
+    async fn create(&mut self, creations: Vec<Creation>, now: Instant) -> Vec<Event> {
+        self.created
+            .retain(|_, at| now.duration_since(*at) < CREATE_RETRY_AFTER);
+        let due: Vec<Creation> = creations
+            .into_iter()
+            .filter(|c| {
+                let key = format!(
+                    "{}/{}",
+                    c.group.namespace().unwrap_or_default(),
+                    c.group.name_any()
+                );
+                self.created.insert(key, now).is_none()
+            })
+            .collect();
+        let client = &self.client;
+        let results: Vec<(Creation, Result<(), Error>)> = futures::stream::iter(due)
+            .map(|c| async move {
+                let result = create_pod_group(client, &c.group).await;
+                (c, result)
+            })
+            .buffer_unordered(WRITE_CONCURRENCY)
+            .collect()
+            .await;
+        let mut events = Vec::new();
+        for (c, result) in results {
+            let group = format!(
+                "{}/{}",
+                c.group.namespace().unwrap_or_default(),
+                c.group.name_any()
+            );
+            let outcome = match &result {
+                Ok(()) => "ok",
+                Err(Error::CreatePodGroup {
+                    why: kube::Error::Api(status),
+                    ..
+                }) if status.is_already_exists() => "exists",
+                Err(_) => "error",
+            };
+            ::metrics::counter!(metrics::CONTROLLER_POD_GROUPS_CREATED_TOTAL, "source" => c.source, "outcome" => outcome)
+                .increment(1);
+            match result {
+                Ok(()) => {
+                    tracing::info!(%group, source = c.source, "created PodGroup");
+                    events.push(Event {
+                        regarding: c.regarding,
+                        warning: c.warning,
+                        reason: "PodGroupCreated".to_owned(),
+                        action: "CreatePodGroup",
+                        note: format!(
+                            "created PodGroup {group} ({}, queue {})",
+                            c.note,
+                            c.group.spec.queue_name()
+                        ),
+                    });
+                }
+                Err(_) if outcome == "exists" => {}
+                Err(e) => {
+                    tracing::warn!(error = %e, "controller");
+                    events.push(Event {
+                        regarding: c.regarding,
+                        warning: true,
+                        reason: "PodGroupCreateFailed".to_owned(),
+                        action: "CreatePodGroup",
+                        note: api_message(&e),
+                    });
+                }
+            }
+        }
+        events
+    }
+
+    /// The PodGroup statuses to write, and every group's phase counted per queue.
+    fn pod_group_statuses(
+        &self,
+        observation: &Observation,
+        admission_waits: &HashMap<GroupKey, String>,
+        wall: &Time,
+        now: Instant,
+        due: &mut Option<Instant>,
+    ) -> (
+        Vec<StatusWrite<PodGroupStatus>>,
+        HashMap<String, GroupCounts>,
+    ) {
+        let mut out = Vec::new();
+        let mut counts: HashMap<String, GroupCounts> = HashMap::new();
+        for group in self.stores.pod_groups.state() {
+            let (Some(namespace), Some(uid)) = (group.namespace(), group.uid()) else {
+                continue;
+            };
+            let name = group.name_any();
+            let key = GroupKey::new(namespace.clone(), name.clone());
+            let view = observation.groups.get(&key);
+            let finisher = self.finisher(&group, &namespace);
+            let min_member = group.spec.min_member.max(1).unsigned_abs();
+            let inputs = Inputs {
+                min_member,
+                members: view.map(|v| v.members).unwrap_or_default(),
+                finisher: &finisher,
+                admission_wait: admission_waits.get(&key).map(String::as_str),
+                placement_wait: view.and_then(|v| v.wait_reason.as_deref()),
+            };
+            let stored = group.status.as_ref();
+            let previous = self.pod_group_writes.previous(&uid, stored);
+            let desired = status::pod_group_status(&inputs, previous, wall);
+            let previous_phase = previous.map(|p| p.phase).unwrap_or_default();
+            counts
+                .entry(group.spec.queue_name().to_owned())
+                .or_default()
+                .add(desired.phase);
+            match self.pod_group_writes.decide(&uid, stored, &desired, now) {
+                Verdict::InSync => {}
+                Verdict::Wait(at) => *due = Some(due.map_or(at, |d| d.min(at))),
+                Verdict::Write => out.push(StatusWrite {
+                    uid,
+                    namespace: Some(namespace),
+                    name,
+                    status: desired,
+                    transition: Some((
+                        previous_phase,
+                        min_member,
+                        events::reference(group.as_ref()),
+                    )),
+                }),
+            }
+        }
+        (out, counts)
+    }
+
+    /// Who finishes `group`: its controlling Job, when the store has that Job.
+    fn finisher(&self, group: &PodGroup, namespace: &str) -> Finisher {
+        let Some(owner) = jobs::controller_job(group) else {
+            return Finisher::Members;
+        };
+        match self
+            .stores
+            .jobs
+            .get(&ObjectRef::<Job>::new(&owner.name).within(namespace))
+        {
+            Some(job) if job.metadata.uid.as_deref() == Some(owner.uid.as_str()) => {
+                Finisher::Job(jobs::state(&job))
+            }
+            // The Job is gone and the garbage collector will delete the group: judge by pods.
+            _ => Finisher::Members,
+        }
+    }
+
+    fn queue_statuses(
+        &self,
+        observation: &Observation,
+        counts: &HashMap<String, GroupCounts>,
+        now: Instant,
+        due: &mut Option<Instant>,
+    ) -> Vec<StatusWrite<QueueStatus>> {
+        let mut out = Vec::new();
+        for queue in self.stores.queues.state() {
+            let Some(uid) = queue.uid() else { continue };
+            let name = queue.name_any();
+            let usage = observation.queues.get(&name).cloned().unwrap_or_default();
+            let desired = queues::queue_status(
+                &queue.spec,
+                &usage,
+                counts.get(&name).copied().unwrap_or_default(),
+            );
+            let stored = owned_queue_status(&queue);
+            match self
+                .queue_writes
+                .decide(&uid, stored.as_ref(), &desired, now)
+            {
+                Verdict::InSync => {}
+                Verdict::Wait(at) => *due = Some(due.map_or(at, |d| d.min(at))),
+                Verdict::Write => out.push(StatusWrite {
+                    uid,
+                    namespace: None,
+                    name,
+                    status: desired,
+                    transition: None,
+                }),
+            }
+        }
+        out
+    }
+
+    /// Writes PodGroup statuses; returns the transition Events of those written.
+    async fn write_pod_group_statuses(
+        &mut self,
+        writes: Vec<StatusWrite<PodGroupStatus>>,
+        now: Instant,
+    ) -> Vec<Event> {
+        let client = &self.client;
+        let results: Vec<(StatusWrite<PodGroupStatus>, bool)> = futures::stream::iter(writes)
+            .map(|w| async move {
+                let api: Api<PodGroup> =
+                    Api::namespaced(client.clone(), w.namespace.as_deref().unwrap_or_default());
+                let ok = apply_status(
+                    &api,
+                    "podgroup",
+                    &w.name,
+                    PodGroup::api_version(&()),
+                    "PodGroup",
+                    &w.status,
+                )
+                .await;
+                (w, ok)
+            })
+            .buffer_unordered(WRITE_CONCURRENCY)
+            .collect()
+            .await;
+        let mut events = Vec::new();
+        for (w, ok) in results {
+            if ok
+                && let Some((previous, min_member, regarding)) = &w.transition
+                && let Some((warning, reason, note)) =
+                    status::transition_event(*previous, &w.status, *min_member)
+            {
+                tracing::info!(group = %format!("{}/{}", w.namespace.as_deref().unwrap_or_default(), w.name), phase = reason, "PodGroup phase");
+                events.push(Event {
+                    regarding: regarding.clone(),
+                    warning,
+                    reason: reason.to_owned(),
+                    action: "UpdateStatus",
+                    note,
+                });
+            }
+            self.pod_group_writes.record(&w.uid, w.status, ok, now);
+        }
+        events
+    }
+
+    async fn write_queue_statuses(&mut self, writes: Vec<StatusWrite<QueueStatus>>, now: Instant) {
+        let api: Api<Queue> = Api::all(self.client.clone());
+        let api = &api;
+        let results: Vec<(StatusWrite<QueueStatus>, bool)> = futures::stream::iter(writes)
+            .map(|w| async move {
+                let ok = apply_status(
+                    api,
+                    "queue",
+                    &w.name,
+                    Queue::api_version(&()),
+                    "Queue",
+                    &w.status,
+                )
+                .await;
+                (w, ok)
+            })
+            .buffer_unordered(WRITE_CONCURRENCY)
+            .collect()
+            .await;
+        for (w, ok) in results {
+            self.queue_writes.record(&w.uid, w.status, ok, now);
+        }
+    }
+
+    /// Lets the write memory forget what the watch shows and objects that are gone.
+    fn settle(&mut self, now: Instant) {
+        let groups = self.stores.pod_groups.state();
+        let by_uid: HashMap<String, Option<&PodGroupStatus>> = groups
+            .iter()
+            .filter_map(|g| Some((g.uid()?, g.status.as_ref())))
+            .collect();
+        self.pod_group_writes
+            .settle(now, |uid| by_uid.get(uid).copied());
+        let queues = self.stores.queues.state();
+        let statuses: HashMap<String, Option<QueueStatus>> = queues
+            .iter()
+            .filter_map(|q| Some((q.uid()?, owned_queue_status(q))))
+            .collect();
+        self.queue_writes
+            .settle(now, |uid| statuses.get(uid).map(Option::as_ref));
+    }
+
+    async fn publish(&self, events: Vec<Event>) {
+        let publisher = &self.publisher;
+        let results: Vec<Result<(), Error>> = futures::stream::iter(events)
+            .map(|e| async move { publisher.publish(&e).await })
+            .buffer_unordered(WRITE_CONCURRENCY)
+            .collect()
+            .await;
+        for result in results {
+            let outcome = match result {
+                Ok(()) => "ok",
+                // The object's namespace is being deleted: nobody will read the Event.
+                Err(Error::Event {
+                    why: kube::Error::Api(status),
+                    ..
+                }) if status.is_forbidden() && status.message.contains("being terminated") => {
+                    "error"
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "controller");
+                    "error"
+                }
+            };
+            ::metrics::counter!(metrics::CONTROLLER_EVENTS_TOTAL, "outcome" => outcome)
+                .increment(1);
+        }
+    }
+}
+
+/// The part of a Queue's status the controller writes (everything but `conditions`).
+fn owned_queue_status(queue: &Queue) -> Option<QueueStatus> {
+    queue.status.clone().map(|mut s| {
+        s.conditions.clear();
+        s
+    })
+}
+
+/// Server-side applies `status` to the status subresource; logs and counts the outcome.
+async fn apply_status<K, S>(
+    api: &Api<K>,
+    kind: &'static str,
+    name: &str,
+    api_version: std::borrow::Cow<'_, str>,
+    object_kind: &str,
+    status: &S,
+) -> bool
+where
+    K: Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+    S: serde::Serialize,
+{
+    let body = serde_json::json!({
+        "apiVersion": api_version,
+        "kind": object_kind,
+        "status": status,
+    });
+    let params = PatchParams::apply(FIELD_MANAGER).force();
+    let result = api
+        .patch_status(name, &params, &Patch::Apply(&body))
+        .await
+        .map_err(|why| Error::WriteStatus {
+            kind,
+            name: name.to_owned(),
+            why,
+        });
+    let outcome = match &result {
+        Ok(_) => "ok",
+        Err(e) => {
+            tracing::warn!(error = %e, "controller");
+            "error"
+        }
+    };
+    ::metrics::counter!(metrics::CONTROLLER_STATUS_WRITES_TOTAL, "kind" => kind, "outcome" => outcome)
+        .increment(1);
+    result.is_ok()
+}
+
+async fn create_pod_group(client: &Client, group: &PodGroup) -> Result<(), Error> {
+    let namespace = group.namespace().unwrap_or_default();
+    let api: Api<PodGroup> = Api::namespaced(client.clone(), &namespace);
+    let params = PostParams {
+        field_manager: Some(FIELD_MANAGER.to_owned()),
+        ..PostParams::default()
+    };
+    api.create(&params, group)
+        .await
+        .map(|_| ())
+        .map_err(|why| Error::CreatePodGroup {
+            group: format!("{namespace}/{}", group.name_any()),
+            why,
+        })
+}
+
+/// What the API server said, for an Event a user reads.
+fn api_message(error: &Error) -> String {
+    match error {
+        Error::CreatePodGroup {
+            group,
+            why: kube::Error::Api(status),
+        } if !status.message.is_empty() => {
+            format!("failed to create PodGroup {group}: {}", status.message)
+        }
+        other => other.to_string(),
+    }
+}
+
+fn pod_reference(pod: &PodRef) -> ObjectReference {
+    ObjectReference {
+        api_version: Some("v1".to_owned()),
+        kind: Some("Pod".to_owned()),
+        namespace: Some(pod.namespace.clone()),
+        name: Some(pod.name.clone()),
+        uid: Some(pod.uid.clone()),
+        ..ObjectReference::default()
+    }
+}
+
+/// `now` without its fraction of a second: the API stores times in whole seconds, and a
+/// status compared with what was stored must not differ by nanoseconds.
+fn whole_seconds(now: Timestamp) -> Time {
+    Time(Timestamp::from_second(now.as_second()).unwrap_or(now))
+}
+
+/// Creates the `default` Queue when it is missing, retrying with back-off until it exists (the
+/// Queue webhook refuses writes until its own lookups have synced) or `shutdown`.
+pub async fn ensure_default_queue(client: Client, shutdown: CancellationToken) {
+    let api: Api<Queue> = Api::all(client);
+    let mut delay = Duration::from_secs(1);
+    loop {
+        match create_default_queue(&api).await {
+            Ok(true) => {
+                tracing::info!(queue = labels::DEFAULT_QUEUE, "created the default Queue");
+                return;
+            }
+            Ok(false) => return,
+            Err(e) => tracing::warn!(error = %e, retry_in = ?delay, "controller"),
+        }
+        tokio::select! {
+            _ = shutdown.cancelled() => return,
+            _ = tokio::time::sleep(delay) => {}
+        }
+        delay = (delay * 2).min(Duration::from_secs(30));
+    }
+}
+
+/// Creates the default Queue unless it exists; `Ok(true)` when this call created it.
+async fn create_default_queue(api: &Api<Queue>) -> Result<bool, Error> {
+    if api
+        .get_opt(labels::DEFAULT_QUEUE)
+        .await
+        .map_err(Error::DefaultQueue)?
+        .is_some()
+    {
+        return Ok(false);
+    }
+    let params = PostParams {
+        field_manager: Some(FIELD_MANAGER.to_owned()),
+        ..PostParams::default()
+    };
+    match api.create(&params, &queues::default_queue()).await {
+        Ok(_) => Ok(true),
+        Err(kube::Error::Api(status)) if status.is_already_exists() => Ok(false),
+        Err(e) => Err(Error::DefaultQueue(e)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn times_are_compared_in_whole_seconds_as_the_api_stores_them() {
+        let now = Timestamp::from_nanosecond(1_700_000_000_123_456_789).unwrap();
+        let stored: Time =
+            serde_json::from_value(serde_json::to_value(whole_seconds(now)).unwrap()).unwrap();
+        assert_eq!(stored, whole_seconds(now));
+        assert_eq!(whole_seconds(now).0.as_second(), 1_700_000_000);
+    }
+
+    #[test]
+    fn a_pod_reference_names_a_core_v1_pod() {
+        let reference = pod_reference(&PodRef {
+            namespace: "ml".into(),
+            name: "w-0".into(),
+            uid: "u".into(),
+        });
+        assert_eq!(reference.api_version.as_deref(), Some("v1"));
+        assert_eq!(reference.kind.as_deref(), Some("Pod"));
+        assert_eq!(reference.uid.as_deref(), Some("u"));
+    }
+}

@@ -1,0 +1,274 @@
+//! What the controller reads from the cache in one pass, under its read lock: per group, the
+//! member counts and waiting reasons; per queue, what its pods hold and what they wait for.
+//!
+//! Kept to counting and summing so the lock is held briefly; every decision is taken on the
+//! [`Observation`] afterwards, outside the lock.
+
+use std::collections::HashMap;
+
+use crate::cache::{GroupKey, Pod, PodPhase, Resources, State};
+
+use super::status::Members;
+
+/// Enough of a pod to put an Event on it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PodRef {
+    pub namespace: String,
+    pub name: String,
+    pub uid: String,
+}
+
+/// What pods that name a group with no PodGroup ask for, to create it or say what is missing.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Asked {
+    /// The annotation `scheduling.gangplank.dev/min-member` of the oldest member carrying it.
+    pub min_member: Option<u32>,
+    /// The queue of the oldest member naming one.
+    pub queue: Option<String>,
+    /// Members not finished and not bound, oldest first: the pods that wait for the group.
+    pub waiting: Vec<PodRef>,
+}
+
+/// One group as the cache shows it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct GroupView {
+    /// Its PodGroup exists.
+    pub has_pod_group: bool,
+    pub members: Members,
+    /// Why the extender last refused to claim room for the gang.
+    pub wait_reason: Option<String>,
+    /// Only for a group with live members and no PodGroup.
+    pub asked: Option<Asked>,
+}
+
+/// What a queue's pods hold and want.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct QueueUsage {
+    /// Requests of the queue's pods bound to a node and not finished.
+    pub allocated: Resources,
+    /// Requests of the queue's pods not finished and not bound yet (gated ones included).
+    pub waiting: Resources,
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct Observation {
+    pub groups: HashMap<GroupKey, GroupView>,
+    pub queues: HashMap<String, QueueUsage>,
+}
+
+/// Counts and sums over the cache's state (see the module docs).
+pub fn observe(state: &State) -> Observation {
+    let mut out = Observation::default();
+    for (key, group) in &state.groups {
+        let spec_queue = group.spec.as_ref().map(|s| s.queue.as_str());
+        let mut view = GroupView {
+            has_pod_group: group.spec.is_some(),
+            wait_reason: group.last_wait_reason.clone(),
+            ..GroupView::default()
+        };
+        let mut live_unbound: Vec<&Pod> = Vec::new();
+        for pod in group.members.iter().filter_map(|uid| state.pods.get(uid)) {
+            count(&mut view.members, pod);
+            if let Some(queue) = spec_queue.or(pod.queue.as_deref()) {
+                add_usage(&mut out.queues, queue, pod);
+            }
+            if group.spec.is_none() && !pod.phase.is_terminal() && pod.node_name.is_none() {
+                live_unbound.push(pod);
+            }
+        }
+        if group.spec.is_none() && view.members.live > 0 {
+            view.asked = Some(asked(live_unbound));
+        }
+        out.groups.insert(key.clone(), view);
+    }
+    for pod in state.pods.values() {
+        if pod.pod_group.is_none()
+            && let Some(queue) = &pod.queue
+        {
+            add_usage(&mut out.queues, queue, pod);
+        }
+    }
+    out
+}
+
+fn count(m: &mut Members, pod: &Pod) {
+    let bound = pod.node_name.is_some();
+    if !pod.awaits_admission() {
+        m.admitted += 1;
+    }
+    if bound {
+        m.scheduled += 1;
+    }
+    match pod.phase {
+        PodPhase::Succeeded => m.succeeded += 1,
+        PodPhase::Failed => m.failed += 1,
+        PodPhase::Running | PodPhase::Pending | PodPhase::Unknown => {
+            m.live += 1;
+            if pod.awaits_admission() {
+                m.gated += 1;
+            }
+            if bound {
+                m.bound_live += 1;
+            }
+            if pod.phase == PodPhase::Running {
+                m.running += 1;
+            }
+        }
+    }
+}
+
+fn add_usage(queues: &mut HashMap<String, QueueUsage>, queue: &str, pod: &Pod) {
+    if pod.phase.is_terminal() {
+        return;
+    }
+    let usage = match queues.get_mut(queue) {
+        Some(usage) => usage,
+        None => queues.entry(queue.to_owned()).or_default(),
+    };
+    if pod.node_name.is_some() {
+        usage.allocated.add(&pod.requests);
+    } else {
+        usage.waiting.add(&pod.requests);
+    }
+}
+
+fn asked(mut pods: Vec<&Pod>) -> Asked {
+    pods.sort_by(|a, b| (a.created, &a.name).cmp(&(b.created, &b.name)));
+    Asked {
+        min_member: pods.iter().find_map(|p| p.min_member),
+        queue: pods.iter().find_map(|p| p.queue.clone()),
+        waiting: pods
+            .iter()
+            .map(|p| PodRef {
+                namespace: p.namespace.clone(),
+                name: p.name.clone(),
+                uid: p.uid.clone(),
+            })
+            .collect(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+    use crate::api::labels::ADMISSION_GATE;
+    use crate::cache::PodGroup;
+
+    fn pod(uid: &str, group: Option<&str>, queue: Option<&str>) -> Pod {
+        Pod {
+            uid: uid.into(),
+            namespace: "ns".into(),
+            name: uid.into(),
+            requests: Resources::from([("cpu", 1000), ("pods", 1)]),
+            pod_group: group.map(Into::into),
+            queue: queue.map(Into::into),
+            ..Default::default()
+        }
+    }
+
+    fn gated(p: Pod) -> Pod {
+        Pod {
+            scheduling_gates: vec![ADMISSION_GATE.into()],
+            ..p
+        }
+    }
+
+    fn bound(p: Pod, phase: PodPhase) -> Pod {
+        Pod {
+            node_name: Some("n1".into()),
+            phase,
+            ..p
+        }
+    }
+
+    fn group(s: &mut State, name: &str, queue: &str) {
+        s.apply_pod_group(PodGroup {
+            key: GroupKey::new("ns", name),
+            min_member: 2,
+            max_member: None,
+            queue: queue.into(),
+            schedule_timeout: Duration::from_secs(60),
+            min_resources: Resources::new(),
+        });
+    }
+
+    #[test]
+    fn members_are_counted_by_gate_binding_and_phase() {
+        let mut s = State::default();
+        group(&mut s, "g", "q");
+        s.apply_pod(gated(pod("a", Some("g"), None)));
+        s.apply_pod(pod("b", Some("g"), None));
+        s.apply_pod(bound(pod("c", Some("g"), None), PodPhase::Running));
+        s.apply_pod(bound(pod("d", Some("g"), None), PodPhase::Succeeded));
+        s.apply_pod(bound(pod("e", Some("g"), None), PodPhase::Failed));
+        let view = &observe(&s).groups[&GroupKey::new("ns", "g")];
+        assert_eq!(
+            view.members,
+            Members {
+                live: 3,
+                gated: 1,
+                admitted: 4,
+                scheduled: 3,
+                bound_live: 1,
+                running: 1,
+                succeeded: 1,
+                failed: 1,
+            }
+        );
+        assert!(view.has_pod_group);
+        assert_eq!(view.asked, None);
+    }
+
+    #[test]
+    fn a_queue_holds_its_groups_bound_pods_and_wants_their_unbound_ones() {
+        let mut s = State::default();
+        group(&mut s, "g", "research");
+        // The pod's own queue label does not matter once its PodGroup names a queue.
+        s.apply_pod(bound(pod("a", Some("g"), Some("other")), PodPhase::Running));
+        s.apply_pod(gated(pod("b", Some("g"), None)));
+        s.apply_pod(bound(pod("done", Some("g"), None), PodPhase::Succeeded));
+        s.apply_pod(bound(
+            pod("solo", None, Some("research")),
+            PodPhase::Running,
+        ));
+        s.apply_pod(bound(pod("plain", None, None), PodPhase::Running));
+        let queues = observe(&s).queues;
+        let research = &queues["research"];
+        assert_eq!(
+            research.allocated,
+            Resources::from([("cpu", 2000), ("pods", 2)])
+        );
+        assert_eq!(
+            research.waiting,
+            Resources::from([("cpu", 1000), ("pods", 1)])
+        );
+        assert_eq!(queues.len(), 1, "{queues:?}");
+    }
+
+    #[test]
+    fn pods_of_a_group_without_pod_group_say_what_they_ask_for_oldest_first() {
+        let mut s = State::default();
+        s.apply_pod(Pod {
+            created: 20,
+            min_member: Some(3),
+            ..gated(pod("late", Some("ghost"), Some("q2")))
+        });
+        s.apply_pod(Pod {
+            created: 10,
+            ..gated(pod("early", Some("ghost"), Some("q1")))
+        });
+        s.apply_pod(Pod {
+            created: 5,
+            ..bound(pod("gone", Some("ghost"), None), PodPhase::Succeeded)
+        });
+        let view = &observe(&s).groups[&GroupKey::new("ns", "ghost")];
+        assert!(!view.has_pod_group);
+        let asked = view.asked.as_ref().unwrap();
+        assert_eq!(asked.min_member, Some(3));
+        assert_eq!(asked.queue.as_deref(), Some("q1"));
+        let names: Vec<&str> = asked.waiting.iter().map(|p| p.name.as_str()).collect();
+        assert_eq!(names, ["early", "late"]);
+    }
+}

@@ -1,0 +1,122 @@
+//! Pods that name a group whose PodGroup does not exist: create it when the pods say how big
+//! the gang is, otherwise tell them what is missing.
+//!
+//! A pod that carries the annotation `scheduling.gangplank.dev/min-member` next to its group
+//! label says everything a PodGroup needs: the gang size, and its queue (the pod's queue label,
+//! else `default`). Gangplank creates that PodGroup, unowned: it outlives any one member (a
+//! pod as owner would take the group with it when it ends), so deleting it is the user's, as
+//! for a PodGroup written by hand. When members disagree, the oldest member's annotation wins.
+//!
+//! Without the annotation the pods keep waiting (the admission loop does not release a group
+//! without its PodGroup), and each waiting member gets a Warning event, reason
+//! `PodGroupMissing`, that names the missing object and the two ways to fix it. Groups named
+//! after a Job that gets its PodGroup from [`super::jobs`] are skipped: that PodGroup is on
+//! its way.
+
+use crate::api::{PodGroup, PodGroupSpec, labels};
+use crate::cache::GroupKey;
+
+use super::observe::{Asked, PodRef};
+
+/// Reason of the Event on pods whose group has no PodGroup.
+pub const POD_GROUP_MISSING: &str = "PodGroupMissing";
+
+/// What to do for one group without a PodGroup.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Plan {
+    Create(Box<PodGroup>),
+    /// Put `message` on each of `pods`.
+    Missing {
+        pods: Vec<PodRef>,
+        message: String,
+    },
+}
+
+pub fn plan(key: &GroupKey, asked: &Asked) -> Option<Plan> {
+    if asked.waiting.is_empty() {
+        return None;
+    }
+    let Some(min_member) = asked.min_member else {
+        return Some(Plan::Missing {
+            pods: asked.waiting.clone(),
+            message: format!(
+                "PodGroup {key} does not exist, so this pod waits. Create a PodGroup named {} in namespace {} (spec.minMember is the gang size), or add the annotation {}: \"<gang size>\" to the group's pods and Gangplank creates it.",
+                key.name,
+                key.namespace,
+                labels::MIN_MEMBER_ANNOTATION
+            ),
+        });
+    };
+    let queue = asked
+        .queue
+        .clone()
+        .unwrap_or_else(|| labels::DEFAULT_QUEUE.to_owned());
+    let mut spec = PodGroupSpec::with_min_member(i32::try_from(min_member).unwrap_or(i32::MAX));
+    spec.queue = Some(queue.clone());
+    let mut group = PodGroup::new(&key.name, spec);
+    group.metadata.namespace = Some(key.namespace.clone());
+    group.metadata.labels = Some([(labels::QUEUE_LABEL.to_owned(), queue)].into());
+    Some(Plan::Create(Box::new(group)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn asked(min_member: Option<u32>, queue: Option<&str>) -> Asked {
+        Asked {
+            min_member,
+            queue: queue.map(Into::into),
+            waiting: vec![PodRef {
+                namespace: "ml".into(),
+                name: "w-0".into(),
+                uid: "u0".into(),
+            }],
+        }
+    }
+
+    #[test]
+    fn pods_that_give_the_gang_size_get_their_pod_group_in_their_queue() {
+        let key = GroupKey::new("ml", "ring");
+        let Some(Plan::Create(group)) = plan(&key, &asked(Some(3), Some("research"))) else {
+            panic!("expected a PodGroup");
+        };
+        assert_eq!(group.metadata.name.as_deref(), Some("ring"));
+        assert_eq!(group.metadata.namespace.as_deref(), Some("ml"));
+        assert_eq!(group.spec.min_member, 3);
+        assert_eq!(group.spec.queue.as_deref(), Some("research"));
+        assert_eq!(group.metadata.owner_references, None);
+    }
+
+    #[test]
+    fn pods_without_a_queue_get_a_pod_group_in_the_default_queue() {
+        let key = GroupKey::new("ml", "ring");
+        let Some(Plan::Create(group)) = plan(&key, &asked(Some(2), None)) else {
+            panic!("expected a PodGroup");
+        };
+        assert_eq!(group.spec.queue.as_deref(), Some("default"));
+    }
+
+    #[test]
+    fn pods_that_do_not_give_the_gang_size_are_told_what_is_missing() {
+        let key = GroupKey::new("ml", "ring");
+        let Some(Plan::Missing { pods, message }) = plan(&key, &asked(None, None)) else {
+            panic!("expected an event");
+        };
+        assert_eq!(pods.len(), 1);
+        assert_eq!(
+            message,
+            "PodGroup ml/ring does not exist, so this pod waits. Create a PodGroup named ring in namespace ml (spec.minMember is the gang size), or add the annotation scheduling.gangplank.dev/min-member: \"<gang size>\" to the group's pods and Gangplank creates it."
+        );
+    }
+
+    #[test]
+    fn a_group_whose_pods_all_run_or_finished_needs_nothing() {
+        let key = GroupKey::new("ml", "ring");
+        let none = Asked {
+            waiting: vec![],
+            ..asked(None, None)
+        };
+        assert_eq!(plan(&key, &none), None);
+    }
+}

@@ -1,0 +1,210 @@
+//! The controller's own reflector stores: Jobs, PodGroups and Queues as the API shows them.
+//!
+//! The cluster cache keeps only what scheduling needs (a PodGroup's spec, no status, no
+//! owners; no Jobs or Queues at all). The controller needs the rest: a PodGroup's current
+//! status (to write only differences and to judge transitions) and owner (to leave hand-made
+//! PodGroups alone), a Job's parallelism, annotations and conditions, a Queue's capability and
+//! status. Jobs are slimmed as they arrive (pod template and managed fields dropped) so a
+//! cluster with many Jobs costs little memory.
+//!
+//! Every event wakes the controller ([`Stores::changed`]); each kind marks itself synced after
+//! its first complete list, and the controller acts only when all three have.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use futures::StreamExt;
+use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::core::v1::PodSpec;
+use kube::runtime::WatchStreamExt;
+use kube::runtime::reflector::{self, Store, store::Writer};
+use kube::runtime::watcher::{self, watcher};
+use kube::{Api, Client, Resource};
+use serde::de::DeserializeOwned;
+use tokio::sync::Notify;
+use tokio_util::sync::CancellationToken;
+
+use crate::api::{PodGroup, Queue};
+
+pub struct Stores {
+    pub jobs: Store<Job>,
+    pub pod_groups: Store<PodGroup>,
+    pub queues: Store<Queue>,
+    changed: Notify,
+    synced: [AtomicBool; 3],
+}
+
+/// The write halves, handed to [`Stores::run`].
+pub struct Writers {
+    jobs: Writer<Job>,
+    pod_groups: Writer<PodGroup>,
+    queues: Writer<Queue>,
+}
+
+const JOBS: usize = 0;
+const POD_GROUPS: usize = 1;
+const QUEUES: usize = 2;
+
+impl Stores {
+    pub fn new() -> (Arc<Stores>, Writers) {
+        let (jobs, jobs_writer) = reflector::store();
+        let (pod_groups, pod_groups_writer) = reflector::store();
+        let (queues, queues_writer) = reflector::store();
+        let stores = Arc::new(Stores {
+            jobs,
+            pod_groups,
+            queues,
+            changed: Notify::new(),
+            synced: Default::default(),
+        });
+        let writers = Writers {
+            jobs: jobs_writer,
+            pod_groups: pod_groups_writer,
+            queues: queues_writer,
+        };
+        (stores, writers)
+    }
+
+    /// Completes after the next watch event (single waiter: the controller loop).
+    pub async fn changed(&self) {
+        self.changed.notified().await;
+    }
+
+    /// Every kind has completed its first list.
+    pub fn is_synced(&self) -> bool {
+        self.synced.iter().all(|s| s.load(Ordering::Acquire))
+    }
+
+    /// Watches the three kinds cluster-wide until `shutdown`.
+    pub async fn run(
+        self: Arc<Self>,
+        writers: Writers,
+        client: Client,
+        shutdown: CancellationToken,
+    ) {
+        let jobs =
+            watcher(Api::<Job>::all(client.clone()), watcher::Config::default()).modify(slim);
+        let pod_groups = watcher(
+            Api::<PodGroup>::all(client.clone()),
+            watcher::Config::default(),
+        )
+        .modify(|g: &mut PodGroup| g.metadata.managed_fields = None);
+        let queues = watcher(Api::<Queue>::all(client), watcher::Config::default())
+            .modify(|q: &mut Queue| q.metadata.managed_fields = None);
+        tokio::join!(
+            self.reflect("jobs", JOBS, writers.jobs, jobs, &shutdown),
+            self.reflect(
+                "podgroups",
+                POD_GROUPS,
+                writers.pod_groups,
+                pod_groups,
+                &shutdown
+            ),
+            self.reflect("queues", QUEUES, writers.queues, queues, &shutdown),
+        );
+    }
+
+    async fn reflect<K>(
+        &self,
+        kind: &'static str,
+        index: usize,
+        writer: Writer<K>,
+        stream: impl futures::Stream<Item = watcher::Result<watcher::Event<K>>> + Send,
+        shutdown: &CancellationToken,
+    ) where
+        K: Resource + Clone + DeserializeOwned + std::fmt::Debug + Send + Sync + 'static,
+        K::DynamicType: Eq + std::hash::Hash + Clone + Default,
+    {
+        let stream = reflector::reflector(writer, stream.default_backoff());
+        let mut stream = std::pin::pin!(stream);
+        loop {
+            let next = tokio::select! {
+                _ = shutdown.cancelled() => return,
+                next = stream.next() => next,
+            };
+            match next {
+                Some(Ok(event)) => {
+                    if matches!(event, watcher::Event::InitDone)
+                        && !self.synced[index].swap(true, Ordering::Release)
+                    {
+                        tracing::info!(kind, "controller store synced");
+                    }
+                    self.changed.notify_one();
+                }
+                Some(Err(e)) => tracing::warn!(kind, error = %e, "failed to watch, retrying"),
+                None => {
+                    tracing::error!(kind, "watch stream ended");
+                    return;
+                }
+            }
+        }
+    }
+}
+
+/// Drops what the controller never reads from a Job: the pod template (but its labels,
+/// annotations and priority class), managed fields, the last-applied annotation and the
+/// status but its conditions.
+pub fn slim(job: &mut Job) {
+    job.metadata.managed_fields = None;
+    if let Some(annotations) = job.metadata.annotations.as_mut() {
+        annotations.remove("kubectl.kubernetes.io/last-applied-configuration");
+    }
+    if let Some(spec) = job.spec.as_mut() {
+        let priority_class_name = spec
+            .template
+            .spec
+            .as_ref()
+            .and_then(|s| s.priority_class_name.clone());
+        spec.template.spec = Some(PodSpec {
+            priority_class_name,
+            ..PodSpec::default()
+        });
+        spec.selector = None;
+        spec.pod_failure_policy = None;
+    }
+    if let Some(status) = job.status.as_mut() {
+        *status = k8s_openapi::api::batch::v1::JobStatus {
+            conditions: status.conditions.take(),
+            ..Default::default()
+        };
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::labels;
+
+    #[test]
+    fn a_slim_job_keeps_what_the_controller_reads() {
+        let mut job: Job = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "train", "namespace": "ml", "uid": "u",
+                "labels": {(labels::QUEUE_LABEL): "research"},
+                "annotations": {(labels::MIN_MEMBER_ANNOTATION): "2",
+                    "kubectl.kubernetes.io/last-applied-configuration": "{...}"},
+                "managedFields": [{"manager": "kubectl"}]},
+            "spec": {"parallelism": 4, "completions": 8,
+                "template": {"metadata": {"labels": {(labels::POD_GROUP_LABEL): "train"}},
+                    "spec": {"priorityClassName": "high",
+                        "containers": [{"name": "c", "image": "busybox"}]}}},
+            "status": {"active": 4, "conditions": [{"type": "Complete", "status": "True"}]}
+        }))
+        .unwrap();
+        slim(&mut job);
+        let spec = job.spec.as_ref().unwrap();
+        assert_eq!((spec.parallelism, spec.completions), (Some(4), Some(8)));
+        let template = spec.template.spec.as_ref().unwrap();
+        assert!(template.containers.is_empty());
+        assert_eq!(template.priority_class_name.as_deref(), Some("high"));
+        assert!(
+            spec.template.metadata.is_some(),
+            "the template's group label is kept"
+        );
+        assert_eq!(job.metadata.annotations.as_ref().unwrap().len(), 1);
+        assert!(job.metadata.managed_fields.is_none());
+        let status = job.status.as_ref().unwrap();
+        assert_eq!(status.active, None);
+        assert_eq!(status.conditions.as_ref().unwrap().len(), 1);
+        assert!(super::super::jobs::finished(&job));
+    }
+}

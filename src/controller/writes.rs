@@ -1,0 +1,240 @@
+//! When to write an object's status: only when it differs, at most once per
+//! [`MIN_WRITE_INTERVAL`] per object, backing off after failures, and never twice the same
+//! status while the watch has not caught up with the first write.
+//!
+//! Gangplank is the only writer of these statuses, so what it wrote last is the truth until the
+//! watch shows it: [`Writes::previous`] returns it in preference to the (possibly stale)
+//! stored status, so that phase transitions are judged against what was really written and
+//! an Event is never emitted twice for one transition. After a restart nothing is remembered
+//! and the stored status is the previous one.
+//!
+//! Objects are keyed by UID, so a PodGroup deleted and recreated under the same name starts
+//! afresh.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+/// Shortest time between two status writes of one object.
+pub const MIN_WRITE_INTERVAL: Duration = Duration::from_secs(1);
+/// Longest back-off after failed writes of one object.
+pub const MAX_BACKOFF: Duration = Duration::from_secs(60);
+/// How long a written status is trusted to show up in the watch before it is written again.
+pub const WATCH_LAG: Duration = Duration::from_secs(10);
+
+/// Whether to write one object's status now.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Verdict {
+    Write,
+    /// The stored (or just written) status is the desired one.
+    InSync,
+    /// Differs, but the object was written too recently: write at this instant.
+    Wait(Instant),
+}
+
+#[derive(Debug, Clone)]
+struct Entry<S> {
+    /// The last status written successfully, and when.
+    written: Option<(S, Instant)>,
+    last_attempt: Option<Instant>,
+    failures: u32,
+}
+
+impl<S> Default for Entry<S> {
+    fn default() -> Self {
+        Entry {
+            written: None,
+            last_attempt: None,
+            failures: 0,
+        }
+    }
+}
+
+/// Status writes of one kind, by object UID.
+#[derive(Debug, Clone)]
+pub struct Writes<S> {
+    entries: HashMap<String, Entry<S>>,
+}
+
+impl<S> Default for Writes<S> {
+    fn default() -> Self {
+        Writes {
+            entries: HashMap::new(),
+        }
+    }
+}
+
+impl<S: PartialEq + Clone> Writes<S> {
+    /// The object's status as last written by us, else as stored.
+    pub fn previous<'a>(&'a self, uid: &str, stored: Option<&'a S>) -> Option<&'a S> {
+        self.entries
+            .get(uid)
+            .and_then(|e| e.written.as_ref())
+            .map(|(s, _)| s)
+            .or(stored)
+    }
+
+    pub fn decide(&self, uid: &str, stored: Option<&S>, desired: &S, now: Instant) -> Verdict {
+        if stored == Some(desired) {
+            return Verdict::InSync;
+        }
+        let Some(entry) = self.entries.get(uid) else {
+            return Verdict::Write;
+        };
+        if let Some((written, at)) = &entry.written
+            && written == desired
+            && now.duration_since(*at) < WATCH_LAG
+        {
+            return Verdict::InSync;
+        }
+        match entry.last_attempt {
+            Some(last) if now < last + interval(entry.failures) => {
+                Verdict::Wait(last + interval(entry.failures))
+            }
+            _ => Verdict::Write,
+        }
+    }
+
+    /// Records a write attempt of `desired` and whether it succeeded.
+    pub fn record(&mut self, uid: &str, desired: S, ok: bool, now: Instant) {
+        let entry = self.entries.entry(uid.to_owned()).or_default();
+        entry.last_attempt = Some(now);
+        if ok {
+            entry.failures = 0;
+            entry.written = Some((desired, now));
+        } else {
+            entry.failures = entry.failures.saturating_add(1);
+        }
+    }
+
+    /// Forgets objects that are gone, and what the watch already shows (`stored(uid)` is the
+    /// stored status of a live object, `None` for a deleted one). Entries still throttling a
+    /// recent attempt are kept.
+    pub fn settle<'a>(&mut self, now: Instant, stored: impl Fn(&str) -> Option<Option<&'a S>>)
+    where
+        S: 'a,
+    {
+        self.entries.retain(|uid, entry| {
+            let Some(current) = stored(uid) else {
+                return false;
+            };
+            if entry
+                .written
+                .as_ref()
+                .is_some_and(|(w, _)| current == Some(w))
+            {
+                entry.written = None;
+            }
+            entry.written.is_some()
+                || entry
+                    .last_attempt
+                    .is_some_and(|last| now < last + interval(entry.failures))
+        });
+    }
+
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+}
+
+/// Time to wait after an attempt that followed `failures` failures in a row.
+fn interval(failures: u32) -> Duration {
+    MIN_WRITE_INTERVAL
+        .saturating_mul(1 << failures.min(6))
+        .min(MAX_BACKOFF)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn secs(s: u64) -> Duration {
+        Duration::from_secs(s)
+    }
+
+    #[test]
+    fn an_object_whose_status_is_already_right_is_not_written() {
+        let writes = Writes::<u32>::default();
+        let now = Instant::now();
+        assert_eq!(writes.decide("a", Some(&1), &1, now), Verdict::InSync);
+        assert_eq!(writes.decide("a", Some(&1), &2, now), Verdict::Write);
+        assert_eq!(writes.decide("a", None, &2, now), Verdict::Write);
+    }
+
+    #[test]
+    fn an_object_is_written_at_most_once_a_second() {
+        let mut writes = Writes::<u32>::default();
+        let t0 = Instant::now();
+        writes.record("a", 2, true, t0);
+        assert_eq!(
+            writes.decide("a", Some(&2), &3, t0 + Duration::from_millis(300)),
+            Verdict::Wait(t0 + secs(1))
+        );
+        assert_eq!(
+            writes.decide("a", Some(&2), &3, t0 + secs(1)),
+            Verdict::Write
+        );
+    }
+
+    #[test]
+    fn a_written_status_is_not_rewritten_while_the_watch_catches_up() {
+        let mut writes = Writes::<u32>::default();
+        let t0 = Instant::now();
+        writes.record("a", 2, true, t0);
+        assert_eq!(writes.previous("a", Some(&1)), Some(&2));
+        assert_eq!(
+            writes.decide("a", Some(&1), &2, t0 + secs(5)),
+            Verdict::InSync
+        );
+        assert_eq!(
+            writes.decide("a", Some(&1), &2, t0 + secs(11)),
+            Verdict::Write,
+            "a write the watch never showed is assumed lost"
+        );
+    }
+
+    #[test]
+    fn failed_writes_back_off_up_to_a_minute() {
+        let mut writes = Writes::<u32>::default();
+        let mut now = Instant::now();
+        let mut waits = Vec::new();
+        for _ in 0..8 {
+            writes.record("a", 2, false, now);
+            let Verdict::Wait(at) = writes.decide("a", Some(&1), &2, now) else {
+                panic!("a failed write must be retried later");
+            };
+            waits.push(at.duration_since(now).as_secs());
+            now = at;
+        }
+        assert_eq!(waits, [2, 4, 8, 16, 32, 60, 60, 60]);
+        writes.record("a", 2, true, now);
+        assert_eq!(
+            writes.decide("a", Some(&2), &3, now + secs(1)),
+            Verdict::Write,
+            "a success resets the back-off"
+        );
+    }
+
+    #[test]
+    fn settling_forgets_deleted_objects_and_writes_the_watch_shows() {
+        let mut writes = Writes::<u32>::default();
+        let t0 = Instant::now();
+        writes.record("shown", 2, true, t0);
+        writes.record("lagging", 2, true, t0);
+        writes.record("deleted", 2, true, t0);
+        let later = t0 + secs(5);
+        writes.settle(later, |uid| match uid {
+            "shown" => Some(Some(&2)),
+            "lagging" => Some(Some(&1)),
+            _ => None,
+        });
+        assert_eq!(writes.len(), 1);
+        assert_eq!(writes.previous("lagging", Some(&1)), Some(&2));
+        assert_eq!(writes.previous("shown", Some(&2)), Some(&2));
+    }
+}
