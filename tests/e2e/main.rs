@@ -6,5 +6,6 @@
 mod support;
 
 mod control_plane;
+mod controller;
 mod gangs;
 mod webhooks;
