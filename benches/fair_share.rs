@@ -1,0 +1,174 @@
+//! Fair-share benchmarks: deserved shares for 100 queues × 5 resources, and one admission
+//! ordering pass over 10,000 waiting groups in 100 queues.
+//!
+//! The design's target is a full ordering pass over 10,000 waiting groups in 100 queues under
+//! 20 ms. Inputs are built deterministically (an LCG, no randomness between runs) outside the
+//! timed part: queues of weights 1 to 4, some with guarantees and capabilities, demand well
+//! beyond the cluster on most resources; groups of mixed sizes over 20 namespaces, three
+//! priorities and spread-out creation times.
+//!
+//! Run: `cargo bench --bench fair_share` (add `-- --quick` for a short run).
+
+use std::hint::black_box;
+
+use criterion::{Criterion, Throughput, criterion_group, criterion_main};
+use gangplank::cache::model::{GroupKey, Resources};
+use gangplank::policy::fair_share::{Capability, QueueDemand, deserved_shares};
+use gangplank::policy::queue_order::{Options, QueueSnapshot, WaitingGroup, admission_order};
+
+const QUEUES: usize = 100;
+const GROUPS: usize = 10_000;
+const NAMESPACES: usize = 20;
+const GIB: i64 = 1 << 30;
+const RESOURCES: [&str; 5] = [
+    "cpu",
+    "memory",
+    "nvidia.com/gpu",
+    "ephemeral-storage",
+    "example.com/fpga",
+];
+
+/// A small deterministic generator (an LCG), so every run sees the same input.
+struct Lcg(u64);
+
+impl Lcg {
+    fn below(&mut self, n: u64) -> u64 {
+        self.0 = self
+            .0
+            .wrapping_mul(6_364_136_223_846_793_005)
+            .wrapping_add(1_442_695_040_888_963_407);
+        (self.0 >> 33) % n
+    }
+}
+
+/// A 1,000-node cluster's allocatable.
+fn cluster() -> Resources {
+    Resources::from([
+        ("cpu", 1_000 * 32_000),
+        ("memory", 1_000 * 128 * GIB),
+        ("nvidia.com/gpu", 800),
+        ("ephemeral-storage", 1_000 * 500 * GIB),
+        ("example.com/fpga", 64),
+    ])
+}
+
+fn amounts(rng: &mut Lcg, scale: [i64; 5]) -> Resources {
+    let mut r = Resources::new();
+    for (name, max) in RESOURCES.iter().zip(scale) {
+        r.set(name, max * rng.below(101) as i64 / 100);
+    }
+    r
+}
+
+/// 100 queues; with `parents`, ten top-level queues of nine children each (and no demand of
+/// their own).
+fn queues(parents: bool) -> Vec<QueueDemand> {
+    let mut rng = Lcg(7);
+    let big = [
+        1_000 * 32_000 / 20,
+        1_000 * 128 * GIB / 20,
+        800 / 20,
+        1_000 * 500 * GIB / 20,
+        64 / 20,
+    ];
+    (0..QUEUES)
+        .map(|i| {
+            let mut q = QueueDemand::new(format!("queue-{i:03}"));
+            q.weight = 1 + rng.below(4) as u32;
+            q.demand = amounts(&mut rng, big);
+            if i % 5 == 0 {
+                q.guarantee = amounts(&mut rng, big.map(|x| x / 10));
+            }
+            if i % 7 == 0 {
+                let mut cap = Capability::unbounded();
+                cap.set("cpu", 16_000 * (1 + rng.below(8) as i64));
+                cap.set("nvidia.com/gpu", rng.below(16) as i64);
+                q.capability = cap;
+            }
+            if parents {
+                if i % 10 == 0 {
+                    q.demand = Resources::new();
+                } else {
+                    q.parent = Some(format!("queue-{:03}", i / 10 * 10));
+                }
+            }
+            q
+        })
+        .collect()
+}
+
+fn bench_deserved(c: &mut Criterion) {
+    let cluster = cluster();
+    let mut group = c.benchmark_group("deserved_shares");
+    group.throughput(Throughput::Elements(QUEUES as u64));
+    for (name, parents) in [("flat", false), ("ten_parents_of_nine", true)] {
+        let queues = queues(parents);
+        group.bench_function(format!("{QUEUES}_queues_5_resources/{name}"), |b| {
+            b.iter(|| deserved_shares(black_box(&cluster), black_box(&queues)))
+        });
+    }
+    group.finish();
+}
+
+/// 100 queues holding part of what they deserve, 10,000 groups spread over them unevenly.
+fn snapshots() -> Vec<QueueSnapshot> {
+    let mut rng = Lcg(11);
+    let cluster = cluster();
+    let mut queues: Vec<QueueSnapshot> = (0..QUEUES)
+        .map(|i| {
+            let mut deserved = Resources::new();
+            for (name, amount) in cluster.iter() {
+                deserved.set(name, amount / QUEUES as i64 * (1 + rng.below(3) as i64));
+            }
+            let mut q = QueueSnapshot::new(format!("queue-{i:03}"), deserved.clone());
+            q.priority = rng.below(3) as i32;
+            for (name, amount) in deserved.iter() {
+                q.allocated.set(name, amount * rng.below(120) as i64 / 100);
+            }
+            for n in 0..NAMESPACES {
+                q.namespace_allocated.insert(
+                    format!("team-{n:02}"),
+                    Resources::from([("cpu", 1_000 * rng.below(64) as i64)]),
+                );
+            }
+            q
+        })
+        .collect();
+    let request = [32_000, 128 * GIB, 8, 100 * GIB, 1];
+    for g in 0..GROUPS {
+        // Skewed: low-numbered queues get more groups.
+        let qi = (rng.below(QUEUES as u64) * rng.below(QUEUES as u64) / QUEUES as u64) as usize;
+        let namespace = format!("team-{:02}", rng.below(NAMESPACES as u64));
+        let mut requests = amounts(&mut rng, request);
+        if rng.below(4) != 0 {
+            requests.set("nvidia.com/gpu", 0);
+            requests.set("example.com/fpga", 0);
+        }
+        queues[qi].waiting.push(WaitingGroup {
+            key: GroupKey::new(namespace.clone(), format!("job-{g:05}")),
+            namespace,
+            requests,
+            priority: [0, 0, 0, 100, 1_000][rng.below(5) as usize],
+            created: 1_700_000_000 + rng.below(86_400) as i64,
+        });
+    }
+    queues
+}
+
+fn bench_order(c: &mut Criterion) {
+    let queues = snapshots();
+    let mut group = c.benchmark_group("admission_order");
+    group.throughput(Throughput::Elements(GROUPS as u64));
+    for (name, namespace_fair_share) in [("plain", false), ("namespace_fair_share", true)] {
+        let options = Options {
+            namespace_fair_share,
+        };
+        group.bench_function(format!("{GROUPS}_groups_{QUEUES}_queues/{name}"), |b| {
+            b.iter(|| admission_order(black_box(&queues), options).len())
+        });
+    }
+    group.finish();
+}
+
+criterion_group!(benches, bench_deserved, bench_order);
+criterion_main!(benches);
