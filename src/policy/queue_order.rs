@@ -98,25 +98,48 @@ impl DominantShare {
 
     /// For reports and metrics only; infinite when unbounded.
     pub fn as_f64(&self) -> f64 {
-        if self.is_unbounded() {
-            f64::INFINITY
+        match self.value() {
+            Value::Nothing => 0.0,
+            Value::Fraction(held, deserved) => held as f64 / deserved as f64,
+            Value::Unbounded => f64::INFINITY,
+        }
+    }
+
+    /// The value, whatever the fields hold (nothing held is zero, whatever is deserved).
+    fn value(&self) -> Value {
+        if self.allocated <= 0 {
+            Value::Nothing
+        } else if self.deserved <= 0 {
+            Value::Unbounded
         } else {
-            self.allocated.max(0) as f64 / self.deserved as f64
+            Value::Fraction(i128::from(self.allocated), i128::from(self.deserved))
         }
     }
 }
 
+/// A share's value; variants in ascending order.
+enum Value {
+    Nothing,
+    /// `held / deserved`, both positive.
+    Fraction(i128, i128),
+    Unbounded,
+}
+
 impl Ord for DominantShare {
     fn cmp(&self, other: &Self) -> Ordering {
-        match (self.is_unbounded(), other.is_unbounded()) {
-            (true, true) => Ordering::Equal,
-            (true, false) => Ordering::Greater,
-            (false, true) => Ordering::Less,
-            (false, false) => {
-                let mine = i128::from(self.allocated.max(0)) * i128::from(other.deserved);
-                let theirs = i128::from(other.allocated.max(0)) * i128::from(self.deserved);
-                mine.cmp(&theirs)
-            }
+        match (self.value(), other.value()) {
+            (Value::Fraction(a, b), Value::Fraction(c, d)) => (a * d).cmp(&(c * b)),
+            (mine, theirs) => mine.rank().cmp(&theirs.rank()),
+        }
+    }
+}
+
+impl Value {
+    fn rank(&self) -> u8 {
+        match self {
+            Value::Nothing => 0,
+            Value::Fraction(..) => 1,
+            Value::Unbounded => 2,
         }
     }
 }
@@ -561,6 +584,19 @@ mod tests {
             DominantShare::ZERO
         );
         assert_eq!(DominantShare::ZERO.to_string(), "nothing held");
+    }
+
+    #[test]
+    fn holding_nothing_is_a_zero_share_whatever_is_deserved() {
+        let nothing = DominantShare {
+            allocated: 0,
+            deserved: 0,
+            resource: None,
+        };
+        assert_eq!(nothing, DominantShare::ZERO);
+        assert_eq!(nothing.as_f64(), 0.0);
+        assert!(!nothing.is_unbounded());
+        assert!(nothing < DominantShare::of(&cpu(1), &cpu(1_000_000)));
     }
 
     #[test]
