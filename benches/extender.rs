@@ -1,0 +1,934 @@
+//! Extender benchmarks: filter, prioritize and bind bookkeeping for one pod over 5,000 candidate
+//! nodes of a loaded cache, as decision functions and through the HTTP handlers.
+//!
+//! The design's targets (docs/DESIGN.md, "Performance targets"): filter and prioritize for one
+//! pod over 5,000 candidate nodes under 1 ms at p99 in process; pass-through for pods in no group
+//! under 50 µs. Criterion reports means and medians, not tails, so this bench first runs its own
+//! measurement: every case is called `GP_BENCH_SAMPLES` times (default 2,000) after a warm-up,
+//! each call timed alone with `Instant`, and p50, p99, mean and max are printed as a table. The
+//! same closures then run under criterion. Baselines in the same run: the JSON decode of the
+//! request alone, and the pass-through paths (the floor of any call over the same body).
+//!
+//! The cluster is deterministic (an LCG, no randomness between runs), built only through the
+//! cache's write path (`Cache::apply_node`, `apply_pod`, `apply_pod_group`) and the gang code
+//! (`gang::claims::filter` creates the live claims):
+//! - 5,000 nodes of 32 CPU, 256Gi, 8 GPUs and 110 pods, labelled with zone and rack; one in 20
+//!   tainted `dedicated=infra:NoSchedule`, one in 100 cordoned;
+//! - 50,000 bound pods of varied requests (a tenth of a core to 4 cores, 128Mi to 8Gi, a third
+//!   with 1 to 4 GPUs) spread at random, about ten a node, so utilisation ranges from nearly
+//!   empty to full and fewer than a hundred nodes have all 8 GPUs free;
+//! - 200 running gangs of 8 (members among those pods), 100 waiting gangs of 8 pending members,
+//!   50 of which hold a live claim, and the gangs the cases below filter.
+//!
+//! HTTP bodies are the captured scheduler request (`tests/golden/captured/filter.node-names.json`,
+//! or the hand-written golden request before captures exist) with the pod's identity, group
+//! label and requests replaced and 5,000 `NodeNames`.
+//!
+//! Run: `cargo bench --bench extender` (the table comes first; add a criterion filter such as
+//! `-- http/` to run only some cases, `GP_BENCH_SAMPLES=500` for a shorter table, `-- --quick`
+//! for a short criterion run, `GP_BENCH_CRITERION=0` for the table alone).
+
+use std::hint::black_box;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use axum::Router;
+use axum::body::{Body, Bytes};
+use axum::http::{Request, StatusCode, header};
+use criterion::Criterion;
+use futures::future::BoxFuture;
+use gangplank::cache::{Cache, Claim, GroupKey, Node, Pod, PodGroup, Resources, State, convert};
+use gangplank::extender::wire::{ExtenderArgs, HostPriority};
+use gangplank::extender::{self, BindRequest, Binder, Extender, Permits};
+use gangplank::gang::claims::{self, Settings};
+use gangplank::policy::constraints::Constraints;
+use gangplank::policy::placement::{self, Strategy};
+use gangplank::policy::{self as policy_mod};
+use http_body_util::BodyExt;
+use serde_json::{Value, json};
+use tower::ServiceExt;
+
+const NODES: usize = 5_000;
+const PODS: usize = 50_000;
+/// Nodes the scheduler samples at 5,000 nodes with its default `percentageOfNodesToScore`
+/// (adaptive: 50% - nodes/125 = 10%): what a pass-through really receives on such a cluster.
+const SAMPLED: usize = 500;
+const MIB: i64 = 1 << 20;
+const GIB: i64 = 1 << 30;
+const NAMESPACES: usize = 10;
+/// Members of the gang that fits only in part (8 GPUs each).
+const PARTIAL: usize = 128;
+
+/// A small deterministic generator (an LCG), so every run sees the same cluster.
+struct Lcg(u64);
+
+impl Lcg {
+    fn below(&mut self, n: u64) -> u64 {
+        self.0 = self
+            .0
+            .wrapping_mul(6_364_136_223_846_793_005)
+            .wrapping_add(1_442_695_040_888_963_407);
+        (self.0 >> 33) % n
+    }
+
+    fn pick<T: Copy>(&mut self, from: &[T]) -> T {
+        from[self.below(from.len() as u64) as usize]
+    }
+}
+
+fn node_name(i: usize) -> String {
+    format!("kwok-node-{i}")
+}
+
+fn node(i: usize) -> Node {
+    let zone = i % 4;
+    let rack = (i / 4) % 8;
+    let mut labels = std::collections::BTreeMap::new();
+    for (k, v) in [
+        ("kubernetes.io/hostname", node_name(i)),
+        ("kubernetes.io/os", "linux".into()),
+        ("kubernetes.io/arch", "amd64".into()),
+        ("type", "kwok".into()),
+        ("topology.kubernetes.io/zone", format!("zone-{zone}")),
+        (
+            "topology.gangplank.dev/rack",
+            format!("zone-{zone}-rack-{rack}"),
+        ),
+        ("nvidia.com/gpu.present", "true".into()),
+    ] {
+        labels.insert(k.to_string(), v);
+    }
+    let taints = if i % 20 == 3 {
+        vec![gangplank::cache::Taint {
+            key: "dedicated".into(),
+            value: Some("infra".into()),
+            effect: gangplank::cache::TaintEffect::NoSchedule,
+        }]
+    } else {
+        vec![]
+    };
+    Node {
+        name: node_name(i),
+        allocatable: allocatable(),
+        labels,
+        taints,
+        unschedulable: i % 100 == 7,
+    }
+}
+
+fn allocatable() -> Resources {
+    Resources::from([
+        ("cpu", 32_000),
+        ("memory", 256 * GIB),
+        ("nvidia.com/gpu", 8),
+        ("pods", 110),
+    ])
+}
+
+/// Requests as the API writes them (`cpu`, `memory`, `nvidia.com/gpu`), for pod manifests.
+#[derive(Clone, Copy)]
+struct Shape {
+    cpu_m: i64,
+    memory: i64,
+    gpu: i64,
+}
+
+impl Shape {
+    fn requests(self) -> Vec<(&'static str, String)> {
+        let mut out = vec![
+            ("cpu", format!("{}m", self.cpu_m)),
+            ("memory", format!("{}Mi", self.memory / MIB)),
+        ];
+        if self.gpu > 0 {
+            out.push(("nvidia.com/gpu", self.gpu.to_string()));
+        }
+        out
+    }
+
+    fn resources(self) -> Resources {
+        Resources::from([
+            ("cpu", self.cpu_m),
+            ("memory", self.memory),
+            ("nvidia.com/gpu", self.gpu),
+            ("pods", 1),
+        ])
+    }
+}
+
+/// A pod manifest as the scheduler sends it: the captured request's pod with identity, group
+/// label and requests replaced, the marker resource kept.
+fn api_pod(
+    template: &Value,
+    namespace: &str,
+    name: &str,
+    group: Option<&str>,
+    shape: Shape,
+) -> Value {
+    let mut pod = template.clone();
+    let meta = &mut pod["metadata"];
+    meta["namespace"] = namespace.into();
+    meta["name"] = name.into();
+    meta["generateName"] = Value::Null;
+    meta["uid"] = format!("uid-{namespace}-{name}").into();
+    let labels = meta["labels"].as_object_mut().expect("template has labels");
+    labels.retain(|k, _| !k.starts_with("scheduling.") && !k.starts_with("batch."));
+    if let Some(group) = group {
+        labels.insert(
+            "scheduling.gangplank.dev/pod-group".into(),
+            group.to_string().into(),
+        );
+    }
+    if let Some(map) = meta.as_object_mut() {
+        map.retain(|_, v| !v.is_null());
+        map.remove("ownerReferences");
+    }
+    let resources = &mut pod["spec"]["containers"][0]["resources"];
+    let mut requests = serde_json::Map::new();
+    let mut limits = serde_json::Map::new();
+    for (k, v) in shape.requests() {
+        requests.insert(k.into(), v.clone().into());
+        if k == "nvidia.com/gpu" {
+            limits.insert(k.into(), v.into());
+        }
+    }
+    requests.insert("scheduling.gangplank.dev/managed".into(), "1".into());
+    limits.insert("scheduling.gangplank.dev/managed".into(), "1".into());
+    *resources = json!({"requests": requests, "limits": limits});
+    pod
+}
+
+/// The pod a request carries, decoded and converted as the handler does it.
+struct Member {
+    manifest: Value,
+    pod: Pod,
+    constraints: Constraints,
+}
+
+impl Member {
+    fn new(manifest: Value) -> Member {
+        let api: k8s_openapi::api::core::v1::Pod =
+            serde_json::from_value(manifest.clone()).expect("bench pod is a valid Pod");
+        let pod = convert::pod(&api).expect("bench pod converts");
+        let constraints = policy_mod::convert::constraints_of(&api);
+        Member {
+            manifest,
+            pod,
+            constraints,
+        }
+    }
+
+    fn key(&self) -> GroupKey {
+        GroupKey::of(&self.pod).expect("a gang member")
+    }
+
+    /// A filter or prioritize request body for this pod over `names`.
+    fn body(&self, names: &[String]) -> Bytes {
+        Bytes::from(
+            serde_json::to_vec(&json!({
+                "Pod": self.manifest,
+                "Nodes": null,
+                "NodeNames": names,
+            }))
+            .unwrap(),
+        )
+    }
+
+    fn bind_request(&self, node: &str) -> BindRequest {
+        BindRequest {
+            namespace: self.pod.namespace.clone(),
+            name: self.pod.name.clone(),
+            uid: self.pod.uid.clone(),
+            node: node.into(),
+        }
+    }
+}
+
+/// A binder that binds nothing and always succeeds.
+struct NoopBinder;
+
+impl Binder for NoopBinder {
+    fn bind<'a>(&'a self, _: &'a BindRequest) -> BoxFuture<'a, Result<(), extender::Error>> {
+        Box::pin(async { Ok(()) })
+    }
+}
+
+/// Claims and held binds must not lapse during a run of several minutes: their length does not
+/// change what a call costs, only whether other gangs' claims still exist.
+const SETTINGS: Settings = Settings {
+    strategy: Strategy::Binpack,
+    max_hold: Duration::from_secs(3600),
+};
+
+fn pod_group(namespace: &str, name: &str, min_member: u32) -> PodGroup {
+    PodGroup {
+        key: GroupKey::new(namespace, name),
+        min_member,
+        max_member: None,
+        queue: "default".into(),
+        schedule_timeout: Duration::from_secs(3600),
+        min_resources: Resources::new(),
+    }
+}
+
+/// The loaded cluster and the gangs the cases work on.
+struct World {
+    cache: Cache,
+    names: Vec<String>,
+    /// Gang of 16 with no claim: its claim is dropped before every call.
+    planning: Member,
+    /// Gang of 16 holding a live claim.
+    claimed: Member,
+    /// Gang of 16 that wants whole nodes: none is free, the plan fails at its first member.
+    whole_nodes: Member,
+    /// Gang of [`PARTIAL`] members of 8 GPUs where fewer nodes have 8 GPUs free: the plan places
+    /// as many as fit before failing (the costliest refusal).
+    partial: Member,
+    partial_fitted: usize,
+    /// A pod in no group.
+    plain: Member,
+    /// Gang of 16 with a claim, for reserve and release.
+    reserving: (Vec<Member>, Claim),
+    /// Gang of 8 with a claim, for bind to quorum through `Permits`.
+    quorum: (Vec<Member>, Claim),
+}
+
+fn template() -> Value {
+    let dir = env!("CARGO_MANIFEST_DIR");
+    let captured = format!("{dir}/tests/golden/captured/filter.node-names.json");
+    let golden = format!("{dir}/tests/golden/filter-node-names.request.json");
+    let text = std::fs::read_to_string(&captured)
+        .or_else(|_| std::fs::read_to_string(&golden))
+        .expect("a filter request fixture under tests/golden");
+    let mut request: Value = serde_json::from_str(&text).unwrap();
+    request["Pod"].take()
+}
+
+fn build() -> World {
+    let template = template();
+    let cache = Cache::new();
+    let names: Vec<String> = (0..NODES).map(node_name).collect();
+    for i in 0..NODES {
+        cache.apply_node(node(i));
+    }
+
+    // Bound pods: the first 1,600 are members of 200 running gangs of 8.
+    let mut rng = Lcg(7);
+    let mut used: Vec<Resources> = vec![Resources::new(); NODES];
+    let room = allocatable();
+    for j in 0..PODS {
+        let gpu = match rng.below(100) {
+            0..=14 => 1,
+            15..=26 => 2,
+            27..=32 => 4,
+            _ => 0,
+        };
+        let shape = Shape {
+            cpu_m: rng.pick(&[100, 250, 500, 1000, 2000, 4000]),
+            memory: rng.pick(&[128 * MIB, 512 * MIB, GIB, 2 * GIB, 4 * GIB, 8 * GIB]),
+            gpu,
+        };
+        let requests = shape.resources();
+        let start = rng.below(NODES as u64) as usize;
+        let Some(n) = (0..NODES)
+            .map(|k| (start + k) % NODES)
+            .find(|&n| requests.fits_in_after(&room, &used[n]))
+        else {
+            continue;
+        };
+        used[n].add(&requests);
+        let (namespace, group) = if j < 1600 {
+            (
+                format!("team-{}", (j / 8) % NAMESPACES),
+                Some(format!("running-{}", j / 8)),
+            )
+        } else {
+            (format!("team-{}", j % NAMESPACES), None)
+        };
+        let mut pod = Pod {
+            uid: format!("bound-{j}"),
+            namespace,
+            name: format!("pod-{j}"),
+            node_name: Some(names[n].clone()),
+            phase: gangplank::cache::PodPhase::Running,
+            requests,
+            pod_group: group,
+            queue: None,
+            priority: 0,
+            ..Default::default()
+        };
+        pod.created = 1_700_000_000 + j as i64;
+        cache.apply_pod(pod);
+    }
+    for g in 0..200 {
+        cache.apply_pod_group(pod_group(
+            &format!("team-{}", g % NAMESPACES),
+            &format!("running-{g}"),
+            8,
+        ));
+    }
+
+    // Waiting gangs of 8 pending members; the first 50 hold a claim.
+    let now = Instant::now();
+    let waiting_shape = Shape {
+        cpu_m: 2000,
+        memory: 8 * GIB,
+        gpu: 1,
+    };
+    for g in 0..100 {
+        let namespace = format!("team-{}", g % NAMESPACES);
+        let group = format!("waiting-{g}");
+        cache.apply_pod_group(pod_group(&namespace, &group, 8));
+        let members = members(&cache, &template, &namespace, &group, 8, waiting_shape);
+        if g < 50 {
+            let m = &members[0];
+            let verdict = cache
+                .update(|s| claims::filter(s, &m.pod, &m.constraints, &names, &SETTINGS, now))
+                .unwrap();
+            assert!(!verdict.passed.is_empty(), "waiting gang {g} claims room");
+        }
+    }
+
+    let gang_shape = Shape {
+        cpu_m: 4000,
+        memory: 32 * GIB,
+        gpu: 2,
+    };
+    let gang = |name: &str, min: u32, shape: Shape| {
+        cache.apply_pod_group(pod_group("ml", name, min));
+        members(&cache, &template, "ml", name, min as usize, shape)
+    };
+    let planning = gang("train-planning", 16, gang_shape).swap_remove(0);
+    let claimed = gang("train-claimed", 16, gang_shape).swap_remove(0);
+    cache
+        .update(|s| {
+            claims::filter(
+                s,
+                &claimed.pod,
+                &claimed.constraints,
+                &names,
+                &SETTINGS,
+                now,
+            )
+        })
+        .unwrap();
+    let whole = Shape {
+        cpu_m: 32_000,
+        memory: 200 * GIB,
+        gpu: 8,
+    };
+    let whole_nodes = gang("train-whole-nodes", 16, whole).swap_remove(0);
+    let eight_gpus = Shape {
+        cpu_m: 8000,
+        memory: 64 * GIB,
+        gpu: 8,
+    };
+    let partial = gang("train-partial", PARTIAL as u32, eight_gpus).swap_remove(0);
+    let reserving = gang("train-reserving", 16, gang_shape);
+    let reserving_claim = claim_for(&cache, &reserving[0], &names, now);
+    let quorum = gang("train-quorum", 8, gang_shape);
+    let quorum_claim = claim_for(&cache, &quorum[0], &names, now);
+
+    let partial_fitted = cache.read(|s| {
+        s.nodes
+            .values()
+            .filter(|n| policy_mod::feasible(n, &partial.constraints).is_ok())
+            .filter(|n| {
+                let mut free = s.free_on(n);
+                free.sub(s.claimed_on(&n.name));
+                partial.pod.requests.fits_in(&free)
+            })
+            .count()
+    });
+    assert!(
+        (1..PARTIAL).contains(&partial_fitted),
+        "the partial gang must fit in part: {partial_fitted} nodes have room"
+    );
+
+    let plain = Member::new(api_pod(&template, "etl", "plain", None, gang_shape));
+    cache.apply_pod(plain.pod.clone());
+    World {
+        cache,
+        names,
+        planning,
+        claimed,
+        whole_nodes,
+        partial,
+        partial_fitted,
+        plain,
+        reserving: (reserving, reserving_claim),
+        quorum: (quorum, quorum_claim),
+    }
+}
+
+/// Creates `count` pending members of `group` in the cache and returns them.
+fn members(
+    cache: &Cache,
+    template: &Value,
+    namespace: &str,
+    group: &str,
+    count: usize,
+    shape: Shape,
+) -> Vec<Member> {
+    (0..count)
+        .map(|i| {
+            let m = Member::new(api_pod(
+                template,
+                namespace,
+                &format!("{group}-{i}"),
+                Some(group),
+                shape,
+            ));
+            cache.apply_pod(m.pod.clone());
+            m
+        })
+        .collect()
+}
+
+/// Filters `member` once so its gang claims room; returns the claim.
+fn claim_for(cache: &Cache, member: &Member, names: &[String], now: Instant) -> Claim {
+    cache.update(|s| {
+        claims::filter(s, &member.pod, &member.constraints, names, &SETTINGS, now).unwrap();
+        s.claims[&member.key()].clone()
+    })
+}
+
+/// The prioritize decision for a gang member as `extender::handlers::prioritize` makes it (its
+/// private `score_node`, mirrored line for line), under the cache's read lock.
+fn prioritize(cache: &Cache, pod: &Pod, candidates: Vec<String>) -> Vec<HostPriority> {
+    cache.read(|s| {
+        let key = GroupKey::of(pod);
+        let claim = key.as_ref().and_then(|k| s.claims.get(k));
+        candidates
+            .into_iter()
+            .map(|host| {
+                let score = score_node(s, claim, pod, &host, SETTINGS.strategy);
+                HostPriority { host, score }
+            })
+            .collect()
+    })
+}
+
+fn score_node(s: &State, claim: Option<&Claim>, pod: &Pod, host: &str, strategy: Strategy) -> i64 {
+    if claim.is_some_and(|c| {
+        c.slots
+            .iter()
+            .any(|slot| slot.node == host && pod.requests.fits_in(&slot.requests))
+    }) {
+        return placement::CLAIMED_NODE_SCORE;
+    }
+    let Some(node) = s.nodes.get(host) else {
+        return 0;
+    };
+    let mut taken = s.used_on(host).plus(s.reserved_on(host));
+    taken.add(s.claimed_on(host));
+    if let Some(c) = claim {
+        taken.sub(&c.on(host));
+    }
+    placement::score(strategy, &node.allocatable, &taken, &pod.requests)
+}
+
+/// One benchmark case: each call runs one untimed reset (if any) and one timed call, and
+/// returns the time of the call alone.
+struct Case<'a> {
+    name: String,
+    call: Box<dyn FnMut() -> Duration + 'a>,
+}
+
+fn case<'a>(name: impl Into<String>, call: impl FnMut() -> Duration + 'a) -> Case<'a> {
+    Case {
+        name: name.into(),
+        call: Box::new(call),
+    }
+}
+
+fn timed<T>(f: impl FnOnce() -> T) -> Duration {
+    let started = Instant::now();
+    black_box(f());
+    started.elapsed()
+}
+
+/// Posts `body` to the router and reads the whole answer; returns the time of that alone.
+fn post(
+    rt: &tokio::runtime::Runtime,
+    router: &Router,
+    verb: &str,
+    body: &Bytes,
+    expect: impl FnOnce(&[u8]),
+) -> Duration {
+    let request = Request::post(format!("/scheduler/{verb}"))
+        .header(header::CONTENT_TYPE, "application/json")
+        .body(Body::from(body.clone()))
+        .unwrap();
+    let (elapsed, status, bytes) = rt.block_on(async {
+        let started = Instant::now();
+        let response = router.clone().oneshot(request).await.unwrap();
+        let status = response.status();
+        let bytes = response.into_body().collect().await.unwrap().to_bytes();
+        (started.elapsed(), status, bytes)
+    });
+    assert_eq!(
+        status,
+        StatusCode::OK,
+        "{}",
+        String::from_utf8_lossy(&bytes)
+    );
+    expect(&bytes);
+    elapsed
+}
+
+fn filter_result(bytes: &[u8]) -> extender::wire::ExtenderFilterResult {
+    serde_json::from_slice(bytes).expect("a filter answer")
+}
+
+fn cases<'a>(w: &'a World, rt: &'a tokio::runtime::Runtime) -> Vec<Case<'a>> {
+    let names = &w.names;
+    let sampled: Vec<String> = names.iter().step_by(NODES / SAMPLED).cloned().collect();
+    let router = extender::router(Arc::new(Extender::new(
+        w.cache.clone(),
+        Arc::new(NoopBinder),
+        SETTINGS,
+    )));
+    let cache = &w.cache;
+    let filter = move |m: &Member| {
+        cache.update(|s| {
+            claims::filter(s, &m.pod, &m.constraints, names, &SETTINGS, Instant::now()).unwrap()
+        })
+    };
+    let drop_claim = move |m: &Member| {
+        cache.update(|s| s.drop_claim(&m.key()));
+    };
+
+    let mut out = Vec::new();
+
+    // ----- decision functions
+    out.push(case("decide/filter/no-group", move || {
+        timed(|| filter(&w.plain))
+    }));
+    out.push(case("decide/filter/gang-plans-claim", move || {
+        drop_claim(&w.planning);
+        timed(|| {
+            let v = filter(&w.planning);
+            assert!(!v.passed.is_empty());
+            v
+        })
+    }));
+    out.push(case("decide/filter/gang-has-claim", move || {
+        timed(|| filter(&w.claimed))
+    }));
+    out.push(case(
+        "decide/filter/gang-does-not-fit/first-member",
+        move || {
+            timed(|| {
+                let v = filter(&w.whole_nodes);
+                assert_eq!(v.failed.len(), NODES);
+                v
+            })
+        },
+    ));
+    out.push(case(
+        format!(
+            "decide/filter/gang-does-not-fit/after-{}-of-{PARTIAL}",
+            w.partial_fitted
+        ),
+        move || {
+            timed(|| {
+                let v = filter(&w.partial);
+                assert_eq!(v.failed.len(), NODES);
+                v
+            })
+        },
+    ));
+    out.push(case("decide/prioritize/gang-has-claim", move || {
+        let candidates = names.clone();
+        timed(|| prioritize(cache, &w.claimed.pod, candidates))
+    }));
+
+    // ----- bind bookkeeping
+    let (reserving, reserving_claim) = &w.reserving;
+    let slot_node = reserving_claim.slots[0].node.clone();
+    let reset_reserving = move || {
+        cache.update(|s| {
+            claims::release(s, &reserving[0].key(), &[reserving[0].pod.uid.clone()]);
+            s.set_claim(&reserving[0].key(), reserving_claim.clone());
+        })
+    };
+    let reserve = {
+        let slot_node = slot_node.clone();
+        move || {
+            cache.update(|s| {
+                let m = &reserving[0];
+                claims::reserve(
+                    s,
+                    &m.pod.uid,
+                    "ml/train-reserving-0",
+                    &slot_node,
+                    &SETTINGS,
+                    Instant::now(),
+                )
+                .unwrap()
+            })
+        }
+    };
+    out.push(case("bind/claims::reserve", {
+        let reserve = reserve.clone();
+        move || {
+            reset_reserving();
+            timed(&reserve)
+        }
+    }));
+    out.push(case("bind/claims::release", move || {
+        reset_reserving();
+        reserve();
+        timed(|| {
+            cache.update(|s| {
+                claims::release(s, &reserving[0].key(), &[reserving[0].pod.uid.clone()])
+            })
+        })
+    }));
+
+    let (quorum, quorum_claim) = &w.quorum;
+    let permits = Arc::new(Permits::new(cache.clone(), Arc::new(NoopBinder), SETTINGS));
+    let requests: Vec<BindRequest> = quorum
+        .iter()
+        .zip(quorum_claim.slots.iter().cycle())
+        .map(|(m, slot)| m.bind_request(&slot.node))
+        .collect();
+    let uids: Vec<String> = quorum.iter().map(|m| m.pod.uid.clone()).collect();
+    let key = quorum[0].key();
+    out.push(case("bind/permits/8th-member-reaches-quorum", move || {
+        cache.update(|s| {
+            claims::release(s, &key, &uids);
+            s.set_claim(&key, quorum_claim.clone());
+        });
+        rt.block_on(async {
+            let (last, held) = requests.split_last().unwrap();
+            let handles: Vec<_> = held
+                .iter()
+                .cloned()
+                .map(|r| {
+                    let permits = permits.clone();
+                    tokio::spawn(async move { permits.bind(r).await })
+                })
+                .collect();
+            while permits.held() < held.len() {
+                tokio::task::yield_now().await;
+            }
+            let started = Instant::now();
+            permits.bind(last.clone()).await.unwrap();
+            let elapsed = started.elapsed();
+            for h in handles {
+                h.await.unwrap().unwrap();
+            }
+            elapsed
+        })
+    }));
+
+    // ----- through the HTTP router: decode, decide, encode
+    let all = |m: &Member| m.body(names);
+    let plain_body = all(&w.plain);
+    let plain_sampled = w.plain.body(&sampled);
+    out.push(case("baseline/json-decode-only/5000-names", {
+        let body = plain_body.clone();
+        move || timed(|| serde_json::from_slice::<ExtenderArgs>(&body).unwrap())
+    }));
+    out.push(case("baseline/json-decode-only/500-names", {
+        let body = plain_sampled.clone();
+        move || timed(|| serde_json::from_slice::<ExtenderArgs>(&body).unwrap())
+    }));
+    for (label, body) in [("5000", plain_body.clone()), ("500", plain_sampled)] {
+        let router = router.clone();
+        let count = if label == "5000" { NODES } else { SAMPLED };
+        out.push(case(format!("http/filter/no-group/{label}-names"), {
+            let router = router.clone();
+            let body = body.clone();
+            move || {
+                post(rt, &router, "filter", &body, |b| {
+                    assert_eq!(filter_result(b).node_names.unwrap().len(), count)
+                })
+            }
+        }));
+        out.push(case(format!("http/prioritize/no-group/{label}-names"), {
+            move || post(rt, &router, "prioritize", &body, |_| {})
+        }));
+    }
+    let planning_body = all(&w.planning);
+    out.push(case("http/filter/gang-plans-claim", {
+        let router = router.clone();
+        move || {
+            drop_claim(&w.planning);
+            post(rt, &router, "filter", &planning_body, |b| {
+                assert!(!filter_result(b).node_names.unwrap().is_empty())
+            })
+        }
+    }));
+    let claimed_body = all(&w.claimed);
+    out.push(case("http/filter/gang-has-claim", {
+        let router = router.clone();
+        let body = claimed_body.clone();
+        move || post(rt, &router, "filter", &body, |_| {})
+    }));
+    out.push(case("http/prioritize/gang-has-claim", {
+        let router = router.clone();
+        move || post(rt, &router, "prioritize", &claimed_body, |_| {})
+    }));
+    let whole_body = all(&w.whole_nodes);
+    out.push(case("http/filter/gang-does-not-fit/first-member", {
+        let router = router.clone();
+        move || {
+            post(rt, &router, "filter", &whole_body, |b| {
+                assert_eq!(filter_result(b).failed_nodes.len(), NODES)
+            })
+        }
+    }));
+    let partial_body = all(&w.partial);
+    out.push(case(
+        format!(
+            "http/filter/gang-does-not-fit/after-{}-of-{PARTIAL}",
+            w.partial_fitted
+        ),
+        {
+            let router = router.clone();
+            move || post(rt, &router, "filter", &partial_body, |_| {})
+        },
+    ));
+    let bind_plain = Bytes::from(
+        serde_json::to_vec(&json!({
+            "PodName": "plain", "PodNamespace": "etl", "PodUID": "uid-etl-plain",
+            "Node": names[1],
+        }))
+        .unwrap(),
+    );
+    out.push(case("http/bind/no-group", {
+        let router = router.clone();
+        move || {
+            post(rt, &router, "bind", &bind_plain, |b| {
+                assert_eq!(b, br#"{"Error":""}"#)
+            })
+        }
+    }));
+    out
+}
+
+/// The criterion filter given on the command line (`cargo bench --bench extender -- FILTER`),
+/// so the table shows the same cases criterion runs.
+fn filter_arg() -> Option<String> {
+    const WITH_VALUE: [&str; 16] = [
+        "--save-baseline",
+        "--baseline",
+        "--baseline-lenient",
+        "--load-baseline",
+        "--sample-size",
+        "--warm-up-time",
+        "--measurement-time",
+        "--nresamples",
+        "--noise-threshold",
+        "--confidence-level",
+        "--significance-level",
+        "--output-format",
+        "--profile-time",
+        "--color",
+        "--format",
+        "--plotting-backend",
+    ];
+    let mut args = std::env::args().skip(1);
+    let mut filter = None;
+    while let Some(arg) = args.next() {
+        if WITH_VALUE.contains(&arg.as_str()) {
+            args.next();
+        } else if !arg.starts_with('-') {
+            filter = Some(arg);
+        }
+    }
+    filter
+}
+
+fn percentile(sorted: &[Duration], p: f64) -> Duration {
+    let rank = ((p / 100.0) * sorted.len() as f64).ceil() as usize;
+    sorted[rank.clamp(1, sorted.len()) - 1]
+}
+
+fn micros(d: Duration) -> String {
+    format!("{:.1} µs", d.as_secs_f64() * 1e6)
+}
+
+/// Runs every selected case `samples` times, one call timed at a time, and prints p50/p99.
+fn print_percentiles(cases: &mut [Case<'_>], samples: usize, filter: Option<&str>) {
+    println!(
+        "\nper-call latency, {samples} calls per case after {} warm-up calls, each timed alone with Instant",
+        samples / 10
+    );
+    println!(
+        "{:<52} {:>11} {:>11} {:>11} {:>11}",
+        "case", "p50", "p99", "mean", "max"
+    );
+    for c in cases.iter_mut() {
+        if filter.is_some_and(|f| !c.name.contains(f)) {
+            continue;
+        }
+        for _ in 0..samples / 10 {
+            (c.call)();
+        }
+        let mut times: Vec<Duration> = (0..samples).map(|_| (c.call)()).collect();
+        times.sort();
+        let mean = times.iter().sum::<Duration>() / times.len() as u32;
+        println!(
+            "{:<52} {:>11} {:>11} {:>11} {:>11}",
+            c.name,
+            micros(percentile(&times, 50.0)),
+            micros(percentile(&times, 99.0)),
+            micros(mean),
+            micros(*times.last().unwrap()),
+        );
+    }
+    println!();
+}
+
+fn main() {
+    let test_mode = std::env::args().any(|a| a == "--test" || a == "--list");
+    let started = Instant::now();
+    let world = build();
+    let (bound, groups, claims) = world
+        .cache
+        .read(|s| (s.used.len(), s.groups.len(), s.claims.len()));
+    if !test_mode {
+        println!(
+            "cluster: {} nodes ({} with pods), {} pods, {} groups, {} live claims; built in {:?}",
+            world.cache.node_count(),
+            bound,
+            world.cache.pod_count(),
+            groups,
+            claims,
+            started.elapsed()
+        );
+    }
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let mut cases = cases(&world, &rt);
+    let filter = filter_arg();
+    let samples = std::env::var("GP_BENCH_SAMPLES")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(2000);
+    if !test_mode && samples > 0 {
+        print_percentiles(&mut cases, samples, filter.as_deref());
+    }
+
+    if std::env::var("GP_BENCH_CRITERION").is_ok_and(|v| v == "0") {
+        return;
+    }
+    let mut criterion = Criterion::default()
+        .sample_size(50)
+        .warm_up_time(Duration::from_secs(1))
+        .measurement_time(Duration::from_secs(3))
+        .configure_from_args();
+    let mut group = criterion.benchmark_group("extender_5000_nodes");
+    for c in cases.iter_mut() {
+        group.bench_function(&c.name, |b| {
+            b.iter_custom(|iters| (0..iters).map(|_| (c.call)()).sum())
+        });
+    }
+    group.finish();
+    criterion.final_summary();
+}
