@@ -15,6 +15,7 @@ pub mod health;
 pub mod metrics;
 pub mod policy;
 pub mod server;
+pub mod stores;
 pub mod telemetry;
 pub mod tls;
 pub mod webhooks;

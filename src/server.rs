@@ -18,6 +18,7 @@ use tokio_util::sync::CancellationToken;
 use crate::cache::{self, Cache};
 use crate::config::ServeArgs;
 use crate::extender::{self, Capture, Extender, KubeBinder};
+use crate::stores::Stores;
 use crate::{admission, controller, health, metrics, tls, webhooks};
 
 /// How long open extender requests may run after the shutdown signal.
@@ -48,12 +49,12 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         tracing::warn!(dir = %dir.display(), "capturing every extender request body");
         extender = extender.with_capture(capture);
     }
-    let lookups = webhooks::Reflectors::new();
+    let (stores, store_writers) = Stores::new();
     let settings = webhooks::Settings {
         gate_pods: args.gate_pods,
         ..Default::default()
     };
-    let webhooks = webhooks::Webhooks::new(lookups.clone(), settings);
+    let webhooks = webhooks::Webhooks::new(stores.clone(), settings);
     let permits = extender.permits();
     tokio::spawn({
         let shutdown = shutdown.clone();
@@ -74,11 +75,12 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     tokio::spawn(controller::run(
         client.clone(),
         cache.clone(),
+        stores.clone(),
         shutdown.clone(),
     ));
     let (watch, webhook_watch, upkeep, metrics_server, extender_server) = tokio::join!(
         cache::watch::run(client.clone(), cache.clone(), shutdown.clone()),
-        lookups.run(client, shutdown.clone()),
+        stores.run(store_writers, client, shutdown.clone()),
         metrics::run_upkeep(prometheus, shutdown.clone()),
         cancel_on_error(
             serve_plain(args.metrics_addr, metrics_router, shutdown.clone()),

@@ -1,21 +1,26 @@
-//! The controller's own reflector stores: Jobs, PodGroups and Queues as the API shows them.
+//! Reflector stores of API objects as the API shows them, shared by the controller and the
+//! webhooks: Jobs, PodGroups, Queues, and the Namespaces that carry a default queue label
+//! (metadata only). One watch per kind for the whole process.
 //!
 //! The cluster cache keeps only what scheduling needs (a PodGroup's spec, no status, no
-//! owners; no Jobs or Queues at all). The controller needs the rest: a PodGroup's current
-//! status (to write only differences and to judge transitions) and owner (to leave hand-made
-//! PodGroups alone), a Job's parallelism, annotations and conditions, a Queue's capability and
-//! status. Jobs are slimmed as they arrive (pod template and managed fields dropped) so a
-//! cluster with many Jobs costs little memory.
+//! owners; no Jobs at all). The controller needs the rest: a PodGroup's current status (to
+//! write only differences and to judge transitions) and owner (to leave hand-made PodGroups
+//! alone), a Job's parallelism, annotations and conditions, a Queue's capability and status.
+//! The webhooks read Queues, PodGroup phases and namespace default queues (through the lookup
+//! traits in `crate::webhooks::lookup`). Jobs are slimmed as they arrive (pod template and
+//! managed fields dropped) so a cluster with many Jobs costs little memory.
 //!
 //! Every event wakes the controller ([`Stores::changed`]); each kind marks itself synced after
-//! its first complete list, and the controller acts only when all three have.
+//! its first complete list ([`Stores::synced`]): the controller acts only when all have, and a
+//! webhook answers "not listed yet" rather than "does not exist" before.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use futures::StreamExt;
 use k8s_openapi::api::batch::v1::Job;
-use k8s_openapi::api::core::v1::PodSpec;
+use k8s_openapi::api::core::v1::{Namespace, PodSpec};
+use kube::api::PartialObjectMeta;
 use kube::runtime::WatchStreamExt;
 use kube::runtime::reflector::{self, Store, store::Writer};
 use kube::runtime::watcher::{self, watcher};
@@ -24,14 +29,16 @@ use serde::de::DeserializeOwned;
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
-use crate::api::{PodGroup, Queue};
+use crate::api::{PodGroup, Queue, labels};
 
 pub struct Stores {
     pub jobs: Store<Job>,
     pub pod_groups: Store<PodGroup>,
     pub queues: Store<Queue>,
+    /// Namespaces labelled with a default queue, metadata only.
+    pub namespaces: Store<PartialObjectMeta<Namespace>>,
     changed: Notify,
-    synced: [AtomicBool; 3],
+    synced: [AtomicBool; 4],
 }
 
 /// The write halves, handed to [`Stores::run`].
@@ -39,21 +46,29 @@ pub struct Writers {
     jobs: Writer<Job>,
     pod_groups: Writer<PodGroup>,
     queues: Writer<Queue>,
+    namespaces: Writer<PartialObjectMeta<Namespace>>,
 }
 
-const JOBS: usize = 0;
-const POD_GROUPS: usize = 1;
-const QUEUES: usize = 2;
+/// The kinds the stores hold, for [`Stores::synced`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    Jobs = 0,
+    PodGroups = 1,
+    Queues = 2,
+    Namespaces = 3,
+}
 
 impl Stores {
     pub fn new() -> (Arc<Stores>, Writers) {
         let (jobs, jobs_writer) = reflector::store();
         let (pod_groups, pod_groups_writer) = reflector::store();
         let (queues, queues_writer) = reflector::store();
+        let (namespaces, namespaces_writer) = reflector::store();
         let stores = Arc::new(Stores {
             jobs,
             pod_groups,
             queues,
+            namespaces,
             changed: Notify::new(),
             synced: Default::default(),
         });
@@ -61,6 +76,7 @@ impl Stores {
             jobs: jobs_writer,
             pod_groups: pod_groups_writer,
             queues: queues_writer,
+            namespaces: namespaces_writer,
         };
         (stores, writers)
     }
@@ -75,7 +91,12 @@ impl Stores {
         self.synced.iter().all(|s| s.load(Ordering::Acquire))
     }
 
-    /// Watches the three kinds cluster-wide until `shutdown`.
+    /// `kind` has completed its first list.
+    pub fn synced(&self, kind: Kind) -> bool {
+        self.synced[kind as usize].load(Ordering::Acquire)
+    }
+
+    /// Watches the four kinds cluster-wide until `shutdown`.
     pub async fn run(
         self: Arc<Self>,
         writers: Writers,
@@ -89,25 +110,39 @@ impl Stores {
             watcher::Config::default(),
         )
         .modify(|g: &mut PodGroup| g.metadata.managed_fields = None);
-        let queues = watcher(Api::<Queue>::all(client), watcher::Config::default())
-            .modify(|q: &mut Queue| q.metadata.managed_fields = None);
+        let queues = watcher(
+            Api::<Queue>::all(client.clone()),
+            watcher::Config::default(),
+        )
+        .modify(|q: &mut Queue| q.metadata.managed_fields = None);
+        let namespaces = watcher(
+            Api::<PartialObjectMeta<Namespace>>::all(client),
+            watcher::Config::default().labels(labels::QUEUE_LABEL),
+        );
         tokio::join!(
-            self.reflect("jobs", JOBS, writers.jobs, jobs, &shutdown),
+            self.reflect("jobs", Kind::Jobs, writers.jobs, jobs, &shutdown),
             self.reflect(
                 "podgroups",
-                POD_GROUPS,
+                Kind::PodGroups,
                 writers.pod_groups,
                 pod_groups,
                 &shutdown
             ),
-            self.reflect("queues", QUEUES, writers.queues, queues, &shutdown),
+            self.reflect("queues", Kind::Queues, writers.queues, queues, &shutdown),
+            self.reflect(
+                "namespaces",
+                Kind::Namespaces,
+                writers.namespaces,
+                namespaces,
+                &shutdown
+            ),
         );
     }
 
     async fn reflect<K>(
         &self,
-        kind: &'static str,
-        index: usize,
+        name: &'static str,
+        kind: Kind,
         writer: Writer<K>,
         stream: impl futures::Stream<Item = watcher::Result<watcher::Event<K>>> + Send,
         shutdown: &CancellationToken,
@@ -125,15 +160,17 @@ impl Stores {
             match next {
                 Some(Ok(event)) => {
                     if matches!(event, watcher::Event::InitDone)
-                        && !self.synced[index].swap(true, Ordering::Release)
+                        && !self.synced[kind as usize].swap(true, Ordering::Release)
                     {
-                        tracing::info!(kind, "controller store synced");
+                        tracing::info!(kind = name, "store synced");
                     }
                     self.changed.notify_one();
                 }
-                Some(Err(e)) => tracing::warn!(kind, error = %e, "failed to watch, retrying"),
+                Some(Err(e)) => {
+                    tracing::warn!(kind = name, error = %e, "failed to watch, retrying")
+                }
                 None => {
-                    tracing::error!(kind, "watch stream ended");
+                    tracing::error!(kind = name, "watch stream ended");
                     return;
                 }
             }
@@ -205,6 +242,6 @@ mod tests {
         let status = job.status.as_ref().unwrap();
         assert_eq!(status.active, None);
         assert_eq!(status.conditions.as_ref().unwrap().len(), 1);
-        assert!(super::super::jobs::finished(&job));
+        assert!(crate::controller::jobs::finished(&job));
     }
 }

@@ -35,7 +35,6 @@ pub mod observe;
 pub mod orphans;
 pub mod queues;
 pub mod status;
-pub mod stores;
 pub mod writes;
 
 use std::collections::{HashMap, HashSet};
@@ -61,7 +60,7 @@ use events::{Event, Limiter, Publisher};
 use observe::{Observation, PodRef};
 use queues::GroupCounts;
 use status::{Finisher, Inputs};
-use stores::Stores;
+use crate::stores::Stores;
 use writes::{Verdict, Writes};
 
 /// Shortest time between two passes, however often things change.
@@ -118,14 +117,8 @@ pub fn register_metrics() {
     let _ = ::metrics::histogram!(metrics::CONTROLLER_PASS_DURATION_SECONDS);
 }
 
-/// Runs the controller until `shutdown`.
-pub async fn run(client: Client, cache: Cache, shutdown: CancellationToken) {
-    let (stores, writers) = Stores::new();
-    tokio::spawn(
-        stores
-            .clone()
-            .run(writers, client.clone(), shutdown.clone()),
-    );
+/// Runs the controller until `shutdown`; `stores` must be running ([`Stores::run`]).
+pub async fn run(client: Client, cache: Cache, stores: Arc<Stores>, shutdown: CancellationToken) {
     tokio::spawn(ensure_default_queue(client.clone(), shutdown.clone()));
     let mut controller = Controller::new(client, cache.clone(), stores.clone());
     let mut cache_changes = cache.subscribe();

@@ -2,28 +2,17 @@
 //!
 //! The rules read through three small traits rather than a concrete store, so that they are
 //! tested with plain maps and so that the cluster cache can serve them once it holds PodGroups
-//! and Queues (implement the three traits on it and pass it to [`super::Webhooks::new`]).
-//! Until then, [`Reflectors`] serves them from kube-runtime reflector stores of its own.
+//! and Queues. In the server they are served by the process's shared reflector stores
+//! ([`crate::stores::Stores`], also read by the controller).
 //!
 //! Every answer may be "not loaded yet" ([`NotSynced`]): a webhook must never conclude that a
 //! queue does not exist because its list has not arrived. The rules turn that into a 503
 //! denial that says so, which the client sees and can retry.
 
-use std::future::Future;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
-
-use futures::StreamExt;
-use k8s_openapi::api::core::v1::Namespace;
-use kube::api::PartialObjectMeta;
-use kube::runtime::reflector::{self, ObjectRef, Store};
-use kube::runtime::watcher::{self, watcher};
-use kube::runtime::{WatchStreamExt, reflector::store::Writer};
-use kube::{Api, Client, Resource};
-use serde::de::DeserializeOwned;
-use tokio_util::sync::CancellationToken;
+use kube::runtime::reflector::ObjectRef;
 
 use crate::api::{PodGroup, PodGroupPhase, Queue, QueueState, labels};
+use crate::stores::{Kind, Stores};
 
 /// A lookup could not answer: that kind's initial list has not completed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
@@ -110,140 +99,19 @@ impl PodGroupView {
     }
 }
 
-/// Reflector stores of Queues, PodGroups and Namespaces (metadata only), fed by their own
-/// watches. Cheap to read; the watches run in [`Reflectors::run`].
-pub struct Reflectors {
-    queues: Store<Queue>,
-    pod_groups: Store<PodGroup>,
-    namespaces: Store<PartialObjectMeta<Namespace>>,
-    synced: [AtomicBool; 3],
-    writers: std::sync::Mutex<Option<Writers>>,
-}
-
-struct Writers {
-    queues: Writer<Queue>,
-    pod_groups: Writer<PodGroup>,
-    namespaces: Writer<PartialObjectMeta<Namespace>>,
-}
-
-const QUEUES: usize = 0;
-const POD_GROUPS: usize = 1;
-const NAMESPACES: usize = 2;
-
-impl Reflectors {
-    /// Empty stores; nothing is synced until [`Reflectors::run`] has listed each kind.
-    pub fn new() -> Arc<Self> {
-        let (queues, queue_writer) = reflector::store();
-        let (pod_groups, pod_group_writer) = reflector::store();
-        let (namespaces, namespace_writer) = reflector::store();
-        Arc::new(Reflectors {
-            queues,
-            pod_groups,
-            namespaces,
-            synced: Default::default(),
-            writers: std::sync::Mutex::new(Some(Writers {
-                queues: queue_writer,
-                pod_groups: pod_group_writer,
-                namespaces: namespace_writer,
-            })),
-        })
-    }
-
-    /// Watches the three kinds cluster-wide until `shutdown`. Call once.
-    pub fn run(
-        self: &Arc<Self>,
-        client: Client,
-        shutdown: CancellationToken,
-    ) -> impl Future<Output = ()> + use<> {
-        let writers = self
-            .writers
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .take();
-        let this = self.clone();
-        async move {
-            let Some(writers) = writers else {
-                tracing::error!("webhook reflectors started twice");
-                return;
-            };
-            let queues = watcher(
-                Api::<Queue>::all(client.clone()),
-                watcher::Config::default(),
-            );
-            let pod_groups = watcher(
-                Api::<PodGroup>::all(client.clone()),
-                watcher::Config::default(),
-            );
-            let namespaces = watcher(
-                Api::<PartialObjectMeta<Namespace>>::all(client),
-                watcher::Config::default().labels(labels::QUEUE_LABEL),
-            );
-            tokio::join!(
-                this.reflect("queues", QUEUES, writers.queues, queues, &shutdown),
-                this.reflect(
-                    "podgroups",
-                    POD_GROUPS,
-                    writers.pod_groups,
-                    pod_groups,
-                    &shutdown
-                ),
-                this.reflect(
-                    "namespaces",
-                    NAMESPACES,
-                    writers.namespaces,
-                    namespaces,
-                    &shutdown
-                ),
-            );
-        }
-    }
-
-    async fn reflect<K>(
-        &self,
-        kind: &'static str,
-        index: usize,
-        writer: Writer<K>,
-        stream: impl futures::Stream<Item = watcher::Result<watcher::Event<K>>> + Send,
-        shutdown: &CancellationToken,
-    ) where
-        K: Resource + Clone + DeserializeOwned + std::fmt::Debug + Send + Sync + 'static,
-        K::DynamicType: Eq + std::hash::Hash + Clone + Default,
-    {
-        let stream = reflector::reflector(writer, stream.default_backoff());
-        let mut stream = std::pin::pin!(stream);
-        loop {
-            let next = tokio::select! {
-                _ = shutdown.cancelled() => return,
-                next = stream.next() => next,
-            };
-            match next {
-                Some(Ok(watcher::Event::InitDone)) => {
-                    if !self.synced[index].swap(true, Ordering::Release) {
-                        tracing::info!(kind, "webhook lookups synced");
-                    }
-                }
-                Some(Ok(_)) => {}
-                Some(Err(e)) => tracing::warn!(kind, error = %e, "failed to watch, retrying"),
-                None => {
-                    tracing::error!(kind, "watch stream ended");
-                    return;
-                }
-            }
-        }
-    }
-
-    fn synced(&self, index: usize, kind: &'static str) -> Result<(), NotSynced> {
-        if self.synced[index].load(Ordering::Acquire) {
+impl Stores {
+    fn lookup_synced(&self, kind: Kind, name: &'static str) -> Result<(), NotSynced> {
+        if self.synced(kind) {
             Ok(())
         } else {
-            Err(NotSynced(kind))
+            Err(NotSynced(name))
         }
     }
 }
 
-impl QueueLookup for Reflectors {
+impl QueueLookup for Stores {
     fn queue(&self, name: &str) -> Lookup<Option<QueueView>> {
-        self.synced(QUEUES, "Queues")?;
+        self.lookup_synced(Kind::Queues, "Queues")?;
         Ok(self
             .queues
             .get(&ObjectRef::new(name))
@@ -251,9 +119,9 @@ impl QueueLookup for Reflectors {
     }
 }
 
-impl PodGroupLookup for Reflectors {
+impl PodGroupLookup for Stores {
     fn pod_group(&self, namespace: &str, name: &str) -> Lookup<Option<PodGroupView>> {
-        self.synced(POD_GROUPS, "PodGroups")?;
+        self.lookup_synced(Kind::PodGroups, "PodGroups")?;
         Ok(self
             .pod_groups
             .get(&ObjectRef::new(name).within(namespace))
@@ -261,7 +129,7 @@ impl PodGroupLookup for Reflectors {
     }
 
     fn unfinished_pod_groups_in(&self, queue: &str) -> Lookup<Vec<PodGroupView>> {
-        self.synced(POD_GROUPS, "PodGroups")?;
+        self.lookup_synced(Kind::PodGroups, "PodGroups")?;
         let mut groups: Vec<PodGroupView> = self
             .pod_groups
             .state()
@@ -274,9 +142,9 @@ impl PodGroupLookup for Reflectors {
     }
 }
 
-impl NamespaceLookup for Reflectors {
+impl NamespaceLookup for Stores {
     fn namespace_queue(&self, namespace: &str) -> Lookup<Option<String>> {
-        self.synced(NAMESPACES, "Namespaces")?;
+        self.lookup_synced(Kind::Namespaces, "Namespaces")?;
         // Only labelled namespaces are watched, so a miss means "no default queue".
         Ok(self
             .namespaces
@@ -393,8 +261,8 @@ mod tests {
     }
 
     #[test]
-    fn unsynced_reflectors_refuse_to_answer() {
-        let reflectors = Reflectors::new();
+    fn unsynced_stores_refuse_to_answer() {
+        let (reflectors, _writers) = Stores::new();
         assert_eq!(reflectors.queue("default"), Err(NotSynced("Queues")));
         assert_eq!(
             reflectors.pod_group("ml", "train"),

@@ -51,7 +51,7 @@ use kube::core::admission::{AdmissionRequest, AdmissionReview, Operation};
 use serde::de::DeserializeOwned;
 use tower_http::trace::TraceLayer;
 
-pub use lookup::{ClusterLookup, Reflectors, StaticLookup};
+pub use lookup::{ClusterLookup, StaticLookup};
 pub use review::{Denial, Outcome, Reason, Verdict};
 
 use crate::metrics;
