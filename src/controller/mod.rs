@@ -56,11 +56,11 @@ use crate::admission::plan;
 use crate::api::{PodGroup, PodGroupPhase, PodGroupStatus, Queue, QueueStatus, labels};
 use crate::cache::{Cache, GroupKey};
 use crate::metrics;
+use crate::stores::Stores;
 use events::{Event, Limiter, Publisher};
 use observe::{Observation, PodRef};
 use queues::GroupCounts;
 use status::{Finisher, Inputs};
-use crate::stores::Stores;
 use writes::{Verdict, Writes};
 
 /// Shortest time between two passes, however often things change.
