@@ -27,6 +27,9 @@ impl ResourceId {
 
     /// The id of `name`, interning it on first sight.
     pub fn of(name: &str) -> ResourceId {
+        if let Some(i) = position(&WELL_KNOWN, name) {
+            return ResourceId(i as u16);
+        }
         let table = table();
         if let Some(i) = position(&table.read().unwrap_or_else(PoisonError::into_inner), name) {
             return ResourceId(i as u16);
@@ -41,6 +44,10 @@ impl ResourceId {
 
     /// The id of `name` if it was ever interned; `None` means nothing holds any of it.
     pub fn lookup(name: &str) -> Option<ResourceId> {
+        // The well-known names have fixed ids: no lock on the hot path.
+        if let Some(i) = position(&WELL_KNOWN, name) {
+            return Some(ResourceId(i as u16));
+        }
         position(
             &table().read().unwrap_or_else(PoisonError::into_inner),
             name,
@@ -49,7 +56,12 @@ impl ResourceId {
     }
 
     pub fn name(self) -> &'static str {
-        table().read().unwrap_or_else(PoisonError::into_inner)[self.0 as usize]
+        // Filter messages name resources for thousands of nodes per call: the well-known ids
+        // answer without taking the table's lock.
+        match WELL_KNOWN.get(self.index()) {
+            Some(name) => name,
+            None => table().read().unwrap_or_else(PoisonError::into_inner)[self.index()],
+        }
     }
 
     fn index(self) -> usize {
@@ -322,6 +334,19 @@ mod tests {
         let r = Resources::from([("cpu", 1500), ("memory", 16 << 30), ("nvidia.com/gpu", 2)]);
         assert_eq!(r.to_string(), "cpu: 1500m, memory: 16Gi, nvidia.com/gpu: 2");
         assert_eq!(Resources::new().to_string(), "nothing");
+    }
+
+    #[test]
+    fn well_known_names_keep_their_fixed_ids_without_the_table() {
+        for (i, name) in WELL_KNOWN.iter().enumerate() {
+            let id = ResourceId(i as u16);
+            assert_eq!(table().read().unwrap()[i], *name);
+            assert_eq!(
+                (ResourceId::of(name), ResourceId::lookup(name)),
+                (id, Some(id))
+            );
+            assert_eq!(id.name(), *name);
+        }
     }
 
     #[test]
