@@ -67,11 +67,12 @@ mod tests {
         assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
         assert_eq!(
             body,
-            "not ready: cache not synced: nodes, pods, podgroups\n"
+            "not ready: cache not synced: nodes, pods, podgroups, queues\n"
         );
 
         cache.mark_synced(Watched::Nodes);
         cache.mark_synced(Watched::PodGroups);
+        cache.mark_synced(Watched::Queues);
         let (_, body) = get(router(cache.clone()), "/readyz").await;
         assert_eq!(body, "not ready: cache not synced: pods\n");
 

@@ -44,6 +44,14 @@ pub const ADMISSION_WAITING_GROUPS: &str = "gangplank_admission_waiting_groups";
 pub const PREEMPT_REFUSED_NODES_TOTAL: &str = "gangplank_preempt_refused_nodes_total";
 /// Gauge: PodGroups in the cluster cache.
 pub const CACHE_POD_GROUPS: &str = "gangplank_cache_pod_groups";
+/// Gauge: Queues in the cluster cache.
+pub const CACHE_QUEUES: &str = "gangplank_cache_queues";
+/// Gauge: a queue's deserved share, by `queue` and `resource`.
+pub const QUEUE_DESERVED: &str = "gangplank_queue_deserved";
+/// Gauge: what a queue's admitted groups hold, by `queue` and `resource`.
+pub const QUEUE_ALLOCATED: &str = "gangplank_queue_allocated";
+/// Gauge: a queue's groups waiting for admission, by `queue`.
+pub const QUEUE_WAITING_GROUPS: &str = "gangplank_queue_waiting_groups";
 /// Gauge: always 1, labelled with the running `version`.
 pub const BUILD_INFO: &str = "gangplank_build_info";
 /// Counter: status writes by the controller, by `kind` (`podgroup`, `queue`) and `outcome`.
@@ -88,6 +96,7 @@ pub fn install() -> Result<PrometheusHandle, Error> {
     metrics::gauge!(CACHE_NODES).set(0.0);
     metrics::gauge!(CACHE_PODS).set(0.0);
     metrics::gauge!(CACHE_POD_GROUPS).set(0.0);
+    metrics::gauge!(CACHE_QUEUES).set(0.0);
     metrics::gauge!(GANG_BINDS_HELD).set(0.0);
     metrics::gauge!(GANG_CLAIMS).set(0.0);
     metrics::counter!(ADMISSION_RELEASED_PODS_TOTAL).absolute(0);
@@ -210,6 +219,30 @@ pub const CATALOGUE: &[Doc] = &[
         kind: Kind::Gauge,
         labels: &[],
         help: "PodGroups in Gangplank's cluster cache.",
+    },
+    Doc {
+        name: CACHE_QUEUES,
+        kind: Kind::Gauge,
+        labels: &[],
+        help: "Queues in Gangplank's cluster cache.",
+    },
+    Doc {
+        name: QUEUE_DESERVED,
+        kind: Kind::Gauge,
+        labels: &["queue", "resource"],
+        help: "A queue's deserved share at the last admission pass (weighted water-filling of the schedulable nodes' allocatable), in the resource's unit (CPU in cores, memory in bytes).",
+    },
+    Doc {
+        name: QUEUE_ALLOCATED,
+        kind: Kind::Gauge,
+        labels: &["queue", "resource"],
+        help: "What a queue's admitted groups hold at the last admission pass (bound, reserved, or released and on their way to quorum), in the resource's unit.",
+    },
+    Doc {
+        name: QUEUE_WAITING_GROUPS,
+        kind: Kind::Gauge,
+        labels: &["queue"],
+        help: "A queue's groups (and queue-only pods) that the last admission pass left waiting.",
     },
     Doc {
         name: CONTROLLER_STATUS_WRITES_TOTAL,

@@ -1,5 +1,6 @@
 //! The admission loop: releases waiting pods (removes Gangplank's scheduling gate) group by
-//! group, as [`plan::decide`] says.
+//! group, in fair-share order and within queue quotas, as [`plan::decide`] says, and exports
+//! each queue's deserved share, allocation and waiting groups as gauges.
 //!
 //! The mutating webhook gates every pod of a group or queue at creation, so the scheduler
 //! does not see a gang's pods one by one as they trickle in; this loop lets a gang through as
@@ -11,12 +12,13 @@
 //! decision saw, then writes them without Gangplank's gate: a pod changed meanwhile is left
 //! for the next pass instead of being overwritten. A pod patched recently is not patched again
 //! until the cache has caught up or [`RETRY_AFTER`] has passed, so a slow watch does not cause
-//! a storm of duplicate patches. Only the gate is touched: releasing is idempotent and safe to
+//! a storm of duplicate patches; meanwhile the pass counts it as released
+//! ([`plan::decide_after`]), so its room is not handed to another group. Only the gate is touched: releasing is idempotent and safe to
 //! repeat after a restart.
 
 pub mod plan;
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::time::Duration;
 
 use futures::future::join_all;
@@ -26,7 +28,7 @@ use kube::api::{Api, Patch, PatchParams};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use crate::api::labels::ADMISSION_GATE;
+use crate::api::labels::{ADMISSION_GATE, MANAGED_RESOURCE};
 use crate::cache::Cache;
 use crate::metrics;
 use plan::PodRef;
@@ -51,6 +53,7 @@ pub enum Error {
 /// Runs admission passes until `shutdown`.
 pub async fn run(client: Client, cache: Cache, shutdown: CancellationToken) {
     let mut recently: HashMap<String, Instant> = HashMap::new();
+    let mut reported = Reported::default();
     loop {
         tokio::select! {
             _ = shutdown.cancelled() => return,
@@ -60,10 +63,11 @@ pub async fn run(client: Client, cache: Cache, shutdown: CancellationToken) {
         if !cache.is_ready() {
             continue;
         }
-        let decision = cache.read(plan::decide);
-        ::metrics::gauge!(metrics::ADMISSION_WAITING_GROUPS).set(decision.waiting.len() as f64);
         let now = Instant::now();
         recently.retain(|_, at| now.duration_since(*at) < RETRY_AFTER);
+        let decision = cache.read(|s| plan::decide_after(s, &|uid| recently.contains_key(uid)));
+        ::metrics::gauge!(metrics::ADMISSION_WAITING_GROUPS).set(decision.waiting.len() as f64);
+        reported = report_queues(&decision.queues, reported);
         let due: Vec<PodRef> = decision
             .admit
             .into_iter()
@@ -81,6 +85,52 @@ pub async fn run(client: Client, cache: Cache, shutdown: CancellationToken) {
             }
         }
         tokio::time::sleep(MIN_PASS_INTERVAL).await;
+    }
+}
+
+/// The queue series last exported: `(queue, resource)` pairs, and queues.
+type Reported = (BTreeSet<(String, &'static str)>, BTreeSet<String>);
+
+/// Exports each queue's deserved share, allocation and waiting groups; series of queues or
+/// resources that disappeared go to zero rather than keep their last value.
+fn report_queues(queues: &BTreeMap<String, plan::QueueReport>, before: Reported) -> Reported {
+    let mut now: Reported = Reported::default();
+    for (name, report) in queues {
+        ::metrics::gauge!(metrics::QUEUE_WAITING_GROUPS, "queue" => name.clone())
+            .set(report.waiting_groups as f64);
+        now.1.insert(name.clone());
+        let resources = report.deserved.iter().chain(report.allocated.iter());
+        for (resource, _) in resources {
+            if resource == MANAGED_RESOURCE || !now.0.insert((name.clone(), resource)) {
+                continue;
+            }
+            let labels = [("queue", name.clone()), ("resource", resource.to_owned())];
+            ::metrics::gauge!(metrics::QUEUE_DESERVED, &labels)
+                .set(in_units(resource, report.deserved.get(resource)));
+            ::metrics::gauge!(metrics::QUEUE_ALLOCATED, &labels)
+                .set(in_units(resource, report.allocated.get(resource)));
+        }
+    }
+    for (name, resource) in before.0.difference(&now.0) {
+        let labels = [
+            ("queue", name.clone()),
+            ("resource", (*resource).to_owned()),
+        ];
+        ::metrics::gauge!(metrics::QUEUE_DESERVED, &labels).set(0.0);
+        ::metrics::gauge!(metrics::QUEUE_ALLOCATED, &labels).set(0.0);
+    }
+    for name in before.1.difference(&now.1) {
+        ::metrics::gauge!(metrics::QUEUE_WAITING_GROUPS, "queue" => name.clone()).set(0.0);
+    }
+    now
+}
+
+/// An amount in the unit Prometheus expects: CPU in cores, the rest as the cache keeps it.
+fn in_units(resource: &str, amount: i64) -> f64 {
+    if resource == "cpu" {
+        amount as f64 / 1000.0
+    } else {
+        amount as f64
     }
 }
 

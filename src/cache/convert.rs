@@ -10,11 +10,12 @@ use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 
 use super::Error;
 use super::model::{
-    GroupKey, Node, Pod, PodGroup, PodPhase, ResourceId, Resources, Taint, TaintEffect,
+    GroupKey, Node, Pod, PodGroup, PodPhase, Queue, ResourceId, Resources, Taint, TaintEffect,
 };
 use super::quantity::{self, Scale};
 use crate::api;
 use crate::api::labels;
+use crate::policy::fair_share::QueueDemand;
 
 /// Converts a Node. Fails only on a missing name or an unparsable quantity, which the API
 /// server never lets through.
@@ -137,6 +138,29 @@ pub fn pod_group(group: &api::PodGroup) -> Result<PodGroup, Error> {
         queue: spec.queue_name().to_owned(),
         schedule_timeout: spec.schedule_timeout(),
         min_resources,
+    })
+}
+
+/// Converts a Queue. Its quantities are read by the fair-share code's own parser, so a
+/// capability means the same thing to admission, the controller and the shares.
+pub fn queue(queue: &api::Queue) -> Result<Queue, Error> {
+    let name = queue.metadata.name.clone().unwrap_or_default();
+    let spec = &queue.spec;
+    let parsed =
+        QueueDemand::from_spec(&name, spec, Resources::new()).map_err(|e| Error::Convert {
+            kind: "queue",
+            name: name.clone(),
+            why: e.to_string(),
+        })?;
+    Ok(Queue {
+        weight: parsed.weight,
+        capability: parsed.capability,
+        guarantee: parsed.guarantee,
+        parent: parsed.parent,
+        priority: spec.priority,
+        open: spec.state == api::QueueState::Open,
+        reclaimable: spec.reclaimable,
+        name,
     })
 }
 

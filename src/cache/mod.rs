@@ -8,8 +8,8 @@
 //!
 //! Rules:
 //! - One write path: [`Cache::apply_node`], [`Cache::delete_node`], [`Cache::apply_pod`],
-//!   [`Cache::delete_pod`], called by the watch loops (and later by the extender's
-//!   reservations).
+//!   [`Cache::delete_pod`] (and the same for PodGroups and Queues), called by the watch loops
+//!   (and later by the extender's reservations).
 //! - Readers hold the lock only inside [`Cache::read`], a synchronous closure, so it can never
 //!   be held across an `.await`; [`Cache::snapshot`] gives an owned, consistent copy (entries
 //!   are `Arc`s, so it costs one pointer copy per object) for loops that work on it longer.
@@ -26,7 +26,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, PoisonError, RwLock};
 
 pub use model::{
-    GroupKey, Node, Pod, PodGroup, PodPhase, ResourceId, Resources, Taint, TaintEffect,
+    GroupKey, Node, Pod, PodGroup, PodPhase, Queue, ResourceId, Resources, Taint, TaintEffect,
 };
 pub use state::{Claim, Group, Reservation, Slot, State};
 
@@ -46,16 +46,23 @@ pub enum Watched {
     Nodes,
     Pods,
     PodGroups,
+    Queues,
 }
 
 impl Watched {
-    pub const ALL: [Watched; 3] = [Watched::Nodes, Watched::Pods, Watched::PodGroups];
+    pub const ALL: [Watched; 4] = [
+        Watched::Nodes,
+        Watched::Pods,
+        Watched::PodGroups,
+        Watched::Queues,
+    ];
 
     pub fn as_str(self) -> &'static str {
         match self {
             Watched::Nodes => "nodes",
             Watched::Pods => "pods",
             Watched::PodGroups => "podgroups",
+            Watched::Queues => "queues",
         }
     }
 }
@@ -70,6 +77,7 @@ struct Inner {
     nodes_synced: AtomicBool,
     pods_synced: AtomicBool,
     pod_groups_synced: AtomicBool,
+    queues_synced: AtomicBool,
 }
 
 /// A cheap-to-clone handle on the shared cache.
@@ -108,6 +116,15 @@ impl Cache {
 
     pub fn delete_pod_group(&self, key: &GroupKey) {
         self.update(|s| s.delete_pod_group(key));
+    }
+
+    /// Inserts or replaces a Queue.
+    pub fn apply_queue(&self, queue: Queue) {
+        self.update(|s| s.apply_queue(queue));
+    }
+
+    pub fn delete_queue(&self, name: &str) {
+        self.update(|s| s.delete_queue(name));
     }
 
     /// Runs `f` on the current state under a read lock. Keep `f` short: writers wait for it.
@@ -155,6 +172,7 @@ impl Cache {
             Watched::Nodes => &self.inner.nodes_synced,
             Watched::Pods => &self.inner.pods_synced,
             Watched::PodGroups => &self.inner.pod_groups_synced,
+            Watched::Queues => &self.inner.queues_synced,
         }
     }
 
@@ -276,10 +294,16 @@ mod tests {
         let cache = Cache::new();
         assert_eq!(
             cache.unsynced(),
-            vec![Watched::Nodes, Watched::Pods, Watched::PodGroups]
+            vec![
+                Watched::Nodes,
+                Watched::Pods,
+                Watched::PodGroups,
+                Watched::Queues
+            ]
         );
         cache.mark_synced(Watched::Pods);
         cache.mark_synced(Watched::PodGroups);
+        cache.mark_synced(Watched::Queues);
         assert_eq!(cache.unsynced(), vec![Watched::Nodes]);
         cache.clone().mark_synced(Watched::Nodes);
         assert!(cache.unsynced().is_empty());

@@ -133,3 +133,38 @@ pub struct PodGroup {
     pub schedule_timeout: std::time::Duration,
     pub min_resources: Resources,
 }
+
+/// A Queue as admission and the controller see it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Queue {
+    pub name: String,
+    /// At least 1.
+    pub weight: u32,
+    /// Hard maximum per resource; a resource not listed is not bounded.
+    pub capability: crate::policy::fair_share::Capability,
+    /// Reserved minimum per resource.
+    pub guarantee: Resources,
+    pub parent: Option<String>,
+    /// Breaks ties between queues of equal share; higher first.
+    pub priority: i32,
+    /// `spec.state` is `Open`: a closed queue admits nothing new.
+    pub open: bool,
+    /// Others may reclaim what it borrowed.
+    pub reclaimable: bool,
+}
+
+impl Queue {
+    /// An open queue of weight 1 with no bounds (what `spec: {}` gives).
+    pub fn new(name: impl Into<String>) -> Self {
+        Queue {
+            name: name.into(),
+            weight: 1,
+            capability: crate::policy::fair_share::Capability::unbounded(),
+            guarantee: Resources::new(),
+            parent: None,
+            priority: 0,
+            open: true,
+            reclaimable: true,
+        }
+    }
+}

@@ -1,7 +1,7 @@
 //! The cache's contents and its one write path.
 //!
-//! Besides the mirrored objects (nodes, pods, PodGroups), the state keeps the indexes every
-//! decision needs, updated incrementally on each write so that reads are O(1):
+//! Besides the mirrored objects (nodes, pods, PodGroups, Queues), the state keeps the indexes
+//! every decision needs, updated incrementally on each write so that reads are O(1):
 //! - `used` per node: the requests of the non-terminal pods bound to it, the same sum the
 //!   scheduler keeps (a node unknown yet still gets an entry, so the order of watch events
 //!   does not matter);
@@ -22,7 +22,7 @@ use std::sync::Arc;
 
 use rustc_hash::FxHashMap;
 
-use super::model::{GroupKey, Node, Pod, PodGroup, Resources};
+use super::model::{GroupKey, Node, Pod, PodGroup, Queue, Resources};
 
 /// A pod the scheduler asked the extender to bind, not yet shown bound by the API.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -81,6 +81,8 @@ pub struct State {
     pub reserved: FxHashMap<String, Resources>,
     pub claims: FxHashMap<GroupKey, Claim>,
     pub claimed: FxHashMap<String, Resources>,
+    /// Queues by name: admission reads their weights and bounds, the controller their shares.
+    pub queues: FxHashMap<String, Arc<Queue>>,
 }
 
 static NOTHING: std::sync::LazyLock<Resources> = std::sync::LazyLock::new(Resources::new);
@@ -204,6 +206,14 @@ impl State {
             }
         }
         self.drop_claim(key);
+    }
+
+    pub fn apply_queue(&mut self, queue: Queue) {
+        self.queues.insert(queue.name.clone(), Arc::new(queue));
+    }
+
+    pub fn delete_queue(&mut self, name: &str) {
+        self.queues.remove(name);
     }
 
     // ----- the write path: the extender's reservations and claims

@@ -1,6 +1,6 @@
 //! The watch loops that feed the cache from the API server.
 //!
-//! One kube-runtime watcher per kind (nodes, pods), with kube's default backoff on errors. The
+//! One kube-runtime watcher per kind (nodes, pods, PodGroups, Queues), with kube's default backoff on errors. The
 //! full API objects are converted and dropped at once: the cache keeps only its small model.
 //! A (re)list arrives as `Init`, `InitApply`…, `InitDone`; objects are applied as they come,
 //! and at `InitDone` whatever the list did not mention is deleted, so a re-list after a
@@ -108,9 +108,35 @@ impl Mirrored for crate::api::PodGroup {
     }
 }
 
-/// Watches nodes, pods and PodGroups cluster-wide until `shutdown` is cancelled.
+impl Mirrored for crate::api::Queue {
+    const WATCHED: Watched = Watched::Queues;
+    const GAUGE: &'static str = metrics::CACHE_QUEUES;
+    fn key(&self) -> Option<String> {
+        self.metadata.name.clone()
+    }
+    fn apply(&self, cache: &Cache) -> Result<(), Error> {
+        cache.apply_queue(convert::queue(self)?);
+        Ok(())
+    }
+    fn delete(cache: &Cache, key: &str) {
+        cache.delete_queue(key);
+    }
+    fn keys(cache: &Cache) -> Vec<String> {
+        cache.read(|s| s.queues.keys().cloned().collect())
+    }
+    fn count(cache: &Cache) -> usize {
+        cache.read(|s| s.queues.len())
+    }
+}
+
+/// Watches nodes, pods, PodGroups and Queues cluster-wide until `shutdown` is cancelled.
 pub async fn run(client: Client, cache: Cache, shutdown: CancellationToken) {
     tokio::join!(
+        watch(
+            Api::<crate::api::Queue>::all(client.clone()),
+            cache.clone(),
+            shutdown.clone()
+        ),
         watch(
             Api::<core::Node>::all(client.clone()),
             cache.clone(),

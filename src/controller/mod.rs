@@ -37,7 +37,7 @@ pub mod queues;
 pub mod status;
 pub mod writes;
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -191,11 +191,12 @@ impl Controller {
     /// One pass; returns when a write it deferred falls due.
     async fn pass(&mut self) -> Option<Instant> {
         let started = Instant::now();
-        let (observation, waiting) = self
-            .cache
-            .read(|s| (observe::observe(s), plan::decide(s).waiting));
-        let admission_waits: HashMap<GroupKey, String> =
-            waiting.into_iter().map(|w| (w.group, w.why)).collect();
+        let (observation, decision) = self.cache.read(|s| (observe::observe(s), plan::decide(s)));
+        let admission_waits: HashMap<GroupKey, String> = decision
+            .waiting
+            .into_iter()
+            .map(|w| (w.group, w.why))
+            .collect();
         let now = Instant::now();
         let wall = whole_seconds(Timestamp::now());
 
@@ -209,7 +210,8 @@ impl Controller {
         let mut due = None;
         let (pod_group_writes, counts) =
             self.pod_group_statuses(&observation, &admission_waits, &wall, now, &mut due);
-        let queue_writes = self.queue_statuses(&observation, &counts, now, &mut due);
+        let queue_writes =
+            self.queue_statuses(&observation, &decision.queues, &counts, now, &mut due);
         transitions.extend(self.write_pod_group_statuses(pod_group_writes, now).await);
         self.write_queue_statuses(queue_writes, now).await;
         self.settle(now);
@@ -464,6 +466,7 @@ impl Controller {
     fn queue_statuses(
         &self,
         observation: &Observation,
+        shares: &BTreeMap<String, plan::QueueReport>,
         counts: &HashMap<String, GroupCounts>,
         now: Instant,
         due: &mut Option<Instant>,
@@ -473,9 +476,13 @@ impl Controller {
             let Some(uid) = queue.uid() else { continue };
             let name = queue.name_any();
             let usage = observation.queues.get(&name).cloned().unwrap_or_default();
+            let deserved = shares
+                .get(&name)
+                .map(|r| r.deserved.clone())
+                .unwrap_or_default();
             let desired = queues::queue_status(
-                &queue.spec,
                 &usage,
+                &deserved,
                 counts.get(&name).copied().unwrap_or_default(),
             );
             let stored = owned_queue_status(&queue);

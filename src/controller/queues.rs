@@ -2,10 +2,10 @@
 //!
 //! - `allocated`: the requests of the queue's pods that are bound and not finished: members of
 //!   the queue's PodGroups, and pods that name the queue but no group.
-//! - `deserved`: **for now, the queue's demand**: what it holds plus what its waiting pods
-//!   (gated or not yet bound) request, capped per resource by `capability`. This is a report,
-//!   not an input (admission does not read it). The fair-share issue replaces it with the
-//!   weighted water-filling share of DESIGN.md ("Fair share"), computed by the policy code.
+//! - `deserved`: the queue's deserved share as the admission pass computes it
+//!   ([`crate::admission::plan::QueueReport`]: weighted water-filling of the schedulable nodes'
+//!   allocatable over every queue's demand), so the status shows the number that orders
+//!   admission. It is a report, not an input: admission recomputes it from the cache.
 //! - `pending`, `admitted`, `running`: the queue's PodGroups in phase Pending, Inqueue and
 //!   Running, as the controller computes them in the same pass (so the counts agree with the
 //!   PodGroups' phases once both are written). Groups in phase Unknown are in none of them.
@@ -17,7 +17,6 @@
 
 use crate::api::labels::{DEFAULT_QUEUE, MANAGED_RESOURCE};
 use crate::api::{PodGroupPhase, Queue, QueueSpec, QueueStatus, ResourceList};
-use crate::cache::convert;
 use crate::cache::resources::{Resources, human};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 
@@ -43,20 +42,10 @@ impl GroupCounts {
 }
 
 /// The status a queue should have (without conditions, see the module docs).
-pub fn queue_status(spec: &QueueSpec, usage: &QueueUsage, counts: GroupCounts) -> QueueStatus {
-    let mut deserved = usage.allocated.plus(&usage.waiting);
-    // The schema refuses a capability that is not a quantity, so this never fails in practice;
-    // if it did, reporting the uncapped demand is the honest answer.
-    if let Ok(capability) = convert::resources(&spec.capability) {
-        for (name, cap) in capability.iter() {
-            if deserved.get(name) > cap {
-                deserved.set(name, cap);
-            }
-        }
-    }
+pub fn queue_status(usage: &QueueUsage, deserved: &Resources, counts: GroupCounts) -> QueueStatus {
     QueueStatus {
         allocated: resource_list(&usage.allocated),
-        deserved: resource_list(&deserved),
+        deserved: resource_list(deserved),
         pending: counts.pending,
         admitted: counts.admitted,
         running: counts.running,
@@ -90,11 +79,7 @@ mod tests {
     }
 
     #[test]
-    fn deserved_is_the_demand_capped_by_capability_for_now() {
-        let spec = QueueSpec {
-            capability: quantities(&[("cpu", "6"), ("nvidia.com/gpu", "8")]),
-            ..QueueSpec::default()
-        };
+    fn allocated_is_what_bound_pods_hold_and_deserved_the_share_given() {
         let usage = QueueUsage {
             allocated: Resources::from([("cpu", 4_000), ("memory", 4 << 30), ("pods", 4)]),
             waiting: Resources::from([("cpu", 4_000), ("memory", 4 << 30), ("pods", 4)]),
@@ -104,7 +89,8 @@ mod tests {
             admitted: 0,
             running: 1,
         };
-        let status = queue_status(&spec, &usage, counts);
+        let deserved = Resources::from([("cpu", 6_000), ("memory", 8 << 30), ("pods", 8)]);
+        let status = queue_status(&usage, &deserved, counts);
         assert_eq!(
             status.allocated,
             quantities(&[("cpu", "4"), ("memory", "4Gi"), ("pods", "4")])
@@ -119,8 +105,8 @@ mod tests {
     #[test]
     fn an_idle_queue_reports_nothing_allocated_or_deserved() {
         let status = queue_status(
-            &QueueSpec::default(),
             &QueueUsage::default(),
+            &Resources::new(),
             GroupCounts::default(),
         );
         assert_eq!(status, QueueStatus::default());

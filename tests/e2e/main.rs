@@ -8,4 +8,5 @@ mod support;
 mod control_plane;
 mod controller;
 mod gangs;
+mod queues;
 mod webhooks;

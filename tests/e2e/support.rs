@@ -248,20 +248,6 @@ pub async fn bound_with_prefix(pods: &Api<Pod>, prefix: &str) -> Vec<String> {
         .collect()
 }
 
-/// The messages of the namespace's events about `object`, oldest first.
-pub async fn event_messages(client: &Client, namespace: &str, object: &str) -> Vec<String> {
-    let events: Api<k8s_openapi::api::core::v1::Event> = Api::namespaced(client.clone(), namespace);
-    let list = events
-        .list(&Default::default())
-        .await
-        .expect("failed to list events");
-    list.items
-        .into_iter()
-        .filter(|e| e.involved_object.name.as_deref() == Some(object))
-        .filter_map(|e| e.message)
-        .collect()
-}
-
 /// Runs `e2e/gangplank ACTION` (stop, kill, start, restart) against this cluster.
 pub fn gangplank_ctl(action: &str) {
     let status = std::process::Command::new(repo_dir().join("e2e/gangplank"))

@@ -1,0 +1,307 @@
+//! Queues through a real API server: fair share between weighted queues, capability as a hard
+//! cap, and priority inside a queue. The cluster is `e2e/up`'s default: 4 nodes of 32 CPUs.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use futures::StreamExt;
+use gangplank::api::{PodGroup, Queue, QueueSpec};
+use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::scheduling::v1::PriorityClass;
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use kube::api::{DeleteParams, PostParams};
+use kube::{Api, Client};
+use serde_json::json;
+
+use crate::support::{Cluster, TestNamespace, eventually, managed_pod, pod, pod_group, running};
+
+/// Creates a queue named `prefix-<nanos>` with `spec`; returns its name.
+async fn create_queue(client: &Client, prefix: &str, spec: QueueSpec) -> String {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .subsec_nanos();
+    let name = format!("{prefix}-{nanos:x}");
+    Api::<Queue>::all(client.clone())
+        .create(&PostParams::default(), &Queue::new(&name, spec))
+        .await
+        .unwrap_or_else(|e| panic!("failed to create queue {name}: {e}"));
+    name
+}
+
+async fn delete_queue(client: &Client, name: &str) {
+    let _ = Api::<Queue>::all(client.clone())
+        .delete(name, &DeleteParams::default())
+        .await;
+}
+
+fn cpu_cap(cpu: &str) -> QueueSpec {
+    QueueSpec {
+        capability: [("cpu".to_string(), Quantity(cpu.to_string()))].into(),
+        ..QueueSpec::default()
+    }
+}
+
+/// A gang `name` of `size` pods of `cpu` CPUs in `queue`; members finish `run_for` after they
+/// start when given; `priority_class` on every member when given.
+async fn create_gang(
+    ns: &TestNamespace,
+    queue: &str,
+    name: &str,
+    size: usize,
+    cpu: u32,
+    run_for: Option<&str>,
+    priority_class: Option<&str>,
+) {
+    let mut group = pod_group(name, size as i32, None);
+    group.spec.queue = Some(queue.to_owned());
+    ns.api::<PodGroup>()
+        .create(&PostParams::default(), &group)
+        .await
+        .unwrap_or_else(|e| panic!("failed to create PodGroup {name}: {e}"));
+    let extra = match run_for {
+        Some(delay) => json!({"annotations": {"pod-complete.stage.kwok.x-k8s.io/delay": delay}}),
+        None => json!({}),
+    };
+    let pods = ns.api::<Pod>();
+    for i in 0..size {
+        let mut member = managed_pod(&format!("{name}-{i}"), Some(name), cpu, extra.clone());
+        member.spec.as_mut().unwrap().priority_class_name = priority_class.map(str::to_owned);
+        pods.create(&PostParams::default(), &member)
+            .await
+            .unwrap_or_else(|e| panic!("failed to create pod {name}-{i}: {e}"));
+    }
+}
+
+/// CPUs held by bound, unfinished pods of `ns`, by the first `-`-separated part of their name.
+async fn running_cpu_by_prefix(pods: &Api<Pod>) -> BTreeMap<String, f64> {
+    let mut out = BTreeMap::new();
+    for p in pods.list(&Default::default()).await.unwrap().items {
+        let spec = p.spec.as_ref().unwrap();
+        let phase = p.status.as_ref().and_then(|s| s.phase.as_deref());
+        if spec.node_name.is_none() || matches!(phase, Some("Succeeded" | "Failed")) {
+            continue;
+        }
+        let name = p.metadata.name.clone().unwrap_or_default();
+        let prefix = name.split('-').next().unwrap_or_default().to_owned();
+        let cpu: f64 = spec.containers[0]
+            .resources
+            .as_ref()
+            .and_then(|r| r.requests.as_ref())
+            .and_then(|r| r.get("cpu"))
+            .map_or(0.0, |q| q.0.parse().unwrap_or(0.0));
+        *out.entry(prefix).or_default() += cpu;
+    }
+    out
+}
+
+/// Names of `ns`'s pods starting with `prefix` that are bound.
+async fn bound(pods: &Api<Pod>, prefix: &str) -> usize {
+    crate::support::bound_with_prefix(pods, prefix).await.len()
+}
+
+/// The message of the PodGroup's `Admitted` condition when it is False.
+async fn not_admitted_because(groups: &Api<PodGroup>, name: &str) -> Option<String> {
+    let status = groups.get(name).await.ok()?.status?;
+    let admitted = status
+        .conditions
+        .into_iter()
+        .find(|c| c.type_ == "Admitted")?;
+    (admitted.status == "False").then_some(admitted.message)
+}
+
+#[tokio::test]
+#[ignore = "needs the local control plane: run e2e/test"]
+async fn two_queues_weighted_two_to_one_share_a_full_cluster_two_to_one_over_time() {
+    let cluster = Cluster::connect().await;
+    let heavy = create_queue(
+        &cluster.client,
+        "fair-heavy",
+        QueueSpec {
+            weight: 2,
+            ..QueueSpec::default()
+        },
+    )
+    .await;
+    let light = create_queue(&cluster.client, "fair-light", QueueSpec::default()).await;
+    let ns = cluster.namespace("queues-fair").await;
+    let pods = ns.api::<Pod>();
+    // Plain pods fill the cluster while the gangs are created, so that admission starts from
+    // nothing with both queues full of work instead of the first queue created taking all.
+    for i in 0..4 {
+        pods.create(
+            &PostParams::default(),
+            &pod(json!({
+                "apiVersion": "v1", "kind": "Pod", "metadata": {"name": format!("filler-{i}")},
+                "spec": {"containers": [{"name": "main", "image": "busybox",
+                    "resources": {"requests": {"cpu": "32"}}}]}
+            })),
+        )
+        .await
+        .unwrap();
+    }
+    for i in 0..4 {
+        running(&pods, &format!("filler-{i}"), 60).await;
+    }
+    // Gangs of 2 pods of 2 CPUs finishing 20 s after they start: 32 fit at once, so the
+    // 2:1 split is fine-grained (about 21 to 11). More than fits over the whole test.
+    let gangs: Vec<(&str, String)> = (0..80)
+        .map(|i| (heavy.as_str(), format!("a{i:03}")))
+        .chain((0..45).map(|i| (light.as_str(), format!("b{i:03}"))))
+        .collect();
+    futures::stream::iter(gangs.iter())
+        .for_each_concurrent(8, |(queue, name)| {
+            create_gang(&ns, queue, name, 2, 2, Some("20s"), None)
+        })
+        .await;
+    for i in 0..4 {
+        pods.delete(
+            &format!("filler-{i}"),
+            &DeleteParams::default().grace_period(0),
+        )
+        .await
+        .unwrap();
+    }
+
+    tokio::time::sleep(Duration::from_secs(10)).await;
+    let mut samples = Vec::new();
+    for _ in 0..7 {
+        let cpu = running_cpu_by_prefix(&pods).await;
+        let (a, b) = (
+            cpu.iter()
+                .filter(|(k, _)| k.starts_with('a'))
+                .map(|(_, v)| v)
+                .sum::<f64>(),
+            cpu.iter()
+                .filter(|(k, _)| k.starts_with('b'))
+                .map(|(_, v)| v)
+                .sum::<f64>(),
+        );
+        samples.push((a, b));
+        tokio::time::sleep(Duration::from_secs(7)).await;
+    }
+    eprintln!("running CPUs (weight 2, weight 1) every 7 s: {samples:?}");
+    // Samples taken while a wave of gangs finishes and the next is placed show a cluster
+    // part-empty; judge the ones where at least 80% of the 128 CPUs run the queues' gangs.
+    let full: Vec<f64> = samples
+        .iter()
+        .filter(|(a, b)| a + b >= 0.8 * 128.0)
+        .map(|(a, b)| a / (a + b))
+        .collect();
+    assert!(
+        full.len() >= 3,
+        "too few samples of a full cluster: {samples:?}"
+    );
+    for share in &full {
+        assert!(
+            (share - 2.0 / 3.0).abs() <= 0.1 * 2.0 / 3.0,
+            "the weight-2 queue's part of the running CPUs strays more than 10% from 2/3: {samples:?}"
+        );
+    }
+    ns.delete().await;
+    delete_queue(&cluster.client, &heavy).await;
+    delete_queue(&cluster.client, &light).await;
+}
+
+#[tokio::test]
+#[ignore = "needs the local control plane: run e2e/test"]
+async fn capability_caps_a_queue_on_an_idle_cluster() {
+    let cluster = Cluster::connect().await;
+    let queue = create_queue(&cluster.client, "capped", cpu_cap("8")).await;
+    let ns = cluster.namespace("queues-capped").await;
+    let pods = ns.api::<Pod>();
+    let groups = ns.api::<PodGroup>();
+    for name in ["c0", "c1", "c2"] {
+        create_gang(&ns, &queue, name, 2, 2, None, None).await;
+    }
+    eventually("two gangs (8 CPUs) bound", 30, || async {
+        (bound(&pods, "c").await == 4).then_some(())
+    })
+    .await;
+    // Until the controller's first pass after admission's, a gang's status may still say it
+    // is about to be released.
+    let why = eventually("the third gang to say why it waits", 30, || async {
+        for name in ["c0", "c1", "c2"] {
+            if let Some(why) = not_admitted_because(&groups, name).await
+                && why.starts_with("queue ")
+            {
+                return Some(why);
+            }
+        }
+        None
+    })
+    .await;
+    assert!(
+        why.starts_with(&format!(
+            "queue {queue} has reached its capability: cpu 8 held + 4 requested > capability 8"
+        )),
+        "{why}"
+    );
+    for _ in 0..8 {
+        assert_eq!(
+            bound(&pods, "c").await,
+            4,
+            "the queue went over its capability"
+        );
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+    ns.delete().await;
+    delete_queue(&cluster.client, &queue).await;
+}
+
+#[tokio::test]
+#[ignore = "needs the local control plane: run e2e/test"]
+async fn a_high_priority_group_in_a_full_queue_runs_before_older_low_priority_ones() {
+    let cluster = Cluster::connect().await;
+    let classes: Api<PriorityClass> = Api::all(cluster.client.clone());
+    let class: PriorityClass = serde_json::from_value(json!({
+        "apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
+        "metadata": {"name": "gangplank-e2e-high"}, "value": 1000
+    }))
+    .unwrap();
+    if let Err(e) = classes.create(&PostParams::default(), &class).await {
+        assert!(
+            matches!(&e, kube::Error::Api(s) if s.is_already_exists()),
+            "{e}"
+        );
+    }
+    // Room for one gang of 2 x 2 CPUs at a time.
+    let queue = create_queue(&cluster.client, "prio", cpu_cap("4")).await;
+    let ns = cluster.namespace("queues-prio").await;
+    let pods = ns.api::<Pod>();
+    let groups = ns.api::<PodGroup>();
+    create_gang(&ns, &queue, "low0", 2, 2, Some("10s"), None).await;
+    eventually("the first low-priority gang bound", 30, || async {
+        (bound(&pods, "low0").await == 2).then_some(())
+    })
+    .await;
+    for name in ["low1", "low2"] {
+        create_gang(&ns, &queue, name, 2, 2, Some("10s"), None).await;
+    }
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    create_gang(
+        &ns,
+        &queue,
+        "high",
+        2,
+        2,
+        Some("10s"),
+        Some("gangplank-e2e-high"),
+    )
+    .await;
+    eventually("the high-priority gang bound", 60, || async {
+        (bound(&pods, "high").await == 2).then_some(())
+    })
+    .await;
+    assert_eq!(
+        bound(&pods, "low1").await + bound(&pods, "low2").await,
+        0,
+        "an older low-priority gang went first"
+    );
+    let why = not_admitted_because(&groups, "low1")
+        .await
+        .unwrap_or_default();
+    assert!(why.contains("has reached its capability"), "{why}");
+    ns.delete().await;
+    delete_queue(&cluster.client, &queue).await;
+}
