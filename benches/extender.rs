@@ -771,6 +771,18 @@ fn cases<'a>(w: &'a World, rt: &'a tokio::runtime::Runtime) -> Vec<Case<'a>> {
         let router = router.clone();
         move || post(rt, &router, "prioritize", &claimed_body, |_| {})
     }));
+    // What the scheduler really sends at 5,000 nodes: a sample of 500 (filter), and prioritize
+    // only over what passed filter.
+    let claimed_sampled = w.claimed.body(&sampled);
+    out.push(case("http/filter/gang-has-claim/500-names", {
+        let router = router.clone();
+        let body = claimed_sampled.clone();
+        move || post(rt, &router, "filter", &body, |_| {})
+    }));
+    out.push(case("http/prioritize/gang-has-claim/500-names", {
+        let router = router.clone();
+        move || post(rt, &router, "prioritize", &claimed_sampled, |_| {})
+    }));
     let whole_body = all(&w.whole_nodes);
     out.push(case("http/filter/gang-does-not-fit/first-member", {
         let router = router.clone();
