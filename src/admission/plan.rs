@@ -50,7 +50,7 @@
 //! - A group whose queue does not exist waits and says so; queues' parents only shape the
 //!   shares (a parent's capability is not checked at admission yet).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
 use crate::api::labels::DEFAULT_QUEUE;
 use crate::cache::resources::{ResourceId, human};
@@ -360,10 +360,16 @@ struct Room {
     nodes: Vec<Resources>,
     /// Σ of the nodes' free room (each at least zero) − in flight − admitted in this pass.
     total: Resources,
-    /// Per queue: guarantee not covered by what it holds.
-    unused_guarantee: BTreeMap<String, Resources>,
+    /// Per queue (by its index in name order): guarantee not covered by what it holds.
+    unused_guarantee: Vec<Resources>,
     /// Σ of `unused_guarantee`.
     guaranteed: Resources,
+    /// Per pod shape (requests) seen in this pass: the first node that may still fit it. Room
+    /// only shrinks during a pass, so nodes before it stay too full for that shape, and a
+    /// shape whose cursor reached the end fits nowhere, nor does any pod asking at least as
+    /// much. This keeps a pass over thousands of groups on a full cluster from scanning every
+    /// node for every group.
+    cursors: Vec<(Resources, usize)>,
 }
 
 impl Room {
@@ -387,31 +393,30 @@ impl Room {
         let mut room = Room {
             nodes,
             total,
-            unused_guarantee: BTreeMap::new(),
+            unused_guarantee: vec![Resources::new(); queues.len()],
             guaranteed: Resources::new(),
+            cursors: Vec::new(),
         };
-        for (name, queue) in &state.queues {
-            let held = &queues[name].allocated;
-            room.set_unused_guarantee(name, &queue.guarantee, held);
+        for (slot, (name, report)) in queues.iter().enumerate() {
+            room.set_unused_guarantee(slot, &state.queues[name].guarantee, &report.allocated);
         }
         room
     }
 
-    fn set_unused_guarantee(&mut self, queue: &str, guarantee: &Resources, held: &Resources) {
-        if let Some(before) = self.unused_guarantee.remove(queue) {
-            self.guaranteed.sub(&before);
+    fn set_unused_guarantee(&mut self, slot: usize, guarantee: &Resources, held: &Resources) {
+        if guarantee.is_empty() {
+            return;
         }
+        self.guaranteed.sub(&self.unused_guarantee[slot]);
         let unused = at_least_zero(&guarantee.minus(held));
         self.guaranteed.add(&unused);
-        self.unused_guarantee.insert(queue.to_owned(), unused);
+        self.unused_guarantee[slot] = unused;
     }
 
     /// What a group of `queue` may take: the free total minus others' unused guarantees.
-    fn available_to(&self, queue: &str) -> Resources {
+    fn available_to(&self, slot: usize) -> Resources {
         let mut others = self.guaranteed.clone();
-        if let Some(own) = self.unused_guarantee.get(queue) {
-            others.sub(own);
-        }
+        others.sub(&self.unused_guarantee[slot]);
         at_least_zero(&self.total.minus(&others))
     }
 
@@ -424,7 +429,7 @@ impl Room {
         });
         let mut placed: Vec<(usize, &Resources)> = Vec::with_capacity(pods.len());
         for pod in pods {
-            match self.nodes.iter().position(|free| pod.fits_in(free)) {
+            match self.first_fit(pod) {
                 Some(at) => {
                     self.nodes[at].sub(pod);
                     placed.push((at, pod));
@@ -432,6 +437,10 @@ impl Room {
                 None => {
                     for (at, undo) in placed {
                         self.nodes[at].add(undo);
+                        // That node has room again: every shape may look at it again.
+                        for (_, cursor) in &mut self.cursors {
+                            *cursor = (*cursor).min(at);
+                        }
                     }
                     return Err(pod.clone());
                 }
@@ -441,6 +450,34 @@ impl Room {
             self.total.sub(pod);
         }
         Ok(())
+    }
+}
+
+impl Room {
+    /// The first node with room for `pod`, scanning from its shape's cursor.
+    fn first_fit(&mut self, pod: &Resources) -> Option<usize> {
+        let end = self.nodes.len();
+        let hopeless = self
+            .cursors
+            .iter()
+            .any(|(shape, cursor)| *cursor == end && shape.fits_in(pod));
+        if hopeless {
+            return None;
+        }
+        let slot = match self.cursors.iter().position(|(shape, _)| shape == pod) {
+            Some(slot) => slot,
+            None => {
+                self.cursors.push((pod.clone(), 0));
+                self.cursors.len() - 1
+            }
+        };
+        let start = self.cursors[slot].1;
+        let found = self.nodes[start..]
+            .iter()
+            .position(|free| pod.fits_in(free))
+            .map(|i| start + i);
+        self.cursors[slot].1 = found.unwrap_or(end);
+        found
     }
 }
 
@@ -460,6 +497,18 @@ fn admit(state: &State, book: Book, shares: Shares) -> Decision {
     let mut decision = Decision::default();
     let mut snapshots: BTreeMap<&str, QueueSnapshot<usize>> = BTreeMap::new();
     let mut waiting: Vec<(usize, String)> = Vec::new();
+    // Queues by index in name order, so that the pass looks nothing up by name.
+    let slot_of: HashMap<&str, usize> = queues
+        .keys()
+        .enumerate()
+        .map(|(slot, name)| (name.as_str(), slot))
+        .collect();
+    let by_slot: Vec<&Queue> = queues.keys().map(|n| state.queues[n].as_ref()).collect();
+    let slots: Vec<usize> = book
+        .candidates
+        .iter()
+        .map(|c| slot_of.get(c.queue.as_str()).copied().unwrap_or(usize::MAX))
+        .collect();
     for (i, c) in book.candidates.iter().enumerate() {
         let why = match (&c.blocked, state.queues.get(&c.queue)) {
             (Some(why), _) => Some(why.clone()),
@@ -499,17 +548,14 @@ fn admit(state: &State, book: Book, shares: Shares) -> Decision {
     }
 
     let snapshots: Vec<QueueSnapshot<usize>> = snapshots.into_values().collect();
-    let mut held: BTreeMap<String, Resources> = queues
-        .iter()
-        .map(|(name, r)| (name.clone(), r.allocated.clone()))
-        .collect();
+    let mut held: Vec<Resources> = queues.values().map(|r| r.allocated.clone()).collect();
     let mut admitted = Vec::new();
     let mut pass = AdmissionPass::new(&snapshots, Options::default());
     while let Some(pick) = pass.next() {
         let c = &book.candidates[pick.group.key];
-        let queue = &state.queues[&c.queue];
-        let holds = &held[&c.queue];
-        match judge(&room, queue, holds, c) {
+        let slot = slots[pick.group.key];
+        let queue = by_slot[slot];
+        match judge(&room, slot, queue, &held[slot], c) {
             Ok(()) => {}
             Err(why) => {
                 pass.skip_last();
@@ -527,9 +573,8 @@ fn admit(state: &State, book: Book, shares: Shares) -> Decision {
             ));
             continue;
         }
-        let holds = held.get_mut(&c.queue).expect("every queue has an entry");
-        holds.add(&c.requests);
-        room.set_unused_guarantee(&c.queue, &queue.guarantee, holds);
+        held[slot].add(&c.requests);
+        room.set_unused_guarantee(slot, &queue.guarantee, &held[slot]);
         admitted.push(pick.group.key);
     }
 
@@ -560,7 +605,13 @@ fn admit(state: &State, book: Book, shares: Shares) -> Decision {
 
 /// Whether a group of `queue`, which holds `holds`, may take what `c` requests: the queue's
 /// capability, then the free room.
-fn judge(room: &Room, queue: &Queue, holds: &Resources, c: &Candidate) -> Result<(), String> {
+fn judge(
+    room: &Room,
+    slot: usize,
+    queue: &Queue,
+    holds: &Resources,
+    c: &Candidate,
+) -> Result<(), String> {
     let after = holds.plus(&c.requests);
     let over: Vec<String> = queue
         .capability
@@ -587,7 +638,7 @@ fn judge(room: &Room, queue: &Queue, holds: &Resources, c: &Candidate) -> Result
     for pod in &c.need {
         needed.add(pod);
     }
-    let available = room.available_to(&queue.name);
+    let available = room.available_to(slot);
     let short = needed.shortfall(&available);
     if !short.is_empty() {
         let what: Vec<String> = short
