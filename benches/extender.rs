@@ -24,6 +24,13 @@
 //! or the hand-written golden request before captures exist) with the pod's identity, group
 //! label and requests replaced and 5,000 `NodeNames`.
 //!
+//! Reading the numbers: the gang paths are memory-bound (per candidate, four hash lookups by
+//! node name: `nodes`, `used`, `reserved`, `claimed`), so they swing with whatever else runs on
+//! the machine far more than the pass-through paths do. `decide/*` calls the same function on the
+//! same candidate list back to back, with the cache's lines warm; `http/*` adds the decode and
+//! encode and their allocations, which also evict those lines, and is the figure to compare with
+//! the target. Compare runs only from the same session, and report the load they ran under.
+//!
 //! Run: `cargo bench --bench extender` (the table comes first; add a criterion filter such as
 //! `-- http/` to run only some cases, `GP_BENCH_SAMPLES=500` for a shorter table, `-- --quick`
 //! for a short criterion run, `GP_BENCH_CRITERION=0` for the table alone).
