@@ -3,6 +3,8 @@
 //! us), and agree with the code: the Deployment's flags parse with the real command line, the
 //! default queue is the spec Gangplank creates at start-up, and RBAC grants what the code does.
 
+mod common;
+
 use std::path::PathBuf;
 
 use clap::Parser;
@@ -43,34 +45,12 @@ fn object<K: DeserializeOwned + serde::Serialize>(file: &str, kind: &str, name: 
         .unwrap_or_else(|e| panic!("{file}: {kind} {name} does not parse: {e}"));
     let round_trip = serde_json::to_value(&typed).unwrap();
     let mut lost = Vec::new();
-    lost_fields("", &doc, &round_trip, &mut lost);
+    common::lost_fields("", &doc, &round_trip, &mut lost);
     assert!(
         lost.is_empty(),
         "{file}: {kind} {name} has fields its type does not know (misspelt or misplaced): {lost:?}"
     );
     typed
-}
-
-/// Paths present (or different) in `written` but not in `parsed`.
-fn lost_fields(path: &str, written: &Value, parsed: &Value, out: &mut Vec<String>) {
-    match (written, parsed) {
-        (Value::Object(w), Value::Object(p)) => {
-            for (key, value) in w {
-                let path = format!("{path}.{key}");
-                match p.get(key) {
-                    Some(parsed) => lost_fields(&path, value, parsed, out),
-                    None => out.push(path),
-                }
-            }
-        }
-        (Value::Array(w), Value::Array(p)) if w.len() == p.len() => {
-            for (i, (w, p)) in w.iter().zip(p).enumerate() {
-                lost_fields(&format!("{path}[{i}]"), w, p, out);
-            }
-        }
-        (w, p) if w != p => out.push(format!("{path} ({w} became {p})")),
-        _ => {}
-    }
 }
 
 fn kinds(file: &str) -> Vec<String> {

@@ -5,6 +5,8 @@
 //! the real mutating rule between entries the way the API server does). `render.sh` fills in
 //! the CA bundle and the client config mechanically.
 
+mod common;
+
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::process::Command;
@@ -44,7 +46,7 @@ fn registration<K: DeserializeOwned + serde::Serialize>(file: &str) -> K {
     let typed: K = serde_json::from_value(docs[0].clone())
         .unwrap_or_else(|e| panic!("{file} does not parse: {e}"));
     let mut lost = Vec::new();
-    lost_fields(
+    common::lost_fields(
         "",
         &docs[0],
         &serde_json::to_value(&typed).unwrap(),
@@ -52,27 +54,6 @@ fn registration<K: DeserializeOwned + serde::Serialize>(file: &str) -> K {
     );
     assert!(lost.is_empty(), "{file}: fields lost or misspelt: {lost:?}");
     typed
-}
-
-fn lost_fields(path: &str, written: &Value, parsed: &Value, out: &mut Vec<String>) {
-    match (written, parsed) {
-        (Value::Object(w), Value::Object(p)) => {
-            for (key, value) in w {
-                let path = format!("{path}.{key}");
-                match p.get(key) {
-                    Some(parsed) => lost_fields(&path, value, parsed, out),
-                    None => out.push(path),
-                }
-            }
-        }
-        (Value::Array(w), Value::Array(p)) if w.len() == p.len() => {
-            for (i, (w, p)) in w.iter().zip(p).enumerate() {
-                lost_fields(&format!("{path}[{i}]"), w, p, out);
-            }
-        }
-        (w, p) if w != p => out.push(format!("{path} ({w} became {p})")),
-        _ => {}
-    }
 }
 
 /// What the tests need of one webhook entry, mutating or validating.
