@@ -511,24 +511,10 @@ impl Controller {
         now: Instant,
     ) -> Vec<Event> {
         let client = &self.client;
-        let results: Vec<(StatusWrite<PodGroupStatus>, bool)> = futures::stream::iter(writes)
-            .map(|w| async move {
-                let api: Api<PodGroup> =
-                    Api::namespaced(client.clone(), w.namespace.as_deref().unwrap_or_default());
-                let ok = apply_status(
-                    &api,
-                    "podgroup",
-                    &w.name,
-                    PodGroup::api_version(&()),
-                    "PodGroup",
-                    &w.status,
-                )
-                .await;
-                (w, ok)
-            })
-            .buffer_unordered(WRITE_CONCURRENCY)
-            .collect()
-            .await;
+        let results = apply_statuses(writes, "podgroup", |w| {
+            Api::<PodGroup>::namespaced(client.clone(), w.namespace.as_deref().unwrap_or_default())
+        })
+        .await;
         let mut events = Vec::new();
         for (w, ok) in results {
             if ok
@@ -551,24 +537,8 @@ impl Controller {
     }
 
     async fn write_queue_statuses(&mut self, writes: Vec<StatusWrite<QueueStatus>>, now: Instant) {
-        let api: Api<Queue> = Api::all(self.client.clone());
-        let api = &api;
-        let results: Vec<(StatusWrite<QueueStatus>, bool)> = futures::stream::iter(writes)
-            .map(|w| async move {
-                let ok = apply_status(
-                    api,
-                    "queue",
-                    &w.name,
-                    Queue::api_version(&()),
-                    "Queue",
-                    &w.status,
-                )
-                .await;
-                (w, ok)
-            })
-            .buffer_unordered(WRITE_CONCURRENCY)
-            .collect()
-            .await;
+        let client = &self.client;
+        let results = apply_statuses(writes, "queue", |_| Api::<Queue>::all(client.clone())).await;
         for (w, ok) in results {
             self.queue_writes.record(&w.uid, w.status, ok, now);
         }
@@ -626,6 +596,36 @@ fn owned_queue_status(queue: &Queue) -> Option<QueueStatus> {
         s.conditions.clear();
         s
     })
+}
+
+/// Applies every write's status, [`WRITE_CONCURRENCY`] at a time, through the API that
+/// `api_for` gives for it; returns each write with whether it succeeded.
+async fn apply_statuses<K, S>(
+    writes: Vec<StatusWrite<S>>,
+    kind: &'static str,
+    api_for: impl Fn(&StatusWrite<S>) -> Api<K>,
+) -> Vec<(StatusWrite<S>, bool)>
+where
+    K: Resource<DynamicType = ()> + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+    S: serde::Serialize,
+{
+    let api_for = &api_for;
+    futures::stream::iter(writes)
+        .map(|w| async move {
+            let ok = apply_status(
+                &api_for(&w),
+                kind,
+                &w.name,
+                K::api_version(&()),
+                &K::kind(&()),
+                &w.status,
+            )
+            .await;
+            (w, ok)
+        })
+        .buffer_unordered(WRITE_CONCURRENCY)
+        .collect()
+        .await
 }
 
 /// Server-side applies `status` to the status subresource; logs and counts the outcome.
