@@ -260,7 +260,7 @@ pub const CATALOGUE: &[Doc] = &[
         name: CONTROLLER_EVENTS_TOTAL,
         kind: Kind::Counter,
         labels: &["outcome"],
-        help: "Events the controller emitted on PodGroups, Jobs and pods (phase transitions, PodGroup created or missing), by outcome (ok, error).",
+        help: "Events the controller emitted on PodGroups, Jobs and pods (phase transitions, PodGroup created or missing, why a gang waits), by outcome (ok, error).",
     },
     Doc {
         name: CONTROLLER_PASS_DURATION_SECONDS,

@@ -22,8 +22,9 @@
 //!
 //! Events: on a PodGroup when its phase changes (reason = the new phase), on a Job when its
 //! PodGroup is created or cannot be (reasons `PodGroupCreated`, `PodGroupConflict`,
-//! `PodGroupCreateFailed`), and on pods whose group has no PodGroup (`PodGroupMissing`), all
-//! through the rate limiter in [`events`].
+//! `PodGroupCreateFailed`), on pods whose group has no PodGroup (`PodGroupMissing`), and on a
+//! waiting gang's PodGroup and unbound members (`WaitingForAdmission`, `WaitingForRoom`, see
+//! [`waits`]), all through the rate limiter in [`events`].
 //!
 //! The controller acts only once the cache and its stores have listed everything (a partial
 //! list would make it create PodGroups that exist and report empty queues). It does not elect
@@ -35,6 +36,7 @@ pub mod observe;
 pub mod orphans;
 pub mod queues;
 pub mod status;
+pub mod waits;
 pub mod writes;
 
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -58,9 +60,10 @@ use crate::cache::{Cache, GroupKey};
 use crate::metrics;
 use crate::stores::Stores;
 use events::{Event, Limiter, Publisher};
-use observe::{Observation, PodRef};
+use observe::Observation;
 use queues::GroupCounts;
 use status::{Finisher, Inputs};
+use waits::Wait;
 use writes::{Verdict, Writes};
 
 /// Shortest time between two passes, however often things change.
@@ -208,8 +211,15 @@ impl Controller {
             .await;
 
         let mut due = None;
-        let (pod_group_writes, counts) =
-            self.pod_group_statuses(&observation, &admission_waits, &wall, now, &mut due);
+        let mut waits = Vec::new();
+        let (pod_group_writes, counts) = self.pod_group_statuses(
+            &observation,
+            &admission_waits,
+            &wall,
+            now,
+            &mut due,
+            &mut waits,
+        );
         let queue_writes =
             self.queue_statuses(&observation, &decision.queues, &counts, now, &mut due);
         transitions.extend(self.write_pod_group_statuses(pod_group_writes, now).await);
@@ -218,10 +228,41 @@ impl Controller {
 
         let mut events = self.limiter.admit(transitions, usize::MAX, now);
         events.extend(self.limiter.admit(wanted, events::BUDGET_PER_PASS, now));
+        let budget = events::BUDGET_PER_PASS.saturating_sub(events.len());
+        events.extend(self.wait_events(waits, budget, now));
         self.publish(events).await;
         ::metrics::histogram!(metrics::CONTROLLER_PASS_DURATION_SECONDS)
             .record(started.elapsed().as_secs_f64());
         due
+    }
+
+    /// Events on waiting groups within `budget`, then on the unbound members of those emitted
+    /// (see [`waits`]).
+    fn wait_events(&mut self, waits: Vec<Wait>, budget: usize, now: Instant) -> Vec<Event> {
+        let (mut events, mut emitted) = (Vec::new(), Vec::new());
+        for wait in waits {
+            if events.len() == budget {
+                break;
+            }
+            if let [event] = &self.limiter.admit(vec![wait.event.clone()], 1, now)[..] {
+                events.push(event.clone());
+                emitted.push(wait);
+            }
+        }
+        if emitted.is_empty() {
+            return events;
+        }
+        let members: Vec<Event> = self.cache.read(|s| {
+            emitted
+                .iter()
+                .flat_map(|w| waits::member_events(w, &observe::unbound_members(s, &w.group)))
+                .collect()
+        });
+        events.extend(
+            self.limiter
+                .admit(members, waits::MEMBER_EVENTS_PER_PASS, now),
+        );
+        events
     }
 
     /// PodGroups to create for Jobs, Conflict events, and the groups that Jobs account for.
@@ -293,7 +334,7 @@ impl Controller {
                 Some(orphans::Plan::Create(group)) => creations.push(Creation {
                     group: *group,
                     source: "pods",
-                    regarding: pod_reference(&asked.waiting[0]),
+                    regarding: asked.waiting[0].reference(),
                     note: format!(
                         "minMember {} from the annotation {} on the group's pods",
                         asked.min_member.unwrap_or(1),
@@ -303,7 +344,7 @@ impl Controller {
                 }),
                 Some(orphans::Plan::Missing { pods, message }) => {
                     wanted.extend(pods.iter().map(|pod| Event {
-                        regarding: pod_reference(pod),
+                        regarding: pod.reference(),
                         warning: true,
                         reason: orphans::POD_GROUP_MISSING.to_owned(),
                         action: "WaitForPodGroup",
@@ -396,6 +437,7 @@ impl Controller {
         wall: &Time,
         now: Instant,
         due: &mut Option<Instant>,
+        waits: &mut Vec<Wait>,
     ) -> (
         Vec<StatusWrite<PodGroupStatus>>,
         HashMap<String, GroupCounts>,
@@ -422,6 +464,11 @@ impl Controller {
             let previous = self.pod_group_writes.previous(&uid, stored);
             let desired = status::pod_group_status(&inputs, previous, wall);
             let previous_phase = previous.map(|p| p.phase).unwrap_or_default();
+            waits.extend(waits::wait(
+                key,
+                events::reference(group.as_ref()),
+                &desired,
+            ));
             counts
                 .entry(group.spec.queue_name().to_owned())
                 .or_default()
@@ -696,17 +743,6 @@ fn api_message(error: &Error) -> String {
     }
 }
 
-fn pod_reference(pod: &PodRef) -> ObjectReference {
-    ObjectReference {
-        api_version: Some("v1".to_owned()),
-        kind: Some("Pod".to_owned()),
-        namespace: Some(pod.namespace.clone()),
-        name: Some(pod.name.clone()),
-        uid: Some(pod.uid.clone()),
-        ..ObjectReference::default()
-    }
-}
-
 /// `now` without its fraction of a second: the API stores times in whole seconds, and a
 /// status compared with what was stored must not differ by nanoseconds.
 fn whole_seconds(now: Timestamp) -> Time {
@@ -759,6 +795,7 @@ async fn create_default_queue(api: &Api<Queue>) -> Result<bool, Error> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use observe::PodRef;
 
     #[test]
     fn times_are_compared_in_whole_seconds_as_the_api_stores_them() {
@@ -771,11 +808,12 @@ mod tests {
 
     #[test]
     fn a_pod_reference_names_a_core_v1_pod() {
-        let reference = pod_reference(&PodRef {
+        let reference = PodRef {
             namespace: "ml".into(),
             name: "w-0".into(),
             uid: "u".into(),
-        });
+        }
+        .reference();
         assert_eq!(reference.api_version.as_deref(), Some("v1"));
         assert_eq!(reference.kind.as_deref(), Some("Pod"));
         assert_eq!(reference.uid.as_deref(), Some("u"));

@@ -6,6 +6,8 @@
 
 use std::collections::HashMap;
 
+use k8s_openapi::api::core::v1::ObjectReference;
+
 use crate::cache::{GroupKey, Pod, PodPhase, Resources, State};
 
 use super::status::Members;
@@ -16,6 +18,28 @@ pub struct PodRef {
     pub namespace: String,
     pub name: String,
     pub uid: String,
+}
+
+impl PodRef {
+    pub fn of(pod: &Pod) -> PodRef {
+        PodRef {
+            namespace: pod.namespace.clone(),
+            name: pod.name.clone(),
+            uid: pod.uid.clone(),
+        }
+    }
+
+    /// The pod as an Event's `regarding`.
+    pub fn reference(&self) -> ObjectReference {
+        ObjectReference {
+            api_version: Some("v1".to_owned()),
+            kind: Some("Pod".to_owned()),
+            namespace: Some(self.namespace.clone()),
+            name: Some(self.name.clone()),
+            uid: Some(self.uid.clone()),
+            ..ObjectReference::default()
+        }
+    }
 }
 
 /// What pods that name a group with no PodGroup ask for, to create it or say what is missing.
@@ -132,19 +156,27 @@ fn add_usage(queues: &mut HashMap<String, QueueUsage>, queue: &str, pod: &Pod) {
     }
 }
 
-fn asked(mut pods: Vec<&Pod>) -> Asked {
+/// The live members of `group` not bound to a node yet, oldest first.
+pub fn unbound_members(state: &State, group: &GroupKey) -> Vec<PodRef> {
+    let mut pods: Vec<&Pod> = state
+        .members(group)
+        .map(|p| p.as_ref())
+        .filter(|p| !p.phase.is_terminal() && p.node_name.is_none())
+        .collect();
+    oldest_first(&mut pods);
+    pods.into_iter().map(PodRef::of).collect()
+}
+
+fn oldest_first(pods: &mut [&Pod]) {
     pods.sort_by(|a, b| (a.created, &a.name).cmp(&(b.created, &b.name)));
+}
+
+fn asked(mut pods: Vec<&Pod>) -> Asked {
+    oldest_first(&mut pods);
     Asked {
         min_member: pods.iter().find_map(|p| p.min_member),
         queue: pods.iter().find_map(|p| p.queue.clone()),
-        waiting: pods
-            .iter()
-            .map(|p| PodRef {
-                namespace: p.namespace.clone(),
-                name: p.name.clone(),
-                uid: p.uid.clone(),
-            })
-            .collect(),
+        waiting: pods.iter().map(|p| PodRef::of(p)).collect(),
     }
 }
 

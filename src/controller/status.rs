@@ -34,6 +34,12 @@ pub const ADMITTED: &str = "Admitted";
 pub const SCHEDULED: &str = "Scheduled";
 pub const COMPLETED: &str = "Completed";
 pub const FAILED: &str = "Failed";
+/// `Admitted` reasons of a group that is not held back: it has no member pods yet, or the
+/// admission loop releases it on its next pass.
+pub const NO_MEMBERS: &str = "NoMembers";
+pub const ADMITTING: &str = "Admitting";
+/// `Scheduled` reason of a group admitted but refused room by the extender.
+pub const WAITING_FOR_ROOM: &str = "WaitingForRoom";
 
 /// What the cache shows of a group's member pods.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -215,7 +221,7 @@ fn admitted<'a>(inputs: &'a Inputs, phase: PodGroupPhase) -> Judgement<'a> {
         Some(why) => (false, "Waiting", why.to_owned()),
         None if m.live == 0 => (
             false,
-            "NoMembers",
+            NO_MEMBERS,
             format!(
                 "no member pods yet; waiting for minMember {} pods labelled scheduling.gangplank.dev/pod-group with this group's name",
                 inputs.min_member
@@ -223,7 +229,7 @@ fn admitted<'a>(inputs: &'a Inputs, phase: PodGroupPhase) -> Judgement<'a> {
         ),
         None => (
             false,
-            "Admitting",
+            ADMITTING,
             format!(
                 "{} member pods exist (minMember {}); the admission loop releases them on its next pass",
                 m.live, inputs.min_member
@@ -259,7 +265,7 @@ fn scheduled<'a>(inputs: &'a Inputs, phase: PodGroupPhase) -> Judgement<'a> {
             ),
         ),
         _ => match inputs.placement_wait {
-            Some(why) => (false, "WaitingForRoom", why.to_owned()),
+            Some(why) => (false, WAITING_FOR_ROOM, why.to_owned()),
             None => (
                 false,
                 "Placing",

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 
 use futures::StreamExt;
 use k8s_openapi::api::batch::v1::Job;
-use k8s_openapi::api::core::v1::{Event, Pod};
+use k8s_openapi::api::core::v1::Pod;
 use kube::api::{DeleteParams, PostParams};
 use kube::runtime::watcher::{self, watcher};
 use kube::{Api, Client};
@@ -15,7 +15,9 @@ use serde_json::{Value, json};
 
 use gangplank::api::{PodGroup, PodGroupPhase, Queue, QueueSpec, labels};
 
-use crate::support::{Cluster, TestNamespace, eventually, gangplank_ctl, managed_pod, repo_dir};
+use crate::support::{
+    Cluster, TestNamespace, events_about, eventually, gangplank_ctl, managed_pod, repo_dir,
+};
 
 /// A cluster-scoped Queue of the test's own, so its status counts only the test's groups.
 struct TestQueue {
@@ -70,20 +72,6 @@ fn job(name: &str, queue: &str, parallelism: i32, cpu: u32, run_for: &str) -> Jo
                         "resources": {"requests": {"cpu": cpu.to_string()}}}]}}}
     }))
     .unwrap()
-}
-
-/// Reasons of the Events about `object` in the namespace, with their messages.
-async fn events_about(client: &Client, namespace: &str, object: &str) -> BTreeMap<String, String> {
-    let events: Api<Event> = Api::namespaced(client.clone(), namespace);
-    events
-        .list(&Default::default())
-        .await
-        .expect("failed to list events")
-        .items
-        .into_iter()
-        .filter(|e| e.involved_object.name.as_deref() == Some(object))
-        .filter_map(|e| Some((e.reason?, e.message.unwrap_or_default())))
-        .collect()
 }
 
 async fn phase_of(groups: &Api<PodGroup>, name: &str) -> Option<PodGroupPhase> {

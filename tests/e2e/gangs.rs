@@ -12,7 +12,8 @@ use kube::api::PostParams;
 use serde_json::json;
 
 use crate::support::{
-    Cluster, bound_with_prefix, eventually, gangplank_ctl, managed_pod, pod, pod_group, running,
+    Cluster, bound_with_prefix, events_about, eventually, gangplank_ctl, managed_pod, pod,
+    pod_group, running,
 };
 
 async fn create_pods(pods: &Api<Pod>, prefix: &str, group: &str, count: usize, cpu: u32) {
@@ -111,6 +112,25 @@ async fn a_gang_of_eight_where_only_six_fit_is_not_admitted_and_says_why() {
     })
     .await;
     assert!(why.contains("cpu 128 needed"), "{why}");
+    // `kubectl describe` on the PodGroup and on every member says the same.
+    let said = |object: String| {
+        let client = cluster.client.clone();
+        let ns = ns.name.clone();
+        async move {
+            let events = events_about(&client, &ns, &object).await;
+            events.get("WaitingForAdmission").cloned()
+        }
+    };
+    let on_group = eventually("an Event on the PodGroup", 30, || said("big".into())).await;
+    assert!(on_group.contains("cpu 128 needed"), "{on_group}");
+    for i in 0..8 {
+        let on_pod = eventually("an Event on each member", 30, || said(format!("big-{i}"))).await;
+        assert!(
+            on_pod.starts_with(&format!("gang {}/big: ", ns.name)),
+            "{on_pod}"
+        );
+        assert!(on_pod.contains("cpu 128 needed"), "{on_pod}");
+    }
     holds_for(10, "no member bound", async || {
         bound_with_prefix(&pods, "big").await.is_empty()
     })

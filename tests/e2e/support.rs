@@ -7,7 +7,7 @@ use std::future::Future;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::{Namespace, Pod};
+use k8s_openapi::api::core::v1::{Event, Namespace, Pod};
 use kube::api::{DeleteParams, PostParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Api, Client, Config};
@@ -256,4 +256,22 @@ pub fn gangplank_ctl(action: &str) {
         .status()
         .expect("failed to run e2e/gangplank");
     assert!(status.success(), "e2e/gangplank {action} failed");
+}
+
+/// Reasons of the Events about `object` in the namespace, with their messages.
+pub async fn events_about(
+    client: &Client,
+    namespace: &str,
+    object: &str,
+) -> BTreeMap<String, String> {
+    let events: Api<Event> = Api::namespaced(client.clone(), namespace);
+    events
+        .list(&Default::default())
+        .await
+        .expect("failed to list events")
+        .items
+        .into_iter()
+        .filter(|e| e.involved_object.name.as_deref() == Some(object))
+        .filter_map(|e| Some((e.reason?, e.message.unwrap_or_default())))
+        .collect()
 }
