@@ -7,7 +7,8 @@
 //! measurement: every case is called `GP_BENCH_SAMPLES` times (default 2,000) after a warm-up,
 //! each call timed alone with `Instant`, and p50, p99, mean and max are printed as a table. The
 //! same closures then run under criterion. Baselines in the same run: the JSON decode of the
-//! request alone, and the pass-through paths (the floor of any call over the same body).
+//! request alone (into owned types, and borrowed with the pod left raw as the handlers do it),
+//! and the pass-through paths (the floor of any call over the same body).
 //!
 //! The cluster is deterministic (an LCG, no randomness between runs), built only through the
 //! cache's write path (`Cache::apply_node`, `apply_pod`, `apply_pod_group`) and the gang code
@@ -24,9 +25,9 @@
 //! or the hand-written golden request before captures exist) with the pod's identity, group
 //! label and requests replaced and 5,000 `NodeNames`.
 //!
-//! Reading the numbers: the gang paths are memory-bound (per candidate, four hash lookups by
-//! node name: `nodes`, `used`, `reserved`, `claimed`), so they swing with whatever else runs on
-//! the machine far more than the pass-through paths do. `decide/*` calls the same function on the
+//! Reading the numbers: the gang paths are memory-bound (per candidate, one hash lookup by node
+//! name into the cache's node records, then the node and its sums), so they swing with whatever
+//! else runs on the machine far more than the pass-through paths do. `decide/*` calls the same function on the
 //! same candidate list back to back, with the cache's lines warm; `http/*` adds the decode and
 //! encode and their allocations, which also evict those lines, and is the figure to compare with
 //! the target. Compare runs only from the same session, and report the load they ran under.
@@ -44,12 +45,12 @@ use axum::body::{Body, Bytes};
 use axum::http::{Request, StatusCode, header};
 use criterion::Criterion;
 use futures::future::BoxFuture;
-use gangplank::cache::{Cache, Claim, GroupKey, Node, Pod, PodGroup, Resources, State, convert};
-use gangplank::extender::wire::{ExtenderArgs, HostPriority};
+use gangplank::cache::{Cache, Claim, GroupKey, Node, Pod, PodGroup, Resources, convert};
+use gangplank::extender::wire::{ExtenderArgs, ExtenderArgsRef, HostScore};
 use gangplank::extender::{self, BindRequest, Binder, Extender, Permits};
 use gangplank::gang::claims::{self, Settings};
 use gangplank::policy::constraints::Constraints;
-use gangplank::policy::placement::{self, Strategy};
+use gangplank::policy::placement::Strategy;
 use gangplank::policy::{self as policy_mod};
 use http_body_util::BodyExt;
 use serde_json::{Value, json};
@@ -499,39 +500,10 @@ fn claim_for(cache: &Cache, member: &Member, names: &[String], now: Instant) -> 
     })
 }
 
-/// The prioritize decision for a gang member as `extender::handlers::prioritize` makes it (its
-/// private `score_node`, mirrored line for line), under the cache's read lock.
-fn prioritize(cache: &Cache, pod: &Pod, candidates: Vec<String>) -> Vec<HostPriority> {
-    cache.read(|s| {
-        let key = GroupKey::of(pod);
-        let claim = key.as_ref().and_then(|k| s.claims.get(k));
-        candidates
-            .into_iter()
-            .map(|host| {
-                let score = score_node(s, claim, pod, &host, SETTINGS.strategy);
-                HostPriority { host, score }
-            })
-            .collect()
-    })
-}
-
-fn score_node(s: &State, claim: Option<&Claim>, pod: &Pod, host: &str, strategy: Strategy) -> i64 {
-    if claim.is_some_and(|c| {
-        c.slots
-            .iter()
-            .any(|slot| slot.node == host && pod.requests.fits_in(&slot.requests))
-    }) {
-        return placement::CLAIMED_NODE_SCORE;
-    }
-    let Some(node) = s.nodes.get(host) else {
-        return 0;
-    };
-    let mut taken = s.used_on(host).plus(s.reserved_on(host));
-    taken.add(s.claimed_on(host));
-    if let Some(c) = claim {
-        taken.sub(&c.on(host));
-    }
-    placement::score(strategy, &node.allocatable, &taken, &pod.requests)
+/// The prioritize decision for a gang member as `extender::handlers::prioritize` makes it,
+/// under the cache's read lock.
+fn prioritize<'a>(cache: &Cache, pod: &Pod, candidates: &'a [String]) -> Vec<HostScore<'a>> {
+    cache.read(|s| extender::handlers::gang_scores(s, pod, candidates, SETTINGS.strategy))
 }
 
 /// One benchmark case: each call runs one untimed reset (if any) and one timed call, and
@@ -646,8 +618,7 @@ fn cases<'a>(w: &'a World, rt: &'a tokio::runtime::Runtime) -> Vec<Case<'a>> {
         },
     ));
     out.push(case("decide/prioritize/gang-has-claim", move || {
-        let candidates = names.clone();
-        timed(|| prioritize(cache, &w.claimed.pod, candidates))
+        timed(|| prioritize(cache, &w.claimed.pod, names))
     }));
 
     // ----- bind bookkeeping
@@ -742,6 +713,22 @@ fn cases<'a>(w: &'a World, rt: &'a tokio::runtime::Runtime) -> Vec<Case<'a>> {
         let body = plain_sampled.clone();
         move || timed(|| serde_json::from_slice::<ExtenderArgs>(&body).unwrap())
     }));
+    for (label, body) in [("5000", plain_body.clone()), ("500", plain_sampled.clone())] {
+        out.push(case(
+            format!("baseline/json-decode-borrowed/{label}-names"),
+            {
+                move || {
+                    timed(|| {
+                        serde_json::from_slice::<ExtenderArgsRef>(&body)
+                            .unwrap()
+                            .pod
+                            .get()
+                            .len()
+                    })
+                }
+            },
+        ));
+    }
     for (label, body) in [("5000", plain_body.clone()), ("500", plain_sampled)] {
         let router = router.clone();
         let count = if label == "5000" { NODES } else { SAMPLED };
@@ -906,9 +893,10 @@ fn main() {
     let test_mode = std::env::args().any(|a| a == "--test" || a == "--list");
     let started = Instant::now();
     let world = build();
-    let (bound, groups, claims) = world
-        .cache
-        .read(|s| (s.used.len(), s.groups.len(), s.claims.len()));
+    let (bound, groups, claims) = world.cache.read(|s| {
+        let with_pods = s.nodes.slots().filter(|n| !n.used.is_empty()).count();
+        (with_pods, s.groups.len(), s.claims.len())
+    });
     if !test_mode {
         println!(
             "cluster: {} nodes ({} with pods), {} pods, {} groups, {} live claims; built in {:?}",

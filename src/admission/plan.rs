@@ -54,7 +54,7 @@ use std::collections::{BTreeMap, HashMap};
 
 use crate::api::labels::DEFAULT_QUEUE;
 use crate::cache::resources::{ResourceId, human};
-use crate::cache::{GroupKey, Pod, Queue, Resources, State};
+use crate::cache::{GroupKey, Node, Pod, Queue, Resources, State};
 use crate::policy::fair_share::{self, QueueDemand};
 use crate::policy::queue_order::{AdmissionPass, Options, QueueSnapshot, WaitingGroup};
 
@@ -374,16 +374,16 @@ struct Room {
 
 impl Room {
     fn new(state: &State, book: &Book, queues: &BTreeMap<String, QueueReport>) -> Room {
-        let mut names: Vec<&String> = state
+        let mut schedulable: Vec<&Node> = state
             .nodes
-            .iter()
-            .filter(|(_, n)| !n.unschedulable)
-            .map(|(name, _)| name)
+            .values()
+            .map(|n| n.as_ref())
+            .filter(|n| !n.unschedulable)
             .collect();
-        names.sort();
-        let nodes: Vec<Resources> = names
+        schedulable.sort_by(|a, b| a.name.cmp(&b.name));
+        let nodes: Vec<Resources> = schedulable
             .into_iter()
-            .map(|name| state.free_on(&state.nodes[name]))
+            .map(|node| state.free_on(node))
             .collect();
         let mut total = Resources::new();
         for free in &nodes {

@@ -17,6 +17,7 @@
 
 pub mod convert;
 pub mod model;
+pub mod nodes;
 pub mod quantity;
 pub mod resources;
 pub mod state;
@@ -28,6 +29,7 @@ use std::sync::{Arc, PoisonError, RwLock};
 pub use model::{
     GroupKey, Node, Pod, PodGroup, PodPhase, Queue, ResourceId, Resources, Taint, TaintEffect,
 };
+pub use nodes::{NodeSlot, Nodes};
 pub use state::{Claim, Group, Reservation, Slot, State};
 
 #[derive(Debug, thiserror::Error)]

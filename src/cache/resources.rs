@@ -64,7 +64,8 @@ impl ResourceId {
         }
     }
 
-    fn index(self) -> usize {
+    /// The id's position in a [`Resources`] vector, for per-call tables keyed by resource.
+    pub fn index(self) -> usize {
         self.0 as usize
     }
 }

@@ -12,6 +12,9 @@
 //!   released, or when the pod is deleted;
 //! - `claimed` per node: capacity held by gang claims (see [`crate::gang`]), summed.
 //!
+//! The three per-node sums live with the node in one record ([`Nodes`]), so a candidate node
+//! costs one lookup by name.
+//!
 //! Free room on a node for a pod of gang G is `allocatable - used - reserved - claimed by
 //! other gangs`. Keeping those four apart is what lets a restart rebuild everything: `used` is
 //! derived from the API alone, and reservations and claims are soft state that the scheduler
@@ -20,9 +23,10 @@
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
-use rustc_hash::FxHashMap;
+use rustc_hash::{FxHashMap, FxHashSet};
 
 use super::model::{GroupKey, Node, Pod, PodGroup, Queue, Resources};
+use super::nodes::{Nodes, Sum};
 
 /// A pod the scheduler asked the extender to bind, not yet shown bound by the API.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -48,6 +52,24 @@ pub struct Slot {
 }
 
 impl Claim {
+    /// The nodes where a slot would hold a pod asking `requests`.
+    pub fn holding(&self, requests: &Resources) -> FxHashSet<&str> {
+        self.slots
+            .iter()
+            .filter(|s| requests.fits_in(&s.requests))
+            .map(|s| s.node.as_str())
+            .collect()
+    }
+
+    /// What the claim holds, per node.
+    pub fn per_node(&self) -> FxHashMap<&str, Resources> {
+        let mut held: FxHashMap<&str, Resources> = FxHashMap::default();
+        for slot in &self.slots {
+            held.entry(&slot.node).or_default().add(&slot.requests);
+        }
+        held
+    }
+
     /// What the claim holds on `node`.
     pub fn on(&self, node: &str) -> Resources {
         let mut total = Resources::new();
@@ -73,14 +95,12 @@ pub struct Group {
 
 #[derive(Debug, Clone, Default)]
 pub struct State {
-    pub nodes: FxHashMap<String, Arc<Node>>,
+    /// Nodes and, per node, `used`, `reserved` and `claimed`.
+    pub nodes: Nodes,
     pub pods: FxHashMap<String, Arc<Pod>>,
     pub groups: FxHashMap<GroupKey, Group>,
-    pub used: FxHashMap<String, Resources>,
     pub reservations: FxHashMap<String, Reservation>,
-    pub reserved: FxHashMap<String, Resources>,
     pub claims: FxHashMap<GroupKey, Claim>,
-    pub claimed: FxHashMap<String, Resources>,
     /// Queues by name: admission reads their weights and bounds, the controller their shares.
     pub queues: FxHashMap<String, Arc<Queue>>,
 }
@@ -92,24 +112,26 @@ impl State {
 
     /// Requests of the non-terminal pods bound to `node`.
     pub fn used_on(&self, node: &str) -> &Resources {
-        self.used.get(node).unwrap_or(&NOTHING)
+        self.nodes.slot(node).map_or(&NOTHING, |s| &s.used)
     }
 
     /// Requests of the pods reserved on `node` and not yet shown bound.
     pub fn reserved_on(&self, node: &str) -> &Resources {
-        self.reserved.get(node).unwrap_or(&NOTHING)
+        self.nodes.slot(node).map_or(&NOTHING, |s| &s.reserved)
     }
 
     /// Capacity all gang claims hold on `node`.
     pub fn claimed_on(&self, node: &str) -> &Resources {
-        self.claimed.get(node).unwrap_or(&NOTHING)
+        self.nodes.slot(node).map_or(&NOTHING, |s| &s.claimed)
     }
 
     /// Allocatable minus used minus reserved: what a pod outside any gang claim could take.
     pub fn free_on(&self, node: &Node) -> Resources {
         let mut free = node.allocatable.clone();
-        free.sub(self.used_on(&node.name));
-        free.sub(self.reserved_on(&node.name));
+        if let Some(slot) = self.nodes.slot(&node.name) {
+            free.sub(&slot.used);
+            free.sub(&slot.reserved);
+        }
         free
     }
 
@@ -143,7 +165,7 @@ impl State {
     // ----- the write path: watch events
 
     pub fn apply_node(&mut self, node: Node) {
-        self.nodes.insert(node.name.clone(), Arc::new(node));
+        self.nodes.insert(node);
     }
 
     pub fn delete_node(&mut self, name: &str) {
@@ -157,7 +179,7 @@ impl State {
             self.forget(&old);
         }
         if let (Some(node), false) = (&pod.node_name, pod.phase.is_terminal()) {
-            add_to(&mut self.used, node, &pod.requests);
+            self.nodes.add(node, Sum::Used, &pod.requests);
         }
         if let Some(key) = GroupKey::of(&pod) {
             self.groups
@@ -181,7 +203,7 @@ impl State {
     /// Undoes what `apply_pod` recorded for `old`.
     fn forget(&mut self, old: &Pod) {
         if let (Some(node), false) = (&old.node_name, old.phase.is_terminal()) {
-            sub_from(&mut self.used, node, &old.requests);
+            self.nodes.sub(node, Sum::Used, &old.requests);
         }
         if let Some(key) = GroupKey::of(old)
             && let Some(group) = self.groups.get_mut(&key)
@@ -229,14 +251,16 @@ impl State {
     /// Records that the scheduler assumed `pod` on `node`. Idempotent.
     pub fn reserve(&mut self, uid: &str, reservation: Reservation) {
         self.release(uid);
-        add_to(&mut self.reserved, &reservation.node, &reservation.requests);
+        self.nodes
+            .add(&reservation.node, Sum::Reserved, &reservation.requests);
         self.reservations.insert(uid.to_owned(), reservation);
     }
 
     /// Ends a reservation (bound, failed, timed out or deleted). Idempotent.
     pub fn release(&mut self, uid: &str) -> Option<Reservation> {
         let reservation = self.reservations.remove(uid)?;
-        sub_from(&mut self.reserved, &reservation.node, &reservation.requests);
+        self.nodes
+            .sub(&reservation.node, Sum::Reserved, &reservation.requests);
         Some(reservation)
     }
 
@@ -247,7 +271,7 @@ impl State {
             return;
         }
         for slot in &claim.slots {
-            add_to(&mut self.claimed, &slot.node, &slot.requests);
+            self.nodes.add(&slot.node, Sum::Claimed, &slot.requests);
         }
         self.claims.insert(key.clone(), claim);
     }
@@ -255,27 +279,9 @@ impl State {
     pub fn drop_claim(&mut self, key: &GroupKey) -> Option<Claim> {
         let claim = self.claims.remove(key)?;
         for slot in &claim.slots {
-            sub_from(&mut self.claimed, &slot.node, &slot.requests);
+            self.nodes.sub(&slot.node, Sum::Claimed, &slot.requests);
         }
         Some(claim)
-    }
-}
-
-fn add_to(map: &mut FxHashMap<String, Resources>, node: &str, amount: &Resources) {
-    match map.get_mut(node) {
-        Some(total) => total.add(amount),
-        None => {
-            map.insert(node.to_owned(), amount.clone());
-        }
-    }
-}
-
-fn sub_from(map: &mut FxHashMap<String, Resources>, node: &str, amount: &Resources) {
-    if let Some(total) = map.get_mut(node) {
-        total.sub(amount);
-        if total.is_empty() {
-            map.remove(node);
-        }
     }
 }
 
@@ -320,7 +326,7 @@ mod tests {
         );
         s.delete_pod("b");
         assert!(s.used_on("n1").is_empty());
-        assert!(!s.used.contains_key("n1"), "empty entries are removed");
+        assert!(s.nodes.slot("n1").is_none(), "empty records are removed");
     }
 
     #[test]
@@ -381,7 +387,7 @@ mod tests {
         assert_eq!(s.claimed_on("n2").get("cpu"), 100);
         s.delete_pod_group(&g1);
         s.drop_claim(&g2);
-        assert!(s.claimed.is_empty());
+        assert!(s.nodes.slots().all(|n| n.claimed.is_empty()));
     }
 
     #[test]

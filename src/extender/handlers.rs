@@ -11,33 +11,33 @@ use axum::response::{IntoResponse, Response};
 use serde::Serialize;
 
 use super::wire::{
-    ExtenderArgs, ExtenderBindingArgs, ExtenderBindingResult, ExtenderFilterResult,
-    ExtenderPreemptionArgs, ExtenderPreemptionResult, FailedNodesMap, HostPriority,
-    HostPriorityList, MIN_EXTENDER_PRIORITY, MetaPod, MetaVictims, Victims,
+    ExtenderArgsRef, ExtenderBindingArgs, ExtenderBindingResult, ExtenderFilterResult,
+    ExtenderPreemptionArgs, ExtenderPreemptionResult, FilterAnswer, HostScore,
+    MIN_EXTENDER_PRIORITY, MetaPod, MetaVictims, Name, NodeList, NodeListNames, PodLabels, Victims,
 };
-use super::{BindRequest, Error, Extender, Outcome, Verb, Wire, bad_request};
+use super::{BindRequest, Body, Error, Extender, Outcome, Verb, Wire, bad_request, decode};
 use crate::api::labels;
-use crate::cache::{GroupKey, convert};
+use crate::cache::{GroupKey, NodeSlot, convert};
 use crate::gang::claims;
 use crate::policy::{self, constraints::Constraints, placement, preemption};
 use k8s_openapi::api::core::v1::Pod;
+use serde_json::value::RawValue;
 
 /// `POST /scheduler/filter`.
-pub async fn filter(
-    State(extender): State<Arc<Extender>>,
-    Wire(args): Wire<ExtenderArgs>,
-) -> Response {
-    let candidates = match candidate_names(&args, Verb::Filter) {
-        Ok(names) => names,
+pub async fn filter(State(extender): State<Arc<Extender>>, Body(verb, body): Body) -> Response {
+    let args: ExtenderArgsRef = match decode(verb, &body) {
+        Ok(args) => args,
         Err(e) => return bad_request(e),
     };
-    if !in_a_group(&args.pod) {
-        return answer(
-            FilterVerdict::pass_all().into_result(candidates, args),
-            Outcome::Ok,
-        );
+    let request = match Request::of(&args, verb) {
+        Ok(request) => request,
+        Err(e) => return bad_request(e),
+    };
+    if !request.in_a_group {
+        return pass_through(&args, request);
     }
-    let decided = gang_member(&args.pod, Verb::Filter).and_then(|(pod, constraints)| {
+    let candidates = request.names();
+    let decided = gang_member(&args, verb).and_then(|(pod, constraints)| {
         let settings = extender.settings;
         extender
             .cache
@@ -53,107 +53,215 @@ pub async fn filter(
                 ::metrics::gauge!(crate::metrics::GANG_CLAIMS).set(s.claims.len() as f64);
                 verdict
             })
-            .map_err(|e| gang_error(Verb::Filter, &pod, e))
+            .map_err(|e| gang_error(verb, &pod, e))
     });
-    match decided {
-        Ok(verdict) => answer(
-            FilterVerdict {
-                failed: verdict.failed,
-                unresolvable: verdict.unresolvable,
-            }
-            .into_result(candidates, args),
-            Outcome::Ok,
-        ),
-        Err(e) => answer(
-            ExtenderFilterResult {
-                error: e.to_string(),
-                ..Default::default()
+    let verdict = match decided {
+        Ok(verdict) => verdict,
+        Err(e) => {
+            return answer(
+                ExtenderFilterResult {
+                    error: e.to_string(),
+                    ..Default::default()
+                },
+                Outcome::Error,
+            );
+        }
+    };
+    // Full nodes came: the passing ones go back in full.
+    let nodes = match args.nodes.map(|raw| full_nodes(raw, verb)).transpose() {
+        Ok(nodes) => nodes.map(|list| keep_passing(list, &verdict)),
+        Err(e) => return bad_request(e),
+    };
+    answer(
+        FilterAnswer {
+            nodes,
+            node_names: &verdict.passed,
+            failed_nodes: &verdict.failed,
+            failed_and_unresolvable_nodes: &verdict.unresolvable,
+            error: "",
+        },
+        Outcome::Ok,
+    )
+}
+
+/// The filter answer for a pod in no group: every candidate passes, and the request's lists
+/// go back as they came (`Nodes` byte for byte).
+fn pass_through(args: &ExtenderArgsRef<'_>, request: Request<'_>) -> Response {
+    let none: BTreeMap<&str, &str> = BTreeMap::new();
+    let answer_with = |node_names: &[Name<'_>]| {
+        answer(
+            FilterAnswer {
+                nodes: args.nodes,
+                node_names,
+                failed_nodes: &none,
+                failed_and_unresolvable_nodes: &none,
+                error: "",
             },
-            Outcome::Error,
-        ),
+            Outcome::Ok,
+        )
+    };
+    match request.candidates {
+        Candidates::Names(names) => answer_with(names),
+        Candidates::FromNodes(names) => answer_with(&names),
     }
 }
 
 /// `POST /scheduler/prioritize`: a bare array of `{"Host","Score"}`. Errors are ignored by the
 /// scheduler, so a pod that cannot be judged gets neutral scores.
-pub async fn prioritize(
-    State(extender): State<Arc<Extender>>,
-    Wire(args): Wire<ExtenderArgs>,
-) -> Response {
-    let candidates = match candidate_names(&args, Verb::Prioritize) {
-        Ok(names) => names,
+pub async fn prioritize(State(extender): State<Arc<Extender>>, Body(verb, body): Body) -> Response {
+    let args: ExtenderArgsRef = match decode(verb, &body) {
+        Ok(args) => args,
         Err(e) => return bad_request(e),
     };
-    let member = in_a_group(&args.pod)
-        .then(|| gang_member(&args.pod, Verb::Prioritize).ok())
+    let request = match Request::of(&args, verb) {
+        Ok(request) => request,
+        Err(e) => return bad_request(e),
+    };
+    let candidates = request.names();
+    let member = request
+        .in_a_group
+        .then(|| gang_member(&args, verb).ok())
         .flatten();
-    let scores: HostPriorityList = match member {
+    let scores: Vec<HostScore> = match member {
         None => candidates
-            .into_iter()
-            .map(|host| HostPriority {
+            .iter()
+            .map(|&host| HostScore {
                 host,
                 score: MIN_EXTENDER_PRIORITY,
             })
             .collect(),
-        Some((pod, _)) => extender.cache.read(|s| {
-            let key = GroupKey::of(&pod);
-            let claim = key.as_ref().and_then(|k| s.claims.get(k));
-            candidates
-                .into_iter()
-                .map(|host| {
-                    let score = score_node(s, claim, &pod, &host, extender.settings.strategy);
-                    HostPriority { host, score }
-                })
-                .collect()
-        }),
+        Some((pod, _)) => extender
+            .cache
+            .read(|s| gang_scores(s, &pod, &candidates, extender.settings.strategy)),
     };
     answer(scores, Outcome::Ok)
 }
 
-/// A gang member's score on `host`: the maximum where its own gang's claim holds a slot for
-/// it, else the placement strategy's score over what the node has in use, reserved and
-/// claimed by other gangs.
-fn score_node(
+/// A gang member's scores on `candidates`, in their order: the maximum where its own gang's
+/// claim holds a slot for it, else the placement strategy's score over what the node has in
+/// use, reserved and claimed by other gangs. The claim is read once per call, and each
+/// candidate costs one lookup.
+pub fn gang_scores<'a, S: AsRef<str>>(
     s: &crate::cache::State,
-    claim: Option<&crate::cache::Claim>,
     pod: &crate::cache::Pod,
-    host: &str,
+    candidates: &'a [S],
     strategy: placement::Strategy,
-) -> i64 {
-    if claim.is_some_and(|c| {
-        c.slots
-            .iter()
-            .any(|slot| slot.node == host && pod.requests.fits_in(&slot.requests))
-    }) {
-        return placement::CLAIMED_NODE_SCORE;
-    }
-    let Some(node) = s.nodes.get(host) else {
-        return MIN_EXTENDER_PRIORITY;
-    };
-    let mut taken = s.used_on(host).plus(s.reserved_on(host));
-    taken.add(s.claimed_on(host));
-    if let Some(c) = claim {
-        taken.sub(&c.on(host));
-    }
-    placement::score(strategy, &node.allocatable, &taken, &pod.requests)
+) -> Vec<HostScore<'a>> {
+    let claim = GroupKey::of(pod).and_then(|k| s.claims.get(&k));
+    let holding = claim.map(|c| c.holding(&pod.requests)).unwrap_or_default();
+    let own = claim.map(|c| c.per_node()).unwrap_or_default();
+    candidates
+        .iter()
+        .map(|host| {
+            let host = host.as_ref();
+            let score = if holding.contains(host) {
+                placement::CLAIMED_NODE_SCORE
+            } else {
+                match s.nodes.slot(host) {
+                    Some(
+                        slot @ NodeSlot {
+                            node: Some(node), ..
+                        },
+                    ) => {
+                        let mut taken = slot.used.plus(&slot.reserved);
+                        taken.add(&slot.claimed);
+                        if let Some(mine) = own.get(host) {
+                            taken.sub(mine);
+                        }
+                        placement::score(strategy, &node.allocatable, &taken, &pod.requests)
+                    }
+                    _ => MIN_EXTENDER_PRIORITY,
+                }
+            };
+            HostScore { host, score }
+        })
+        .collect()
 }
 
-/// Whether the pod names a gang (its own label or an alias): everything else passes through.
-fn in_a_group(pod: &Pod) -> bool {
-    labels::pod_group_of(
-        pod.metadata.labels.as_ref(),
-        pod.metadata.annotations.as_ref(),
-    )
-    .is_some()
+/// A filter or prioritize request, read as far as deciding needs.
+struct Request<'a> {
+    candidates: Candidates<'a>,
+    /// Whether the pod names a gang (its own label or an alias): everything else passes
+    /// through.
+    in_a_group: bool,
 }
 
-/// The pod as the cache models it, and its placement constraints.
-fn gang_member(pod: &Pod, verb: Verb) -> Result<(crate::cache::Pod, Constraints), Error> {
-    let model = convert::pod(pod).map_err(|e| Error::Decode {
+/// The candidate node names: `NodeNames` (`nodeCacheCapable: true`) or the names in `Nodes`.
+enum Candidates<'a> {
+    Names(&'a [Name<'a>]),
+    FromNodes(Vec<Name<'a>>),
+}
+
+impl<'a> Request<'a> {
+    fn of(args: &'a ExtenderArgsRef<'a>, verb: Verb) -> Result<Request<'a>, Error> {
+        let candidates = if let Some(names) = &args.node_names {
+            Candidates::Names(names)
+        } else if let Some(raw) = args.nodes {
+            let list: NodeListNames =
+                serde_json::from_str(raw.get()).map_err(|e| Error::Decode {
+                    verb,
+                    why: format!("Nodes: {e}"),
+                })?;
+            Candidates::FromNodes(
+                list.items
+                    .into_iter()
+                    .filter_map(|n| n.metadata.name)
+                    .collect(),
+            )
+        } else {
+            return Err(Error::Decode {
+                verb,
+                why: "Nodes and NodeNames are both null; one of them must list the candidate nodes"
+                    .into(),
+            });
+        };
+        let pod: PodLabels = serde_json::from_str(args.pod.get()).map_err(|e| Error::Decode {
+            verb,
+            why: format!("Pod: {e}"),
+        })?;
+        let meta = pod.metadata.unwrap_or_default();
+        let in_a_group =
+            labels::pod_group_of(meta.labels.as_ref(), meta.annotations.as_ref()).is_some();
+        Ok(Request {
+            candidates,
+            in_a_group,
+        })
+    }
+
+    fn names(&self) -> Vec<&str> {
+        match &self.candidates {
+            Candidates::Names(names) => names.iter().map(AsRef::as_ref).collect(),
+            Candidates::FromNodes(names) => names.iter().map(AsRef::as_ref).collect(),
+        }
+    }
+}
+
+/// The nodes of `list` that the verdict does not fail.
+fn keep_passing(mut list: NodeList, verdict: &claims::Verdict<'_>) -> NodeList {
+    list.items.retain(|node| {
+        node.metadata.name.as_deref().is_some_and(|name| {
+            !verdict.failed.contains_key(name) && !verdict.unresolvable.contains_key(name)
+        })
+    });
+    list
+}
+
+fn full_nodes(raw: &RawValue, verb: Verb) -> Result<NodeList, Error> {
+    serde_json::from_str(raw.get()).map_err(|e| Error::Decode {
         verb,
-        why: e.to_string(),
-    })?;
-    Ok((model, policy::convert::constraints_of(pod)))
+        why: format!("Nodes: {e}"),
+    })
+}
+
+/// The request's pod as the cache models it, and its placement constraints.
+fn gang_member(
+    args: &ExtenderArgsRef<'_>,
+    verb: Verb,
+) -> Result<(crate::cache::Pod, Constraints), Error> {
+    let decode = |why: String| Error::Decode { verb, why };
+    let pod: Pod = serde_json::from_str(args.pod.get()).map_err(|e| decode(format!("Pod: {e}")))?;
+    let model = convert::pod(&pod).map_err(|e| decode(e.to_string()))?;
+    Ok((model, policy::convert::constraints_of(&pod)))
 }
 
 fn gang_error(verb: Verb, pod: &crate::cache::Pod, e: claims::Error) -> Error {
@@ -259,73 +367,6 @@ pub async fn bind(
     }
 }
 
-/// Which candidate nodes fail, and why. Nodes in neither map pass.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct FilterVerdict {
-    /// Failed, but preemption may help.
-    pub failed: FailedNodesMap,
-    /// Failed, and preemption would not help.
-    pub unresolvable: FailedNodesMap,
-}
-
-impl FilterVerdict {
-    /// Every candidate passes: the decision for this stage.
-    pub fn pass_all() -> Self {
-        Self::default()
-    }
-
-    fn passes(&self, node: &str) -> bool {
-        !self.failed.contains_key(node) && !self.unresolvable.contains_key(node)
-    }
-
-    /// The filter answer: `NodeNames` lists the passing candidates (in the scheduler's order)
-    /// and, when the request came with full `Nodes`, `Nodes` lists them too; otherwise `Nodes`
-    /// is null. A node in both maps is reported as unresolvable only, as the scheduler would
-    /// read it.
-    pub fn into_result(self, candidates: Vec<String>, args: ExtenderArgs) -> ExtenderFilterResult {
-        let nodes = args.nodes.map(|mut list| {
-            list.items.retain(|node| {
-                node.metadata
-                    .name
-                    .as_deref()
-                    .is_some_and(|name| self.passes(name))
-            });
-            list
-        });
-        let node_names = candidates
-            .into_iter()
-            .filter(|name| self.passes(name))
-            .collect();
-        let mut failed = self.failed;
-        failed.retain(|name, _| !self.unresolvable.contains_key(name));
-        ExtenderFilterResult {
-            nodes,
-            node_names: Some(node_names),
-            failed_nodes: failed,
-            failed_and_unresolvable_nodes: self.unresolvable,
-            error: String::new(),
-        }
-    }
-}
-
-/// The candidate node names: `NodeNames` (`nodeCacheCapable: true`) or the names in `Nodes`.
-fn candidate_names(args: &ExtenderArgs, verb: Verb) -> Result<Vec<String>, Error> {
-    if let Some(names) = &args.node_names {
-        return Ok(names.clone());
-    }
-    if let Some(list) = &args.nodes {
-        return Ok(list
-            .items
-            .iter()
-            .filter_map(|node| node.metadata.name.clone())
-            .collect());
-    }
-    Err(Error::Decode {
-        verb,
-        why: "Nodes and NodeNames are both null; one of them must list the candidate nodes".into(),
-    })
-}
-
 /// The scheduler's proposed victims, by UID. Full pods (`nodeCacheCapable: false`) are reduced
 /// to their UIDs; null nodes and null pods are dropped (a nil victim list would crash the
 /// scheduler if answered back).
@@ -393,63 +434,56 @@ fn answer<T: Serialize>(body: T, outcome: Outcome) -> Response {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::gang::claims::{Verdict, Why};
     use serde_json::json;
 
-    fn args(value: serde_json::Value) -> ExtenderArgs {
-        serde_json::from_value(value).unwrap()
-    }
-
     #[test]
-    fn a_verdict_keeps_only_passing_nodes_in_both_lists() {
-        let args = args(json!({
-            "Pod": {},
-            "Nodes": {"metadata": {}, "items": [
-                {"metadata": {"name": "n1"}},
-                {"metadata": {"name": "n2"}},
-                {"metadata": {"name": "n3"}}
-            ]},
-            "NodeNames": null
-        }));
-        let candidates = candidate_names(&args, Verb::Filter).unwrap();
-        let verdict = FilterVerdict {
-            failed: [
-                ("n2".to_string(), "gang does not fit".to_string()),
-                ("n3".to_string(), "also".to_string()),
-            ]
-            .into(),
-            unresolvable: [("n3".to_string(), "claimed by another gang".to_string())].into(),
+    fn full_nodes_keep_only_the_passing_ones() {
+        let list: NodeList = serde_json::from_value(json!({"metadata": {}, "items": [
+            {"metadata": {"name": "n1"}},
+            {"metadata": {"name": "n2"}},
+            {"metadata": {"name": "n3"}}
+        ]}))
+        .unwrap();
+        let verdict = Verdict {
+            passed: vec!["n1"],
+            failed: [("n2", Why::from("gang does not fit"))].into(),
+            unresolvable: [("n3", Why::from("claimed by another gang"))].into(),
         };
-        let result = verdict.into_result(candidates, args);
-        assert_eq!(result.node_names, Some(vec!["n1".to_string()]));
-        let kept: Vec<_> = result
-            .nodes
-            .unwrap()
+        let kept: Vec<_> = keep_passing(list, &verdict)
             .items
             .into_iter()
             .map(|n| n.metadata.name.unwrap())
             .collect();
         assert_eq!(kept, vec!["n1".to_string()]);
-        assert_eq!(result.failed_nodes.keys().collect::<Vec<_>>(), vec!["n2"]);
-        assert_eq!(
-            result
-                .failed_and_unresolvable_nodes
-                .keys()
-                .collect::<Vec<_>>(),
-            vec!["n3"]
-        );
     }
 
     #[test]
     fn names_win_when_both_node_forms_are_sent() {
-        let args = args(json!({
+        let body = json!({
             "Pod": {},
             "Nodes": {"items": [{"metadata": {"name": "x"}}]},
             "NodeNames": ["a", "b"]
-        }));
-        assert_eq!(
-            candidate_names(&args, Verb::Filter).unwrap(),
-            vec!["a", "b"]
-        );
+        })
+        .to_string();
+        let args: ExtenderArgsRef = serde_json::from_str(&body).unwrap();
+        let request = Request::of(&args, Verb::Filter).unwrap();
+        assert_eq!(request.names(), ["a", "b"]);
+        assert!(!request.in_a_group);
+    }
+
+    #[test]
+    fn full_nodes_give_their_names_and_an_alias_label_makes_a_gang_member() {
+        let body = json!({
+            "Pod": {"metadata": {"annotations": {(labels::VOLCANO_GROUP_NAME_ANNOTATION): "g"}}},
+            "Nodes": {"items": [{"metadata": {"name": "x"}}, {"metadata": {}}]},
+            "NodeNames": null
+        })
+        .to_string();
+        let args: ExtenderArgsRef = serde_json::from_str(&body).unwrap();
+        let request = Request::of(&args, Verb::Filter).unwrap();
+        assert_eq!(request.names(), ["x"]);
+        assert!(request.in_a_group);
     }
 
     #[test]

@@ -33,6 +33,7 @@ use axum::http::StatusCode;
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{MethodRouter, post};
+use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use tower_http::trace::TraceLayer;
 
@@ -225,11 +226,23 @@ async fn observe(State(verb): State<Verb>, mut request: Request, next: Next) -> 
 
 /// A JSON request body, decoded whatever its content type (the scheduler sends
 /// `application/json`, but nothing is gained by refusing a mislabelled body). A body that
-/// does not decode is rejected with HTTP 400 and the decoder's reason. When capture is on,
-/// the raw body is saved first.
+/// does not decode is rejected with HTTP 400 and the decoder's reason.
 pub struct Wire<T>(pub T);
 
 impl<T: DeserializeOwned> FromRequest<Arc<Extender>> for Wire<T> {
+    type Rejection = Response;
+
+    async fn from_request(request: Request, state: &Arc<Extender>) -> Result<Self, Response> {
+        let Body(verb, body) = Body::from_request(request, state).await?;
+        decode(verb, &body).map(Wire).map_err(bad_request)
+    }
+}
+
+/// A request body and its verb, read whole, for handlers that decode it borrowed
+/// ([`decode`]). When capture is on, the raw body is saved first.
+pub struct Body(pub Verb, pub Bytes);
+
+impl FromRequest<Arc<Extender>> for Body {
     type Rejection = Response;
 
     async fn from_request(request: Request, state: &Arc<Extender>) -> Result<Self, Response> {
@@ -248,13 +261,16 @@ impl<T: DeserializeOwned> FromRequest<Arc<Extender>> for Wire<T> {
         {
             tracing::warn!(error = %e, "capture");
         }
-        serde_json::from_slice(&body).map(Wire).map_err(|e| {
-            bad_request(Error::Decode {
-                verb,
-                why: e.to_string(),
-            })
-        })
+        Ok(Body(verb, body))
     }
+}
+
+/// Decodes a `verb` request body; the error carries the decoder's reason (for HTTP 400).
+pub fn decode<'a, T: Deserialize<'a>>(verb: Verb, body: &'a [u8]) -> Result<T, Error> {
+    serde_json::from_slice(body).map_err(|e| Error::Decode {
+        verb,
+        why: e.to_string(),
+    })
 }
 
 /// HTTP 400 with the error as plain text.

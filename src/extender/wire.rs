@@ -11,11 +11,13 @@
 //! Embedded Kubernetes objects (`Pod`, `Node`, `NodeList`) use k8s-openapi, whose camelCase
 //! JSON is the API server's.
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 
 use k8s_openapi::List;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
 
 /// `MaxExtenderPriority`: the highest score an extender may give a node.
 pub const MAX_EXTENDER_PRIORITY: i64 = 10;
@@ -42,6 +44,97 @@ pub struct ExtenderArgs {
         default
     )]
     pub node_names: Option<Vec<String>>,
+}
+
+/// `ExtenderArgs` as the filter and prioritize handlers read it: borrowed from the request
+/// body, so a request over thousands of nodes allocates no name. The pod and the full nodes
+/// stay raw JSON until a decision needs them: a pod in no group is answered from its labels
+/// ([`PodLabels`]) and its `Nodes` echoed as they came.
+#[derive(Debug, Deserialize)]
+pub struct ExtenderArgsRef<'a> {
+    #[serde(rename = "Pod", alias = "pod", borrow)]
+    pub pod: &'a RawValue,
+    #[serde(rename = "Nodes", alias = "nodes", default, borrow)]
+    pub nodes: Option<&'a RawValue>,
+    #[serde(
+        rename = "NodeNames",
+        alias = "nodenames",
+        alias = "nodeNames",
+        default,
+        borrow
+    )]
+    pub node_names: Option<Vec<Name<'a>>>,
+}
+
+/// A node name, borrowed from the body unless JSON escapes forced a copy.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct Name<'a>(#[serde(borrow)] pub Cow<'a, str>);
+
+impl AsRef<str> for Name<'_> {
+    fn as_ref(&self) -> &str {
+        &self.0
+    }
+}
+
+/// What decides whether a pod is in a group: its labels and annotations, nothing else.
+#[derive(Debug, Default, Deserialize)]
+pub struct PodLabels {
+    #[serde(default)]
+    pub metadata: Option<LabelsMeta>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+pub struct LabelsMeta {
+    #[serde(default)]
+    pub labels: Option<BTreeMap<String, String>>,
+    #[serde(default)]
+    pub annotations: Option<BTreeMap<String, String>>,
+}
+
+/// The names in a `v1.NodeList`, the rest of each node skipped.
+#[derive(Debug, Deserialize)]
+pub struct NodeListNames<'a> {
+    #[serde(borrow)]
+    pub items: Vec<NamedItem<'a>>,
+}
+
+#[derive(Debug, Deserialize)]
+pub struct NamedItem<'a> {
+    #[serde(default, borrow)]
+    pub metadata: NamedMeta<'a>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+pub struct NamedMeta<'a> {
+    #[serde(default, borrow)]
+    pub name: Option<Name<'a>>,
+}
+
+/// `ExtenderFilterResult` as the filter handler writes it, borrowing names and reasons from
+/// the request and the verdict: `Nodes` is the request's list (raw, or decoded and cut down)
+/// or null, `NodeNames` the passing names. Same keys, same shape.
+#[derive(Debug, Serialize)]
+pub struct FilterAnswer<'a, N, L, W> {
+    #[serde(rename = "Nodes")]
+    pub nodes: Option<N>,
+    #[serde(rename = "NodeNames")]
+    pub node_names: L,
+    #[serde(rename = "FailedNodes")]
+    pub failed_nodes: &'a BTreeMap<&'a str, W>,
+    #[serde(rename = "FailedAndUnresolvableNodes")]
+    pub failed_and_unresolvable_nodes: &'a BTreeMap<&'a str, W>,
+    #[serde(rename = "Error")]
+    pub error: &'a str,
+}
+
+/// `HostPriority` as the prioritize handler writes it, borrowing the name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct HostScore<'a> {
+    #[serde(rename = "Host")]
+    pub host: &'a str,
+    #[serde(rename = "Score")]
+    pub score: i64,
 }
 
 /// `FailedNodesMap`: node name to why the pod cannot go there.

@@ -19,6 +19,7 @@
 
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BinaryHeap};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use rustc_hash::FxHashSet;
@@ -29,22 +30,25 @@ use crate::cache::{
 use crate::policy::constraints::{Constraints, feasible};
 use crate::policy::placement::Strategy;
 
-/// How the verdict on one filter call is phrased to the scheduler.
+/// How the verdict on one filter call is phrased to the scheduler. Borrows the candidates'
+/// names: a call over thousands of nodes copies none of them.
 #[derive(Debug, Default, PartialEq, Eq)]
-pub struct Verdict {
-    pub passed: Vec<String>,
+pub struct Verdict<'a> {
+    /// In the candidates' order.
+    pub passed: Vec<&'a str>,
     /// Nodes where preemption could help.
-    pub failed: BTreeMap<String, String>,
+    pub failed: BTreeMap<&'a str, Why>,
     /// Nodes where nothing the scheduler can do helps.
-    pub unresolvable: BTreeMap<String, String>,
+    pub unresolvable: BTreeMap<&'a str, Why>,
 }
 
-impl Verdict {
-    fn all_fail(candidates: &[String], why: &str, unresolvable: bool) -> Verdict {
+impl<'a> Verdict<'a> {
+    fn all_fail<S: AsRef<str>>(candidates: &'a [S], why: &str, unresolvable: bool) -> Self {
+        let why = Why::from(why);
         // `collect` sorts and bulk-loads the map: cheaper than one insert per node.
         let failed = candidates
             .iter()
-            .map(|n| (n.clone(), why.to_owned()))
+            .map(|n| (n.as_ref(), why.clone()))
             .collect();
         if unresolvable {
             Verdict {
@@ -57,6 +61,48 @@ impl Verdict {
                 ..Verdict::default()
             }
         }
+    }
+}
+
+/// Why a node fails, shared by every node that fails for the same reason (a refused gang
+/// fails thousands of nodes with one message).
+#[derive(Clone, PartialEq, Eq)]
+pub struct Why(Arc<str>);
+
+impl From<&str> for Why {
+    fn from(why: &str) -> Self {
+        Why(why.into())
+    }
+}
+
+impl std::ops::Deref for Why {
+    type Target = str;
+    fn deref(&self) -> &str {
+        &self.0
+    }
+}
+
+impl PartialEq<&str> for Why {
+    fn eq(&self, other: &&str) -> bool {
+        &*self.0 == *other
+    }
+}
+
+impl std::fmt::Debug for Why {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        std::fmt::Debug::fmt(&*self.0, f)
+    }
+}
+
+impl std::fmt::Display for Why {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl serde::Serialize for Why {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&self.0)
     }
 }
 
@@ -91,17 +137,17 @@ impl Settings {
 
 /// Filters `candidates` for `pod` (already converted from the request), creating or refreshing
 /// its gang's claim. Pods in no group pass through untouched.
-pub fn filter(
+pub fn filter<'a, S: AsRef<str>>(
     state: &mut State,
     pod: &Pod,
     constraints: &Constraints,
-    candidates: &[String],
+    candidates: &'a [S],
     settings: &Settings,
     now: Instant,
-) -> Result<Verdict, Error> {
+) -> Result<Verdict<'a>, Error> {
     let Some(key) = GroupKey::of(pod) else {
         return Ok(Verdict {
-            passed: candidates.to_vec(),
+            passed: candidates.iter().map(AsRef::as_ref).collect(),
             ..Verdict::default()
         });
     };
@@ -116,7 +162,7 @@ pub fn filter(
     }
     if placed >= group.min_member as usize {
         // Quorum: extra (elastic) members take only room nobody has claimed.
-        return Ok(per_node(state, pod, candidates, |_, _| false));
+        return Ok(per_node(state, pod, candidates, &FxHashSet::default()));
     }
     let deadline = now + settings.timeout(&group);
     if let Some(claim) = state.claims.get_mut(&key) {
@@ -147,15 +193,8 @@ pub fn filter(
     }
     // The nodes where a slot of the claim holds this pod, looked up once per candidate instead
     // of scanning every slot per candidate.
-    let own: FxHashSet<&str> = state.claims[&key]
-        .slots
-        .iter()
-        .filter(|s| pod.requests.fits_in(&s.requests))
-        .map(|s| s.node.as_str())
-        .collect();
-    Ok(per_node(state, pod, candidates, |node, _| {
-        own.contains(node)
-    }))
+    let own = state.claims[&key].holding(&pod.requests);
+    Ok(per_node(state, pod, candidates, &own))
 }
 
 /// Records that the scheduler assumed `uid` on `node` (the bind call) and moves the gang's
@@ -244,30 +283,45 @@ fn expire_claims(state: &mut State, now: Instant) {
 }
 
 /// Judges each candidate node for `pod`: a node passes where the pod fits in its own gang's
-/// slot there (`own_slot`), or else in room that no gang has claimed.
-fn per_node(
+/// slot there (`own_slot`: the nodes where one holds it), or else in room that no gang has
+/// claimed. One lookup per candidate, no allocation but the answer's; nodes failing for the
+/// same reason share its text.
+fn per_node<'a, S: AsRef<str>>(
     state: &State,
     pod: &Pod,
-    candidates: &[String],
-    own_slot: impl Fn(&str, &Pod) -> bool,
-) -> Verdict {
+    candidates: &'a [S],
+    own_slot: &FxHashSet<&str>,
+) -> Verdict<'a> {
+    let requests = &pod.requests;
     let mut passed = Vec::with_capacity(candidates.len());
     let mut failed = Vec::new();
+    let mut reasons = Reasons::default();
     for name in candidates {
-        let Some(node) = state.nodes.get(name) else {
-            failed.push((
-                name.clone(),
-                "node is not in Gangplank's cache yet".to_owned(),
-            ));
+        let name = name.as_ref();
+        let Some((node, slot)) = state
+            .nodes
+            .slot(name)
+            .and_then(|slot| Some((slot.node.as_deref()?, slot)))
+        else {
+            failed.push((name, reasons.unknown()));
             continue;
         };
-        let free = state.free_on(node);
-        if own_slot(name, pod) || pod.requests.fits_in_after(&free, state.claimed_on(name)) {
-            passed.push(name.clone());
-        } else if pod.requests.fits_in(&free) {
-            failed.push((name.clone(), "room is claimed by other gangs".to_owned()));
+        let free = |i| node.allocatable.amount(i) - slot.used.amount(i) - slot.reserved.amount(i);
+        let fits_unclaimed = requests
+            .ids()
+            .all(|(i, need)| need <= 0 || need <= free(i) - slot.claimed.amount(i));
+        if fits_unclaimed || own_slot.contains(name) {
+            passed.push(name);
+        } else if requests.ids().all(|(i, need)| need <= 0 || need <= free(i)) {
+            failed.push((name, reasons.claimed()));
         } else {
-            failed.push((name.clone(), insufficient(&pod.requests, &free)));
+            let short = requests
+                .ids()
+                .filter(|&(i, need)| need > 0 && need > free(i))
+                .try_fold(0u64, |mask, (i, _)| {
+                    (i.index() < 64).then(|| mask | 1 << i.index())
+                });
+            failed.push((name, reasons.insufficient(short, requests, free)));
         }
     }
     Verdict {
@@ -278,13 +332,53 @@ fn per_node(
     }
 }
 
+/// The reasons of one `per_node` call, each written once.
+#[derive(Default)]
+struct Reasons {
+    unknown: Option<Why>,
+    claimed: Option<Why>,
+    /// By the set of resources short (a bit per resource id; `None` past id 63, not kept).
+    insufficient: Vec<(u64, Why)>,
+}
+
+impl Reasons {
+    fn unknown(&mut self) -> Why {
+        self.unknown
+            .get_or_insert_with(|| Why::from("node is not in Gangplank's cache yet"))
+            .clone()
+    }
+
+    fn claimed(&mut self) -> Why {
+        self.claimed
+            .get_or_insert_with(|| Why::from("room is claimed by other gangs"))
+            .clone()
+    }
+
+    fn insufficient(
+        &mut self,
+        short: Option<u64>,
+        requests: &Resources,
+        free: impl Fn(ResourceId) -> i64,
+    ) -> Why {
+        let Some(short) = short else {
+            return Why::from(insufficient(requests, free).as_str());
+        };
+        if let Some((_, why)) = self.insufficient.iter().find(|(m, _)| *m == short) {
+            return why.clone();
+        }
+        let why = Why::from(insufficient(requests, free).as_str());
+        self.insufficient.push((short, why.clone()));
+        why
+    }
+}
+
 /// `insufficient cpu, nvidia.com/gpu`: the resources of which `requests` needs more than `free`
 /// holds, in id order, written into one string.
-fn insufficient(requests: &Resources, free: &Resources) -> String {
+fn insufficient(requests: &Resources, free: impl Fn(ResourceId) -> i64) -> String {
     let mut why = String::from("insufficient ");
     let mut first = true;
     for (id, need) in requests.ids() {
-        if need > 0 && need > free.amount(id) {
+        if need > 0 && need > free(id) {
             if !first {
                 why.push_str(", ");
             }
@@ -338,10 +432,15 @@ fn plan(
     constraints: &Constraints,
     strategy: Strategy,
 ) -> Result<Vec<Slot>, usize> {
-    let mut room: Vec<(&Node, Resources)> = feasible_nodes(state, constraints)
-        .map(|node| {
-            let mut free = state.free_on(node);
-            free.sub(state.claimed_on(&node.name));
+    let mut room: Vec<(&Node, Resources)> = state
+        .nodes
+        .known()
+        .filter(|(node, _)| feasible(node, constraints).is_ok())
+        .map(|(node, slot)| {
+            let mut free = node.allocatable.clone();
+            free.sub(&slot.used);
+            free.sub(&slot.reserved);
+            free.sub(&slot.claimed);
             (node, free)
         })
         .collect();
@@ -556,9 +655,10 @@ mod tests {
         v
     }
 
-    fn run(s: &mut State, pod: &Pod, now: Instant) -> Verdict {
-        let candidates = names(s);
-        filter(s, pod, &Constraints::default(), &candidates, &SETTINGS, now).unwrap()
+    /// Filters over every node. The verdict borrows the names; a test keeps them to its end.
+    fn run(s: &mut State, pod: &Pod, now: Instant) -> Verdict<'static> {
+        let candidates = Box::leak(names(s).into_boxed_slice());
+        filter(s, pod, &Constraints::default(), candidates, &SETTINGS, now).unwrap()
     }
 
     #[test]
@@ -632,8 +732,8 @@ mod tests {
         assert!(why.contains("only 4 fit"), "{why}");
         let b = GroupKey::new("ns", "b");
         assert_eq!(
-            s.groups[&b].last_wait_reason.as_ref(),
-            Some(why),
+            s.groups[&b].last_wait_reason.as_deref(),
+            Some(&**why),
             "the reason is kept for b's PodGroup status"
         );
         s.delete_pod_group(&GroupKey::new("ns", "a"));
@@ -657,7 +757,7 @@ mod tests {
         let b0 = member(&mut s, "b", 0, 4);
         let v = run(&mut s, &b0, now);
         for n in &a_nodes {
-            assert_eq!(v.failed[n], "room is claimed by other gangs");
+            assert_eq!(v.failed[n.as_str()], "room is claimed by other gangs");
         }
         assert_eq!(v.passed.len(), 2);
         let a1 = member(&mut s, "a", 1, 4);
@@ -685,7 +785,7 @@ mod tests {
         let r = reserve(&mut s, "g-2", "ns/g-2", "n0", &SETTINGS, now).unwrap();
         assert_eq!(r.map(|(g, q)| (g.min_member, q)), Some((3, true)));
         assert!(!s.claims.contains_key(&key), "quorum ends the claim");
-        assert!(s.claimed.is_empty());
+        assert!(s.nodes.slots().all(|n| n.claimed.is_empty()));
     }
 
     #[test]
@@ -713,7 +813,12 @@ mod tests {
         run(&mut s, &p, now);
         reserve(&mut s, "g-0", "ns/g-0", "n0", &SETTINGS, now).unwrap();
         release(&mut s, &key, &["g-0".into()]);
-        assert!(s.reserved.is_empty() && s.claimed.is_empty() && s.reservations.is_empty());
+        assert!(
+            s.nodes
+                .slots()
+                .all(|n| n.reserved.is_empty() && n.claimed.is_empty())
+        );
+        assert!(s.reservations.is_empty());
     }
 
     #[test]
