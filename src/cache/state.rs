@@ -113,6 +113,42 @@ impl State {
         free
     }
 
+    /// Names of the nodes that take new pods (not cordoned), sorted: the order in which the
+    /// admission pass and reclaim place a gang's members.
+    pub fn schedulable_nodes(&self) -> Vec<&String> {
+        let mut names: Vec<&String> = self
+            .nodes
+            .iter()
+            .filter(|(_, n)| !n.unschedulable)
+            .map(|(name, _)| name)
+            .collect();
+        names.sort();
+        names
+    }
+
+    /// The members of `group` that have not finished (Succeeded or Failed), in UID order.
+    pub fn live_members(&self, group: &Group) -> Vec<&Pod> {
+        group
+            .members
+            .iter()
+            .filter_map(|uid| self.pods.get(uid))
+            .map(|p| p.as_ref())
+            .filter(|p| !p.phase.is_terminal())
+            .collect()
+    }
+
+    /// The queue of a group with these `members`: its PodGroup's, else the first member that
+    /// names one, else the default queue.
+    pub fn queue_of<'a>(group: &'a Group, members: &[&'a Pod]) -> &'a str {
+        match &group.spec {
+            Some(spec) => &spec.queue,
+            None => members
+                .iter()
+                .find_map(|p| p.queue.as_deref())
+                .unwrap_or(crate::api::labels::DEFAULT_QUEUE),
+        }
+    }
+
     pub fn group(&self, key: &GroupKey) -> Option<&Group> {
         self.groups.get(key)
     }
