@@ -54,11 +54,12 @@ pub enum Error {
     },
 }
 
-/// Runs admission passes until `shutdown`.
-pub async fn run(client: Client, cache: Cache, shutdown: CancellationToken) {
+/// Runs admission passes until `shutdown`; `evictions` is a client that does not retry HTTP
+/// 429 (see [`reclaim::Reclaimer::new`]).
+pub async fn run(client: Client, evictions: Client, cache: Cache, shutdown: CancellationToken) {
     let mut recently: HashMap<String, Instant> = HashMap::new();
     let mut reported = Reported::default();
-    let mut reclaimer = reclaim::Reclaimer::new(client.clone());
+    let mut reclaimer = reclaim::Reclaimer::new(evictions);
     loop {
         tokio::select! {
             _ = shutdown.cancelled() => return,

@@ -327,6 +327,9 @@ enum Outcome {
 }
 
 impl Reclaimer {
+    /// `client` must not retry HTTP 429 by itself (`kube::Config::default_retry` false): a
+    /// PodDisruptionBudget's "not now" is an answer here, and kube's default retries would hold
+    /// the admission loop for minutes.
     pub fn new(client: Client) -> Self {
         Reclaimer {
             publisher: Publisher::new(client.clone()),
