@@ -33,8 +33,16 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     let shutdown = CancellationToken::new();
     tokio::spawn(cancel_on_signal(shutdown.clone()));
 
-    let client = kube::Client::try_default()
+    let config = kube::Config::infer()
         .await
+        .context("failed to read the Kubernetes client configuration (in-cluster or KUBECONFIG)")?;
+    let client = kube::Client::try_from(config.clone())
+        .context("failed to create Kubernetes client (in-cluster config or KUBECONFIG)")?;
+    // Evictions answer 429 when a PodDisruptionBudget says not now; the default client retries
+    // 429s for minutes, which would stall the admission loop. Reclaim handles them itself.
+    let mut config = config;
+    config.default_retry = false;
+    let eviction_client = kube::Client::try_from(config)
         .context("failed to create Kubernetes client (in-cluster config or KUBECONFIG)")?;
     let cache = Cache::new();
 
@@ -69,6 +77,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
 
     tokio::spawn(admission::run(
         client.clone(),
+        eviction_client,
         cache.clone(),
         shutdown.clone(),
     ));

@@ -189,6 +189,7 @@ fn cluster_role_grants_what_gangplank_does_and_no_deletes() {
         ("", "pods", "watch"),
         ("", "pods", "patch"),
         ("", "pods/binding", "create"),
+        ("", "pods/eviction", "create"),
         ("", "namespaces", "watch"),
         ("scheduling.k8s.io", "priorityclasses", "watch"),
         ("batch", "jobs", "list"),

@@ -15,8 +15,12 @@
 //! a storm of duplicate patches; meanwhile the pass counts it as released
 //! ([`plan::decide_after`]), so its room is not handed to another group. Only the gate is touched: releasing is idempotent and safe to
 //! repeat after a restart.
+//!
+//! After each pass, [`reclaim`] evicts gangs of queues above their deserved share when a queue
+//! below its share has groups that wait for room.
 
 pub mod plan;
+pub mod reclaim;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::time::Duration;
@@ -50,10 +54,12 @@ pub enum Error {
     },
 }
 
-/// Runs admission passes until `shutdown`.
-pub async fn run(client: Client, cache: Cache, shutdown: CancellationToken) {
+/// Runs admission passes until `shutdown`; `evictions` is a client that does not retry HTTP
+/// 429 (see [`reclaim::Reclaimer::new`]).
+pub async fn run(client: Client, evictions: Client, cache: Cache, shutdown: CancellationToken) {
     let mut recently: HashMap<String, Instant> = HashMap::new();
     let mut reported = Reported::default();
+    let mut reclaimer = reclaim::Reclaimer::new(evictions);
     loop {
         tokio::select! {
             _ = shutdown.cancelled() => return,
@@ -65,7 +71,15 @@ pub async fn run(client: Client, cache: Cache, shutdown: CancellationToken) {
         }
         let now = Instant::now();
         recently.retain(|_, at| now.duration_since(*at) < RETRY_AFTER);
-        let decision = cache.read(|s| plan::decide_after(s, &|uid| recently.contains_key(uid)));
+        let (decision, reclaims) = cache.read(|s| {
+            reclaimer.settle(s, now);
+            let decision = plan::decide_after(s, &|uid| recently.contains_key(uid));
+            let reclaims =
+                reclaim::plan(s, &decision, &|uid| reclaimer.is_evicting(uid), &|group| {
+                    reclaimer.is_refused(group)
+                });
+            (decision, reclaims)
+        });
         ::metrics::gauge!(metrics::ADMISSION_WAITING_GROUPS).set(decision.waiting.len() as f64);
         reported = report_queues(&decision.queues, reported);
         let due: Vec<PodRef> = decision
@@ -84,6 +98,7 @@ pub async fn run(client: Client, cache: Cache, shutdown: CancellationToken) {
                 Err(e) => tracing::warn!(error = %e, "admission"),
             }
         }
+        reclaimer.execute(reclaims).await;
         tokio::time::sleep(MIN_PASS_INTERVAL).await;
     }
 }

@@ -39,8 +39,9 @@
 //!   waiting, DRF order hands out what frees up so that allocations converge to the shares.
 //! - **A group that does not fit does not block the groups behind it** (in its queue or
 //!   others). Without a reservation for the head this can delay a large gang behind a stream of
-//!   small ones; backfill with reservations, reclaim between queues and `maxWaitSeconds` are
-//!   left for later (issue 5).
+//!   small ones; backfill with reservations and `maxWaitSeconds` are left for later (issue 5).
+//!   A group that waited only for room is listed in [`Decision::short_of_room`], for reclaim
+//!   (`crate::admission::reclaim`) to take back room other queues borrowed.
 //! - A group's priority is the highest `spec.priority` of its live members (the API server
 //!   resolves each pod's priority class, and the webhook gives a group's pods its
 //!   `priorityClassName`).
@@ -52,9 +53,8 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use crate::api::labels::DEFAULT_QUEUE;
 use crate::cache::resources::{ResourceId, human};
-use crate::cache::{GroupKey, Node, Pod, Queue, Resources, State};
+use crate::cache::{GroupKey, Pod, Queue, Resources, State};
 use crate::policy::fair_share::{self, QueueDemand};
 use crate::policy::queue_order::{AdmissionPass, Options, QueueSnapshot, WaitingGroup};
 
@@ -116,6 +116,22 @@ pub struct Decision {
     pub waiting: Vec<Waiting>,
     /// Every queue the cache knows, by name.
     pub queues: BTreeMap<String, QueueReport>,
+    /// The groups of `waiting` that passed every check but free room, in the pass's order:
+    /// what reclaim (`crate::admission::reclaim`) may make room for.
+    pub short_of_room: Vec<RoomWait>,
+    /// Released members not yet placed (counted against the free room, not any node).
+    pub in_flight: Resources,
+}
+
+/// A group that waited only for room.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RoomWait {
+    pub group: GroupKey,
+    pub queue: String,
+    /// The gated members it needs placed to reach quorum, one entry per pod.
+    pub need: Vec<Resources>,
+    /// What releasing every gated member adds to its queue.
+    pub requests: Resources,
 }
 
 /// A group (or a queue-only pod) with gated members, found by [`collect`].
@@ -167,20 +183,8 @@ fn collect(state: &State, released: &dyn Fn(&str) -> bool) -> Book {
     keys.sort();
     for key in keys {
         let group = &state.groups[key];
-        let members: Vec<&Pod> = group
-            .members
-            .iter()
-            .filter_map(|uid| state.pods.get(uid))
-            .map(|p| p.as_ref())
-            .filter(|p| !p.phase.is_terminal())
-            .collect();
-        let queue = match &group.spec {
-            Some(spec) => spec.queue.clone(),
-            None => members
-                .iter()
-                .find_map(|p| p.queue.clone())
-                .unwrap_or_else(|| DEFAULT_QUEUE.to_owned()),
-        };
+        let members = state.live_members(group);
+        let queue = State::queue_of(group, &members).to_owned();
         let min_member = group.spec.as_ref().map_or(1, |s| s.min_member);
         hold(state, &mut book, &queue, &members, min_member, &gated);
         let blocked = match &group.spec {
@@ -374,14 +378,8 @@ struct Room {
 
 impl Room {
     fn new(state: &State, book: &Book, queues: &BTreeMap<String, QueueReport>) -> Room {
-        let mut schedulable: Vec<&Node> = state
-            .nodes
-            .values()
-            .map(|n| n.as_ref())
-            .filter(|n| !n.unschedulable)
-            .collect();
-        schedulable.sort_by(|a, b| a.name.cmp(&b.name));
-        let nodes: Vec<Resources> = schedulable
+        let nodes: Vec<Resources> = state
+            .schedulable_nodes()
             .into_iter()
             .map(|node| state.free_on(node))
             .collect();
@@ -550,6 +548,7 @@ fn admit(state: &State, book: Book, shares: Shares) -> Decision {
     let snapshots: Vec<QueueSnapshot<usize>> = snapshots.into_values().collect();
     let mut held: Vec<Resources> = queues.values().map(|r| r.allocated.clone()).collect();
     let mut admitted = Vec::new();
+    let mut short_of_room = vec![false; book.candidates.len()];
     let mut pass = AdmissionPass::new(&snapshots, Options::default());
     while let Some(pick) = pass.next() {
         let c = &book.candidates[pick.group.key];
@@ -557,14 +556,16 @@ fn admit(state: &State, book: Book, shares: Shares) -> Decision {
         let queue = by_slot[slot];
         match judge(&room, slot, queue, &held[slot], c) {
             Ok(()) => {}
-            Err(why) => {
+            Err((why, room_only)) => {
                 pass.skip_last();
+                short_of_room[pick.group.key] = room_only;
                 waiting.push((pick.group.key, why));
                 continue;
             }
         }
         if let Err(pod) = room.place(&c.need) {
             pass.skip_last();
+            short_of_room[pick.group.key] = true;
             waiting.push((
                 pick.group.key,
                 format!(
@@ -595,23 +596,32 @@ fn admit(state: &State, book: Book, shares: Shares) -> Decision {
             report.waiting_groups += 1;
         }
         if let Some(group) = c.group {
+            if short_of_room[i] {
+                decision.short_of_room.push(RoomWait {
+                    group: group.clone(),
+                    queue: c.queue,
+                    need: c.need,
+                    requests: c.requests,
+                });
+            }
             decision.waiting.push(Waiting { group, why });
         }
     }
     decision.waiting.sort_by(|a, b| a.group.cmp(&b.group));
     decision.queues = queues;
+    decision.in_flight = book.in_flight;
     decision
 }
 
 /// Whether a group of `queue`, which holds `holds`, may take what `c` requests: the queue's
-/// capability, then the free room.
+/// capability, then the free room. An error says why, and whether only room is short.
 fn judge(
     room: &Room,
     slot: usize,
     queue: &Queue,
     holds: &Resources,
     c: &Candidate,
-) -> Result<(), String> {
+) -> Result<(), (String, bool)> {
     let after = holds.plus(&c.requests);
     let over: Vec<String> = queue
         .capability
@@ -628,10 +638,13 @@ fn judge(
         })
         .collect();
     if !over.is_empty() {
-        return Err(format!(
-            "queue {} has reached its capability: {}",
-            queue.name,
-            over.join(", ")
+        return Err((
+            format!(
+                "queue {} has reached its capability: {}",
+                queue.name,
+                over.join(", ")
+            ),
+            false,
         ));
     }
     let mut needed = Resources::new();
@@ -651,9 +664,12 @@ fn judge(
                 )
             })
             .collect();
-        return Err(format!(
-            "does not fit now: {} (free room counts other queues' unused guarantees as taken)",
-            what.join(", ")
+        return Err((
+            format!(
+                "does not fit now: {} (free room counts other queues' unused guarantees as taken)",
+                what.join(", ")
+            ),
+            true,
         ));
     }
     Ok(())

@@ -117,6 +117,7 @@ pub fn pod(pod: &core::Pod) -> Result<Pod, Error> {
             .and_then(|a| a.get(labels::MIN_MEMBER_ANNOTATION))
             .and_then(|v| v.trim().parse::<u32>().ok())
             .filter(|n| *n > 0),
+        deleting: meta.deletion_timestamp.is_some(),
     })
 }
 

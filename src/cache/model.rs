@@ -80,6 +80,9 @@ pub struct Pod {
     /// positive integer), so that the controller can create a missing PodGroup for pods that
     /// name a group nobody created.
     pub min_member: Option<u32>,
+    /// `metadata.deletionTimestamp` is set: the pod is going away (evicted or deleted) and is
+    /// not a candidate for reclaim again.
+    pub deleting: bool,
 }
 
 impl Pod {

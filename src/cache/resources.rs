@@ -191,6 +191,11 @@ impl Resources {
             .collect()
     }
 
+    /// The positive amounts of `self` (a negative amount, room overcommitted, counts as none).
+    pub fn positive(&self) -> Resources {
+        Resources(self.0.iter().map(|&a| a.max(0)).collect())
+    }
+
     /// No resource has a non-zero amount.
     pub fn is_empty(&self) -> bool {
         self.0.iter().all(|&a| a == 0)

@@ -135,6 +135,42 @@ impl State {
         free
     }
 
+    /// The nodes that take new pods (not cordoned), by name: the order in which the
+    /// admission pass and reclaim place a gang's members.
+    pub fn schedulable_nodes(&self) -> Vec<&Node> {
+        let mut nodes: Vec<&Node> = self
+            .nodes
+            .values()
+            .map(|n| n.as_ref())
+            .filter(|n| !n.unschedulable)
+            .collect();
+        nodes.sort_by(|a, b| a.name.cmp(&b.name));
+        nodes
+    }
+
+    /// The members of `group` that have not finished (Succeeded or Failed), in UID order.
+    pub fn live_members(&self, group: &Group) -> Vec<&Pod> {
+        group
+            .members
+            .iter()
+            .filter_map(|uid| self.pods.get(uid))
+            .map(|p| p.as_ref())
+            .filter(|p| !p.phase.is_terminal())
+            .collect()
+    }
+
+    /// The queue of a group with these `members`: its PodGroup's, else the first member that
+    /// names one, else the default queue.
+    pub fn queue_of<'a>(group: &'a Group, members: &[&'a Pod]) -> &'a str {
+        match &group.spec {
+            Some(spec) => &spec.queue,
+            None => members
+                .iter()
+                .find_map(|p| p.queue.as_deref())
+                .unwrap_or(crate::api::labels::DEFAULT_QUEUE),
+        }
+    }
+
     pub fn group(&self, key: &GroupKey) -> Option<&Group> {
         self.groups.get(key)
     }

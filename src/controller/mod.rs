@@ -54,7 +54,7 @@ use kube::{Client, Resource, ResourceExt};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use crate::admission::plan;
+use crate::admission::{plan, reclaim};
 use crate::api::{PodGroup, PodGroupPhase, PodGroupStatus, Queue, QueueStatus, labels};
 use crate::cache::{Cache, GroupKey};
 use crate::metrics;
@@ -194,11 +194,18 @@ impl Controller {
     /// One pass; returns when a write it deferred falls due.
     async fn pass(&mut self) -> Option<Instant> {
         let started = Instant::now();
-        let (observation, decision) = self.cache.read(|s| (observe::observe(s), plan::decide(s)));
+        let (observation, decision, reclaims) = self.cache.read(|s| {
+            let decision = plan::decide(s);
+            let reclaims = reclaim::plan(s, &decision, &|_| false, &|_| false);
+            (observe::observe(s), decision, reclaims)
+        });
         let admission_waits: HashMap<GroupKey, String> = decision
             .waiting
             .into_iter()
-            .map(|w| (w.group, w.why))
+            .map(|w| match reclaims.waiting.get(&w.group) {
+                Some(note) => (w.group, format!("{}; {note}", w.why)),
+                None => (w.group, w.why),
+            })
             .collect();
         let now = Instant::now();
         let wall = whole_seconds(Timestamp::now());

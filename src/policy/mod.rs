@@ -17,6 +17,8 @@
 //!   guarantees, capabilities and hierarchy).
 //! - [`queue_order`]: the admission order of waiting groups over all queues (weighted DRF over
 //!   deserved shares, then priority, namespace share and age inside a queue).
+//! - [`reclaim`]: which running gangs of queues above their deserved share to evict so that a
+//!   queue below its share gets it (whole gangs, lowest priority and youngest first).
 
 pub mod constraints;
 pub mod convert;
@@ -24,6 +26,7 @@ pub mod fair_share;
 pub mod placement;
 pub mod preemption;
 pub mod queue_order;
+pub mod reclaim;
 
 pub use constraints::{Constraints, Infeasible, feasible};
 pub use placement::{CLAIMED_NODE_SCORE, MAX_SCORE, Strategy, score};

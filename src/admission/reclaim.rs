@@ -1,0 +1,634 @@
+//! Reclaim in the admission loop: after each pass, evicts the gangs that
+//! [`policy::reclaim`](crate::policy::reclaim) picks so that groups of queues below their
+//! deserved share get the room queues above theirs borrowed.
+//!
+//! [`plan`] is pure: it builds the policy's input from the cache's state and the pass's
+//! [`Decision`] (the groups that waited only for room, each queue's allocation and deserved
+//! share, what the pass just admitted) and turns the verdicts into pods to evict and, per
+//! starved group, a line for its status. The controller calls it too, so a starved group's
+//! `Admitted` condition says it waits for reclaim.
+//!
+//! [`Reclaimer`] carries out a plan:
+//! - **Through the Eviction API** (`pods/eviction`, policy/v1), never a plain delete, so
+//!   PodDisruptionBudgets are respected. Each eviction names the pod's UID as a precondition,
+//!   so a pod recreated under the same name (a Job's replacement) is never hit by mistake.
+//! - **Whole gangs or nothing.** A gang's members are first evicted with `dryRun=All`; if any
+//!   is refused (HTTP 429: a PodDisruptionBudget says not now), none is evicted, the refusal is
+//!   logged and counted, and the gang is left out of reclaim for [`REFUSED_BACKOFF`], so the
+//!   next candidate gets its turn instead of the same gang being asked every pass. Only then
+//!   are the members evicted for real. If a member is still refused then (another disruption
+//!   raced with ours), the members already evicted cannot be given back and the gang cannot
+//!   run below `minMember` while its other members hold their nodes, so the rest is evicted
+//!   on the following passes until done ([`Reclaimer::unfinished`]); a PodDisruptionBudget
+//!   delays that, it does not stop it forever.
+//! - **No pod twice.** A pod whose eviction was requested is remembered until the cache shows
+//!   it deleting or gone (and for at most [`EVICTION_MEMORY`]); such pods, and every pod with a
+//!   `deletionTimestamp`, are counted as room being freed, never picked again, and their
+//!   gangs are not candidates.
+//! - **Events**: `Reclaimed` on each victim's PodGroup and `Reclaiming` on the starved group's,
+//!   naming each other's queues; the metric `gangplank_reclaim_evictions_total` counts the
+//!   requests by victim queue and outcome.
+//!
+//! Victims are the pods of PodGroups only: a pod with a queue but no group is not reclaimed,
+//! and a gang with a member on a cordoned or unknown node is left alone (room freed there does
+//! not help the starved group, and the gang must go whole or not at all).
+
+use std::collections::{BTreeMap, HashMap};
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::{ObjectReference, Pod};
+use kube::api::{Api, PostParams};
+use kube::{Client, Resource};
+use tokio::time::Instant;
+
+use crate::api::labels::DEFAULT_QUEUE;
+use crate::cache::{GroupKey, Resources, State};
+use crate::controller::events::{Event, Publisher};
+use crate::metrics;
+use crate::policy::reclaim::{self as policy, Verdict};
+
+use super::plan::Decision;
+
+/// How long a gang whose eviction a PodDisruptionBudget refused is left out of reclaim.
+pub const REFUSED_BACKOFF: Duration = Duration::from_secs(30);
+/// How long a requested eviction is remembered at most (the cache shows it well before).
+pub const EVICTION_MEMORY: Duration = Duration::from_secs(120);
+
+/// A pod to evict.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Victim {
+    pub namespace: String,
+    pub name: String,
+    pub uid: String,
+}
+
+/// A gang to evict (whole, or its elastic members beyond `minMember`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GangVictim {
+    pub group: GroupKey,
+    pub queue: String,
+    pub pods: Vec<Victim>,
+    pub whole: bool,
+}
+
+/// Room to take back for one starved group.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Reclaim {
+    pub group: GroupKey,
+    pub queue: String,
+    pub victims: Vec<GangVictim>,
+}
+
+/// What reclaim decided on one pass.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Plan {
+    pub reclaims: Vec<Reclaim>,
+    /// For each starved group that waits for reclaim, what to add to its waiting reason.
+    pub waiting: BTreeMap<GroupKey, String>,
+}
+
+/// Decides what to reclaim after `decision` (see the module docs); `evicting(uid)` says a
+/// pod's eviction was requested, `refused(group)` that a gang is left alone for now.
+pub fn plan(
+    state: &State,
+    decision: &Decision,
+    evicting: &dyn Fn(&str) -> bool,
+    refused: &dyn Fn(&GroupKey) -> bool,
+) -> Plan {
+    if decision.short_of_room.is_empty() {
+        return Plan::default();
+    }
+    let (input, freeing) = input(state, decision, evicting, refused);
+    let queue_name = |q: usize| input.queues[q].name.clone();
+    let mut out = Plan::default();
+    for (key, verdict) in policy::plan(&input) {
+        let queue = decision
+            .short_of_room
+            .iter()
+            .find(|w| w.group == key)
+            .map(|w| w.queue.clone())
+            .unwrap_or_default();
+        match verdict {
+            Verdict::Fits if !freeing.is_empty() => {
+                out.waiting.insert(
+                    key,
+                    "waiting for reclaim: pods evicted from queues above their deserved share are still going away".to_owned(),
+                );
+            }
+            Verdict::Fits => {}
+            Verdict::No(why) => tracing::debug!(group = %key, why, "no reclaim"),
+            Verdict::Reclaim(evictions) => {
+                let victims: Vec<GangVictim> = evictions
+                    .into_iter()
+                    .map(|e| GangVictim {
+                        pods: e
+                            .pods
+                            .iter()
+                            .filter_map(|uid| state.pods.get(uid))
+                            .map(|p| Victim {
+                                namespace: p.namespace.clone(),
+                                name: p.name.clone(),
+                                uid: p.uid.clone(),
+                            })
+                            .collect(),
+                        queue: queue_name(e.queue),
+                        group: e.gang,
+                        whole: e.whole,
+                    })
+                    .collect();
+                out.waiting.insert(
+                    key.clone(),
+                    format!("waiting for reclaim: evicting {}", describe(&victims)),
+                );
+                out.reclaims.push(Reclaim {
+                    group: key,
+                    queue,
+                    victims,
+                });
+            }
+        }
+    }
+    out
+}
+
+/// "gang ns/a (queue qa), elastic members of gang ns/b (queue qb)".
+fn describe(victims: &[GangVictim]) -> String {
+    victims
+        .iter()
+        .map(|v| {
+            let what = if v.whole {
+                "gang"
+            } else {
+                "elastic members of gang"
+            };
+            format!(
+                "{what} {} (queue {}, above its deserved share)",
+                v.group, v.queue
+            )
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// The policy's input, and the room that pods being evicted free.
+fn input(
+    state: &State,
+    decision: &Decision,
+    evicting: &dyn Fn(&str) -> bool,
+    refused: &dyn Fn(&GroupKey) -> bool,
+) -> (policy::Input<GroupKey>, Resources) {
+    let slot: HashMap<&str, usize> = decision
+        .queues
+        .keys()
+        .enumerate()
+        .map(|(i, name)| (name.as_str(), i))
+        .collect();
+    let mut queues: Vec<policy::QueueState> = decision
+        .queues
+        .iter()
+        .map(|(name, report)| {
+            let queue = &state.queues[name];
+            policy::QueueState {
+                name: name.clone(),
+                allocated: report.allocated.clone(),
+                deserved: report.deserved.clone(),
+                guarantee: queue.guarantee.clone(),
+                reclaimable: queue.reclaimable,
+            }
+        })
+        .collect();
+    let names = state.schedulable_nodes();
+    let node: HashMap<&str, usize> = names
+        .iter()
+        .enumerate()
+        .map(|(i, n)| (n.name.as_str(), i))
+        .collect();
+    let mut nodes: Vec<Resources> = names.iter().map(|n| state.free_on(n)).collect();
+    let going = |p: &crate::cache::Pod| p.deleting || evicting(&p.uid);
+
+    let mut freeing = Resources::new();
+    let mut gangs = Vec::new();
+    let mut keys: Vec<&GroupKey> = state.groups.keys().collect();
+    keys.sort();
+    for key in keys {
+        let group = &state.groups[key];
+        let members = state.live_members(group);
+        let queue = slot.get(State::queue_of(group, &members)).copied();
+        // Pods on their way out: their room is coming free, and their queue no longer holds it.
+        for p in members.iter().filter(|p| going(p)) {
+            let Some(at) = p.node_name.as_deref().and_then(|n| node.get(n)) else {
+                continue;
+            };
+            nodes[*at].add(&p.requests);
+            freeing.add(&p.requests);
+            if let Some(q) = queue {
+                queues[q].allocated.sub(&p.requests);
+            }
+        }
+        let (Some(spec), Some(queue)) = (&group.spec, queue) else {
+            continue;
+        };
+        let busy = members.iter().any(|p| {
+            going(p) || (p.node_name.is_none() && state.reservations.contains_key(&p.uid))
+        });
+        if busy || refused(key) {
+            continue;
+        }
+        let placed: Vec<policy::Member> = members
+            .iter()
+            .filter_map(|p| {
+                let at = node.get(p.node_name.as_deref()?)?;
+                Some(policy::Member {
+                    uid: p.uid.clone(),
+                    node: *at,
+                    requests: p.requests.clone(),
+                    created: p.created,
+                })
+            })
+            .collect();
+        let elsewhere = members.iter().filter(|p| p.node_name.is_some()).count() > placed.len();
+        if elsewhere || placed.len() < spec.min_member as usize {
+            continue;
+        }
+        gangs.push(policy::Gang {
+            key: key.clone(),
+            queue,
+            min_member: spec.min_member,
+            priority: members.iter().map(|p| p.priority).max().unwrap_or(0),
+            created: members.iter().map(|p| p.created).min().unwrap_or(0),
+            members: placed,
+        });
+    }
+
+    // What this pass admitted takes room too, and counts in its queue.
+    let mut in_flight = decision.in_flight.clone();
+    for a in &decision.admit {
+        let queue = a
+            .group
+            .as_ref()
+            .and_then(|g| state.groups.get(g)?.spec.as_ref())
+            .map(|s| s.queue.clone());
+        for p in a.pods.iter().filter_map(|p| state.pods.get(&p.uid)) {
+            in_flight.add(&p.requests);
+            let queue = queue
+                .as_deref()
+                .or(p.queue.as_deref())
+                .unwrap_or(DEFAULT_QUEUE);
+            if let Some(&q) = slot.get(queue) {
+                queues[q].allocated.add(&p.requests);
+            }
+        }
+    }
+    let starved = decision
+        .short_of_room
+        .iter()
+        .filter_map(|w| {
+            Some(policy::Starved {
+                key: w.group.clone(),
+                queue: *slot.get(w.queue.as_str())?,
+                need: w.need.clone(),
+                requests: w.requests.clone(),
+            })
+        })
+        .collect();
+    let input = policy::Input {
+        queues,
+        nodes,
+        in_flight,
+        gangs,
+        starved,
+    };
+    (input, freeing)
+}
+
+/// Carries out reclaim plans (see the module docs). One per admission loop.
+pub struct Reclaimer {
+    client: Client,
+    publisher: Publisher,
+    /// Pods whose eviction was requested, and when.
+    evicting: HashMap<String, Instant>,
+    /// Gangs left alone after a refusal, until then.
+    refused: HashMap<GroupKey, Instant>,
+    /// Gangs partly evicted: the members still to evict, and the victim's queue.
+    unfinished: BTreeMap<GroupKey, (String, Vec<Victim>)>,
+}
+
+/// How one eviction request went.
+enum Outcome {
+    Evicted,
+    /// HTTP 429: a PodDisruptionBudget does not allow it now.
+    Refused,
+    /// The pod is gone, or is another pod of the same name now.
+    Gone,
+    Failed(kube::Error),
+}
+
+impl Reclaimer {
+    /// `client` must not retry HTTP 429 by itself (`kube::Config::default_retry` false): a
+    /// PodDisruptionBudget's "not now" is an answer here, and kube's default retries would hold
+    /// the admission loop for minutes.
+    pub fn new(client: Client) -> Self {
+        Reclaimer {
+            publisher: Publisher::new(client.clone()),
+            client,
+            evicting: HashMap::new(),
+            refused: HashMap::new(),
+            unfinished: BTreeMap::new(),
+        }
+    }
+
+    /// Forgets what the cache has caught up with or what is too old; call before [`plan`].
+    pub fn settle(&mut self, state: &State, now: Instant) {
+        self.evicting.retain(|uid, at| {
+            now.duration_since(*at) < EVICTION_MEMORY
+                && state.pods.get(uid).is_some_and(|p| !p.deleting)
+        });
+        self.refused.retain(|_, until| *until > now);
+    }
+
+    pub fn is_evicting(&self, uid: &str) -> bool {
+        self.evicting.contains_key(uid)
+    }
+
+    pub fn is_refused(&self, group: &GroupKey) -> bool {
+        self.refused.contains_key(group) || self.unfinished.contains_key(group)
+    }
+
+    /// Finishes partly evicted gangs, then evicts what `plan` says.
+    pub async fn execute(&mut self, plan: Plan) {
+        let unfinished = std::mem::take(&mut self.unfinished);
+        for (group, (queue, pods)) in unfinished {
+            let left = self.evict_all(&queue, &pods).await;
+            if !left.is_empty() {
+                self.unfinished.insert(group, (queue, left));
+            }
+        }
+        for reclaim in plan.reclaims {
+            for victim in &reclaim.victims {
+                self.evict_gang(&reclaim, victim).await;
+            }
+        }
+    }
+
+    async fn evict_gang(&mut self, reclaim: &Reclaim, victim: &GangVictim) {
+        for pod in &victim.pods {
+            match self.evict(pod, true).await {
+                Outcome::Evicted | Outcome::Gone => {}
+                Outcome::Refused => {
+                    count(&victim.queue, "refused");
+                    tracing::info!(gang = %victim.group, pod = %pod.name, "reclaim: a PodDisruptionBudget refuses evicting a member now; the gang is left alone for a while");
+                    self.refused
+                        .insert(victim.group.clone(), Instant::now() + REFUSED_BACKOFF);
+                    return;
+                }
+                Outcome::Failed(why) => {
+                    count(&victim.queue, "error");
+                    tracing::warn!(gang = %victim.group, pod = %pod.name, error = %why, "reclaim: dry-run eviction failed; the gang is left alone for a while");
+                    self.refused
+                        .insert(victim.group.clone(), Instant::now() + REFUSED_BACKOFF);
+                    return;
+                }
+            }
+        }
+        let what = if victim.whole {
+            "the whole gang"
+        } else {
+            "its elastic members beyond minMember"
+        };
+        let names: Vec<&str> = victim.pods.iter().map(|p| p.name.as_str()).collect();
+        tracing::info!(gang = %victim.group, queue = %victim.queue, for_group = %reclaim.group, for_queue = %reclaim.queue, pods = ?names, "reclaim: evicting {what}");
+        let left = self.evict_all(&victim.queue, &victim.pods).await;
+        if !left.is_empty() {
+            self.unfinished
+                .insert(victim.group.clone(), (victim.queue.clone(), left));
+        }
+        self.publish(Event {
+            regarding: pod_group_reference(&victim.group),
+            warning: true,
+            reason: "Reclaimed".to_owned(),
+            action: "Evict",
+            note: format!(
+                "evicted {what} ({}) of queue {}, which holds more than its deserved share, to make room for {} of queue {}",
+                names.join(", "),
+                victim.queue,
+                reclaim.group,
+                reclaim.queue
+            ),
+        })
+        .await;
+        self.publish(Event {
+            regarding: pod_group_reference(&reclaim.group),
+            warning: false,
+            reason: "Reclaiming".to_owned(),
+            action: "Evict",
+            note: format!(
+                "evicting {what} {} of queue {} (above its deserved share) to make room for this group of queue {} (below its deserved share)",
+                victim.group, victim.queue, reclaim.queue
+            ),
+        })
+        .await;
+    }
+
+    /// Evicts every pod of `pods` for real; returns those refused (to retry).
+    async fn evict_all(&mut self, queue: &str, pods: &[Victim]) -> Vec<Victim> {
+        let mut left = Vec::new();
+        for pod in pods {
+            if self.evicting.contains_key(&pod.uid) {
+                continue;
+            }
+            match self.evict(pod, false).await {
+                Outcome::Evicted => {
+                    self.evicting.insert(pod.uid.clone(), Instant::now());
+                    count(queue, "ok");
+                }
+                Outcome::Gone => {}
+                Outcome::Refused => {
+                    count(queue, "refused");
+                    left.push(pod.clone());
+                }
+                Outcome::Failed(why) => {
+                    count(queue, "error");
+                    tracing::warn!(pod = %format!("{}/{}", pod.namespace, pod.name), error = %why, "reclaim: eviction failed; retrying on a later pass");
+                    left.push(pod.clone());
+                }
+            }
+        }
+        left
+    }
+
+    async fn evict(&self, pod: &Victim, dry_run: bool) -> Outcome {
+        let api: Api<Pod> = Api::namespaced(self.client.clone(), &pod.namespace);
+        let body = serde_json::json!({
+            "apiVersion": "policy/v1",
+            "kind": "Eviction",
+            "metadata": {"name": pod.name, "namespace": pod.namespace},
+            "deleteOptions": {"preconditions": {"uid": pod.uid}},
+        });
+        let params = PostParams {
+            dry_run,
+            ..PostParams::default()
+        };
+        match api
+            .create_subresource::<_, serde_json::Value>("eviction", &pod.name, &params, &body)
+            .await
+        {
+            Ok(_) => Outcome::Evicted,
+            Err(kube::Error::Api(s)) if s.code == 429 => Outcome::Refused,
+            Err(kube::Error::Api(s)) if s.code == 404 || s.code == 409 => Outcome::Gone,
+            Err(why) => Outcome::Failed(why),
+        }
+    }
+
+    async fn publish(&self, event: Event) {
+        if let Err(e) = self.publisher.publish(&event).await {
+            tracing::warn!(error = %e, "reclaim");
+        }
+    }
+}
+
+fn count(queue: &str, outcome: &'static str) {
+    ::metrics::counter!(metrics::RECLAIM_EVICTIONS_TOTAL, "queue" => queue.to_owned(), "outcome" => outcome)
+        .increment(1);
+}
+
+fn pod_group_reference(group: &GroupKey) -> ObjectReference {
+    ObjectReference {
+        api_version: Some(crate::api::PodGroup::api_version(&()).into_owned()),
+        kind: Some(crate::api::PodGroup::kind(&()).into_owned()),
+        namespace: Some(group.namespace.clone()),
+        name: Some(group.name.clone()),
+        ..ObjectReference::default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::admission::plan::decide;
+    use crate::api::labels::ADMISSION_GATE;
+    use crate::cache::{Node, Pod, PodGroup, PodPhase, Queue};
+
+    /// Queues `a` and `b` of weight 1 and one node of 8 CPUs that `a` fills with two gangs of
+    /// 2 x 2 CPUs (`a1` older than `a2`); `b` has a gang of 2 x 2 CPUs waiting.
+    fn borrowed() -> State {
+        let mut s = State::default();
+        s.apply_queue(Queue::new("a"));
+        s.apply_queue(Queue::new("b"));
+        s.apply_node(Node {
+            name: "n1".into(),
+            allocatable: Resources::from([("cpu", 8_000), ("pods", 110)]),
+            labels: Default::default(),
+            taints: vec![],
+            unschedulable: false,
+        });
+        for (name, queue, created, running) in [
+            ("a1", "a", 1, true),
+            ("a2", "a", 2, true),
+            ("b1", "b", 3, false),
+        ] {
+            s.apply_pod_group(PodGroup {
+                key: GroupKey::new("ns", name),
+                min_member: 2,
+                max_member: None,
+                queue: queue.into(),
+                schedule_timeout: Duration::from_secs(60),
+                min_resources: Resources::new(),
+            });
+            for i in 0..2 {
+                s.apply_pod(Pod {
+                    uid: format!("{name}-{i}"),
+                    namespace: "ns".into(),
+                    name: format!("{name}-{i}"),
+                    pod_group: Some(name.into()),
+                    node_name: running.then(|| "n1".into()),
+                    phase: if running {
+                        PodPhase::Running
+                    } else {
+                        PodPhase::Pending
+                    },
+                    scheduling_gates: if running {
+                        vec![]
+                    } else {
+                        vec![ADMISSION_GATE.into()]
+                    },
+                    created,
+                    requests: Resources::from([("cpu", 2_000), ("pods", 1)]),
+                    ..Default::default()
+                });
+            }
+        }
+        s
+    }
+
+    fn victims(plan: &Plan) -> Vec<(String, Vec<String>)> {
+        plan.reclaims
+            .iter()
+            .flat_map(|r| &r.victims)
+            .map(|v| {
+                (
+                    v.group.name.clone(),
+                    v.pods.iter().map(|p| p.name.clone()).collect(),
+                )
+            })
+            .collect()
+    }
+
+    #[test]
+    fn the_youngest_gang_of_the_borrower_is_evicted_for_the_starved_group_and_it_says_so() {
+        let s = borrowed();
+        let d = decide(&s);
+        let plan = plan(&s, &d, &|_| false, &|_| false);
+        assert_eq!(
+            victims(&plan),
+            vec![("a2".into(), vec!["a2-0".into(), "a2-1".into()])]
+        );
+        assert_eq!(plan.reclaims[0].group, GroupKey::new("ns", "b1"));
+        assert_eq!(plan.reclaims[0].victims[0].queue, "a");
+        assert_eq!(
+            plan.waiting[&GroupKey::new("ns", "b1")],
+            "waiting for reclaim: evicting gang ns/a2 (queue a, above its deserved share)"
+        );
+    }
+
+    #[test]
+    fn pods_being_evicted_are_not_picked_again_and_count_as_room_coming_free() {
+        let mut s = borrowed();
+        let d = decide(&s);
+        // The eviction was requested; the watch has not shown it yet.
+        let requested = |uid: &str| uid.starts_with("a2-");
+        let plan1 = plan(&s, &d, &requested, &|_| false);
+        assert!(plan1.reclaims.is_empty(), "{plan1:?}");
+        assert!(plan1.waiting[&GroupKey::new("ns", "b1")].contains("still going away"));
+        // Now the watch shows them deleting.
+        for i in 0..2 {
+            let p = s.pods[&format!("a2-{i}")].as_ref().clone();
+            s.apply_pod(Pod {
+                deleting: true,
+                ..p
+            });
+        }
+        let plan2 = plan(&s, &decide(&s), &|_| false, &|_| false);
+        assert!(plan2.reclaims.is_empty(), "{plan2:?}");
+    }
+
+    #[test]
+    fn a_gang_left_alone_after_a_refusal_makes_way_for_the_next() {
+        let s = borrowed();
+        let d = decide(&s);
+        let refused = |g: &GroupKey| g.name == "a2";
+        assert_eq!(victims(&plan(&s, &d, &|_| false, &refused))[0].0, "a1");
+    }
+
+    #[test]
+    fn a_queue_that_is_not_reclaimable_keeps_its_gangs() {
+        let mut s = borrowed();
+        s.apply_queue(Queue {
+            reclaimable: false,
+            ..Queue::new("a")
+        });
+        let d = decide(&s);
+        let plan = plan(&s, &d, &|_| false, &|_| false);
+        assert!(plan.reclaims.is_empty());
+        assert!(plan.waiting.is_empty());
+    }
+}

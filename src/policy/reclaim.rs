@@ -1,0 +1,906 @@
+//! Reclaim: which running gangs to evict so that a queue below its deserved share gets it.
+//!
+//! Why it exists: admission lets a queue borrow idle capacity beyond its deserved share (up to
+//! its capability), which keeps the cluster busy. When another queue then wants its share,
+//! nothing frees up unless the borrower's gangs happen to finish. This module decides which of
+//! the borrowers' running gangs to take back; the admission loop evicts them
+//! (`crate::admission::reclaim`) and the freed room goes to the starved group on a later pass,
+//! through the ordinary admission order. It is a pure function of an [`Input`] built from the
+//! admission pass's numbers, so it is tested here and with property tests, without a cluster.
+//!
+//! Rules, for each starved group (a group that waited for room, served in the input's order):
+//! - **Nothing if it fits.** A group that fits the free room (counting pods already being
+//!   evicted as gone) needs no reclaim; it only waits for those pods to go. Its room is booked,
+//!   so the next starved group is not promised the same room.
+//! - **Only a queue below its deserved share reclaims**, and only up to it: the reclaimer's
+//!   allocation plus the group's requests must stay within its deserved share in every *short*
+//!   resource (those the group lacks; see below). A queue at or above its share waits for room
+//!   to free up like any borrower.
+//! - **Only from queues above theirs, and never below it**: a victim's queue must be
+//!   `reclaimable`, hold more than its deserved share in some short resource, and after the
+//!   eviction still hold at least its deserved share in every short resource the victim uses,
+//!   and at least its `guarantee` in every resource. Together with the previous rule this
+//!   rules out cycles: after a reclaim the reclaimer is at most at its share and the victim at
+//!   least at its share in the resources moved, so the victim is not entitled to take them back
+//!   (a property test checks it).
+//! - **Whole gangs.** A gang that loses members below `minMember` cannot run but still holds its
+//!   remaining nodes: the eviction would cost the victim everything and free only part. So a
+//!   gang gives up first its elastic members beyond `minMember` (youngest first), then, if more
+//!   is needed, all its placed members. Only gangs with at least `minMember` placed members and
+//!   none being evicted are candidates (a gang still assembling holds reservations, not
+//!   running work, and one being evicted is already counted as freeing).
+//! - **Order**: elastic extras of every candidate gang before any whole gang; among gangs,
+//!   lowest priority first, then youngest first (the least work lost), then by key.
+//! - **Only what it needs, and never for nothing.** Candidates are taken in that order until
+//!   the group fits (the same test as admission: the sum of the room, less other queues' unused
+//!   guarantees and pods on their way to a node, and each member placed first-fit on a node),
+//!   then every victim whose room turns out not to be needed is put back (latest first). If
+//!   taking every allowed candidate would still not make the group fit, nothing is evicted.
+//!
+//! **Short resources** are those whose free total is less than the group needs; when the
+//! totals suffice but no node has room for some member (fragmentation), those of that member's
+//! resources that no node has enough of, or else all of its resources.
+//!
+//! Deterministic: the result depends on the input's values and the order of its starved groups,
+//! not on the order of its gangs (they are sorted by priority, age and key).
+
+use std::fmt::Debug;
+
+use crate::cache::resources::{ResourceId, Resources};
+
+/// A queue as reclaim sees it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct QueueState {
+    pub name: String,
+    /// What its groups hold, not counting pods being evicted.
+    pub allocated: Resources,
+    pub deserved: Resources,
+    pub guarantee: Resources,
+    pub reclaimable: bool,
+}
+
+/// A placed member of a running gang.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Member {
+    pub uid: String,
+    /// Index in [`Input::nodes`].
+    pub node: usize,
+    pub requests: Resources,
+    pub created: i64,
+}
+
+/// A running gang that may be a victim: its placed members, none being evicted.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Gang<K> {
+    pub key: K,
+    /// Index in [`Input::queues`].
+    pub queue: usize,
+    pub min_member: u32,
+    pub priority: i32,
+    pub created: i64,
+    pub members: Vec<Member>,
+}
+
+/// A group that waited for room.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Starved<K> {
+    pub key: K,
+    /// Index in [`Input::queues`].
+    pub queue: usize,
+    /// The members it needs placed to reach quorum, one entry per pod.
+    pub need: Vec<Resources>,
+    /// What admitting it adds to its queue.
+    pub requests: Resources,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Input<K> {
+    pub queues: Vec<QueueState>,
+    /// Free room per schedulable node, counting pods being evicted as gone.
+    pub nodes: Vec<Resources>,
+    /// Pods released and not yet on a node, and pods admitted by the same pass: room taken
+    /// from the total but from no node in particular.
+    pub in_flight: Resources,
+    pub gangs: Vec<Gang<K>>,
+    /// In the order to serve them.
+    pub starved: Vec<Starved<K>>,
+}
+
+/// Pods of one gang to evict.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Eviction<K> {
+    pub gang: K,
+    /// Index in [`Input::queues`].
+    pub queue: usize,
+    /// UIDs.
+    pub pods: Vec<String>,
+    /// All the gang's placed members (else only elastic extras beyond `minMember`).
+    pub whole: bool,
+}
+
+/// What reclaim decided for one starved group.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Verdict<K> {
+    /// It fits once the pods already being evicted are gone: nothing more to evict.
+    Fits,
+    /// Evict these (at most one entry per gang), then it fits.
+    Reclaim(Vec<Eviction<K>>),
+    /// No reclaim, and why (for logs; its admission reason stands).
+    No(String),
+}
+
+/// One verdict per starved group, in the input's order.
+pub fn plan<K: Clone + Ord + Debug>(input: &Input<K>) -> Vec<(K, Verdict<K>)> {
+    let mut world = World {
+        nodes: input.nodes.clone(),
+        allocated: input.queues.iter().map(|q| q.allocated.clone()).collect(),
+        held: input.queues.iter().map(|q| q.allocated.clone()).collect(),
+        in_flight: input.in_flight.clone(),
+        taken: input
+            .gangs
+            .iter()
+            .map(|g| vec![false; g.members.len()])
+            .collect(),
+    };
+    let mut order: Vec<usize> = (0..input.gangs.len()).collect();
+    order.sort_by(|&a, &b| {
+        let (a, b) = (&input.gangs[a], &input.gangs[b]);
+        (a.priority, std::cmp::Reverse(a.created), &a.key).cmp(&(
+            b.priority,
+            std::cmp::Reverse(b.created),
+            &b.key,
+        ))
+    });
+    input
+        .starved
+        .iter()
+        .map(|s| (s.key.clone(), serve(input, &order, &mut world, s)))
+        .collect()
+}
+
+/// The room and allocations as the verdicts so far leave them.
+#[derive(Clone)]
+struct World {
+    nodes: Vec<Resources>,
+    allocated: Vec<Resources>,
+    /// Per queue: what it holds less the victims taken, without the groups booked by earlier
+    /// verdicts. The victim rules read this, so that room promised to a queue's waiting group
+    /// never makes that queue's running gangs victims.
+    held: Vec<Resources>,
+    in_flight: Resources,
+    /// Per gang, per member: taken by an earlier verdict.
+    taken: Vec<Vec<bool>>,
+}
+
+/// A candidate victim: some members of one gang.
+#[derive(Debug, Clone)]
+struct Take {
+    gang: usize,
+    members: Vec<usize>,
+    whole: bool,
+}
+
+fn serve<K: Clone + Ord + Debug>(
+    input: &Input<K>,
+    order: &[usize],
+    world: &mut World,
+    s: &Starved<K>,
+) -> Verdict<K> {
+    let q = s.queue;
+    let short = match world.misfit(input, q, &s.need) {
+        None => {
+            world.admit(s);
+            return Verdict::Fits;
+        }
+        Some(short) => short,
+    };
+    let mine = &input.queues[q];
+    let after = world.allocated[q].plus(&s.requests);
+    if let Some(&id) = short
+        .iter()
+        .find(|&&id| after.amount(id) > mine.deserved.amount(id))
+    {
+        return Verdict::No(format!(
+            "queue {} would hold more than its deserved share of {} with this group",
+            mine.name,
+            id.name()
+        ));
+    }
+    let candidates = candidates(input, order, world, q, &short);
+    let mut trial = world.clone();
+    let mut taken: Vec<Take> = Vec::new();
+    let mut fits = false;
+    for c in candidates {
+        if !trial.may_take(input, &c, &short) {
+            continue;
+        }
+        trial.take(input, &c, true);
+        taken.push(c);
+        if trial.misfit(input, q, &s.need).is_none() {
+            fits = true;
+            break;
+        }
+    }
+    if !fits {
+        return Verdict::No(
+            "evicting every gang that may be reclaimed would still not make room for it".to_owned(),
+        );
+    }
+    // Put back, latest first, every victim the group does not need; an extra stays taken
+    // once its gang is taken whole, lest the gang keep only extras.
+    let mut kept: Vec<bool> = vec![true; taken.len()];
+    for i in (0..taken.len()).rev() {
+        let whole_kept = taken
+            .iter()
+            .zip(&kept)
+            .any(|(t, &k)| k && t.whole && t.gang == taken[i].gang && !taken[i].whole);
+        if whole_kept {
+            continue;
+        }
+        trial.take(input, &taken[i], false);
+        if trial.misfit(input, q, &s.need).is_none() {
+            kept[i] = false;
+        } else {
+            trial.take(input, &taken[i], true);
+        }
+    }
+    *world = trial;
+    world.admit(s);
+    let mut evictions: Vec<Eviction<K>> = Vec::new();
+    for t in taken
+        .into_iter()
+        .zip(kept)
+        .filter(|(_, k)| *k)
+        .map(|(t, _)| t)
+    {
+        let gang = &input.gangs[t.gang];
+        let pods = t.members.iter().map(|&m| gang.members[m].uid.clone());
+        match evictions.iter_mut().find(|e| e.gang == gang.key) {
+            Some(e) => {
+                e.pods.extend(pods);
+                e.whole |= t.whole;
+            }
+            None => evictions.push(Eviction {
+                gang: gang.key.clone(),
+                queue: gang.queue,
+                pods: pods.collect(),
+                whole: t.whole,
+            }),
+        }
+    }
+    for e in &mut evictions {
+        // A whole gang's take lists the extras taken before it too.
+        e.pods.sort();
+        e.pods.dedup();
+    }
+    Verdict::Reclaim(evictions)
+}
+
+/// Candidates in the order of the module docs: extras of every gang, then whole gangs, of
+/// reclaimable queues other than `q` that hold more than they deserve of a short resource.
+fn candidates<K>(
+    input: &Input<K>,
+    order: &[usize],
+    world: &World,
+    q: usize,
+    short: &[ResourceId],
+) -> Vec<Take> {
+    let over = |v: usize| {
+        let queue = &input.queues[v];
+        v != q
+            && queue.reclaimable
+            && short
+                .iter()
+                .any(|&id| world.held[v].amount(id) > queue.deserved.amount(id))
+    };
+    let mut extras = Vec::new();
+    let mut wholes = Vec::new();
+    for &g in order {
+        let gang = &input.gangs[g];
+        let left: Vec<usize> = (0..gang.members.len())
+            .filter(|&m| !world.taken[g][m])
+            .collect();
+        if !over(gang.queue) || left.len() < gang.min_member as usize {
+            continue;
+        }
+        let mut youngest = left.clone();
+        youngest.sort_by(|&a, &b| {
+            let (a, b) = (&gang.members[a], &gang.members[b]);
+            (std::cmp::Reverse(a.created), &a.uid).cmp(&(std::cmp::Reverse(b.created), &b.uid))
+        });
+        for &m in youngest.iter().take(left.len() - gang.min_member as usize) {
+            extras.push(Take {
+                gang: g,
+                members: vec![m],
+                whole: false,
+            });
+        }
+        wholes.push(Take {
+            gang: g,
+            members: left,
+            whole: true,
+        });
+    }
+    extras.extend(wholes);
+    extras
+}
+
+impl World {
+    /// What `t` frees: the requests of its members not taken yet.
+    fn freed<K>(&self, input: &Input<K>, t: &Take) -> Resources {
+        let mut out = Resources::new();
+        for &m in &t.members {
+            if !self.taken[t.gang][m] {
+                out.add(&input.gangs[t.gang].members[m].requests);
+            }
+        }
+        out
+    }
+
+    /// Whether taking `t` keeps its queue at or above its guarantee in every resource and its
+    /// deserved share in every short resource it frees, and frees some short resource.
+    fn may_take<K>(&self, input: &Input<K>, t: &Take, short: &[ResourceId]) -> bool {
+        let v = input.gangs[t.gang].queue;
+        let queue = &input.queues[v];
+        let freed = self.freed(input, t);
+        if !short.iter().any(|&id| freed.amount(id) > 0) {
+            return false;
+        }
+        let after = self.held[v].minus(&freed);
+        let above_guarantee = queue
+            .guarantee
+            .ids()
+            .all(|(id, floor)| freed.amount(id) <= 0 || after.amount(id) >= floor);
+        let above_deserved = short
+            .iter()
+            .filter(|&&id| freed.amount(id) > 0)
+            .all(|&id| after.amount(id) >= queue.deserved.amount(id));
+        above_guarantee && above_deserved
+    }
+
+    /// Takes `t`'s members (or, with `take` false, puts back those taken by `t`).
+    fn take<K>(&mut self, input: &Input<K>, t: &Take, take: bool) {
+        let gang = &input.gangs[t.gang];
+        for &m in &t.members {
+            if self.taken[t.gang][m] == take {
+                continue;
+            }
+            self.taken[t.gang][m] = take;
+            let member = &gang.members[m];
+            if take {
+                self.nodes[member.node].add(&member.requests);
+                self.allocated[gang.queue].sub(&member.requests);
+                self.held[gang.queue].sub(&member.requests);
+            } else {
+                self.nodes[member.node].sub(&member.requests);
+                self.allocated[gang.queue].add(&member.requests);
+                self.held[gang.queue].add(&member.requests);
+            }
+        }
+    }
+
+    /// What a group of queue `q` may take in all: the free total less pods in flight and the
+    /// other queues' unused guarantees.
+    fn available_to<K>(&self, input: &Input<K>, q: usize) -> Resources {
+        let mut total = Resources::new();
+        for free in &self.nodes {
+            total.add(&free.positive());
+        }
+        total.sub(&self.in_flight);
+        for (v, queue) in input.queues.iter().enumerate() {
+            if v != q {
+                total.sub(&queue.guarantee.minus(&self.allocated[v]).positive());
+            }
+        }
+        total
+    }
+
+    /// `None` when `need` fits for queue `q`; else the short resources (see the module docs).
+    fn misfit<K>(&self, input: &Input<K>, q: usize, need: &[Resources]) -> Option<Vec<ResourceId>> {
+        let mut sum = Resources::new();
+        for pod in need {
+            sum.add(pod);
+        }
+        let available = self.available_to(input, q);
+        let short: Vec<ResourceId> = sum
+            .shortfall(&available)
+            .into_iter()
+            .map(|(name, _)| ResourceId::of(name))
+            .collect();
+        if !short.is_empty() {
+            return Some(short);
+        }
+        let pod = place(&mut self.nodes.clone(), need).err()?;
+        let scarce: Vec<ResourceId> = pod
+            .ids()
+            .filter(|&(id, amount)| self.nodes.iter().all(|n| n.amount(id) < amount))
+            .map(|(id, _)| id)
+            .collect();
+        Some(if scarce.is_empty() {
+            pod.ids()
+                .filter(|(_, a)| *a > 0)
+                .map(|(id, _)| id)
+                .collect()
+        } else {
+            scarce
+        })
+    }
+
+    /// Books the room of a group that fits.
+    fn admit<K>(&mut self, s: &Starved<K>) {
+        // It fits, so every member is placed.
+        let _ = place(&mut self.nodes, &s.need);
+        self.allocated[s.queue].add(&s.requests);
+    }
+}
+
+/// Places every pod of `need` on some node, biggest first, first fit (as admission does), or
+/// returns the first that finds no node; `nodes` is changed only when all are placed.
+fn place(nodes: &mut [Resources], need: &[Resources]) -> Result<(), Resources> {
+    let mut pods: Vec<&Resources> = need.iter().collect();
+    pods.sort_by_key(|r| std::cmp::Reverse((r.amount(ResourceId::GPU), r.amount(ResourceId::CPU))));
+    let mut trial = nodes.to_vec();
+    for pod in pods {
+        match trial.iter_mut().find(|free| pod.fits_in(free)) {
+            Some(free) => free.sub(pod),
+            None => return Err(pod.clone()),
+        }
+    }
+    nodes.clone_from_slice(&trial);
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cpu(millis: i64) -> Resources {
+        Resources::from([("cpu", millis), ("pods", 1)])
+    }
+
+    fn queue(name: &str, allocated: i64, deserved: i64) -> QueueState {
+        QueueState {
+            name: name.into(),
+            allocated: Resources::from([("cpu", allocated)]),
+            deserved: Resources::from([("cpu", deserved)]),
+            guarantee: Resources::new(),
+            reclaimable: true,
+        }
+    }
+
+    /// A gang of `queue` 0 with `size` members of `each` millicores on nodes `on[i]`.
+    fn gang(
+        key: &str,
+        min: u32,
+        each: i64,
+        on: &[usize],
+        priority: i32,
+        created: i64,
+    ) -> Gang<String> {
+        Gang {
+            key: key.into(),
+            queue: 0,
+            min_member: min,
+            priority,
+            created,
+            members: on
+                .iter()
+                .enumerate()
+                .map(|(i, &node)| Member {
+                    uid: format!("{key}-{i}"),
+                    node,
+                    requests: cpu(each),
+                    created: created + i as i64,
+                })
+                .collect(),
+        }
+    }
+
+    fn starved(key: &str, queue: usize, pods: usize, each: i64) -> Starved<String> {
+        let need = vec![cpu(each); pods];
+        let mut requests = Resources::new();
+        for p in &need {
+            requests.add(p);
+        }
+        Starved {
+            key: key.into(),
+            queue,
+            need,
+            requests,
+        }
+    }
+
+    /// Two nodes of 8 CPUs full of queue `a`'s gangs (16 of 16 CPUs, deserving 8); queue `b`
+    /// holds nothing and deserves 8.
+    fn borrowed(gangs: Vec<Gang<String>>) -> Input<String> {
+        Input {
+            queues: vec![queue("a", 16_000, 8_000), queue("b", 0, 8_000)],
+            nodes: vec![Resources::from([("cpu", 0), ("pods", 100)]); 2],
+            in_flight: Resources::new(),
+            gangs,
+            starved: vec![],
+        }
+    }
+
+    fn evicted(verdict: &Verdict<String>) -> Vec<(String, Vec<String>, bool)> {
+        match verdict {
+            Verdict::Reclaim(e) => e
+                .iter()
+                .map(|e| (e.gang.clone(), e.pods.clone(), e.whole))
+                .collect(),
+            other => panic!("no reclaim: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn the_lowest_priority_then_youngest_whole_gang_that_makes_room_is_evicted() {
+        let mut input = borrowed(vec![
+            gang("old", 2, 2_000, &[0, 0], 0, 1),
+            gang("young", 2, 2_000, &[0, 0], 0, 5),
+            gang("important", 2, 2_000, &[1, 1], 10, 9),
+            gang("other", 2, 2_000, &[1, 1], 0, 3),
+        ]);
+        input.starved = vec![starved("b1", 1, 2, 2_000)];
+        let out = plan(&input);
+        assert_eq!(
+            evicted(&out[0].1),
+            vec![(
+                "young".into(),
+                vec!["young-0".into(), "young-1".into()],
+                true
+            )]
+        );
+    }
+
+    #[test]
+    fn elastic_extras_go_before_any_whole_gang() {
+        let mut input = borrowed(vec![
+            gang("young", 2, 2_000, &[0, 0], 0, 5),
+            gang("elastic", 2, 2_000, &[1, 1, 1, 1], 0, 1),
+            gang("old", 2, 2_000, &[0, 0], 0, 0),
+        ]);
+        input.starved = vec![starved("b1", 1, 1, 4_000)];
+        let out = plan(&input);
+        // The two youngest extras of `elastic` free 4 CPUs on node 1; the gang keeps minMember.
+        assert_eq!(
+            evicted(&out[0].1),
+            vec![(
+                "elastic".into(),
+                vec!["elastic-2".into(), "elastic-3".into()],
+                false
+            )]
+        );
+    }
+
+    #[test]
+    fn a_victim_queue_is_not_taken_below_its_deserved_share_nor_its_guarantee() {
+        let mut input = borrowed(vec![
+            gang("a1", 2, 2_000, &[0, 0], 0, 1),
+            gang("a2", 2, 2_000, &[0, 0], 0, 2),
+            gang("a3", 2, 2_000, &[1, 1], 0, 3),
+            gang("a4", 2, 2_000, &[1, 1], 0, 4),
+        ]);
+        // b deserves 8: two gangs of 4 are fine, a third would take a below its 8.
+        input.starved = vec![
+            starved("b1", 1, 2, 2_000),
+            starved("b2", 1, 2, 2_000),
+            starved("b3", 1, 2, 2_000),
+        ];
+        input.queues[1].deserved = Resources::from([("cpu", 12_000)]);
+        let out = plan(&input);
+        assert_eq!(evicted(&out[0].1)[0].0, "a4");
+        assert_eq!(evicted(&out[1].1)[0].0, "a3");
+        assert!(matches!(out[2].1, Verdict::No(_)), "{:?}", out[2]);
+
+        input.queues[0].deserved = Resources::new();
+        input.queues[0].guarantee = Resources::from([("cpu", 12_000)]);
+        let out = plan(&input);
+        assert_eq!(evicted(&out[0].1)[0].0, "a4");
+        assert!(
+            matches!(out[1].1, Verdict::No(_)),
+            "guarantee: {:?}",
+            out[1]
+        );
+    }
+
+    #[test]
+    fn a_queue_at_its_deserved_share_does_not_reclaim() {
+        let mut input = borrowed(vec![gang("a1", 2, 4_000, &[0, 1], 0, 1)]);
+        input.queues[1].allocated = Resources::from([("cpu", 8_000)]);
+        input.starved = vec![starved("b1", 1, 1, 1_000)];
+        let out = plan(&input);
+        assert!(
+            matches!(&out[0].1, Verdict::No(why) if why.contains("more than its deserved share of cpu")),
+            "{out:?}"
+        );
+    }
+
+    #[test]
+    fn a_queue_marked_not_reclaimable_keeps_what_it_borrowed() {
+        let mut input = borrowed(vec![gang("a1", 2, 4_000, &[0, 1], 0, 1)]);
+        input.queues[0].reclaimable = false;
+        input.starved = vec![starved("b1", 1, 1, 1_000)];
+        assert!(matches!(plan(&input)[0].1, Verdict::No(_)));
+    }
+
+    #[test]
+    fn nothing_is_evicted_when_it_would_not_make_the_group_fit() {
+        // 8 CPUs for one member: no node frees that much without taking a below its share.
+        let mut input = borrowed(vec![
+            gang("a1", 2, 4_000, &[0, 1], 0, 1),
+            gang("a2", 2, 4_000, &[0, 1], 0, 2),
+        ]);
+        input.starved = vec![starved("b1", 1, 1, 8_000)];
+        assert!(
+            matches!(plan(&input)[0].1, Verdict::No(_)),
+            "{:?}",
+            plan(&input)
+        );
+    }
+
+    #[test]
+    fn victims_not_needed_in_the_end_are_put_back() {
+        // The youngest gang (node 0, 2 CPUs) does not make room for 6 CPUs on one node; the
+        // next (node 1, 6 CPUs) does alone, so the first is put back.
+        let mut input = borrowed(vec![
+            gang("small", 1, 2_000, &[0], 0, 9),
+            gang("big", 2, 3_000, &[1, 1], 0, 5),
+            gang("rest", 1, 6_000, &[0], 0, 0),
+            gang("fill", 1, 2_000, &[1], 0, 0),
+        ]);
+        input.starved = vec![starved("b1", 1, 1, 6_000)];
+        assert_eq!(evicted(&plan(&input)[0].1)[0].0, "big");
+        assert_eq!(evicted(&plan(&input)[0].1).len(), 1);
+    }
+
+    #[test]
+    fn a_group_that_fits_once_evicted_pods_are_gone_needs_nothing_more_and_books_its_room() {
+        let mut input = borrowed(vec![gang("a1", 2, 2_000, &[0, 0], 0, 1)]);
+        input.nodes[1] = Resources::from([("cpu", 4_000), ("pods", 100)]);
+        input.queues[0].allocated = Resources::from([("cpu", 12_000)]);
+        input.starved = vec![starved("b1", 1, 2, 2_000), starved("b2", 1, 2, 2_000)];
+        let out = plan(&input);
+        assert_eq!(out[0].1, Verdict::Fits);
+        assert_eq!(evicted(&out[1].1)[0].0, "a1");
+    }
+
+    mod properties {
+        use proptest::prelude::*;
+
+        use super::*;
+
+        /// Per queue: (weight, guarantee, reclaimable), the cluster shared by weight; per gang: (queue, minMember, priority,
+        /// created, members as (node, cpu)); per starved group: (queue, pods, cpu each); nodes'
+        /// capacity in CPUs.
+        type Scenario = (
+            Vec<(i64, i64, bool)>,
+            Vec<(usize, u32, i32, i64, Vec<(usize, i64)>)>,
+            Vec<(usize, usize, i64)>,
+            Vec<i64>,
+        );
+
+        fn scenario() -> impl Strategy<Value = Scenario> {
+            (
+                prop::collection::vec((1i64..4, 0i64..6, prop::bool::weighted(0.8)), 2..4),
+                prop::collection::vec(
+                    (
+                        0usize..4,
+                        1u32..4,
+                        0i32..3,
+                        0i64..5,
+                        prop::collection::vec((0usize..4, 1i64..4), 1..5),
+                    ),
+                    2..12,
+                ),
+                prop::collection::vec((0usize..4, 1usize..4, 1i64..5), 1..4),
+                prop::collection::vec(4i64..10, 1..4),
+            )
+        }
+
+        /// Builds a consistent input: gangs on nodes with room, each queue's allocation the sum
+        /// of its gangs.
+        fn build((queues, gangs, starved, nodes): Scenario) -> Input<usize> {
+            let n = nodes.len();
+            let q = queues.len();
+            let capacity: i64 = nodes.iter().sum::<i64>() * 1_000;
+            let weights: i64 = queues.iter().map(|(w, _, _)| w).sum();
+            let mut free: Vec<Resources> = nodes.iter().map(|&c| super::cpu(c * 1_000)).collect();
+            for f in &mut free {
+                f.set("pods", 100);
+            }
+            let mut input = Input {
+                queues: queues
+                    .iter()
+                    .enumerate()
+                    .map(|(i, &(weight, guarantee, reclaimable))| QueueState {
+                        name: format!("q{i}"),
+                        allocated: Resources::new(),
+                        deserved: Resources::from([("cpu", capacity * weight / weights)]),
+                        guarantee: Resources::from([("cpu", guarantee * 1_000)]),
+                        reclaimable,
+                    })
+                    .collect(),
+                nodes: vec![],
+                in_flight: Resources::new(),
+                gangs: vec![],
+                starved: vec![],
+            };
+            for (g, (queue, min, priority, created, members)) in gangs.into_iter().enumerate() {
+                let queue = queue % q;
+                let mut placed = Vec::new();
+                for (i, (node, c)) in members.into_iter().enumerate() {
+                    let node = node % n;
+                    let requests = super::cpu(c * 1_000);
+                    if requests.fits_in(&free[node]) {
+                        free[node].sub(&requests);
+                        input.queues[queue].allocated.add(&requests);
+                        placed.push(Member {
+                            uid: format!("g{g}-{i}"),
+                            node,
+                            requests,
+                            created: created + i as i64 % 2,
+                        });
+                    }
+                }
+                if placed.len() >= min as usize {
+                    input.gangs.push(Gang {
+                        key: g,
+                        queue,
+                        min_member: min,
+                        priority,
+                        created,
+                        members: placed,
+                    });
+                } else {
+                    for m in placed {
+                        free[m.node].add(&m.requests);
+                        input.queues[queue].allocated.sub(&m.requests);
+                    }
+                }
+            }
+            input.nodes = free;
+            input.starved = starved
+                .into_iter()
+                .enumerate()
+                .map(|(i, (queue, pods, c))| {
+                    let s = super::starved("", queue % q, pods, c * 1_000);
+                    Starved {
+                        key: 100 + i,
+                        queue: s.queue,
+                        need: s.need,
+                        requests: s.requests,
+                    }
+                })
+                .collect();
+            input
+        }
+
+        fn evictions(out: &[(usize, Verdict<usize>)]) -> Vec<&Eviction<usize>> {
+            out.iter()
+                .flat_map(|(_, v)| match v {
+                    Verdict::Reclaim(e) => e.iter().collect(),
+                    _ => vec![],
+                })
+                .collect()
+        }
+
+        proptest! {
+            #![proptest_config(ProptestConfig::with_cases(1_000))]
+
+            #[test]
+            fn reclaim_keeps_gangs_whole_spares_guarantees_and_unreclaimable_queues(s in scenario()) {
+                let input = build(s);
+                let out = plan(&input);
+                let mut after: Vec<Resources> = input.queues.iter().map(|q| q.allocated.clone()).collect();
+                for gang in &input.gangs {
+                    let gone: Vec<&Member> = evictions(&out)
+                        .iter()
+                        .filter(|e| e.gang == gang.key)
+                        .flat_map(|e| e.pods.iter())
+                        .map(|uid| gang.members.iter().find(|m| &m.uid == uid).expect("a member of the gang"))
+                        .collect();
+                    let left = gang.members.len() - gone.len();
+                    prop_assert!(left == 0 || left >= gang.min_member as usize,
+                        "gang {} left with {left} of minMember {}", gang.key, gang.min_member);
+                    if !gone.is_empty() {
+                        prop_assert!(input.queues[gang.queue].reclaimable);
+                    }
+                    for m in gone {
+                        after[gang.queue].sub(&m.requests);
+                    }
+                }
+                for (v, queue) in input.queues.iter().enumerate() {
+                    if after[v] != queue.allocated {
+                        prop_assert!(after[v].get("cpu") >= queue.guarantee.get("cpu"),
+                            "queue {v} taken below its guarantee");
+                        prop_assert!(after[v].get("cpu") >= queue.deserved.get("cpu"),
+                            "queue {v} taken below its deserved share");
+                    }
+                }
+            }
+
+            #[test]
+            fn a_victim_queue_cannot_reclaim_back_from_its_reclaimer(s in scenario(), back in (1usize..4, 1i64..5)) {
+                let input = build(s);
+                let out = plan(&input);
+                // The world after: every victim gone, every group served admitted.
+                let mut next = input.clone();
+                next.starved.clear();
+                let mut pairs = Vec::new();
+                for ((_, verdict), starved) in out.iter().zip(&input.starved) {
+                    match verdict {
+                        Verdict::No(_) => continue,
+                        Verdict::Fits => {}
+                        Verdict::Reclaim(taken) => {
+                            for e in taken {
+                                pairs.push((e.queue, starved.queue));
+                                let gang = next.gangs.iter_mut().find(|g| g.key == e.gang).unwrap();
+                                for uid in &e.pods {
+                                    let at = gang.members.iter().position(|m| &m.uid == uid).unwrap();
+                                    let m = gang.members.remove(at);
+                                    next.nodes[m.node].add(&m.requests);
+                                    next.queues[gang.queue].allocated.sub(&m.requests);
+                                }
+                            }
+                        }
+                    }
+                    prop_assert!(place(&mut next.nodes, &starved.need).is_ok(), "served but does not fit");
+                    next.queues[starved.queue].allocated.add(&starved.requests);
+                }
+                next.gangs.retain(|g| !g.members.is_empty());
+                for (victim, reclaimer) in pairs {
+                    let s = super::starved("", victim, back.0, back.1 * 1_000);
+                    next.starved = vec![Starved { key: 999, queue: victim, need: s.need, requests: s.requests }];
+                    for e in evictions(&plan(&next)) {
+                        prop_assert_ne!(e.queue, reclaimer, "queue {} reclaims back from {}", victim, reclaimer);
+                    }
+                }
+            }
+
+            #[test]
+            fn reclaim_is_deterministic_and_ignores_the_order_of_gangs(s in scenario()) {
+                let input = build(s);
+                let mut reversed = input.clone();
+                reversed.gangs.reverse();
+                prop_assert_eq!(plan(&input), plan(&input.clone()));
+                prop_assert_eq!(plan(&input), plan(&reversed));
+            }
+
+            #[test]
+            fn every_victim_is_needed(s in scenario()) {
+                let input = build(s);
+                let out = plan(&input);
+                // Only the first starved group sees the input's world unchanged.
+                let Some((_, Verdict::Reclaim(evictions))) = out.first() else { return Ok(()) };
+                let first = &input.starved[0];
+                for skip in 0..evictions.len() {
+                    let mut nodes = input.nodes.clone();
+                    let mut guarantees = Resources::new();
+                    let mut allocated: Vec<Resources> = input.queues.iter().map(|q| q.allocated.clone()).collect();
+                    for (_, e) in evictions.iter().enumerate().filter(|(i, _)| *i != skip) {
+                        let gang = input.gangs.iter().find(|g| g.key == e.gang).unwrap();
+                        for m in gang.members.iter().filter(|m| e.pods.contains(&m.uid)) {
+                            nodes[m.node].add(&m.requests);
+                            allocated[gang.queue].sub(&m.requests);
+                        }
+                    }
+                    for (v, q) in input.queues.iter().enumerate() {
+                        if v != first.queue {
+                            guarantees.add(&q.guarantee.minus(&allocated[v]).positive());
+                        }
+                    }
+                    let mut total = Resources::new();
+                    for n in &nodes {
+                        total.add(&n.positive());
+                    }
+                    let mut sum = Resources::new();
+                    for p in &first.need {
+                        sum.add(p);
+                    }
+                    let fits = sum.fits_in(&total.minus(&guarantees)) && place(&mut nodes, &first.need).is_ok();
+                    prop_assert!(!fits, "eviction {skip} of {evictions:?} was not needed");
+                }
+            }
+        }
+    }
+}
