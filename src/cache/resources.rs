@@ -103,6 +103,7 @@ impl Resources {
         ResourceId::lookup(resource).map_or(0, |id| self.amount(id))
     }
 
+    #[inline]
     pub fn amount(&self, id: ResourceId) -> i64 {
         self.0.get(id.index()).copied().unwrap_or(0)
     }
@@ -176,6 +177,24 @@ impl Resources {
                 || need
                     <= available.0.get(i).copied().unwrap_or(0)
                         - taken.0.get(i).copied().unwrap_or(0)
+        })
+    }
+
+    /// `self` fits in `available` after every one of `taken` is removed from it, without
+    /// allocating: the check of one pod against one node's record, made for thousands of nodes
+    /// per call, so each vector is dereferenced once, not once per resource.
+    #[inline]
+    pub fn fits_in_minus(&self, available: &Resources, taken: &[&Resources]) -> bool {
+        let have = &available.0[..];
+        let taken: SmallVec<[&[i64]; 4]> = taken.iter().map(|t| &t.0[..]).collect();
+        self.0.iter().enumerate().all(|(i, &need)| {
+            need <= 0
+                || need
+                    <= have.get(i).copied().unwrap_or(0)
+                        - taken
+                            .iter()
+                            .map(|t| t.get(i).copied().unwrap_or(0))
+                            .sum::<i64>()
         })
     }
 

@@ -306,22 +306,18 @@ fn per_node<'a, S: AsRef<str>>(
             failed.push((name, reasons.unknown()));
             continue;
         };
-        let free = |i| node.allocatable.amount(i) - slot.used.amount(i) - slot.reserved.amount(i);
-        let fits_unclaimed = requests
-            .ids()
-            .all(|(i, need)| need <= 0 || need <= free(i) - slot.claimed.amount(i));
-        if fits_unclaimed || own_slot.contains(name) {
+        let alloc = &node.allocatable;
+        if requests.fits_in_minus(alloc, &[&slot.used, &slot.reserved, &slot.claimed])
+            || own_slot.contains(name)
+        {
             passed.push(name);
-        } else if requests.ids().all(|(i, need)| need <= 0 || need <= free(i)) {
+        } else if requests.fits_in_minus(alloc, &[&slot.used, &slot.reserved]) {
             failed.push((name, reasons.claimed()));
         } else {
-            let short = requests
-                .ids()
-                .filter(|&(i, need)| need > 0 && need > free(i))
-                .try_fold(0u64, |mask, (i, _)| {
-                    (i.index() < 64).then(|| mask | 1 << i.index())
-                });
-            failed.push((name, reasons.insufficient(short, requests, free)));
+            let mut free = alloc.clone();
+            free.sub(&slot.used);
+            free.sub(&slot.reserved);
+            failed.push((name, reasons.insufficient(requests, &free)));
         }
     }
     Verdict {
@@ -337,7 +333,7 @@ fn per_node<'a, S: AsRef<str>>(
 struct Reasons {
     unknown: Option<Why>,
     claimed: Option<Why>,
-    /// By the set of resources short (a bit per resource id; `None` past id 63, not kept).
+    /// By the set of resources short (a bit per resource id).
     insufficient: Vec<(u64, Why)>,
 }
 
@@ -354,31 +350,33 @@ impl Reasons {
             .clone()
     }
 
-    fn insufficient(
-        &mut self,
-        short: Option<u64>,
-        requests: &Resources,
-        free: impl Fn(ResourceId) -> i64,
-    ) -> Why {
-        let Some(short) = short else {
-            return Why::from(insufficient(requests, free).as_str());
-        };
-        if let Some((_, why)) = self.insufficient.iter().find(|(m, _)| *m == short) {
+    fn insufficient(&mut self, requests: &Resources, free: &Resources) -> Why {
+        // Which resources are short, a bit per id; past id 63 the reason is not kept.
+        let short = requests
+            .ids()
+            .filter(|&(i, need)| need > 0 && need > free.amount(i))
+            .try_fold(0u64, |mask, (i, _)| {
+                (i.index() < 64).then(|| mask | 1 << i.index())
+            });
+        let known = short.and_then(|short| self.insufficient.iter().find(|(m, _)| *m == short));
+        if let Some((_, why)) = known {
             return why.clone();
         }
         let why = Why::from(insufficient(requests, free).as_str());
-        self.insufficient.push((short, why.clone()));
+        if let Some(short) = short {
+            self.insufficient.push((short, why.clone()));
+        }
         why
     }
 }
 
 /// `insufficient cpu, nvidia.com/gpu`: the resources of which `requests` needs more than `free`
 /// holds, in id order, written into one string.
-fn insufficient(requests: &Resources, free: impl Fn(ResourceId) -> i64) -> String {
+fn insufficient(requests: &Resources, free: &Resources) -> String {
     let mut why = String::from("insufficient ");
     let mut first = true;
     for (id, need) in requests.ids() {
-        if need > 0 && need > free(id) {
+        if need > 0 && need > free.amount(id) {
             if !first {
                 why.push_str(", ");
             }
