@@ -12,12 +12,14 @@
 //! beyond the cluster on most resources; groups of mixed sizes over 20 namespaces, three
 //! priorities and spread-out creation times.
 //!
+//! Also reclaim (`admission::reclaim::plan`) after such a pass.
+//!
 //! Run: `cargo bench --bench fair_share` (add `-- --quick` for a short run).
 
 use std::hint::black_box;
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
-use gangplank::admission::plan;
+use gangplank::admission::{plan, reclaim};
 use gangplank::api::labels::ADMISSION_GATE;
 use gangplank::cache::State;
 use gangplank::cache::model::{GroupKey, Node, Pod, PodGroup, PodPhase, Queue, Resources};
@@ -269,5 +271,32 @@ fn bench_admission_pass(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, bench_deserved, bench_order, bench_admission_pass);
+/// Reclaim after one admission pass over the same cache: the pass leaves thousands of groups
+/// short of room, each of which reclaim considers (most are in queues at or above their
+/// share, so they only cost the fit check).
+fn bench_reclaim(c: &mut Criterion) {
+    let state = admission_state();
+    let decision = plan::decide(&state);
+    let mut group = c.benchmark_group("reclaim_after_pass");
+    group.throughput(Throughput::Elements(decision.short_of_room.len() as u64));
+    group.bench_function(
+        format!("{}_groups_short_of_room", decision.short_of_room.len()),
+        |b| {
+            b.iter(|| {
+                reclaim::plan(black_box(&state), &decision, &|_| false, &|_| false)
+                    .reclaims
+                    .len()
+            })
+        },
+    );
+    group.finish();
+}
+
+criterion_group!(
+    benches,
+    bench_deserved,
+    bench_order,
+    bench_admission_pass,
+    bench_reclaim
+);
 criterion_main!(benches);

@@ -101,13 +101,8 @@ pub fn plan(
     let (input, freeing) = input(state, decision, evicting, refused);
     let queue_name = |q: usize| input.queues[q].name.clone();
     let mut out = Plan::default();
-    for (key, verdict) in policy::plan(&input) {
-        let queue = decision
-            .short_of_room
-            .iter()
-            .find(|w| w.group == key)
-            .map(|w| w.queue.clone())
-            .unwrap_or_default();
+    for ((key, verdict), starved) in policy::plan(&input).into_iter().zip(&input.starved) {
+        let queue = queue_name(starved.queue);
         match verdict {
             Verdict::Fits if !freeing.is_empty() => {
                 out.waiting.insert(

@@ -11,7 +11,10 @@
 //! Rules, for each starved group (a group that waited for room, served in the input's order):
 //! - **Nothing if it fits.** A group that fits the free room (counting pods already being
 //!   evicted as gone) needs no reclaim; it only waits for those pods to go. Its room is booked,
-//!   so the next starved group is not promised the same room.
+//!   so the next starved group is not promised the same room. A booked group counts in its
+//!   queue's allocation when that queue reclaims (so a queue cannot reclaim past its share
+//!   group by group), but never makes its queue's running gangs victims: the victim rules
+//!   below read what queues hold now, less the victims already taken.
 //! - **Only a queue below its deserved share reclaims**, and only up to it: the reclaimer's
 //!   allocation plus the group's requests must stay within its deserved share in every *short*
 //!   resource (those the group lacks; see below). A queue at or above its share waits for room
@@ -37,12 +40,34 @@
 //!   then every victim whose room turns out not to be needed is put back (latest first). If
 //!   taking every allowed candidate would still not make the group fit, nothing is evicted.
 //!
+//! **One search per queue per pass.** Only the first group of a queue that needs victims is
+//! searched for them in one plan; the queue's next group waits for the next pass (by then
+//! the first counts as fitting, its victims being on their way out). This bounds the cost of
+//! a pass that leaves thousands of groups short of room to one search per queue, and a
+//! search that fails (the common case: no queue above its share holds what the group lacks)
+//! costs one fit check, made after taking every allowed candidate at once.
+//!
 //! **Short resources** are those whose free total is less than the group needs; when the
 //! totals suffice but no node has room for some member (fragmentation), those of that member's
 //! resources that no node has enough of, or else all of its resources.
 //!
 //! Deterministic: the result depends on the input's values and the order of its starved groups,
 //! not on the order of its gangs (they are sorted by priority, age and key).
+//!
+//! **Decision: reclaim happens here, at admission, not in the extender's preempt verb.** The
+//! scheduler proposes as victims only pods of *lower priority* than the preemptor, and the verb
+//! can only narrow its lists ([`super::preemption`]), so it cannot take back what a queue of
+//! the same priority borrowed, which is the case reclaim exists for. Besides, a gang's pods
+//! reach the scheduler only once admission found room for the whole gang, so a starved group
+//! never has a pod there to preempt with; preemption only happens for released pods whose
+//! rough admission fit was wrong (selectors, taints). What the verb could still add is a
+//! restriction (refuse lower-priority victims of another queue at or below its deserved
+//! share); that needs the admission pass's per-queue numbers in the extender and is left out.
+//!
+//! Known cost for Jobs: an evicted pod of a Job fails, and counts against the Job's
+//! `backoffLimit` unless the Job has a `podFailurePolicy` that ignores the `DisruptionTarget`
+//! condition; the Job controller recreates the pod, gated again by the webhook, and the
+//! Job's PodGroup waits for admission like any other.
 
 use std::fmt::Debug;
 
@@ -141,7 +166,12 @@ pub fn plan<K: Clone + Ord + Debug>(input: &Input<K>) -> Vec<(K, Verdict<K>)> {
             .iter()
             .map(|g| vec![false; g.members.len()])
             .collect(),
+        free: Resources::new(),
+        searched: vec![false; input.queues.len()],
     };
+    for node in &world.nodes {
+        world.free.add(&node.positive());
+    }
     let mut order: Vec<usize> = (0..input.gangs.len()).collect();
     order.sort_by(|&a, &b| {
         let (a, b) = (&input.gangs[a], &input.gangs[b]);
@@ -170,6 +200,11 @@ struct World {
     in_flight: Resources,
     /// Per gang, per member: taken by an earlier verdict.
     taken: Vec<Vec<bool>>,
+    /// Σ of the nodes' free room (each at least zero), kept up to date node by node: a pass
+    /// may list thousands of starved groups.
+    free: Resources,
+    /// Per queue: one of its groups already searched for victims in this plan.
+    searched: Vec<bool>,
 }
 
 /// A candidate victim: some members of one gang.
@@ -206,7 +241,27 @@ fn serve<K: Clone + Ord + Debug>(
             id.name()
         ));
     }
+    if world.searched[q] {
+        return Verdict::No(format!(
+            "reclaim searches victims for one group of queue {} per pass",
+            mine.name
+        ));
+    }
+    world.searched[q] = true;
     let candidates = candidates(input, order, world, q, &short);
+    // Most searches fail (no queue above its share holds what the group needs): find out by
+    // taking every allowed candidate and checking the fit once, not after each.
+    let mut all = world.clone();
+    for c in &candidates {
+        if all.may_take(input, c, &short) {
+            all.take(input, c, true);
+        }
+    }
+    if all.misfit(input, q, &s.need).is_some() {
+        return Verdict::No(
+            "evicting every gang that may be reclaimed would still not make room for it".to_owned(),
+        );
+    }
     let mut trial = world.clone();
     let mut taken: Vec<Take> = Vec::new();
     let mut fits = false;
@@ -367,6 +422,7 @@ impl World {
             }
             self.taken[t.gang][m] = take;
             let member = &gang.members[m];
+            self.free.sub(&self.nodes[member.node].positive());
             if take {
                 self.nodes[member.node].add(&member.requests);
                 self.allocated[gang.queue].sub(&member.requests);
@@ -376,16 +432,14 @@ impl World {
                 self.allocated[gang.queue].add(&member.requests);
                 self.held[gang.queue].add(&member.requests);
             }
+            self.free.add(&self.nodes[member.node].positive());
         }
     }
 
     /// What a group of queue `q` may take in all: the free total less pods in flight and the
     /// other queues' unused guarantees.
     fn available_to<K>(&self, input: &Input<K>, q: usize) -> Resources {
-        let mut total = Resources::new();
-        for free in &self.nodes {
-            total.add(&free.positive());
-        }
+        let mut total = self.free.clone();
         total.sub(&self.in_flight);
         for (v, queue) in input.queues.iter().enumerate() {
             if v != q {
@@ -410,7 +464,7 @@ impl World {
         if !short.is_empty() {
             return Some(short);
         }
-        let pod = place(&mut self.nodes.clone(), need).err()?;
+        let pod = fit(&self.nodes, need).err()?;
         let scarce: Vec<ResourceId> = pod
             .ids()
             .filter(|&(id, amount)| self.nodes.iter().all(|n| n.amount(id) < amount))
@@ -429,25 +483,52 @@ impl World {
     /// Books the room of a group that fits.
     fn admit<K>(&mut self, s: &Starved<K>) {
         // It fits, so every member is placed.
-        let _ = place(&mut self.nodes, &s.need);
+        for (at, pod) in fit(&self.nodes, &s.need).unwrap_or_default() {
+            self.free.sub(&self.nodes[at].positive());
+            self.nodes[at].sub(pod);
+            self.free.add(&self.nodes[at].positive());
+        }
         self.allocated[s.queue].add(&s.requests);
     }
 }
 
-/// Places every pod of `need` on some node, biggest first, first fit (as admission does), or
-/// returns the first that finds no node; `nodes` is changed only when all are placed.
+/// Places every pod of `need` as [`fit`] says; `nodes` is changed only when all are placed.
+#[cfg(test)]
 fn place(nodes: &mut [Resources], need: &[Resources]) -> Result<(), Resources> {
+    for (at, pod) in fit(nodes, need)? {
+        nodes[at].sub(pod);
+    }
+    Ok(())
+}
+
+/// Where each pod of `need` goes, biggest first, first fit (as admission does), without
+/// changing `nodes`; or the first pod that finds no node.
+fn fit<'a>(
+    nodes: &[Resources],
+    need: &'a [Resources],
+) -> Result<Vec<(usize, &'a Resources)>, Resources> {
     let mut pods: Vec<&Resources> = need.iter().collect();
     pods.sort_by_key(|r| std::cmp::Reverse((r.amount(ResourceId::GPU), r.amount(ResourceId::CPU))));
-    let mut trial = nodes.to_vec();
+    // What the pods placed so far take, per node they went to (a gang is a handful of pods).
+    let mut used: Vec<(usize, Resources)> = Vec::new();
+    let mut out = Vec::with_capacity(pods.len());
     for pod in pods {
-        match trial.iter_mut().find(|free| pod.fits_in(free)) {
-            Some(free) => free.sub(pod),
-            None => return Err(pod.clone()),
+        let found = nodes.iter().enumerate().position(|(i, free)| {
+            match used.iter().find(|(n, _)| *n == i) {
+                Some((_, taken)) => pod.fits_in_after(free, taken),
+                None => pod.fits_in(free),
+            }
+        });
+        let Some(at) = found else {
+            return Err(pod.clone());
+        };
+        match used.iter_mut().find(|(n, _)| *n == at) {
+            Some((_, taken)) => taken.add(pod),
+            None => used.push((at, pod.clone())),
         }
+        out.push((at, pod));
     }
-    nodes.clone_from_slice(&trial);
-    Ok(())
+    Ok(out)
 }
 
 #[cfg(test)]
@@ -580,26 +661,32 @@ mod tests {
             gang("a3", 2, 2_000, &[1, 1], 0, 3),
             gang("a4", 2, 2_000, &[1, 1], 0, 4),
         ]);
-        // b deserves 8: two gangs of 4 are fine, a third would take a below its 8.
-        input.starved = vec![
-            starved("b1", 1, 2, 2_000),
-            starved("b2", 1, 2, 2_000),
-            starved("b3", 1, 2, 2_000),
-        ];
-        input.queues[1].deserved = Resources::from([("cpu", 12_000)]);
-        let out = plan(&input);
-        assert_eq!(evicted(&out[0].1)[0].0, "a4");
-        assert_eq!(evicted(&out[1].1)[0].0, "a3");
-        assert!(matches!(out[2].1, Verdict::No(_)), "{:?}", out[2]);
+        input.starved = vec![starved("b1", 1, 2, 2_000)];
+        // a holds 16: taking a gang of 4 leaves 12.
+        input.queues[0].deserved = Resources::from([("cpu", 12_000)]);
+        assert_eq!(evicted(&plan(&input)[0].1)[0].0, "a4");
+        input.queues[0].deserved = Resources::from([("cpu", 14_000)]);
+        assert!(matches!(plan(&input)[0].1, Verdict::No(_)), "deserved");
 
         input.queues[0].deserved = Resources::new();
         input.queues[0].guarantee = Resources::from([("cpu", 12_000)]);
+        assert_eq!(evicted(&plan(&input)[0].1)[0].0, "a4");
+        input.queues[0].guarantee = Resources::from([("cpu", 14_000)]);
+        assert!(matches!(plan(&input)[0].1, Verdict::No(_)), "guarantee");
+    }
+
+    #[test]
+    fn one_group_of_a_queue_is_searched_for_victims_per_pass() {
+        let mut input = borrowed(vec![
+            gang("a1", 2, 2_000, &[0, 0], 0, 1),
+            gang("a2", 2, 2_000, &[1, 1], 0, 2),
+        ]);
+        input.starved = vec![starved("b1", 1, 2, 2_000), starved("b2", 1, 2, 2_000)];
         let out = plan(&input);
-        assert_eq!(evicted(&out[0].1)[0].0, "a4");
+        assert_eq!(evicted(&out[0].1)[0].0, "a2");
         assert!(
-            matches!(out[1].1, Verdict::No(_)),
-            "guarantee: {:?}",
-            out[1]
+            matches!(&out[1].1, Verdict::No(why) if why.contains("one group of queue b per pass")),
+            "{out:?}"
         );
     }
 
