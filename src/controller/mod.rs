@@ -192,10 +192,10 @@ impl Controller {
     async fn pass(&mut self) -> Option<Instant> {
         let started = Instant::now();
         let (observation, decision) = self.cache.read(|s| (observe::observe(s), plan::decide(s)));
-        let admission_waits: HashMap<GroupKey, String> = decision
+        let admission_waits: HashMap<GroupKey, (&'static str, String)> = decision
             .waiting
             .into_iter()
-            .map(|w| (w.group, w.why))
+            .map(|w| (w.group, (w.why.reason().as_str(), w.why.to_string())))
             .collect();
         let now = Instant::now();
         let wall = whole_seconds(Timestamp::now());
@@ -392,7 +392,7 @@ impl Controller {
     fn pod_group_statuses(
         &self,
         observation: &Observation,
-        admission_waits: &HashMap<GroupKey, String>,
+        admission_waits: &HashMap<GroupKey, (&'static str, String)>,
         wall: &Time,
         now: Instant,
         due: &mut Option<Instant>,
@@ -415,7 +415,9 @@ impl Controller {
                 min_member,
                 members: view.map(|v| v.members).unwrap_or_default(),
                 finisher: &finisher,
-                admission_wait: admission_waits.get(&key).map(String::as_str),
+                admission_wait: admission_waits
+                    .get(&key)
+                    .map(|(reason, why)| (*reason, why.as_str())),
                 placement_wait: view.and_then(|v| v.wait_reason.as_deref()),
             };
             let stored = group.status.as_ref();

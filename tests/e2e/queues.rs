@@ -319,3 +319,91 @@ async fn a_high_priority_group_in_a_full_queue_runs_before_older_low_priority_on
     ns.delete().await;
     delete_queue(&cluster.client, &queue).await;
 }
+
+/// Names of `ns`'s pods starting with `prefix` that no node holds yet.
+async fn unbound(pods: &Api<Pod>, prefix: &str) -> usize {
+    let list = pods.list(&Default::default()).await.unwrap();
+    list.items
+        .iter()
+        .filter(|p| p.metadata.name.as_deref().unwrap_or("").starts_with(prefix))
+        .filter(|p| p.spec.as_ref().and_then(|s| s.node_name.as_ref()).is_none())
+        .count()
+}
+
+/// The reason of the PodGroup's `Admitted` condition when it is False.
+async fn not_admitted_reason(groups: &Api<PodGroup>, name: &str) -> Option<String> {
+    let status = groups.get(name).await.ok()?.status?;
+    let admitted = status
+        .conditions
+        .into_iter()
+        .find(|c| c.type_ == "Admitted")?;
+    (admitted.status == "False").then_some(admitted.reason)
+}
+
+/// How many small jobs the backfill test submits: they take longer to drain than the filler
+/// runs, even four at a time.
+const SMALL_JOBS: usize = 20;
+
+#[tokio::test]
+#[ignore = "needs the local control plane: run e2e/test"]
+async fn small_jobs_backfill_around_a_waiting_large_gang_without_delaying_it() {
+    let cluster = Cluster::connect().await;
+    let queue = create_queue(&cluster.client, "backfill", QueueSpec::default()).await;
+    let ns = cluster.namespace("queues-backfill").await;
+    let pods = ns.api::<Pod>();
+    let groups = ns.api::<PodGroup>();
+    // 24 of 32 CPUs on each of the 4 nodes, for 20 s: 8 CPUs free on each.
+    create_gang(&ns, &queue, "fill", 4, 24, Some("20s"), None).await;
+    eventually("the filler bound", 30, || async {
+        (bound(&pods, "fill").await == 4).then_some(())
+    })
+    .await;
+    // Two whole nodes: it waits for the filler, holding the free room of two nodes.
+    create_gang(&ns, &queue, "big", 2, 32, None, None).await;
+    eventually("the large gang heading the line", 30, || async {
+        (not_admitted_reason(&groups, "big").await.as_deref() == Some("Reserved")).then_some(())
+    })
+    .await;
+    // A stream of small jobs, younger than the large gang: more than the room the large gang
+    // cannot use (8 CPUs on each of two nodes) runs at once, and they outlast the filler.
+    for i in 0..SMALL_JOBS {
+        create_gang(&ns, &queue, &format!("small{i:02}"), 1, 4, Some("6s"), None).await;
+    }
+    eventually(
+        "small jobs running beside the waiting large gang",
+        30,
+        || async {
+            (bound(&pods, "small").await > 0 && bound(&pods, "big").await == 0).then_some(())
+        },
+    )
+    .await;
+    let behind = eventually("a small job held back by the reservation", 30, || async {
+        for i in 0..SMALL_JOBS {
+            let name = format!("small{i:02}");
+            if not_admitted_reason(&groups, &name).await.as_deref() == Some("BehindReservation") {
+                return Some(name);
+            }
+        }
+        None
+    })
+    .await;
+    let why = not_admitted_because(&groups, &behind)
+        .await
+        .unwrap_or_default();
+    assert!(why.starts_with("behind a reservation for "), "{why}");
+    eventually(
+        "the large gang bound once the filler is done",
+        60,
+        || async { (bound(&pods, "big").await == 2).then_some(()) },
+    )
+    .await;
+    // Had the small jobs taken the room the filler left, the large gang would have waited for
+    // the whole stream to drain: it started with small jobs still waiting.
+    let waiting = unbound(&pods, "small").await;
+    assert!(
+        waiting > 0,
+        "every small job was placed before the large gang"
+    );
+    ns.delete().await;
+    delete_queue(&cluster.client, &queue).await;
+}
