@@ -95,6 +95,15 @@ async fn running_cpu_by_prefix(pods: &Api<Pod>) -> BTreeMap<String, f64> {
     out
 }
 
+/// UIDs of the pods of `pods`.
+async fn uids(pods: &Api<Pod>) -> Vec<String> {
+    let list = pods.list(&Default::default()).await.unwrap();
+    list.items
+        .into_iter()
+        .filter_map(|p| p.metadata.uid)
+        .collect()
+}
+
 /// Names of `ns`'s pods starting with `prefix` that are bound.
 async fn bound(pods: &Api<Pod>, prefix: &str) -> usize {
     crate::support::bound_with_prefix(pods, prefix).await.len()
@@ -320,90 +329,154 @@ async fn a_high_priority_group_in_a_full_queue_runs_before_older_low_priority_on
     delete_queue(&cluster.client, &queue).await;
 }
 
-/// Names of `ns`'s pods starting with `prefix` that no node holds yet.
-async fn unbound(pods: &Api<Pod>, prefix: &str) -> usize {
-    let list = pods.list(&Default::default()).await.unwrap();
-    list.items
+#[tokio::test]
+#[ignore = "needs the local control plane: run e2e/test"]
+async fn a_queue_below_its_share_reclaims_whole_gangs_from_a_borrower_within_a_minute() {
+    let cluster = Cluster::connect().await;
+    let lender = create_queue(&cluster.client, "reclaim-a", QueueSpec::default()).await;
+    let claimant = create_queue(&cluster.client, "reclaim-b", QueueSpec::default()).await;
+    let ns = cluster.namespace("queues-reclaim").await;
+    let pods = ns.api::<Pod>();
+    let cpu_of = |cpu: &BTreeMap<String, f64>, queue: char| -> f64 {
+        cpu.iter()
+            .filter(|(k, _)| k.starts_with(queue))
+            .map(|(_, v)| v)
+            .sum()
+    };
+    let evictions = |m: &crate::support::Metrics| {
+        m.sum(
+            "gangplank_reclaim_evictions_total",
+            &[("queue", lender.as_str()), ("outcome", "ok")],
+        )
+    };
+    let before = evictions(&cluster.gangplank_metrics().await);
+
+    // Queue a borrows the whole cluster (4 nodes of 32 CPUs): 8 gangs of 2 x 8 CPUs that run
+    // until deleted.
+    for i in 0..8 {
+        create_gang(&ns, &lender, &format!("a{i}"), 2, 8, None, None).await;
+    }
+    eventually("queue a's 16 pods bound", 60, || async {
+        (bound(&pods, "a").await == 16).then_some(())
+    })
+    .await;
+    let lent = uids(&pods).await;
+
+    // Queue b, of the same weight, asks for as much: it deserves half, 64 CPUs.
+    let started = tokio::time::Instant::now();
+    for i in 0..8 {
+        create_gang(&ns, &claimant, &format!("b{i}"), 2, 8, None, None).await;
+    }
+    eventually("queue b to run its deserved 64 CPUs", 60, || async {
+        let cpu = running_cpu_by_prefix(&pods).await;
+        (cpu_of(&cpu, 'b') >= 64.0).then_some(())
+    })
+    .await;
+    eprintln!(
+        "queue b ran its deserved share {:.1} s after its first gang was created",
+        started.elapsed().as_secs_f64()
+    );
+
+    // Let the evicted pods go and anything else that would happen happen.
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let cpu = running_cpu_by_prefix(&pods).await;
+    assert!(
+        cpu_of(&cpu, 'a') >= 64.0,
+        "queue a lost its own share: {cpu:?}"
+    );
+    assert!(
+        cpu_of(&cpu, 'b') <= 64.0,
+        "queue b took more than its share: {cpu:?}"
+    );
+    for (gang, held) in cpu.iter().filter(|(k, _)| k.starts_with('a')) {
+        assert!(
+            *held == 16.0,
+            "gang {gang} of queue a left with {held} of its 16 CPUs: {cpu:?}"
+        );
+    }
+    let left = uids(&pods).await;
+    let gone = lent.iter().filter(|uid| !left.contains(uid)).count();
+    assert_eq!(gone, 8, "four whole gangs of a evicted, no more");
+    assert_eq!(
+        evictions(&cluster.gangplank_metrics().await) - before,
+        gone as f64,
+        "one eviction per evicted pod, none twice"
+    );
+    let events = ns
+        .api::<k8s_openapi::api::events::v1::Event>()
+        .list(&Default::default())
+        .await
+        .unwrap()
+        .items;
+    let reclaimed = events
         .iter()
-        .filter(|p| p.metadata.name.as_deref().unwrap_or("").starts_with(prefix))
-        .filter(|p| p.spec.as_ref().and_then(|s| s.node_name.as_ref()).is_none())
-        .count()
+        .filter(|e| e.reason.as_deref() == Some("Reclaimed"))
+        .count();
+    assert_eq!(reclaimed, 4, "one Reclaimed event per victim gang");
+    ns.delete().await;
+    delete_queue(&cluster.client, &lender).await;
+    delete_queue(&cluster.client, &claimant).await;
 }
-
-/// The reason of the PodGroup's `Admitted` condition when it is False.
-async fn not_admitted_reason(groups: &Api<PodGroup>, name: &str) -> Option<String> {
-    let status = groups.get(name).await.ok()?.status?;
-    let admitted = status
-        .conditions
-        .into_iter()
-        .find(|c| c.type_ == "Admitted")?;
-    (admitted.status == "False").then_some(admitted.reason)
-}
-
-/// How many small jobs the backfill test submits: they take longer to drain than the filler
-/// runs, even four at a time.
-const SMALL_JOBS: usize = 20;
 
 #[tokio::test]
 #[ignore = "needs the local control plane: run e2e/test"]
-async fn small_jobs_backfill_around_a_waiting_large_gang_without_delaying_it() {
+async fn reclaim_leaves_a_gang_that_a_pod_disruption_budget_protects_whole_and_takes_another() {
+    use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+
     let cluster = Cluster::connect().await;
-    let queue = create_queue(&cluster.client, "backfill", QueueSpec::default()).await;
-    let ns = cluster.namespace("queues-backfill").await;
+    let lender = create_queue(&cluster.client, "pdb-a", QueueSpec::default()).await;
+    let claimant = create_queue(&cluster.client, "pdb-b", QueueSpec::default()).await;
+    let ns = cluster.namespace("queues-reclaim-pdb").await;
     let pods = ns.api::<Pod>();
-    let groups = ns.api::<PodGroup>();
-    // 24 of 32 CPUs on each of the 4 nodes, for 20 s: 8 CPUs free on each.
-    create_gang(&ns, &queue, "fill", 4, 24, Some("20s"), None).await;
-    eventually("the filler bound", 30, || async {
-        (bound(&pods, "fill").await == 4).then_some(())
-    })
-    .await;
-    // Two whole nodes: it waits for the filler, holding the free room of two nodes.
-    create_gang(&ns, &queue, "big", 2, 32, None, None).await;
-    eventually("the large gang heading the line", 30, || async {
-        (not_admitted_reason(&groups, "big").await.as_deref() == Some("Reserved")).then_some(())
-    })
-    .await;
-    // A stream of small jobs, younger than the large gang: more than the room the large gang
-    // cannot use (8 CPUs on each of two nodes) runs at once, and they outlast the filler.
-    for i in 0..SMALL_JOBS {
-        create_gang(&ns, &queue, &format!("small{i:02}"), 1, 4, Some("6s"), None).await;
-    }
-    eventually(
-        "small jobs running beside the waiting large gang",
-        30,
-        || async {
-            (bound(&pods, "small").await > 0 && bound(&pods, "big").await == 0).then_some(())
-        },
-    )
-    .await;
-    let behind = eventually("a small job held back by the reservation", 30, || async {
-        for i in 0..SMALL_JOBS {
-            let name = format!("small{i:02}");
-            if not_admitted_reason(&groups, &name).await.as_deref() == Some("BehindReservation") {
-                return Some(name);
-            }
-        }
-        None
-    })
-    .await;
-    let why = not_admitted_because(&groups, &behind)
+    // Queue a fills the 4 x 32 CPUs with 4 gangs of 2 x 16; a budget forbids disrupting any
+    // pod of three of them, so only a2 may go.
+    let budget: PodDisruptionBudget = serde_json::from_value(json!({
+        "apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
+        "metadata": {"name": "keep"},
+        "spec": {"maxUnavailable": 0, "selector": {"matchExpressions": [{
+            "key": "scheduling.gangplank.dev/pod-group", "operator": "In",
+            "values": ["a0", "a1", "a3"]}]}}
+    }))
+    .unwrap();
+    ns.api::<PodDisruptionBudget>()
+        .create(&PostParams::default(), &budget)
         .await
-        .unwrap_or_default();
-    assert!(why.starts_with("behind a reservation for "), "{why}");
-    eventually(
-        "the large gang bound once the filler is done",
-        60,
-        || async { (bound(&pods, "big").await == 2).then_some(()) },
-    )
+        .unwrap();
+    for i in 0..4 {
+        create_gang(&ns, &lender, &format!("a{i}"), 2, 16, None, None).await;
+    }
+    eventually("queue a's 8 pods bound", 60, || async {
+        (bound(&pods, "a").await == 8).then_some(())
+    })
     .await;
-    // Had the small jobs taken the room the filler left, the large gang would have waited for
-    // the whole stream to drain: it started with small jobs still waiting.
-    let waiting = unbound(&pods, "small").await;
-    assert!(
-        waiting > 0,
-        "every small job was placed before the large gang"
+    eventually("the budget to count 6 healthy pods", 60, || async {
+        let pdb = ns.api::<PodDisruptionBudget>().get("keep").await.ok()?;
+        (pdb.status?.current_healthy == Some(6)).then_some(())
+    })
+    .await;
+
+    create_gang(&ns, &claimant, "b0", 2, 16, None, None).await;
+    eventually("queue b's gang to run", 60, || async {
+        (bound(&pods, "b0").await == 2).then_some(())
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let cpu = running_cpu_by_prefix(&pods).await;
+    let expected: BTreeMap<String, f64> = [("a0", 32.0), ("a1", 32.0), ("a3", 32.0), ("b0", 32.0)]
+        .into_iter()
+        .map(|(k, v)| (k.to_owned(), v))
+        .collect();
+    assert_eq!(
+        cpu, expected,
+        "only a2, the gang no budget protects, is evicted"
     );
+    let metrics = cluster.gangplank_metrics().await;
+    let refused = metrics.sum(
+        "gangplank_reclaim_evictions_total",
+        &[("queue", lender.as_str()), ("outcome", "refused")],
+    );
+    assert!(refused >= 1.0, "the budget refused at least one gang first");
     ns.delete().await;
-    delete_queue(&cluster.client, &queue).await;
+    delete_queue(&cluster.client, &lender).await;
+    delete_queue(&cluster.client, &claimant).await;
 }
