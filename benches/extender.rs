@@ -275,6 +275,8 @@ fn pod_group(namespace: &str, name: &str, min_member: u32) -> PodGroup {
         queue: "default".into(),
         schedule_timeout: Duration::from_secs(3600),
         min_resources: Resources::new(),
+        max_wait: None,
+        expected_runtime: None,
     }
 }
 

@@ -117,6 +117,8 @@ fn cluster(mode: Mode, min_member: u32) -> Cache {
         queue: "default".into(),
         schedule_timeout: Duration::from_secs(30),
         min_resources: Resources::new(),
+        max_wait: None,
+        expected_runtime: None,
     });
     let (train_0, train_1) = members(mode);
     cache.apply_pod(train_0);
@@ -412,6 +414,8 @@ async fn preempt_drops_the_node_whose_victim_would_leave_its_gang_below_min_memb
         queue: "default".into(),
         schedule_timeout: Duration::from_secs(30),
         min_resources: Resources::new(),
+        max_wait: None,
+        expected_runtime: None,
     });
     cache.apply_pod(gangplank::cache::Pod {
         uid: "fill-partner".into(),

@@ -65,6 +65,8 @@ fn fixture_cache() -> Cache {
         queue: "research".into(),
         schedule_timeout: Duration::from_secs(60),
         min_resources: Resources::new(),
+        max_wait: None,
+        expected_runtime: None,
     });
     cache.apply_pod(Pod {
         uid: "6b1d7c1e-3f0a-4a57-9a55-2f4f6f0e8b11".into(),
@@ -436,6 +438,8 @@ async fn preempt_drops_a_node_whose_victims_would_break_a_running_gang() {
         queue: "batch".into(),
         schedule_timeout: Duration::from_secs(60),
         min_resources: Resources::new(),
+        max_wait: None,
+        expected_runtime: None,
     });
     // Victim 3 on kwok-node-2 is one of two running members of gang batch/sim.
     for (uid, node) in [

@@ -641,6 +641,25 @@ async fn gang_sizes_below_one_or_above_the_elastic_bound_are_refused_together() 
 }
 
 #[tokio::test]
+async fn waiting_and_running_times_below_one_second_are_refused() {
+    let group = a_pod_group(
+        json!({"minMember": 1, "maxWaitSeconds": 0, "expectedRuntimeSeconds": -5}),
+        None,
+    );
+    let answer = post(router(), VALIDATE_PODGROUPS, &create("podgroups", group)).await;
+    assert_eq!(
+        denial(&answer, 422),
+        "spec.maxWaitSeconds: must be at least 1 (seconds) or unset, got 0; spec.expectedRuntimeSeconds: must be at least 1 (seconds) or unset, got -5"
+    );
+    let queue = a_queue("team", json!({"maxWaitSeconds": 0}), json!({}));
+    let answer = post(router(), VALIDATE_QUEUES, &create("queues", queue)).await;
+    assert_eq!(
+        denial(&answer, 422),
+        "spec.maxWaitSeconds: must be at least 1 (seconds) or unset, got 0"
+    );
+}
+
+#[tokio::test]
 async fn a_pod_group_in_a_missing_or_closed_queue_is_refused() {
     let group = a_pod_group(json!({"minMember": 1, "queue": "nope"}), None);
     let answer = post(router(), VALIDATE_PODGROUPS, &create("podgroups", group)).await;

@@ -16,11 +16,23 @@
 //! ([`plan::decide_after`]), so its room is not handed to another group. Only the gate is touched: releasing is idempotent and safe to
 //! repeat after a restart.
 //!
+//! The head's reservation ([`plan::Hold`]) is kept in the cache as a gang claim of the head's
+//! group, without a deadline, between passes: the pass decides on resources only, and the
+//! scheduler places the pods it releases where it likes, so it is the extender, which keeps
+//! gang members out of room other gangs claimed, that keeps the groups admitted behind the
+//! head out of its room. The loop replaces that claim when the hold changes and drops it
+//! before releasing the head (a claim without a deadline is always a reservation: the
+//! extender's own claims have one, and a group being placed keeps its own claim). Pods in no
+//! group never reach the extender, so a queue-only pod the pass admitted beside a reservation
+//! may still land in it; the pass itself never counts on reserved room for one.
+//!
 //! After each pass, [`reclaim`] evicts gangs of queues above their deserved share when a queue
 //! below its share has groups that wait for room.
 
 pub mod plan;
 pub mod reclaim;
+mod room;
+mod why;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::time::Duration;
@@ -33,7 +45,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::api::labels::{ADMISSION_GATE, MANAGED_RESOURCE};
-use crate::cache::Cache;
+use crate::cache::{Cache, Claim, Slot, State};
 use crate::metrics;
 use plan::PodRef;
 
@@ -60,6 +72,7 @@ pub async fn run(client: Client, evictions: Client, cache: Cache, shutdown: Canc
     let mut recently: HashMap<String, Instant> = HashMap::new();
     let mut reported = Reported::default();
     let mut reclaimer = reclaim::Reclaimer::new(evictions);
+    let mut held: Option<plan::Hold> = None;
     loop {
         tokio::select! {
             _ = shutdown.cancelled() => return,
@@ -82,6 +95,10 @@ pub async fn run(client: Client, evictions: Client, cache: Cache, shutdown: Canc
         });
         ::metrics::gauge!(metrics::ADMISSION_WAITING_GROUPS).set(decision.waiting.len() as f64);
         reported = report_queues(&decision.queues, reported);
+        if decision.hold != held {
+            cache.update(|s| hold_room(s, held.as_ref(), decision.hold.as_ref()));
+            held = decision.hold.clone();
+        }
         let due: Vec<PodRef> = decision
             .admit
             .into_iter()
@@ -100,6 +117,39 @@ pub async fn run(client: Client, evictions: Client, cache: Cache, shutdown: Canc
         }
         reclaimer.execute(reclaims).await;
         tokio::time::sleep(MIN_PASS_INTERVAL).await;
+    }
+}
+
+/// Replaces the claim that holds the head's reservation (`before`) with `now`'s.
+fn hold_room(state: &mut State, before: Option<&plan::Hold>, now: Option<&plan::Hold>) {
+    let reservation = |s: &State, key| {
+        s.claims
+            .get(key)
+            .is_some_and(|c: &Claim| c.deadline.is_none())
+    };
+    if let Some(before) = before
+        && reservation(state, &before.group)
+    {
+        state.drop_claim(&before.group);
+    }
+    if let Some(now) = now
+        && !state.claims.contains_key(&now.group)
+    {
+        let slots = now
+            .nodes
+            .iter()
+            .map(|(node, requests)| Slot {
+                node: node.clone(),
+                requests: requests.clone(),
+            })
+            .collect();
+        state.set_claim(
+            &now.group,
+            Claim {
+                slots,
+                deadline: None,
+            },
+        );
     }
 }
 

@@ -528,6 +528,8 @@ mod tests {
                 queue: queue.into(),
                 schedule_timeout: Duration::from_secs(60),
                 min_resources: Resources::new(),
+                max_wait: None,
+                expected_runtime: None,
             });
             for i in 0..2 {
                 s.apply_pod(Pod {

@@ -101,12 +101,21 @@ pub struct PodGroupSpec {
     #[schemars(range(min = 1))]
     pub schedule_timeout_seconds: Option<i32>,
 
-    /// Longest time, in seconds, the group may wait for admission. A group not admitted by then
-    /// is marked Failed and no longer considered. Takes precedence over the queue's
-    /// `maxWaitSeconds`. Absent: the queue's value, or no limit.
+    /// Longest time, in seconds, the group should wait for admission. Waiting longer, it jumps
+    /// the fair-share order: it is admitted next, and while it does not fit it holds a
+    /// reservation that groups behind it may not take. Its queue's capability still applies.
+    /// Takes precedence over the queue's `maxWaitSeconds`. Absent: the queue's value, or no
+    /// bound.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 1))]
     pub max_wait_seconds: Option<i32>,
+
+    /// How long, in seconds, the gang is expected to run once started. With it, the group may
+    /// be admitted into room reserved for a larger waiting group when it finishes before that
+    /// group could start anyway (backfill). Absent: it only takes room no reservation holds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1))]
+    pub expected_runtime_seconds: Option<i32>,
 }
 
 impl PodGroupSpec {
@@ -120,6 +129,7 @@ impl PodGroupSpec {
             priority_class_name: None,
             schedule_timeout_seconds: None,
             max_wait_seconds: None,
+            expected_runtime_seconds: None,
         }
     }
 

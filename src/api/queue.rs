@@ -94,9 +94,10 @@ pub struct QueueSpec {
     #[serde(default)]
     pub state: QueueState,
 
-    /// Longest time, in seconds, a PodGroup of this queue may wait for admission. A group not
-    /// admitted by then is marked Failed and no longer considered. A PodGroup's own
-    /// `maxWaitSeconds` takes precedence. Absent: groups wait as long as it takes.
+    /// Longest time, in seconds, a PodGroup of this queue should wait for admission. A group
+    /// waiting longer jumps the fair-share order: it is admitted next, and while it does not
+    /// fit it holds a reservation that groups behind it may not take. The queue's capability
+    /// still applies. A PodGroup's own `maxWaitSeconds` takes precedence. Absent: no bound.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 1))]
     pub max_wait_seconds: Option<i32>,

@@ -113,6 +113,11 @@ pub fn pod(pod: &core::Pod) -> Result<Pod, Error> {
             .creation_timestamp
             .as_ref()
             .map_or(0, |t| t.0.as_second()),
+        started: pod
+            .status
+            .as_ref()
+            .and_then(|s| s.start_time.as_ref())
+            .map(|t| t.0.as_second()),
         min_member: pod_annotations
             .and_then(|a| a.get(labels::MIN_MEMBER_ANNOTATION))
             .and_then(|v| v.trim().parse::<u32>().ok())
@@ -139,6 +144,8 @@ pub fn pod_group(group: &api::PodGroup) -> Result<PodGroup, Error> {
         queue: spec.queue_name().to_owned(),
         schedule_timeout: spec.schedule_timeout(),
         min_resources,
+        max_wait: seconds(spec.max_wait_seconds),
+        expected_runtime: seconds(spec.expected_runtime_seconds),
     })
 }
 
@@ -161,8 +168,17 @@ pub fn queue(queue: &api::Queue) -> Result<Queue, Error> {
         priority: spec.priority,
         open: spec.state == api::QueueState::Open,
         reclaimable: spec.reclaimable,
+        max_wait: seconds(spec.max_wait_seconds),
         name,
     })
+}
+
+/// A duration field in whole seconds; absent or not positive (refused by the CRD schema) is
+/// unset.
+fn seconds(value: Option<i32>) -> Option<std::time::Duration> {
+    value
+        .filter(|s| *s > 0)
+        .map(|s| std::time::Duration::from_secs(s.unsigned_abs().into()))
 }
 
 fn phase(phase: Option<&str>) -> PodPhase {

@@ -76,6 +76,9 @@ pub struct Pod {
     /// `metadata.creationTimestamp` in seconds since the Unix epoch (0 when unknown): the age
     /// that orders waiting groups.
     pub created: i64,
+    /// `status.startTime` in seconds since the Unix epoch: when the kubelet accepted the pod.
+    /// With its group's expected runtime, when its room is expected back (backfill).
+    pub started: Option<i64>,
     /// The gang size the pod's annotation `scheduling.gangplank.dev/min-member` asks for (a
     /// positive integer), so that the controller can create a missing PodGroup for pods that
     /// name a group nobody created.
@@ -135,6 +138,12 @@ pub struct PodGroup {
     /// How long placed members are held waiting for quorum.
     pub schedule_timeout: std::time::Duration,
     pub min_resources: Resources,
+    /// `maxWaitSeconds`: how long the group may wait for admission before it jumps the
+    /// fair-share order (the queue's bound applies when `None`).
+    pub max_wait: Option<std::time::Duration>,
+    /// `expectedRuntimeSeconds`: how long the gang runs once started, when its owner says;
+    /// lets it backfill room reserved for a larger group (see `crate::admission::plan`).
+    pub expected_runtime: Option<std::time::Duration>,
 }
 
 /// A Queue as admission and the controller see it.
@@ -154,6 +163,9 @@ pub struct Queue {
     pub open: bool,
     /// Others may reclaim what it borrowed.
     pub reclaimable: bool,
+    /// `maxWaitSeconds`: how long its groups may wait for admission before they jump the
+    /// fair-share order; a group's own bound takes precedence.
+    pub max_wait: Option<std::time::Duration>,
 }
 
 impl Queue {
@@ -168,6 +180,7 @@ impl Queue {
             priority: 0,
             open: true,
             reclaimable: true,
+            max_wait: None,
         }
     }
 }

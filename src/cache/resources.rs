@@ -160,6 +160,13 @@ impl Resources {
         }
     }
 
+    /// Resource by resource, the smaller of `self` and `other` (a missing entry is zero).
+    pub fn min_of(&self, other: &Resources) -> Resources {
+        let len = self.0.len().max(other.0.len());
+        let at = |r: &Resources, i: usize| r.0.get(i).copied().unwrap_or(0);
+        Resources((0..len).map(|i| at(self, i).min(at(other, i))).collect())
+    }
+
     /// Every positive amount of `self` is available in `available`.
     #[inline]
     pub fn fits_in(&self, available: &Resources) -> bool {

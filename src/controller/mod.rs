@@ -199,12 +199,15 @@ impl Controller {
             let reclaims = reclaim::plan(s, &decision, &|_| false, &|_| false);
             (observe::observe(s), decision, reclaims)
         });
-        let admission_waits: HashMap<GroupKey, String> = decision
+        let admission_waits: HashMap<GroupKey, (&'static str, String)> = decision
             .waiting
             .into_iter()
-            .map(|w| match reclaims.waiting.get(&w.group) {
-                Some(note) => (w.group, format!("{}; {note}", w.why)),
-                None => (w.group, w.why),
+            .map(|w| {
+                let why = match reclaims.waiting.get(&w.group) {
+                    Some(note) => format!("{}; {note}", w.why),
+                    None => w.why.to_string(),
+                };
+                (w.group, (w.why.reason().as_str(), why))
             })
             .collect();
         let now = Instant::now();
@@ -440,7 +443,7 @@ impl Controller {
     fn pod_group_statuses(
         &self,
         observation: &Observation,
-        admission_waits: &HashMap<GroupKey, String>,
+        admission_waits: &HashMap<GroupKey, (&'static str, String)>,
         wall: &Time,
         now: Instant,
         due: &mut Option<Instant>,
@@ -464,7 +467,9 @@ impl Controller {
                 min_member,
                 members: view.map(|v| v.members).unwrap_or_default(),
                 finisher: &finisher,
-                admission_wait: admission_waits.get(&key).map(String::as_str),
+                admission_wait: admission_waits
+                    .get(&key)
+                    .map(|(reason, why)| (*reason, why.as_str())),
                 placement_wait: view.and_then(|v| v.wait_reason.as_deref()),
             };
             let stored = group.status.as_ref();

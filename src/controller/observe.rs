@@ -223,6 +223,8 @@ mod tests {
             queue: queue.into(),
             schedule_timeout: Duration::from_secs(60),
             min_resources: Resources::new(),
+            max_wait: None,
+            expected_runtime: None,
         });
     }
 

@@ -82,8 +82,9 @@ pub struct Inputs<'a> {
     pub min_member: u32,
     pub members: Members,
     pub finisher: &'a Finisher,
-    /// Why the admission loop leaves the group waiting, if it does.
-    pub admission_wait: Option<&'a str>,
+    /// Why the admission loop leaves the group waiting, if it does: the condition's reason
+    /// (`crate::admission::plan::Reason`) and message.
+    pub admission_wait: Option<(&'a str, &'a str)>,
     /// Why the extender last refused to claim room for the gang, if it did.
     pub placement_wait: Option<&'a str>,
 }
@@ -218,7 +219,7 @@ fn admitted<'a>(inputs: &'a Inputs, phase: PodGroupPhase) -> Judgement<'a> {
         );
     }
     match inputs.admission_wait {
-        Some(why) => (false, "Waiting", why.to_owned()),
+        Some((reason, why)) => (false, reason, why.to_owned()),
         None if m.live == 0 => (
             false,
             NO_MEMBERS,
@@ -546,13 +547,15 @@ mod tests {
     fn a_pending_group_says_why_admission_waits() {
         let finisher = PODS;
         let mut i = inputs(members(2, 2, 0, 0, 0), &finisher);
-        i.admission_wait =
-            Some("2 of minMember 4 pods exist; waiting for the rest before releasing any");
+        i.admission_wait = Some((
+            "WaitingForMembers",
+            "2 of minMember 4 pods exist; waiting for the rest before releasing any",
+        ));
         let status = pod_group_status(&i, None, &at(0));
         let admitted = &status.conditions[0];
         assert_eq!(
             (admitted.status.as_str(), admitted.reason.as_str()),
-            ("False", "Waiting")
+            ("False", "WaitingForMembers")
         );
         assert_eq!(
             admitted.message,

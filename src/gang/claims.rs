@@ -626,6 +626,8 @@ mod tests {
             queue: "default".into(),
             schedule_timeout: Duration::from_secs(30),
             min_resources: Resources::new(),
+            max_wait: None,
+            expected_runtime: None,
         });
         key
     }

@@ -84,6 +84,8 @@ pub fn validate(w: &Webhooks, request: &AdmissionRequest<PodGroup>) -> Result<Ve
             ),
         );
     }
+    errors.seconds("spec.maxWaitSeconds", spec.max_wait_seconds);
+    errors.seconds("spec.expectedRuntimeSeconds", spec.expected_runtime_seconds);
     errors.into_result()?;
 
     let queue = spec.queue_name();

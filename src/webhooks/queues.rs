@@ -111,6 +111,7 @@ fn check_spec(queue: &Queue) -> Result<(), Denial> {
             (_, Err(e)) => errors.add(format!("spec.capability[{resource}]"), e),
         }
     }
+    errors.seconds("spec.maxWaitSeconds", spec.max_wait_seconds);
     if spec.parent.as_deref() == queue.metadata.name.as_deref() && spec.parent.is_some() {
         errors.add("spec.parent", "a queue cannot be its own parent");
     }

@@ -140,6 +140,18 @@ impl FieldErrors {
     }
 
     /// Records that `field` is wrong: `problem` says how, and what would be accepted.
+    /// Records `field` unless it is unset or at least one second.
+    pub fn seconds(&mut self, field: &str, value: Option<i32>) {
+        if let Some(value) = value
+            && value < 1
+        {
+            self.add(
+                field,
+                format!("must be at least 1 (seconds) or unset, got {value}"),
+            );
+        }
+    }
+
     pub fn add(&mut self, field: impl fmt::Display, problem: impl fmt::Display) {
         self.0.push(format!("{field}: {problem}"));
     }

@@ -269,7 +269,7 @@ async fn a_gang_that_cannot_fit_waits_for_admission_and_its_status_says_why() {
         },
     )
     .await;
-    assert_eq!(admitted.reason, "Waiting");
+    assert_eq!(admitted.reason, "DoesNotFit");
     assert!(
         admitted
             .message

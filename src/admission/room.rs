@@ -1,0 +1,283 @@
+//! Free room during one admission pass, and the reservation the head of the line holds in it.
+//!
+//! A copy of each schedulable node's free room (allocatable − used − reserved by the
+//! extender) that the pass shrinks as it admits groups, their sum, and the other queues'
+//! unused guarantees (room a queue may not take). See [`super::plan`] for how the pass uses it,
+//! and [`Room::reserve`] for how the head's reservation is chosen.
+
+use std::cmp::Reverse;
+
+use crate::cache::{ResourceId, Resources, State};
+
+/// Free room during a pass.
+pub(super) struct Room<'s> {
+    /// Schedulable nodes by name, in name order; the indexes of `nodes`.
+    pub names: Vec<&'s str>,
+    allocatable: Vec<&'s Resources>,
+    /// Per schedulable node: allocatable − used − reserved − placed in this pass − held for
+    /// the head.
+    nodes: Vec<Resources>,
+    /// Σ of the nodes' free room (each at least zero) − in flight − admitted in this pass −
+    /// held for the head.
+    total: Resources,
+    /// Per queue slot: guarantee not covered by what it holds.
+    unused_guarantee: Vec<Resources>,
+    /// Σ of `unused_guarantee`.
+    guaranteed: Resources,
+    /// What the head's reservation holds, per node index (empty without a reservation).
+    pub held: Vec<(usize, Resources)>,
+    /// Σ of `held`.
+    pub held_total: Resources,
+    /// Per node of the reservation: what the head's members assigned there still lack (their
+    /// requests beyond what is free now), i.e. what must free up before the head can start.
+    pub lacking: Vec<(usize, Resources)>,
+    /// Per pod shape (requests) seen in this pass: the first node that may still fit it. Room
+    /// only shrinks during a pass, so nodes before it stay too full for that shape, and a
+    /// shape whose cursor reached the end fits nowhere, nor does any pod asking at least as
+    /// much. This keeps a pass over thousands of groups on a full cluster from scanning every
+    /// node for every group.
+    cursors: Vec<(Resources, usize)>,
+}
+
+impl<'s> Room<'s> {
+    /// The free room of `state`'s schedulable nodes, minus `in_flight` (released members not
+    /// placed yet), with `queues` slots of guarantees (set them with
+    /// [`Room::set_unused_guarantee`]).
+    pub fn new(state: &'s State, in_flight: &Resources, queues: usize) -> Room<'s> {
+        let mut nodes: Vec<(&'s str, &'s Resources, Resources)> = state
+            .nodes
+            .values()
+            .filter(|n| !n.unschedulable)
+            .map(|n| (n.name.as_str(), &n.allocatable, state.free_on(n)))
+            .collect();
+        nodes.sort_unstable_by_key(|(name, _, _)| *name);
+        let mut total = Resources::new();
+        for (_, _, free) in &nodes {
+            total.add(&at_least_zero(free));
+        }
+        total.sub(in_flight);
+        let mut room = Room {
+            names: Vec::with_capacity(nodes.len()),
+            allocatable: Vec::with_capacity(nodes.len()),
+            nodes: Vec::with_capacity(nodes.len()),
+            total,
+            unused_guarantee: vec![Resources::new(); queues],
+            guaranteed: Resources::new(),
+            held: Vec::new(),
+            held_total: Resources::new(),
+            lacking: Vec::new(),
+            cursors: Vec::new(),
+        };
+        for (name, allocatable, free) in nodes {
+            room.names.push(name);
+            room.allocatable.push(allocatable);
+            room.nodes.push(free);
+        }
+        room
+    }
+
+    pub fn set_unused_guarantee(&mut self, slot: usize, guarantee: &Resources, held: &Resources) {
+        if guarantee.is_empty() {
+            return;
+        }
+        self.guaranteed.sub(&self.unused_guarantee[slot]);
+        let unused = at_least_zero(&guarantee.minus(held));
+        self.guaranteed.add(&unused);
+        self.unused_guarantee[slot] = unused;
+    }
+
+    /// What a group of queue `slot` may take: the free total minus others' unused guarantees.
+    pub fn available_to(&self, slot: usize) -> Resources {
+        let mut others = self.guaranteed.clone();
+        others.sub(&self.unused_guarantee[slot]);
+        at_least_zero(&self.total.minus(&others))
+    }
+
+    /// Places every pod of `need` on some node (biggest first, first fit), or says which
+    /// request finds no node. Changes nothing unless all are placed.
+    pub fn place(&mut self, need: &[&Resources]) -> Result<(), Resources> {
+        let mut pods: Vec<&Resources> = need.to_vec();
+        pods.sort_by_key(|r| Reverse(weight(r)));
+        let mut placed: Vec<(usize, &Resources)> = Vec::with_capacity(pods.len());
+        for pod in pods {
+            match self.first_fit(pod) {
+                Some(at) => {
+                    self.nodes[at].sub(pod);
+                    placed.push((at, pod));
+                }
+                None => {
+                    for (at, undo) in placed {
+                        self.nodes[at].add(undo);
+                        // That node has room again: every shape may look at it again.
+                        for (_, cursor) in &mut self.cursors {
+                            *cursor = (*cursor).min(at);
+                        }
+                    }
+                    return Err(pod.clone());
+                }
+            }
+        }
+        for pod in need {
+            self.total.sub(pod);
+        }
+        Ok(())
+    }
+
+    /// Places `need` like [`Room::place`], but also in the head's reservation: for a group
+    /// expected to finish before the head could start. Takes the reservation last, node by
+    /// node, so that what it leaves of it stays held.
+    pub fn place_in_reservation(&mut self, need: &[&Resources]) -> Result<(), Resources> {
+        let mut pods: Vec<&Resources> = need.to_vec();
+        pods.sort_by_key(|r| Reverse(weight(r)));
+        let mut with_held: Vec<Resources> = self.nodes.clone();
+        for (at, held) in &self.held {
+            with_held[*at].add(held);
+        }
+        let mut placed: Vec<(usize, &Resources)> = Vec::with_capacity(pods.len());
+        for pod in pods {
+            let Some(at) = with_held.iter().position(|free| pod.fits_in(free)) else {
+                return Err(pod.clone());
+            };
+            with_held[at].sub(pod);
+            placed.push((at, pod));
+        }
+        for (at, pod) in placed {
+            // Free room first; what it lacks comes out of the reservation on that node.
+            let from_free = at_least_zero(&self.nodes[at]).min_of(pod);
+            let mut from_held = pod.minus(&from_free);
+            self.nodes[at].sub(&from_free);
+            self.total.sub(&from_free);
+            if let Some((_, held)) = self.held.iter_mut().find(|(i, _)| *i == at) {
+                from_held = at_least_zero(&from_held);
+                held.sub(&from_held);
+                self.held_total.sub(&from_held);
+            }
+        }
+        Ok(())
+    }
+
+    /// The first node with room for `pod`, scanning from its shape's cursor.
+    fn first_fit(&mut self, pod: &Resources) -> Option<usize> {
+        let end = self.nodes.len();
+        let hopeless = self
+            .cursors
+            .iter()
+            .any(|(shape, cursor)| *cursor == end && shape.fits_in(pod));
+        if hopeless {
+            return None;
+        }
+        let slot = match self.cursors.iter().position(|(shape, _)| shape == pod) {
+            Some(slot) => slot,
+            None => {
+                self.cursors.push((pod.clone(), 0));
+                self.cursors.len() - 1
+            }
+        };
+        let start = self.cursors[slot].1;
+        let found = self.nodes[start..]
+            .iter()
+            .position(|free| pod.fits_in(free))
+            .map(|i| start + i);
+        self.cursors[slot].1 = found.unwrap_or(end);
+        found
+    }
+
+    /// Holds room for `need`, the gang at the head of the line that does not fit now, so that
+    /// groups behind it cannot take it. Each member (biggest first) is assigned the node whose
+    /// allocatable can hold it (after the members already assigned there) and that has the
+    /// most of it free now (GPUs first, then CPU, then memory; ties to the first node by
+    /// name): the nodes closest to fitting it, so it starts as soon as they free up. On that
+    /// node the reservation holds what is free of the member's requests; room on other nodes,
+    /// and beyond the member's requests, stays available to the groups behind it.
+    ///
+    /// The reservation holds at most `budget` in all (what the head's queue may take: other
+    /// queues' unused guarantees stay theirs).
+    ///
+    /// Returns false, holding nothing, when the gang could not fit even on empty nodes (a
+    /// member larger than any node): a reservation would then block everyone for nothing.
+    pub fn reserve(&mut self, need: &[&Resources], budget: &Resources) -> bool {
+        let mut budget = budget.clone();
+        let mut pods: Vec<&Resources> = need.to_vec();
+        pods.sort_by_key(|r| Reverse(weight(r)));
+        let mut capacity: Vec<(usize, Resources)> = Vec::new();
+        let mut held: Vec<(usize, Resources)> = Vec::new();
+        let mut free: Vec<(usize, Resources)> = Vec::new();
+        let mut lacking: Vec<(usize, Resources)> = Vec::new();
+        for pod in pods {
+            let mut best: Option<(usize, (i64, i64, i64))> = None;
+            for at in 0..self.nodes.len() {
+                let left = find(&capacity, at).unwrap_or(self.allocatable[at]);
+                if !pod.fits_in(left) {
+                    continue;
+                }
+                let now = find(&free, at).unwrap_or(&self.nodes[at]);
+                let score = weight(&at_least_zero(now).min_of(pod));
+                if best.is_none_or(|(_, b)| score > b) {
+                    best = Some((at, score));
+                }
+            }
+            let Some((at, _)) = best else {
+                return false;
+            };
+            let taken = at_least_zero(find(&free, at).unwrap_or(&self.nodes[at]))
+                .min_of(pod)
+                .min_of(&budget);
+            budget.sub(&taken);
+            let left = find(&capacity, at)
+                .unwrap_or(self.allocatable[at])
+                .minus(pod);
+            let now = find(&free, at).unwrap_or(&self.nodes[at]).minus(&taken);
+            upsert(&mut capacity, at, left);
+            upsert(&mut free, at, now);
+            let lack = pod.minus(&taken);
+            match held.iter_mut().find(|(i, _)| *i == at) {
+                Some((_, h)) => h.add(&taken),
+                None => held.push((at, taken)),
+            }
+            match lacking.iter_mut().find(|(i, _)| *i == at) {
+                Some((_, l)) => l.add(&lack),
+                None => lacking.push((at, lack)),
+            }
+        }
+        for (at, h) in &held {
+            self.nodes[*at].sub(h);
+            self.total.sub(h);
+            self.held_total.add(h);
+        }
+        held.sort_by_key(|(at, _)| *at);
+        self.held = held;
+        self.lacking = lacking;
+        true
+    }
+}
+
+fn find(list: &[(usize, Resources)], at: usize) -> Option<&Resources> {
+    list.iter().find(|(i, _)| *i == at).map(|(_, r)| r)
+}
+
+fn upsert(list: &mut Vec<(usize, Resources)>, at: usize, value: Resources) {
+    match list.iter_mut().find(|(i, _)| *i == at) {
+        Some((_, r)) => *r = value,
+        None => list.push((at, value)),
+    }
+}
+
+/// Which members to place first, and which node is closest to fitting one: GPUs, then CPU,
+/// then memory.
+fn weight(r: &Resources) -> (i64, i64, i64) {
+    (
+        r.amount(ResourceId::GPU),
+        r.amount(ResourceId::CPU),
+        r.amount(ResourceId::MEMORY),
+    )
+}
+
+pub(super) fn at_least_zero(r: &Resources) -> Resources {
+    let mut out = Resources::new();
+    for (id, amount) in r.ids() {
+        if amount > 0 {
+            out.set_amount(id, amount);
+        }
+    }
+    out
+}

@@ -1,0 +1,221 @@
+//! Why a group waits for admission: a [`Reason`] (the PodGroup's `Admitted` condition reason)
+//! and [`Why`], the details with the numbers, formatted only when read.
+//!
+//! Why lazy: a pass over a full cluster leaves thousands of groups waiting, and it runs under
+//! the cache's read lock; the admission loop only counts them, and the controller formats the
+//! messages after the lock is released.
+
+use std::fmt;
+
+use crate::cache::resources::{ResourceId, human};
+use crate::cache::{GroupKey, Resources};
+use crate::policy::queue_order::DominantShare;
+
+/// Why a group waits, as the `reason` of its PodGroup's `Admitted` condition.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Reason {
+    /// Fewer than `minMember` live members exist.
+    WaitingForMembers,
+    /// Pods name a group whose PodGroup does not exist.
+    PodGroupMissing,
+    QueueMissing,
+    QueueClosed,
+    /// Admitting it would take its queue over its capability.
+    CapabilityReached,
+    /// It does not fit and its queue already holds at least its deserved share.
+    QueueOverShare,
+    DoesNotFit,
+    /// It would fit, but only in room reserved for the group at the head of the line.
+    BehindReservation,
+    /// It heads the line and holds a reservation until its room frees.
+    Reserved,
+    /// It waited past its `maxWaitSeconds`: it goes first and holds a reservation.
+    OverdueReserved,
+}
+
+impl Reason {
+    /// It passed every check but free room: reclaim may make room for it.
+    pub fn short_of_room(self) -> bool {
+        matches!(
+            self,
+            Reason::DoesNotFit
+                | Reason::QueueOverShare
+                | Reason::Reserved
+                | Reason::OverdueReserved
+        )
+    }
+
+    /// As spelled in the condition.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Reason::WaitingForMembers => "WaitingForMembers",
+            Reason::PodGroupMissing => "PodGroupMissing",
+            Reason::QueueMissing => "QueueMissing",
+            Reason::QueueClosed => "QueueClosed",
+            Reason::CapabilityReached => "CapabilityReached",
+            Reason::QueueOverShare => "QueueOverShare",
+            Reason::DoesNotFit => "DoesNotFit",
+            Reason::BehindReservation => "BehindReservation",
+            Reason::Reserved => "Reserved",
+            Reason::OverdueReserved => "OverdueReserved",
+        }
+    }
+}
+
+impl fmt::Display for Reason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// The details of a wait; [`fmt::Display`] gives the condition's message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Why {
+    Members {
+        live: usize,
+        min_member: u32,
+    },
+    PodGroupMissing {
+        group: GroupKey,
+    },
+    QueueMissing {
+        queue: String,
+    },
+    QueueClosed {
+        queue: String,
+    },
+    Capability {
+        queue: String,
+        /// Per resource over the bound: `(resource, held, requested, capability)`.
+        over: Vec<(ResourceId, i64, i64, i64)>,
+    },
+    /// The sum of what the gang needs for quorum exceeds the free room available to it.
+    Room {
+        needed: Resources,
+        available: Resources,
+    },
+    /// The sum fits, but this member fits on no single node.
+    NoNode {
+        member: Resources,
+    },
+    OverShare {
+        queue: String,
+        share: DominantShare,
+        room: Box<Why>,
+    },
+    Behind {
+        head: GroupKey,
+        /// What the head's reservation holds, summed over its nodes.
+        held: Resources,
+        room: Box<Why>,
+    },
+    Reserved {
+        /// `(waited, maxWait)` in seconds when it is overdue.
+        overdue: Option<(i64, i64)>,
+        nodes: usize,
+        held: Resources,
+        room: Box<Why>,
+    },
+}
+
+impl Why {
+    /// The condition reason for these details.
+    pub fn reason(&self) -> Reason {
+        match self {
+            Why::Members { .. } => Reason::WaitingForMembers,
+            Why::PodGroupMissing { .. } => Reason::PodGroupMissing,
+            Why::QueueMissing { .. } => Reason::QueueMissing,
+            Why::QueueClosed { .. } => Reason::QueueClosed,
+            Why::Capability { .. } => Reason::CapabilityReached,
+            Why::Room { .. } | Why::NoNode { .. } => Reason::DoesNotFit,
+            Why::OverShare { .. } => Reason::QueueOverShare,
+            Why::Behind { .. } => Reason::BehindReservation,
+            Why::Reserved { overdue: None, .. } => Reason::Reserved,
+            Why::Reserved {
+                overdue: Some(_), ..
+            } => Reason::OverdueReserved,
+        }
+    }
+}
+
+impl fmt::Display for Why {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Why::Members { live, min_member } => write!(
+                f,
+                "{live} of minMember {min_member} pods exist; waiting for the rest before releasing any"
+            ),
+            Why::PodGroupMissing { group } => write!(
+                f,
+                "no PodGroup {group}: create one (minMember is the gang size), or label a Job with a queue so that Gangplank creates it"
+            ),
+            Why::QueueMissing { queue } => write!(
+                f,
+                "queue {queue} does not exist: create it, or name an existing queue with the label scheduling.gangplank.dev/queue"
+            ),
+            Why::QueueClosed { queue } => write!(
+                f,
+                "queue {queue} is Closed: it admits nothing until its spec.state is Open again"
+            ),
+            Why::Capability { queue, over } => {
+                write!(f, "queue {queue} has reached its capability: ")?;
+                for (i, (id, held, requested, limit)) in over.iter().enumerate() {
+                    let name = id.name();
+                    let sep = if i == 0 { "" } else { ", " };
+                    write!(
+                        f,
+                        "{sep}{name} {} held + {} requested > capability {}",
+                        human(name, *held),
+                        human(name, *requested),
+                        human(name, *limit)
+                    )?;
+                }
+                Ok(())
+            }
+            Why::Room { needed, available } => {
+                f.write_str("does not fit now: ")?;
+                for (i, (name, _)) in needed.shortfall(available).iter().enumerate() {
+                    let sep = if i == 0 { "" } else { ", " };
+                    write!(
+                        f,
+                        "{sep}{name} {} needed, {} free",
+                        human(name, needed.get(name)),
+                        human(name, available.get(name))
+                    )?;
+                }
+                f.write_str(" (free room counts other queues' unused guarantees as taken)")
+            }
+            Why::NoNode { member } => write!(
+                f,
+                "does not fit now: no schedulable node has room for a member requesting {member}"
+            ),
+            Why::OverShare { queue, share, room } => write!(
+                f,
+                "queue {queue} holds {share} (at or above its fair share, so queues below theirs go first); {room}"
+            ),
+            Why::Behind { head, held, room } => write!(
+                f,
+                "behind a reservation for {head}, which holds {held} until it fits; {room}"
+            ),
+            Why::Reserved {
+                overdue,
+                nodes,
+                held,
+                room,
+            } => {
+                if let Some((waited, max)) = overdue {
+                    write!(
+                        f,
+                        "waited {waited}s, over its maxWaitSeconds {max}: admitted next, before the fair-share order; "
+                    )?;
+                } else {
+                    f.write_str("first in line: ")?;
+                }
+                write!(
+                    f,
+                    "holds a reservation of {held} on {nodes} nodes that groups behind it may not take; {room}"
+                )
+            }
+        }
+    }
+}
