@@ -111,12 +111,17 @@ async fn bound(pods: &Api<Pod>, prefix: &str) -> usize {
 
 /// The message of the PodGroup's `Admitted` condition when it is False.
 async fn not_admitted_because(groups: &Api<PodGroup>, name: &str) -> Option<String> {
+    Some(not_admitted(groups, name).await?.1)
+}
+
+/// `(reason, message)` of the PodGroup's `Admitted` condition when it is False.
+async fn not_admitted(groups: &Api<PodGroup>, name: &str) -> Option<(String, String)> {
     let status = groups.get(name).await.ok()?.status?;
     let admitted = status
         .conditions
         .into_iter()
         .find(|c| c.type_ == "Admitted")?;
-    (admitted.status == "False").then_some(admitted.message)
+    (admitted.status == "False").then_some((admitted.reason, admitted.message))
 }
 
 #[tokio::test]
@@ -479,4 +484,92 @@ async fn reclaim_leaves_a_gang_that_a_pod_disruption_budget_protects_whole_and_t
     ns.delete().await;
     delete_queue(&cluster.client, &lender).await;
     delete_queue(&cluster.client, &claimant).await;
+}
+
+/// Small jobs of the backfill test: more than fit beside the large gang's reservation.
+const SMALL_JOBS: usize = 12;
+
+#[tokio::test]
+#[ignore = "needs the local control plane: run e2e/test"]
+async fn small_jobs_backfill_around_a_waiting_large_gang_without_delaying_it() {
+    let cluster = Cluster::connect().await;
+    let queue = create_queue(&cluster.client, "backfill", QueueSpec::default()).await;
+    let ns = cluster.namespace("queues-backfill").await;
+    let pods = ns.api::<Pod>();
+    let groups = ns.api::<PodGroup>();
+    // 24 of the 32 CPUs of each of the 4 nodes, for 20 s: 8 CPUs free on each.
+    create_gang(&ns, &queue, "fill", 4, 24, Some("20s"), None).await;
+    eventually("the filler bound", 30, || async {
+        (bound(&pods, "fill").await == 4).then_some(())
+    })
+    .await;
+    // Two whole nodes: it waits for the filler, and heads the line holding the free room of
+    // two nodes.
+    create_gang(&ns, &queue, "big", 2, 32, None, None).await;
+    eventually("the large gang heading the line", 30, || async {
+        let (reason, _) = not_admitted(&groups, "big").await?;
+        (reason == "Reserved").then_some(())
+    })
+    .await;
+    // Small jobs that run for a minute, younger than the large gang: the four that fit beside
+    // its reservation run now; the rest would fit in the reserved room and wait behind it.
+    for i in 0..SMALL_JOBS {
+        create_gang(
+            &ns,
+            &queue,
+            &format!("small{i:02}"),
+            1,
+            4,
+            Some("60s"),
+            None,
+        )
+        .await;
+    }
+    eventually(
+        "small jobs running beside the waiting large gang",
+        30,
+        || async {
+            (bound(&pods, "small").await == 4 && bound(&pods, "big").await == 0).then_some(())
+        },
+    )
+    .await;
+    let why = eventually("a small job held back by the reservation", 30, || async {
+        for i in 0..SMALL_JOBS {
+            if let Some((reason, message)) = not_admitted(&groups, &format!("small{i:02}")).await
+                && reason == "BehindReservation"
+            {
+                return Some(message);
+            }
+        }
+        None
+    })
+    .await;
+    assert!(why.starts_with("behind a reservation for "), "{why}");
+    // Had the small jobs taken the room the filler leaves, the large gang would wait a minute
+    // more for them; it starts as soon as the filler is done.
+    eventually("the filler to finish", 60, || async {
+        (bound(&pods, "fill").await == 0 || finished(&pods, "fill").await == 4).then_some(())
+    })
+    .await;
+    eventually(
+        "the large gang bound within 20 s of the filler finishing",
+        20,
+        || async { (bound(&pods, "big").await == 2).then_some(()) },
+    )
+    .await;
+    ns.delete().await;
+    delete_queue(&cluster.client, &queue).await;
+}
+
+/// How many of `ns`'s pods starting with `prefix` have succeeded or failed.
+async fn finished(pods: &Api<Pod>, prefix: &str) -> usize {
+    let list = pods.list(&Default::default()).await.unwrap();
+    list.items
+        .iter()
+        .filter(|p| p.metadata.name.as_deref().unwrap_or("").starts_with(prefix))
+        .filter(|p| {
+            let phase = p.status.as_ref().and_then(|s| s.phase.as_deref());
+            matches!(phase, Some("Succeeded" | "Failed"))
+        })
+        .count()
 }
