@@ -35,6 +35,12 @@
 //! Run: `cargo bench --bench extender` (the table comes first; add a criterion filter such as
 //! `-- http/` to run only some cases, `GP_BENCH_SAMPLES=500` for a shorter table, `-- --quick`
 //! for a short criterion run, `GP_BENCH_CRITERION=0` for the table alone).
+//!
+//! For a comparison the load cannot blur, count instructions: keep both bench binaries
+//! (`target/release/deps/extender-*`) and run each as `GP_BENCH_SAMPLES=20
+//! GP_BENCH_CRITERION=0 valgrind --tool=callgrind <binary> --bench <case>`, once more with a
+//! filter that matches no case (the cluster alone), and subtract; divide by the calls (20 plus
+//! 2 warm-up per case).
 
 use std::hint::black_box;
 use std::sync::Arc;

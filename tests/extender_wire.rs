@@ -138,6 +138,13 @@ async fn post_as(
         .unwrap();
     let response = router.oneshot(request).await.unwrap();
     let status = response.status();
+    if status.is_success() {
+        assert_eq!(
+            response.headers().get(header::CONTENT_TYPE).unwrap(),
+            "application/json",
+            "a {verb} answer is labelled JSON"
+        );
+    }
     let bytes = response.into_body().collect().await.unwrap().to_bytes();
     (status, String::from_utf8(bytes.to_vec()).unwrap())
 }

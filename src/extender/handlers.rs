@@ -5,11 +5,12 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use axum::Json;
 use axum::extract::State;
+use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde::Serialize;
 
+use super::encode;
 use super::wire::{
     ExtenderArgsRef, ExtenderBindingArgs, ExtenderBindingResult, ExtenderFilterResult,
     ExtenderPreemptionArgs, ExtenderPreemptionResult, FilterAnswer, HostScore,
@@ -72,14 +73,14 @@ pub async fn filter(State(extender): State<Arc<Extender>>, Body(verb, body): Bod
         Ok(nodes) => nodes.map(|list| keep_passing(list, &verdict)),
         Err(e) => return bad_request(e),
     };
-    answer(
-        FilterAnswer {
+    json_answer(
+        encode::filter_answer(&FilterAnswer {
             nodes,
-            node_names: &verdict.passed,
+            node_names: verdict.passed.as_slice(),
             failed_nodes: &verdict.failed,
             failed_and_unresolvable_nodes: &verdict.unresolvable,
             error: "",
-        },
+        }),
         Outcome::Ok,
     )
 }
@@ -88,26 +89,21 @@ pub async fn filter(State(extender): State<Arc<Extender>>, Body(verb, body): Bod
 /// go back as they came (`Nodes` byte for byte).
 fn pass_through(args: &ExtenderArgsRef<'_>, request: Request<'_>) -> Response {
     let none: BTreeMap<&str, &str> = BTreeMap::new();
-    let answer_with = |node_names: &[Name<'_>]| {
-        answer(
-            FilterAnswer {
-                nodes: args.nodes,
-                node_names,
-                failed_nodes: &none,
-                failed_and_unresolvable_nodes: &none,
-                error: "",
-            },
-            Outcome::Ok,
-        )
-    };
-    match request.candidates {
-        Candidates::Names(names) => answer_with(names),
-        Candidates::FromNodes(names) => answer_with(&names),
-    }
+    json_answer(
+        encode::filter_answer(&FilterAnswer {
+            nodes: args.nodes,
+            node_names: request.candidates.as_slice(),
+            failed_nodes: &none,
+            failed_and_unresolvable_nodes: &none,
+            error: "",
+        }),
+        Outcome::Ok,
+    )
 }
 
 /// `POST /scheduler/prioritize`: a bare array of `{"Host","Score"}`. Errors are ignored by the
-/// scheduler, so a pod that cannot be judged gets neutral scores.
+/// scheduler, so a pod that cannot be judged gets neutral scores, written straight from the
+/// request's names.
 pub async fn prioritize(State(extender): State<Arc<Extender>>, Body(verb, body): Body) -> Response {
     let args: ExtenderArgsRef = match decode(verb, &body) {
         Ok(args) => args,
@@ -117,24 +113,27 @@ pub async fn prioritize(State(extender): State<Arc<Extender>>, Body(verb, body):
         Ok(request) => request,
         Err(e) => return bad_request(e),
     };
-    let candidates = request.names();
     let member = request
         .in_a_group
         .then(|| gang_member(&args, verb).ok())
         .flatten();
-    let scores: Vec<HostScore> = match member {
-        None => candidates
-            .iter()
-            .map(|&host| HostScore {
-                host,
-                score: MIN_EXTENDER_PRIORITY,
-            })
-            .collect(),
-        Some((pod, _)) => extender
-            .cache
-            .read(|s| gang_scores(s, &pod, &candidates, extender.settings.strategy)),
+    let body = match member {
+        None => encode::host_scores(
+            request
+                .candidates
+                .as_slice()
+                .iter()
+                .map(|host| (host.as_ref(), MIN_EXTENDER_PRIORITY)),
+        ),
+        Some((pod, _)) => {
+            let candidates = request.names();
+            let scores = extender
+                .cache
+                .read(|s| gang_scores(s, &pod, &candidates, extender.settings.strategy));
+            encode::host_score_list(&scores)
+        }
     };
-    answer(scores, Outcome::Ok)
+    json_answer(Ok(body), Outcome::Ok)
 }
 
 /// A gang member's scores on `candidates`, in their order: the maximum where its own gang's
@@ -229,9 +228,19 @@ impl<'a> Request<'a> {
     }
 
     fn names(&self) -> Vec<&str> {
-        match &self.candidates {
-            Candidates::Names(names) => names.iter().map(AsRef::as_ref).collect(),
-            Candidates::FromNodes(names) => names.iter().map(AsRef::as_ref).collect(),
+        self.candidates
+            .as_slice()
+            .iter()
+            .map(AsRef::as_ref)
+            .collect()
+    }
+}
+
+impl<'a> Candidates<'a> {
+    fn as_slice(&self) -> &[Name<'a>] {
+        match self {
+            Candidates::Names(names) => names,
+            Candidates::FromNodes(names) => names,
         }
     }
 }
@@ -426,7 +435,29 @@ fn bind_request(args: ExtenderBindingArgs) -> Result<BindRequest, Error> {
 
 /// HTTP 200 with a JSON body, tagged with its outcome for the metrics.
 fn answer<T: Serialize>(body: T, outcome: Outcome) -> Response {
-    let mut response = Json(body).into_response();
+    json_answer(serde_json::to_vec(&body), outcome)
+}
+
+/// HTTP 200 with JSON already written, tagged with its outcome; a body that could not be
+/// written is an HTTP 500 that says why, as axum's `Json` answers it.
+fn json_answer(body: serde_json::Result<Vec<u8>>, outcome: Outcome) -> Response {
+    let mut response = match body {
+        Ok(bytes) => (
+            [(
+                header::CONTENT_TYPE,
+                HeaderValue::from_static("application/json"),
+            )],
+            bytes,
+        )
+            .into_response(),
+        Err(e) => {
+            return (
+                StatusCode::INTERNAL_SERVER_ERROR,
+                format!("could not write the answer: {e}"),
+            )
+                .into_response();
+        }
+    };
     response.extensions_mut().insert(outcome);
     response
 }

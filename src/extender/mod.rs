@@ -18,6 +18,7 @@
 
 pub mod binder;
 pub mod capture;
+pub mod encode;
 pub mod handlers;
 pub mod permit;
 pub mod wire;
