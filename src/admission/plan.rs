@@ -555,7 +555,11 @@ impl<'s> Pass<'s> {
         };
         if self.head.is_none()
             && let Some(group) = c.group
-            && self.room.reserve(&c.need().collect::<Vec<_>>(), &available)
+            && self
+                .room
+                .reserve(&c.need().collect::<Vec<_>>(), &available, &|node| {
+                    held_before(self.state, group, node)
+                })
         {
             self.head = Some((group, overdue.is_some()));
             return Err(Why::Reserved {
@@ -616,6 +620,15 @@ impl<'s> Pass<'s> {
 /// The time by which the pods on the head's reserved nodes are expected to have freed what
 /// the head still lacks there: per node, pods in order of expected end (now for a pod whose
 /// start or whose group's runtime is unknown) until the lack is covered; the latest node.
+/// Whether `group` held room on `node` as the head of the line after the previous pass (the
+/// loop keeps a head's reservation as a claim without a deadline, see [`super`]).
+fn held_before(state: &State, group: &GroupKey, node: &str) -> bool {
+    state
+        .claims
+        .get(group)
+        .is_some_and(|c| c.deadline.is_none() && c.slots.iter().any(|s| s.node == node))
+}
+
 fn shadow_time(state: &State, room: &Room, now: i64) -> i64 {
     let lacking: FxHashMap<&str, &Resources> = room
         .lacking
@@ -1262,6 +1275,33 @@ mod tests {
         assert_eq!(
             why(&d, "s2"),
             "behind a reservation for ns/big, which holds cpu: 4, pods: 1 until it fits; does not fit now: cpu 2 needed, 0 free (free room counts other queues' unused guarantees as taken)"
+        );
+    }
+
+    #[test]
+    fn the_head_keeps_the_nodes_it_held_when_another_frees_a_little_more() {
+        let mut s = cluster();
+        node(&mut s, "n2", 8_000);
+        running(&mut s, "fill-1", None, "n1", 6_000, NOW - 500);
+        running(&mut s, "fill-2", None, "n2", 4_000, NOW - 500);
+        gang(&mut s, "big", "q", 1, 8_000, NOW - 300);
+        // The loop kept last pass's reservation on n1 (as a claim without a deadline); n2 now
+        // has more free, but moving there would hand n1's room to the groups behind.
+        s.set_claim(
+            &GroupKey::new("ns", "big"),
+            crate::cache::Claim {
+                slots: vec![crate::cache::Slot {
+                    node: "n1".into(),
+                    requests: Resources::from([("cpu", 2_000), ("pods", 1)]),
+                }],
+                deadline: None,
+            },
+        );
+        let d = decide_at(&s, &|_| false, NOW);
+        let hold = d.hold.expect("big heads the line");
+        assert_eq!(
+            hold.nodes,
+            vec![("n1".into(), Resources::from([("cpu", 2_000), ("pods", 1)]))]
         );
     }
 

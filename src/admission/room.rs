@@ -190,12 +190,22 @@ impl<'s> Room<'s> {
     /// node the reservation holds what is free of the member's requests; room on other nodes,
     /// and beyond the member's requests, stays available to the groups behind it.
     ///
+    /// Nodes for which `held_before` is true (the ones the same head held on the previous
+    /// pass) come first, whatever is free on them: a reservation that moved to whichever node
+    /// freed a little more would hand the room it held to the groups behind it, and the head
+    /// would wait for them. So it stays put, and grows as its nodes free up.
+    ///
     /// The reservation holds at most `budget` in all (what the head's queue may take: other
     /// queues' unused guarantees stay theirs).
     ///
     /// Returns false, holding nothing, when the gang could not fit even on empty nodes (a
     /// member larger than any node): a reservation would then block everyone for nothing.
-    pub fn reserve(&mut self, need: &[&Resources], budget: &Resources) -> bool {
+    pub fn reserve(
+        &mut self,
+        need: &[&Resources],
+        budget: &Resources,
+        held_before: &dyn Fn(&str) -> bool,
+    ) -> bool {
         let mut budget = budget.clone();
         let mut pods: Vec<&Resources> = need.to_vec();
         pods.sort_by_key(|r| Reverse(weight(r)));
@@ -204,14 +214,17 @@ impl<'s> Room<'s> {
         let mut free: Vec<(usize, Resources)> = Vec::new();
         let mut lacking: Vec<(usize, Resources)> = Vec::new();
         for pod in pods {
-            let mut best: Option<(usize, (i64, i64, i64))> = None;
+            let mut best: Option<(usize, (bool, (i64, i64, i64)))> = None;
             for at in 0..self.nodes.len() {
                 let left = find(&capacity, at).unwrap_or(self.allocatable[at]);
                 if !pod.fits_in(left) {
                     continue;
                 }
                 let now = find(&free, at).unwrap_or(&self.nodes[at]);
-                let score = weight(&at_least_zero(now).min_of(pod));
+                let score = (
+                    held_before(self.names[at]),
+                    weight(&at_least_zero(now).min_of(pod)),
+                );
                 if best.is_none_or(|(_, b)| score > b) {
                     best = Some((at, score));
                 }
