@@ -215,6 +215,22 @@ impl Resources {
         Resources(self.0.iter().map(|&a| a.max(0)).collect())
     }
 
+    /// Adds `other`'s positive amounts: `self.add(&other.positive())` without allocating.
+    pub fn add_positive(&mut self, other: &Resources) {
+        self.widen(other.0.len());
+        for (mine, theirs) in self.0.iter_mut().zip(&other.0) {
+            *mine = mine.saturating_add((*theirs).max(0));
+        }
+    }
+
+    /// Subtracts `other`'s positive amounts: `self.sub(&other.positive())` without allocating.
+    pub fn sub_positive(&mut self, other: &Resources) {
+        self.widen(other.0.len());
+        for (mine, theirs) in self.0.iter_mut().zip(&other.0) {
+            *mine = mine.saturating_sub((*theirs).max(0));
+        }
+    }
+
     /// No resource has a non-zero amount.
     pub fn is_empty(&self) -> bool {
         self.0.iter().all(|&a| a == 0)
@@ -345,6 +361,22 @@ mod tests {
         assert_eq!(a.get("nvidia.com/gpu"), -1);
         a.add(&Resources::from([("cpu", 500), ("nvidia.com/gpu", 1)]));
         assert_eq!(a, Resources::from([("memory", 10)]));
+    }
+
+    #[test]
+    fn adding_or_subtracting_the_positive_part_ignores_overcommitted_amounts() {
+        let room = Resources::from([("cpu", -500), ("memory", 2048)]);
+        let mut total = Resources::from([("cpu", 1000)]);
+        total.add_positive(&room);
+        assert_eq!(total, Resources::from([("cpu", 1000), ("memory", 2048)]));
+        total.sub_positive(&room);
+        assert_eq!(total.amount(ResourceId::CPU), 1000);
+        assert!(
+            Resources::from([("memory", 2048)])
+                .minus(&total.positive())
+                .amount(ResourceId::CPU)
+                <= 0
+        );
     }
 
     #[test]
