@@ -108,7 +108,7 @@ pub struct QueueReport {
 }
 
 /// What one admission pass decided.
-#[derive(Debug, Default, PartialEq, Eq)]
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct Decision {
     /// In the order the pass admitted them (fair-share order).
     pub admit: Vec<Admission>,

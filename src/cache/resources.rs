@@ -215,6 +215,17 @@ impl Resources {
         Resources(self.0.iter().map(|&a| a.max(0)).collect())
     }
 
+    /// Sets `self` to `want.minus(have).positive()` without allocating.
+    pub fn set_lack(&mut self, want: &Resources, have: &Resources) {
+        self.0.clear();
+        self.0.extend(
+            want.0
+                .iter()
+                .enumerate()
+                .map(|(i, &w)| w.saturating_sub(have.0.get(i).copied().unwrap_or(0)).max(0)),
+        );
+    }
+
     /// Adds `other`'s positive amounts: `self.add(&other.positive())` without allocating.
     pub fn add_positive(&mut self, other: &Resources) {
         self.widen(other.0.len());
@@ -371,12 +382,11 @@ mod tests {
         assert_eq!(total, Resources::from([("cpu", 1000), ("memory", 2048)]));
         total.sub_positive(&room);
         assert_eq!(total.amount(ResourceId::CPU), 1000);
-        assert!(
-            Resources::from([("memory", 2048)])
-                .minus(&total.positive())
-                .amount(ResourceId::CPU)
-                <= 0
-        );
+        assert_eq!(total.amount(ResourceId::of("memory")), 0);
+        let want = Resources::from([("cpu", 2000), ("memory", 1024)]);
+        let have = Resources::from([("cpu", 500), ("memory", 4096), ("nvidia.com/gpu", 1)]);
+        total.set_lack(&want, &have);
+        assert_eq!(total, want.minus(&have).positive());
     }
 
     #[test]

@@ -477,10 +477,7 @@ impl World {
             return;
         }
         self.unused_total.sub(&self.unused[q]);
-        self.unused[q] = input.queues[q]
-            .guarantee
-            .minus(&self.allocated[q])
-            .positive();
+        self.unused[q].set_lack(&input.queues[q].guarantee, &self.allocated[q]);
         self.unused_total.add(&self.unused[q]);
     }
 
