@@ -221,6 +221,10 @@ fn input(
             }
         }
     }
+    let going = |p: &crate::cache::Pod| p.deleting || evicting(&p.uid);
+    if needs_no_plan(state, decision, &slot, &queues, &going) {
+        return None;
+    }
     let starved: Vec<policy::Starved<GroupKey>> = decision
         .short_of_room
         .iter()
@@ -233,10 +237,6 @@ fn input(
             })
         })
         .collect();
-    let going = |p: &crate::cache::Pod| p.deleting || evicting(&p.uid);
-    if needs_no_plan(state, &queues, &starved, &going) {
-        return None;
-    }
 
     let names = state.schedulable_nodes();
     let node: HashMap<&str, usize> = names
@@ -317,17 +317,18 @@ fn input(
 /// running gangs are built, which is most of the cost of a plan on a large cluster.
 fn needs_no_plan(
     state: &State,
+    decision: &Decision,
+    slot: &HashMap<&str, usize>,
     queues: &[policy::QueueState],
-    starved: &[policy::Starved<GroupKey>],
     going: &dyn Fn(&crate::cache::Pod) -> bool,
 ) -> bool {
-    !starved
-        .iter()
-        .any(|s| policy::may_reclaim(&queues[s.queue], s))
-        && !state
-            .pods
-            .values()
-            .any(|p| p.node_name.is_some() && going(p))
+    !decision.short_of_room.iter().any(|w| {
+        slot.get(w.queue.as_str())
+            .is_some_and(|&q| policy::may_reclaim(&queues[q], &w.need, &w.requests))
+    }) && !state
+        .pods
+        .values()
+        .any(|p| p.node_name.is_some() && going(p))
 }
 
 /// Carries out reclaim plans (see the module docs). One per admission loop.

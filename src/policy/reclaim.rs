@@ -197,14 +197,13 @@ pub fn plan<K: Clone + Ord + Debug>(input: &Input<K>) -> Vec<(K, Verdict<K>)> {
         .collect()
 }
 
-/// Whether `s`'s queue, holding what `queue` says plus `s`'s requests, stays within its
-/// deserved share of some resource `s` needs room for. When this is false for every starved
+/// Whether a starved group's queue, holding what `queue` says plus the group's `requests`,
+/// stays within its deserved share of some resource the group `need`s room for. When this is false for every starved
 /// group, [`plan`] evicts nothing: a group's short resources are among those it needs room
 /// for, and a queue's allocation only shrinks once some group reclaimed from it.
-pub fn may_reclaim<K>(queue: &QueueState, s: &Starved<K>) -> bool {
-    let after = queue.allocated.plus(&s.requests);
-    s.need
-        .iter()
+pub fn may_reclaim(queue: &QueueState, need: &[Resources], requests: &Resources) -> bool {
+    let after = queue.allocated.plus(requests);
+    need.iter()
         .flat_map(|pod| pod.ids())
         .any(|(id, amount)| amount > 0 && after.amount(id) <= queue.deserved.amount(id))
 }
@@ -998,7 +997,7 @@ mod tests {
             #[test]
             fn a_plan_reclaims_nothing_when_no_starved_group_may_reclaim(s in scenario()) {
                 let input = build(s);
-                let may = input.starved.iter().any(|g| may_reclaim(&input.queues[g.queue], g));
+                let may = input.starved.iter().any(|g| may_reclaim(&input.queues[g.queue], &g.need, &g.requests));
                 if !may {
                     prop_assert!(evictions(&plan(&input)).is_empty());
                 }
