@@ -171,7 +171,7 @@ pub struct Hold {
 }
 
 /// What one admission pass decided.
-#[derive(Debug, Default, PartialEq, Eq)]
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct Decision {
     /// In the order the pass admitted them (overdue groups, then fair-share order).
     pub admit: Vec<Admission>,

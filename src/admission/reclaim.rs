@@ -8,6 +8,12 @@
 //! starved group, a line for its status. The controller calls it too, so a starved group's
 //! `Admitted` condition says it waits for reclaim.
 //!
+//! **Cost.** `plan` runs on every admission pass and every controller pass. In the common case
+//! (no queue with a starved group below its deserved share in what the group needs, and no
+//! pod going away) the plan is known to be empty before the costly part of the input, the
+//! nodes' free room and the running gangs, is built: that check reads only the pass's
+//! [`Decision`] and the pods.
+//!
 //! [`Reclaimer`] carries out a plan:
 //! - **Through the Eviction API** (`pods/eviction`, policy/v1), never a plain delete, so
 //!   PodDisruptionBudgets are respected. Each eviction names the pod's UID as a precondition,
@@ -95,10 +101,9 @@ pub fn plan(
     evicting: &dyn Fn(&str) -> bool,
     refused: &dyn Fn(&GroupKey) -> bool,
 ) -> Plan {
-    if decision.short_of_room.is_empty() {
+    let Some((input, freeing)) = input(state, decision, evicting, refused) else {
         return Plan::default();
-    }
-    let (input, freeing) = input(state, decision, evicting, refused);
+    };
     let queue_name = |q: usize| input.queues[q].name.clone();
     let mut out = Plan::default();
     for ((key, verdict), starved) in policy::plan(&input).into_iter().zip(&input.starved) {
@@ -165,13 +170,18 @@ fn describe(victims: &[GangVictim]) -> String {
         .join(", ")
 }
 
-/// The policy's input, and the room that pods being evicted free.
+/// The policy's input, and the room that pods being evicted free; `None` when the plan is
+/// bound to be empty (see [`needs_no_plan`]), found before the costly part (the nodes' free
+/// room and the running gangs).
 fn input(
     state: &State,
     decision: &Decision,
     evicting: &dyn Fn(&str) -> bool,
     refused: &dyn Fn(&GroupKey) -> bool,
-) -> (policy::Input<GroupKey>, Resources) {
+) -> Option<(policy::Input<GroupKey>, Resources)> {
+    if decision.short_of_room.is_empty() {
+        return None;
+    }
     let slot: HashMap<&str, usize> = decision
         .queues
         .keys()
@@ -192,6 +202,42 @@ fn input(
             }
         })
         .collect();
+    // What this pass admitted takes room too, and counts in its queue.
+    let mut in_flight = decision.in_flight.clone();
+    for a in &decision.admit {
+        let queue = a
+            .group
+            .as_ref()
+            .and_then(|g| state.groups.get(g)?.spec.as_ref())
+            .map(|s| s.queue.clone());
+        for p in a.pods.iter().filter_map(|p| state.pods.get(&p.uid)) {
+            in_flight.add(&p.requests);
+            let queue = queue
+                .as_deref()
+                .or(p.queue.as_deref())
+                .unwrap_or(DEFAULT_QUEUE);
+            if let Some(&q) = slot.get(queue) {
+                queues[q].allocated.add(&p.requests);
+            }
+        }
+    }
+    let going = |p: &crate::cache::Pod| p.deleting || evicting(&p.uid);
+    if needs_no_plan(state, decision, &slot, &queues, &going) {
+        return None;
+    }
+    let starved: Vec<policy::Starved<GroupKey>> = decision
+        .short_of_room
+        .iter()
+        .filter_map(|w| {
+            Some(policy::Starved {
+                key: w.group.clone(),
+                queue: *slot.get(w.queue.as_str())?,
+                need: w.need.clone(),
+                requests: w.requests.clone(),
+            })
+        })
+        .collect();
+
     let names = state.schedulable_nodes();
     let node: HashMap<&str, usize> = names
         .iter()
@@ -199,7 +245,6 @@ fn input(
         .map(|(i, n)| (n.name.as_str(), i))
         .collect();
     let mut nodes: Vec<Resources> = names.iter().map(|n| state.free_on(n)).collect();
-    let going = |p: &crate::cache::Pod| p.deleting || evicting(&p.uid);
 
     let mut freeing = Resources::new();
     let mut gangs = Vec::new();
@@ -255,37 +300,6 @@ fn input(
         });
     }
 
-    // What this pass admitted takes room too, and counts in its queue.
-    let mut in_flight = decision.in_flight.clone();
-    for a in &decision.admit {
-        let queue = a
-            .group
-            .as_ref()
-            .and_then(|g| state.groups.get(g)?.spec.as_ref())
-            .map(|s| s.queue.clone());
-        for p in a.pods.iter().filter_map(|p| state.pods.get(&p.uid)) {
-            in_flight.add(&p.requests);
-            let queue = queue
-                .as_deref()
-                .or(p.queue.as_deref())
-                .unwrap_or(DEFAULT_QUEUE);
-            if let Some(&q) = slot.get(queue) {
-                queues[q].allocated.add(&p.requests);
-            }
-        }
-    }
-    let starved = decision
-        .short_of_room
-        .iter()
-        .filter_map(|w| {
-            Some(policy::Starved {
-                key: w.group.clone(),
-                queue: *slot.get(w.queue.as_str())?,
-                need: w.need.clone(),
-                requests: w.requests.clone(),
-            })
-        })
-        .collect();
     let input = policy::Input {
         queues,
         nodes,
@@ -293,7 +307,28 @@ fn input(
         gangs,
         starved,
     };
-    (input, freeing)
+    Some((input, freeing))
+}
+
+/// Whether the plan is bound to be empty, which is the common case: no pod on a node is going
+/// away (so no starved group gets a line for room coming free), and no starved group's queue
+/// may reclaim for it ([`policy::may_reclaim`]; with no pod going away, `queues` hold what the
+/// input's will), so no verdict is a reclaim. Checked before the nodes' free room and the
+/// running gangs are built, which is most of the cost of a plan on a large cluster.
+fn needs_no_plan(
+    state: &State,
+    decision: &Decision,
+    slot: &HashMap<&str, usize>,
+    queues: &[policy::QueueState],
+    going: &dyn Fn(&crate::cache::Pod) -> bool,
+) -> bool {
+    !decision.short_of_room.iter().any(|w| {
+        slot.get(w.queue.as_str())
+            .is_some_and(|&q| policy::may_reclaim(&queues[q], &w.need, &w.requests))
+    }) && !state
+        .pods
+        .values()
+        .any(|p| p.node_name.is_some() && going(p))
 }
 
 /// Carries out reclaim plans (see the module docs). One per admission loop.

@@ -222,6 +222,33 @@ impl Resources {
         Resources(self.0.iter().map(|&a| a.max(0)).collect())
     }
 
+    /// Sets `self` to `want.minus(have).positive()` without allocating.
+    pub fn set_lack(&mut self, want: &Resources, have: &Resources) {
+        self.0.clear();
+        self.0.extend(
+            want.0
+                .iter()
+                .enumerate()
+                .map(|(i, &w)| w.saturating_sub(have.0.get(i).copied().unwrap_or(0)).max(0)),
+        );
+    }
+
+    /// Adds `other`'s positive amounts: `self.add(&other.positive())` without allocating.
+    pub fn add_positive(&mut self, other: &Resources) {
+        self.widen(other.0.len());
+        for (mine, theirs) in self.0.iter_mut().zip(&other.0) {
+            *mine = mine.saturating_add((*theirs).max(0));
+        }
+    }
+
+    /// Subtracts `other`'s positive amounts: `self.sub(&other.positive())` without allocating.
+    pub fn sub_positive(&mut self, other: &Resources) {
+        self.widen(other.0.len());
+        for (mine, theirs) in self.0.iter_mut().zip(&other.0) {
+            *mine = mine.saturating_sub((*theirs).max(0));
+        }
+    }
+
     /// No resource has a non-zero amount.
     pub fn is_empty(&self) -> bool {
         self.0.iter().all(|&a| a == 0)
@@ -352,6 +379,21 @@ mod tests {
         assert_eq!(a.get("nvidia.com/gpu"), -1);
         a.add(&Resources::from([("cpu", 500), ("nvidia.com/gpu", 1)]));
         assert_eq!(a, Resources::from([("memory", 10)]));
+    }
+
+    #[test]
+    fn adding_or_subtracting_the_positive_part_ignores_overcommitted_amounts() {
+        let room = Resources::from([("cpu", -500), ("memory", 2048)]);
+        let mut total = Resources::from([("cpu", 1000)]);
+        total.add_positive(&room);
+        assert_eq!(total, Resources::from([("cpu", 1000), ("memory", 2048)]));
+        total.sub_positive(&room);
+        assert_eq!(total.amount(ResourceId::CPU), 1000);
+        assert_eq!(total.amount(ResourceId::of("memory")), 0);
+        let want = Resources::from([("cpu", 2000), ("memory", 1024)]);
+        let have = Resources::from([("cpu", 500), ("memory", 4096), ("nvidia.com/gpu", 1)]);
+        total.set_lack(&want, &have);
+        assert_eq!(total, want.minus(&have).positive());
     }
 
     #[test]

@@ -45,7 +45,9 @@
 //! the first counts as fitting, its victims being on their way out). This bounds the cost of
 //! a pass that leaves thousands of groups short of room to one search per queue, and a
 //! search that fails (the common case: no queue above its share holds what the group lacks)
-//! costs one fit check, made after taking every allowed candidate at once.
+//! costs one fit check, made after taking every allowed candidate at once. The room a fit
+//! check reads (free total, other queues' unused guarantees) is kept up to date as victims
+//! are taken and groups booked, not summed again per group.
 //!
 //! **Short resources** are those whose free total is less than the group needs; when the
 //! totals suffice but no node has room for some member (fragmentation), those of that member's
@@ -167,10 +169,17 @@ pub fn plan<K: Clone + Ord + Debug>(input: &Input<K>) -> Vec<(K, Verdict<K>)> {
             .map(|g| vec![false; g.members.len()])
             .collect(),
         free: Resources::new(),
+        unused: Vec::new(),
+        unused_total: Resources::new(),
         searched: vec![false; input.queues.len()],
     };
     for node in &world.nodes {
         world.free.add(&node.positive());
+    }
+    for (queue, allocated) in input.queues.iter().zip(&world.allocated) {
+        let unused = queue.guarantee.minus(allocated).positive();
+        world.unused_total.add(&unused);
+        world.unused.push(unused);
     }
     let mut order: Vec<usize> = (0..input.gangs.len()).collect();
     order.sort_by(|&a, &b| {
@@ -188,6 +197,17 @@ pub fn plan<K: Clone + Ord + Debug>(input: &Input<K>) -> Vec<(K, Verdict<K>)> {
         .collect()
 }
 
+/// Whether a starved group's queue, holding what `queue` says plus the group's `requests`,
+/// stays within its deserved share of some resource the group `need`s room for. When this is false for every starved
+/// group, [`plan`] evicts nothing: a group's short resources are among those it needs room
+/// for, and a queue's allocation only shrinks once some group reclaimed from it.
+pub fn may_reclaim(queue: &QueueState, need: &[Resources], requests: &Resources) -> bool {
+    let after = queue.allocated.plus(requests);
+    need.iter()
+        .flat_map(|pod| pod.ids())
+        .any(|(id, amount)| amount > 0 && after.amount(id) <= queue.deserved.amount(id))
+}
+
 /// The room and allocations as the verdicts so far leave them.
 #[derive(Clone)]
 struct World {
@@ -203,6 +223,10 @@ struct World {
     /// Σ of the nodes' free room (each at least zero), kept up to date node by node: a pass
     /// may list thousands of starved groups.
     free: Resources,
+    /// Per queue: its guarantee less its allocation (each at least zero), and their sum, kept
+    /// up to date queue by queue: every fit check subtracts the other queues' share of it.
+    unused: Vec<Resources>,
+    unused_total: Resources,
     /// Per queue: one of its groups already searched for victims in this plan.
     searched: Vec<bool>,
 }
@@ -222,9 +246,9 @@ fn serve<K: Clone + Ord + Debug>(
     s: &Starved<K>,
 ) -> Verdict<K> {
     let q = s.queue;
-    let short = match world.misfit(input, q, &s.need) {
+    let short = match world.misfit(q, &s.need) {
         None => {
-            world.admit(s);
+            world.admit(input, s);
             return Verdict::Fits;
         }
         Some(short) => short,
@@ -250,14 +274,20 @@ fn serve<K: Clone + Ord + Debug>(
     world.searched[q] = true;
     let candidates = candidates(input, order, world, q, &short);
     // Most searches fail (no queue above its share holds what the group needs): find out by
-    // taking every allowed candidate and checking the fit once, not after each.
-    let mut all = world.clone();
+    // taking every allowed candidate and checking the fit once, not after each, then putting
+    // them back (cheaper than a copy of the world).
+    let mut all: Vec<&Take> = Vec::new();
     for c in &candidates {
-        if all.may_take(input, c, &short) {
-            all.take(input, c, true);
+        if world.may_take(input, c, &short) {
+            world.take(input, c, true);
+            all.push(c);
         }
     }
-    if all.misfit(input, q, &s.need).is_some() {
+    let fits_with_all = world.misfit(q, &s.need).is_none();
+    for c in all.into_iter().rev() {
+        world.take(input, c, false);
+    }
+    if !fits_with_all {
         return Verdict::No(
             "evicting every gang that may be reclaimed would still not make room for it".to_owned(),
         );
@@ -271,7 +301,7 @@ fn serve<K: Clone + Ord + Debug>(
         }
         trial.take(input, &c, true);
         taken.push(c);
-        if trial.misfit(input, q, &s.need).is_none() {
+        if trial.misfit(q, &s.need).is_none() {
             fits = true;
             break;
         }
@@ -293,14 +323,14 @@ fn serve<K: Clone + Ord + Debug>(
             continue;
         }
         trial.take(input, &taken[i], false);
-        if trial.misfit(input, q, &s.need).is_none() {
+        if trial.misfit(q, &s.need).is_none() {
             kept[i] = false;
         } else {
             trial.take(input, &taken[i], true);
         }
     }
     *world = trial;
-    world.admit(s);
+    world.admit(input, s);
     let mut evictions: Vec<Eviction<K>> = Vec::new();
     for t in taken
         .into_iter()
@@ -422,40 +452,51 @@ impl World {
             }
             self.taken[t.gang][m] = take;
             let member = &gang.members[m];
-            self.free.sub(&self.nodes[member.node].positive());
+            self.free.sub_positive(&self.nodes[member.node]);
             if take {
                 self.nodes[member.node].add(&member.requests);
-                self.allocated[gang.queue].sub(&member.requests);
                 self.held[gang.queue].sub(&member.requests);
             } else {
                 self.nodes[member.node].sub(&member.requests);
-                self.allocated[gang.queue].add(&member.requests);
                 self.held[gang.queue].add(&member.requests);
             }
-            self.free.add(&self.nodes[member.node].positive());
+            self.free.add_positive(&self.nodes[member.node]);
+            self.allocate(input, gang.queue, &member.requests, !take);
         }
+    }
+
+    /// Adds `amount` to queue `q`'s allocation (or, with `add` false, takes it away).
+    fn allocate<K>(&mut self, input: &Input<K>, q: usize, amount: &Resources, add: bool) {
+        if add {
+            self.allocated[q].add(amount);
+        } else {
+            self.allocated[q].sub(amount);
+        }
+        if input.queues[q].guarantee.is_empty() {
+            return;
+        }
+        self.unused_total.sub(&self.unused[q]);
+        self.unused[q].set_lack(&input.queues[q].guarantee, &self.allocated[q]);
+        self.unused_total.add(&self.unused[q]);
     }
 
     /// What a group of queue `q` may take in all: the free total less pods in flight and the
     /// other queues' unused guarantees.
-    fn available_to<K>(&self, input: &Input<K>, q: usize) -> Resources {
+    fn available_to(&self, q: usize) -> Resources {
         let mut total = self.free.clone();
         total.sub(&self.in_flight);
-        for (v, queue) in input.queues.iter().enumerate() {
-            if v != q {
-                total.sub(&queue.guarantee.minus(&self.allocated[v]).positive());
-            }
-        }
+        total.sub(&self.unused_total);
+        total.add(&self.unused[q]);
         total
     }
 
     /// `None` when `need` fits for queue `q`; else the short resources (see the module docs).
-    fn misfit<K>(&self, input: &Input<K>, q: usize, need: &[Resources]) -> Option<Vec<ResourceId>> {
+    fn misfit(&self, q: usize, need: &[Resources]) -> Option<Vec<ResourceId>> {
         let mut sum = Resources::new();
         for pod in need {
             sum.add(pod);
         }
-        let available = self.available_to(input, q);
+        let available = self.available_to(q);
         let short: Vec<ResourceId> = sum
             .shortfall(&available)
             .into_iter()
@@ -481,14 +522,14 @@ impl World {
     }
 
     /// Books the room of a group that fits.
-    fn admit<K>(&mut self, s: &Starved<K>) {
+    fn admit<K>(&mut self, input: &Input<K>, s: &Starved<K>) {
         // It fits, so every member is placed.
         for (at, pod) in fit(&self.nodes, &s.need).unwrap_or_default() {
-            self.free.sub(&self.nodes[at].positive());
+            self.free.sub_positive(&self.nodes[at]);
             self.nodes[at].sub(pod);
-            self.free.add(&self.nodes[at].positive());
+            self.free.add_positive(&self.nodes[at]);
         }
-        self.allocated[s.queue].add(&s.requests);
+        self.allocate(input, s.queue, &s.requests, true);
     }
 }
 
@@ -951,6 +992,15 @@ mod tests {
                 reversed.gangs.reverse();
                 prop_assert_eq!(plan(&input), plan(&input.clone()));
                 prop_assert_eq!(plan(&input), plan(&reversed));
+            }
+
+            #[test]
+            fn a_plan_reclaims_nothing_when_no_starved_group_may_reclaim(s in scenario()) {
+                let input = build(s);
+                let may = input.starved.iter().any(|g| may_reclaim(&input.queues[g.queue], &g.need, &g.requests));
+                if !may {
+                    prop_assert!(evictions(&plan(&input)).is_empty());
+                }
             }
 
             #[test]
