@@ -214,7 +214,7 @@ impl<'s> Room<'s> {
         let mut free: Vec<(usize, Resources)> = Vec::new();
         let mut lacking: Vec<(usize, Resources)> = Vec::new();
         for pod in pods {
-            let mut best: Option<(usize, (bool, (i64, i64, i64)))> = None;
+            let mut best: Option<(usize, Preference)> = None;
             for at in 0..self.nodes.len() {
                 let left = find(&capacity, at).unwrap_or(self.allocatable[at]);
                 if !pod.fits_in(left) {
@@ -263,6 +263,10 @@ impl<'s> Room<'s> {
         true
     }
 }
+
+/// How much a node suits a reserved member: held by the head before, then how much of the
+/// member's requests it has free (see [`weight`]).
+type Preference = (bool, (i64, i64, i64));
 
 fn find(list: &[(usize, Resources)], at: usize) -> Option<&Resources> {
     list.iter().find(|(i, _)| *i == at).map(|(_, r)| r)
