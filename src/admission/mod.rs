@@ -24,7 +24,11 @@
 //! before releasing the head (a claim without a deadline is always a reservation: the
 //! extender's own claims have one, and a group being placed keeps its own claim). Pods in no
 //! group never reach the extender, so a queue-only pod the pass admitted beside a reservation
-//! may still land in it; the pass itself never counts on reserved room for one.
+//! may still land in it; the pass itself never counts on reserved room for one. The claim holds
+//! what the head's members will take on its nodes (not only what is free there now), so room
+//! that frees on them between two passes stays the head's. A group the pass admits into the
+//! reservation by its expected runtime is recorded in `State::lent` (until the head changes),
+//! and the extender lets its gang claim be planned inside the reservation.
 //!
 //! After each pass, [`reclaim`] evicts gangs of queues above their deserved share when a queue
 //! below its share has groups that wait for room.
@@ -95,8 +99,11 @@ pub async fn run(client: Client, evictions: Client, cache: Cache, shutdown: Canc
         });
         ::metrics::gauge!(metrics::ADMISSION_WAITING_GROUPS).set(decision.waiting.len() as f64);
         reported = report_queues(&decision.queues, reported);
-        if decision.hold != held {
-            cache.update(|s| hold_room(s, held.as_ref(), decision.hold.as_ref()));
+        if decision.hold != held || !decision.lent.is_empty() {
+            cache.update(|s| {
+                hold_room(s, held.as_ref(), decision.hold.as_ref());
+                s.lent.extend(decision.lent.iter().cloned());
+            });
             held = decision.hold.clone();
         }
         let due: Vec<PodRef> = decision
@@ -122,11 +129,11 @@ pub async fn run(client: Client, evictions: Client, cache: Cache, shutdown: Canc
 
 /// Replaces the claim that holds the head's reservation (`before`) with `now`'s.
 fn hold_room(state: &mut State, before: Option<&plan::Hold>, now: Option<&plan::Hold>) {
-    let reservation = |s: &State, key| {
-        s.claims
-            .get(key)
-            .is_some_and(|c: &Claim| c.deadline.is_none())
-    };
+    let reservation = |s: &State, key| s.claims.get(key).is_some_and(Claim::reservation);
+    if before.map(|h| &h.group) != now.map(|h| &h.group) {
+        // Room lent out of the old head's reservation is no longer anyone's to lend.
+        state.lent.clear();
+    }
     if let Some(before) = before
         && reservation(state, &before.group)
     {

@@ -191,6 +191,8 @@ pub struct Decision {
     pub short_of_room: Vec<RoomWait>,
     /// Released members not yet placed (counted against the free room, not any node).
     pub in_flight: Resources,
+    /// Groups admitted into the head's reservation by their expected runtime.
+    pub lent: Vec<GroupKey>,
 }
 
 /// A group that waited only for room.
@@ -517,6 +519,8 @@ struct Pass<'s> {
     /// When the head could start at the earliest (Unix seconds), once asked.
     shadow: Option<i64>,
     admitted: Vec<usize>,
+    /// Those of `admitted` placed in the head's reservation.
+    lent: Vec<usize>,
 }
 
 impl<'s> Pass<'s> {
@@ -585,6 +589,7 @@ impl<'s> Pass<'s> {
                     .is_ok()
             {
                 self.admitted(i, c, slot);
+                self.lent.push(i);
                 return Ok(());
             }
             return Err(Why::Behind {
@@ -631,7 +636,7 @@ fn held_before(state: &State, group: &GroupKey, node: &str) -> bool {
     state
         .claims
         .get(group)
-        .is_some_and(|c| c.deadline.is_none() && c.slots.iter().any(|s| s.node == node))
+        .is_some_and(|c| c.reservation() && c.slots.iter().any(|s| s.node == node))
 }
 
 fn shadow_time(state: &State, room: &Room, now: i64) -> i64 {
@@ -711,6 +716,7 @@ fn admit(state: &State, book: Book, shares: Shares, now: i64) -> Decision {
         head: None,
         shadow: None,
         admitted: Vec::new(),
+        lent: Vec::new(),
     };
     let candidates = &book.candidates;
     let mut waiting: Vec<(usize, Why)> = Vec::with_capacity(candidates.len());
@@ -835,6 +841,11 @@ fn admit(state: &State, book: Book, shares: Shares, now: i64) -> Decision {
         }
     }
     decision.in_flight = book.in_flight.clone();
+    decision.lent = pass
+        .lent
+        .iter()
+        .filter_map(|&i| candidates[i].group.cloned())
+        .collect();
     // By group key: the keys are sorted, not the (large) reasons.
     let mut order: Vec<usize> = waiting.iter().map(|(i, _)| *i).collect();
     order.sort_unstable_by_key(|&i| candidates[i].key(i));

@@ -52,6 +52,12 @@ pub struct Slot {
 }
 
 impl Claim {
+    /// A claim without a deadline is the reservation of the group at the head of the
+    /// admission line (`crate::admission`), not a gang being placed.
+    pub fn reservation(&self) -> bool {
+        self.deadline.is_none()
+    }
+
     /// The nodes where a slot would hold a pod asking `requests`.
     pub fn holding(&self, requests: &Resources) -> FxHashSet<&str> {
         self.slots
@@ -101,6 +107,9 @@ pub struct State {
     pub groups: FxHashMap<GroupKey, Group>,
     pub reservations: FxHashMap<String, Reservation>,
     pub claims: FxHashMap<GroupKey, Claim>,
+    /// Groups the admission pass lent room of the head's reservation (by their expected
+    /// runtime): their claims may be planned in the reservation (see [`Claim::reservation`]).
+    pub lent: rustc_hash::FxHashSet<GroupKey>,
     /// Queues by name: admission reads their weights and bounds, the controller their shares.
     pub queues: FxHashMap<String, Arc<Queue>>,
 }

@@ -171,7 +171,8 @@ pub fn filter<'a, S: AsRef<str>>(
     } else {
         let needed = group.min_member as usize - placed;
         let shapes = member_shapes(state, &key, pod, needed);
-        match plan(state, &shapes, constraints, settings.strategy) {
+        let lent = state.lent.contains(&key);
+        match plan(state, &shapes, constraints, settings.strategy, lent) {
             Ok(slots) => {
                 state.set_wait_reason(&key, None);
                 state.set_claim(
@@ -429,7 +430,12 @@ fn plan(
     shapes: &[Resources],
     constraints: &Constraints,
     strategy: Strategy,
+    lent: bool,
 ) -> Result<Vec<Slot>, usize> {
+    // A gang the admission pass lent reserved room may plan in it.
+    let reservation = lent
+        .then(|| state.claims.values().find(|c| c.reservation()))
+        .flatten();
     let mut room: Vec<(&Node, Resources)> = state
         .nodes
         .known()
@@ -439,6 +445,11 @@ fn plan(
             free.sub(&slot.used);
             free.sub(&slot.reserved);
             free.sub(&slot.claimed);
+            for lent in reservation.into_iter().flat_map(|c| &c.slots) {
+                if lent.node == node.name {
+                    free.add(&lent.requests);
+                }
+            }
             (node, free)
         })
         .collect();
@@ -671,6 +682,31 @@ mod tests {
         let v = run(&mut s, &pod, Instant::now());
         assert_eq!(v.passed.len(), 3);
         assert!(s.claims.is_empty());
+    }
+
+    #[test]
+    fn only_a_gang_lent_room_of_the_heads_reservation_may_claim_in_it() {
+        let mut s = cluster(1, 8);
+        let head = group(&mut s, "head", 1);
+        s.set_claim(
+            &head,
+            Claim {
+                slots: vec![Slot {
+                    node: "n0".into(),
+                    requests: Resources::from([("cpu", 8_000), ("pods", 1)]),
+                }],
+                deadline: None,
+            },
+        );
+        let lent = group(&mut s, "lent", 1);
+        group(&mut s, "other", 1);
+        let other = member(&mut s, "other", 0, 2);
+        assert!(run(&mut s, &other, Instant::now()).passed.is_empty());
+
+        s.lent.insert(lent.clone());
+        let pod = member(&mut s, "lent", 0, 2);
+        assert_eq!(run(&mut s, &pod, Instant::now()).passed, vec!["n0"]);
+        assert_eq!(s.claims[&lent].slots[0].node, "n0");
     }
 
     #[test]
@@ -961,7 +997,7 @@ mod tests {
                 shapes.sort_by_key(|r| std::cmp::Reverse(weight(r)));
                 let strategy = if spread { Strategy::Spread } else { Strategy::Binpack };
                 prop_assert_eq!(
-                    plan(&s, &shapes, &Constraints::default(), strategy),
+                    plan(&s, &shapes, &Constraints::default(), strategy, false),
                     plan_by_scan(&s, &shapes, strategy)
                 );
             }
