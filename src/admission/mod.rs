@@ -143,7 +143,7 @@ fn hold_room(state: &mut State, before: Option<&plan::Hold>, now: Option<&plan::
         && !state.claims.contains_key(&now.group)
     {
         let slots = now
-            .claim
+            .nodes
             .iter()
             .map(|(node, requests)| Slot {
                 node: node.clone(),

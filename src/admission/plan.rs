@@ -95,7 +95,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use rustc_hash::FxHashMap;
 
-use super::room::{Room, at_least_zero};
+use super::room::Room;
 pub use super::why::{Reason, Why};
 use crate::api::labels::DEFAULT_QUEUE;
 use crate::cache::{GroupKey, Pod, Queue, Resources, State};
@@ -166,13 +166,8 @@ pub struct Hold {
     pub group: GroupKey,
     /// It waited past its `maxWaitSeconds`.
     pub overdue: bool,
-    /// What it holds, per node, in node name order: what is free there of its members'
-    /// requests, less what the pass lent by expected runtime.
+    /// What it holds, per node, in node name order.
     pub nodes: Vec<(String, Resources)>,
-    /// What its members will take on each of those nodes (held plus what they still lack
-    /// there): what the loop claims in the extender, so that room freeing on a reserved node
-    /// between two passes cannot go to a group released for room elsewhere.
-    pub claim: Vec<(String, Resources)>,
 }
 
 /// What one admission pass decided.
@@ -806,19 +801,6 @@ fn admit(state: &State, book: Book, shares: Shares, now: i64) -> Decision {
                 .iter()
                 .map(|(at, held)| (pass.room.names[*at].to_owned(), held.clone()))
                 .collect(),
-            claim: pass
-                .room
-                .held
-                .iter()
-                .map(|(at, held)| {
-                    let lacking = pass.room.lacking.iter().find(|(i, _)| i == at);
-                    let mut all = held.clone();
-                    if let Some((_, lack)) = lacking {
-                        all.add(&at_least_zero(lack));
-                    }
-                    (pass.room.names[*at].to_owned(), all)
-                })
-                .collect(),
         }),
         ..Decision::default()
     };
@@ -1296,8 +1278,6 @@ mod tests {
                 group: GroupKey::new("ns", "big"),
                 overdue: false,
                 nodes: vec![("n2".into(), Resources::from([("cpu", 4_000), ("pods", 1)]))],
-                // What it will take there: the extender keeps room freeing on n2 for it.
-                claim: vec![("n2".into(), Resources::from([("cpu", 8_000), ("pods", 1)]))],
             }),
             "big waits on the node closest to fitting it"
         );
