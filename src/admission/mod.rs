@@ -25,8 +25,11 @@
 //! extender's own claims have one, and a group being placed keeps its own claim). Pods in no
 //! group never reach the extender, so a queue-only pod the pass admitted beside a reservation
 //! may still land in it; the pass itself never counts on reserved room for one. The claim holds
-//! what the head's members will take on its nodes (not only what is free there now), so room
-//! that frees on them between two passes stays the head's. A group the pass admits into the
+//! what was free of the head's needs on its nodes at the last pass. Known gap: room that frees
+//! on a reserved node between two passes is unclaimed until the next pass grows the claim,
+//! and a group released in the meantime for room elsewhere may land there (holding what the
+//! head will take instead would claim room running pods still use, and starve groups the pass
+//! admitted before the head). A group the pass admits into the
 //! reservation by its expected runtime is recorded in `State::lent` (until the head changes),
 //! and the extender lets its gang claim be planned inside the reservation.
 //!
