@@ -25,11 +25,13 @@
 //! extender's own claims have one, and a group being placed keeps its own claim). Pods in no
 //! group never reach the extender, so a queue-only pod the pass admitted beside a reservation
 //! may still land in it; the pass itself never counts on reserved room for one. The claim holds
-//! what was free of the head's needs on its nodes at the last pass. Known gap: room that frees
-//! on a reserved node between two passes is unclaimed until the next pass grows the claim,
-//! and a group released in the meantime for room elsewhere may land there (holding what the
-//! head will take instead would claim room running pods still use, and starve groups the pass
-//! admitted before the head). A group the pass admits into the
+//! what was free of the head's needs on its nodes at the last pass, and what the head still
+//! lacks there (`Claim::lacking`): room that frees on a reserved node between two passes (a
+//! pod there finishes) joins the claim in the cache's write path at once, so a group released
+//! meanwhile for room elsewhere cannot land in it. Holding what the head will take up front
+//! instead would claim room running pods still use, and starve groups the pass admitted
+//! before the head; room a failed bind gives back is not taken either, as it was promised to
+//! the pod the scheduler retries. A group the pass admits into the
 //! reservation by its expected runtime is recorded in `State::lent` (until the head changes),
 //! and the extender lets its gang claim be planned inside the reservation.
 //!
@@ -52,7 +54,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::api::labels::{ADMISSION_GATE, MANAGED_RESOURCE};
-use crate::cache::{Cache, Claim, Slot, State};
+use crate::cache::{Cache, Claim, Resources, Slot, State};
 use crate::metrics;
 use plan::PodRef;
 
@@ -145,19 +147,21 @@ fn hold_room(state: &mut State, before: Option<&plan::Hold>, now: Option<&plan::
     if let Some(now) = now
         && !state.claims.contains_key(&now.group)
     {
-        let slots = now
-            .nodes
-            .iter()
-            .map(|(node, requests)| Slot {
-                node: node.clone(),
-                requests: requests.clone(),
-            })
-            .collect();
+        let slots = |per_node: &[(String, Resources)]| {
+            per_node
+                .iter()
+                .map(|(node, requests)| Slot {
+                    node: node.clone(),
+                    requests: requests.clone(),
+                })
+                .collect()
+        };
         state.set_claim(
             &now.group,
             Claim {
-                slots,
+                slots: slots(&now.nodes),
                 deadline: None,
+                lacking: slots(&now.lacking),
             },
         );
     }

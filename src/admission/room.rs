@@ -258,6 +258,7 @@ impl<'s> Room<'s> {
             self.held_total.add(h);
         }
         held.sort_by_key(|(at, _)| *at);
+        lacking.sort_by_key(|(at, _)| *at);
         self.held = held;
         self.lacking = lacking;
         true

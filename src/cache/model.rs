@@ -25,7 +25,7 @@ pub struct Taint {
 }
 
 /// A node as scheduling sees it.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Node {
     pub name: String,
     pub allocatable: Resources,

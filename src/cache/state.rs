@@ -43,6 +43,11 @@ pub struct Claim {
     pub slots: Vec<Slot>,
     /// When the claim lapses unless a member is filtered or reserved again.
     pub deadline: Option<std::time::Instant>,
+    /// Of a reservation only: per node, what the head's members assigned there need beyond
+    /// what the slots hold. Room that frees on such a node (a pod there finishes or goes)
+    /// joins the claim at once, up to this ([`State::apply_pod`]), so it cannot go to a group
+    /// released for room elsewhere before the next admission pass sees it.
+    pub lacking: Vec<Slot>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -112,6 +117,13 @@ pub struct State {
     pub lent: rustc_hash::FxHashSet<GroupKey>,
     /// Queues by name: admission reads their weights and bounds, the controller their shares.
     pub queues: FxHashMap<String, Arc<Queue>>,
+}
+
+/// The node whose `used` counts `pod`: its node while it has not finished.
+fn counted_on(pod: &Pod) -> Option<&str> {
+    pod.node_name
+        .as_deref()
+        .filter(|_| !pod.phase.is_terminal())
 }
 
 static NOTHING: std::sync::LazyLock<Resources> = std::sync::LazyLock::new(Resources::new);
@@ -220,11 +232,18 @@ impl State {
     /// Inserts or replaces a pod, keeping `used`, group membership and reservations in step.
     pub fn apply_pod(&mut self, pod: Pod) {
         let pod = Arc::new(pod);
-        if let Some(old) = self.pods.insert(pod.uid.clone(), pod.clone()) {
-            self.forget(&old);
+        let old = self.pods.insert(pod.uid.clone(), pod.clone());
+        if let Some(old) = &old {
+            self.forget(old);
         }
-        if let (Some(node), false) = (&pod.node_name, pod.phase.is_terminal()) {
+        if let Some(node) = counted_on(&pod) {
             self.nodes.add(node, Sum::Used, &pod.requests);
+        }
+        if let Some(old) = &old
+            && let Some(node) = counted_on(old)
+            && counted_on(&pod) != Some(node)
+        {
+            self.hand_to_reservation(node, &old.requests);
         }
         if let Some(key) = GroupKey::of(&pod) {
             self.groups
@@ -241,13 +260,16 @@ impl State {
     pub fn delete_pod(&mut self, uid: &str) {
         if let Some(old) = self.pods.remove(uid) {
             self.forget(&old);
+            if let Some(node) = counted_on(&old) {
+                self.hand_to_reservation(node, &old.requests);
+            }
         }
         self.release(uid);
     }
 
     /// Undoes what `apply_pod` recorded for `old`.
     fn forget(&mut self, old: &Pod) {
-        if let (Some(node), false) = (&old.node_name, old.phase.is_terminal()) {
+        if let Some(node) = counted_on(old) {
             self.nodes.sub(node, Sum::Used, &old.requests);
         }
         if let Some(key) = GroupKey::of(old)
@@ -319,6 +341,47 @@ impl State {
             self.nodes.add(&slot.node, Sum::Claimed, &slot.requests);
         }
         self.claims.insert(key.clone(), claim);
+    }
+
+    /// Adds room `freed` on `node` (a pod there finished or went) to the reservation that
+    /// lacks room there, up to what it lacks and what is now free of everything else. Room
+    /// that frees because a reservation ends is not handed over: it was promised to the pod
+    /// that held it, which the scheduler retries.
+    fn hand_to_reservation(&mut self, node: &str, freed: &Resources) {
+        let Some(slot) = self.nodes.slot(node) else {
+            return;
+        };
+        let Some(allocatable) = slot.node.as_ref().map(|n| &n.allocatable) else {
+            return;
+        };
+        let mut free = allocatable.minus(&slot.used);
+        free.sub(&slot.reserved);
+        free.sub(&slot.claimed);
+        let Some(claim) = self
+            .claims
+            .values_mut()
+            .find(|c| c.lacking.iter().any(|l| l.node == node))
+        else {
+            return;
+        };
+        let lack = claim
+            .lacking
+            .iter_mut()
+            .find(|l| l.node == node)
+            .expect("found above");
+        let taken = free.positive().min_of(freed).min_of(&lack.requests);
+        if taken.is_empty() {
+            return;
+        }
+        lack.requests.sub(&taken);
+        match claim.slots.iter_mut().find(|s| s.node == node) {
+            Some(slot) => slot.requests.add(&taken),
+            None => claim.slots.push(Slot {
+                node: node.to_owned(),
+                requests: taken.clone(),
+            }),
+        }
+        self.nodes.add(node, Sum::Claimed, &taken);
     }
 
     pub fn drop_claim(&mut self, key: &GroupKey) -> Option<Claim> {
@@ -395,6 +458,70 @@ mod tests {
         assert!(s.reserved_on("n1").is_empty());
         assert_eq!(s.used_on("n1"), &requests);
         assert_eq!((s.reserved_members(&key), s.bound_members(&key)), (0, 1));
+    }
+
+    #[test]
+    fn room_freeing_on_a_reserved_node_joins_the_reservation_up_to_what_it_lacks() {
+        let mut s = State::default();
+        s.apply_node(Node {
+            name: "n1".into(),
+            allocatable: Resources::from([("cpu", 8_000), ("pods", 10)]),
+            ..Default::default()
+        });
+        s.apply_pod(pod("a", Some("n1"), 4_000, None));
+        s.apply_pod(pod("b", Some("n1"), 3_000, None));
+        s.apply_pod(pod("c", Some("n1"), 1_000, None));
+        let head = GroupKey::new("ns", "head");
+        // The head needs 6 CPUs on n1 and holds nothing yet: n1 is full.
+        s.set_claim(
+            &head,
+            Claim {
+                slots: vec![Slot {
+                    node: "n1".into(),
+                    requests: Resources::from([("pods", 1)]),
+                }],
+                deadline: None,
+                lacking: vec![Slot {
+                    node: "n1".into(),
+                    requests: Resources::from([("cpu", 6_000)]),
+                }],
+            },
+        );
+        let held = |s: &State| s.claims[&head].on("n1").get("cpu");
+
+        // A pod that finishes frees its room; the reservation takes all of it.
+        let mut done = pod("a", Some("n1"), 4_000, None);
+        done.phase = PodPhase::Succeeded;
+        s.apply_pod(done);
+        assert_eq!(held(&s), 4_000);
+        assert_eq!(s.claimed_on("n1").get("cpu"), 4_000);
+        // A deleted pod frees 3 CPUs, of which the reservation lacks only 2.
+        s.delete_pod("b");
+        assert_eq!(held(&s), 6_000);
+        assert_eq!(s.claimed_on("n1").get("cpu"), 6_000);
+        assert_eq!(s.claims[&head].lacking[0].requests.get("cpu"), 0);
+        // Nothing more is taken once it lacks nothing.
+        s.delete_pod("c");
+        assert_eq!(held(&s), 6_000);
+
+        // Room a reservation frees stays with the pod the scheduler retries.
+        s.apply_pod(pod("d", None, 2_000, None));
+        let requests = s.pods["d"].requests.clone();
+        s.reserve(
+            "d",
+            Reservation {
+                node: "n1".into(),
+                requests,
+                group: None,
+            },
+        );
+        s.claims.get_mut(&head).unwrap().lacking[0].requests = Resources::from([("cpu", 2_000)]);
+        s.release("d");
+        assert_eq!(held(&s), 6_000);
+        // Nor does room on a node the reservation does not lack anything on.
+        s.apply_pod(pod("e", Some("n2"), 1_000, None));
+        s.delete_pod("e");
+        assert!(s.claimed_on("n2").is_empty());
     }
 
     #[test]

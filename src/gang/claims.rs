@@ -180,6 +180,7 @@ pub fn filter<'a, S: AsRef<str>>(
                     Claim {
                         slots,
                         deadline: Some(deadline),
+                        ..Default::default()
                     },
                 )
             }
@@ -696,6 +697,7 @@ mod tests {
                     requests: Resources::from([("cpu", 8_000), ("pods", 1)]),
                 }],
                 deadline: None,
+                ..Default::default()
             },
         );
         let lent = group(&mut s, "lent", 1);
