@@ -43,6 +43,9 @@ pub const ADMISSION_WAITING_GROUPS: &str = "gangplank_admission_waiting_groups";
 /// Counter: pods evicted to reclaim room for a queue below its deserved share, by the victim's
 /// `queue` and `outcome`.
 pub const RECLAIM_EVICTIONS_TOTAL: &str = "gangplank_reclaim_evictions_total";
+/// Counter: pods evicted so that a group of higher priority in the same queue runs, by
+/// `queue` and `outcome`.
+pub const PREEMPTION_EVICTIONS_TOTAL: &str = "gangplank_preemption_evictions_total";
 /// Counter: candidate nodes whose victim list the preempt verb refused, by `reason`.
 pub const PREEMPT_REFUSED_NODES_TOTAL: &str = "gangplank_preempt_refused_nodes_total";
 /// Gauge: PodGroups in the cluster cache.
@@ -204,6 +207,12 @@ pub const CATALOGUE: &[Doc] = &[
         kind: Kind::Counter,
         labels: &["queue", "outcome"],
         help: "Eviction requests (policy/v1 Eviction, so PodDisruptionBudgets apply) for pods of gangs that reclaim took back from a queue above its deserved share, by the victim's queue and outcome (ok: evicted; refused: a PodDisruptionBudget said not now (HTTP 429), the gang is left alone or, if members were already evicted, finished on a later pass; error: any other failure). A pod is requested at most once while its eviction is in flight.",
+    },
+    Doc {
+        name: PREEMPTION_EVICTIONS_TOTAL,
+        kind: Kind::Counter,
+        labels: &["queue", "outcome"],
+        help: "Eviction requests (policy/v1 Eviction) for pods of running gangs of lower priority, whole gangs, that a waiting group of higher priority in the same queue needs the room of (priority preemption inside a queue), by queue and outcome (as for gangplank_reclaim_evictions_total).",
     },
     Doc {
         name: PREEMPT_REFUSED_NODES_TOTAL,

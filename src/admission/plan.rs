@@ -168,6 +168,9 @@ pub struct Hold {
     pub overdue: bool,
     /// What it holds, per node, in node name order.
     pub nodes: Vec<(String, Resources)>,
+    /// Per node of the reservation: what its members assigned there need beyond what it
+    /// holds, i.e. what must free up there before it can start.
+    pub lacking: Vec<(String, Resources)>,
 }
 
 /// What one admission pass decided.
@@ -181,8 +184,9 @@ pub struct Decision {
     pub queues: BTreeMap<String, QueueReport>,
     /// The head's reservation, if a group heads the line.
     pub hold: Option<Hold>,
-    /// The groups of `waiting` that passed every check but free room, in the pass's order:
-    /// what reclaim (`crate::admission::reclaim`) may make room for.
+    /// The groups of `waiting` that passed every check but free room, or but their queue's
+    /// capability (`RoomWait::capped`), in the pass's order: what reclaim and priority
+    /// preemption (`crate::admission::reclaim`) may make room for.
     pub short_of_room: Vec<RoomWait>,
     /// Released members not yet placed (counted against the free room, not any node).
     pub in_flight: Resources,
@@ -199,6 +203,10 @@ pub struct RoomWait {
     pub need: Vec<Resources>,
     /// What releasing every gated member adds to its queue.
     pub requests: Resources,
+    pub priority: i32,
+    /// It waits for its queue's capability, not room: only priority preemption inside its
+    /// queue helps it.
+    pub capped: bool,
 }
 
 /// A group (or a queue-only pod) with gated members, found by [`collect`].
@@ -801,6 +809,12 @@ fn admit(state: &State, book: Book, shares: Shares, now: i64) -> Decision {
                 .iter()
                 .map(|(at, held)| (pass.room.names[*at].to_owned(), held.clone()))
                 .collect(),
+            lacking: pass
+                .room
+                .lacking
+                .iter()
+                .map(|(at, lack)| (pass.room.names[*at].to_owned(), lack.clone()))
+                .collect(),
         }),
         ..Decision::default()
     };
@@ -813,12 +827,15 @@ fn admit(state: &State, book: Book, shares: Shares, now: i64) -> Decision {
     }
     for (i, why) in &waiting {
         let c = &candidates[*i];
-        if let (Some(group), true) = (c.group, why.reason().short_of_room()) {
+        let capped = why.reason() == Reason::CapabilityReached;
+        if let (Some(group), true) = (c.group, why.reason().short_of_room() || capped) {
             decision.short_of_room.push(RoomWait {
                 group: group.clone(),
                 queue: c.queue.to_owned(),
                 need: c.need().cloned().collect(),
                 requests: c.requests.clone(),
+                priority: c.priority,
+                capped,
             });
         }
     }
@@ -1278,6 +1295,7 @@ mod tests {
                 group: GroupKey::new("ns", "big"),
                 overdue: false,
                 nodes: vec![("n2".into(), Resources::from([("cpu", 4_000), ("pods", 1)]))],
+                lacking: vec![("n2".into(), Resources::from([("cpu", 4_000)]))],
             }),
             "big waits on the node closest to fitting it"
         );
@@ -1306,6 +1324,7 @@ mod tests {
                     requests: Resources::from([("cpu", 2_000), ("pods", 1)]),
                 }],
                 deadline: None,
+                ..Default::default()
             },
         );
         let d = decide_at(&s, &|_| false, NOW);

@@ -1,6 +1,7 @@
-//! Reclaim in the admission loop: after each pass, evicts the gangs that
-//! [`policy::reclaim`](crate::policy::reclaim) picks so that groups of queues below their
-//! deserved share get the room queues above theirs borrowed.
+//! Reclaim and priority preemption in the admission loop: after each pass, evicts the gangs
+//! that [`policy::reclaim`](crate::policy::reclaim) picks so that groups of queues below their
+//! deserved share get the room queues above theirs borrowed, and groups of higher priority
+//! get the room (or their queue's capability) that lower-priority gangs of their queue hold.
 //!
 //! [`plan`] is pure: it builds the policy's input from the cache's state and the pass's
 //! [`Decision`] (the groups that waited only for room, each queue's allocation and deserved
@@ -32,8 +33,9 @@
 //!   `deletionTimestamp`, are counted as room being freed, never picked again, and their
 //!   gangs are not candidates.
 //! - **Events**: `Reclaimed` on each victim's PodGroup and `Reclaiming` on the starved group's,
-//!   naming each other's queues; the metric `gangplank_reclaim_evictions_total` counts the
-//!   requests by victim queue and outcome.
+//!   naming each other's queues (`Preempted` and `Preempting` for priority preemption, naming
+//!   the priorities); the metrics `gangplank_reclaim_evictions_total` and
+//!   `gangplank_preemption_evictions_total` count the requests by victim queue and outcome.
 //!
 //! Victims are the pods of PodGroups only: a pod with a queue but no group is not reclaimed,
 //! and a gang with a member on a cordoned or unknown node is left alone (room freed there does
@@ -73,8 +75,28 @@ pub struct Victim {
 pub struct GangVictim {
     pub group: GroupKey,
     pub queue: String,
+    pub priority: i32,
     pub pods: Vec<Victim>,
     pub whole: bool,
+}
+
+/// Why gangs are evicted for a starved group.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Cause {
+    /// Their queues hold more than their deserved share, the group's less.
+    Reclaim,
+    /// They are of the group's queue, and of lower priority.
+    Preemption,
+}
+
+impl Cause {
+    /// The word for logs and status lines.
+    fn noun(self) -> &'static str {
+        match self {
+            Cause::Reclaim => "reclaim",
+            Cause::Preemption => "preemption",
+        }
+    }
 }
 
 /// Room to take back for one starved group.
@@ -82,6 +104,7 @@ pub struct GangVictim {
 pub struct Reclaim {
     pub group: GroupKey,
     pub queue: String,
+    pub cause: Cause,
     pub victims: Vec<GangVictim>,
 }
 
@@ -112,47 +135,75 @@ pub fn plan(
             Verdict::Fits if !freeing.is_empty() => {
                 out.waiting.insert(
                     key,
-                    "waiting for reclaim: pods evicted from queues above their deserved share are still going away".to_owned(),
+                    "waiting for evicted pods, still going away, to free their room".to_owned(),
                 );
             }
             Verdict::Fits => {}
             Verdict::No(why) => tracing::debug!(group = %key, why, "no reclaim"),
             Verdict::Reclaim(evictions) => {
-                let victims: Vec<GangVictim> = evictions
-                    .into_iter()
-                    .map(|e| GangVictim {
-                        pods: e
-                            .pods
-                            .iter()
-                            .filter_map(|uid| state.pods.get(uid))
-                            .map(|p| Victim {
-                                namespace: p.namespace.clone(),
-                                name: p.name.clone(),
-                                uid: p.uid.clone(),
-                            })
-                            .collect(),
-                        queue: queue_name(e.queue),
-                        group: e.gang,
-                        whole: e.whole,
-                    })
-                    .collect();
-                out.waiting.insert(
-                    key.clone(),
-                    format!("waiting for reclaim: evicting {}", describe(&victims)),
-                );
-                out.reclaims.push(Reclaim {
-                    group: key,
-                    queue,
-                    victims,
-                });
+                out.evict(state, &input, key, queue, Cause::Reclaim, evictions)
+            }
+            Verdict::Preempt(evictions) => {
+                out.evict(state, &input, key, queue, Cause::Preemption, evictions)
             }
         }
     }
     out
 }
 
-/// "gang ns/a (queue qa), elastic members of gang ns/b (queue qb)".
-fn describe(victims: &[GangVictim]) -> String {
+impl Plan {
+    /// Adds the evictions of one verdict, and the line for the starved group's status.
+    fn evict(
+        &mut self,
+        state: &State,
+        input: &policy::Input<GroupKey>,
+        group: GroupKey,
+        queue: String,
+        cause: Cause,
+        evictions: Vec<policy::Eviction<GroupKey>>,
+    ) {
+        let victims: Vec<GangVictim> = evictions
+            .into_iter()
+            .map(|e| GangVictim {
+                pods: e
+                    .pods
+                    .iter()
+                    .filter_map(|uid| state.pods.get(uid))
+                    .map(|p| Victim {
+                        namespace: p.namespace.clone(),
+                        name: p.name.clone(),
+                        uid: p.uid.clone(),
+                    })
+                    .collect(),
+                queue: input.queues[e.queue].name.clone(),
+                priority: input
+                    .gangs
+                    .iter()
+                    .find(|g| g.key == e.gang)
+                    .map_or(0, |g| g.priority),
+                group: e.gang,
+                whole: e.whole,
+            })
+            .collect();
+        self.waiting.insert(
+            group.clone(),
+            format!(
+                "waiting for {}: evicting {}",
+                cause.noun(),
+                describe(cause, &victims)
+            ),
+        );
+        self.reclaims.push(Reclaim {
+            group,
+            queue,
+            cause,
+            victims,
+        });
+    }
+}
+
+/// "gang ns/a (queue qa, above its deserved share), elastic members of gang ns/b (...)".
+fn describe(cause: Cause, victims: &[GangVictim]) -> String {
     victims
         .iter()
         .map(|v| {
@@ -161,10 +212,13 @@ fn describe(victims: &[GangVictim]) -> String {
             } else {
                 "elastic members of gang"
             };
-            format!(
-                "{what} {} (queue {}, above its deserved share)",
-                v.group, v.queue
-            )
+            match cause {
+                Cause::Reclaim => format!(
+                    "{what} {} (queue {}, above its deserved share)",
+                    v.group, v.queue
+                ),
+                Cause::Preemption => format!("{what} {} (priority {})", v.group, v.priority),
+            }
         })
         .collect::<Vec<_>>()
         .join(", ")
@@ -199,6 +253,7 @@ fn input(
                 deserved: report.deserved.clone(),
                 guarantee: queue.guarantee.clone(),
                 reclaimable: queue.reclaimable,
+                capability: queue.capability.clone(),
             }
         })
         .collect();
@@ -234,6 +289,8 @@ fn input(
                 queue: *slot.get(w.queue.as_str())?,
                 need: w.need.clone(),
                 requests: w.requests.clone(),
+                priority: w.priority,
+                capped: w.capped,
             })
         })
         .collect();
@@ -311,9 +368,10 @@ fn input(
 }
 
 /// Whether the plan is bound to be empty, which is the common case: no pod on a node is going
-/// away (so no starved group gets a line for room coming free), and no starved group's queue
-/// may reclaim for it ([`policy::may_reclaim`]; with no pod going away, `queues` hold what the
-/// input's will), so no verdict is a reclaim. Checked before the nodes' free room and the
+/// away (so no starved group gets a line for room coming free), no starved group's queue may
+/// reclaim for it ([`policy::may_reclaim`]; with no pod going away, `queues` hold what the
+/// input's will), and no starved group has a higher priority than some running gang member (so
+/// none may preempt): no verdict evicts anything. Checked before the nodes' free room and the
 /// running gangs are built, which is most of the cost of a plan on a large cluster.
 fn needs_no_plan(
     state: &State,
@@ -322,13 +380,26 @@ fn needs_no_plan(
     queues: &[policy::QueueState],
     going: &dyn Fn(&crate::cache::Pod) -> bool,
 ) -> bool {
-    !decision.short_of_room.iter().any(|w| {
-        slot.get(w.queue.as_str())
-            .is_some_and(|&q| policy::may_reclaim(&queues[q], &w.need, &w.requests))
-    }) && !state
-        .pods
-        .values()
-        .any(|p| p.node_name.is_some() && going(p))
+    let may_reclaim = decision.short_of_room.iter().any(|w| {
+        !w.capped
+            && slot
+                .get(w.queue.as_str())
+                .is_some_and(|&q| policy::may_reclaim(&queues[q], &w.need, &w.requests))
+    });
+    if may_reclaim {
+        return false;
+    }
+    let highest_starved = decision.short_of_room.iter().map(|w| w.priority).max();
+    let mut lowest_running = i32::MAX;
+    for p in state.pods.values().filter(|p| p.node_name.is_some()) {
+        if going(p) {
+            return false;
+        }
+        if p.pod_group.is_some() {
+            lowest_running = lowest_running.min(p.priority);
+        }
+    }
+    highest_starved.is_none_or(|h| h <= lowest_running)
 }
 
 /// Carries out reclaim plans (see the module docs). One per admission loop.
@@ -339,8 +410,8 @@ pub struct Reclaimer {
     evicting: HashMap<String, Instant>,
     /// Gangs left alone after a refusal, until then.
     refused: HashMap<GroupKey, Instant>,
-    /// Gangs partly evicted: the members still to evict, and the victim's queue.
-    unfinished: BTreeMap<GroupKey, (String, Vec<Victim>)>,
+    /// Gangs partly evicted: the members still to evict, why, and the victim's queue.
+    unfinished: BTreeMap<GroupKey, (Cause, String, Vec<Victim>)>,
 }
 
 /// How one eviction request went.
@@ -387,10 +458,10 @@ impl Reclaimer {
     /// Finishes partly evicted gangs, then evicts what `plan` says.
     pub async fn execute(&mut self, plan: Plan) {
         let unfinished = std::mem::take(&mut self.unfinished);
-        for (group, (queue, pods)) in unfinished {
-            let left = self.evict_all(&queue, &pods).await;
+        for (group, (cause, queue, pods)) in unfinished {
+            let left = self.evict_all(cause, &queue, &pods).await;
             if !left.is_empty() {
-                self.unfinished.insert(group, (queue, left));
+                self.unfinished.insert(group, (cause, queue, left));
             }
         }
         for reclaim in plan.reclaims {
@@ -401,19 +472,21 @@ impl Reclaimer {
     }
 
     async fn evict_gang(&mut self, reclaim: &Reclaim, victim: &GangVictim) {
+        let cause = reclaim.cause;
+        let noun = cause.noun();
         for pod in &victim.pods {
             match self.evict(pod, true).await {
                 Outcome::Evicted | Outcome::Gone => {}
                 Outcome::Refused => {
-                    count(&victim.queue, "refused");
-                    tracing::info!(gang = %victim.group, pod = %pod.name, "reclaim: a PodDisruptionBudget refuses evicting a member now; the gang is left alone for a while");
+                    count(cause, &victim.queue, "refused");
+                    tracing::info!(gang = %victim.group, pod = %pod.name, "{noun}: a PodDisruptionBudget refuses evicting a member now; the gang is left alone for a while");
                     self.refused
                         .insert(victim.group.clone(), Instant::now() + REFUSED_BACKOFF);
                     return;
                 }
                 Outcome::Failed(why) => {
-                    count(&victim.queue, "error");
-                    tracing::warn!(gang = %victim.group, pod = %pod.name, error = %why, "reclaim: dry-run eviction failed; the gang is left alone for a while");
+                    count(cause, &victim.queue, "error");
+                    tracing::warn!(gang = %victim.group, pod = %pod.name, error = %why, "{noun}: dry-run eviction failed; the gang is left alone for a while");
                     self.refused
                         .insert(victim.group.clone(), Instant::now() + REFUSED_BACKOFF);
                     return;
@@ -426,41 +499,64 @@ impl Reclaimer {
             "its elastic members beyond minMember"
         };
         let names: Vec<&str> = victim.pods.iter().map(|p| p.name.as_str()).collect();
-        tracing::info!(gang = %victim.group, queue = %victim.queue, for_group = %reclaim.group, for_queue = %reclaim.queue, pods = ?names, "reclaim: evicting {what}");
-        let left = self.evict_all(&victim.queue, &victim.pods).await;
+        tracing::info!(gang = %victim.group, queue = %victim.queue, for_group = %reclaim.group, for_queue = %reclaim.queue, pods = ?names, "{noun}: evicting {what}");
+        let left = self.evict_all(cause, &victim.queue, &victim.pods).await;
         if !left.is_empty() {
             self.unfinished
-                .insert(victim.group.clone(), (victim.queue.clone(), left));
+                .insert(victim.group.clone(), (cause, victim.queue.clone(), left));
         }
+        let (victim_reason, victim_note, starved_reason, starved_note) = match cause {
+            Cause::Reclaim => (
+                "Reclaimed",
+                format!(
+                    "evicted {what} ({}) of queue {}, which holds more than its deserved share, to make room for {} of queue {}",
+                    names.join(", "),
+                    victim.queue,
+                    reclaim.group,
+                    reclaim.queue
+                ),
+                "Reclaiming",
+                format!(
+                    "evicting {what} {} of queue {} (above its deserved share) to make room for this group of queue {} (below its deserved share)",
+                    victim.group, victim.queue, reclaim.queue
+                ),
+            ),
+            Cause::Preemption => (
+                "Preempted",
+                format!(
+                    "evicted {what} ({}) of priority {} to make room for {} of higher priority in the same queue {}",
+                    names.join(", "),
+                    victim.priority,
+                    reclaim.group,
+                    reclaim.queue
+                ),
+                "Preempting",
+                format!(
+                    "evicting {what} {} of priority {} (lower than this group's) in queue {} to make room for this group",
+                    victim.group, victim.priority, reclaim.queue
+                ),
+            ),
+        };
         self.publish(Event {
             regarding: pod_group_reference(&victim.group),
             warning: true,
-            reason: "Reclaimed".to_owned(),
+            reason: victim_reason.to_owned(),
             action: "Evict",
-            note: format!(
-                "evicted {what} ({}) of queue {}, which holds more than its deserved share, to make room for {} of queue {}",
-                names.join(", "),
-                victim.queue,
-                reclaim.group,
-                reclaim.queue
-            ),
+            note: victim_note,
         })
         .await;
         self.publish(Event {
             regarding: pod_group_reference(&reclaim.group),
             warning: false,
-            reason: "Reclaiming".to_owned(),
+            reason: starved_reason.to_owned(),
             action: "Evict",
-            note: format!(
-                "evicting {what} {} of queue {} (above its deserved share) to make room for this group of queue {} (below its deserved share)",
-                victim.group, victim.queue, reclaim.queue
-            ),
+            note: starved_note,
         })
         .await;
     }
 
     /// Evicts every pod of `pods` for real; returns those refused (to retry).
-    async fn evict_all(&mut self, queue: &str, pods: &[Victim]) -> Vec<Victim> {
+    async fn evict_all(&mut self, cause: Cause, queue: &str, pods: &[Victim]) -> Vec<Victim> {
         let mut left = Vec::new();
         for pod in pods {
             if self.evicting.contains_key(&pod.uid) {
@@ -469,16 +565,16 @@ impl Reclaimer {
             match self.evict(pod, false).await {
                 Outcome::Evicted => {
                     self.evicting.insert(pod.uid.clone(), Instant::now());
-                    count(queue, "ok");
+                    count(cause, queue, "ok");
                 }
                 Outcome::Gone => {}
                 Outcome::Refused => {
-                    count(queue, "refused");
+                    count(cause, queue, "refused");
                     left.push(pod.clone());
                 }
                 Outcome::Failed(why) => {
-                    count(queue, "error");
-                    tracing::warn!(pod = %format!("{}/{}", pod.namespace, pod.name), error = %why, "reclaim: eviction failed; retrying on a later pass");
+                    count(cause, queue, "error");
+                    tracing::warn!(pod = %format!("{}/{}", pod.namespace, pod.name), error = %why, "{}: eviction failed; retrying on a later pass", cause.noun());
                     left.push(pod.clone());
                 }
             }
@@ -516,9 +612,12 @@ impl Reclaimer {
     }
 }
 
-fn count(queue: &str, outcome: &'static str) {
-    ::metrics::counter!(metrics::RECLAIM_EVICTIONS_TOTAL, "queue" => queue.to_owned(), "outcome" => outcome)
-        .increment(1);
+fn count(cause: Cause, queue: &str, outcome: &'static str) {
+    let name = match cause {
+        Cause::Reclaim => metrics::RECLAIM_EVICTIONS_TOTAL,
+        Cause::Preemption => metrics::PREEMPTION_EVICTIONS_TOTAL,
+    };
+    ::metrics::counter!(name, "queue" => queue.to_owned(), "outcome" => outcome).increment(1);
 }
 
 fn pod_group_reference(group: &GroupKey) -> ObjectReference {
@@ -615,11 +714,52 @@ mod tests {
             vec![("a2".into(), vec!["a2-0".into(), "a2-1".into()])]
         );
         assert_eq!(plan.reclaims[0].group, GroupKey::new("ns", "b1"));
+        assert_eq!(plan.reclaims[0].cause, Cause::Reclaim);
         assert_eq!(plan.reclaims[0].victims[0].queue, "a");
         assert_eq!(
             plan.waiting[&GroupKey::new("ns", "b1")],
             "waiting for reclaim: evicting gang ns/a2 (queue a, above its deserved share)"
         );
+    }
+
+    /// [`borrowed`], with `b1` in queue `a` at priority 10 instead: `a` is full of its own
+    /// gangs of priority 0.
+    fn urgent_in_full_queue() -> State {
+        let mut s = borrowed();
+        let key = GroupKey::new("ns", "b1");
+        let spec = s.groups[&key].spec.as_deref().unwrap().clone();
+        s.apply_pod_group(PodGroup {
+            queue: "a".into(),
+            ..spec
+        });
+        for i in 0..2 {
+            let p = s.pods[&format!("b1-{i}")].as_ref().clone();
+            s.apply_pod(Pod { priority: 10, ..p });
+        }
+        s
+    }
+
+    #[test]
+    fn a_higher_priority_group_preempts_the_youngest_lower_priority_gang_of_its_queue() {
+        let s = urgent_in_full_queue();
+        let plan = plan(&s, &decide(&s), &|_| false, &|_| false);
+        assert_eq!(
+            victims(&plan),
+            vec![("a2".into(), vec!["a2-0".into(), "a2-1".into()])]
+        );
+        assert_eq!(plan.reclaims[0].cause, Cause::Preemption);
+        assert_eq!(
+            plan.waiting[&GroupKey::new("ns", "b1")],
+            "waiting for preemption: evicting gang ns/a2 (priority 0)"
+        );
+        // Of the same priority, it waits for room like any other.
+        let mut same = s.clone();
+        for i in 0..2 {
+            let p = same.pods[&format!("b1-{i}")].as_ref().clone();
+            same.apply_pod(Pod { priority: 0, ..p });
+        }
+        let plan = super::plan(&same, &decide(&same), &|_| false, &|_| false);
+        assert!(plan.reclaims.is_empty(), "{plan:?}");
     }
 
     #[test]

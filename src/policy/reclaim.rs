@@ -1,4 +1,5 @@
-//! Reclaim: which running gangs to evict so that a queue below its deserved share gets it.
+//! Reclaim: which running gangs to evict so that a queue below its deserved share gets it, or
+//! so that a group of higher priority runs before its queue's lower-priority gangs.
 //!
 //! Why it exists: admission lets a queue borrow idle capacity beyond its deserved share (up to
 //! its capability), which keeps the cluster busy. When another queue then wants its share,
@@ -40,7 +41,15 @@
 //!   then every victim whose room turns out not to be needed is put back (latest first). If
 //!   taking every allowed candidate would still not make the group fit, nothing is evicted.
 //!
-//! **One search per queue per pass.** Only the first group of a queue that needs victims is
+//! **Priority preemption inside a queue** uses the same search with other victims: when a
+//! starved group gets no reclaim, it may take the room of running gangs **of its own queue and
+//! of lower priority** (whole gangs, extras first, lowest priority and youngest first, only
+//! what it needs, never for nothing). Its queue's share does not change, so the share rules do
+//! not apply; a group that waits for its queue's `capability` rather than room (`capped`) is
+//! served too, as the room its queue's own gangs free is what it lacks. A victim always has a
+//! lower priority than the group it makes room for, so preemption has no cycle either.
+//!
+//! **One search per queue per pass** (and per kind: reclaim, preemption). Only the first group of a queue that needs victims is
 //! searched for them in one plan; the queue's next group waits for the next pass (by then
 //! the first counts as fitting, its victims being on their way out). This bounds the cost of
 //! a pass that leaves thousands of groups short of room to one search per queue, and a
@@ -74,6 +83,7 @@
 use std::fmt::Debug;
 
 use crate::cache::resources::{ResourceId, Resources};
+use crate::policy::fair_share::Capability;
 
 /// A queue as reclaim sees it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -84,6 +94,7 @@ pub struct QueueState {
     pub deserved: Resources,
     pub guarantee: Resources,
     pub reclaimable: bool,
+    pub capability: Capability,
 }
 
 /// A placed member of a running gang.
@@ -118,6 +129,11 @@ pub struct Starved<K> {
     pub need: Vec<Resources>,
     /// What admitting it adds to its queue.
     pub requests: Resources,
+    /// Its priority: it may preempt running gangs of its own queue of lower priority.
+    pub priority: i32,
+    /// It waits because its queue reached its capability: only preemption inside its queue
+    /// can make room for it.
+    pub capped: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -150,8 +166,12 @@ pub struct Eviction<K> {
 pub enum Verdict<K> {
     /// It fits once the pods already being evicted are gone: nothing more to evict.
     Fits,
-    /// Evict these (at most one entry per gang), then it fits.
+    /// Evict these (at most one entry per gang, of queues above their deserved share), then
+    /// it fits.
     Reclaim(Vec<Eviction<K>>),
+    /// Evict these (at most one entry per gang, of its own queue and of lower priority), then
+    /// it fits.
+    Preempt(Vec<Eviction<K>>),
     /// No reclaim, and why (for logs; its admission reason stands).
     No(String),
 }
@@ -171,7 +191,7 @@ pub fn plan<K: Clone + Ord + Debug>(input: &Input<K>) -> Vec<(K, Verdict<K>)> {
         free: Resources::new(),
         unused: Vec::new(),
         unused_total: Resources::new(),
-        searched: vec![false; input.queues.len()],
+        searched: vec![[false; 2]; input.queues.len()],
     };
     for node in &world.nodes {
         world.free.add(&node.positive());
@@ -227,8 +247,17 @@ struct World {
     /// up to date queue by queue: every fit check subtracts the other queues' share of it.
     unused: Vec<Resources>,
     unused_total: Resources,
-    /// Per queue: one of its groups already searched for victims in this plan.
-    searched: Vec<bool>,
+    /// Per queue and [`Rule`]: one of its groups already searched for victims in this plan.
+    searched: Vec<[bool; 2]>,
+}
+
+/// Whose gangs a starved group may take room from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Rule {
+    /// Reclaim: other queues' gangs, of queues above their deserved share.
+    Reclaim,
+    /// Priority preemption: its own queue's gangs of lower priority.
+    Preempt,
 }
 
 /// A candidate victim: some members of one gang.
@@ -246,7 +275,7 @@ fn serve<K: Clone + Ord + Debug>(
     s: &Starved<K>,
 ) -> Verdict<K> {
     let q = s.queue;
-    let short = match world.misfit(q, &s.need) {
+    let short = match world.shortfall(input, s) {
         None => {
             world.admit(input, s);
             return Verdict::Fits;
@@ -255,61 +284,103 @@ fn serve<K: Clone + Ord + Debug>(
     };
     let mine = &input.queues[q];
     let after = world.allocated[q].plus(&s.requests);
-    if let Some(&id) = short
+    let reclaim = match short
         .iter()
         .find(|&&id| after.amount(id) > mine.deserved.amount(id))
     {
-        return Verdict::No(format!(
+        _ if s.capped => Err(format!(
+            "queue {} reached its capability, which reclaim does not change",
+            mine.name
+        )),
+        Some(&id) => Err(format!(
             "queue {} would hold more than its deserved share of {} with this group",
             mine.name,
             id.name()
-        ));
+        )),
+        None => search(input, order, world, s, &short, Rule::Reclaim),
+    };
+    let why = match reclaim {
+        Ok(evictions) => return Verdict::Reclaim(evictions),
+        Err(why) => why,
+    };
+    let lower = |g: &Gang<K>| g.queue == q && g.priority < s.priority;
+    if !input.gangs.iter().any(lower) {
+        return Verdict::No(why);
     }
-    if world.searched[q] {
-        return Verdict::No(format!(
-            "reclaim searches victims for one group of queue {} per pass",
+    match search(input, order, world, s, &short, Rule::Preempt) {
+        Ok(evictions) => Verdict::Preempt(evictions),
+        Err(preempt) => Verdict::No(format!("{why}; {preempt}")),
+    }
+}
+
+/// Looks for the victims `rule` allows that make room for `s`, short of the resources
+/// `short`; takes them in `world` and books `s`'s room when found.
+fn search<K: Clone + Ord + Debug>(
+    input: &Input<K>,
+    order: &[usize],
+    world: &mut World,
+    s: &Starved<K>,
+    short: &[ResourceId],
+    rule: Rule,
+) -> Result<Vec<Eviction<K>>, String> {
+    let q = s.queue;
+    let mine = &input.queues[q];
+    let what = match rule {
+        Rule::Reclaim => "reclaim",
+        Rule::Preempt => "preemption",
+    };
+    if world.searched[q][rule as usize] {
+        return Err(format!(
+            "{what} searches victims for one group of queue {} per pass",
             mine.name
         ));
     }
-    world.searched[q] = true;
-    let candidates = candidates(input, order, world, q, &short);
+    world.searched[q][rule as usize] = true;
+    let never = || {
+        Err(match rule {
+            Rule::Reclaim => {
+                "evicting every gang that may be reclaimed would still not make room for it"
+            }
+            Rule::Preempt => {
+                "evicting every gang of lower priority in its queue would still not make room for it"
+            }
+        }
+        .to_owned())
+    };
+    let candidates = candidates(input, order, world, s, short, rule);
     // Most searches fail (no queue above its share holds what the group needs): find out by
     // taking every allowed candidate and checking the fit once, not after each, then putting
     // them back (cheaper than a copy of the world).
     let mut all: Vec<&Take> = Vec::new();
     for c in &candidates {
-        if world.may_take(input, c, &short) {
+        if world.may_take(input, c, short, rule) {
             world.take(input, c, true);
             all.push(c);
         }
     }
-    let fits_with_all = world.misfit(q, &s.need).is_none();
+    let fits_with_all = world.shortfall(input, s).is_none();
     for c in all.into_iter().rev() {
         world.take(input, c, false);
     }
     if !fits_with_all {
-        return Verdict::No(
-            "evicting every gang that may be reclaimed would still not make room for it".to_owned(),
-        );
+        return never();
     }
     let mut trial = world.clone();
     let mut taken: Vec<Take> = Vec::new();
     let mut fits = false;
     for c in candidates {
-        if !trial.may_take(input, &c, &short) {
+        if !trial.may_take(input, &c, short, rule) {
             continue;
         }
         trial.take(input, &c, true);
         taken.push(c);
-        if trial.misfit(q, &s.need).is_none() {
+        if trial.shortfall(input, s).is_none() {
             fits = true;
             break;
         }
     }
     if !fits {
-        return Verdict::No(
-            "evicting every gang that may be reclaimed would still not make room for it".to_owned(),
-        );
+        return never();
     }
     // Put back, latest first, every victim the group does not need; an extra stays taken
     // once its gang is taken whole, lest the gang keep only extras.
@@ -323,7 +394,7 @@ fn serve<K: Clone + Ord + Debug>(
             continue;
         }
         trial.take(input, &taken[i], false);
-        if trial.misfit(q, &s.need).is_none() {
+        if trial.shortfall(input, s).is_none() {
             kept[i] = false;
         } else {
             trial.take(input, &taken[i], true);
@@ -358,25 +429,32 @@ fn serve<K: Clone + Ord + Debug>(
         e.pods.sort();
         e.pods.dedup();
     }
-    Verdict::Reclaim(evictions)
+    Ok(evictions)
 }
 
 /// Candidates in the order of the module docs: extras of every gang, then whole gangs, of
-/// reclaimable queues other than `q` that hold more than they deserve of a short resource.
+/// the gangs `rule` allows: for reclaim, those of reclaimable queues other than `s`'s that hold
+/// more than they deserve of a short resource; for preemption, those of `s`'s queue of lower
+/// priority than `s`.
 fn candidates<K>(
     input: &Input<K>,
     order: &[usize],
     world: &World,
-    q: usize,
+    s: &Starved<K>,
     short: &[ResourceId],
+    rule: Rule,
 ) -> Vec<Take> {
-    let over = |v: usize| {
-        let queue = &input.queues[v];
-        v != q
-            && queue.reclaimable
-            && short
-                .iter()
-                .any(|&id| world.held[v].amount(id) > queue.deserved.amount(id))
+    let q = s.queue;
+    let allowed = |gang: &Gang<K>| match rule {
+        Rule::Reclaim => {
+            let (v, queue) = (gang.queue, &input.queues[gang.queue]);
+            v != q
+                && queue.reclaimable
+                && short
+                    .iter()
+                    .any(|&id| world.held[v].amount(id) > queue.deserved.amount(id))
+        }
+        Rule::Preempt => gang.queue == q && gang.priority < s.priority,
     };
     let mut extras = Vec::new();
     let mut wholes = Vec::new();
@@ -385,7 +463,7 @@ fn candidates<K>(
         let left: Vec<usize> = (0..gang.members.len())
             .filter(|&m| !world.taken[g][m])
             .collect();
-        if !over(gang.queue) || left.len() < gang.min_member as usize {
+        if !allowed(gang) || left.len() < gang.min_member as usize {
             continue;
         }
         let mut youngest = left.clone();
@@ -422,14 +500,18 @@ impl World {
         out
     }
 
-    /// Whether taking `t` keeps its queue at or above its guarantee in every resource and its
-    /// deserved share in every short resource it frees, and frees some short resource.
-    fn may_take<K>(&self, input: &Input<K>, t: &Take, short: &[ResourceId]) -> bool {
+    /// Whether taking `t` frees some short resource and, for reclaim, keeps its queue at or
+    /// above its guarantee in every resource and its deserved share in every short resource
+    /// it frees (preemption moves room inside one queue: its share does not change).
+    fn may_take<K>(&self, input: &Input<K>, t: &Take, short: &[ResourceId], rule: Rule) -> bool {
         let v = input.gangs[t.gang].queue;
         let queue = &input.queues[v];
         let freed = self.freed(input, t);
         if !short.iter().any(|&id| freed.amount(id) > 0) {
             return false;
+        }
+        if rule == Rule::Preempt {
+            return true;
         }
         let after = self.held[v].minus(&freed);
         let above_guarantee = queue
@@ -490,7 +572,24 @@ impl World {
         total
     }
 
-    /// `None` when `need` fits for queue `q`; else the short resources (see the module docs).
+    /// `None` when `s` fits the room and its queue's capability; else the short resources:
+    /// those of the room (see the module docs), or else those its queue's capability lacks.
+    fn shortfall<K>(&self, input: &Input<K>, s: &Starved<K>) -> Option<Vec<ResourceId>> {
+        if let Some(short) = self.misfit(s.queue, &s.need) {
+            return Some(short);
+        }
+        let after = self.allocated[s.queue].plus(&s.requests);
+        let over: Vec<ResourceId> = input.queues[s.queue]
+            .capability
+            .iter()
+            .filter(|&(id, limit)| after.amount(id) > limit)
+            .map(|(id, _)| id)
+            .collect();
+        (!over.is_empty()).then_some(over)
+    }
+
+    /// `None` when `need` fits the room for queue `q`; else the short resources (see the
+    /// module docs).
     fn misfit(&self, q: usize, need: &[Resources]) -> Option<Vec<ResourceId>> {
         let mut sum = Resources::new();
         for pod in need {
@@ -587,6 +686,7 @@ mod tests {
             deserved: Resources::from([("cpu", deserved)]),
             guarantee: Resources::new(),
             reclaimable: true,
+            capability: Capability::unbounded(),
         }
     }
 
@@ -629,6 +729,8 @@ mod tests {
             queue,
             need,
             requests,
+            priority: 0,
+            capped: false,
         }
     }
 
@@ -652,6 +754,123 @@ mod tests {
                 .collect(),
             other => panic!("no reclaim: {other:?}"),
         }
+    }
+
+    /// Two nodes of 8 CPUs full of queue `a`'s gangs, which is at its deserved share (16 CPUs);
+    /// queue `b` holds nothing and deserves nothing.
+    fn full_queue(gangs: Vec<Gang<String>>) -> Input<String> {
+        Input {
+            queues: vec![queue("a", 16_000, 16_000), queue("b", 0, 0)],
+            ..borrowed(gangs)
+        }
+    }
+
+    fn preempted(verdict: &Verdict<String>) -> Vec<(String, Vec<String>, bool)> {
+        match verdict {
+            Verdict::Preempt(e) => e
+                .iter()
+                .map(|e| (e.gang.clone(), e.pods.clone(), e.whole))
+                .collect(),
+            other => panic!("no preemption: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_group_preempts_the_lowest_priority_then_youngest_gang_of_its_own_queue() {
+        let mut input = full_queue(vec![
+            gang("old", 2, 2_000, &[0, 0], 0, 1),
+            gang("young", 2, 2_000, &[0, 0], 0, 5),
+            gang("peer", 2, 2_000, &[1, 1], 5, 9),
+            gang("low", 2, 2_000, &[1, 1], 1, 3),
+        ]);
+        input.starved = vec![Starved {
+            priority: 5,
+            ..starved("urgent", 0, 2, 2_000)
+        }];
+        let out = plan(&input);
+        assert_eq!(
+            preempted(&out[0].1),
+            vec![(
+                "young".into(),
+                vec!["young-0".into(), "young-1".into()],
+                true
+            )],
+            "priority 0 before 1, the youngest first; never a gang of its own priority"
+        );
+    }
+
+    #[test]
+    fn a_group_waiting_for_its_queues_capability_preempts_for_it_not_for_room() {
+        let mut a = queue("a", 4_000, 4_000);
+        a.capability = Capability::from([("cpu", 4_000)]);
+        let mut input = Input {
+            queues: vec![a, queue("b", 0, 12_000)],
+            nodes: vec![Resources::from([("cpu", 8_000), ("pods", 100)]); 2],
+            ..borrowed(vec![gang("low", 2, 2_000, &[0, 0], 0, 1)])
+        };
+        input.starved = vec![Starved {
+            priority: 5,
+            capped: true,
+            ..starved("urgent", 0, 2, 2_000)
+        }];
+        let out = plan(&input);
+        assert_eq!(
+            preempted(&out[0].1),
+            vec![("low".into(), vec!["low-0".into(), "low-1".into()], true)],
+            "room is free, its queue's capability is not"
+        );
+        // Without a lower-priority gang in its queue, nothing helps it, and reclaim says so.
+        input.starved[0].priority = 0;
+        let out = plan(&input);
+        let Verdict::No(why) = &out[0].1 else {
+            panic!("{:?}", out[0].1)
+        };
+        assert!(why.contains("reached its capability"), "{why}");
+    }
+
+    #[test]
+    fn no_preemption_of_equal_priority_gangs_nor_of_other_queues() {
+        let mut input = full_queue(vec![
+            gang("same", 2, 2_000, &[0, 0], 5, 1),
+            Gang {
+                queue: 1,
+                ..gang("elsewhere", 2, 2_000, &[1, 1], 0, 1)
+            },
+        ]);
+        input.starved = vec![Starved {
+            priority: 5,
+            ..starved("urgent", 0, 2, 2_000)
+        }];
+        let out = plan(&input);
+        let Verdict::No(why) = &out[0].1 else {
+            panic!("{:?}", out[0].1)
+        };
+        assert!(
+            why.contains("would hold more than its deserved share"),
+            "{why}"
+        );
+    }
+
+    #[test]
+    fn preemption_evicts_nothing_when_all_lower_priority_gangs_would_not_make_room() {
+        let mut input = full_queue(vec![
+            gang("low", 1, 2_000, &[0], 0, 1),
+            gang("high", 2, 6_000, &[0, 1], 9, 1),
+        ]);
+        input.starved = vec![Starved {
+            priority: 5,
+            ..starved("urgent", 0, 1, 8_000)
+        }];
+        let out = plan(&input);
+        let Verdict::No(why) = &out[0].1 else {
+            panic!("{:?}", out[0].1)
+        };
+        assert!(
+            why.ends_with(
+                "evicting every gang of lower priority in its queue would still not make room for it"
+            ),
+            "{why}"
+        );
     }
 
     #[test]
@@ -793,17 +1012,19 @@ mod tests {
     }
 
     mod properties {
+        use std::collections::BTreeMap;
+
         use proptest::prelude::*;
 
         use super::*;
 
         /// Per queue: (weight, guarantee, reclaimable), the cluster shared by weight; per gang: (queue, minMember, priority,
-        /// created, members as (node, cpu)); per starved group: (queue, pods, cpu each); nodes'
-        /// capacity in CPUs.
+        /// created, members as (node, cpu)); per starved group: (queue, pods, cpu each,
+        /// priority); nodes' capacity in CPUs.
         type Scenario = (
             Vec<(i64, i64, bool)>,
             Vec<(usize, u32, i32, i64, Vec<(usize, i64)>)>,
-            Vec<(usize, usize, i64)>,
+            Vec<(usize, usize, i64, i32)>,
             Vec<i64>,
         );
 
@@ -820,7 +1041,7 @@ mod tests {
                     ),
                     2..12,
                 ),
-                prop::collection::vec((0usize..4, 1usize..4, 1i64..5), 1..4),
+                prop::collection::vec((0usize..4, 1usize..4, 1i64..5, 0i32..4), 1..4),
                 prop::collection::vec(4i64..10, 1..4),
             )
         }
@@ -846,6 +1067,7 @@ mod tests {
                         deserved: Resources::from([("cpu", capacity * weight / weights)]),
                         guarantee: Resources::from([("cpu", guarantee * 1_000)]),
                         reclaimable,
+                        capability: Capability::unbounded(),
                     })
                     .collect(),
                 nodes: vec![],
@@ -890,13 +1112,15 @@ mod tests {
             input.starved = starved
                 .into_iter()
                 .enumerate()
-                .map(|(i, (queue, pods, c))| {
+                .map(|(i, (queue, pods, c, priority))| {
                     let s = super::starved("", queue % q, pods, c * 1_000);
                     Starved {
                         key: 100 + i,
                         queue: s.queue,
                         need: s.need,
                         requests: s.requests,
+                        priority,
+                        capped: false,
                     }
                 })
                 .collect();
@@ -959,9 +1183,11 @@ mod tests {
                     match verdict {
                         Verdict::No(_) => continue,
                         Verdict::Fits => {}
-                        Verdict::Reclaim(taken) => {
+                        Verdict::Reclaim(taken) | Verdict::Preempt(taken) => {
                             for e in taken {
-                                pairs.push((e.queue, starved.queue));
+                                if matches!(verdict, Verdict::Reclaim(_)) {
+                                    pairs.push((e.queue, starved.queue));
+                                }
                                 let gang = next.gangs.iter_mut().find(|g| g.key == e.gang).unwrap();
                                 for uid in &e.pods {
                                     let at = gang.members.iter().position(|m| &m.uid == uid).unwrap();
@@ -978,7 +1204,7 @@ mod tests {
                 next.gangs.retain(|g| !g.members.is_empty());
                 for (victim, reclaimer) in pairs {
                     let s = super::starved("", victim, back.0, back.1 * 1_000);
-                    next.starved = vec![Starved { key: 999, queue: victim, need: s.need, requests: s.requests }];
+                    next.starved = vec![Starved { key: 999, queue: victim, need: s.need, requests: s.requests, priority: 0, capped: false }];
                     for e in evictions(&plan(&next)) {
                         prop_assert_ne!(e.queue, reclaimer, "queue {} reclaims back from {}", victim, reclaimer);
                     }
@@ -995,11 +1221,15 @@ mod tests {
             }
 
             #[test]
-            fn a_plan_reclaims_nothing_when_no_starved_group_may_reclaim(s in scenario()) {
+            fn a_plan_evicts_nothing_when_no_starved_group_may_reclaim_or_preempt(s in scenario()) {
                 let input = build(s);
                 let may = input.starved.iter().any(|g| may_reclaim(&input.queues[g.queue], &g.need, &g.requests));
-                if !may {
-                    prop_assert!(evictions(&plan(&input)).is_empty());
+                // What `crate::admission::reclaim` checks before building the input.
+                let lowest = input.gangs.iter().map(|g| g.priority).min().unwrap_or(i32::MAX);
+                let may_preempt = input.starved.iter().any(|g| g.priority > lowest);
+                if !may && !may_preempt {
+                    let out = plan(&input);
+                    prop_assert!(out.iter().all(|(_, v)| matches!(v, Verdict::Fits | Verdict::No(_))), "{:?}", out);
                 }
             }
 
@@ -1036,6 +1266,33 @@ mod tests {
                     }
                     let fits = sum.fits_in(&total.minus(&guarantees)) && place(&mut nodes, &first.need).is_ok();
                     prop_assert!(!fits, "eviction {skip} of {evictions:?} was not needed");
+                }
+            }
+
+            #[test]
+            fn preemption_takes_whole_gangs_of_lower_priority_in_the_groups_own_queue(s in scenario()) {
+                let input = build(s);
+                let out = plan(&input);
+                let mut gone: BTreeMap<usize, usize> = BTreeMap::new();
+                for ((_, verdict), starved) in out.iter().zip(&input.starved) {
+                    let (Verdict::Preempt(taken) | Verdict::Reclaim(taken)) = verdict else { continue };
+                    prop_assert!(!taken.is_empty());
+                    for e in taken {
+                        *gone.entry(e.gang).or_default() += e.pods.len();
+                        if !matches!(verdict, Verdict::Preempt(_)) {
+                            continue;
+                        }
+                        let gang = input.gangs.iter().find(|g| g.key == e.gang).unwrap();
+                        prop_assert_eq!(gang.queue, starved.queue, "a victim of another queue");
+                        prop_assert!(gang.priority < starved.priority,
+                            "victim {} of priority {} for a group of priority {}", gang.key, gang.priority, starved.priority);
+                    }
+                }
+                for (key, gone) in gone {
+                    let gang = input.gangs.iter().find(|g| g.key == key).unwrap();
+                    let left = gang.members.len() - gone;
+                    prop_assert!(left == 0 || left >= gang.min_member as usize,
+                        "gang {key} left with {left} of minMember {}", gang.min_member);
                 }
             }
         }

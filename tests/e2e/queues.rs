@@ -13,7 +13,9 @@ use kube::api::{DeleteParams, PostParams};
 use kube::{Api, Client};
 use serde_json::json;
 
-use crate::support::{Cluster, TestNamespace, eventually, managed_pod, pod, pod_group, running};
+use crate::support::{
+    Cluster, TestNamespace, events_about, eventually, managed_pod, pod, pod_group, running,
+};
 
 /// Creates a queue named `prefix-<nanos>` with `spec`; returns its name.
 async fn create_queue(client: &Client, prefix: &str, spec: QueueSpec) -> String {
@@ -281,18 +283,7 @@ async fn capability_caps_a_queue_on_an_idle_cluster() {
 #[ignore = "needs the local control plane: run e2e/test"]
 async fn a_high_priority_group_in_a_full_queue_runs_before_older_low_priority_ones() {
     let cluster = Cluster::connect().await;
-    let classes: Api<PriorityClass> = Api::all(cluster.client.clone());
-    let class: PriorityClass = serde_json::from_value(json!({
-        "apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
-        "metadata": {"name": "gangplank-e2e-high"}, "value": 1000
-    }))
-    .unwrap();
-    if let Err(e) = classes.create(&PostParams::default(), &class).await {
-        assert!(
-            matches!(&e, kube::Error::Api(s) if s.is_already_exists()),
-            "{e}"
-        );
-    }
+    high_priority_class(&cluster.client).await;
     // Room for one gang of 2 x 2 CPUs at a time.
     let queue = create_queue(&cluster.client, "prio", cpu_cap("4")).await;
     let ns = cluster.namespace("queues-prio").await;
@@ -330,6 +321,77 @@ async fn a_high_priority_group_in_a_full_queue_runs_before_older_low_priority_on
         .await
         .unwrap_or_default();
     assert!(why.contains("has reached its capability"), "{why}");
+    ns.delete().await;
+    delete_queue(&cluster.client, &queue).await;
+}
+
+/// The PriorityClass `gangplank-e2e-high` (value 1000), created once for all tests.
+async fn high_priority_class(client: &Client) {
+    let classes: Api<PriorityClass> = Api::all(client.clone());
+    let class: PriorityClass = serde_json::from_value(json!({
+        "apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
+        "metadata": {"name": "gangplank-e2e-high"}, "value": 1000
+    }))
+    .unwrap();
+    if let Err(e) = classes.create(&PostParams::default(), &class).await {
+        assert!(
+            matches!(&e, kube::Error::Api(s) if s.is_already_exists()),
+            "{e}"
+        );
+    }
+}
+
+#[tokio::test]
+#[ignore = "needs the local control plane: run e2e/test"]
+async fn a_high_priority_group_preempts_a_lower_priority_gang_of_its_full_queue_whole() {
+    let cluster = Cluster::connect().await;
+    high_priority_class(&cluster.client).await;
+    // Room in the queue for one gang of 2 x 2 CPUs; the cluster has plenty more.
+    let queue = create_queue(&cluster.client, "preempt", cpu_cap("4")).await;
+    let ns = cluster.namespace("queues-preempt").await;
+    let pods = ns.api::<Pod>();
+    let evictions = |m: &crate::support::Metrics| {
+        m.sum(
+            "gangplank_preemption_evictions_total",
+            &[("queue", queue.as_str()), ("outcome", "ok")],
+        )
+    };
+    let before = evictions(&cluster.gangplank_metrics().await);
+    // Runs until deleted.
+    create_gang(&ns, &queue, "low", 2, 2, None, None).await;
+    eventually("the low-priority gang bound", 30, || async {
+        (bound(&pods, "low").await == 2).then_some(())
+    })
+    .await;
+    let low = uids(&pods).await;
+
+    let started = tokio::time::Instant::now();
+    create_gang(&ns, &queue, "high", 2, 2, None, Some("gangplank-e2e-high")).await;
+    eventually("the high-priority gang bound", 60, || async {
+        (bound(&pods, "high").await == 2).then_some(())
+    })
+    .await;
+    eprintln!(
+        "the high-priority gang ran {:.1} s after it was created",
+        started.elapsed().as_secs_f64()
+    );
+    let left = uids(&pods).await;
+    assert!(
+        low.iter().all(|uid| !left.contains(uid)),
+        "the whole low-priority gang is evicted"
+    );
+    assert_eq!(
+        evictions(&cluster.gangplank_metrics().await) - before,
+        2.0,
+        "one eviction per pod of the low-priority gang"
+    );
+    let on_low = events_about(&cluster.client, &ns.name, "low").await;
+    let note = on_low
+        .get("Preempted")
+        .expect("a Preempted event on the victim");
+    assert!(note.contains("of priority 0 to make room for"), "{note}");
+    let on_high = events_about(&cluster.client, &ns.name, "high").await;
+    assert!(on_high.contains_key("Preempting"), "{on_high:?}");
     ns.delete().await;
     delete_queue(&cluster.client, &queue).await;
 }
@@ -447,7 +509,10 @@ async fn reclaim_leaves_a_gang_that_a_pod_disruption_budget_protects_whole_and_t
         .create(&PostParams::default(), &budget)
         .await
         .unwrap();
-    for i in 0..4 {
+    // a2 is the oldest: reclaim tries the younger, protected gangs first, and is refused.
+    create_gang(&ns, &lender, "a2", 2, 16, None, None).await;
+    tokio::time::sleep(Duration::from_millis(1_100)).await;
+    for i in [0, 1, 3] {
         create_gang(&ns, &lender, &format!("a{i}"), 2, 16, None, None).await;
     }
     eventually("queue a's 8 pods bound", 60, || async {
@@ -484,4 +549,92 @@ async fn reclaim_leaves_a_gang_that_a_pod_disruption_budget_protects_whole_and_t
     ns.delete().await;
     delete_queue(&cluster.client, &lender).await;
     delete_queue(&cluster.client, &claimant).await;
+}
+
+/// Small jobs of the backfill test: more than fit beside the large gang's reservation.
+const SMALL_JOBS: usize = 12;
+
+#[tokio::test]
+#[ignore = "needs the local control plane: run e2e/test"]
+async fn small_jobs_backfill_around_a_waiting_large_gang_without_delaying_it() {
+    let cluster = Cluster::connect().await;
+    let queue = create_queue(&cluster.client, "backfill", QueueSpec::default()).await;
+    let ns = cluster.namespace("queues-backfill").await;
+    let pods = ns.api::<Pod>();
+    let groups = ns.api::<PodGroup>();
+    // 24 of the 32 CPUs of each of the 4 nodes, for 20 s: 8 CPUs free on each.
+    create_gang(&ns, &queue, "fill", 4, 24, Some("20s"), None).await;
+    eventually("the filler bound", 30, || async {
+        (bound(&pods, "fill").await == 4).then_some(())
+    })
+    .await;
+    // Two whole nodes: it waits for the filler, and heads the line holding the free room of
+    // two nodes.
+    create_gang(&ns, &queue, "big", 2, 32, None, None).await;
+    eventually("the large gang heading the line", 30, || async {
+        let (reason, _) = not_admitted(&groups, "big").await?;
+        (reason == "Reserved").then_some(())
+    })
+    .await;
+    // Small jobs that run for a minute, younger than the large gang: the four that fit beside
+    // its reservation run now; the rest would fit in the reserved room and wait behind it.
+    for i in 0..SMALL_JOBS {
+        create_gang(
+            &ns,
+            &queue,
+            &format!("small{i:02}"),
+            1,
+            4,
+            Some("60s"),
+            None,
+        )
+        .await;
+    }
+    eventually(
+        "small jobs running beside the waiting large gang",
+        30,
+        || async {
+            (bound(&pods, "small").await == 4 && bound(&pods, "big").await == 0).then_some(())
+        },
+    )
+    .await;
+    let why = eventually("a small job held back by the reservation", 30, || async {
+        for i in 0..SMALL_JOBS {
+            if let Some((reason, message)) = not_admitted(&groups, &format!("small{i:02}")).await
+                && reason == "BehindReservation"
+            {
+                return Some(message);
+            }
+        }
+        None
+    })
+    .await;
+    assert!(why.starts_with("behind a reservation for "), "{why}");
+    // Had the small jobs taken the room the filler leaves, the large gang would wait a minute
+    // more for them; it starts as soon as the filler is done.
+    eventually("the filler to finish", 60, || async {
+        (bound(&pods, "fill").await == 0 || finished(&pods, "fill").await == 4).then_some(())
+    })
+    .await;
+    eventually(
+        "the large gang bound within 20 s of the filler finishing",
+        20,
+        || async { (bound(&pods, "big").await == 2).then_some(()) },
+    )
+    .await;
+    ns.delete().await;
+    delete_queue(&cluster.client, &queue).await;
+}
+
+/// How many of `ns`'s pods starting with `prefix` have succeeded or failed.
+async fn finished(pods: &Api<Pod>, prefix: &str) -> usize {
+    let list = pods.list(&Default::default()).await.unwrap();
+    list.items
+        .iter()
+        .filter(|p| p.metadata.name.as_deref().unwrap_or("").starts_with(prefix))
+        .filter(|p| {
+            let phase = p.status.as_ref().and_then(|s| s.phase.as_deref());
+            matches!(phase, Some("Succeeded" | "Failed"))
+        })
+        .count()
 }

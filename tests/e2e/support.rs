@@ -108,6 +108,33 @@ pub struct TestNamespace {
     client: Client,
 }
 
+/// A test that fails leaves its namespace behind, and its pods would hold the fake nodes for
+/// the tests after it: a panicking test's namespace is deleted on the way out, with kubectl,
+/// as the test's runtime cannot be blocked on from `drop`.
+impl Drop for TestNamespace {
+    fn drop(&mut self) {
+        if !std::thread::panicking() {
+            return;
+        }
+        let run = run_dir();
+        let status = std::process::Command::new(run.join("bin/kubectl"))
+            .arg("--kubeconfig")
+            .arg(run.join("kubeconfig"))
+            .args([
+                "delete",
+                "namespace",
+                &self.name,
+                "--wait=true",
+                "--timeout=90s",
+            ])
+            .status();
+        eprintln!(
+            "deleted the failed test's namespace {}: {status:?}",
+            self.name
+        );
+    }
+}
+
 impl TestNamespace {
     pub fn api<K>(&self) -> Api<K>
     where
