@@ -1,5 +1,5 @@
 //! Queues through a real API server: fair share between weighted queues, capability as a hard
-//! cap, and priority inside a queue. The cluster is `e2e/up`'s default: 4 nodes of 32 CPUs.
+//! cap, guarantees held for idle queues, priority, preemption, reclaim and backfill. The cluster is `e2e/up`'s default: 4 nodes of 32 CPUs.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -323,6 +323,58 @@ async fn a_high_priority_group_in_a_full_queue_runs_before_older_low_priority_on
     assert!(why.contains("has reached its capability"), "{why}");
     ns.delete().await;
     delete_queue(&cluster.client, &queue).await;
+}
+
+#[tokio::test]
+#[ignore = "needs the local control plane: run e2e/test"]
+async fn an_idle_queues_guarantee_stays_free_for_its_first_job() {
+    let cluster = Cluster::connect().await;
+    let guaranteed = create_queue(
+        &cluster.client,
+        "guaranteed",
+        QueueSpec {
+            guarantee: [("cpu".to_string(), Quantity("32".to_string()))].into(),
+            ..QueueSpec::default()
+        },
+    )
+    .await;
+    let busy = create_queue(&cluster.client, "busy", QueueSpec::default()).await;
+    let ns = cluster.namespace("queues-guarantee").await;
+    let pods = ns.api::<Pod>();
+    // The busy queue asks for the whole cluster (128 CPUs), in gangs that run until deleted.
+    for i in 0..8 {
+        create_gang(&ns, &busy, &format!("busy{i}"), 2, 8, None, None).await;
+    }
+    eventually("the busy queue running 96 CPUs", 60, || async {
+        (bound(&pods, "busy").await == 12).then_some(())
+    })
+    .await;
+    for _ in 0..5 {
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        assert_eq!(
+            bound(&pods, "busy").await,
+            12,
+            "the busy queue took the idle queue's guarantee"
+        );
+    }
+    let started = tokio::time::Instant::now();
+    create_gang(&ns, &guaranteed, "first", 2, 16, None, None).await;
+    eventually("the guaranteed queue's first job bound", 30, || async {
+        (bound(&pods, "first").await == 2).then_some(())
+    })
+    .await;
+    eprintln!(
+        "the guaranteed queue's first job ran {:.1} s after it was created",
+        started.elapsed().as_secs_f64()
+    );
+    assert_eq!(
+        bound(&pods, "busy").await,
+        12,
+        "nothing was evicted for it: the room was held"
+    );
+    ns.delete().await;
+    delete_queue(&cluster.client, &guaranteed).await;
+    delete_queue(&cluster.client, &busy).await;
 }
 
 /// The PriorityClass `gangplank-e2e-high` (value 1000), created once for all tests.
