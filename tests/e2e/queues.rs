@@ -1,5 +1,6 @@
 //! Queues through a real API server: fair share between weighted queues, capability as a hard
-//! cap, guarantees held for idle queues, priority, preemption, reclaim and backfill. The cluster is `e2e/up`'s default: 4 nodes of 32 CPUs.
+//! cap, guarantees held for idle queues, priority, preemption, reclaim and backfill. The
+//! cluster is `e2e/up`'s default: 4 nodes of 32 CPUs.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
