@@ -275,14 +275,8 @@ const SETTINGS: Settings = Settings {
 
 fn pod_group(namespace: &str, name: &str, min_member: u32) -> PodGroup {
     PodGroup {
-        key: GroupKey::new(namespace, name),
-        min_member,
-        max_member: None,
-        queue: "default".into(),
         schedule_timeout: Duration::from_secs(3600),
-        min_resources: Resources::new(),
-        max_wait: None,
-        expected_runtime: None,
+        ..PodGroup::new(GroupKey::new(namespace, name), min_member, "default")
     }
 }
 

@@ -217,14 +217,8 @@ fn admission_state() -> State {
         let size = 1 + rng.below(8) as u32;
         let key = GroupKey::new(namespace.clone(), format!("job-{g:05}"));
         s.apply_pod_group(PodGroup {
-            key: key.clone(),
-            min_member: size,
-            max_member: None,
-            queue: format!("queue-{qi:03}"),
             schedule_timeout: std::time::Duration::from_secs(60),
-            min_resources: Resources::new(),
-            max_wait: None,
-            expected_runtime: None,
+            ..PodGroup::new(key.clone(), size, format!("queue-{qi:03}"))
         });
         let cpu = 1_000 * (1 + rng.below(4) as i64);
         let created = 1_700_000_000 + rng.below(86_400) as i64;

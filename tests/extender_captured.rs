@@ -111,14 +111,8 @@ fn cluster(mode: Mode, min_member: u32) -> Cache {
         cache.apply_node(node);
     }
     cache.apply_pod_group(PodGroup {
-        key: GroupKey::new("ml", "train"),
-        min_member,
-        max_member: None,
-        queue: "default".into(),
         schedule_timeout: Duration::from_secs(30),
-        min_resources: Resources::new(),
-        max_wait: None,
-        expected_runtime: None,
+        ..PodGroup::new(GroupKey::new("ml", "train"), min_member, "default")
     });
     let (train_0, train_1) = members(mode);
     cache.apply_pod(train_0);
@@ -408,14 +402,8 @@ async fn preempt_drops_the_node_whose_victim_would_leave_its_gang_below_min_memb
     let cache = filled_cluster(&request, Some("kwok-node-1"));
     // The filler on kwok-node-1 is one of two placed members of a gang of two.
     cache.apply_pod_group(PodGroup {
-        key: GroupKey::new("ml", "fill"),
-        min_member: 2,
-        max_member: None,
-        queue: "default".into(),
         schedule_timeout: Duration::from_secs(30),
-        min_resources: Resources::new(),
-        max_wait: None,
-        expected_runtime: None,
+        ..PodGroup::new(GroupKey::new("ml", "fill"), 2, "default")
     });
     cache.apply_pod(gangplank::cache::Pod {
         uid: "fill-partner".into(),

@@ -59,14 +59,8 @@ fn fixture_cache() -> Cache {
         });
     }
     cache.apply_pod_group(PodGroup {
-        key: GroupKey::new("ml", "train"),
-        min_member: 1,
-        max_member: None,
-        queue: "research".into(),
         schedule_timeout: Duration::from_secs(60),
-        min_resources: Resources::new(),
-        max_wait: None,
-        expected_runtime: None,
+        ..PodGroup::new(GroupKey::new("ml", "train"), 1, "research")
     });
     cache.apply_pod(Pod {
         uid: "6b1d7c1e-3f0a-4a57-9a55-2f4f6f0e8b11".into(),
@@ -439,14 +433,8 @@ async fn capture_saves_each_request_body_as_sent() {
 async fn preempt_drops_a_node_whose_victims_would_break_a_running_gang() {
     let cache = fixture_cache();
     cache.apply_pod_group(PodGroup {
-        key: GroupKey::new("batch", "sim"),
-        min_member: 2,
-        max_member: None,
-        queue: "batch".into(),
         schedule_timeout: Duration::from_secs(60),
-        min_resources: Resources::new(),
-        max_wait: None,
-        expected_runtime: None,
+        ..PodGroup::new(GroupKey::new("batch", "sim"), 2, "batch")
     });
     // Victim 3 on kwok-node-2 is one of two running members of gang batch/sim.
     for (uid, node) in [

@@ -9,7 +9,9 @@
 //! view of the cache, and patches pods outside the cache's lock.
 //!
 //! Each patch is a JSON patch that first tests that the pod's gates are still the ones the
-//! decision saw, then writes them without Gangplank's gate: a pod changed meanwhile is left
+//! decision saw, then writes them without Gangplank's gate (and, for a group with a
+//! `topologyKey`, adds the chosen domain to the pod's `nodeSelector`, which the API server
+//! allows only while the pod is gated): a pod changed meanwhile is left
 //! for the next pass instead of being overwritten. A pod patched recently is not patched again
 //! until the cache has caught up or [`RETRY_AFTER`] has passed, so a slow watch does not cause
 //! a storm of duplicate patches; meanwhile the pass counts it as released
@@ -230,12 +232,18 @@ async fn release(client: &Client, pod: &PodRef) -> Result<(), Error> {
         .filter(|g| *g != ADMISSION_GATE)
         .cloned()
         .collect();
-    let patch: json_patch::Patch = serde_json::from_value(serde_json::json!([
-        {"op": "test", "path": "/metadata/uid", "value": pod.uid},
-        {"op": "test", "path": "/spec/schedulingGates", "value": gates(&pod.gates)},
-        {"op": "replace", "path": "/spec/schedulingGates", "value": gates(&kept)},
-    ]))
-    .expect("a well-formed JSON patch");
+    let mut ops = vec![
+        serde_json::json!({"op": "test", "path": "/metadata/uid", "value": pod.uid}),
+        serde_json::json!({"op": "test", "path": "/spec/schedulingGates", "value": gates(&pod.gates)}),
+    ];
+    // The API server accepts new nodeSelector entries only while a gate is on: in the same
+    // update as the gate's removal, not after.
+    if let Some(selector) = &pod.node_selector {
+        ops.push(serde_json::json!({"op": "add", "path": "/spec/nodeSelector", "value": selector}));
+    }
+    ops.push(serde_json::json!({"op": "replace", "path": "/spec/schedulingGates", "value": gates(&kept)}));
+    let patch: json_patch::Patch =
+        serde_json::from_value(serde_json::Value::Array(ops)).expect("a well-formed JSON patch");
     api.patch(
         &pod.name,
         &PatchParams::default(),

@@ -30,7 +30,11 @@
 //!      and each member the gang needs for quorum is placed, greedily in this pass's copy of
 //!      the nodes' free room, on a node with room for its requests (only resources: selectors,
 //!      taints and affinity are the scheduler's and the extender's, which keep a gang whole if
-//!      this rough check is wrong).
+//!      this rough check is wrong);
+//!    - with a `topologyKey`, every member is placed on nodes sharing one value of that label
+//!      (the domain a member already runs in or names in its `nodeSelector`, else the domain
+//!      that fits the gang tightest), and the release adds that value to each member's
+//!      `nodeSelector`, so the scheduler and the extender keep the gang there.
 //!
 //!    A group that is not admitted is skipped ([`AdmissionPass::skip_last`]) so its queue keeps
 //!    its place, and why is recorded ([`Why`], with numbers, and its [`Reason`]) for the
@@ -52,7 +56,9 @@
 //!   that could not fit even on empty nodes gets no reservation (it would block everyone for
 //!   nothing), nor does a queue-only pod (a reservation is held, between passes, as a gang
 //!   claim, see [`super`]). The reservation is recomputed every pass, so it follows the room as
-//!   it frees and ends when the head is admitted.
+//!   it frees and ends when the head is admitted. The reservation ignores a head's
+//!   `topologyKey` (its nodes may span domains; the head is still admitted only into one), and
+//!   a group with a `topologyKey` is never lent reserved room.
 //! - **Expected runtime lets a group use the reservation.** A group whose PodGroup declares
 //!   `expectedRuntimeSeconds` may also take reserved room when it would finish before the head
 //!   could start anyway: `now + expected runtime ≤ shadow`, where the *shadow time* is when the
@@ -79,10 +85,10 @@
 //!   replacement member, none for extra members of a gang that has quorum).
 //! - A group whose queue does not exist waits and says so; queues' parents only shape the
 //!   shares (a parent's capability is not checked at admission yet).
-//! - Reclaim (taking back what queues borrowed beyond their share) is not part of this pass: a
-//!   group that waited only for room (reasons `DoesNotFit`, `QueueOverShare`, `Reserved`,
-//!   `OverdueReserved`) is listed in [`Decision::short_of_room`], in the pass's order, for
-//!   `crate::admission::reclaim` to take back room other queues borrowed.
+//! - Reclaim (taking back what queues borrowed beyond their share) and priority preemption are
+//!   not part of this pass: a group that waited only for room (reasons `DoesNotFit`,
+//!   `QueueOverShare`, `Reserved`, `OverdueReserved`) or for its queue's capability is listed
+//!   in [`Decision::short_of_room`], in the pass's order, for `crate::admission::reclaim`.
 //!
 //! **Cost.** The pass runs under the cache's read lock. It looks nothing up by name in its
 //! loops (queues by index, candidates by index), copies no pod (members by reference; pod
@@ -120,6 +126,9 @@ pub struct PodRef {
     pub uid: String,
     /// The gates on the pod as the cache saw them (the patch checks they did not change).
     pub gates: Vec<String>,
+    /// The `nodeSelector` to give the pod as it is released (its own plus the topology domain
+    /// admission chose for its group); `None`: leave it as it is.
+    pub node_selector: Option<BTreeMap<String, String>>,
 }
 
 impl PodRef {
@@ -129,6 +138,17 @@ impl PodRef {
             name: pod.name.clone(),
             uid: pod.uid.clone(),
             gates: pod.scheduling_gates.clone(),
+            node_selector: None,
+        }
+    }
+
+    /// Releasing `pod` into the domain `key`=`value`.
+    fn into_domain(pod: &Pod, key: &str, value: &str) -> PodRef {
+        let mut selector = pod.node_selector.clone();
+        let missing = selector.insert(key.to_owned(), value.to_owned()).is_none();
+        PodRef {
+            node_selector: missing.then_some(selector),
+            ..PodRef::of(pod)
         }
     }
 }
@@ -231,6 +251,9 @@ struct Candidate<'s> {
     max_wait: Option<i64>,
     /// The PodGroup's `expectedRuntimeSeconds`.
     expected_runtime: Option<i64>,
+    /// The PodGroup's `topologyKey`, and the domain (value) a member already runs in or names
+    /// in its `nodeSelector`, if any.
+    topology: Option<(&'s str, Option<&'s str>)>,
     /// Why it cannot be considered at all (no PodGroup, too few members).
     blocked: Option<Why>,
 }
@@ -328,6 +351,9 @@ fn collect<'s>(state: &'s State, released: &dyn Fn(&str) -> bool) -> Book<'s> {
         };
         candidate.max_wait = spec.and_then(|s| s.max_wait).map(seconds);
         candidate.expected_runtime = spec.and_then(|s| s.expected_runtime).map(seconds);
+        candidate.topology = spec
+            .and_then(|s| s.topology_key.as_deref())
+            .map(|key| (key, domain_of(state, &members, key)));
         book.candidates.push(candidate);
     }
     for pod in state.pods.values().map(|p| p.as_ref()) {
@@ -418,8 +444,23 @@ fn candidate<'s>(
         created: gated.iter().map(|p| p.created).min().unwrap_or(0),
         max_wait: None,
         expected_runtime: None,
+        topology: None,
         blocked: None,
         gated,
+    })
+}
+
+/// The value of the label `key` that `members` are already tied to: that of the node one runs
+/// on, or else the one a member's `nodeSelector` names.
+fn domain_of<'s>(state: &'s State, members: &[&'s Pod], key: &str) -> Option<&'s str> {
+    let running = members.iter().find_map(|p| {
+        let node = state.nodes.get(p.node_name.as_deref()?)?;
+        node.labels.get(key).map(String::as_str)
+    });
+    running.or_else(|| {
+        members
+            .iter()
+            .find_map(|p| p.node_selector.get(key).map(String::as_str))
     })
 }
 
@@ -524,6 +565,8 @@ struct Pass<'s> {
     admitted: Vec<usize>,
     /// Those of `admitted` placed in the head's reservation.
     lent: Vec<usize>,
+    /// Per admitted group with a `topologyKey`: the domain (the key's value) chosen for it.
+    domains: FxHashMap<usize, &'s str>,
 }
 
 impl<'s> Pass<'s> {
@@ -557,12 +600,27 @@ impl<'s> Pass<'s> {
                 available: available.clone(),
             }
         } else {
-            match self.room.place(&c.need().collect::<Vec<_>>()) {
-                Ok(()) => {
-                    self.admitted(i, c, slot);
-                    return Ok(());
-                }
-                Err(member) => Why::NoNode { member },
+            let need: Vec<&Resources> = c.need().collect();
+            match c.topology {
+                None => match self.room.place(&need) {
+                    Ok(()) => {
+                        self.admitted(i, c, slot);
+                        return Ok(());
+                    }
+                    Err(member) => Why::NoNode { member },
+                },
+                Some((key, pinned)) => match self.room.place_in_domain(&need, key, pinned) {
+                    Ok(domain) => {
+                        self.domains.insert(i, domain);
+                        self.admitted(i, c, slot);
+                        return Ok(());
+                    }
+                    Err(member) => Why::NoDomain {
+                        key: key.to_owned(),
+                        pinned: pinned.map(str::to_owned),
+                        member,
+                    },
+                },
             }
         };
         if self.head.is_none()
@@ -585,6 +643,7 @@ impl<'s> Pass<'s> {
             && needed.fits_in(&available.plus(&self.room.held_total))
         {
             if let Some(runtime) = c.expected_runtime
+                && c.topology.is_none()
                 && self.now.saturating_add(runtime) <= self.shadow()
                 && self
                     .room
@@ -720,6 +779,7 @@ fn admit(state: &State, book: Book, shares: Shares, now: i64) -> Decision {
         shadow: None,
         admitted: Vec::new(),
         lent: Vec::new(),
+        domains: FxHashMap::default(),
     };
     let candidates = &book.candidates;
     let mut waiting: Vec<(usize, Why)> = Vec::with_capacity(candidates.len());
@@ -820,9 +880,17 @@ fn admit(state: &State, book: Book, shares: Shares, now: i64) -> Decision {
     };
     for &i in &pass.admitted {
         let c = &candidates[i];
+        let pods = match (c.topology, pass.domains.get(&i)) {
+            (Some((key, _)), Some(value)) => c
+                .gated
+                .iter()
+                .map(|p| PodRef::into_domain(p, key, value))
+                .collect(),
+            _ => c.gated.iter().map(|p| PodRef::of(p)).collect(),
+        };
         decision.admit.push(Admission {
             group: c.group.cloned(),
-            pods: c.gated.iter().map(|p| PodRef::of(p)).collect(),
+            pods,
         });
     }
     for (i, why) in &waiting {
@@ -896,14 +964,8 @@ mod tests {
 
     fn group_in(s: &mut State, name: &str, min: u32, queue: &str) {
         s.apply_pod_group(PodGroup {
-            key: GroupKey::new("ns", name),
-            min_member: min,
-            max_member: None,
-            queue: queue.into(),
             schedule_timeout: Duration::from_secs(60),
-            min_resources: Resources::new(),
-            max_wait: None,
-            expected_runtime: None,
+            ..PodGroup::new(GroupKey::new("ns", name), min, queue)
         });
     }
 
@@ -1254,6 +1316,111 @@ mod tests {
             started: Some(started),
             ..pod(uid, group, false, started)
         });
+    }
+
+    /// Nodes `a1`, `a2` in zone `a` and `b1`, `b2` in zone `b`, of 8 CPUs each, with `used`
+    /// CPUs taken on each by running pods in no group.
+    fn zones(used: [i64; 4]) -> State {
+        let mut s = State::default();
+        s.apply_queue(Queue::new("q"));
+        for ((name, zone), used) in [("a1", "a"), ("a2", "a"), ("b1", "b"), ("b2", "b")]
+            .into_iter()
+            .zip(used)
+        {
+            node(&mut s, name, 8_000);
+            let labels = [("zone".to_owned(), zone.to_owned())].into();
+            let n = s.nodes.get(name).unwrap().as_ref().clone();
+            s.apply_node(Node { labels, ..n });
+            if used > 0 {
+                running(&mut s, &format!("on-{name}"), None, name, used, NOW - 10);
+            }
+        }
+        s
+    }
+
+    fn with_topology(s: &mut State, name: &str, key: &str) {
+        let group = GroupKey::new("ns", name);
+        let spec = s.groups[&group].spec.as_deref().unwrap().clone();
+        s.apply_pod_group(PodGroup {
+            topology_key: Some(key.into()),
+            ..spec
+        });
+    }
+
+    #[test]
+    fn a_gang_with_a_topology_key_goes_whole_into_the_tightest_domain_that_fits_it() {
+        // Zone a has 4 + 8 CPUs free, zone b 6 + 6: three members of 4 CPUs fit only in a.
+        let mut s = zones([4_000, 0, 2_000, 2_000]);
+        gang(&mut s, "g", "q", 3, 4_000, NOW - 60);
+        with_topology(&mut s, "g", "zone");
+        let d = decide_at(&s, &|_| false, NOW);
+        assert_eq!(admitted(&d), vec!["g"]);
+        for pod in &d.admit[0].pods {
+            assert_eq!(
+                pod.node_selector,
+                Some([("zone".to_owned(), "a".to_owned())].into()),
+                "{pod:?}"
+            );
+        }
+        // Two members fit in both zones: the one with less room left over is chosen.
+        let mut s = zones([0, 0, 2_000, 2_000]);
+        gang(&mut s, "g", "q", 2, 4_000, NOW - 60);
+        with_topology(&mut s, "g", "zone");
+        let d = decide_at(&s, &|_| false, NOW);
+        assert_eq!(
+            d.admit[0].pods[0].node_selector,
+            Some([("zone".to_owned(), "b".to_owned())].into())
+        );
+        // Without a topology key, nothing is added.
+        let mut s = zones([0, 0, 0, 0]);
+        gang(&mut s, "g", "q", 2, 4_000, NOW - 60);
+        assert_eq!(
+            decide_at(&s, &|_| false, NOW).admit[0].pods[0].node_selector,
+            None
+        );
+    }
+
+    #[test]
+    fn a_gang_split_over_domains_waits_and_says_why() {
+        // 6 + 6 CPUs free in zone a, 4 + 4 in zone b: three members of 4 CPUs fit the
+        // cluster, not one zone.
+        let mut s = zones([2_000, 2_000, 4_000, 4_000]);
+        gang(&mut s, "g", "q", 3, 4_000, NOW - 60);
+        with_topology(&mut s, "g", "zone");
+        let d = decide_at(&s, &|_| false, NOW);
+        assert_eq!(reason(&d, "g"), Reason::Reserved);
+        assert!(
+            why(&d, "g").contains("no single domain of zone has room for every member (a member requesting cpu: 4, pods: 1 finds no node in any)"),
+            "{}",
+            why(&d, "g")
+        );
+        let mut s = zones([0, 0, 0, 0]);
+        gang(&mut s, "g", "q", 1, 1_000, NOW - 60);
+        with_topology(&mut s, "g", "rack");
+        let d = decide_at(&s, &|_| false, NOW);
+        assert!(
+            why(&d, "g").contains("no schedulable node has the label rack"),
+            "{}",
+            why(&d, "g")
+        );
+    }
+
+    #[test]
+    fn members_of_a_gang_already_running_in_a_domain_join_it() {
+        // The elastic gang's first member runs in zone b; zone a has more room.
+        let mut s = zones([0, 0, 4_000, 4_000]);
+        group_in(&mut s, "g", 1, "q");
+        with_topology(&mut s, "g", "zone");
+        running(&mut s, "g-0", Some("g"), "b1", 2_000, NOW - 30);
+        s.apply_pod(Pod {
+            requests: Resources::from([("cpu", 2_000), ("pods", 1)]),
+            ..pod("g-1", Some("g"), true, NOW - 20)
+        });
+        let d = decide_at(&s, &|_| false, NOW);
+        assert_eq!(
+            d.admit[0].pods[0].node_selector,
+            Some([("zone".to_owned(), "b".to_owned())].into())
+        );
     }
 
     /// Sets `name`'s expected runtime (and keeps the rest of its spec).

@@ -6,6 +6,7 @@
 //! and [`Room::reserve`] for how the head's reservation is chosen.
 
 use std::cmp::Reverse;
+use std::collections::BTreeMap;
 
 use crate::cache::{ResourceId, Resources, State};
 
@@ -14,6 +15,7 @@ pub(super) struct Room<'s> {
     /// Schedulable nodes by name, in name order; the indexes of `nodes`.
     pub names: Vec<&'s str>,
     allocatable: Vec<&'s Resources>,
+    labels: Vec<&'s BTreeMap<String, String>>,
     /// Per schedulable node: allocatable − used − reserved − placed in this pass − held for
     /// the head.
     nodes: Vec<Resources>,
@@ -44,21 +46,27 @@ impl<'s> Room<'s> {
     /// placed yet), with `queues` slots of guarantees (set them with
     /// [`Room::set_unused_guarantee`]).
     pub fn new(state: &'s State, in_flight: &Resources, queues: usize) -> Room<'s> {
-        let mut nodes: Vec<(&'s str, &'s Resources, Resources)> = state
+        let mut nodes: Vec<(
+            &'s str,
+            &'s Resources,
+            Resources,
+            &'s BTreeMap<String, String>,
+        )> = state
             .nodes
             .values()
             .filter(|n| !n.unschedulable)
-            .map(|n| (n.name.as_str(), &n.allocatable, state.free_on(n)))
+            .map(|n| (n.name.as_str(), &n.allocatable, state.free_on(n), &n.labels))
             .collect();
-        nodes.sort_unstable_by_key(|(name, _, _)| *name);
+        nodes.sort_unstable_by_key(|(name, ..)| *name);
         let mut total = Resources::new();
-        for (_, _, free) in &nodes {
+        for (_, _, free, _) in &nodes {
             total.add(&at_least_zero(free));
         }
         total.sub(in_flight);
         let mut room = Room {
             names: Vec::with_capacity(nodes.len()),
             allocatable: Vec::with_capacity(nodes.len()),
+            labels: Vec::with_capacity(nodes.len()),
             nodes: Vec::with_capacity(nodes.len()),
             total,
             unused_guarantee: vec![Resources::new(); queues],
@@ -68,9 +76,10 @@ impl<'s> Room<'s> {
             lacking: Vec::new(),
             cursors: Vec::new(),
         };
-        for (name, allocatable, free) in nodes {
+        for (name, allocatable, free, labels) in nodes {
             room.names.push(name);
             room.allocatable.push(allocatable);
+            room.labels.push(labels);
             room.nodes.push(free);
         }
         room
@@ -121,6 +130,72 @@ impl<'s> Room<'s> {
             self.total.sub(pod);
         }
         Ok(())
+    }
+
+    /// Places every pod of `need` like [`Room::place`], but all on nodes with the same value of
+    /// the label `key` (only `pinned` when given): in the domain that fits it tightest (least
+    /// room left over, GPUs first), so that roomier domains stay free for larger gangs.
+    /// Returns that value; or, changing nothing, a member that found no node in the domain
+    /// that placed the most (`None`: no node has the label, or only other values than
+    /// `pinned`).
+    pub fn place_in_domain(
+        &mut self,
+        need: &[&Resources],
+        key: &str,
+        pinned: Option<&str>,
+    ) -> Result<&'s str, Option<Resources>> {
+        let mut pods: Vec<&Resources> = need.to_vec();
+        pods.sort_by_key(|r| Reverse(weight(r)));
+        let value = |at: usize| self.labels[at].get(key).map(String::as_str);
+        let mut domains: Vec<&'s str> = (0..self.nodes.len())
+            .filter_map(|at| self.labels[at].get(key).map(String::as_str))
+            .filter(|v| pinned.is_none_or(|p| p == *v))
+            .collect();
+        domains.sort_unstable();
+        domains.dedup();
+        type Fit<'p, 's> = (&'s str, Vec<(usize, &'p Resources)>, Resources);
+        let mut best: Option<Fit<'_, 's>> = None;
+        let mut closest: Option<(usize, Resources)> = None;
+        for domain in domains {
+            let nodes: Vec<usize> = (0..self.nodes.len())
+                .filter(|&at| value(at) == Some(domain))
+                .collect();
+            let mut free: Vec<Resources> = nodes.iter().map(|&at| self.nodes[at].clone()).collect();
+            let mut placed: Vec<(usize, &Resources)> = Vec::with_capacity(pods.len());
+            for pod in &pods {
+                let Some(i) = free.iter().position(|f| pod.fits_in(f)) else {
+                    if closest.as_ref().is_none_or(|(n, _)| placed.len() > *n) {
+                        closest = Some((placed.len(), (*pod).clone()));
+                    }
+                    break;
+                };
+                free[i].sub(pod);
+                placed.push((nodes[i], *pod));
+            }
+            if placed.len() < pods.len() {
+                continue;
+            }
+            let mut left = Resources::new();
+            for f in &free {
+                left.add(&at_least_zero(f));
+            }
+            if best
+                .as_ref()
+                .is_none_or(|(_, _, l)| weight(&left) < weight(l))
+            {
+                best = Some((domain, placed, left));
+            }
+        }
+        let Some((domain, placed, _)) = best else {
+            return Err(closest.map(|(_, pod)| pod));
+        };
+        for (at, pod) in placed {
+            self.nodes[at].sub(pod);
+        }
+        for pod in need {
+            self.total.sub(pod);
+        }
+        Ok(domain)
     }
 
     /// Places `need` like [`Room::place`], but also in the head's reservation: for a group

@@ -98,6 +98,14 @@ pub enum Why {
     NoNode {
         member: Resources,
     },
+    /// No domain of the group's `topologyKey` has room for every member (`pinned`: the domain a
+    /// member already names or runs in); `member` is one that found no node in the domain that
+    /// came closest, `None` when no schedulable node has the label.
+    NoDomain {
+        key: String,
+        pinned: Option<String>,
+        member: Option<Resources>,
+    },
     OverShare {
         queue: String,
         share: DominantShare,
@@ -127,7 +135,7 @@ impl Why {
             Why::QueueMissing { .. } => Reason::QueueMissing,
             Why::QueueClosed { .. } => Reason::QueueClosed,
             Why::Capability { .. } => Reason::CapabilityReached,
-            Why::Room { .. } | Why::NoNode { .. } => Reason::DoesNotFit,
+            Why::Room { .. } | Why::NoNode { .. } | Why::NoDomain { .. } => Reason::DoesNotFit,
             Why::OverShare { .. } => Reason::QueueOverShare,
             Why::Behind { .. } => Reason::BehindReservation,
             Why::Reserved { overdue: None, .. } => Reason::Reserved,
@@ -189,6 +197,24 @@ impl fmt::Display for Why {
                 f,
                 "does not fit now: no schedulable node has room for a member requesting {member}"
             ),
+            Why::NoDomain {
+                key,
+                pinned,
+                member,
+            } => {
+                f.write_str("does not fit now: ")?;
+                match (pinned, member) {
+                    (_, None) => write!(f, "no schedulable node has the label {key}"),
+                    (Some(value), Some(member)) => write!(
+                        f,
+                        "its members must run where {key}={value} (a member is there already), and no node there has room for a member requesting {member}"
+                    ),
+                    (None, Some(member)) => write!(
+                        f,
+                        "no single domain of {key} has room for every member (a member requesting {member} finds no node in any)"
+                    ),
+                }
+            }
             Why::OverShare { queue, share, room } => write!(
                 f,
                 "queue {queue} holds {share} (at or above its fair share, so queues below theirs go first); {room}"

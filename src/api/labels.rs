@@ -41,6 +41,9 @@ pub const QUEUE_LABEL: &str = "scheduling.gangplank.dev/queue";
 /// Annotation on a batch/v1 Job overriding the gang size of the PodGroup created for it
 /// (otherwise `spec.parallelism`).
 pub const MIN_MEMBER_ANNOTATION: &str = "scheduling.gangplank.dev/min-member";
+/// Annotation on a Job: the `topologyKey` of the PodGroup the controller creates for it (all
+/// its pods on nodes sharing that label's value).
+pub const TOPOLOGY_KEY_ANNOTATION: &str = "scheduling.gangplank.dev/topology-key";
 
 /// Scheduling gate the mutating webhook puts on managed pods; the admission loop removes it when
 /// the pod's group is admitted.

@@ -116,6 +116,13 @@ pub struct PodGroupSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 1))]
     pub expected_runtime_seconds: Option<i32>,
+
+    /// A node label (for example `topology.kubernetes.io/zone`): every member runs on nodes
+    /// with the same value of it. Admission picks the domain (the nodes sharing one value)
+    /// where the whole gang fits, and adds the label with that value to each member's
+    /// `nodeSelector` as it releases them. Absent: members may go to any node.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub topology_key: Option<String>,
 }
 
 impl PodGroupSpec {
@@ -130,6 +137,7 @@ impl PodGroupSpec {
             schedule_timeout_seconds: None,
             max_wait_seconds: None,
             expected_runtime_seconds: None,
+            topology_key: None,
         }
     }
 

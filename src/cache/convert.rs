@@ -103,6 +103,11 @@ pub fn pod(pod: &core::Pod) -> Result<Pod, Error> {
         pod_group: labels::pod_group_of(pod_labels, pod_annotations).map(str::to_owned),
         queue: labels::queue_of(pod_labels, pod_annotations).map(str::to_owned),
         priority: pod.spec.as_ref().and_then(|s| s.priority).unwrap_or(0),
+        node_selector: pod
+            .spec
+            .as_ref()
+            .and_then(|s| s.node_selector.clone())
+            .unwrap_or_default(),
         scheduling_gates: pod
             .spec
             .as_ref()
@@ -146,6 +151,7 @@ pub fn pod_group(group: &api::PodGroup) -> Result<PodGroup, Error> {
         min_resources,
         max_wait: seconds(spec.max_wait_seconds),
         expected_runtime: seconds(spec.expected_runtime_seconds),
+        topology_key: spec.topology_key.clone().filter(|k| !k.is_empty()),
     })
 }
 

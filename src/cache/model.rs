@@ -86,6 +86,9 @@ pub struct Pod {
     /// `metadata.deletionTimestamp` is set: the pod is going away (evicted or deleted) and is
     /// not a candidate for reclaim again.
     pub deleting: bool,
+    /// `spec.nodeSelector`: admission keeps a gang with a `topologyKey` in the domain a member
+    /// already names, and adds the chosen domain to it when releasing.
+    pub node_selector: BTreeMap<String, String>,
 }
 
 impl Pod {
@@ -144,6 +147,31 @@ pub struct PodGroup {
     /// `expectedRuntimeSeconds`: how long the gang runs once started, when its owner says;
     /// lets it backfill room reserved for a larger group (see `crate::admission::plan`).
     pub expected_runtime: Option<std::time::Duration>,
+    /// `topologyKey`: a node label whose value every member's node must share (see
+    /// `crate::admission::plan`).
+    pub topology_key: Option<String>,
+}
+
+impl PodGroup {
+    /// A gang of `min_member` in `queue`, with every optional setting unset and the API's
+    /// default schedule timeout.
+    pub fn new(key: GroupKey, min_member: u32, queue: impl Into<String>) -> Self {
+        PodGroup {
+            key,
+            min_member,
+            max_member: None,
+            queue: queue.into(),
+            schedule_timeout: std::time::Duration::from_secs(
+                crate::api::pod_group::DEFAULT_SCHEDULE_TIMEOUT_SECONDS
+                    .unsigned_abs()
+                    .into(),
+            ),
+            min_resources: Resources::new(),
+            max_wait: None,
+            expected_runtime: None,
+            topology_key: None,
+        }
+    }
 }
 
 /// A Queue as admission and the controller see it.

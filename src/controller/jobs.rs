@@ -183,6 +183,12 @@ fn pod_group(job: &Job, name: &str, namespace: &str, uid: &str, min_member: i32)
         .and_then(|s| s.template.spec.as_ref())
         .and_then(|s| s.priority_class_name.clone())
         .filter(|p| !p.is_empty());
+    spec.topology_key = meta
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(labels::TOPOLOGY_KEY_ANNOTATION))
+        .map(|k| k.trim().to_owned())
+        .filter(|k| !k.is_empty());
     let mut group = PodGroup::new(name, spec);
     group.metadata.namespace = Some(namespace.to_owned());
     group.metadata.labels = Some([(labels::QUEUE_LABEL.to_owned(), queue)].into());
@@ -234,6 +240,19 @@ mod tests {
             Some(Plan::Create { group, note, .. }) => (*group, note),
             other => panic!("expected a PodGroup to create, got {other:?}"),
         }
+    }
+
+    #[test]
+    fn a_jobs_topology_key_annotation_goes_to_its_pod_group() {
+        let (group, _) = created(plan(&job(json!({})), None));
+        assert_eq!(group.spec.topology_key, None);
+        let annotated = job(json!({"metadata": {"annotations": {
+            (labels::TOPOLOGY_KEY_ANNOTATION): " topology.kubernetes.io/zone "}}}));
+        let (group, _) = created(plan(&annotated, None));
+        assert_eq!(
+            group.spec.topology_key.as_deref(),
+            Some("topology.kubernetes.io/zone")
+        );
     }
 
     #[test]

@@ -217,14 +217,8 @@ mod tests {
 
     fn group(s: &mut State, name: &str, queue: &str) {
         s.apply_pod_group(PodGroup {
-            key: GroupKey::new("ns", name),
-            min_member: 2,
-            max_member: None,
-            queue: queue.into(),
             schedule_timeout: Duration::from_secs(60),
-            min_resources: Resources::new(),
-            max_wait: None,
-            expected_runtime: None,
+            ..PodGroup::new(GroupKey::new("ns", name), 2, queue)
         });
     }
 

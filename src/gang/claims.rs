@@ -632,14 +632,8 @@ mod tests {
     fn group(s: &mut State, name: &str, min: u32) -> GroupKey {
         let key = GroupKey::new("ns", name);
         s.apply_pod_group(PodGroup {
-            key: key.clone(),
-            min_member: min,
-            max_member: None,
-            queue: "default".into(),
             schedule_timeout: Duration::from_secs(30),
-            min_resources: Resources::new(),
-            max_wait: None,
-            expected_runtime: None,
+            ..PodGroup::new(key.clone(), min, "default")
         });
         key
     }

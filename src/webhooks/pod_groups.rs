@@ -86,6 +86,13 @@ pub fn validate(w: &Webhooks, request: &AdmissionRequest<PodGroup>) -> Result<Ve
     }
     errors.seconds("spec.maxWaitSeconds", spec.max_wait_seconds);
     errors.seconds("spec.expectedRuntimeSeconds", spec.expected_runtime_seconds);
+    if let Some(problem) = spec
+        .topology_key
+        .as_deref()
+        .and_then(super::label_key_problem)
+    {
+        errors.add("spec.topologyKey", problem);
+    }
     errors.into_result()?;
 
     let queue = spec.queue_name();

@@ -378,6 +378,63 @@ async fn an_idle_queues_guarantee_stays_free_for_its_first_job() {
     delete_queue(&cluster.client, &busy).await;
 }
 
+#[tokio::test]
+#[ignore = "needs the local control plane: run e2e/test"]
+async fn a_gang_with_a_topology_key_runs_whole_in_one_zone() {
+    const ZONE: &str = "topology.kubernetes.io/zone";
+    let cluster = Cluster::connect().await;
+    let queue = create_queue(&cluster.client, "topology", QueueSpec::default()).await;
+    let ns = cluster.namespace("queues-topology").await;
+    let pods = ns.api::<Pod>();
+    // e2e/up's nodes: kwok-node-0 and -2 in zone-0, -1 and -3 in zone-1. Half of node 0 and
+    // half of node 1 taken: the emptiest nodes are in different zones.
+    for (i, node) in ["kwok-node-0", "kwok-node-1"].into_iter().enumerate() {
+        let filler = pod(json!({
+            "apiVersion": "v1", "kind": "Pod", "metadata": {"name": format!("fill-{i}")},
+            "spec": {"nodeName": node, "containers": [{"name": "main", "image": "busybox",
+                "resources": {"requests": {"cpu": "16"}}}]}
+        }));
+        pods.create(&PostParams::default(), &filler).await.unwrap();
+        running(&pods, &format!("fill-{i}"), 30).await;
+    }
+    let mut group = pod_group("topo", 3, None);
+    group.spec.queue = Some(queue.clone());
+    group.spec.topology_key = Some(ZONE.to_owned());
+    ns.api::<PodGroup>()
+        .create(&PostParams::default(), &group)
+        .await
+        .unwrap();
+    for i in 0..3 {
+        pods.create(
+            &PostParams::default(),
+            &managed_pod(&format!("topo-{i}"), Some("topo"), 16, json!({})),
+        )
+        .await
+        .unwrap();
+    }
+    eventually("the gang bound", 30, || async {
+        (bound(&pods, "topo").await == 3).then_some(())
+    })
+    .await;
+    let nodes: Api<k8s_openapi::api::core::v1::Node> = Api::all(cluster.client.clone());
+    let mut zones = std::collections::BTreeSet::new();
+    for i in 0..3 {
+        let member = pods.get(&format!("topo-{i}")).await.unwrap();
+        let spec = member.spec.unwrap();
+        let node = nodes.get(spec.node_name.as_deref().unwrap()).await.unwrap();
+        let zone = node.metadata.labels.unwrap()[ZONE].clone();
+        assert_eq!(
+            spec.node_selector.as_ref().and_then(|s| s.get(ZONE)),
+            Some(&zone),
+            "admission gives each member the zone it chose"
+        );
+        zones.insert(zone);
+    }
+    assert_eq!(zones.len(), 1, "the gang spans zones {zones:?}");
+    ns.delete().await;
+    delete_queue(&cluster.client, &queue).await;
+}
+
 /// The PriorityClass `gangplank-e2e-high` (value 1000), created once for all tests.
 async fn high_priority_class(client: &Client) {
     let classes: Api<PriorityClass> = Api::all(client.clone());
