@@ -446,6 +446,21 @@ async fn pod_group_rules_refuse_bad_groups_with_their_messages() {
         message.contains("maxMember must be at least minMember"),
         "{message}"
     );
+    let message = refusal(
+        groups
+            .create(
+                &pp,
+                &pod_group(
+                    "spread",
+                    json!({"minMember": 2, "topologyKey": "zone/of/node"}),
+                ),
+            )
+            .await,
+    );
+    assert!(
+        message.contains("spec.topologyKey: must be a label key"),
+        "{message}"
+    );
 
     let message = refusal(
         groups
