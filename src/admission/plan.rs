@@ -281,6 +281,9 @@ struct Book<'s> {
     candidates: Vec<Candidate<'s>>,
     /// What each queue's groups hold, by queue name (queues that do not exist included).
     allocated: FxHashMap<&'s str, Resources>,
+    /// What each namespace's groups hold, by queue and namespace: for queues with namespace
+    /// fair share only.
+    namespace_allocated: FxHashMap<&'s str, BTreeMap<String, Resources>>,
     /// Released members not yet placed (counted against free room, not any node).
     in_flight: Resources,
 }
@@ -409,8 +412,21 @@ fn hold<'s>(
     }
     held.add(&released);
     book.in_flight.add(&released);
-    if !held.is_empty() {
-        book.allocated.entry(queue).or_default().add(&held);
+    if held.is_empty() {
+        return;
+    }
+    book.allocated.entry(queue).or_default().add(&held);
+    if state
+        .queues
+        .get(queue)
+        .is_some_and(|q| q.namespace_fair_share)
+    {
+        book.namespace_allocated
+            .entry(queue)
+            .or_default()
+            .entry(members[0].namespace.clone())
+            .or_default()
+            .add(&held);
     }
 }
 
@@ -834,6 +850,12 @@ fn admit(state: &State, book: Book, shares: Shares, now: i64) -> Decision {
             .get_or_insert_with(|| QueueSnapshot {
                 priority: queue.priority,
                 allocated: pass.held[c.slot].clone(),
+                namespace_fair_share: queue.namespace_fair_share,
+                namespace_allocated: book
+                    .namespace_allocated
+                    .get(queue.name.as_str())
+                    .cloned()
+                    .unwrap_or_default(),
                 ..QueueSnapshot::new(
                     queue.name.clone(),
                     own.get(&queue.name).cloned().unwrap_or_default(),
@@ -1316,6 +1338,37 @@ mod tests {
             started: Some(started),
             ..pod(uid, group, false, started)
         });
+    }
+
+    #[test]
+    fn with_namespace_fair_share_the_namespace_holding_less_of_the_queue_goes_first() {
+        let in_ns = |uid: &str, ns: &str, gated: bool, created: i64| Pod {
+            namespace: ns.into(),
+            requests: Resources::from([("cpu", 4_000), ("pods", 1)]),
+            ..pod(uid, None, gated, created)
+        };
+        let mut s = cluster();
+        s.apply_pod(Pod {
+            node_name: Some("n1".into()),
+            phase: PodPhase::Running,
+            ..in_ns("a-running", "a", false, NOW - 500)
+        });
+        s.apply_pod(in_ns("a-old", "a", true, NOW - 100));
+        s.apply_pod(in_ns("b-new", "b", true, NOW - 10));
+        assert_eq!(
+            admitted(&decide_at(&s, &|_| false, NOW)),
+            vec!["a-old"],
+            "oldest first by default"
+        );
+        s.apply_queue(Queue {
+            namespace_fair_share: true,
+            ..Queue::new("q")
+        });
+        assert_eq!(
+            admitted(&decide_at(&s, &|_| false, NOW)),
+            vec!["b-new"],
+            "namespace a already holds half the queue"
+        );
     }
 
     /// Nodes `a1`, `a2` in zone `a` and `b1`, `b2` in zone `b`, of 8 CPUs each, with `used`

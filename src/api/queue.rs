@@ -101,6 +101,12 @@ pub struct QueueSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 1))]
     pub max_wait_seconds: Option<i32>,
+
+    /// Between waiting groups of equal priority in this queue, the namespace holding the
+    /// smaller share of the queue goes first (then the oldest group), so that one namespace's
+    /// backlog does not starve the others sharing the queue. Default false: oldest first.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub namespace_fair_share: bool,
 }
 
 fn default_weight() -> i32 {
@@ -125,6 +131,7 @@ impl Default for QueueSpec {
             priority: 0,
             state: QueueState::default(),
             max_wait_seconds: None,
+            namespace_fair_share: false,
         }
     }
 }

@@ -175,6 +175,7 @@ pub fn queue(queue: &api::Queue) -> Result<Queue, Error> {
         open: spec.state == api::QueueState::Open,
         reclaimable: spec.reclaimable,
         max_wait: seconds(spec.max_wait_seconds),
+        namespace_fair_share: spec.namespace_fair_share,
         name,
     })
 }

@@ -194,6 +194,9 @@ pub struct Queue {
     /// `maxWaitSeconds`: how long its groups may wait for admission before they jump the
     /// fair-share order; a group's own bound takes precedence.
     pub max_wait: Option<std::time::Duration>,
+    /// `namespaceFairShare`: inside the queue, between groups of equal priority, the namespace
+    /// holding less of the queue goes first.
+    pub namespace_fair_share: bool,
 }
 
 impl Queue {
@@ -209,6 +212,7 @@ impl Queue {
             open: true,
             reclaimable: true,
             max_wait: None,
+            namespace_fair_share: false,
         }
     }
 }

@@ -195,6 +195,9 @@ pub struct QueueSnapshot<K = GroupKey> {
     /// What its admitted groups hold per namespace; read only with namespace fair share.
     /// A namespace not listed holds nothing.
     pub namespace_allocated: BTreeMap<String, Resources>,
+    /// Order its groups of equal priority by namespace share (as [`Options`] does for every
+    /// queue).
+    pub namespace_fair_share: bool,
     /// In any order.
     pub waiting: Vec<WaitingGroup<K>>,
 }
@@ -208,6 +211,7 @@ impl<K> QueueSnapshot<K> {
             allocated: Resources::new(),
             deserved,
             namespace_allocated: BTreeMap::new(),
+            namespace_fair_share: false,
             waiting: Vec::new(),
         }
     }
@@ -252,7 +256,6 @@ pub fn admission_order<K: Ord>(queues: &[QueueSnapshot<K>], options: Options) ->
 
 /// One ordering pass, group by group (an [`Iterator`] of [`Pick`]s).
 pub struct AdmissionPass<'a, K = GroupKey> {
-    options: Options,
     queues: Vec<Cursor<'a, K>>,
     /// Queues with groups left, the lowest rank on top.
     heap: BinaryHeap<Reverse<Rank<'a>>>,
@@ -274,7 +277,7 @@ impl<'a, K: Ord> AdmissionPass<'a, K> {
     pub fn new(queues: &'a [QueueSnapshot<K>], options: Options) -> Self {
         let cursors: Vec<Cursor<'a, K>> = queues
             .iter()
-            .map(|q| Cursor::new(q, options.namespace_fair_share))
+            .map(|q| Cursor::new(q, options.namespace_fair_share || q.namespace_fair_share))
             .collect();
         let heap = cursors
             .iter()
@@ -283,7 +286,6 @@ impl<'a, K: Ord> AdmissionPass<'a, K> {
             .map(|(i, c)| Reverse(c.rank(i)))
             .collect();
         AdmissionPass {
-            options,
             queues: cursors,
             heap,
             last: None,
@@ -307,7 +309,7 @@ impl<'a, K: Ord> AdmissionPass<'a, K> {
         if !last.skipped {
             cursor.allocated.add(&last.group.requests);
             cursor.share = DominantShare::of(&cursor.allocated, &cursor.snapshot.deserved);
-            if self.options.namespace_fair_share {
+            if cursor.by_namespace {
                 let ns = cursor.buckets[last.bucket].namespace;
                 cursor.namespace_allocated[ns].add(&last.group.requests);
             }
@@ -343,7 +345,7 @@ impl<'a, K: Ord> Iterator for AdmissionPass<'a, K> {
                 queue: cursor.snapshot,
                 group,
                 queue_share: cursor.share,
-                namespace_share: self.options.namespace_fair_share.then_some(head.share),
+                namespace_share: cursor.by_namespace.then_some(head.share),
             });
         }
     }
@@ -365,6 +367,8 @@ struct Cursor<'a, K> {
     ready: BinaryHeap<Reverse<Head<'a, K>>>,
     /// Per namespace index (one entry without namespace fair share).
     namespace_allocated: Vec<Resources>,
+    /// Namespace fair share applies to this queue.
+    by_namespace: bool,
 }
 
 struct Bucket {
@@ -475,6 +479,7 @@ impl<'a, K: Ord> Cursor<'a, K> {
             band: 0,
             ready: BinaryHeap::new(),
             namespace_allocated,
+            by_namespace,
         };
         cursor.open_band();
         cursor

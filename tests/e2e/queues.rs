@@ -533,6 +533,48 @@ async fn a_group_waiting_past_its_max_wait_goes_before_the_fair_share_order() {
     delete_queue(&cluster.client, &y).await;
 }
 
+#[tokio::test]
+#[ignore = "needs the local control plane: run e2e/test"]
+async fn with_namespace_fair_share_a_namespace_holding_less_of_the_queue_goes_first() {
+    let cluster = Cluster::connect().await;
+    // Room in the queue for two gangs of 2 x 2 CPUs.
+    let queue = create_queue(
+        &cluster.client,
+        "by-namespace",
+        QueueSpec {
+            namespace_fair_share: true,
+            ..cpu_cap("8")
+        },
+    )
+    .await;
+    let a = cluster.namespace("queues-ns-a").await;
+    let b = cluster.namespace("queues-ns-b").await;
+    // Namespace a fills the queue: a0 for good, a9 for 8 s.
+    create_gang(&a, &queue, "a0", 2, 2, None, None).await;
+    create_gang(&a, &queue, "a9", 2, 2, Some("8s"), None).await;
+    eventually("a0 and a9 bound", 30, || async {
+        (bound(&a.api::<Pod>(), "a").await == 4).then_some(())
+    })
+    .await;
+    // Both wait for a9's room: a1 is older, b1's namespace holds less of the queue.
+    create_gang(&a, &queue, "a1", 2, 2, None, None).await;
+    tokio::time::sleep(Duration::from_millis(1_100)).await;
+    create_gang(&b, &queue, "b1", 2, 2, None, None).await;
+    eventually("b1 bound once a9 is done", 30, || async {
+        (bound(&b.api::<Pod>(), "b1").await == 2).then_some(())
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(
+        bound(&a.api::<Pod>(), "a1").await,
+        0,
+        "the older group of the namespace holding more went first"
+    );
+    a.delete().await;
+    b.delete().await;
+    delete_queue(&cluster.client, &queue).await;
+}
+
 /// The PriorityClass `gangplank-e2e-high` (value 1000), created once for all tests.
 async fn high_priority_class(client: &Client) {
     let classes: Api<PriorityClass> = Api::all(client.clone());
