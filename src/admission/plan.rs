@@ -83,8 +83,9 @@
 //! - Requests a waiting group adds are those of its gated members; the room it needs now is
 //!   that of the gated members still missing for quorum (all of them for a new gang, one for a
 //!   replacement member, none for extra members of a gang that has quorum).
-//! - A group whose queue does not exist waits and says so; queues' parents only shape the
-//!   shares (a parent's capability is not checked at admission yet).
+//! - A group whose queue does not exist waits and says so. A parent queue's capability bounds
+//!   what it and all the queues below it hold together: a group is admitted only within its
+//!   own queue's capability and every ancestor's (`CapabilityReached` names the queue).
 //! - Reclaim (taking back what queues borrowed beyond their share) and priority preemption are
 //!   not part of this pass: a group that waited only for room (reasons `DoesNotFit`,
 //!   `QueueOverShare`, `Reserved`, `OverdueReserved`) or for its queue's capability is listed
@@ -574,6 +575,11 @@ struct Pass<'s> {
     queues: Vec<&'s Queue>,
     /// Per queue slot: what it holds, this pass's admissions included.
     held: Vec<Resources>,
+    /// Per queue slot: the slots of its parent, grandparent, ... (see [`ancestry`]).
+    ancestors: Vec<Vec<usize>>,
+    /// Per queue slot: what it and every queue below it hold, this pass's admissions
+    /// included: what a parent's capability bounds.
+    subtree: Vec<Resources>,
     /// The head, and whether it is overdue.
     head: Option<(&'s GroupKey, bool)>,
     /// When the head could start at the earliest (Unix seconds), once asked.
@@ -604,6 +610,11 @@ impl<'s> Pass<'s> {
         let queue = self.queues[slot];
         if let Some(why) = over_capability(queue, &self.held[slot], &c.requests) {
             return Err(why);
+        }
+        for &p in &self.ancestors[slot] {
+            if let Some(why) = over_capability(self.queues[p], &self.subtree[p], &c.requests) {
+                return Err(why);
+            }
         }
         let mut needed = Resources::new();
         for pod in c.need() {
@@ -688,6 +699,9 @@ impl<'s> Pass<'s> {
 
     fn admitted(&mut self, i: usize, c: &Candidate<'s>, slot: usize) {
         self.held[slot].add(&c.requests);
+        for &p in &self.ancestors[slot] {
+            self.subtree[p].add(&c.requests);
+        }
         let queue = self.queues[slot];
         self.room
             .set_unused_guarantee(slot, &queue.guarantee, &self.held[slot]);
@@ -761,6 +775,32 @@ fn shadow_time(state: &State, room: &Room, now: i64) -> i64 {
     shadow
 }
 
+/// Per queue (by slot): the slots of its ancestors, nearest first. A parent that does not
+/// exist ends the chain, and so does a cycle (which the webhook refuses).
+fn ancestry(queues: &[&Queue]) -> Vec<Vec<usize>> {
+    let slot_of: FxHashMap<&str, usize> = queues
+        .iter()
+        .enumerate()
+        .map(|(slot, q)| (q.name.as_str(), slot))
+        .collect();
+    queues
+        .iter()
+        .enumerate()
+        .map(|(slot, q)| {
+            let mut chain: Vec<usize> = Vec::new();
+            let mut parent = q.parent.as_deref();
+            while let Some(&p) = parent.and_then(|name| slot_of.get(name)) {
+                if p == slot || chain.contains(&p) {
+                    break;
+                }
+                chain.push(p);
+                parent = queues[p].parent.as_deref();
+            }
+            chain
+        })
+        .collect()
+}
+
 /// The capability bounds `queue` would exceed, holding `holds`, by taking `requests`.
 fn over_capability(queue: &Queue, holds: &Resources, requests: &Resources) -> Option<Why> {
     let after = holds.plus(requests);
@@ -785,12 +825,21 @@ fn admit(state: &State, book: Book, shares: Shares, now: i64) -> Decision {
     for (slot, queue) in by_slot.iter().enumerate() {
         room.set_unused_guarantee(slot, &queue.guarantee, &held[slot]);
     }
+    let ancestors = ancestry(&by_slot);
+    let mut subtree = held.clone();
+    for (slot, parents) in ancestors.iter().enumerate() {
+        for &p in parents {
+            subtree[p].add(&held[slot]);
+        }
+    }
     let mut pass = Pass {
         state,
         now,
         room,
         queues: by_slot,
         held,
+        ancestors,
+        subtree,
         head: None,
         shadow: None,
         admitted: Vec::new(),
@@ -1338,6 +1387,45 @@ mod tests {
             started: Some(started),
             ..pod(uid, group, false, started)
         });
+    }
+
+    #[test]
+    fn a_parent_queues_capability_bounds_its_children_together() {
+        let mut s = cluster();
+        node(&mut s, "n2", 8_000);
+        s.apply_queue(Queue {
+            capability: crate::policy::fair_share::Capability::from([("cpu", 8_000)]),
+            ..Queue::new("org")
+        });
+        for team in ["t1", "t2"] {
+            s.apply_queue(Queue {
+                parent: Some("org".into()),
+                ..Queue::new(team)
+            });
+        }
+        group_in(&mut s, "run", 1, "t1");
+        s.apply_pod(Pod {
+            node_name: Some("n1".into()),
+            phase: PodPhase::Running,
+            requests: Resources::from([("cpu", 6_000), ("pods", 1)]),
+            ..pod("run-0", Some("run"), false, NOW - 100)
+        });
+        gang(&mut s, "small", "t2", 1, 2_000, NOW - 60);
+        gang(&mut s, "big", "t2", 1, 4_000, NOW - 50);
+        let d = decide_at(&s, &|_| false, NOW);
+        assert_eq!(
+            admitted(&d),
+            vec!["small"],
+            "6 + 2 CPUs fill org's capability"
+        );
+        assert_eq!(reason(&d, "big"), Reason::CapabilityReached);
+        assert!(
+            why(&d, "big").starts_with(
+                "queue org has reached its capability: cpu 8 held + 4 requested > capability 8"
+            ),
+            "{}",
+            why(&d, "big")
+        );
     }
 
     #[test]
