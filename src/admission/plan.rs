@@ -314,12 +314,18 @@ pub fn decide_at(state: &State, released: &dyn Fn(&str) -> bool, now: i64) -> De
 // ----- phase 1: collect
 
 fn collect<'s>(state: &'s State, released: &dyn Fn(&str) -> bool) -> Book<'s> {
-    let gated = |p: &Pod| p.awaits_admission() && !released(&p.uid);
     let mut book = Book {
         candidates: Vec::with_capacity(state.groups.len()),
         ..Book::default()
     };
-    let mut members: Vec<&Pod> = Vec::new();
+    // What the pass needs of each live member, read once: the pod, whether it holds room on
+    // a node (bound or reserved by the extender), and whether it is still gated.
+    let member = |p: &'s Pod| Member {
+        pod: p,
+        placed: p.node_name.is_some() || state.reservations.contains_key(&p.uid),
+        gated: p.awaits_admission() && !released(&p.uid),
+    };
+    let mut members: Vec<Member<'s>> = Vec::new();
     for (key, group) in &state.groups {
         members.clear();
         members.extend(
@@ -328,19 +334,20 @@ fn collect<'s>(state: &'s State, released: &dyn Fn(&str) -> bool) -> Book<'s> {
                 .iter()
                 .filter_map(|uid| state.pods.get(uid))
                 .map(|p| p.as_ref())
-                .filter(|p| !p.phase.is_terminal()),
+                .filter(|p| !p.phase.is_terminal())
+                .map(&member),
         );
         let spec = group.spec.as_deref();
         let queue: &str = match spec {
             Some(spec) => &spec.queue,
             None => members
                 .iter()
-                .find_map(|p| p.queue.as_deref())
+                .find_map(|m| m.pod.queue.as_deref())
                 .unwrap_or(DEFAULT_QUEUE),
         };
         let min_member = spec.map_or(1, |s| s.min_member);
-        hold(state, &mut book, queue, &members, min_member, &gated);
-        let Some(mut candidate) = candidate(queue, &members, min_member, &gated) else {
+        hold(state, &mut book, queue, &members, min_member);
+        let Some(mut candidate) = candidate(queue, &members, min_member) else {
             continue;
         };
         candidate.group = Some(key);
@@ -367,12 +374,22 @@ fn collect<'s>(state: &'s State, released: &dyn Fn(&str) -> bool) -> Book<'s> {
         if pod.pod_group.is_some() || pod.phase.is_terminal() {
             continue;
         }
-        hold(state, &mut book, queue, &[pod], 1, &gated);
-        if let Some(candidate) = candidate(queue, &[pod], 1, &gated) {
+        let alone = [member(pod)];
+        hold(state, &mut book, queue, &alone, 1);
+        if let Some(candidate) = candidate(queue, &alone, 1) {
             book.candidates.push(candidate);
         }
     }
     book
+}
+
+/// A live member of a group, as [`collect`] read it.
+struct Member<'s> {
+    pod: &'s Pod,
+    /// Bound, or reserved by the extender.
+    placed: bool,
+    /// It carries the admission gate and the loop has not just released it.
+    gated: bool,
 }
 
 fn seconds(d: std::time::Duration) -> i64 {
@@ -384,30 +401,29 @@ fn hold<'s>(
     state: &State,
     book: &mut Book<'s>,
     queue: &'s str,
-    members: &[&Pod],
+    members: &[Member],
     min_member: u32,
-    gated: &dyn Fn(&Pod) -> bool,
 ) {
     let mut held = Resources::new();
     let mut placed = 0u32;
     let mut short = 0usize;
     let mut released = Resources::new();
-    for pod in members {
-        if pod.node_name.is_some() || state.reservations.contains_key(&pod.uid) {
-            held.add(&pod.requests);
+    for m in members {
+        if m.placed {
+            held.add(&m.pod.requests);
             placed += 1;
-        } else if !gated(pod) {
+        } else if !m.gated {
             short += 1;
         }
     }
     // Released members count up to what the gang still lacks for quorum.
     let mut left = (min_member.saturating_sub(placed) as usize).min(short);
-    for pod in members {
+    for m in members {
         if left == 0 {
             break;
         }
-        if pod.node_name.is_none() && !state.reservations.contains_key(&pod.uid) && !gated(pod) {
-            released.add(&pod.requests);
+        if !m.placed && !m.gated {
+            released.add(&m.pod.requests);
             left -= 1;
         }
     }
@@ -425,7 +441,7 @@ fn hold<'s>(
         book.namespace_allocated
             .entry(queue)
             .or_default()
-            .entry(members[0].namespace.clone())
+            .entry(members[0].pod.namespace.clone())
             .or_default()
             .add(&held);
     }
@@ -433,17 +449,15 @@ fn hold<'s>(
 
 /// The waiting part of a group, if any member is gated; the caller fills in what only a
 /// PodGroup says.
-fn candidate<'s>(
-    queue: &'s str,
-    members: &[&'s Pod],
-    min_member: u32,
-    is_gated: &dyn Fn(&Pod) -> bool,
-) -> Option<Candidate<'s>> {
-    let gated: Vec<&'s Pod> = members.iter().copied().filter(|p| is_gated(p)).collect();
-    let first = *gated.first()?;
+fn candidate<'s>(queue: &'s str, members: &[Member<'s>], min_member: u32) -> Option<Candidate<'s>> {
+    let first = members.iter().find(|m| m.gated)?.pod;
+    let mut gated: Vec<&'s Pod> = Vec::with_capacity(members.len());
     let mut requests = Resources::new();
-    for pod in &gated {
-        requests.add(&pod.requests);
+    let mut created = i64::MAX;
+    for m in members.iter().filter(|m| m.gated) {
+        gated.push(m.pod);
+        requests.add(&m.pod.requests);
+        created = created.min(m.pod.created);
     }
     let released = members.len() - gated.len();
     let missing = (min_member as usize)
@@ -457,8 +471,8 @@ fn candidate<'s>(
         name: &first.name,
         missing,
         requests,
-        priority: members.iter().map(|p| p.priority).max().unwrap_or(0),
-        created: gated.iter().map(|p| p.created).min().unwrap_or(0),
+        priority: members.iter().map(|m| m.pod.priority).max().unwrap_or(0),
+        created,
         max_wait: None,
         expected_runtime: None,
         topology: None,
@@ -469,15 +483,15 @@ fn candidate<'s>(
 
 /// The value of the label `key` that `members` are already tied to: that of the node one runs
 /// on, or else the one a member's `nodeSelector` names.
-fn domain_of<'s>(state: &'s State, members: &[&'s Pod], key: &str) -> Option<&'s str> {
-    let running = members.iter().find_map(|p| {
-        let node = state.nodes.get(p.node_name.as_deref()?)?;
+fn domain_of<'s>(state: &'s State, members: &[Member<'s>], key: &str) -> Option<&'s str> {
+    let running = members.iter().find_map(|m| {
+        let node = state.nodes.get(m.pod.node_name.as_deref()?)?;
         node.labels.get(key).map(String::as_str)
     });
     running.or_else(|| {
         members
             .iter()
-            .find_map(|p| p.node_selector.get(key).map(String::as_str))
+            .find_map(|m| m.pod.node_selector.get(key).map(String::as_str))
     })
 }
 
@@ -621,11 +635,10 @@ impl<'s> Pass<'s> {
             needed.add(pod);
         }
         let available = self.room.available_to(slot);
-        let refused = if !needed.fits_in(&available) {
-            Why::Room {
-                needed: needed.clone(),
-                available: available.clone(),
-            }
+        // Why it does not fit the free room, built only once the pass knows it waits (moving
+        // what it reports rather than copying it for every waiting group).
+        let member = if !needed.fits_in(&available) {
+            None
         } else {
             let need: Vec<&Resources> = c.need().collect();
             match c.topology {
@@ -634,7 +647,7 @@ impl<'s> Pass<'s> {
                         self.admitted(i, c, slot);
                         return Ok(());
                     }
-                    Err(member) => Why::NoNode { member },
+                    Err(member) => Some(Why::NoNode { member }),
                 },
                 Some((key, pinned)) => match self.room.place_in_domain(&need, key, pinned) {
                     Ok(domain) => {
@@ -642,11 +655,11 @@ impl<'s> Pass<'s> {
                         self.admitted(i, c, slot);
                         return Ok(());
                     }
-                    Err(member) => Why::NoDomain {
+                    Err(member) => Some(Why::NoDomain {
                         key: key.to_owned(),
                         pinned: pinned.map(str::to_owned),
                         member,
-                    },
+                    }),
                 },
             }
         };
@@ -663,7 +676,7 @@ impl<'s> Pass<'s> {
                 overdue,
                 nodes: self.room.held.len(),
                 held: self.room.held_total.clone(),
-                room: Box::new(refused),
+                room: Box::new(refused(needed, available, member)),
             });
         }
         if let Some((head, _)) = self.head
@@ -684,9 +697,10 @@ impl<'s> Pass<'s> {
             return Err(Why::Behind {
                 head: head.clone(),
                 held: self.room.held_total.clone(),
-                room: Box::new(refused),
+                room: Box::new(refused(needed, available, member)),
             });
         }
+        let refused = refused(needed, available, member);
         match share {
             Some(share) if share >= FAIR => Err(Why::OverShare {
                 queue: queue.name.clone(),
@@ -717,6 +731,12 @@ impl<'s> Pass<'s> {
         self.shadow = Some(at);
         at
     }
+}
+
+/// Why a group does not fit the free room: the sum of what it `needed` exceeds what was
+/// `available` to it, or else why its members could not be `placed` (no node, no domain).
+fn refused(needed: Resources, available: Resources, placed: Option<Why>) -> Why {
+    placed.unwrap_or(Why::Room { needed, available })
 }
 
 /// The time by which the pods on the head's reserved nodes are expected to have freed what
@@ -847,24 +867,30 @@ fn admit(state: &State, book: Book, shares: Shares, now: i64) -> Decision {
         domains: FxHashMap::default(),
     };
     let candidates = &book.candidates;
-    let mut waiting: Vec<(usize, Why)> = Vec::with_capacity(candidates.len());
+    // Why each candidate left waiting waits (by candidate), and those in the pass's order.
+    let mut whys: Vec<Option<Why>> = vec![None; candidates.len()];
+    let mut waited: Vec<usize> = Vec::with_capacity(candidates.len());
+    let mut wait = |i: usize, why: Why| {
+        whys[i] = Some(why);
+        waited.push(i);
+    };
     // Per candidate: whether the pass considers it (its queue exists and is open).
     let mut open = vec![false; candidates.len()];
     // `(deadline, key, waited, maxWait)` of the overdue ones.
     let mut overdue: Vec<(i64, Key, i64, i64)> = Vec::new();
     for (i, c) in candidates.iter().enumerate() {
         if let Some(why) = &c.blocked {
-            waiting.push((i, why.clone()));
+            wait(i, why.clone());
             continue;
         }
         let Some(&queue) = pass.queues.get(c.slot) else {
             let queue = c.queue.to_owned();
-            waiting.push((i, Why::QueueMissing { queue }));
+            wait(i, Why::QueueMissing { queue });
             continue;
         };
         if !queue.open {
             let queue = queue.name.clone();
-            waiting.push((i, Why::QueueClosed { queue }));
+            wait(i, Why::QueueClosed { queue });
             continue;
         }
         let max_wait = c.max_wait.or(queue.max_wait.map(seconds));
@@ -884,7 +910,7 @@ fn admit(state: &State, book: Book, shares: Shares, now: i64) -> Decision {
         let i = key.3;
         let c = &candidates[i];
         if let Err(why) = pass.consider(i, c, c.slot, None, Some((waited, max_wait))) {
-            waiting.push((i, why));
+            wait(i, why);
         }
     }
 
@@ -926,7 +952,7 @@ fn admit(state: &State, book: Book, shares: Shares, now: i64) -> Decision {
         let c = &candidates[i];
         if let Err(why) = pass.consider(i, c, c.slot, Some(pick.queue_share), None) {
             order.skip_last();
-            waiting.push((i, why));
+            wait(i, why);
         }
     }
 
@@ -964,10 +990,12 @@ fn admit(state: &State, book: Book, shares: Shares, now: i64) -> Decision {
             pods,
         });
     }
-    for (i, why) in &waiting {
-        let c = &candidates[*i];
-        let capped = why.reason() == Reason::CapabilityReached;
-        if let (Some(group), true) = (c.group, why.reason().short_of_room() || capped) {
+    for &i in &waited {
+        let c = &candidates[i];
+        let reason = whys[i].as_ref().map(Why::reason);
+        let capped = reason == Some(Reason::CapabilityReached);
+        let listed = capped || reason.is_some_and(Reason::short_of_room);
+        if let (Some(group), true) = (c.group, listed) {
             decision.short_of_room.push(RoomWait {
                 group: group.clone(),
                 queue: c.queue.to_owned(),
@@ -984,15 +1012,13 @@ fn admit(state: &State, book: Book, shares: Shares, now: i64) -> Decision {
         .iter()
         .filter_map(|&i| candidates[i].group.cloned())
         .collect();
-    // By group key: the keys are sorted, not the (large) reasons.
-    let mut order: Vec<usize> = waiting.iter().map(|(i, _)| *i).collect();
-    order.sort_unstable_by_key(|&i| candidates[i].key(i));
-    let mut whys: Vec<Option<Why>> = vec![None; candidates.len()];
-    for (i, why) in waiting {
-        whys[i] = Some(why);
-    }
-    decision.waiting.reserve(order.len());
-    for i in order {
+    // By group key: the keys are sorted (side by side, not looked up per comparison), not the
+    // (large) reasons.
+    let mut keys: Vec<Key> = waited.iter().map(|&i| candidates[i].key(i)).collect();
+    keys.sort_unstable();
+    decision.waiting.reserve(keys.len());
+    for key in keys {
+        let i = key.3;
         let c = &candidates[i];
         if let Some(report) = reports.get_mut(c.slot) {
             report.waiting_groups += 1;

@@ -39,6 +39,10 @@ pub(super) struct Room<'s> {
     /// much. This keeps a pass over thousands of groups on a full cluster from scanning every
     /// node for every group.
     cursors: Vec<(Resources, usize)>,
+    /// Per queue slot: [`Room::available_to`] as last computed, while `total` and the
+    /// guarantees have not changed since (thousands of groups are checked between two
+    /// admissions).
+    available: Vec<Option<Resources>>,
 }
 
 impl<'s> Room<'s> {
@@ -75,6 +79,7 @@ impl<'s> Room<'s> {
             held_total: Resources::new(),
             lacking: Vec::new(),
             cursors: Vec::new(),
+            available: vec![None; queues],
         };
         for (name, allocatable, free, labels) in nodes {
             room.names.push(name);
@@ -89,6 +94,7 @@ impl<'s> Room<'s> {
         if guarantee.is_empty() {
             return;
         }
+        self.changed();
         self.guaranteed.sub(&self.unused_guarantee[slot]);
         let unused = at_least_zero(&guarantee.minus(held));
         self.guaranteed.add(&unused);
@@ -96,10 +102,20 @@ impl<'s> Room<'s> {
     }
 
     /// What a group of queue `slot` may take: the free total minus others' unused guarantees.
-    pub fn available_to(&self, slot: usize) -> Resources {
+    pub fn available_to(&mut self, slot: usize) -> Resources {
+        if let Some(available) = &self.available[slot] {
+            return available.clone();
+        }
         let mut others = self.guaranteed.clone();
         others.sub(&self.unused_guarantee[slot]);
-        at_least_zero(&self.total.minus(&others))
+        let available = at_least_zero(&self.total.minus(&others));
+        self.available[slot] = Some(available.clone());
+        available
+    }
+
+    /// Forgets what [`Room::available_to`] computed: the free total or a guarantee changed.
+    fn changed(&mut self) {
+        self.available.iter_mut().for_each(|a| *a = None);
     }
 
     /// Places every pod of `need` on some node (biggest first, first fit), or says which
@@ -129,6 +145,7 @@ impl<'s> Room<'s> {
         for pod in need {
             self.total.sub(pod);
         }
+        self.changed();
         Ok(())
     }
 
@@ -222,6 +239,7 @@ impl<'s> Room<'s> {
             let mut from_held = pod.minus(&from_free);
             self.nodes[at].sub(&from_free);
             self.total.sub(&from_free);
+            self.changed();
             if let Some((_, held)) = self.held.iter_mut().find(|(i, _)| *i == at) {
                 from_held = at_least_zero(&from_held);
                 held.sub(&from_held);
@@ -332,6 +350,7 @@ impl<'s> Room<'s> {
             self.total.sub(h);
             self.held_total.add(h);
         }
+        self.changed();
         held.sort_by_key(|(at, _)| *at);
         lacking.sort_by_key(|(at, _)| *at);
         self.held = held;
