@@ -75,16 +75,19 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         extender::router(Arc::new(extender)).merge(webhooks::router(Arc::new(webhooks)));
     let metrics_router = health::router(cache.clone()).merge(metrics::router(prometheus.clone()));
 
+    let published = admission::published::Published::new();
     tokio::spawn(admission::run(
         client.clone(),
         eviction_client,
         cache.clone(),
+        published.clone(),
         shutdown.clone(),
     ));
     tokio::spawn(controller::run(
         client.clone(),
         cache.clone(),
         stores.clone(),
+        published,
         shutdown.clone(),
     ));
     let (watch, webhook_watch, upkeep, metrics_server, extender_server) = tokio::join!(

@@ -39,8 +39,11 @@
 //!
 //! After each pass, [`reclaim`] evicts gangs of queues above their deserved share when a queue
 //! below its share has groups that wait for room.
+//!
+//! Each pass's decision and reclaim's lines are [`published`] for the controller's statuses.
 
 pub mod plan;
+pub mod published;
 pub mod reclaim;
 mod room;
 mod why;
@@ -77,9 +80,15 @@ pub enum Error {
     },
 }
 
-/// Runs admission passes until `shutdown`; `evictions` is a client that does not retry HTTP
-/// 429 (see [`reclaim::Reclaimer::new`]).
-pub async fn run(client: Client, evictions: Client, cache: Cache, shutdown: CancellationToken) {
+/// Runs admission passes until `shutdown`, publishing each one's outcome in `published`;
+/// `evictions` is a client that does not retry HTTP 429 (see [`reclaim::Reclaimer::new`]).
+pub async fn run(
+    client: Client,
+    evictions: Client,
+    cache: Cache,
+    published: published::Published,
+    shutdown: CancellationToken,
+) {
     let mut recently: HashMap<String, Instant> = HashMap::new();
     let mut reported = Reported::default();
     let mut reclaimer = reclaim::Reclaimer::new(evictions);
@@ -95,7 +104,7 @@ pub async fn run(client: Client, evictions: Client, cache: Cache, shutdown: Canc
         }
         let now = Instant::now();
         recently.retain(|_, at| now.duration_since(*at) < RETRY_AFTER);
-        let (decision, reclaims) = cache.read(|s| {
+        let (decision, mut reclaims) = cache.read(|s| {
             reclaimer.settle(s, now);
             let decision = plan::decide_after(s, &|uid| recently.contains_key(uid));
             let reclaims =
@@ -115,10 +124,15 @@ pub async fn run(client: Client, evictions: Client, cache: Cache, shutdown: Canc
         }
         let due: Vec<PodRef> = decision
             .admit
-            .into_iter()
-            .flat_map(|a| a.pods)
+            .iter()
+            .flat_map(|a| &a.pods)
             .filter(|p| !recently.contains_key(&p.uid))
+            .cloned()
             .collect();
+        published.publish(published::Outcome {
+            decision,
+            reclaim_waiting: std::mem::take(&mut reclaims.waiting),
+        });
         for pod in &due {
             recently.insert(pod.uid.clone(), now);
         }

@@ -6,10 +6,10 @@
 //! [`plan`] is pure: it builds the policy's input from the cache's state and the pass's
 //! [`Decision`] (the groups that waited only for room, each queue's allocation and deserved
 //! share, what the pass just admitted) and turns the verdicts into pods to evict and, per
-//! starved group, a line for its status. The controller calls it too, so a starved group's
-//! `Admitted` condition says it waits for reclaim.
+//! starved group, a line for its status: the loop publishes those lines with its decision
+//! ([`super::published`]), so a starved group's `Admitted` condition says it waits for reclaim.
 //!
-//! **Cost.** `plan` runs on every admission pass and every controller pass. In the common case
+//! **Cost.** `plan` runs on every admission pass, under the cache's read lock. In the common case
 //! (no queue with a starved group below its deserved share in what the group needs, and no
 //! pod going away) the plan is known to be empty before the costly part of the input, the
 //! nodes' free room and the running gangs, is built: that check reads only the pass's

@@ -6,7 +6,9 @@
 //! every group and pod in it), and the cluster cache already holds them all. So each pass reads
 //! the cache once ([`observe`]), reads the controller's own stores of Jobs, PodGroups and
 //! Queues ([`stores`]), decides everything with pure functions ([`jobs`], [`orphans`],
-//! [`status`], [`queues`]) and then writes only what differs.
+//! [`status`], [`queues`]) and then writes only what differs. What admission decided (each
+//! waiting group's reason, each queue's shares) is the admission loop's latest published
+//! outcome ([`crate::admission::published`]), not computed again here.
 //!
 //! A pass runs when the cache or a store changes, at most every [`MIN_PASS_INTERVAL`], at
 //! least every [`MAX_PASS_INTERVAL`], and when a deferred write falls due. Writes are:
@@ -54,7 +56,8 @@ use kube::{Client, Resource, ResourceExt};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use crate::admission::{plan, reclaim};
+use crate::admission::plan;
+use crate::admission::published::{Outcome, Published};
 use crate::api::{PodGroup, PodGroupPhase, PodGroupStatus, Queue, QueueStatus, labels};
 use crate::cache::{Cache, GroupKey};
 use crate::metrics;
@@ -120,11 +123,20 @@ pub fn register_metrics() {
     let _ = ::metrics::histogram!(metrics::CONTROLLER_PASS_DURATION_SECONDS);
 }
 
-/// Runs the controller until `shutdown`; `stores` must be running ([`Stores::run`]).
-pub async fn run(client: Client, cache: Cache, stores: Arc<Stores>, shutdown: CancellationToken) {
+/// Runs the controller until `shutdown`; `stores` must be running ([`Stores::run`]), and the
+/// admission loop publishing in `published` (the controller waits for its first pass, see
+/// [`crate::admission::published`]).
+pub async fn run(
+    client: Client,
+    cache: Cache,
+    stores: Arc<Stores>,
+    published: Published,
+    shutdown: CancellationToken,
+) {
     tokio::spawn(ensure_default_queue(client.clone(), shutdown.clone()));
     let mut controller = Controller::new(client, cache.clone(), stores.clone());
     let mut cache_changes = cache.subscribe();
+    let mut outcomes = published.subscribe();
     let mut due: Option<Instant> = None;
     loop {
         let wake = due
@@ -134,12 +146,16 @@ pub async fn run(client: Client, cache: Cache, stores: Arc<Stores>, shutdown: Ca
             _ = shutdown.cancelled() => return,
             _ = cache_changes.changed() => {}
             _ = stores.changed() => {}
+            _ = outcomes.changed() => {}
             _ = tokio::time::sleep_until(wake) => {}
         }
         if !cache.is_ready() || !stores.is_synced() {
             continue;
         }
-        due = controller.pass().await;
+        let Some(outcome) = published.latest() else {
+            continue;
+        };
+        due = controller.pass(&outcome).await;
         tokio::time::sleep(MIN_PASS_INTERVAL).await;
     }
 }
@@ -191,23 +207,21 @@ impl Controller {
         }
     }
 
-    /// One pass; returns when a write it deferred falls due.
-    async fn pass(&mut self) -> Option<Instant> {
+    /// One pass, with the admission loop's latest `outcome`; returns when a write it deferred
+    /// falls due.
+    async fn pass(&mut self, outcome: &Outcome) -> Option<Instant> {
         let started = Instant::now();
-        let (observation, decision, reclaims) = self.cache.read(|s| {
-            let decision = plan::decide(s);
-            let reclaims = reclaim::plan(s, &decision, &|_| false, &|_| false);
-            (observe::observe(s), decision, reclaims)
-        });
+        let observation = self.cache.read(observe::observe);
+        let decision = &outcome.decision;
         let admission_waits: HashMap<GroupKey, (&'static str, String)> = decision
             .waiting
-            .into_iter()
+            .iter()
             .map(|w| {
-                let why = match reclaims.waiting.get(&w.group) {
+                let why = match outcome.reclaim_waiting.get(&w.group) {
                     Some(note) => format!("{}; {note}", w.why),
                     None => w.why.to_string(),
                 };
-                (w.group, (w.why.reason().as_str(), why))
+                (w.group.clone(), (w.why.reason().as_str(), why))
             })
             .collect();
         let now = Instant::now();

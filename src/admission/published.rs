@@ -1,0 +1,86 @@
+//! What the last admission pass decided, published for the controller.
+//!
+//! Why: the controller's statuses (each waiting PodGroup's `Admitted` condition, each Queue's
+//! shares and allocation) come from the same numbers as the admission loop's decisions. Both
+//! used to compute them, each under the cache's read lock: one admission pass and, with reclaim
+//! active, one reclaim plan per controller pass too, blocking the cache's writers twice as
+//! long, for numbers the loop had just computed. Besides, the controller's copy of the reclaim
+//! plan knew nothing of the evictions in flight or refused, so its lines could differ from what
+//! the loop did. Now the loop publishes its [`Outcome`] after every pass and the controller
+//! reads the latest one.
+//!
+//! Decisions:
+//! - **The latest outcome only**, behind an [`Arc`] in a `tokio::sync::watch` channel: readers
+//!   never wait for the loop, and the loop never waits for readers.
+//! - **The controller passes again when an outcome is published** (it subscribes), so a status
+//!   it wrote from an outcome older than its view of the cache is corrected by the next pass.
+//! - **The controller waits for the first outcome** before its first pass, rather than write
+//!   statuses without admission's numbers.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use tokio::sync::watch;
+
+use super::plan::Decision;
+use crate::cache::GroupKey;
+
+/// One admission pass's decision and what reclaim added to it.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Outcome {
+    pub decision: Decision,
+    /// For each starved group that waits for reclaim, what to add to its waiting reason
+    /// ([`super::reclaim::Plan::waiting`]).
+    pub reclaim_waiting: BTreeMap<GroupKey, String>,
+}
+
+/// The slot the admission loop publishes its latest [`Outcome`] in; clones share it.
+#[derive(Debug, Clone)]
+pub struct Published(Arc<watch::Sender<Option<Arc<Outcome>>>>);
+
+impl Default for Published {
+    fn default() -> Self {
+        Published(Arc::new(watch::Sender::new(None)))
+    }
+}
+
+impl Published {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Replaces the latest outcome and wakes the subscribers.
+    pub fn publish(&self, outcome: Outcome) {
+        self.0.send_replace(Some(Arc::new(outcome)));
+    }
+
+    /// The latest outcome; `None` before the first pass.
+    pub fn latest(&self) -> Option<Arc<Outcome>> {
+        self.0.borrow().clone()
+    }
+
+    /// Changes whenever an outcome is published.
+    pub fn subscribe(&self) -> watch::Receiver<Option<Arc<Outcome>>> {
+        self.0.subscribe()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn subscribers_see_each_outcome_published_after_they_subscribed() {
+        let published = Published::new();
+        assert_eq!(published.latest(), None);
+        let mut changes = published.subscribe();
+        let mut outcome = Outcome::default();
+        outcome
+            .reclaim_waiting
+            .insert(GroupKey::new("ns", "a"), "waiting for reclaim".into());
+        published.clone().publish(outcome.clone());
+        changes.changed().await.expect("the sender lives");
+        assert_eq!(published.latest().as_deref(), Some(&outcome));
+        assert_eq!(changes.borrow_and_update().as_deref(), Some(&outcome));
+    }
+}
