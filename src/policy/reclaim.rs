@@ -466,6 +466,15 @@ fn candidates<K>(
         if !allowed(gang) || left.len() < gang.min_member as usize {
             continue;
         }
+        if left.len() == gang.min_member as usize {
+            // No elastic extras: the gang goes whole or not at all.
+            wholes.push(Take {
+                gang: g,
+                members: left,
+                whole: true,
+            });
+            continue;
+        }
         let mut youngest = left.clone();
         youngest.sort_by(|&a, &b| {
             let (a, b) = (&gang.members[a], &gang.members[b]);
@@ -652,16 +661,28 @@ fn fit<'a>(
     // What the pods placed so far take, per node they went to (a gang is a handful of pods).
     let mut used: Vec<(usize, Resources)> = Vec::new();
     let mut out = Vec::with_capacity(pods.len());
+    // The previous pod and its node: a pod of the same requests (a gang's members mostly are)
+    // fits on none of the nodes before that one, as placing pods only takes room.
+    let mut previous: Option<(&Resources, usize)> = None;
     for pod in pods {
-        let found = nodes.iter().enumerate().position(|(i, free)| {
-            match used.iter().find(|(n, _)| *n == i) {
-                Some((_, taken)) => pod.fits_in_after(free, taken),
-                None => pod.fits_in(free),
-            }
-        });
+        let start = match previous {
+            Some((shape, at)) if shape == pod => at,
+            _ => 0,
+        };
+        let found = nodes[start..]
+            .iter()
+            .enumerate()
+            .position(
+                |(i, free)| match used.iter().find(|(n, _)| *n == start + i) {
+                    Some((_, taken)) => pod.fits_in_after(free, taken),
+                    None => pod.fits_in(free),
+                },
+            )
+            .map(|i| start + i);
         let Some(at) = found else {
             return Err(pod.clone());
         };
+        previous = Some((pod, at));
         match used.iter_mut().find(|(n, _)| *n == at) {
             Some((_, taken)) => taken.add(pod),
             None => used.push((at, pod.clone())),
