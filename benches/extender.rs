@@ -26,7 +26,8 @@
 //! label and requests replaced and 5,000 `NodeNames`.
 //!
 //! Reading the numbers: the gang paths are memory-bound (per candidate, one hash lookup by node
-//! name into the cache's node records, then the node and its sums), so they swing with whatever
+//! name into the cache's node records, then that record's free room and sums; a plan reads every
+//! record once), so they swing with whatever
 //! else runs on the machine far more than the pass-through paths do. `decide/*` calls the same function on the
 //! same candidate list back to back, with the cache's lines warm; `http/*` adds the decode and
 //! encode and their allocations, which also evict those lines, and is the figure to compare with
@@ -40,7 +41,11 @@
 //! (`target/release/deps/extender-*`) and run each as `GP_BENCH_SAMPLES=20
 //! GP_BENCH_CRITERION=0 valgrind --tool=callgrind <binary> --bench <case>`, once more with a
 //! filter that matches no case (the cluster alone), and subtract; divide by the calls (20 plus
-//! 2 warm-up per case).
+//! 2 warm-up per case). That count includes the bench's own checks of each answer; for the
+//! handler's work alone (decode, decide, encode) of an `http/*` case, collect only inside the
+//! handler: `valgrind --tool=callgrind --collect-atstart=no
+//! '--toggle-collect=<F as axum::handler::Handler<*>>::call::{{closure}}' <binary> --bench <case>`
+//! and divide the total by the calls.
 
 use std::hint::black_box;
 use std::sync::Arc;

@@ -8,6 +8,12 @@
 //! the name: the node itself, or a non-zero sum (a pod bound to a node the cache has not seen
 //! yet still counts, whatever the order of watch events). It is vacated when the last of these
 //! goes, and its index is reused; nothing outside this table holds an index.
+//!
+//! Decision: each record also keeps what a gang plan reads of it for every node, recomputed
+//! from the node and the sums on every write to the record (watch events and claims are rare
+//! next to filter calls): `free` (allocatable minus the three sums, in the order a plan
+//! subtracted them) and `open` (neither cordoned nor tainted against scheduling). A filter
+//! call then judges a candidate from its record alone, without reading the node.
 
 use std::ops::Index;
 use std::sync::Arc;
@@ -15,6 +21,7 @@ use std::sync::Arc;
 use rustc_hash::FxHashMap;
 
 use super::model::{Node, Resources};
+use crate::policy::constraints::blocks_scheduling;
 
 /// One node's record.
 #[derive(Debug, Clone, Default)]
@@ -27,9 +34,32 @@ pub struct NodeSlot {
     pub reserved: Resources,
     /// Capacity all gang claims hold on the node.
     pub claimed: Resources,
+    /// Allocatable minus `used`, `reserved` and `claimed`: the room nobody holds. Empty while
+    /// the node is not known.
+    pub free: Resources,
+    /// The node is known, not cordoned, and has no taint that keeps pods off
+    /// (`NoSchedule`, `NoExecute`): any pod without a node selector or required node affinity
+    /// may land on it.
+    pub open: bool,
 }
 
 impl NodeSlot {
+    /// Recomputes `free` and `open` after a write.
+    fn refresh(&mut self) {
+        let Some(node) = &self.node else {
+            self.free = Resources::new();
+            self.open = false;
+            return;
+        };
+        let mut free = node.allocatable.clone();
+        free.sub(&self.used);
+        free.sub(&self.reserved);
+        free.sub(&self.claimed);
+        self.free = free;
+        self.open =
+            !node.unschedulable && !node.taints.iter().any(|t| blocks_scheduling(&t.effect));
+    }
+
     fn is_vacant(&self) -> bool {
         self.node.is_none()
             && self.used.is_empty()
@@ -122,6 +152,7 @@ impl Nodes {
         if self.slots[i].node.replace(Arc::new(node)).is_none() {
             self.known += 1;
         }
+        self.slots[i].refresh();
     }
 
     /// Forgets the node `name`; its sums stay while pods still count there.
@@ -132,18 +163,21 @@ impl Nodes {
         if self.slots[i].node.take().is_some() {
             self.known -= 1;
         }
+        self.slots[i].refresh();
         self.vacate_if_unused(name, i);
     }
 
     pub(crate) fn add(&mut self, name: &str, sum: Sum, amount: &Resources) {
         let i = self.slot_index(name);
         sum.of(&mut self.slots[i]).add(amount);
+        self.slots[i].refresh();
         self.vacate_if_unused(name, i);
     }
 
     pub(crate) fn sub(&mut self, name: &str, sum: Sum, amount: &Resources) {
         if let Some(&i) = self.index.get(name) {
             sum.of(&mut self.slots[i]).sub(amount);
+            self.slots[i].refresh();
             self.vacate_if_unused(name, i);
         }
     }
@@ -224,5 +258,50 @@ mod tests {
         assert_eq!(nodes.slots.len(), 1, "n2 reuses n1's record");
         assert_eq!(nodes.keys().collect::<Vec<_>>(), ["n2"]);
         assert!(nodes.slot("n2").unwrap().used.is_empty());
+    }
+
+    #[test]
+    fn free_and_open_follow_every_write_to_the_record() {
+        let mut nodes = Nodes::default();
+        let cpu = |m| Resources::from([("cpu", m)]);
+        nodes.add("n1", Sum::Used, &cpu(100));
+        assert_eq!(
+            (
+                nodes.slot("n1").unwrap().free.is_empty(),
+                nodes.slot("n1").unwrap().open
+            ),
+            (true, false)
+        );
+        nodes.insert(node("n1"));
+        nodes.add("n1", Sum::Reserved, &cpu(200));
+        nodes.add("n1", Sum::Claimed, &cpu(300));
+        let slot = nodes.slot("n1").unwrap();
+        assert_eq!((slot.free.clone(), slot.open), (cpu(400), true));
+        nodes.sub("n1", Sum::Claimed, &cpu(300));
+        assert_eq!(nodes.slot("n1").unwrap().free, cpu(700));
+
+        let mut cordoned = node("n1");
+        cordoned.unschedulable = true;
+        nodes.insert(cordoned);
+        assert!(!nodes.slot("n1").unwrap().open);
+        let mut tainted = node("n1");
+        tainted.taints = vec![crate::cache::Taint {
+            key: "k".into(),
+            value: None,
+            effect: crate::cache::TaintEffect::PreferNoSchedule,
+        }];
+        nodes.insert(tainted.clone());
+        assert!(
+            nodes.slot("n1").unwrap().open,
+            "PreferNoSchedule keeps no pod off"
+        );
+        tainted.taints[0].effect = crate::cache::TaintEffect::NoExecute;
+        nodes.insert(tainted);
+        assert!(!nodes.slot("n1").unwrap().open);
+        nodes.remove("n1");
+        assert!(
+            nodes.slot("n1").unwrap().free.is_empty(),
+            "n1's sums stay, its room goes"
+        );
     }
 }

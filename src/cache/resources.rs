@@ -187,21 +187,19 @@ impl Resources {
         })
     }
 
-    /// `self` fits in `available` after every one of `taken` is removed from it, without
-    /// allocating: the check of one pod against one node's record, made for thousands of nodes
-    /// per call, so each vector is dereferenced once, not once per resource.
+    /// `self` fits in `available` plus `extra`, without allocating: what a pod could take on a
+    /// node if room held by others (`extra`) were given back.
     #[inline]
-    pub fn fits_in_minus(&self, available: &Resources, taken: &[&Resources]) -> bool {
-        let have = &available.0[..];
-        let taken: SmallVec<[&[i64]; 4]> = taken.iter().map(|t| &t.0[..]).collect();
+    pub fn fits_in_with(&self, available: &Resources, extra: &Resources) -> bool {
+        let (have, extra) = (&available.0[..], &extra.0[..]);
         self.0.iter().enumerate().all(|(i, &need)| {
             need <= 0
                 || need
-                    <= have.get(i).copied().unwrap_or(0)
-                        - taken
-                            .iter()
-                            .map(|t| t.get(i).copied().unwrap_or(0))
-                            .sum::<i64>()
+                    <= have
+                        .get(i)
+                        .copied()
+                        .unwrap_or(0)
+                        .saturating_add(extra.get(i).copied().unwrap_or(0))
         })
     }
 
@@ -369,6 +367,10 @@ mod tests {
         let taken = Resources::from([("cpu", 1000)]);
         assert!(Resources::from([("cpu", 3000)]).fits_in_after(&node, &taken));
         assert!(!Resources::from([("cpu", 3001)]).fits_in_after(&node, &taken));
+        let held = Resources::from([("cpu", 500), ("nvidia.com/gpu", 1)]);
+        assert!(Resources::from([("cpu", 4500), ("nvidia.com/gpu", 1)]).fits_in_with(&node, &held));
+        assert!(!Resources::from([("cpu", 4501)]).fits_in_with(&node, &held));
+        assert!(!Resources::from([("nvidia.com/gpu", 2)]).fits_in_with(&node, &held));
     }
 
     #[test]

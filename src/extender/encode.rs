@@ -20,7 +20,9 @@ use std::ops::Deref;
 
 use serde::Serialize;
 use serde_json::ser::{CompactFormatter, Formatter};
+use serde_json::value::RawValue;
 
+use super::scan::needs_escape;
 use super::wire::{FilterAnswer, HostScore};
 
 /// `{"Host":`, `,"Score":`, `}`, the separator and two digits: what one score adds to its name.
@@ -58,15 +60,36 @@ pub fn host_score_list(scores: &[HostScore<'_>]) -> Vec<u8> {
     host_scores(scores.iter().map(|s| (s.host, s.score)))
 }
 
+/// The `NodeNames` of a filter answer: names to write, or a request's array to copy as it came.
+#[derive(Debug, Clone, Copy)]
+pub enum Names<'a, T> {
+    List(&'a [T]),
+    Raw(&'a RawValue),
+}
+
+impl<T: AsRef<str>> Serialize for Names<'_, T> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            Names::List(names) => s.collect_seq(names.iter().map(AsRef::as_ref)),
+            Names::Raw(raw) => raw.serialize(s),
+        }
+    }
+}
+
 /// The filter answer, as its derived `Serialize` writes it. Fails only if `Nodes` cannot be
 /// serialised.
-pub fn filter_answer<N, T, W>(answer: &FilterAnswer<'_, N, &[T], W>) -> serde_json::Result<Vec<u8>>
+pub fn filter_answer<N, T, W>(
+    answer: &FilterAnswer<'_, N, Names<'_, T>, W>,
+) -> serde_json::Result<Vec<u8>>
 where
     N: Serialize,
     T: AsRef<str>,
     W: Deref<Target = str>,
 {
-    let names: usize = answer.node_names.iter().map(|n| n.as_ref().len() + 3).sum();
+    let names: usize = match answer.node_names {
+        Names::List(names) => names.iter().map(|n| n.as_ref().len() + 3).sum(),
+        Names::Raw(raw) => raw.get().len(),
+    };
     let mut out = Vec::with_capacity(
         128 + answer.error.len()
             + names
@@ -78,15 +101,22 @@ where
         Some(nodes) => serde_json::to_writer(&mut out, nodes)?,
         None => out.extend_from_slice(b"null"),
     }
-    out.extend_from_slice(b",\"NodeNames\":[");
-    for (i, name) in answer.node_names.iter().enumerate() {
-        if i > 0 {
-            out.push(b',');
+    out.extend_from_slice(b",\"NodeNames\":");
+    match answer.node_names {
+        Names::List(names) => {
+            out.push(b'[');
+            for (i, name) in names.iter().enumerate() {
+                if i > 0 {
+                    out.push(b',');
+                }
+                string(&mut out, name.as_ref());
+            }
+            out.push(b']');
         }
-        string(&mut out, name.as_ref());
+        Names::Raw(raw) => out.extend_from_slice(raw.get().as_bytes()),
     }
     let mut escaped = Escaped::default();
-    out.extend_from_slice(b"],\"FailedNodes\":");
+    out.extend_from_slice(b",\"FailedNodes\":");
     reasons(&mut out, answer.failed_nodes, &mut escaped);
     out.extend_from_slice(b",\"FailedAndUnresolvableNodes\":");
     reasons(&mut out, answer.failed_and_unresolvable_nodes, &mut escaped);
@@ -151,10 +181,10 @@ impl Escaped {
     }
 }
 
-/// `s` as a JSON string, escaped exactly as serde_json escapes it: it escapes `"`, `\` and
+/// `s` as a JSON string, escaped exactly as serde_json escapes it: it escapes `"`, `\\` and
 /// the control characters below U+0020, nothing else.
 fn string(out: &mut Vec<u8>, s: &str) {
-    if s.bytes().all(|b| b >= 0x20 && b != b'"' && b != b'\\') {
+    if !needs_escape(s.as_bytes()) {
         out.reserve(s.len() + 2);
         out.push(b'"');
         out.extend_from_slice(s.as_bytes());
@@ -170,7 +200,6 @@ mod tests {
     use crate::extender::wire::{MIN_EXTENDER_PRIORITY, NodeList};
     use crate::gang::claims::Why;
     use serde_json::Value;
-    use serde_json::value::RawValue;
 
     /// Names no node should have but the encoders must still write right.
     const TRICKY: [&str; 9] = [
@@ -242,7 +271,7 @@ mod tests {
 
         let with_raw = FilterAnswer {
             nodes: Some(&*raw),
-            node_names: passed.as_slice(),
+            node_names: Names::List(passed.as_slice()),
             failed_nodes: &failed,
             failed_and_unresolvable_nodes: &unresolvable,
             error: "",
@@ -251,7 +280,7 @@ mod tests {
 
         let with_list = FilterAnswer {
             nodes: Some(&list),
-            node_names: &passed[..0],
+            node_names: Names::List(&passed[..0]),
             failed_nodes: &failed,
             failed_and_unresolvable_nodes: &BTreeMap::new(),
             error: "why \"not\"\n",
@@ -261,11 +290,21 @@ mod tests {
         let none: BTreeMap<&str, &str> = BTreeMap::new();
         let empty = FilterAnswer {
             nodes: None::<&RawValue>,
-            node_names: &passed[..0],
+            node_names: Names::List(&passed[..0]),
             failed_nodes: &none,
             failed_and_unresolvable_nodes: &none,
             error: "",
         };
         same_as_serde(&filter_answer(&empty).unwrap(), &empty);
+
+        let names = RawValue::from_string(r#"["a","b\u0041"]"#.into()).unwrap();
+        let echoed = FilterAnswer {
+            nodes: None::<&RawValue>,
+            node_names: Names::<&str>::Raw(&names),
+            failed_nodes: &none,
+            failed_and_unresolvable_nodes: &none,
+            error: "",
+        };
+        same_as_serde(&filter_answer(&echoed).unwrap(), &echoed);
     }
 }

@@ -76,7 +76,7 @@ pub async fn filter(State(extender): State<Arc<Extender>>, Body(verb, body): Bod
     json_answer(
         encode::filter_answer(&FilterAnswer {
             nodes,
-            node_names: verdict.passed.as_slice(),
+            node_names: encode::Names::List(verdict.passed.as_slice()),
             failed_nodes: &verdict.failed,
             failed_and_unresolvable_nodes: &verdict.unresolvable,
             error: "",
@@ -86,19 +86,21 @@ pub async fn filter(State(extender): State<Arc<Extender>>, Body(verb, body): Bod
 }
 
 /// The filter answer for a pod in no group: every candidate passes, and the request's lists
-/// go back as they came (`Nodes` byte for byte).
+/// go back as they came (`Nodes` and `NodeNames` byte for byte).
 fn pass_through(args: &ExtenderArgsRef<'_>, request: Request<'_>) -> Response {
     let none: BTreeMap<&str, &str> = BTreeMap::new();
-    json_answer(
-        encode::filter_answer(&FilterAnswer {
-            nodes: args.nodes,
-            node_names: request.candidates.as_slice(),
-            failed_nodes: &none,
-            failed_and_unresolvable_nodes: &none,
-            error: "",
-        }),
-        Outcome::Ok,
-    )
+    let answer = |node_names| FilterAnswer {
+        nodes: args.nodes,
+        node_names,
+        failed_nodes: &none,
+        failed_and_unresolvable_nodes: &none,
+        error: "",
+    };
+    let body = match &args.node_names {
+        Some(names) => encode::filter_answer(&answer(encode::Names::Raw(names.raw))),
+        None => encode::filter_answer(&answer(encode::Names::List(request.candidates.as_slice()))),
+    };
+    json_answer(body, Outcome::Ok)
 }
 
 /// `POST /scheduler/prioritize`: a bare array of `{"Host","Score"}`. Errors are ignored by the
@@ -194,7 +196,7 @@ enum Candidates<'a> {
 impl<'a> Request<'a> {
     fn of(args: &'a ExtenderArgsRef<'a>, verb: Verb) -> Result<Request<'a>, Error> {
         let candidates = if let Some(names) = &args.node_names {
-            Candidates::Names(names)
+            Candidates::Names(&names.names)
         } else if let Some(raw) = args.nodes {
             let list: NodeListNames =
                 serde_json::from_str(raw.get()).map_err(|e| Error::Decode {

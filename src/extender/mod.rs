@@ -21,6 +21,7 @@ pub mod capture;
 pub mod encode;
 pub mod handlers;
 pub mod permit;
+mod scan;
 pub mod wire;
 
 use std::fmt;

@@ -22,10 +22,10 @@ use std::collections::{BTreeMap, BinaryHeap};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use rustc_hash::FxHashSet;
+use rustc_hash::{FxHashMap, FxHashSet};
 
 use crate::cache::{
-    Claim, GroupKey, Node, Pod, PodGroup, Reservation, ResourceId, Resources, Slot, State,
+    Claim, GroupKey, Node, NodeSlot, Pod, PodGroup, Reservation, ResourceId, Resources, Slot, State,
 };
 use crate::policy::constraints::{Constraints, feasible};
 use crate::policy::placement::Strategy;
@@ -300,26 +300,21 @@ fn per_node<'a, S: AsRef<str>>(
     let mut reasons = Reasons::default();
     for name in candidates {
         let name = name.as_ref();
-        let Some((node, slot)) = state
-            .nodes
-            .slot(name)
-            .and_then(|slot| Some((slot.node.as_deref()?, slot)))
-        else {
+        let Some(slot) = state.nodes.slot(name).filter(|slot| slot.node.is_some()) else {
             failed.push((name, reasons.unknown()));
             continue;
         };
-        let alloc = &node.allocatable;
-        if requests.fits_in_minus(alloc, &[&slot.used, &slot.reserved, &slot.claimed])
-            || own_slot.contains(name)
-        {
+        // `free` is allocatable minus used, reserved and claimed; plus `claimed`, the room
+        // outside any claim.
+        if requests.fits_in(&slot.free) || own_slot.contains(name) {
             passed.push(name);
-        } else if requests.fits_in_minus(alloc, &[&slot.used, &slot.reserved]) {
+        } else if requests.fits_in_with(&slot.free, &slot.claimed) {
             failed.push((name, reasons.claimed()));
         } else {
-            let mut free = alloc.clone();
-            free.sub(&slot.used);
-            free.sub(&slot.reserved);
-            failed.push((name, reasons.insufficient(requests, &free)));
+            failed.push((
+                name,
+                reasons.insufficient(requests, &slot.free, &slot.claimed),
+            ));
         }
     }
     Verdict {
@@ -352,11 +347,13 @@ impl Reasons {
             .clone()
     }
 
-    fn insufficient(&mut self, requests: &Resources, free: &Resources) -> Why {
+    /// The reason for a node where `requests` does not fit in `free` plus `claimed`.
+    fn insufficient(&mut self, requests: &Resources, free: &Resources, claimed: &Resources) -> Why {
+        let room = |i: ResourceId| free.amount(i).saturating_add(claimed.amount(i));
         // Which resources are short, a bit per id; past id 63 the reason is not kept.
         let short = requests
             .ids()
-            .filter(|&(i, need)| need > 0 && need > free.amount(i))
+            .filter(|&(i, need)| need > 0 && need > room(i))
             .try_fold(0u64, |mask, (i, _)| {
                 (i.index() < 64).then(|| mask | 1 << i.index())
             });
@@ -364,7 +361,7 @@ impl Reasons {
         if let Some((_, why)) = known {
             return why.clone();
         }
-        let why = Why::from(insufficient(requests, free).as_str());
+        let why = Why::from(insufficient(requests, &free.plus(claimed)).as_str());
         if let Some(short) = short {
             self.insufficient.push((short, why.clone()));
         }
@@ -422,10 +419,13 @@ fn weight(r: &Resources) -> (i64, i64, i64) {
 ///
 /// Each shape goes to the node that fits it best (least left over for binpack, most for
 /// spread), ties broken by node name so the plan is deterministic. Members of a gang mostly
-/// share one shape, so for a run of equal shapes the nodes' keys are computed once into a heap
-/// and only the node just used is re-keyed: O(nodes + members × log nodes) per distinct shape
-/// instead of O(members × nodes). The choice is the same as a scan of the nodes by name for the
-/// first smallest key.
+/// share one shape, so for a run of `m` equal shapes one pass over the nodes' records keeps
+/// the `m` best in a bounded heap, and only the node just used is re-keyed: only those `m`
+/// can be chosen before the run ends, since every other node keeps its key. The choice is the
+/// same as a scan of the nodes by name for the first smallest key. Per node the pass reads
+/// only its record (`free`, `open`); the node itself only when names break a tie, or for
+/// constraints beyond cordons and taints. What the plan takes is kept aside for the nodes it
+/// used, not copied for every node.
 fn plan(
     state: &State,
     shapes: &[Resources],
@@ -437,23 +437,17 @@ fn plan(
     let reservation = lent
         .then(|| state.claims.values().find(|c| c.reservation()))
         .flatten();
-    let mut room: Vec<(&Node, Resources)> = state
-        .nodes
-        .known()
-        .filter(|(node, _)| feasible(node, constraints).is_ok())
-        .map(|(node, slot)| {
-            let mut free = node.allocatable.clone();
-            free.sub(&slot.used);
-            free.sub(&slot.reserved);
-            free.sub(&slot.claimed);
-            for lent in reservation.into_iter().flat_map(|c| &c.slots) {
-                if lent.node == node.name {
-                    free.add(&lent.requests);
-                }
+    let unconstrained = constraints.is_unconstrained();
+    // What a node has for the plan before it places anything there.
+    let room = |node: &Node, slot: &'_ NodeSlot| -> Resources {
+        let mut free = slot.free.clone();
+        for lent in reservation.into_iter().flat_map(|c| &c.slots) {
+            if lent.node == node.name {
+                free.add(&lent.requests);
             }
-            (node, free)
-        })
-        .collect();
+        }
+        free
+    };
     let key = |free: &Resources, shape: &Resources| {
         let left = leftover(free, shape);
         match strategy {
@@ -461,64 +455,142 @@ fn plan(
             Strategy::Spread => -left,
         }
     };
+    // What is left on the nodes the plan used, by position in `known()`.
+    let mut used: FxHashMap<usize, Resources> = FxHashMap::default();
     let mut slots = Vec::with_capacity(shapes.len());
-    let mut heap: BinaryHeap<Reverse<(i64, &str, usize)>> = BinaryHeap::new();
-    let mut keyed_for: Option<&Resources> = None;
-    for (placed, shape) in shapes.iter().enumerate() {
-        if keyed_for != Some(shape) {
-            heap = room
-                .iter()
-                .enumerate()
-                .filter(|(_, (_, free))| shape.fits_in(free))
-                .map(|(i, (node, free))| Reverse((key(free, shape), node.name.as_str(), i)))
-                .collect();
-            keyed_for = Some(shape);
+    let mut start = 0;
+    while start < shapes.len() {
+        let shape = &shapes[start];
+        let run = shapes[start..].iter().take_while(|s| *s == shape).count();
+        // The run's `run` best nodes, worst on top.
+        let mut best: BinaryHeap<Candidate> = BinaryHeap::with_capacity(run + 1);
+        for (i, (node, slot)) in state.nodes.known().enumerate() {
+            if !(unconstrained && slot.open) && feasible(node, constraints).is_err() {
+                continue;
+            }
+            let lent_here;
+            let free = match used.get(&i) {
+                Some(left) => left,
+                None if reservation.is_none() => &slot.free,
+                None => {
+                    lent_here = room(node, slot);
+                    &lent_here
+                }
+            };
+            if !shape.fits_in(free) {
+                continue;
+            }
+            let candidate = Candidate {
+                key: key(free, shape),
+                node,
+                slot,
+                i,
+            };
+            if best.len() < run {
+                best.push(candidate);
+            } else if let Some(mut worst) = best.peek_mut()
+                && candidate < *worst
+            {
+                *worst = candidate;
+            }
         }
-        let Some(Reverse((_, _, i))) = heap.pop() else {
-            return Err(placed);
-        };
-        let node: &Node = room[i].0;
-        let free = &mut room[i].1;
-        free.sub(shape);
-        if shape.fits_in(free) {
-            heap.push(Reverse((key(free, shape), node.name.as_str(), i)));
+        let mut heap: BinaryHeap<Reverse<Candidate>> = best.into_iter().map(Reverse).collect();
+        for placed in start..start + run {
+            let Some(Reverse(chosen)) = heap.pop() else {
+                return Err(placed);
+            };
+            let Candidate { node, slot, i, .. } = chosen;
+            let free = used.entry(i).or_insert_with(|| room(node, slot));
+            free.sub(shape);
+            if shape.fits_in(free) {
+                heap.push(Reverse(Candidate {
+                    key: key(free, shape),
+                    ..chosen
+                }));
+            }
+            slots.push(Slot {
+                node: node.name.clone(),
+                requests: shape.clone(),
+            });
         }
-        slots.push(Slot {
-            node: node.name.clone(),
-            requests: shape.clone(),
-        });
+        start += run;
     }
     Ok(slots)
 }
 
-/// How many of `shapes` fit on the feasible nodes if they were empty: fewer than all means the
-/// gang can never run on this cluster as it is.
-fn fitted_on_empty(state: &State, shapes: &[Resources], constraints: &Constraints) -> usize {
-    let mut room: Vec<Resources> = feasible_nodes(state, constraints)
-        .map(|n| n.allocatable.clone())
-        .collect();
-    let mut fitted = 0;
-    for shape in shapes {
-        match room.iter_mut().find(|free| shape.fits_in(free)) {
-            Some(free) => {
-                free.sub(shape);
-                fitted += 1;
-            }
-            None => break,
-        }
+/// A node a plan may choose, ordered by key, then name (then position, which never decides:
+/// names are unique).
+#[derive(Clone, Copy)]
+struct Candidate<'a> {
+    key: i64,
+    node: &'a Node,
+    slot: &'a NodeSlot,
+    i: usize,
+}
+
+impl Ord for Candidate<'_> {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.key
+            .cmp(&other.key)
+            .then_with(|| self.node.name.cmp(&other.node.name))
+            .then(self.i.cmp(&other.i))
     }
-    fitted
+}
+
+impl PartialOrd for Candidate<'_> {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl PartialEq for Candidate<'_> {
+    fn eq(&self, other: &Self) -> bool {
+        self.cmp(other).is_eq()
+    }
+}
+
+impl Eq for Candidate<'_> {}
+
+/// How many of `shapes` fit on the feasible nodes if they were empty: fewer than all means the
+/// gang can never run on this cluster as it is. First fit, in the nodes' record order; a run of
+/// equal shapes resumes where the previous one fitted, since the nodes before it had no room
+/// for that shape and only lose room.
+fn fitted_on_empty(state: &State, shapes: &[Resources], constraints: &Constraints) -> usize {
+    let nodes: Vec<&Node> = feasible_nodes(state, constraints).collect();
+    // What is left on the nodes used so far, by position in `nodes`.
+    let mut used: FxHashMap<usize, Resources> = FxHashMap::default();
+    let mut from = 0;
+    for (fitted, shape) in shapes.iter().enumerate() {
+        if fitted > 0 && shapes[fitted - 1] != *shape {
+            from = 0;
+        }
+        let found = (from..nodes.len()).find(|i| {
+            let room = used.get(i).unwrap_or(&nodes[*i].allocatable);
+            shape.fits_in(room)
+        });
+        let Some(i) = found else {
+            return fitted;
+        };
+        used.entry(i)
+            .or_insert_with(|| nodes[i].allocatable.clone())
+            .sub(shape);
+        from = i;
+    }
+    shapes.len()
 }
 
 fn feasible_nodes<'a>(
     state: &'a State,
     constraints: &'a Constraints,
 ) -> impl Iterator<Item = &'a Node> + 'a {
+    let unconstrained = constraints.is_unconstrained();
     state
         .nodes
-        .values()
-        .map(|n| n.as_ref())
-        .filter(move |n| feasible(n, constraints).is_ok())
+        .known()
+        .filter(move |(node, slot)| {
+            (unconstrained && slot.open) || feasible(node, constraints).is_ok()
+        })
+        .map(|(node, _)| node)
 }
 
 /// A scalar for "how much room is left" after placing `shape` in `free`: the smallest share
