@@ -49,9 +49,17 @@ impl Published {
         Self::default()
     }
 
-    /// Replaces the latest outcome and wakes the subscribers.
+    /// Replaces the latest outcome and wakes the subscribers, unless it is the same as the
+    /// latest: the loop passes at least every few seconds, and a controller pass for the same
+    /// numbers would only rewrite statuses (and race whoever else writes them).
     pub fn publish(&self, outcome: Outcome) {
-        self.0.send_replace(Some(Arc::new(outcome)));
+        self.0.send_if_modified(|latest| {
+            if latest.as_deref() == Some(&outcome) {
+                return false;
+            }
+            *latest = Some(Arc::new(outcome));
+            true
+        });
     }
 
     /// The latest outcome; `None` before the first pass.
@@ -82,5 +90,8 @@ mod tests {
         changes.changed().await.expect("the sender lives");
         assert_eq!(published.latest().as_deref(), Some(&outcome));
         assert_eq!(changes.borrow_and_update().as_deref(), Some(&outcome));
+        // The same outcome again wakes nobody.
+        published.publish(outcome.clone());
+        assert!(!changes.has_changed().expect("the sender lives"));
     }
 }
