@@ -27,6 +27,12 @@ pub enum Command {
     Serve(ServeArgs),
     /// Print the CustomResourceDefinition YAML generated from the Rust types.
     Crdgen,
+    /// Print the Grafana dashboard (JSON model) for queue usage and Gangplank's health.
+    Dashboard {
+        /// Print it inside a ConfigMap labelled `grafana_dashboard: "1"` for Grafana's sidecar.
+        #[arg(long)]
+        configmap: bool,
+    },
 }
 
 /// Flags of `gangplank serve`.

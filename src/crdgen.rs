@@ -42,12 +42,16 @@ pub fn render() -> anyhow::Result<String> {
 
 /// Print [`render`] to standard output.
 pub fn run() -> anyhow::Result<()> {
-    let yaml = render()?;
+    print(&render()?, "CRDs")
+}
+
+/// Writes a generated file's `text` to standard output; `what` names it in the error.
+pub fn print(text: &str, what: &str) -> anyhow::Result<()> {
     let mut stdout = std::io::stdout().lock();
     stdout
-        .write_all(yaml.as_bytes())
+        .write_all(text.as_bytes())
         .and_then(|()| stdout.flush())
-        .context("failed to write CRDs to standard output")
+        .with_context(|| format!("failed to write {what} to standard output"))
 }
 
 #[cfg(test)]

@@ -9,6 +9,7 @@ pub mod cache;
 pub mod config;
 pub mod controller;
 pub mod crdgen;
+pub mod dashboard;
 pub mod extender;
 pub mod gang;
 pub mod health;

@@ -11,5 +11,6 @@ async fn main() -> anyhow::Result<()> {
             gangplank::server::run(args).await
         }
         Command::Crdgen => gangplank::crdgen::run(),
+        Command::Dashboard { configmap } => gangplank::dashboard::run(configmap),
     }
 }

@@ -2,8 +2,9 @@
 //!
 //! Code records through the `metrics` facade; [`install`] puts a Prometheus recorder behind it
 //! and [`router`] renders it on the metrics port. Every metric name is a constant here and every
-//! metric is described in [`describe`], because the README's metric table and the Grafana
-//! dashboard are generated from what `/metrics` prints.
+//! metric is described in [`CATALOGUE`], the one source of `# HELP`, of the README's metric
+//! table, and of the check that the Grafana dashboard ([`crate::dashboard`]) charts every
+//! metric with the labels it has.
 
 use std::time::Duration;
 
