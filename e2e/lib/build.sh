@@ -4,8 +4,11 @@
 #     kubectl) as one multi-call binary from e2e/k8s, keyed on the Go toolchain and the module's
 #     go.mod/go.sum/main.go;
 #   - kwok from e2e/kwok, keyed the same way;
+#   - Prometheus from e2e/prometheus, keyed the same way (it scrapes Gangplank so the e2e suite
+#     can run the Grafana dashboard's queries);
 #   - gangplank itself with cargo (profile from GANGPLANK_PROFILE, default debug).
-# Prints the paths as shell assignments (K8S_BIN=..., KWOK_BIN=..., GANGPLANK_BIN=...).
+# Prints the paths as shell assignments (K8S_BIN=..., KWOK_BIN=..., PROMETHEUS_BIN=...,
+# GANGPLANK_BIN=...).
 set -euo pipefail
 source "$(dirname "$0")/common.sh"
 
@@ -21,15 +24,16 @@ key_of() {
   cat "$1"/go.mod "$1"/go.sum "$1"/*.go <(echo "$go_version") | sha256sum | cut -c1-16
 }
 
-# go_build NAME DIR PACKAGE LDFLAGS: builds PACKAGE in module DIR into the cache unless present.
+# go_build NAME DIR PACKAGE LDFLAGS [TAGS]: builds PACKAGE in module DIR into the cache unless
+# present.
 go_build() {
-  local name=$1 dir=$2 pkg=$3 ldflags=$4
+  local name=$1 dir=$2 pkg=$3 ldflags=$4 tags=${5:-}
   local out="$CACHE_DIR/bin/$name-$(key_of "$dir")/$name"
   if [[ ! -x $out ]]; then
     log "building $name (cold builds take a while; cached afterwards in $(dirname "$out"))"
     local started=$SECONDS
     mkdir -p "$(dirname "$out")"
-    (cd "$dir" && go mod download && go build -trimpath -ldflags "$ldflags" -o "$out.tmp" "$pkg")
+    (cd "$dir" && go mod download && go build -trimpath -tags "$tags" -ldflags "$ldflags" -o "$out.tmp" "$pkg")
     mv "$out.tmp" "$out"
     log "built $name in $((SECONDS - started))s"
   fi
@@ -45,6 +49,9 @@ done
 K8S_BIN=$(go_build k8s "$E2E_DIR/k8s" . "-s -w$stamp")
 KWOK_BIN=$(go_build kwok "$E2E_DIR/kwok" sigs.k8s.io/kwok/cmd/kwok \
   "-s -w")
+# Only the file, HTTP and static service discovery: the cloud ones are most of the build.
+PROMETHEUS_BIN=$(go_build prometheus "$E2E_DIR/prometheus" github.com/prometheus/prometheus/cmd/prometheus \
+  "-s -w" remove_all_sd)
 
 profile=${GANGPLANK_PROFILE:-debug}
 log "building gangplank ($profile)"
@@ -54,4 +61,5 @@ cargo_flags=()
 target_dir=$(cd "$REPO_DIR" && cargo metadata --format-version 1 --no-deps | python3 -c 'import json,sys; print(json.load(sys.stdin)["target_directory"])')
 GANGPLANK_BIN="$target_dir/$profile/gangplank"
 
-printf 'K8S_BIN=%q\nKWOK_BIN=%q\nGANGPLANK_BIN=%q\n' "$K8S_BIN" "$KWOK_BIN" "$GANGPLANK_BIN"
+printf 'K8S_BIN=%q\nKWOK_BIN=%q\nPROMETHEUS_BIN=%q\nGANGPLANK_BIN=%q\n' \
+  "$K8S_BIN" "$KWOK_BIN" "$PROMETHEUS_BIN" "$GANGPLANK_BIN"

@@ -7,6 +7,7 @@ mod support;
 
 mod control_plane;
 mod controller;
+mod dashboard;
 mod gangs;
 mod queues;
 mod webhooks;

@@ -19,7 +19,7 @@ use crate::support::{
 };
 
 /// Creates a queue named `prefix-<nanos>` with `spec`; returns its name.
-async fn create_queue(client: &Client, prefix: &str, spec: QueueSpec) -> String {
+pub async fn create_queue(client: &Client, prefix: &str, spec: QueueSpec) -> String {
     let nanos = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap()
@@ -35,7 +35,7 @@ async fn create_queue(client: &Client, prefix: &str, spec: QueueSpec) -> String 
 /// Deletes the queue, retrying while the webhook refuses because PodGroups of the test's
 /// namespace are still being deleted: a queue left behind with a guarantee would hold room
 /// back from every later test.
-async fn delete_queue(client: &Client, name: &str) {
+pub async fn delete_queue(client: &Client, name: &str) {
     let queues = Api::<Queue>::all(client.clone());
     eventually(&format!("queue {name} deleted"), 60, || async {
         match queues.delete(name, &DeleteParams::default()).await {
@@ -48,7 +48,7 @@ async fn delete_queue(client: &Client, name: &str) {
 
 /// Deletes a queue whose guarantee would hold room back from later tests when the test that
 /// made it fails (declare it before the test's namespace, which goes first).
-struct QueueGuard(String);
+pub struct QueueGuard(pub String);
 
 impl Drop for QueueGuard {
     fn drop(&mut self) {
@@ -74,7 +74,7 @@ fn cpu_cap(cpu: &str) -> QueueSpec {
 
 /// A gang `name` of `size` pods of `cpu` CPUs in `queue`; members finish `run_for` after they
 /// start when given; `priority_class` on every member when given.
-async fn create_gang(
+pub async fn create_gang(
     ns: &TestNamespace,
     queue: &str,
     name: &str,
@@ -135,7 +135,7 @@ async fn uids(pods: &Api<Pod>) -> Vec<String> {
 }
 
 /// Names of `ns`'s pods starting with `prefix` that are bound.
-async fn bound(pods: &Api<Pod>, prefix: &str) -> usize {
+pub async fn bound(pods: &Api<Pod>, prefix: &str) -> usize {
     crate::support::bound_with_prefix(pods, prefix).await.len()
 }
 

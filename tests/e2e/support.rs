@@ -103,6 +103,42 @@ impl Cluster {
     }
 }
 
+/// One series of a Prometheus instant query: its labels and value (`NaN` is a value too).
+pub type Series = (BTreeMap<String, String>, f64);
+
+impl Cluster {
+    /// Runs `expr` on the Prometheus that `e2e/up` started (it scrapes Gangplank every second);
+    /// panics with Prometheus's error when the query is refused.
+    pub async fn prometheus_query(&self, expr: &str) -> Vec<Series> {
+        let url = format!("{}/api/v1/query", self.url("PROMETHEUS_URL"));
+        let body = reqwest::Client::new()
+            .get(&url)
+            .query(&[("query", expr)])
+            .send()
+            .await
+            .unwrap_or_else(|e| panic!("failed to reach Prometheus at {url}: {e}"))
+            .text()
+            .await
+            .expect("failed to read Prometheus's answer");
+        let answer: serde_json::Value = serde_json::from_str(&body)
+            .unwrap_or_else(|e| panic!("Prometheus answered {body:?} to `{expr}`: {e}"));
+        assert_eq!(
+            answer["status"], "success",
+            "Prometheus refused `{expr}`: {body}"
+        );
+        let result = &answer["data"]["result"];
+        let series = result.as_array().map(Vec::as_slice).unwrap_or_default();
+        series
+            .iter()
+            .map(|s| {
+                let labels = serde_json::from_value(s["metric"].clone()).unwrap_or_default();
+                let value = s["value"][1].as_str().and_then(|v| v.parse().ok());
+                (labels, value.unwrap_or(f64::NAN))
+            })
+            .collect()
+    }
+}
+
 pub struct TestNamespace {
     pub name: String,
     client: Client,
