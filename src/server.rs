@@ -92,7 +92,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     ));
     let (watch, webhook_watch, upkeep, metrics_server, extender_server) = tokio::join!(
         cache::watch::run(client.clone(), cache.clone(), shutdown.clone()),
-        stores.run(store_writers, client, shutdown.clone()),
+        stores.run(store_writers, client, cache.clone(), shutdown.clone()),
         metrics::run_upkeep(prometheus, shutdown.clone()),
         cancel_on_error(
             serve_plain(args.metrics_addr, metrics_router, shutdown.clone()),

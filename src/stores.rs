@@ -10,6 +10,9 @@
 //! traits in `crate::webhooks::lookup`). Jobs are slimmed as they arrive (pod template and
 //! managed fields dropped) so a cluster with many Jobs costs little memory.
 //!
+//! The PodGroup and Queue watches also feed the cluster cache ([`crate::cache::watch::Mirror`]),
+//! so each kind is watched once: the cache sees the same events, right after the store.
+//!
 //! Every event wakes the controller ([`Stores::changed`]); each kind marks itself synced after
 //! its first complete list ([`Stores::synced`]): the controller acts only when all have, and a
 //! webhook answers "not listed yet" rather than "does not exist" before.
@@ -30,6 +33,8 @@ use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
 use crate::api::{PodGroup, Queue, labels};
+use crate::cache::Cache;
+use crate::cache::watch::Mirror;
 
 pub struct Stores {
     pub jobs: Store<Job>,
@@ -96,11 +101,14 @@ impl Stores {
         self.synced[kind as usize].load(Ordering::Acquire)
     }
 
-    /// Watches the four kinds cluster-wide until `shutdown`.
+    /// Watches the four kinds cluster-wide until `shutdown`, and mirrors the PodGroups and
+    /// Queues it sees into `cache` from the same watches (the cache watches nodes and pods
+    /// itself, [`crate::cache::watch::run`]): one watch per kind for the whole process.
     pub async fn run(
         self: Arc<Self>,
         writers: Writers,
         client: Client,
+        cache: Cache,
         shutdown: CancellationToken,
     ) {
         let jobs =
@@ -119,26 +127,39 @@ impl Stores {
             Api::<PartialObjectMeta<Namespace>>::all(client),
             watcher::Config::default().labels(labels::QUEUE_LABEL),
         );
+        let mut pod_group_mirror = Mirror::<PodGroup>::new(cache.clone());
+        let mut queue_mirror = Mirror::<Queue>::new(cache);
         tokio::join!(
-            self.reflect("jobs", Kind::Jobs, writers.jobs, jobs, &shutdown),
+            self.reflect("jobs", Kind::Jobs, writers.jobs, jobs, &shutdown, |_| {}),
             self.reflect(
                 "podgroups",
                 Kind::PodGroups,
                 writers.pod_groups,
                 pod_groups,
-                &shutdown
+                &shutdown,
+                |event| pod_group_mirror.handle(event),
             ),
-            self.reflect("queues", Kind::Queues, writers.queues, queues, &shutdown),
+            self.reflect(
+                "queues",
+                Kind::Queues,
+                writers.queues,
+                queues,
+                &shutdown,
+                |event| queue_mirror.handle(event),
+            ),
             self.reflect(
                 "namespaces",
                 Kind::Namespaces,
                 writers.namespaces,
                 namespaces,
-                &shutdown
+                &shutdown,
+                |_| {}
             ),
         );
     }
 
+    /// Keeps `writer`'s store current from `stream`, and hands each event, once stored, to
+    /// `also`.
     async fn reflect<K>(
         &self,
         name: &'static str,
@@ -146,6 +167,7 @@ impl Stores {
         writer: Writer<K>,
         stream: impl futures::Stream<Item = watcher::Result<watcher::Event<K>>> + Send,
         shutdown: &CancellationToken,
+        mut also: impl FnMut(watcher::Event<K>),
     ) where
         K: Resource + Clone + DeserializeOwned + std::fmt::Debug + Send + Sync + 'static,
         K::DynamicType: Eq + std::hash::Hash + Clone + Default,
@@ -164,6 +186,7 @@ impl Stores {
                     {
                         tracing::info!(kind = name, "store synced");
                     }
+                    also(event);
                     self.changed.notify_one();
                 }
                 Some(Err(e)) => {

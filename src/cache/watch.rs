@@ -1,6 +1,8 @@
 //! The watch loops that feed the cache from the API server.
 //!
-//! One kube-runtime watcher per kind (nodes, pods, PodGroups, Queues), with kube's default backoff on errors. The
+//! One kube-runtime watcher per kind, with kube's default backoff on errors: nodes and pods
+//! here ([`run`]); PodGroups and Queues come from the watches of [`crate::stores`], which the
+//! controller and webhooks need anyway, through a [`Mirror`] each. The
 //! full API objects are converted and dropped at once: the cache keeps only its small model.
 //! A (re)list arrives as `Init`, `InitApply`…, `InitDone`; objects are applied as they come,
 //! and at `InitDone` whatever the list did not mention is deleted, so a re-list after a
@@ -129,25 +131,15 @@ impl Mirrored for crate::api::Queue {
     }
 }
 
-/// Watches nodes, pods, PodGroups and Queues cluster-wide until `shutdown` is cancelled.
+/// Watches nodes and pods cluster-wide until `shutdown` is cancelled.
 pub async fn run(client: Client, cache: Cache, shutdown: CancellationToken) {
     tokio::join!(
-        watch(
-            Api::<crate::api::Queue>::all(client.clone()),
-            cache.clone(),
-            shutdown.clone()
-        ),
         watch(
             Api::<core::Node>::all(client.clone()),
             cache.clone(),
             shutdown.clone()
         ),
-        watch(
-            Api::<core::Pod>::all(client.clone()),
-            cache.clone(),
-            shutdown.clone()
-        ),
-        watch(Api::<crate::api::PodGroup>::all(client), cache, shutdown),
+        watch(Api::<core::Pod>::all(client), cache, shutdown),
     );
 }
 
