@@ -6,6 +6,7 @@
 //! table, and of the check that the Grafana dashboard ([`crate::dashboard`]) charts every
 //! metric with the labels it has.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Router;
@@ -249,7 +250,7 @@ pub const CATALOGUE: &[Doc] = &[
         name: QUEUE_DESERVED,
         kind: Kind::Gauge,
         labels: &["queue", "resource"],
-        help: "A queue's deserved share at the last admission pass (weighted water-filling of the schedulable nodes' allocatable), in the resource's unit (CPU in cores, memory in bytes).",
+        help: "A queue's deserved share at the last admission pass (weighted water-filling of the schedulable nodes' allocatable), in the resource's unit (CPU in cores, memory in bytes). The per-queue series are rendered from that pass: a deleted queue's series end with it.",
     },
     Doc {
         name: QUEUE_ALLOCATED,
@@ -330,20 +331,71 @@ pub fn markdown_table() -> String {
 }
 
 /// `GET /metrics` in the Prometheus text format.
-pub fn router(handle: PrometheusHandle) -> Router {
+/// Series rendered at scrape time from state Gangplank keeps anyway, after the recorder's:
+/// see [`FROM_STATE`].
+pub type Extra = Arc<dyn Fn(&mut String) + Send + Sync>;
+
+/// The metrics written by an [`Extra`] rather than through the `metrics` facade. Decision:
+/// per-queue gauges are a view of the latest admission pass, rendered from it on each scrape,
+/// because the facade cannot remove a series: a deleted queue's gauges would stay on
+/// `/metrics` (and in the dashboard's queue list) for the life of the process.
+pub const FROM_STATE: [&str; 3] = [QUEUE_DESERVED, QUEUE_ALLOCATED, QUEUE_WAITING_GROUPS];
+
+pub fn router(handle: PrometheusHandle, extra: Extra) -> Router {
     Router::new()
         .route("/metrics", get(render))
-        .with_state(handle)
+        .with_state((handle, extra))
 }
 
-async fn render(State(handle): State<PrometheusHandle>) -> impl IntoResponse {
+async fn render(State((handle, extra)): State<(PrometheusHandle, Extra)>) -> impl IntoResponse {
+    let mut text = handle.render();
+    extra(&mut text);
     (
         [(
             header::CONTENT_TYPE,
             "text/plain; version=0.0.4; charset=utf-8",
         )],
-        handle.render(),
+        text,
     )
+}
+
+/// Writes one gauge family of [`CATALOGUE`] in the text format, as the recorder writes its
+/// own: `# HELP`, `# TYPE`, one line per series (label values escaped), a blank line. Nothing
+/// at all for no series.
+pub fn write_gauges<'a>(
+    out: &mut String,
+    name: &str,
+    series: impl IntoIterator<Item = (&'a [(&'a str, &'a str)], f64)>,
+) {
+    let mut series = series.into_iter().peekable();
+    if series.peek().is_none() {
+        return;
+    }
+    let help = CATALOGUE
+        .iter()
+        .find(|d| d.name == name)
+        .map_or("", |d| d.help);
+    out.push_str(&format!("# HELP {name} {help}\n# TYPE {name} gauge\n"));
+    for (labels, value) in series {
+        out.push_str(name);
+        if !labels.is_empty() {
+            let pairs: Vec<String> = labels
+                .iter()
+                .map(|(k, v)| format!("{k}=\"{}\"", escape_label(v)))
+                .collect();
+            out.push_str(&format!("{{{}}}", pairs.join(",")));
+        }
+        out.push_str(&format!(" {value}\n"));
+    }
+    out.push('\n');
+}
+
+/// A label value in the text format: backslash, double quote and newline escaped.
+fn escape_label(value: &str) -> String {
+    value
+        .replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n")
 }
 
 /// Compacts histograms periodically until shutdown.
@@ -373,6 +425,9 @@ mod tests {
                     .iter()
                     .map(|l| metrics::Label::new(*l, "x"))
                     .collect();
+                if FROM_STATE.contains(&doc.name) {
+                    continue;
+                }
                 match doc.kind {
                     Kind::Counter => metrics::counter!(doc.name, labels).increment(1),
                     Kind::Gauge => metrics::gauge!(doc.name, labels).set(1.0),
@@ -384,7 +439,10 @@ mod tests {
             metrics::histogram!(EXTENDER_REQUEST_DURATION_SECONDS, "verb" => "filter")
                 .record(0.000_07);
         });
-        let text = handle.render();
+        let mut text = handle.render();
+        for name in FROM_STATE {
+            write_gauges(&mut text, name, [(&[("queue", "q")][..], 1.0)]);
+        }
         for doc in CATALOGUE {
             let name = doc.name;
             assert!(
@@ -402,6 +460,34 @@ mod tests {
         ), "{text}");
         assert!(
             text.contains("gangplank_extender_requests_total{verb=\"filter\",outcome=\"ok\"} 1")
+        );
+    }
+
+    #[test]
+    fn gauges_written_from_state_look_like_the_recorders_and_escape_label_values() {
+        let mut text = String::new();
+        write_gauges(&mut text, QUEUE_WAITING_GROUPS, []);
+        assert_eq!(text, "", "no series, no family");
+        write_gauges(
+            &mut text,
+            QUEUE_DESERVED,
+            [
+                (&[("queue", "a"), ("resource", "cpu")][..], 1.5),
+                (&[("queue", "odd\"q\\\n"), ("resource", "memory")][..], 2.0),
+            ],
+        );
+        let help = CATALOGUE
+            .iter()
+            .find(|d| d.name == QUEUE_DESERVED)
+            .unwrap()
+            .help;
+        assert_eq!(
+            text,
+            format!(
+                "# HELP {QUEUE_DESERVED} {help}\n# TYPE {QUEUE_DESERVED} gauge\n\
+                 {QUEUE_DESERVED}{{queue=\"a\",resource=\"cpu\"}} 1.5\n\
+                 {QUEUE_DESERVED}{{queue=\"odd\\\"q\\\\\\n\",resource=\"memory\"}} 2\n\n"
+            )
         );
     }
 }

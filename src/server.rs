@@ -73,9 +73,14 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     });
     let extender_router =
         extender::router(Arc::new(extender)).merge(webhooks::router(Arc::new(webhooks)));
-    let metrics_router = health::router(cache.clone()).merge(metrics::router(prometheus.clone()));
-
     let published = admission::published::Published::new();
+    let queue_series: metrics::Extra = Arc::new({
+        let published = published.clone();
+        move |out: &mut String| admission::queue_series(&published, out)
+    });
+    let metrics_router =
+        health::router(cache.clone()).merge(metrics::router(prometheus.clone(), queue_series));
+
     tokio::spawn(admission::run(
         client.clone(),
         eviction_client,

@@ -48,7 +48,7 @@ pub mod reclaim;
 mod room;
 mod why;
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeSet, HashMap};
 use std::time::Duration;
 
 use futures::future::join_all;
@@ -90,7 +90,6 @@ pub async fn run(
     shutdown: CancellationToken,
 ) {
     let mut recently: HashMap<String, Instant> = HashMap::new();
-    let mut reported = Reported::default();
     let mut reclaimer = reclaim::Reclaimer::new(evictions);
     let mut held: Option<plan::Hold> = None;
     loop {
@@ -114,7 +113,6 @@ pub async fn run(
             (decision, reclaims)
         });
         ::metrics::gauge!(metrics::ADMISSION_WAITING_GROUPS).set(decision.waiting.len() as f64);
-        reported = report_queues(&decision.queues, reported);
         if decision.hold != held || !decision.lent.is_empty() {
             cache.update(|s| {
                 hold_room(s, held.as_ref(), decision.hold.as_ref());
@@ -183,41 +181,56 @@ fn hold_room(state: &mut State, before: Option<&plan::Hold>, now: Option<&plan::
     }
 }
 
-/// The queue series last exported: `(queue, resource)` pairs, and queues.
-type Reported = (BTreeSet<(String, &'static str)>, BTreeSet<String>);
-
-/// Exports each queue's deserved share, allocation and waiting groups; series of queues or
-/// resources that disappeared go to zero rather than keep their last value.
-fn report_queues(queues: &BTreeMap<String, plan::QueueReport>, before: Reported) -> Reported {
-    let mut now: Reported = Reported::default();
+/// Writes each queue's deserved share, allocation and waiting groups at the latest pass in
+/// `published` (nothing before the first pass): the gauges of
+/// [`metrics::FROM_STATE`], so a deleted queue's series end with it.
+pub fn queue_series(published: &published::Published, out: &mut String) {
+    let Some(outcome) = published.latest() else {
+        return;
+    };
+    let queues = &outcome.decision.queues;
+    // Per queue and resource: the labels, deserved, allocated.
+    type Share<'a> = ([(&'a str, &'a str); 2], f64, f64);
+    let mut shares: Vec<Share> = Vec::new();
     for (name, report) in queues {
-        ::metrics::gauge!(metrics::QUEUE_WAITING_GROUPS, "queue" => name.clone())
-            .set(report.waiting_groups as f64);
-        now.1.insert(name.clone());
-        let resources = report.deserved.iter().chain(report.allocated.iter());
-        for (resource, _) in resources {
-            if resource == MANAGED_RESOURCE || !now.0.insert((name.clone(), resource)) {
-                continue;
-            }
-            let labels = [("queue", name.clone()), ("resource", resource.to_owned())];
-            ::metrics::gauge!(metrics::QUEUE_DESERVED, &labels)
-                .set(in_units(resource, report.deserved.get(resource)));
-            ::metrics::gauge!(metrics::QUEUE_ALLOCATED, &labels)
-                .set(in_units(resource, report.allocated.get(resource)));
+        let resources: BTreeSet<&str> = report
+            .deserved
+            .iter()
+            .chain(report.allocated.iter())
+            .map(|(resource, _)| resource)
+            .filter(|r| *r != MANAGED_RESOURCE)
+            .collect();
+        for resource in resources {
+            shares.push((
+                [("queue", name.as_str()), ("resource", resource)],
+                in_units(resource, report.deserved.get(resource)),
+                in_units(resource, report.allocated.get(resource)),
+            ));
         }
     }
-    for (name, resource) in before.0.difference(&now.0) {
-        let labels = [
-            ("queue", name.clone()),
-            ("resource", (*resource).to_owned()),
-        ];
-        ::metrics::gauge!(metrics::QUEUE_DESERVED, &labels).set(0.0);
-        ::metrics::gauge!(metrics::QUEUE_ALLOCATED, &labels).set(0.0);
-    }
-    for name in before.1.difference(&now.1) {
-        ::metrics::gauge!(metrics::QUEUE_WAITING_GROUPS, "queue" => name.clone()).set(0.0);
-    }
-    now
+    metrics::write_gauges(
+        out,
+        metrics::QUEUE_DESERVED,
+        shares
+            .iter()
+            .map(|(labels, deserved, _)| (&labels[..], *deserved)),
+    );
+    metrics::write_gauges(
+        out,
+        metrics::QUEUE_ALLOCATED,
+        shares
+            .iter()
+            .map(|(labels, _, allocated)| (&labels[..], *allocated)),
+    );
+    let names: Vec<[(&str, &str); 1]> = queues.keys().map(|n| [("queue", n.as_str())]).collect();
+    metrics::write_gauges(
+        out,
+        metrics::QUEUE_WAITING_GROUPS,
+        names
+            .iter()
+            .zip(queues.values())
+            .map(|(labels, report)| (&labels[..], report.waiting_groups as f64)),
+    );
 }
 
 /// An amount in the unit Prometheus expects: CPU in cores, the rest as the cache keeps it.
@@ -270,4 +283,58 @@ async fn release(client: &Client, pod: &PodRef) -> Result<(), Error> {
         name: pod.name.clone(),
         why,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use published::{Outcome, Published};
+
+    fn outcome(queues: &[(&str, i64, i64, usize)]) -> Outcome {
+        let mut outcome = Outcome::default();
+        for &(name, deserved, allocated, waiting) in queues {
+            let report = plan::QueueReport {
+                deserved: Resources::from([("cpu", deserved), (MANAGED_RESOURCE, 5)]),
+                allocated: Resources::from([("cpu", allocated), ("memory", 1 << 30)]),
+                demand: Resources::new(),
+                waiting_groups: waiting,
+            };
+            outcome.decision.queues.insert(name.to_owned(), report);
+        }
+        outcome
+    }
+
+    #[test]
+    fn queue_series_show_the_latest_pass_and_end_with_a_deleted_queue() {
+        let published = Published::new();
+        let mut text = String::new();
+        queue_series(&published, &mut text);
+        assert_eq!(text, "", "no series before the first pass");
+
+        published.publish(outcome(&[("a", 2_500, 1_000, 3), ("b", 500, 0, 0)]));
+        queue_series(&published, &mut text);
+        for line in [
+            "gangplank_queue_deserved{queue=\"a\",resource=\"cpu\"} 2.5\n",
+            "gangplank_queue_deserved{queue=\"a\",resource=\"memory\"} 0\n",
+            "gangplank_queue_allocated{queue=\"a\",resource=\"cpu\"} 1\n",
+            "gangplank_queue_allocated{queue=\"a\",resource=\"memory\"} 1073741824\n",
+            "gangplank_queue_waiting_groups{queue=\"a\"} 3\n",
+            "gangplank_queue_deserved{queue=\"b\",resource=\"cpu\"} 0.5\n",
+            "gangplank_queue_waiting_groups{queue=\"b\"} 0\n",
+        ] {
+            assert!(text.contains(line), "no {line:?} in\n{text}");
+        }
+        assert!(!text.contains(MANAGED_RESOURCE), "{text}");
+        assert_eq!(
+            text.matches("# TYPE gangplank_queue_deserved gauge")
+                .count(),
+            1
+        );
+
+        published.publish(outcome(&[("b", 500, 0, 0)]));
+        let mut text = String::new();
+        queue_series(&published, &mut text);
+        assert!(!text.contains("queue=\"a\""), "{text}");
+        assert!(text.contains("gangplank_queue_waiting_groups{queue=\"b\"} 0\n"));
+    }
 }

@@ -2,7 +2,8 @@
 //! Gangplank every second, and every query of [`gangplank::dashboard`] runs there, with the
 //! variables set as Grafana would set them. Prometheus must accept each one, each panel must
 //! show data once a gang has run (but the panels of events this test does not cause), and the
-//! queue panels must show what the API server says the test's queue holds.
+//! queue panels must show what the API server says the test's queue holds; once the queue is
+//! deleted, its series leave Gangplank's `/metrics`.
 
 use gangplank::api::QueueSpec;
 use gangplank::dashboard::{self, Query};
@@ -110,4 +111,20 @@ async fn every_dashboard_query_runs_on_prometheus_and_the_queue_panels_show_a_ru
 
     ns.delete().await;
     delete_queue(&cluster.client, &queue).await;
+    // A deleted queue leaves Gangplank's /metrics, and so the dashboard's queue list.
+    let label = format!("queue=\"{queue}\"");
+    eventually(
+        "the deleted queue's series to leave /metrics",
+        30,
+        || async {
+            let text = reqwest::get(format!("{}/metrics", cluster.url("GANGPLANK_METRICS_URL")))
+                .await
+                .ok()?
+                .text()
+                .await
+                .ok()?;
+            (!text.contains(&label)).then_some(())
+        },
+    )
+    .await;
 }
