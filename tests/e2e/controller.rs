@@ -27,11 +27,7 @@ struct TestQueue {
 
 impl TestQueue {
     async fn create(client: &Client, prefix: &str) -> TestQueue {
-        let nanos = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .subsec_nanos();
-        let name = format!("{prefix}-{nanos:x}");
+        let name = crate::support::unique(prefix);
         let api: Api<Queue> = Api::all(client.clone());
         api.create(
             &PostParams::default(),
@@ -47,7 +43,7 @@ impl TestQueue {
     }
 
     async fn delete(self) {
-        let _ = self.api.delete(&self.name, &DeleteParams::default()).await;
+        crate::support::delete_queue(&self.api.clone().into_client(), &self.name).await;
     }
 }
 

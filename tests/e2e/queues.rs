@@ -14,36 +14,19 @@ use kube::api::{DeleteParams, PostParams};
 use kube::{Api, Client};
 use serde_json::json;
 
+pub use crate::support::delete_queue;
 use crate::support::{
-    Cluster, TestNamespace, events_about, eventually, managed_pod, pod, pod_group, running,
+    Cluster, TestNamespace, events_about, eventually, managed_pod, pod, pod_group, running, unique,
 };
 
 /// Creates a queue named `prefix-<nanos>` with `spec`; returns its name.
 pub async fn create_queue(client: &Client, prefix: &str, spec: QueueSpec) -> String {
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .subsec_nanos();
-    let name = format!("{prefix}-{nanos:x}");
+    let name = unique(prefix);
     Api::<Queue>::all(client.clone())
         .create(&PostParams::default(), &Queue::new(&name, spec))
         .await
         .unwrap_or_else(|e| panic!("failed to create queue {name}: {e}"));
     name
-}
-
-/// Deletes the queue, retrying while the webhook refuses because PodGroups of the test's
-/// namespace are still being deleted: a queue left behind with a guarantee would hold room
-/// back from every later test.
-pub async fn delete_queue(client: &Client, name: &str) {
-    let queues = Api::<Queue>::all(client.clone());
-    eventually(&format!("queue {name} deleted"), 60, || async {
-        match queues.delete(name, &DeleteParams::default()).await {
-            Err(kube::Error::Api(s)) if s.code == 404 => Some(()),
-            _ => None,
-        }
-    })
-    .await;
 }
 
 /// Deletes a queue whose guarantee would hold room back from later tests when the test that

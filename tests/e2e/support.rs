@@ -38,6 +38,29 @@ pub fn read_env_file(path: &Path) -> BTreeMap<String, String> {
         .collect()
 }
 
+/// `prefix-<hex nanoseconds>`: a name no earlier run used.
+pub fn unique(prefix: &str) -> String {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .subsec_nanos();
+    format!("{prefix}-{nanos:x}")
+}
+
+/// Deletes a Queue, retrying while the webhook refuses because PodGroups of the test's
+/// namespace are still being deleted: a queue left behind with a guarantee would hold room
+/// back from every later test.
+pub async fn delete_queue(client: &Client, name: &str) {
+    let queues = Api::<gangplank::api::Queue>::all(client.clone());
+    eventually(&format!("queue {name} deleted"), 60, || async {
+        match queues.delete(name, &DeleteParams::default()).await {
+            Err(kube::Error::Api(s)) if s.code == 404 => Some(()),
+            _ => None,
+        }
+    })
+    .await;
+}
+
 pub struct Cluster {
     pub client: Client,
     pub env: BTreeMap<String, String>,
@@ -63,11 +86,7 @@ impl Cluster {
 
     /// Creates a namespace named after the test, with a random suffix so reruns never collide.
     pub async fn namespace(&self, prefix: &str) -> TestNamespace {
-        let suffix = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .subsec_nanos();
-        let name = format!("{prefix}-{:x}", suffix);
+        let name = unique(prefix);
         let ns: Namespace = serde_json::from_value(serde_json::json!({
             "apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}
         }))

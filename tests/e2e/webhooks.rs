@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 
 use gangplank::api::{PodGroup, Queue, labels};
 
-use crate::support::{Cluster, eventually, pod, run_dir, running};
+use crate::support::{Cluster, eventually, pod, run_dir, running, unique};
 
 /// A cluster-scoped Queue that is deleted (webhooks permitting) when the test ends.
 struct TestQueue {
@@ -43,16 +43,8 @@ impl TestQueue {
     }
 
     async fn delete(self) {
-        let _ = self.api.delete(&self.name, &DeleteParams::default()).await;
+        crate::support::delete_queue(&self.api.clone().into_client(), &self.name).await;
     }
-}
-
-fn unique(prefix: &str) -> String {
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .subsec_nanos();
-    format!("{prefix}-{nanos:x}")
 }
 
 fn queue(name: &str, spec: Value) -> Queue {
