@@ -13,7 +13,7 @@ use axum::Router;
 use axum::body::Body;
 use axum::http::{Request, StatusCode, header};
 use futures::future::BoxFuture;
-use gangplank::cache::{Cache, GroupKey, Node, Pod, PodGroup, PodPhase, Resources};
+use gangplank::cache::{Cache, Claim, GroupKey, Node, Pod, PodGroup, PodPhase, Resources, Slot};
 use gangplank::extender::{self, BindRequest, Binder, Extender};
 use gangplank::gang::claims::Settings;
 use gangplank::policy::placement::Strategy;
@@ -96,11 +96,15 @@ fn fixture_cache() -> Cache {
 }
 
 fn extender_with(binder: Arc<FakeBinder>) -> Extender {
+    extender_over(fixture_cache(), binder)
+}
+
+fn extender_over(cache: Cache, binder: Arc<FakeBinder>) -> Extender {
     let settings = Settings {
         strategy: Strategy::Binpack,
         max_hold: Duration::from_secs(60),
     };
-    Extender::new(fixture_cache(), binder, settings)
+    Extender::new(cache, binder, settings)
 }
 
 fn router_with(binder: Arc<FakeBinder>) -> Router {
@@ -491,4 +495,46 @@ async fn a_pod_in_no_group_gets_neutral_scores_and_passes_every_node() {
     let answer: Value = serde_json::from_str(&body).unwrap();
     assert_eq!(answer["NodeNames"], request["NodeNames"]);
     assert_eq!(answer["FailedNodes"], serde_json::json!({}));
+}
+
+#[tokio::test]
+async fn a_pod_of_a_queue_in_no_group_is_kept_out_of_room_a_gang_claimed() {
+    let cache = fixture_cache();
+    let holder = GroupKey::new("ml", "head");
+    cache.apply_pod_group(PodGroup::new(holder.clone(), 1, "research"));
+    cache.update(|s| {
+        s.set_claim(
+            &holder,
+            Claim {
+                slots: vec![Slot {
+                    node: "kwok-node-1".into(),
+                    requests: Resources::from([("cpu", 32_000), ("pods", 1)]),
+                }],
+                deadline: None,
+                ..Default::default()
+            },
+        )
+    });
+    let router = extender::router(Arc::new(extender_over(cache, Arc::default())));
+    let mut request = golden_json("filter-node-names.request.json");
+    request["Pod"]["metadata"]["labels"] =
+        serde_json::json!({"scheduling.gangplank.dev/queue": "batch"});
+    let (status, body) = post(router.clone(), "filter", request.to_string()).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let answer: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(
+        answer["NodeNames"],
+        serde_json::json!(["kwok-node-2", "kwok-node-3"])
+    );
+    assert_eq!(
+        answer["FailedNodes"],
+        serde_json::json!({"kwok-node-1": "room is claimed by other gangs"})
+    );
+    assert_eq!(answer["Error"], "");
+
+    // Neither a group nor a queue: every node, the claim notwithstanding.
+    request["Pod"]["metadata"]["labels"] = serde_json::json!({"app": "web"});
+    let (_, body) = post(router, "filter", request.to_string()).await;
+    let answer: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(answer["NodeNames"], request["NodeNames"]);
 }

@@ -22,11 +22,12 @@
 //! group, without a deadline, between passes: the pass decides on resources only, and the
 //! scheduler places the pods it releases where it likes, so it is the extender, which keeps
 //! gang members out of room other gangs claimed, that keeps the groups admitted behind the
-//! head out of its room. The loop replaces that claim when the hold changes and drops it
-//! before releasing the head (a claim without a deadline is always a reservation: the
-//! extender's own claims have one, and a group being placed keeps its own claim). Pods in no
-//! group never reach the extender, so a queue-only pod the pass admitted beside a reservation
-//! may still land in it; the pass itself never counts on reserved room for one. The claim holds
+//! head out of its room. The loop replaces that claim when the hold changes; when the head
+//! itself is released, its reservation becomes its claim for placement, with a deadline (a
+//! claim without a deadline is always a reservation: the extender's own claims have one), so
+//! the pods released beside it in the same pass cannot take its room before its members are
+//! filtered. A pod with a queue but no group reaches the extender too (it carries the marker
+//! resource), which keeps it out of room any gang claimed, reservations included. The claim holds
 //! what was free of the head's needs on its nodes at the last pass, and what the head still
 //! lacks there (`Claim::lacking`): room that frees on a reserved node between two passes (a
 //! pod there finishes) joins the claim in the cache's write path at once, so a group released
@@ -115,7 +116,7 @@ pub async fn run(
         ::metrics::gauge!(metrics::ADMISSION_WAITING_GROUPS).set(decision.waiting.len() as f64);
         if decision.hold != held || !decision.lent.is_empty() {
             cache.update(|s| {
-                hold_room(s, held.as_ref(), decision.hold.as_ref());
+                hold_room(s, held.as_ref(), decision.hold.as_ref(), &decision.admit);
                 s.lent.extend(decision.lent.iter().cloned());
             });
             held = decision.hold.clone();
@@ -146,8 +147,16 @@ pub async fn run(
     }
 }
 
-/// Replaces the claim that holds the head's reservation (`before`) with `now`'s.
-fn hold_room(state: &mut State, before: Option<&plan::Hold>, now: Option<&plan::Hold>) {
+/// Replaces the claim that holds the head's reservation (`before`) with `now`'s. When the
+/// old head is among the groups `admitted` now, its reservation becomes its claim for
+/// placement ([`State::place_reservation`], lasting its `scheduleTimeout` unless a member is
+/// filtered) instead of ending.
+fn hold_room(
+    state: &mut State,
+    before: Option<&plan::Hold>,
+    now: Option<&plan::Hold>,
+    admitted: &[plan::Admission],
+) {
     let reservation = |s: &State, key| s.claims.get(key).is_some_and(Claim::reservation);
     if before.map(|h| &h.group) != now.map(|h| &h.group) {
         // Room lent out of the old head's reservation is no longer anyone's to lend.
@@ -156,7 +165,22 @@ fn hold_room(state: &mut State, before: Option<&plan::Hold>, now: Option<&plan::
     if let Some(before) = before
         && reservation(state, &before.group)
     {
-        state.drop_claim(&before.group);
+        let timeout = state
+            .group(&before.group)
+            .and_then(|g| g.spec.as_deref())
+            .map(|spec| spec.schedule_timeout);
+        match timeout {
+            Some(timeout)
+                if admitted
+                    .iter()
+                    .any(|a| a.group.as_ref() == Some(&before.group)) =>
+            {
+                state.place_reservation(&before.group, std::time::Instant::now() + timeout)
+            }
+            _ => {
+                state.drop_claim(&before.group);
+            }
+        }
     }
     if let Some(now) = now
         && !state.claims.contains_key(&now.group)

@@ -343,6 +343,36 @@ impl State {
         self.claims.insert(key.clone(), claim);
     }
 
+    /// Turns the reservation of `key`, whose group admission is releasing now, into the claim
+    /// of a gang being placed (with `deadline`): each node's slot grows by what the head still
+    /// lacked there, as far as the node has room nobody else holds. Dropping the reservation
+    /// instead would leave its room open, between the release and the gang's first filter, to
+    /// pods the same pass released (a pod in no group has no claim of its own to keep it
+    /// elsewhere, and the scheduler favours emptier nodes). No-op unless `key` holds a
+    /// reservation.
+    pub fn place_reservation(&mut self, key: &GroupKey, deadline: std::time::Instant) {
+        let Some(claim) = self.claims.get(key).filter(|c| c.reservation()) else {
+            return;
+        };
+        let mut claim = claim.clone();
+        for lack in std::mem::take(&mut claim.lacking) {
+            let Some(free) = self.nodes.slot(&lack.node).map(|n| n.free.positive()) else {
+                continue;
+            };
+            let grown = free.min_of(&lack.requests);
+            match claim.slots.iter_mut().find(|s| s.node == lack.node) {
+                Some(slot) => slot.requests.add(&grown),
+                None => claim.slots.push(Slot {
+                    node: lack.node,
+                    requests: grown,
+                }),
+            }
+        }
+        claim.slots.retain(|s| !s.requests.is_empty());
+        claim.deadline = Some(deadline);
+        self.set_claim(key, claim);
+    }
+
     /// Adds room `freed` on `node` (a pod there finished or went) to the reservation that
     /// lacks room there, up to what it lacks and what is now free of everything else. Room
     /// that frees because a reservation ends is not handed over: it was promised to the pod
@@ -522,6 +552,47 @@ mod tests {
         s.apply_pod(pod("e", Some("n2"), 1_000, None));
         s.delete_pod("e");
         assert!(s.claimed_on("n2").is_empty());
+    }
+
+    #[test]
+    fn a_released_heads_reservation_becomes_its_claim_with_what_it_lacked_where_room_is() {
+        let mut s = State::default();
+        for name in ["n1", "n2"] {
+            s.apply_node(Node {
+                name: name.into(),
+                allocatable: Resources::from([("cpu", 8_000), ("pods", 10)]),
+                ..Default::default()
+            });
+        }
+        // n2 still runs 5 of the 8 CPUs: only 3 of the 6 the head lacks there are free.
+        s.apply_pod(pod("busy", Some("n2"), 5_000, None));
+        let head = GroupKey::new("ns", "head");
+        let slot = |node: &str, cpu| Slot {
+            node: node.into(),
+            requests: Resources::from([("cpu", cpu)]),
+        };
+        s.set_claim(
+            &head,
+            Claim {
+                slots: vec![slot("n1", 2_000)],
+                deadline: None,
+                lacking: vec![slot("n1", 6_000), slot("n2", 6_000)],
+            },
+        );
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        s.place_reservation(&head, deadline);
+        let claim = &s.claims[&head];
+        assert!(!claim.reservation());
+        assert_eq!(claim.deadline, Some(deadline));
+        assert!(claim.lacking.is_empty());
+        assert_eq!(claim.on("n1").get("cpu"), 8_000);
+        assert_eq!(claim.on("n2").get("cpu"), 3_000, "all n2 had free");
+        assert_eq!(s.claimed_on("n1").get("cpu"), 8_000);
+        assert_eq!(s.claimed_on("n2").get("cpu"), 3_000);
+
+        // A claim with a deadline is a gang being placed: left as it is.
+        s.place_reservation(&head, deadline + std::time::Duration::from_secs(5));
+        assert_eq!(s.claims[&head].deadline, Some(deadline));
     }
 
     #[test]

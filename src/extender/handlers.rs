@@ -1,6 +1,6 @@
 //! The four verb handlers: decode, decide, encode. Decisions come from [`crate::gang`] and
-//! [`crate::policy`]; pods in no group are answered from their labels alone, without touching
-//! the cache.
+//! [`crate::policy`]; pods in no group and no queue are answered from their labels alone,
+//! without touching the cache.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -34,7 +34,7 @@ pub async fn filter(State(extender): State<Arc<Extender>>, Body(verb, body): Bod
         Ok(request) => request,
         Err(e) => return bad_request(e),
     };
-    if !request.in_a_group {
+    if !request.in_a_group && !request.in_a_queue {
         return pass_through(&args, request);
     }
     let candidates = request.names();
@@ -182,9 +182,11 @@ pub fn gang_scores<'a, S: AsRef<str>>(
 /// A filter or prioritize request, read as far as deciding needs.
 struct Request<'a> {
     candidates: Candidates<'a>,
-    /// Whether the pod names a gang (its own label or an alias): everything else passes
-    /// through.
+    /// Whether the pod names a gang (its own label or an alias).
     in_a_group: bool,
+    /// Whether the pod names a queue (label or alias): one in no group is kept out of room
+    /// gangs claimed at filter. A pod in neither passes through.
+    in_a_queue: bool,
 }
 
 /// The candidate node names: `NodeNames` (`nodeCacheCapable: true`) or the names in `Nodes`.
@@ -221,11 +223,11 @@ impl<'a> Request<'a> {
             why: format!("Pod: {e}"),
         })?;
         let meta = pod.metadata.unwrap_or_default();
-        let in_a_group =
-            labels::pod_group_of(meta.labels.as_ref(), meta.annotations.as_ref()).is_some();
+        let (labels, annotations) = (meta.labels.as_ref(), meta.annotations.as_ref());
         Ok(Request {
             candidates,
-            in_a_group,
+            in_a_group: labels::pod_group_of(labels, annotations).is_some(),
+            in_a_queue: labels::queue_of(labels, annotations).is_some(),
         })
     }
 

@@ -136,7 +136,9 @@ impl Settings {
 }
 
 /// Filters `candidates` for `pod` (already converted from the request), creating or refreshing
-/// its gang's claim. Pods in no group pass through untouched.
+/// its gang's claim. A pod with a queue but no group (a group of one) lands only in room no
+/// gang has claimed, like a gang's elastic extras: admission counted on that, and a backfill
+/// head's reservation is a claim. Pods in neither pass through untouched.
 pub fn filter<'a, S: AsRef<str>>(
     state: &mut State,
     pod: &Pod,
@@ -146,6 +148,10 @@ pub fn filter<'a, S: AsRef<str>>(
     now: Instant,
 ) -> Result<Verdict<'a>, Error> {
     let Some(key) = GroupKey::of(pod) else {
+        if pod.queue.is_some() {
+            expire_claims(state, now);
+            return Ok(per_node(state, pod, candidates, &FxHashSet::default()));
+        }
         return Ok(Verdict {
             passed: candidates.iter().map(AsRef::as_ref).collect(),
             ..Verdict::default()
@@ -749,6 +755,39 @@ mod tests {
         let v = run(&mut s, &pod, Instant::now());
         assert_eq!(v.passed.len(), 3);
         assert!(s.claims.is_empty());
+    }
+
+    #[test]
+    fn a_pod_of_a_queue_in_no_group_lands_only_outside_claims_and_takes_none() {
+        let mut s = cluster(2, 8);
+        let head = group(&mut s, "head", 1);
+        s.set_claim(
+            &head,
+            Claim {
+                slots: vec![Slot {
+                    node: "n0".into(),
+                    requests: Resources::from([("cpu", 6_000), ("pods", 1)]),
+                }],
+                deadline: None,
+                ..Default::default()
+            },
+        );
+        let pod = Pod {
+            pod_group: None,
+            queue: Some("batch".into()),
+            ..member(&mut s, "solo", 0, 4)
+        };
+        let v = run(&mut s, &pod, Instant::now());
+        assert_eq!(v.passed, vec!["n1"]);
+        assert_eq!(v.failed["n0"], "room is claimed by other gangs");
+        assert_eq!(s.claims.len(), 1, "a group of one claims nothing");
+        // Room beside the claim is still open to it.
+        let small = Pod {
+            uid: "small".into(),
+            requests: Resources::from([("cpu", 2_000), ("pods", 1)]),
+            ..pod
+        };
+        assert_eq!(run(&mut s, &small, Instant::now()).passed, vec!["n0", "n1"]);
     }
 
     #[test]

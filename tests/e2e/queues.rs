@@ -811,17 +811,24 @@ async fn small_jobs_backfill_around_a_waiting_large_gang_without_delaying_it() {
     .await;
     // Small jobs that run for a minute, younger than the large gang: the four that fit beside
     // its reservation run now; the rest would fit in the reserved room and wait behind it.
+    // Every other one is a pod of the queue in no group, which the extender must keep out of
+    // the reservation too (the scheduler alone would as soon put it on a reserved node).
     for i in 0..SMALL_JOBS {
-        create_gang(
-            &ns,
-            &queue,
-            &format!("small{i:02}"),
-            1,
-            4,
-            Some("60s"),
-            None,
+        let name = format!("small{i:02}");
+        if i % 2 == 0 {
+            create_gang(&ns, &queue, &name, 1, 4, Some("60s"), None).await;
+            continue;
+        }
+        let extra = json!({
+            "labels": {"scheduling.gangplank.dev/queue": queue},
+            "annotations": {"pod-complete.stage.kwok.x-k8s.io/delay": "60s"},
+        });
+        pods.create(
+            &PostParams::default(),
+            &managed_pod(&format!("{name}-0"), None, 4, extra),
         )
-        .await;
+        .await
+        .unwrap_or_else(|e| panic!("failed to create pod {name}-0: {e}"));
     }
     eventually(
         "small jobs running beside the waiting large gang",
