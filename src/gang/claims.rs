@@ -739,6 +739,23 @@ mod tests {
         v
     }
 
+    /// The group `head` holding a reservation of `cpu` millicores on n0.
+    fn reserve_on_n0(s: &mut State, cpu: i64) -> GroupKey {
+        let head = group(s, "head", 1);
+        s.set_claim(
+            &head,
+            Claim {
+                slots: vec![Slot {
+                    node: "n0".into(),
+                    requests: Resources::from([("cpu", cpu), ("pods", 1)]),
+                }],
+                deadline: None,
+                ..Default::default()
+            },
+        );
+        head
+    }
+
     /// Filters over every node. The verdict borrows the names; a test keeps them to its end.
     fn run(s: &mut State, pod: &Pod, now: Instant) -> Verdict<'static> {
         let candidates = Box::leak(names(s).into_boxed_slice());
@@ -760,18 +777,7 @@ mod tests {
     #[test]
     fn a_pod_of_a_queue_in_no_group_lands_only_outside_claims_and_takes_none() {
         let mut s = cluster(2, 8);
-        let head = group(&mut s, "head", 1);
-        s.set_claim(
-            &head,
-            Claim {
-                slots: vec![Slot {
-                    node: "n0".into(),
-                    requests: Resources::from([("cpu", 6_000), ("pods", 1)]),
-                }],
-                deadline: None,
-                ..Default::default()
-            },
-        );
+        reserve_on_n0(&mut s, 6_000);
         let pod = Pod {
             pod_group: None,
             queue: Some("batch".into()),
@@ -793,18 +799,7 @@ mod tests {
     #[test]
     fn only_a_gang_lent_room_of_the_heads_reservation_may_claim_in_it() {
         let mut s = cluster(1, 8);
-        let head = group(&mut s, "head", 1);
-        s.set_claim(
-            &head,
-            Claim {
-                slots: vec![Slot {
-                    node: "n0".into(),
-                    requests: Resources::from([("cpu", 8_000), ("pods", 1)]),
-                }],
-                deadline: None,
-                ..Default::default()
-            },
-        );
+        reserve_on_n0(&mut s, 8_000);
         let lent = group(&mut s, "lent", 1);
         group(&mut s, "other", 1);
         let other = member(&mut s, "other", 0, 2);
