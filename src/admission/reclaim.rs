@@ -370,8 +370,8 @@ fn input(
 /// Whether the plan is bound to be empty, which is the common case: no pod on a node is going
 /// away (so no starved group gets a line for room coming free), no starved group's queue may
 /// reclaim for it ([`policy::may_reclaim`]; with no pod going away, `queues` hold what the
-/// input's will), and no starved group has a higher priority than some running gang member (so
-/// none may preempt): no verdict evicts anything. Checked before the nodes' free room and the
+/// input's will), and no starved group has a higher priority than a running gang of its own
+/// queue (so none may preempt): no verdict evicts anything. Checked before the nodes' free room and the
 /// running gangs are built, which is most of the cost of a plan on a large cluster.
 fn needs_no_plan(
     state: &State,
@@ -389,17 +389,35 @@ fn needs_no_plan(
     if may_reclaim {
         return false;
     }
-    let highest_starved = decision.short_of_room.iter().map(|w| w.priority).max();
-    let mut lowest_running = i32::MAX;
-    for p in state.pods.values().filter(|p| p.node_name.is_some()) {
-        if going(p) {
-            return false;
-        }
-        if p.pod_group.is_some() {
-            lowest_running = lowest_running.min(p.priority);
-        }
+    if state
+        .pods
+        .values()
+        .any(|p| p.node_name.is_some() && going(p))
+    {
+        return false;
     }
-    highest_starved.is_none_or(|h| h <= lowest_running)
+    // Preemption: per queue with a starved group, its highest priority; a running gang of that
+    // queue below it (a gang's priority is its highest member's, as reclaim's input has it)
+    // may be a victim. Only PodGroups of those queues are read.
+    let mut highest_starved: HashMap<&str, i32> = HashMap::new();
+    for w in &decision.short_of_room {
+        let highest = highest_starved
+            .entry(w.queue.as_str())
+            .or_insert(w.priority);
+        *highest = (*highest).max(w.priority);
+    }
+    !state.groups.values().any(|group| {
+        let Some(&highest) = group
+            .spec
+            .as_ref()
+            .and_then(|spec| highest_starved.get(spec.queue.as_str()))
+        else {
+            return false;
+        };
+        let members = state.live_members(group);
+        let priority = members.iter().map(|p| p.priority).max().unwrap_or(0);
+        priority < highest && members.iter().any(|p| p.node_name.is_some())
+    })
 }
 
 /// Carries out reclaim plans (see the module docs). One per admission loop.
@@ -754,6 +772,46 @@ mod tests {
         }
         let plan = super::plan(&same, &decide(&same), &|_| false, &|_| false);
         assert!(plan.reclaims.is_empty(), "{plan:?}");
+    }
+
+    #[test]
+    fn lower_priority_gangs_of_other_queues_do_not_keep_the_plan_from_its_early_exit() {
+        let mut s = urgent_in_full_queue();
+        // Queue a's running gangs are as urgent as its waiting one: none may be preempted.
+        for uid in ["a1-0", "a1-1", "a2-0", "a2-1"] {
+            let p = s.pods[uid].as_ref().clone();
+            s.apply_pod(Pod { priority: 10, ..p });
+        }
+        // Room for 6 pods: queue a, holding 4, deserves 5 of them, so it may not reclaim.
+        s.apply_node(Node {
+            name: "n1".into(),
+            allocatable: Resources::from([("cpu", 8_000), ("pods", 6)]),
+            ..Default::default()
+        });
+        // A running gang of priority 0 in queue b is no victim of queue a's group.
+        s.apply_pod_group(PodGroup::new(GroupKey::new("ns", "low"), 1, "b"));
+        s.apply_pod(Pod {
+            uid: "low-0".into(),
+            namespace: "ns".into(),
+            name: "low-0".into(),
+            pod_group: Some("low".into()),
+            node_name: Some("n1".into()),
+            phase: PodPhase::Running,
+            requests: Resources::from([("cpu", 1_000), ("pods", 1)]),
+            ..Default::default()
+        });
+        let decision = decide(&s);
+        assert!(!decision.short_of_room.is_empty(), "{decision:?}");
+        assert!(input(&s, &decision, &|_| false, &|_| false).is_none());
+        assert!(
+            plan(&s, &decision, &|_| false, &|_| false)
+                .reclaims
+                .is_empty()
+        );
+        // Move the low gang into queue a: now it may be preempted, and the plan is built.
+        s.apply_pod_group(PodGroup::new(GroupKey::new("ns", "low"), 1, "a"));
+        let decision = decide(&s);
+        assert!(input(&s, &decision, &|_| false, &|_| false).is_some());
     }
 
     #[test]
