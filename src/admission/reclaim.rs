@@ -389,16 +389,10 @@ fn needs_no_plan(
     if may_reclaim {
         return false;
     }
-    if state
-        .pods
-        .values()
-        .any(|p| p.node_name.is_some() && going(p))
-    {
-        return false;
-    }
-    // Preemption: per queue with a starved group, its highest priority; a running gang of that
-    // queue below it (a gang's priority is its highest member's, as reclaim's input has it)
-    // may be a victim. Only PodGroups of those queues are read.
+    // Preemption: per queue with a starved group, its highest priority. A running gang of that
+    // queue below it may be a victim; a gang's priority is its highest member's, so a gang
+    // below it has every member below it. One pass over the pods, which looks a pod's group up
+    // only when the pod is below some starved group's priority.
     let mut highest_starved: HashMap<&str, i32> = HashMap::new();
     for w in &decision.short_of_room {
         let highest = highest_starved
@@ -406,18 +400,25 @@ fn needs_no_plan(
             .or_insert(w.priority);
         *highest = (*highest).max(w.priority);
     }
-    !state.groups.values().any(|group| {
-        let Some(&highest) = group
-            .spec
-            .as_ref()
-            .and_then(|spec| highest_starved.get(spec.queue.as_str()))
-        else {
+    let highest = highest_starved.values().copied().max();
+    for p in state.pods.values().filter(|p| p.node_name.is_some()) {
+        if going(p) {
             return false;
-        };
-        let members = state.live_members(group);
-        let priority = members.iter().map(|p| p.priority).max().unwrap_or(0);
-        priority < highest && members.iter().any(|p| p.node_name.is_some())
-    })
+        }
+        if p.pod_group.is_none() || highest.is_none_or(|h| p.priority >= h) {
+            continue;
+        }
+        let queue = GroupKey::of(p)
+            .and_then(|key| state.groups.get(&key)?.spec.as_ref())
+            .map(|spec| spec.queue.as_str());
+        if queue
+            .and_then(|q| highest_starved.get(q))
+            .is_some_and(|&h| p.priority < h)
+        {
+            return false;
+        }
+    }
+    true
 }
 
 /// Carries out reclaim plans (see the module docs). One per admission loop.
