@@ -32,16 +32,18 @@
 //!   it deleting or gone (and for at most [`EVICTION_MEMORY`]); such pods, and every pod with a
 //!   `deletionTimestamp`, are counted as room being freed, never picked again, and their
 //!   gangs are not candidates.
-//! - **Events**: `Reclaimed` on each victim's PodGroup and `Reclaiming` on the starved group's,
+//! - **Events**: `Reclaimed` on each victim's PodGroup (or lone pod) and `Reclaiming` on the
+//!   starved group's,
 //!   naming each other's queues (`Preempted` and `Preempting` for priority preemption, naming
 //!   the priorities); the metrics `gangplank_reclaim_evictions_total` and
 //!   `gangplank_preemption_evictions_total` count the requests by victim queue and outcome.
 //!
-//! Victims are the pods of PodGroups only: a pod with a queue but no group is not reclaimed,
-//! and a gang with a member on a cordoned or unknown node is left alone (room freed there does
-//! not help the starved group, and the gang must go whole or not at all).
+//! Victims are gangs of PodGroups and pods of a queue in no group (groups of one, keyed by
+//! their namespace and UID, their Events on the pod itself); a gang with a member on a
+//! cordoned or unknown node is left alone (room freed there does not help the starved group,
+//! and the gang must go whole or not at all).
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{ObjectReference, Pod};
@@ -70,7 +72,8 @@ pub struct Victim {
     pub uid: String,
 }
 
-/// A gang to evict (whole, or its elastic members beyond `minMember`).
+/// A gang to evict (whole, or its elastic members beyond `minMember`), or a pod of a queue
+/// in no group (`lone`: a group of one, keyed by its namespace and UID).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct GangVictim {
     pub group: GroupKey,
@@ -78,6 +81,33 @@ pub struct GangVictim {
     pub priority: i32,
     pub pods: Vec<Victim>,
     pub whole: bool,
+    pub lone: bool,
+}
+
+impl GangVictim {
+    /// "gang ns/name", "elastic members of gang ns/name" or "pod ns/name".
+    fn subject(&self) -> String {
+        match (self.lone, self.pods.first()) {
+            (true, Some(pod)) => format!("pod {}/{}", pod.namespace, pod.name),
+            _ if self.whole => format!("gang {}", self.group),
+            _ => format!("elastic members of gang {}", self.group),
+        }
+    }
+
+    /// What its Events are about: the PodGroup, or the lone pod.
+    fn reference(&self) -> ObjectReference {
+        match (self.lone, self.pods.first()) {
+            (true, Some(pod)) => ObjectReference {
+                api_version: Some("v1".into()),
+                kind: Some("Pod".into()),
+                namespace: Some(pod.namespace.clone()),
+                name: Some(pod.name.clone()),
+                uid: Some(pod.uid.clone()),
+                ..ObjectReference::default()
+            },
+            _ => pod_group_reference(&self.group),
+        }
+    }
 }
 
 /// Why gangs are evicted for a starved group.
@@ -124,7 +154,12 @@ pub fn plan(
     evicting: &dyn Fn(&str) -> bool,
     refused: &dyn Fn(&GroupKey) -> bool,
 ) -> Plan {
-    let Some((input, freeing)) = input(state, decision, evicting, refused) else {
+    let Some(Input {
+        policy: input,
+        freeing,
+        lone,
+    }) = input(state, decision, evicting, refused)
+    else {
         return Plan::default();
     };
     let queue_name = |q: usize| input.queues[q].name.clone();
@@ -141,11 +176,17 @@ pub fn plan(
             Verdict::Fits => {}
             Verdict::No(why) => tracing::debug!(group = %key, why, "no reclaim"),
             Verdict::Reclaim(evictions) => {
-                out.evict(state, &input, key, queue, Cause::Reclaim, evictions)
+                out.evict(state, &input, &lone, key, queue, Cause::Reclaim, evictions)
             }
-            Verdict::Preempt(evictions) => {
-                out.evict(state, &input, key, queue, Cause::Preemption, evictions)
-            }
+            Verdict::Preempt(evictions) => out.evict(
+                state,
+                &input,
+                &lone,
+                key,
+                queue,
+                Cause::Preemption,
+                evictions,
+            ),
         }
     }
     out
@@ -153,10 +194,12 @@ pub fn plan(
 
 impl Plan {
     /// Adds the evictions of one verdict, and the line for the starved group's status.
+    #[allow(clippy::too_many_arguments)]
     fn evict(
         &mut self,
         state: &State,
         input: &policy::Input<GroupKey>,
+        lone: &HashSet<GroupKey>,
         group: GroupKey,
         queue: String,
         cause: Cause,
@@ -181,6 +224,7 @@ impl Plan {
                     .iter()
                     .find(|g| g.key == e.gang)
                     .map_or(0, |g| g.priority),
+                lone: lone.contains(&e.gang),
                 group: e.gang,
                 whole: e.whole,
             })
@@ -207,32 +251,33 @@ fn describe(cause: Cause, victims: &[GangVictim]) -> String {
     victims
         .iter()
         .map(|v| {
-            let what = if v.whole {
-                "gang"
-            } else {
-                "elastic members of gang"
-            };
+            let what = v.subject();
             match cause {
-                Cause::Reclaim => format!(
-                    "{what} {} (queue {}, above its deserved share)",
-                    v.group, v.queue
-                ),
-                Cause::Preemption => format!("{what} {} (priority {})", v.group, v.priority),
+                Cause::Reclaim => format!("{what} (queue {}, above its deserved share)", v.queue),
+                Cause::Preemption => format!("{what} (priority {})", v.priority),
             }
         })
         .collect::<Vec<_>>()
         .join(", ")
 }
 
-/// The policy's input, and the room that pods being evicted free; `None` when the plan is
-/// bound to be empty (see [`needs_no_plan`]), found before the costly part (the nodes' free
-/// room and the running gangs).
+/// What [`input`] builds for the policy.
+struct Input {
+    policy: policy::Input<GroupKey>,
+    /// The room that pods being evicted free.
+    freeing: Resources,
+    /// The keys of the policy's gangs that are pods of a queue in no group.
+    lone: HashSet<GroupKey>,
+}
+
+/// The policy's input; `None` when the plan is bound to be empty (see [`needs_no_plan`]),
+/// found before the costly part (the nodes' free room and the running gangs).
 fn input(
     state: &State,
     decision: &Decision,
     evicting: &dyn Fn(&str) -> bool,
     refused: &dyn Fn(&GroupKey) -> bool,
-) -> Option<(policy::Input<GroupKey>, Resources)> {
+) -> Option<Input> {
     if decision.short_of_room.is_empty() {
         return None;
     }
@@ -357,14 +402,56 @@ fn input(
         });
     }
 
-    let input = policy::Input {
+    // Pods of a queue in no group: each a gang of one, keyed by its namespace and UID.
+    let mut lone = HashSet::new();
+    for p in state.pods.values() {
+        if p.pod_group.is_some() || p.phase.is_terminal() {
+            continue;
+        }
+        let (Some(queue), Some(at)) = (
+            p.queue.as_deref().and_then(|q| slot.get(q)).copied(),
+            p.node_name.as_deref().and_then(|n| node.get(n)).copied(),
+        ) else {
+            continue;
+        };
+        if going(p) {
+            nodes[at].add(&p.requests);
+            freeing.add(&p.requests);
+            queues[queue].allocated.sub(&p.requests);
+            continue;
+        }
+        let key = GroupKey::new(&p.namespace, &p.uid);
+        if refused(&key) {
+            continue;
+        }
+        gangs.push(policy::Gang {
+            key: key.clone(),
+            queue,
+            min_member: 1,
+            priority: p.priority,
+            created: p.created,
+            members: vec![policy::Member {
+                uid: p.uid.clone(),
+                node: at,
+                requests: p.requests.clone(),
+                created: p.created,
+            }],
+        });
+        lone.insert(key);
+    }
+
+    let policy = policy::Input {
         queues,
         nodes,
         in_flight,
         gangs,
         starved,
     };
-    Some((input, freeing))
+    Some(Input {
+        policy,
+        freeing,
+        lone,
+    })
 }
 
 /// Whether the plan is bound to be empty, which is the common case: no pod on a node is going
@@ -405,12 +492,18 @@ fn needs_no_plan(
         if going(p) {
             return false;
         }
-        if p.pod_group.is_none() || highest.is_none_or(|h| p.priority >= h) {
+        if highest.is_none_or(|h| p.priority >= h) {
             continue;
         }
-        let queue = GroupKey::of(p)
-            .and_then(|key| state.groups.get(&key)?.spec.as_ref())
-            .map(|spec| spec.queue.as_str());
+        // A pod of a queue in no group is a gang of one of its queue.
+        let queue = match GroupKey::of(p) {
+            Some(key) => state
+                .groups
+                .get(&key)
+                .and_then(|g| g.spec.as_ref())
+                .map(|spec| spec.queue.as_str()),
+            None => p.queue.as_deref(),
+        };
         if queue
             .and_then(|q| highest_starved.get(q))
             .is_some_and(|&h| p.priority < h)
@@ -512,11 +605,14 @@ impl Reclaimer {
                 }
             }
         }
-        let what = if victim.whole {
+        let what = if victim.lone {
+            "the pod"
+        } else if victim.whole {
             "the whole gang"
         } else {
             "its elastic members beyond minMember"
         };
+        let subject = victim.subject();
         let names: Vec<&str> = victim.pods.iter().map(|p| p.name.as_str()).collect();
         tracing::info!(gang = %victim.group, queue = %victim.queue, for_group = %reclaim.group, for_queue = %reclaim.queue, pods = ?names, "{noun}: evicting {what}");
         let left = self.evict_all(cause, &victim.queue, &victim.pods).await;
@@ -536,8 +632,8 @@ impl Reclaimer {
                 ),
                 "Reclaiming",
                 format!(
-                    "evicting {what} {} of queue {} (above its deserved share) to make room for this group of queue {} (below its deserved share)",
-                    victim.group, victim.queue, reclaim.queue
+                    "evicting {subject} of queue {} (above its deserved share) to make room for this group of queue {} (below its deserved share)",
+                    victim.queue, reclaim.queue
                 ),
             ),
             Cause::Preemption => (
@@ -551,13 +647,13 @@ impl Reclaimer {
                 ),
                 "Preempting",
                 format!(
-                    "evicting {what} {} of priority {} (lower than this group's) in queue {} to make room for this group",
-                    victim.group, victim.priority, reclaim.queue
+                    "evicting {subject} of priority {} (lower than this group's) in queue {} to make room for this group",
+                    victim.priority, reclaim.queue
                 ),
             ),
         };
         self.publish(Event {
-            regarding: pod_group_reference(&victim.group),
+            regarding: victim.reference(),
             warning: true,
             reason: victim_reason.to_owned(),
             action: "Evict",
@@ -773,6 +869,51 @@ mod tests {
         }
         let plan = super::plan(&same, &decide(&same), &|_| false, &|_| false);
         assert!(plan.reclaims.is_empty(), "{plan:?}");
+    }
+
+    #[test]
+    fn pods_of_a_queue_in_no_group_are_reclaimed_one_by_one_youngest_first() {
+        let mut s = borrowed();
+        // Queue a's room is held by four lone pods instead of its two gangs.
+        for uid in ["a1-0", "a1-1", "a2-0", "a2-1"] {
+            s.delete_pod(uid);
+        }
+        for i in 0..4 {
+            s.apply_pod(Pod {
+                uid: format!("lone-{i}"),
+                namespace: "ns".into(),
+                name: format!("lone-{i}"),
+                queue: Some("a".into()),
+                node_name: Some("n1".into()),
+                phase: PodPhase::Running,
+                created: i,
+                requests: Resources::from([("cpu", 2_000), ("pods", 1)]),
+                ..Default::default()
+            });
+        }
+        let plan = plan(&s, &decide(&s), &|_| false, &|_| false);
+        let victims = &plan.reclaims[0].victims;
+        let evicted: Vec<(&str, bool)> = victims
+            .iter()
+            .map(|v| (v.pods[0].name.as_str(), v.lone))
+            .collect();
+        assert_eq!(evicted, vec![("lone-3", true), ("lone-2", true)]);
+        assert!(victims.iter().all(|v| v.pods.len() == 1 && v.whole));
+        assert_eq!(victims[0].reference().kind.as_deref(), Some("Pod"));
+        assert_eq!(victims[0].reference().uid.as_deref(), Some("lone-3"));
+        assert_eq!(
+            plan.waiting[&GroupKey::new("ns", "b1")],
+            "waiting for reclaim: evicting pod ns/lone-3 (queue a, above its deserved share), \
+             pod ns/lone-2 (queue a, above its deserved share)"
+        );
+        // A lone pod whose eviction is under way is not picked again.
+        let plan = super::plan(&s, &decide(&s), &|uid| uid == "lone-3", &|_| false);
+        let evicted: Vec<&str> = plan.reclaims[0]
+            .victims
+            .iter()
+            .map(|v| v.pods[0].name.as_str())
+            .collect();
+        assert_eq!(evicted, vec!["lone-2"]);
     }
 
     #[test]

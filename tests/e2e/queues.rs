@@ -720,6 +720,61 @@ async fn a_queue_below_its_share_reclaims_whole_gangs_from_a_borrower_within_a_m
 
 #[tokio::test]
 #[ignore = "needs the local control plane: run e2e/test"]
+async fn reclaim_takes_pods_of_a_borrowing_queue_that_are_in_no_group_one_by_one() {
+    let cluster = Cluster::connect().await;
+    let lender = create_queue(&cluster.client, "lone-a", QueueSpec::default()).await;
+    let claimant = create_queue(&cluster.client, "lone-b", QueueSpec::default()).await;
+    let _guards = (QueueGuard(lender.clone()), QueueGuard(claimant.clone()));
+    let ns = cluster.namespace("queues-reclaim-lone").await;
+    let pods = ns.api::<Pod>();
+    // Queue a borrows the whole cluster with 8 pods of 16 CPUs in no group.
+    for i in 0..8 {
+        let extra = json!({"labels": {"scheduling.gangplank.dev/queue": lender}});
+        pods.create(
+            &PostParams::default(),
+            &managed_pod(&format!("a{i}-0"), None, 16, extra),
+        )
+        .await
+        .unwrap_or_else(|e| panic!("failed to create pod a{i}-0: {e}"));
+    }
+    eventually("queue a's 8 pods bound", 60, || async {
+        (bound(&pods, "a").await == 8).then_some(())
+    })
+    .await;
+    let lent = uids(&pods).await;
+
+    // Queue b, of the same weight, asks for its deserved half in two gangs of 2 x 16 CPUs.
+    for i in 0..2 {
+        create_gang(&ns, &claimant, &format!("b{i}"), 2, 16, None, None).await;
+    }
+    eventually("queue b to run its deserved 64 CPUs", 60, || async {
+        (bound(&pods, "b").await == 4).then_some(())
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    assert_eq!(bound(&pods, "a").await, 4, "queue a keeps its own share");
+    let left = uids(&pods).await;
+    let gone = lent.iter().filter(|uid| !left.contains(uid)).count();
+    assert_eq!(gone, 4, "four pods of a evicted, no more");
+    let events = ns
+        .api::<k8s_openapi::api::events::v1::Event>()
+        .list(&Default::default())
+        .await
+        .unwrap()
+        .items;
+    let on_pods = events
+        .iter()
+        .filter(|e| e.reason.as_deref() == Some("Reclaimed"))
+        .filter(|e| e.regarding.as_ref().and_then(|r| r.kind.as_deref()) == Some("Pod"))
+        .count();
+    assert_eq!(on_pods, 4, "one Reclaimed event on each evicted pod");
+    ns.delete().await;
+    delete_queue(&cluster.client, &lender).await;
+    delete_queue(&cluster.client, &claimant).await;
+}
+
+#[tokio::test]
+#[ignore = "needs the local control plane: run e2e/test"]
 async fn reclaim_leaves_a_gang_that_a_pod_disruption_budget_protects_whole_and_takes_another() {
     use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 
