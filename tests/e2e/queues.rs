@@ -117,6 +117,19 @@ async fn uids(pods: &Api<Pod>) -> Vec<String> {
         .collect()
 }
 
+/// The kind of object each `Reclaimed` Event in `ns` is about.
+async fn reclaimed_about(ns: &TestNamespace) -> Vec<String> {
+    ns.api::<k8s_openapi::api::events::v1::Event>()
+        .list(&Default::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter(|e| e.reason.as_deref() == Some("Reclaimed"))
+        .map(|e| e.regarding.and_then(|r| r.kind).unwrap_or_default())
+        .collect()
+}
+
 /// Names of `ns`'s pods starting with `prefix` that are bound.
 pub async fn bound(pods: &Api<Pod>, prefix: &str) -> usize {
     crate::support::bound_with_prefix(pods, prefix).await.len()
@@ -702,17 +715,8 @@ async fn a_queue_below_its_share_reclaims_whole_gangs_from_a_borrower_within_a_m
         gone as f64,
         "one eviction per evicted pod, none twice"
     );
-    let events = ns
-        .api::<k8s_openapi::api::events::v1::Event>()
-        .list(&Default::default())
-        .await
-        .unwrap()
-        .items;
-    let reclaimed = events
-        .iter()
-        .filter(|e| e.reason.as_deref() == Some("Reclaimed"))
-        .count();
-    assert_eq!(reclaimed, 4, "one Reclaimed event per victim gang");
+    let reclaimed = reclaimed_about(&ns).await;
+    assert_eq!(reclaimed.len(), 4, "one Reclaimed event per victim gang");
     ns.delete().await;
     delete_queue(&cluster.client, &lender).await;
     delete_queue(&cluster.client, &claimant).await;
@@ -756,18 +760,12 @@ async fn reclaim_takes_pods_of_a_borrowing_queue_that_are_in_no_group_one_by_one
     let left = uids(&pods).await;
     let gone = lent.iter().filter(|uid| !left.contains(uid)).count();
     assert_eq!(gone, 4, "four pods of a evicted, no more");
-    let events = ns
-        .api::<k8s_openapi::api::events::v1::Event>()
-        .list(&Default::default())
-        .await
-        .unwrap()
-        .items;
-    let on_pods = events
-        .iter()
-        .filter(|e| e.reason.as_deref() == Some("Reclaimed"))
-        .filter(|e| e.regarding.as_ref().and_then(|r| r.kind.as_deref()) == Some("Pod"))
-        .count();
-    assert_eq!(on_pods, 4, "one Reclaimed event on each evicted pod");
+    let reclaimed = reclaimed_about(&ns).await;
+    assert_eq!(
+        reclaimed,
+        vec!["Pod"; 4],
+        "one Reclaimed event on each evicted pod"
+    );
     ns.delete().await;
     delete_queue(&cluster.client, &lender).await;
     delete_queue(&cluster.client, &claimant).await;
