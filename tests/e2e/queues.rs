@@ -466,6 +466,9 @@ async fn a_gang_with_a_topology_key_runs_whole_in_one_zone() {
 async fn a_group_waiting_past_its_max_wait_goes_before_the_fair_share_order() {
     let cluster = Cluster::connect().await;
     // Y holds 96 of the 128 CPUs in gangs that run until deleted and that reclaim may not take.
+    // Its pods take 16 CPUs each, so however the scheduler spreads them over the four nodes of
+    // 32, the 32 CPUs left are two 16-CPU holes that x0's members fit (8-CPU pods spread three
+    // to a node left 8 free on each, and x0 never bound).
     let y = create_queue(
         &cluster.client,
         "sla-y",
@@ -479,11 +482,11 @@ async fn a_group_waiting_past_its_max_wait_goes_before_the_fair_share_order() {
     let ns = cluster.namespace("queues-sla").await;
     let pods = ns.api::<Pod>();
     let groups = ns.api::<PodGroup>();
-    for i in 0..6 {
-        create_gang(&ns, &y, &format!("y{i}"), 2, 8, None, None).await;
+    for i in 0..3 {
+        create_gang(&ns, &y, &format!("y{i}"), 2, 16, None, None).await;
     }
     eventually("queue y's 96 CPUs bound", 60, || async {
-        (bound(&pods, "y").await == 12).then_some(())
+        (bound(&pods, "y").await == 6).then_some(())
     })
     .await;
     // X, below its share, takes the last 32 CPUs for 15 s.
