@@ -278,7 +278,9 @@ impl<'s> Candidate<'s> {
 /// Phase 1's result.
 #[derive(Default)]
 struct Book<'s> {
-    /// In no particular order: the pass orders them by content ([`Candidate::key`]).
+    /// Groups first, in key order (the cache keeps groups ordered), then queue-only pods in no
+    /// particular order: the pass orders them by content ([`Candidate::key`]), and lists the
+    /// groups left waiting by index, which is by key.
     candidates: Vec<Candidate<'s>>,
     /// What each queue's groups hold, by queue name (queues that do not exist included).
     allocated: FxHashMap<&'s str, Resources>,
@@ -331,8 +333,7 @@ fn collect<'s>(state: &'s State, released: &dyn Fn(&str) -> bool) -> Book<'s> {
         members.extend(
             group
                 .members
-                .iter()
-                .filter_map(|uid| state.pods.get(uid))
+                .values()
                 .map(|p| p.as_ref())
                 .filter(|p| !p.phase.is_terminal())
                 .map(&member),
@@ -939,7 +940,12 @@ fn admit(state: &State, book: Book, shares: Shares, now: i64) -> Decision {
             .waiting
             .push(WaitingGroup {
                 key: c.key(i),
-                namespace: c.namespace.to_owned(),
+                // Read only with namespace fair share: no copy per group otherwise.
+                namespace: if queue.namespace_fair_share {
+                    c.namespace.to_owned()
+                } else {
+                    String::new()
+                },
                 requests: c.requests.clone(),
                 priority: c.priority,
                 created: c.created,
@@ -1012,13 +1018,11 @@ fn admit(state: &State, book: Book, shares: Shares, now: i64) -> Decision {
         .iter()
         .filter_map(|&i| candidates[i].group.cloned())
         .collect();
-    // By group key: the keys are sorted (side by side, not looked up per comparison), not the
-    // (large) reasons.
-    let mut keys: Vec<Key> = waited.iter().map(|&i| candidates[i].key(i)).collect();
-    keys.sort_unstable();
-    decision.waiting.reserve(keys.len());
-    for key in keys {
-        let i = key.3;
+    // By group key, which is by index for groups (see [`Book::candidates`]).
+    let mut order = waited;
+    order.sort_unstable();
+    decision.waiting.reserve(order.len());
+    for i in order {
         let c = &candidates[i];
         if let Some(report) = reports.get_mut(c.slot) {
             report.waiting_groups += 1;

@@ -350,10 +350,7 @@ fn input(
 
     let mut freeing = Resources::new();
     let mut gangs = Vec::new();
-    let mut keys: Vec<&GroupKey> = state.groups.keys().collect();
-    keys.sort();
-    for key in keys {
-        let group = &state.groups[key];
+    for (key, group) in &state.groups {
         let members = state.live_members(group);
         let queue = slot.get(State::queue_of(group, &members)).copied();
         // Pods on their way out: their room is coming free, and their queue no longer holds it.

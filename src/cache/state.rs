@@ -5,7 +5,8 @@
 //! - `used` per node: the requests of the non-terminal pods bound to it, the same sum the
 //!   scheduler keeps (a node unknown yet still gets an entry, so the order of watch events
 //!   does not matter);
-//! - `members` per group: which pods name it;
+//! - `members` per group: which pods name it, by UID, with the pods themselves (a pass over
+//!   every group's members, as admission makes, looks nothing up by UID);
 //! - `reserved` per node: pods the extender has been asked to bind there (the scheduler has
 //!   *assumed* them) but that the API does not show bound yet. A reservation ends when the
 //!   pod's watch event shows it bound (its requests then count in `used`), when it is
@@ -20,7 +21,7 @@
 //! derived from the API alone, and reservations and claims are soft state that the scheduler
 //! re-creates by retrying.
 
-use std::collections::BTreeSet;
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use rustc_hash::{FxHashMap, FxHashSet};
@@ -96,8 +97,8 @@ impl Claim {
 pub struct Group {
     /// `None` while pods name a group whose PodGroup does not exist (yet).
     pub spec: Option<Arc<PodGroup>>,
-    /// UIDs of the pods that name the group.
-    pub members: BTreeSet<String>,
+    /// The pods that name the group, by UID: the same `Arc`s as [`State::pods`].
+    pub members: BTreeMap<String, Arc<Pod>>,
     /// Why the extender last refused to claim room for the gang (written by
     /// `crate::gang::claims::filter`, cleared when a claim succeeds): the controller shows it
     /// in the PodGroup's `Scheduled` condition while the gang waits.
@@ -109,7 +110,9 @@ pub struct State {
     /// Nodes and, per node, `used`, `reserved` and `claimed`.
     pub nodes: Nodes,
     pub pods: FxHashMap<String, Arc<Pod>>,
-    pub groups: FxHashMap<GroupKey, Group>,
+    /// By key, in key order: a pass over every group (admission, reclaim) visits them in a
+    /// deterministic order without sorting them.
+    pub groups: BTreeMap<GroupKey, Group>,
     pub reservations: FxHashMap<String, Reservation>,
     pub claims: FxHashMap<GroupKey, Claim>,
     /// Groups the admission pass lent room of the head's reservation (by their expected
@@ -170,11 +173,10 @@ impl State {
     }
 
     /// The members of `group` that have not finished (Succeeded or Failed), in UID order.
-    pub fn live_members(&self, group: &Group) -> Vec<&Pod> {
+    pub fn live_members<'a>(&'a self, group: &'a Group) -> Vec<&'a Pod> {
         group
             .members
-            .iter()
-            .filter_map(|uid| self.pods.get(uid))
+            .values()
             .map(|p| p.as_ref())
             .filter(|p| !p.phase.is_terminal())
             .collect()
@@ -201,8 +203,7 @@ impl State {
         self.groups
             .get(key)
             .into_iter()
-            .flat_map(|g| g.members.iter())
-            .filter_map(|uid| self.pods.get(uid))
+            .flat_map(|g| g.members.values())
     }
 
     /// Members bound to a node (by the API) that have not finished.
@@ -250,7 +251,7 @@ impl State {
                 .entry(key)
                 .or_default()
                 .members
-                .insert(pod.uid.clone());
+                .insert(pod.uid.clone(), pod.clone());
         }
         if pod.node_name.is_some() || pod.phase.is_terminal() {
             self.release(&pod.uid);

@@ -91,7 +91,7 @@ pub fn observe(state: &State) -> Observation {
             ..GroupView::default()
         };
         let mut live_unbound: Vec<&Pod> = Vec::new();
-        for pod in group.members.iter().filter_map(|uid| state.pods.get(uid)) {
+        for pod in group.members.values() {
             count(&mut view.members, pod);
             if let Some(queue) = spec_queue.or(pod.queue.as_deref()) {
                 add_usage(&mut out.queues, queue, pod);
