@@ -92,9 +92,11 @@
 //!   in [`Decision::short_of_room`], in the pass's order, for `crate::admission::reclaim`.
 //!
 //! **Cost.** The pass runs under the cache's read lock. It looks nothing up by name in its
-//! loops (queues by index, candidates by index), copies no pod (members by reference; pod
-//! references are built only for the groups it admits), formats no message (see [`Why`]), and
-//! scans nodes with per-shape first-fit cursors ([`Room`]). `cargo bench --bench fair_share --
+//! loops (queues by index, candidates by index, members straight from their group), copies no
+//! pod (members by reference; pod references are built only for the groups it admits), sorts
+//! no names (groups come in key order from the cache), formats no message (see [`Why`]), and
+//! scans nodes with per-shape first-fit cursors ([`Room`]). What is left is mostly memory: one
+//! read of each member pod, wherever it lies. `cargo bench --bench fair_share --
 //! admission_pass` measures it over 1,000 nodes, 100 queues and 10,000 waiting groups.
 
 use std::collections::BTreeMap;
@@ -1107,7 +1109,7 @@ mod tests {
         d.admit
             .iter()
             .map(|a| match &a.group {
-                Some(g) => g.name.clone(),
+                Some(g) => g.name.to_string(),
                 None => a.pods[0].name.clone(),
             })
             .collect()
@@ -1116,7 +1118,7 @@ mod tests {
     fn waiting<'d>(d: &'d Decision, name: &str) -> &'d Waiting {
         d.waiting
             .iter()
-            .find(|w| w.group.name == name)
+            .find(|w| &*w.group.name == name)
             .unwrap_or_else(|| panic!("{name} is not waiting: {d:?}"))
     }
 

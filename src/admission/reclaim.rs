@@ -417,7 +417,7 @@ fn input(
             queues[queue].allocated.sub(&p.requests);
             continue;
         }
-        let key = GroupKey::new(&p.namespace, &p.uid);
+        let key = GroupKey::new(p.namespace.as_str(), p.uid.as_str());
         if refused(&key) {
             continue;
         }
@@ -736,8 +736,8 @@ fn pod_group_reference(group: &GroupKey) -> ObjectReference {
     ObjectReference {
         api_version: Some(crate::api::PodGroup::api_version(&()).into_owned()),
         kind: Some(crate::api::PodGroup::kind(&()).into_owned()),
-        namespace: Some(group.namespace.clone()),
-        name: Some(group.name.clone()),
+        namespace: Some(group.namespace.to_string()),
+        name: Some(group.name.to_string()),
         ..ObjectReference::default()
     }
 }
@@ -803,7 +803,7 @@ mod tests {
             .flat_map(|r| &r.victims)
             .map(|v| {
                 (
-                    v.group.name.clone(),
+                    v.group.name.to_string(),
                     v.pods.iter().map(|p| p.name.clone()).collect(),
                 )
             })
@@ -978,7 +978,7 @@ mod tests {
     fn a_gang_left_alone_after_a_refusal_makes_way_for_the_next() {
         let s = borrowed();
         let d = decide(&s);
-        let refused = |g: &GroupKey| g.name == "a2";
+        let refused = |g: &GroupKey| &*g.name == "a2";
         assert_eq!(victims(&plan(&s, &d, &|_| false, &refused))[0].0, "a1");
     }
 

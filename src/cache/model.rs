@@ -5,6 +5,7 @@
 //! lets tests and benchmarks build a cluster in a few lines.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 pub use super::resources::{ResourceId, Resources};
 
@@ -101,14 +102,18 @@ impl Pod {
 }
 
 /// Names a pod group: PodGroups are namespaced, and a pod joins the group of its namespace.
+///
+/// The names are shared (`Arc<str>`): every admission pass copies the key of each waiting
+/// group into its decision, twice for a group short of room, and a copy that allocates cost
+/// a fifth of a pass over 10,000 groups.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct GroupKey {
-    pub namespace: String,
-    pub name: String,
+    pub namespace: Arc<str>,
+    pub name: Arc<str>,
 }
 
 impl GroupKey {
-    pub fn new(namespace: impl Into<String>, name: impl Into<String>) -> Self {
+    pub fn new(namespace: impl Into<Arc<str>>, name: impl Into<Arc<str>>) -> Self {
         GroupKey {
             namespace: namespace.into(),
             name: name.into(),

@@ -54,7 +54,7 @@ pub fn plan(key: &GroupKey, asked: &Asked) -> Option<Plan> {
     let mut spec = PodGroupSpec::with_min_member(i32::try_from(min_member).unwrap_or(i32::MAX));
     spec.queue = Some(queue.clone());
     let mut group = PodGroup::new(&key.name, spec);
-    group.metadata.namespace = Some(key.namespace.clone());
+    group.metadata.namespace = Some(key.namespace.to_string());
     group.metadata.labels = Some([(labels::QUEUE_LABEL.to_owned(), queue)].into());
     Some(Plan::Create(Box::new(group)))
 }

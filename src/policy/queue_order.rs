@@ -569,7 +569,7 @@ mod tests {
     }
 
     fn names(order: &[Pick<'_>]) -> Vec<String> {
-        order.iter().map(|p| p.group.key.name.clone()).collect()
+        order.iter().map(|p| p.group.key.name.to_string()).collect()
     }
 
     fn queues_of(order: &[Pick<'_>]) -> String {
@@ -785,9 +785,9 @@ mod tests {
         let mut pass = AdmissionPass::new(&queues, Options::default());
         pass.skip_last(); // Before the first pick: nothing to skip.
         let first = pass.next().unwrap();
-        assert_eq!(first.group.key.name, "too-big");
+        assert_eq!(&*first.group.key.name, "too-big");
         pass.skip_last();
-        let rest: Vec<String> = pass.map(|p| p.group.key.name.clone()).collect();
+        let rest: Vec<String> = pass.map(|p| p.group.key.name.to_string()).collect();
         assert_eq!(rest, ["small", "other"]);
     }
 
