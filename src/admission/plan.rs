@@ -100,6 +100,7 @@
 //! admission_pass` measures it over 1,000 nodes, 100 queues and 10,000 waiting groups.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use rustc_hash::FxHashMap;
@@ -221,7 +222,8 @@ pub struct Decision {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RoomWait {
     pub group: GroupKey,
-    pub queue: String,
+    /// Shared by the queue's groups in one decision.
+    pub queue: Arc<str>,
     /// The gated members it needs placed to reach quorum, one entry per pod.
     pub need: Vec<Resources>,
     /// What releasing every gated member adds to its queue.
@@ -590,6 +592,8 @@ struct Pass<'s> {
     room: Room<'s>,
     /// Queues by slot (name order).
     queues: Vec<&'s Queue>,
+    /// Their names, shared by the reasons and room waits of their groups.
+    names: Vec<Arc<str>>,
     /// Per queue slot: what it holds, this pass's admissions included.
     held: Vec<Resources>,
     /// Per queue slot: the slots of its parent, grandparent, ... (see [`ancestry`]).
@@ -706,7 +710,7 @@ impl<'s> Pass<'s> {
         let refused = refused(needed, available, member);
         match share {
             Some(share) if share >= FAIR => Err(Why::OverShare {
-                queue: queue.name.clone(),
+                queue: self.names[slot].clone(),
                 share,
                 room: Box::new(refused),
             }),
@@ -860,6 +864,7 @@ fn admit(state: &State, book: Book, shares: Shares, now: i64) -> Decision {
         now,
         room,
         queues: by_slot,
+        names: names.iter().map(|n| Arc::from(n.as_str())).collect(),
         held,
         ancestors,
         subtree,
@@ -1006,7 +1011,7 @@ fn admit(state: &State, book: Book, shares: Shares, now: i64) -> Decision {
         if let (Some(group), true) = (c.group, listed) {
             decision.short_of_room.push(RoomWait {
                 group: group.clone(),
-                queue: c.queue.to_owned(),
+                queue: pass.names[c.slot].clone(),
                 need: c.need().cloned().collect(),
                 requests: c.requests.clone(),
                 priority: c.priority,

@@ -331,7 +331,7 @@ fn input(
         .filter_map(|w| {
             Some(policy::Starved {
                 key: w.group.clone(),
-                queue: *slot.get(w.queue.as_str())?,
+                queue: *slot.get(&*w.queue)?,
                 need: w.need.clone(),
                 requests: w.requests.clone(),
                 priority: w.priority,
@@ -467,7 +467,7 @@ fn needs_no_plan(
     let may_reclaim = decision.short_of_room.iter().any(|w| {
         !w.capped
             && slot
-                .get(w.queue.as_str())
+                .get(&*w.queue)
                 .is_some_and(|&q| policy::may_reclaim(&queues[q], &w.need, &w.requests))
     });
     if may_reclaim {
@@ -479,9 +479,7 @@ fn needs_no_plan(
     // only when the pod is below some starved group's priority.
     let mut highest_starved: HashMap<&str, i32> = HashMap::new();
     for w in &decision.short_of_room {
-        let highest = highest_starved
-            .entry(w.queue.as_str())
-            .or_insert(w.priority);
+        let highest = highest_starved.entry(&*w.queue).or_insert(w.priority);
         *highest = (*highest).max(w.priority);
     }
     let highest = highest_starved.values().copied().max();

@@ -6,6 +6,7 @@
 //! messages after the lock is released.
 
 use std::fmt;
+use std::sync::Arc;
 
 use crate::cache::resources::{ResourceId, human};
 use crate::cache::{GroupKey, Resources};
@@ -107,7 +108,9 @@ pub enum Why {
         member: Option<Resources>,
     },
     OverShare {
-        queue: String,
+        /// Shared with the pass's other groups of the queue: most waiting groups of a busy
+        /// cluster wait for this reason.
+        queue: Arc<str>,
         share: DominantShare,
         room: Box<Why>,
     },
