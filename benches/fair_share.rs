@@ -2,11 +2,12 @@
 //! ordering pass over 10,000 waiting groups in 100 queues, and one whole admission pass
 //! (`admission::plan::decide`: usage, shares, order, quota and room checks) over a cache of
 //! 1,000 nodes, 100 queues and 10,000 waiting groups: ~31 ms on the shared 2-core development
-//! machine at a load of 1.5 (24 November 2026; 57 ms the same day before groups kept their
-//! member pods and their key order and reasons shared their queue's name, ~127 ms before the pass stopped copying pods, formatting
-//! reasons and sorting groups by name; ~1.8 ms of it is the ordering alone). What is left is
-//! mostly reading the cache (one read of each of the 58,000 member pods, wherever it lies) and
-//! one allocation per waiting group for its members and its reason.
+//! machine at a load of 1.5 (24 November 2026; 47 ms in the same run for the tree before
+//! groups kept their member pods and their key order and reasons shared their queue's name;
+//! ~127 ms before the pass stopped copying pods, formatting reasons and sorting groups by
+//! name; ~1.8 ms of it is the ordering alone). What is left is mostly reading the cache (one
+//! read of each of the 58,000 member pods, wherever it lies) and one allocation per waiting
+//! group for its members and its reason.
 //!
 //! The design's target is a full ordering pass over 10,000 waiting groups in 100 queues under
 //! 20 ms. Inputs are built deterministically (an LCG, no randomness between runs) outside the

@@ -351,7 +351,7 @@ fn input(
     let mut freeing = Resources::new();
     let mut gangs = Vec::new();
     for (key, group) in &state.groups {
-        let members = state.live_members(group);
+        let members = group.live_members();
         let queue = slot.get(State::queue_of(group, &members)).copied();
         // Pods on their way out: their room is coming free, and their queue no longer holds it.
         for p in members.iter().filter(|p| going(p)) {

@@ -105,6 +105,17 @@ pub struct Group {
     pub last_wait_reason: Option<String>,
 }
 
+impl Group {
+    /// Its members that have not finished (Succeeded or Failed), in UID order.
+    pub fn live_members(&self) -> Vec<&Pod> {
+        self.members
+            .values()
+            .map(|p| p.as_ref())
+            .filter(|p| !p.phase.is_terminal())
+            .collect()
+    }
+}
+
 #[derive(Debug, Clone, Default)]
 pub struct State {
     /// Nodes and, per node, `used`, `reserved` and `claimed`.
@@ -170,16 +181,6 @@ impl State {
             .collect();
         nodes.sort_by(|a, b| a.name.cmp(&b.name));
         nodes
-    }
-
-    /// The members of `group` that have not finished (Succeeded or Failed), in UID order.
-    pub fn live_members<'a>(&'a self, group: &'a Group) -> Vec<&'a Pod> {
-        group
-            .members
-            .values()
-            .map(|p| p.as_ref())
-            .filter(|p| !p.phase.is_terminal())
-            .collect()
     }
 
     /// The queue of a group with these `members`: its PodGroup's, else the first member that
