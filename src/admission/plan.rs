@@ -108,7 +108,7 @@ use rustc_hash::FxHashMap;
 use super::room::Room;
 pub use super::why::{Reason, Why};
 use crate::api::labels::DEFAULT_QUEUE;
-use crate::cache::{GroupKey, Pod, Queue, Resources, State};
+use crate::cache::{GroupKey, Member, Pod, Queue, Resources, State};
 use crate::policy::fair_share::{self, QueueDemand};
 use crate::policy::queue_order::{
     AdmissionPass, DominantShare, Options, QueueSnapshot, WaitingGroup,
@@ -245,7 +245,7 @@ struct Candidate<'s> {
     /// The group's name, or the queue-only pod's.
     name: &'s str,
     /// Its gated members; the first `missing` of them are what it needs for quorum.
-    gated: Vec<&'s Pod>,
+    gated: Vec<&'s Member>,
     missing: usize,
     /// What releasing every gated member adds to the queue.
     requests: Resources,
@@ -275,7 +275,7 @@ impl<'s> Candidate<'s> {
 
     /// The requests of each gated member the gang needs placed to reach quorum.
     fn need(&self) -> impl Iterator<Item = &'s Resources> + '_ {
-        self.gated[..self.missing].iter().map(|p| &p.requests)
+        self.gated[..self.missing].iter().map(|m| &m.requests)
     }
 }
 
@@ -324,39 +324,46 @@ fn collect<'s>(state: &'s State, released: &dyn Fn(&str) -> bool) -> Book<'s> {
         candidates: Vec::with_capacity(state.groups.len()),
         ..Book::default()
     };
-    // What the pass needs of each live member, read once: the pod, whether it holds room on
-    // a node (bound or reserved by the extender), and whether it is still gated.
-    let member = |p: &'s Pod| Member {
-        pod: p,
-        placed: p.node_name.is_some() || state.reservations.contains_key(&p.uid),
-        gated: p.awaits_admission() && !released(&p.uid),
+    // What the pass needs of each live member, read once from the group (not the pod): whether
+    // it holds room on a node (bound or reserved by the extender), and whether it is still
+    // gated.
+    let seen = |uid: &str, m: &'s Member| Seen {
+        member: m,
+        placed: m.bound || state.reservations.contains_key(uid),
+        gated: m.gated && !released(uid),
     };
-    let mut members: Vec<Member<'s>> = Vec::new();
+    let mut members: Vec<Seen<'s>> = Vec::new();
     for (key, group) in &state.groups {
         members.clear();
         members.extend(
             group
                 .members
-                .values()
-                .map(|p| p.as_ref())
-                .filter(|p| !p.phase.is_terminal())
-                .map(&member),
+                .iter()
+                .filter(|(_, m)| m.live)
+                .map(|(uid, m)| seen(uid, m)),
         );
         let spec = group.spec.as_deref();
         let queue: &str = match spec {
             Some(spec) => &spec.queue,
             None => members
                 .iter()
-                .find_map(|m| m.pod.queue.as_deref())
+                .find_map(|m| m.member.pod.queue.as_deref())
                 .unwrap_or(DEFAULT_QUEUE),
         };
         let min_member = spec.map_or(1, |s| s.min_member);
-        hold(state, &mut book, queue, &members, min_member);
-        let Some(mut candidate) = candidate(queue, &members, min_member) else {
+        hold(
+            state,
+            &mut book,
+            queue,
+            &key.namespace,
+            &members,
+            min_member,
+        );
+        let Some(mut candidate) = candidate(queue, &key.namespace, &key.name, &members, min_member)
+        else {
             continue;
         };
         candidate.group = Some(key);
-        candidate.name = &key.name;
         candidate.blocked = match spec {
             None => Some(Why::PodGroupMissing { group: key.clone() }),
             Some(spec) if members.len() < spec.min_member as usize => Some(Why::Members {
@@ -372,16 +379,14 @@ fn collect<'s>(state: &'s State, released: &dyn Fn(&str) -> bool) -> Book<'s> {
             .map(|key| (key, domain_of(state, &members, key)));
         book.candidates.push(candidate);
     }
-    for pod in state.pods.values().map(|p| p.as_ref()) {
+    for (uid, m) in state.queue_only.iter().filter(|(_, m)| m.live) {
+        let pod = m.pod.as_ref();
         let Some(queue) = pod.queue.as_deref() else {
             continue;
         };
-        if pod.pod_group.is_some() || pod.phase.is_terminal() {
-            continue;
-        }
-        let alone = [member(pod)];
-        hold(state, &mut book, queue, &alone, 1);
-        if let Some(candidate) = candidate(queue, &alone, 1) {
+        let alone = [seen(uid, m)];
+        hold(state, &mut book, queue, &pod.namespace, &alone, 1);
+        if let Some(candidate) = candidate(queue, &pod.namespace, &pod.name, &alone, 1) {
             book.candidates.push(candidate);
         }
     }
@@ -389,8 +394,8 @@ fn collect<'s>(state: &'s State, released: &dyn Fn(&str) -> bool) -> Book<'s> {
 }
 
 /// A live member of a group, as [`collect`] read it.
-struct Member<'s> {
-    pod: &'s Pod,
+struct Seen<'s> {
+    member: &'s Member,
     /// Bound, or reserved by the extender.
     placed: bool,
     /// It carries the admission gate and the loop has not just released it.
@@ -401,12 +406,13 @@ fn seconds(d: std::time::Duration) -> i64 {
     i64::try_from(d.as_secs()).unwrap_or(i64::MAX)
 }
 
-/// Adds what `members` hold to `queue`'s allocation (see the module docs).
+/// Adds what `members` (of `namespace`) hold to `queue`'s allocation (see the module docs).
 fn hold<'s>(
     state: &State,
     book: &mut Book<'s>,
     queue: &'s str,
-    members: &[Member],
+    namespace: &str,
+    members: &[Seen],
     min_member: u32,
 ) {
     let mut held = Resources::new();
@@ -415,7 +421,7 @@ fn hold<'s>(
     let mut released = Resources::new();
     for m in members {
         if m.placed {
-            held.add(&m.pod.requests);
+            held.add(&m.member.requests);
             placed += 1;
         } else if !m.gated {
             short += 1;
@@ -428,7 +434,7 @@ fn hold<'s>(
             break;
         }
         if !m.placed && !m.gated {
-            released.add(&m.pod.requests);
+            released.add(&m.member.requests);
             left -= 1;
         }
     }
@@ -446,23 +452,31 @@ fn hold<'s>(
         book.namespace_allocated
             .entry(queue)
             .or_default()
-            .entry(members[0].pod.namespace.clone())
+            .entry(namespace.to_owned())
             .or_default()
             .add(&held);
     }
 }
 
-/// The waiting part of a group, if any member is gated; the caller fills in what only a
-/// PodGroup says.
-fn candidate<'s>(queue: &'s str, members: &[Member<'s>], min_member: u32) -> Option<Candidate<'s>> {
-    let first = members.iter().find(|m| m.gated)?.pod;
-    let mut gated: Vec<&'s Pod> = Vec::with_capacity(members.len());
+/// The waiting part of a group (or a queue-only pod) called `name` in `namespace`, if any
+/// member is gated; the caller fills in what only a PodGroup says.
+fn candidate<'s>(
+    queue: &'s str,
+    namespace: &'s str,
+    name: &'s str,
+    members: &[Seen<'s>],
+    min_member: u32,
+) -> Option<Candidate<'s>> {
+    if !members.iter().any(|m| m.gated) {
+        return None;
+    }
+    let mut gated: Vec<&'s Member> = Vec::with_capacity(members.len());
     let mut requests = Resources::new();
     let mut created = i64::MAX;
-    for m in members.iter().filter(|m| m.gated) {
-        gated.push(m.pod);
-        requests.add(&m.pod.requests);
-        created = created.min(m.pod.created);
+    for m in members.iter().filter(|m| m.gated).map(|m| m.member) {
+        gated.push(m);
+        requests.add(&m.requests);
+        created = created.min(m.created);
     }
     let released = members.len() - gated.len();
     let missing = (min_member as usize)
@@ -472,11 +486,11 @@ fn candidate<'s>(queue: &'s str, members: &[Member<'s>], min_member: u32) -> Opt
         queue,
         slot: usize::MAX,
         group: None,
-        namespace: &first.namespace,
-        name: &first.name,
+        namespace,
+        name,
         missing,
         requests,
-        priority: members.iter().map(|m| m.pod.priority).max().unwrap_or(0),
+        priority: members.iter().map(|m| m.member.priority).max().unwrap_or(0),
         created,
         max_wait: None,
         expected_runtime: None,
@@ -488,15 +502,15 @@ fn candidate<'s>(queue: &'s str, members: &[Member<'s>], min_member: u32) -> Opt
 
 /// The value of the label `key` that `members` are already tied to: that of the node one runs
 /// on, or else the one a member's `nodeSelector` names.
-fn domain_of<'s>(state: &'s State, members: &[Member<'s>], key: &str) -> Option<&'s str> {
+fn domain_of<'s>(state: &'s State, members: &[Seen<'s>], key: &str) -> Option<&'s str> {
     let running = members.iter().find_map(|m| {
-        let node = state.nodes.get(m.pod.node_name.as_deref()?)?;
+        let node = state.nodes.get(m.member.pod.node_name.as_deref()?)?;
         node.labels.get(key).map(String::as_str)
     });
     running.or_else(|| {
         members
             .iter()
-            .find_map(|m| m.pod.node_selector.get(key).map(String::as_str))
+            .find_map(|m| m.member.pod.node_selector.get(key).map(String::as_str))
     })
 }
 
@@ -830,11 +844,10 @@ fn ancestry(queues: &[&Queue]) -> Vec<Vec<usize>> {
 
 /// The capability bounds `queue` would exceed, holding `holds`, by taking `requests`.
 fn over_capability(queue: &Queue, holds: &Resources, requests: &Resources) -> Option<Why> {
-    let after = holds.plus(requests);
     let over: Vec<_> = queue
         .capability
         .iter()
-        .filter(|(id, limit)| after.amount(*id) > *limit)
+        .filter(|(id, limit)| holds.amount(*id).saturating_add(requests.amount(*id)) > *limit)
         .map(|(id, limit)| (id, holds.amount(id), requests.amount(id), limit))
         .collect();
     (!over.is_empty()).then(|| Why::Capability {
@@ -994,9 +1007,9 @@ fn admit(state: &State, book: Book, shares: Shares, now: i64) -> Decision {
             (Some((key, _)), Some(value)) => c
                 .gated
                 .iter()
-                .map(|p| PodRef::into_domain(p, key, value))
+                .map(|m| PodRef::into_domain(&m.pod, key, value))
                 .collect(),
-            _ => c.gated.iter().map(|p| PodRef::of(p)).collect(),
+            _ => c.gated.iter().map(|m| PodRef::of(&m.pod)).collect(),
         };
         decision.admit.push(Admission {
             group: c.group.cloned(),

@@ -401,8 +401,8 @@ fn input(
 
     // Pods of a queue in no group: each a gang of one, keyed by its namespace and UID.
     let mut lone = HashSet::new();
-    for p in state.pods.values() {
-        if p.pod_group.is_some() || p.phase.is_terminal() {
+    for p in state.queue_only.values().map(|m| m.pod.as_ref()) {
+        if p.phase.is_terminal() {
             continue;
         }
         let (Some(queue), Some(at)) = (

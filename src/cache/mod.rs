@@ -30,7 +30,7 @@ pub use model::{
     GroupKey, Node, Pod, PodGroup, PodPhase, Queue, ResourceId, Resources, Taint, TaintEffect,
 };
 pub use nodes::{NodeSlot, Nodes};
-pub use state::{Claim, Group, Reservation, Slot, State};
+pub use state::{Claim, Group, Member, Reservation, Slot, State};
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {

@@ -91,7 +91,7 @@ pub fn observe(state: &State) -> Observation {
             ..GroupView::default()
         };
         let mut live_unbound: Vec<&Pod> = Vec::new();
-        for pod in group.members.values() {
+        for pod in group.members.values().map(|m| m.pod.as_ref()) {
             count(&mut view.members, pod);
             if let Some(queue) = spec_queue.or(pod.queue.as_deref()) {
                 add_usage(&mut out.queues, queue, pod);
@@ -105,10 +105,8 @@ pub fn observe(state: &State) -> Observation {
         }
         out.groups.insert(key.clone(), view);
     }
-    for pod in state.pods.values() {
-        if pod.pod_group.is_none()
-            && let Some(queue) = &pod.queue
-        {
+    for pod in state.queue_only.values().map(|m| m.pod.as_ref()) {
+        if let Some(queue) = &pod.queue {
             add_usage(&mut out.queues, queue, pod);
         }
     }
