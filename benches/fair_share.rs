@@ -1,13 +1,13 @@
 //! Fair-share benchmarks: deserved shares for 100 queues × 5 resources, one admission
 //! ordering pass over 10,000 waiting groups in 100 queues, and one whole admission pass
 //! (`admission::plan::decide`: usage, shares, order, quota and room checks) over a cache of
-//! 1,000 nodes, 100 queues and 10,000 waiting groups: ~31 ms on the shared 2-core development
-//! machine at a load of 1.5 (24 November 2026; 47 ms in the same run for the tree before
-//! groups kept their member pods and their key order and reasons shared their queue's name;
-//! ~127 ms before the pass stopped copying pods, formatting reasons and sorting groups by
-//! name; ~1.8 ms of it is the ordering alone). What is left is mostly reading the cache (one
-//! read of each of the 58,000 member pods, wherever it lies) and one allocation per waiting
-//! group for its members and its reason.
+//! 1,000 nodes, 100 queues and 10,000 waiting groups: ~13.5 ms on the shared 2-core
+//! development machine at a load of 1.4 (24 November 2026; 20 ms in the same run for the tree
+//! before groups kept a copy of what the pass reads of each member beside it; 47 ms before
+//! groups kept their member pods and their key order; ~127 ms before the pass stopped copying
+//! pods, formatting reasons and sorting groups by name; ~1.8 ms of it is the ordering alone).
+//! What is left is mostly walking the groups and copying each waiting group's key and reason
+//! into the decision.
 //!
 //! The design's target is a full ordering pass over 10,000 waiting groups in 100 queues under
 //! 20 ms. Inputs are built deterministically (an LCG, no randomness between runs) outside the
@@ -16,9 +16,9 @@
 //! priorities and spread-out creation times.
 //!
 //! Also reclaim (`admission::reclaim::plan`) after such a pass, when some queues with groups
-//! short of room are below their deserved share (a victim search per such queue: ~115 ms),
+//! short of room are below their deserved share (a victim search per such queue: ~72 ms),
 //! and when none is and no such group outranks a running gang of its queue (the common case,
-//! which skips building reclaim's input: ~1.8 ms).
+//! which skips building reclaim's input: ~0.6 ms; both in the same run as the pass).
 //!
 //! Run: `cargo bench --bench fair_share` (add `-- --quick` for a short run).
 

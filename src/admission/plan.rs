@@ -92,11 +92,12 @@
 //!   in [`Decision::short_of_room`], in the pass's order, for `crate::admission::reclaim`.
 //!
 //! **Cost.** The pass runs under the cache's read lock. It looks nothing up by name in its
-//! loops (queues by index, candidates by index, members straight from their group), copies no
-//! pod (members by reference; pod references are built only for the groups it admits), sorts
-//! no names (groups come in key order from the cache), formats no message (see [`Why`]), and
-//! scans nodes with per-shape first-fit cursors ([`Room`]). What is left is mostly memory: one
-//! read of each member pod, wherever it lies. `cargo bench --bench fair_share --
+//! loops (queues by index, candidates by index, members straight from their group), reads no
+//! pod but those it admits (what it needs of each member is copied beside it in its group,
+//! [`crate::cache::Member`], and queue-only pods have their own index), sorts no names (groups
+//! come in key order from the cache), formats no message (see [`Why`]), and scans nodes with
+//! per-shape first-fit cursors ([`Room`]). What is left is mostly walking the groups and
+//! copying each waiting group's key into the decision. `cargo bench --bench fair_share --
 //! admission_pass` measures it over 1,000 nodes, 100 queues and 10,000 waiting groups.
 
 use std::collections::BTreeMap;
