@@ -64,14 +64,17 @@ pub fn host_score_list(scores: &[HostScore<'_>]) -> Vec<u8> {
 #[derive(Debug, Clone, Copy)]
 pub enum Names<'a, T> {
     List(&'a [T]),
-    Raw(&'a RawValue),
+    /// A JSON array's text, written as it is.
+    Raw(&'a str),
 }
 
 impl<T: AsRef<str>> Serialize for Names<'_, T> {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         match self {
             Names::List(names) => s.collect_seq(names.iter().map(AsRef::as_ref)),
-            Names::Raw(raw) => raw.serialize(s),
+            Names::Raw(raw) => serde_json::from_str::<&RawValue>(raw)
+                .map_err(serde::ser::Error::custom)?
+                .serialize(s),
         }
     }
 }
@@ -88,7 +91,7 @@ where
 {
     let names: usize = match answer.node_names {
         Names::List(names) => names.iter().map(|n| n.as_ref().len() + 3).sum(),
-        Names::Raw(raw) => raw.get().len(),
+        Names::Raw(raw) => raw.len(),
     };
     let mut out = Vec::with_capacity(
         128 + answer.error.len()
@@ -113,7 +116,7 @@ where
             }
             out.push(b']');
         }
-        Names::Raw(raw) => out.extend_from_slice(raw.get().as_bytes()),
+        Names::Raw(raw) => out.extend_from_slice(raw.as_bytes()),
     }
     let mut escaped = Escaped::default();
     out.extend_from_slice(b",\"FailedNodes\":");
@@ -297,10 +300,9 @@ mod tests {
         };
         same_as_serde(&filter_answer(&empty).unwrap(), &empty);
 
-        let names = RawValue::from_string(r#"["a","b\u0041"]"#.into()).unwrap();
         let echoed = FilterAnswer {
             nodes: None::<&RawValue>,
-            node_names: Names::<&str>::Raw(&names),
+            node_names: Names::<&str>::Raw(r#"["a","b\u0041"]"#),
             failed_nodes: &none,
             failed_and_unresolvable_nodes: &none,
             error: "",

@@ -16,7 +16,7 @@ use super::wire::{
     ExtenderPreemptionArgs, ExtenderPreemptionResult, FilterAnswer, HostScore,
     MIN_EXTENDER_PRIORITY, MetaPod, MetaVictims, Name, NodeList, NodeListNames, PodLabels, Victims,
 };
-use super::{BindRequest, Body, Error, Extender, Outcome, Verb, Wire, bad_request, decode};
+use super::{BindRequest, Body, Error, Extender, Outcome, Verb, Wire, bad_request, decode_args};
 use crate::api::labels;
 use crate::cache::{GroupKey, NodeSlot, convert};
 use crate::gang::claims;
@@ -26,7 +26,7 @@ use serde_json::value::RawValue;
 
 /// `POST /scheduler/filter`.
 pub async fn filter(State(extender): State<Arc<Extender>>, Body(verb, body): Body) -> Response {
-    let args: ExtenderArgsRef = match decode(verb, &body) {
+    let args = match decode_args(verb, &body) {
         Ok(args) => args,
         Err(e) => return bad_request(e),
     };
@@ -107,7 +107,7 @@ fn pass_through(args: &ExtenderArgsRef<'_>, request: Request<'_>) -> Response {
 /// scheduler, so a pod that cannot be judged gets neutral scores, written straight from the
 /// request's names.
 pub async fn prioritize(State(extender): State<Arc<Extender>>, Body(verb, body): Body) -> Response {
-    let args: ExtenderArgsRef = match decode(verb, &body) {
+    let args = match decode_args(verb, &body) {
         Ok(args) => args,
         Err(e) => return bad_request(e),
     };

@@ -22,6 +22,7 @@ pub mod encode;
 pub mod handlers;
 pub mod permit;
 mod scan;
+mod split;
 pub mod wire;
 
 use std::fmt;
@@ -273,6 +274,15 @@ pub fn decode<'a, T: Deserialize<'a>>(verb: Verb, body: &'a [u8]) -> Result<T, E
         verb,
         why: e.to_string(),
     })
+}
+
+/// A filter or prioritize request: split by a plain scan when it can (`split`), else decoded
+/// by serde (with serde's error).
+pub fn decode_args(verb: Verb, body: &[u8]) -> Result<wire::ExtenderArgsRef<'_>, Error> {
+    match split::args(body) {
+        Some(args) => Ok(args),
+        None => decode(verb, body),
+    }
 }
 
 /// HTTP 400 with the error as plain text.

@@ -1,5 +1,5 @@
 //! Byte scans of JSON strings, eight bytes at a time: a request over thousands of nodes has
-//! each name split out of the body ([`super::wire::NodeNames`]) and checked before it is
+//! each name split out of the body (`super::split`) and checked before it is
 //! written into the answer ([`super::encode`]), and a byte at a time that cost more than
 //! everything else the call did per node.
 //!
@@ -43,23 +43,20 @@ fn first(s: &[u8], flag: impl Fn(u64) -> u64, is: impl Fn(u8) -> bool) -> Option
     (found != 0).then(|| last + found.trailing_zeros() as usize / 8)
 }
 
-/// Where the first `"` or `\` of `s` is: the end of a JSON string's text, or its first escape.
-pub fn quote_or_backslash(s: &[u8]) -> Option<usize> {
-    first(
-        s,
-        |w| equal(w, b'"') | equal(w, b'\\'),
-        |b| b == b'"' || b == b'\\',
-    )
-}
-
-/// Whether `s` has a byte JSON must escape: `"`, `\` or a control character below U+0020.
-pub fn needs_escape(s: &[u8]) -> bool {
+/// Where the first byte of `s` is that JSON must escape: `"`, `\` or a control character below
+/// U+0020. In a JSON string's text, the end of a string that has no escape is such a byte and a
+/// `"`.
+pub fn special(s: &[u8]) -> Option<usize> {
     first(
         s,
         |w| below(w, 0x20) | equal(w, b'"') | equal(w, b'\\'),
         |b| b < 0x20 || b == b'"' || b == b'\\',
     )
-    .is_some()
+}
+
+/// Whether `s` has a byte JSON must escape.
+pub fn needs_escape(s: &[u8]) -> bool {
+    special(s).is_some()
 }
 
 #[cfg(test)]
@@ -77,17 +74,16 @@ mod tests {
                     if at + 2 < len {
                         s[at + 2] = b'"';
                     }
-                    let end = s.iter().position(|&b| b == b'"' || b == b'\\');
-                    assert_eq!(quote_or_backslash(&s), end, "byte {b:#x} at {at} of {len}");
-                    let escape = s.iter().any(|&b| b < 0x20 || b == b'"' || b == b'\\');
-                    assert_eq!(needs_escape(&s), escape, "byte {b:#x} at {at} of {len}");
+                    let escape = s.iter().position(|&b| b < 0x20 || b == b'"' || b == b'\\');
+                    assert_eq!(special(&s), escape, "byte {b:#x} at {at} of {len}");
+                    assert_eq!(needs_escape(&s), escape.is_some());
                     s.iter_mut().skip(at + 1).for_each(|b| *b = b'x');
                     let escape = b < 0x20 || b == b'"' || b == b'\\';
                     assert_eq!(needs_escape(&s), escape, "byte {b:#x} at {at} of {len}");
                 }
             }
         }
-        assert_eq!(quote_or_backslash(b""), None);
+        assert_eq!(special(b""), None);
         assert!(!needs_escape(b""));
     }
 }

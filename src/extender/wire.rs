@@ -19,8 +19,6 @@ use k8s_openapi::api::core::v1::{Node, Pod};
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 
-use super::scan::quote_or_backslash;
-
 /// `MaxExtenderPriority`: the highest score an extender may give a node.
 pub const MAX_EXTENDER_PRIORITY: i64 = 10;
 /// `MinExtenderPriority`.
@@ -51,7 +49,9 @@ pub struct ExtenderArgs {
 /// `ExtenderArgs` as the filter and prioritize handlers read it: borrowed from the request
 /// body, so a request over thousands of nodes allocates no name. The pod and the full nodes
 /// stay raw JSON until a decision needs them: a pod in no group is answered from its labels
-/// ([`PodLabels`]) and its `Nodes` echoed as they came.
+/// ([`PodLabels`]) and its `Nodes` echoed as they came. The handlers get it from
+/// [`super::decode_args`], which splits the body by a plain scan when it can and comes here,
+/// to serde, otherwise.
 #[derive(Debug, Deserialize)]
 pub struct ExtenderArgsRef<'a> {
     #[serde(rename = "Pod", alias = "pod", borrow)]
@@ -72,66 +72,33 @@ pub struct ExtenderArgsRef<'a> {
 /// it came, which a pod in no group gets back byte for byte.
 ///
 /// Decision: an array of strings without escapes (node names are DNS subdomains: every real
-/// request) is split by a plain scan of its text, which serde has already checked to be JSON;
+/// request) is split by a plain scan of its text, in `super::split` before serde sees the body,
+/// or here after serde has checked it to be JSON (when the split gave up on something else);
 /// anything else goes through serde, with serde's error. At 5,000 names serde's per-string
 /// machinery (escape scan, UTF-8 check, visitor) cost more than the whole scan.
 #[derive(Debug)]
 pub struct NodeNames<'a> {
-    pub raw: &'a RawValue,
+    /// The array's JSON text.
+    pub raw: &'a str,
     pub names: Vec<Name<'a>>,
 }
 
 impl<'de: 'a, 'a> Deserialize<'de> for NodeNames<'a> {
     fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         let raw = <&'de RawValue>::deserialize(deserializer)?;
-        let names = match plain_names(raw.get()) {
-            Some(names) => names,
-            None => serde_json::from_str(raw.get()).map_err(|e| {
-                // The deserializer adds the position in the whole body.
-                let at = format!(" at line {} column {}", e.line(), e.column());
-                let why = e.to_string();
-                serde::de::Error::custom(why.strip_suffix(&at).unwrap_or(&why))
-            })?,
-        };
-        Ok(NodeNames { raw, names })
-    }
-}
-
-/// The strings of `text`, a JSON array of strings none of which has an escape; `None` for
-/// any other JSON. Each string ends at the first `"`, so slicing there keeps UTF-8 whole.
-fn plain_names(text: &str) -> Option<Vec<Name<'_>>> {
-    let bytes = text.as_bytes();
-    let skip = |mut at: usize| {
-        while bytes.get(at).is_some_and(u8::is_ascii_whitespace) {
-            at += 1;
+        if let Some((names, _)) = super::split::node_names(raw.get(), 0) {
+            return Ok(names);
         }
-        at
-    };
-    let mut names = Vec::with_capacity(bytes.len() / 16);
-    let mut at = skip(0);
-    if bytes.get(at) != Some(&b'[') {
-        return None;
-    }
-    at = skip(at + 1);
-    if bytes.get(at) == Some(&b']') {
-        return Some(names);
-    }
-    loop {
-        if bytes.get(at) != Some(&b'"') {
-            return None;
-        }
-        let start = at + 1;
-        let end = start + quote_or_backslash(&bytes[start..])?;
-        if bytes[end] == b'\\' {
-            return None;
-        }
-        names.push(Name(Cow::Borrowed(&text[start..end])));
-        at = skip(end + 1);
-        match bytes.get(at) {
-            Some(b',') => at = skip(at + 1),
-            Some(b']') => return Some(names),
-            _ => return None,
-        }
+        let names = serde_json::from_str(raw.get()).map_err(|e| {
+            // The deserializer adds the position in the whole body.
+            let at = format!(" at line {} column {}", e.line(), e.column());
+            let why = e.to_string();
+            serde::de::Error::custom(why.strip_suffix(&at).unwrap_or(&why))
+        })?;
+        Ok(NodeNames {
+            raw: raw.get(),
+            names,
+        })
     }
 }
 
@@ -432,7 +399,7 @@ mod tests {
             let args: ExtenderArgsRef = serde_json::from_str(body)?;
             let names = args.node_names.expect("names");
             let list: Vec<String> = names.names.iter().map(|n| n.0.to_string()).collect();
-            Ok::<_, serde_json::Error>((list, names.raw.get().to_owned()))
+            Ok::<_, serde_json::Error>((list, names.raw.to_owned()))
         };
         let plain = r#"{"Pod":{},"NodeNames": [ "a" ,"ü-b", "c"] }"#;
         assert_eq!(names(plain).unwrap().0, ["a", "ü-b", "c"]);
