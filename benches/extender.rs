@@ -7,8 +7,9 @@
 //! measurement: every case is called `GP_BENCH_SAMPLES` times (default 2,000) after a warm-up,
 //! each call timed alone with `Instant`, and p50, p99, mean and max are printed as a table. The
 //! same closures then run under criterion. Baselines in the same run: the JSON decode of the
-//! request alone (into owned types, and borrowed with the pod left raw as the handlers do it),
-//! and the pass-through paths (the floor of any call over the same body).
+//! request alone (by serde into owned types; by serde borrowed, with the pod left raw; and as
+//! the handlers read it, `extender::decode_args`, which splits the body by a plain scan), and
+//! the pass-through paths (the floor of any call over the same body).
 //!
 //! The cluster is deterministic (an LCG, no randomness between runs), built only through the
 //! cache's write path (`Cache::apply_node`, `apply_pod`, `apply_pod_group`) and the gang code
@@ -721,6 +722,18 @@ fn cases<'a>(w: &'a World, rt: &'a tokio::runtime::Runtime) -> Vec<Case<'a>> {
         move || timed(|| serde_json::from_slice::<ExtenderArgs>(&body).unwrap())
     }));
     for (label, body) in [("5000", plain_body.clone()), ("500", plain_sampled.clone())] {
+        out.push(case(format!("baseline/decode-args/{label}-names"), {
+            let body = body.clone();
+            move || {
+                timed(|| {
+                    extender::decode_args(extender::Verb::Filter, &body)
+                        .unwrap()
+                        .pod
+                        .get()
+                        .len()
+                })
+            }
+        }));
         out.push(case(
             format!("baseline/json-decode-borrowed/{label}-names"),
             {

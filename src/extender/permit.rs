@@ -45,6 +45,27 @@ struct Held {
     reply: oneshot::Sender<Result<(), Error>>,
 }
 
+/// What [`Permits::step`] decided for one bind call.
+enum Step {
+    Failed(Error),
+    /// A pod in no group: bind it now.
+    Alone(BindRequest),
+    /// The gang has quorum: bind `held` (held since `since`) and `request` together.
+    Quorum {
+        group: PodGroup,
+        since: Option<Instant>,
+        held: Vec<Held>,
+        request: BindRequest,
+    },
+    /// Held until `deadline`; `answer` gets the result.
+    Held {
+        group: PodGroup,
+        uid: String,
+        deadline: Instant,
+        answer: oneshot::Receiver<Result<(), Error>>,
+    },
+}
+
 impl Permits {
     pub fn new(cache: Cache, binder: Arc<dyn Binder>, settings: Settings) -> Self {
         Self {
@@ -57,7 +78,42 @@ impl Permits {
 
     /// Binds `request`, or holds it until its gang has quorum; see the module docs.
     pub async fn bind(&self, request: BindRequest) -> Result<(), Error> {
+        match self.step(request) {
+            Step::Failed(e) => Err(e),
+            Step::Alone(request) => self.binder.bind(&request).await,
+            Step::Quorum {
+                group,
+                since,
+                held,
+                request,
+            } => self.bind_gang(&group, since, held, request).await,
+            Step::Held {
+                group,
+                uid,
+                deadline,
+                mut answer,
+            } => match tokio::time::timeout_at(deadline, &mut answer).await {
+                Ok(result) => result.unwrap_or(Err(Error::Dropped)),
+                Err(_elapsed) => match self.time_out(&group, &uid) {
+                    Some(result) => result,
+                    // Quorum came at the same instant and took this call over: wait for its
+                    // answer.
+                    None => answer.await.unwrap_or(Err(Error::Dropped)),
+                },
+            },
+        }
+    }
+
+    /// Records the reservation and, in the same critical section, holds the call or takes the
+    /// gang's held calls for binding.
+    ///
+    /// Why one section: were the reservation recorded first and the call held after, a second
+    /// member's call in between would see quorum, find no held call to take, and bind alone,
+    /// and the first would then wait for a quorum that already came (a gang bound in part; seen
+    /// in the end-to-end suite). The order is always this lock, then the cache's.
+    fn step(&self, request: BindRequest) -> Step {
         let display = format!("{}/{}", request.namespace, request.name);
+        let mut waiting = self.lock();
         let reserved = self.cache.update(|s| {
             claims::reserve(
                 s,
@@ -68,19 +124,53 @@ impl Permits {
                 std::time::Instant::now(),
             )
         });
-        match reserved {
-            Err(e) => Err(request.failed(e.to_string())),
-            Ok(None) => self.binder.bind(&request).await,
-            Ok(Some((group, true))) => self.bind_gang(&group, request).await,
-            Ok(Some((group, false))) => self.hold(&group, request).await,
-        }
+        let step = match reserved {
+            Err(e) => Step::Failed(request.failed(e.to_string())),
+            Ok(None) => Step::Alone(request),
+            Ok(Some((group, true))) => {
+                let taken = waiting.remove(&group.key);
+                let (since, held) = taken.map_or((None, Vec::new()), |w| (Some(w.since), w.held));
+                Step::Quorum {
+                    group,
+                    since,
+                    held,
+                    request,
+                }
+            }
+            Ok(Some((group, false))) => {
+                let (reply, answer) = oneshot::channel();
+                let uid = request.uid.clone();
+                let now = Instant::now();
+                let entry = waiting.entry(group.key.clone()).or_insert_with(|| Waiting {
+                    since: now,
+                    deadline: now + self.settings.timeout(&group),
+                    held: Vec::new(),
+                });
+                // A retried call for the same pod replaces the one the scheduler gave up on.
+                if let Some(i) = entry.held.iter().position(|h| h.request.uid == uid) {
+                    let old = entry.held.swap_remove(i);
+                    let _ = old
+                        .reply
+                        .send(Err(old.request.failed("superseded by a newer bind call")));
+                }
+                entry.held.push(Held { request, reply });
+                Step::Held {
+                    deadline: entry.deadline,
+                    group,
+                    uid,
+                    answer,
+                }
+            }
+        };
+        set_held_gauge(waiting.values().map(|w| w.held.len()).sum());
+        step
     }
 
     /// Answers every held call with an error, for shutdown: the scheduler frees the pods at
     /// once instead of waiting for its `httpTimeout`.
     pub fn fail_all(&self, why: &str) {
-        let all: Vec<(GroupKey, Waiting)> = self.lock().drain().collect();
-        for (key, waiting) in all {
+        let mut waiting = self.lock();
+        for (key, waiting) in waiting.drain() {
             let uids: Vec<String> = waiting.held.iter().map(|h| h.request.uid.clone()).collect();
             self.cache.update(|s| claims::release(s, &key, &uids));
             for held in waiting.held {
@@ -95,43 +185,12 @@ impl Permits {
         self.lock().values().map(|w| w.held.len()).sum()
     }
 
-    async fn hold(&self, group: &PodGroup, request: BindRequest) -> Result<(), Error> {
-        let (reply, mut answer) = oneshot::channel();
-        let uid = request.uid.clone();
-        let deadline = {
-            let mut waiting = self.lock();
-            let now = Instant::now();
-            let entry = waiting.entry(group.key.clone()).or_insert_with(|| Waiting {
-                since: now,
-                deadline: now + self.settings.timeout(group),
-                held: Vec::new(),
-            });
-            // A retried call for the same pod replaces the one the scheduler gave up on.
-            if let Some(i) = entry.held.iter().position(|h| h.request.uid == uid) {
-                let old = entry.held.swap_remove(i);
-                let _ = old
-                    .reply
-                    .send(Err(old.request.failed("superseded by a newer bind call")));
-            }
-            entry.held.push(Held { request, reply });
-            let deadline = entry.deadline;
-            set_held_gauge(waiting.values().map(|w| w.held.len()).sum());
-            deadline
-        };
-        match tokio::time::timeout_at(deadline, &mut answer).await {
-            Ok(result) => result.unwrap_or(Err(Error::Dropped)),
-            Err(_elapsed) => match self.time_out(group, &uid) {
-                Some(result) => result,
-                // Quorum came at the same instant and took this call over: wait for its answer.
-                None => answer.await.unwrap_or(Err(Error::Dropped)),
-            },
-        }
-    }
-
     /// Fails every held call of the gang if `uid` is still among them; returns this call's
     /// answer, or `None` when another path already took the call.
     fn time_out(&self, group: &PodGroup, uid: &str) -> Option<Result<(), Error>> {
-        let waiting = {
+        // The reservations go in the same section as the held calls (see [`Permits::step`]): a
+        // member's call in between would otherwise count them towards a quorum nobody binds.
+        let (waiting, uids, bound) = {
             let mut all = self.lock();
             let still_held = all
                 .get(&group.key)
@@ -141,13 +200,13 @@ impl Permits {
             }
             let waiting = all.remove(&group.key)?;
             set_held_gauge(all.values().map(|w| w.held.len()).sum());
-            waiting
+            let uids: Vec<String> = waiting.held.iter().map(|h| h.request.uid.clone()).collect();
+            let bound = self.cache.update(|s| {
+                claims::release(s, &group.key, &uids);
+                claims::placed_members(s, &group.key, "")
+            });
+            (waiting, uids, bound)
         };
-        let uids: Vec<String> = waiting.held.iter().map(|h| h.request.uid.clone()).collect();
-        let bound = self.cache.update(|s| {
-            claims::release(s, &group.key, &uids);
-            claims::placed_members(s, &group.key, "")
-        });
         let why = format!(
             "gang {}: {} of {} members placed within {}s; released them so the scheduler retries the gang",
             group.key,
@@ -169,15 +228,15 @@ impl Permits {
         own
     }
 
-    /// Quorum: binds every held member and `request` together and answers all of them.
-    async fn bind_gang(&self, group: &PodGroup, request: BindRequest) -> Result<(), Error> {
-        let waiting = {
-            let mut all = self.lock();
-            let waiting = all.remove(&group.key);
-            set_held_gauge(all.values().map(|w| w.held.len()).sum());
-            waiting
-        };
-        let (since, held) = waiting.map_or((None, Vec::new()), |w| (Some(w.since), w.held));
+    /// Quorum: binds every `held` member (held since `since`) and `request` together and
+    /// answers all of them.
+    async fn bind_gang(
+        &self,
+        group: &PodGroup,
+        since: Option<Instant>,
+        held: Vec<Held>,
+        request: BindRequest,
+    ) -> Result<(), Error> {
         let results = join_all(
             held.iter()
                 .map(|h| &h.request)
@@ -213,4 +272,109 @@ impl Permits {
 
 fn set_held_gauge(held: usize) {
     ::metrics::gauge!(metrics::GANG_BINDS_HELD).set(held as f64);
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use futures::future::BoxFuture;
+
+    use super::*;
+    use crate::cache::{Node, Pod, Resources};
+
+    /// Binds everything, and counts.
+    #[derive(Default)]
+    struct Counting(Mutex<Vec<String>>);
+
+    impl Binder for Counting {
+        fn bind<'a>(&'a self, request: &'a BindRequest) -> BoxFuture<'a, Result<(), Error>> {
+            self.0
+                .lock()
+                .unwrap()
+                .push(format!("{}/{}", request.namespace, request.name));
+            Box::pin(async { Ok(()) })
+        }
+    }
+
+    /// `gangs` gangs of two pods each, `g{i}-0` and `g{i}-1`, and a node with room for all.
+    fn cluster(gangs: usize) -> Cache {
+        let cache = Cache::new();
+        cache.apply_node(Node {
+            name: "n".into(),
+            allocatable: Resources::from([("cpu", 1_000_000), ("pods", 10_000)]),
+            ..Node::default()
+        });
+        for g in 0..gangs {
+            let key = GroupKey::new("ns", format!("g{g}"));
+            cache.apply_pod_group(PodGroup {
+                schedule_timeout: Duration::from_secs(5),
+                ..PodGroup::new(key.clone(), 2, "q")
+            });
+            for m in 0..2 {
+                cache.apply_pod(Pod {
+                    uid: format!("g{g}-{m}"),
+                    namespace: "ns".into(),
+                    name: format!("g{g}-{m}"),
+                    pod_group: Some(key.name.to_string()),
+                    requests: Resources::from([("cpu", 100), ("pods", 1)]),
+                    ..Pod::default()
+                });
+            }
+        }
+        cache
+    }
+
+    fn request(uid: &str) -> BindRequest {
+        BindRequest {
+            namespace: "ns".into(),
+            name: uid.into(),
+            uid: uid.into(),
+            node: "n".into(),
+        }
+    }
+
+    fn permits(cache: Cache, binder: Arc<Counting>) -> Permits {
+        let settings = Settings {
+            strategy: Default::default(),
+            max_hold: Duration::from_secs(5),
+        };
+        Permits::new(cache, binder, settings)
+    }
+
+    #[tokio::test]
+    async fn the_call_that_brings_quorum_takes_every_call_reserved_before_it() {
+        let permits = permits(cluster(1), Arc::default());
+        let Step::Held { .. } = permits.step(request("g0-0")) else {
+            panic!("the first member waits");
+        };
+        // The first call's hold is registered with its reservation, before any other call.
+        assert_eq!(permits.held(), 1);
+        let Step::Quorum { held, .. } = permits.step(request("g0-1")) else {
+            panic!("the second member brings quorum");
+        };
+        let held: Vec<&str> = held.iter().map(|h| h.request.uid.as_str()).collect();
+        assert_eq!(held, ["g0-0"]);
+        assert_eq!(permits.held(), 0);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    async fn members_binding_at_the_same_time_are_bound_together_every_time() {
+        const GANGS: usize = 300;
+        let binder = Arc::new(Counting::default());
+        let permits = Arc::new(permits(cluster(GANGS), binder.clone()));
+        let calls: Vec<_> = (0..GANGS)
+            .flat_map(|g| [format!("g{g}-0"), format!("g{g}-1")])
+            .map(|uid| {
+                let permits = permits.clone();
+                tokio::spawn(async move { permits.bind(request(&uid)).await })
+            })
+            .collect();
+        // A member left waiting for a quorum that came without it is answered with an error at
+        // the gangs' 5 s timeout.
+        for call in calls {
+            call.await.unwrap().expect("every member bound");
+        }
+        assert_eq!(binder.0.lock().unwrap().len(), 2 * GANGS);
+    }
 }
