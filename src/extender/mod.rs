@@ -8,10 +8,11 @@
 //! gets HTTP 200 with the reason in the `Error` field, as the protocol wants.
 //!
 //! Pods in no group pass straight through, decided from their labels alone: filter keeps every
-//! candidate, prioritize answers the neutral score 0 everywhere, bind binds at once. For gang
-//! members, filter goes through the gang's claim ([`crate::gang::claims`]), prioritize prefers
-//! the nodes of the gang's claim and then packs (or spreads, `--placement`), and bind holds the
-//! call until quorum ([`permit`]). Preempt accepts only victim lists that policy allows.
+//! candidate, prioritize answers no score (`[]`, as if no extender were asked), bind binds at
+//! once. For gang members, filter goes through the gang's claim ([`crate::gang::claims`]),
+//! prioritize prefers the nodes of the gang's claim and then packs (or spreads, `--placement`),
+//! and bind holds the call until quorum ([`permit`]). Preempt accepts only victim lists that
+//! policy allows.
 //!
 //! Also here: per-verb metrics ([`crate::metrics`]) and the `--capture-dir` switch that saves
 //! every request body for golden fixtures ([`capture`]).
