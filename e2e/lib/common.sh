@@ -30,9 +30,38 @@ wait_for() {
   done
 }
 
-# free_port: a TCP port on 127.0.0.1 that nothing listens on right now.
+# free_port: a TCP port on 127.0.0.1 that nothing uses right now, below the kernel's ephemeral
+# range, and not handed out before in this run (recorded in $RUN_DIR/ports). Why below: a port
+# from the ephemeral range can be taken by any outgoing connection of the components already
+# running before the one meant to listen on it starts (Prometheus, started last, once failed
+# to bind that way).
 free_port() {
-  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'
+  python3 - "$RUN_DIR/ports" <<'PY'
+import os, random, socket, sys
+record = sys.argv[1]
+low = int(open("/proc/sys/net/ipv4/ip_local_port_range").read().split()[0])
+taken = set()
+if os.path.exists(record):
+    taken = {int(line) for line in open(record) if line.strip()}
+candidates = range(10000, low) if low > 11000 else range(low, 65536)
+for _ in range(2000):
+    port = random.choice(candidates)
+    if port in taken:
+        continue
+    s = socket.socket()
+    try:
+        s.bind(("127.0.0.1", port))
+    except OSError:
+        continue
+    finally:
+        s.close()
+    with open(record, "a") as f:
+        f.write(f"{port}\n")
+    print(port)
+    break
+else:
+    sys.exit("e2e: no free TCP port on 127.0.0.1")
+PY
 }
 
 # start NAME COMMAND...: runs COMMAND in its own session, logs to logs/NAME.log, records its PID.
