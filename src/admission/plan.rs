@@ -330,7 +330,7 @@ fn collect<'s>(state: &'s State, released: &dyn Fn(&str) -> bool) -> Book<'s> {
     // gated.
     let seen = |uid: &str, m: &'s Member| Seen {
         member: m,
-        placed: m.bound || state.reservations.contains_key(uid),
+        placed: state.holds_room(uid, m),
         gated: m.gated && !released(uid),
     };
     let mut members: Vec<Seen<'s>> = Vec::new();

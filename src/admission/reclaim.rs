@@ -401,10 +401,12 @@ fn input(
 
     // Pods of a queue in no group: each a gang of one, keyed by its namespace and UID.
     let mut lone = HashSet::new();
-    for p in state.queue_only.values().map(|m| m.pod.as_ref()) {
-        if p.phase.is_terminal() {
-            continue;
-        }
+    for p in state
+        .queue_only
+        .values()
+        .filter(|m| m.live)
+        .map(|m| m.pod.as_ref())
+    {
         let (Some(queue), Some(at)) = (
             p.queue.as_deref().and_then(|q| slot.get(q)).copied(),
             p.node_name.as_deref().and_then(|n| node.get(n)).copied(),

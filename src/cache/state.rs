@@ -248,6 +248,11 @@ impl State {
             .flat_map(|g| g.members.values().map(|m| &m.pod))
     }
 
+    /// Whether member `m` (UID `uid`) holds room on a node: bound, or reserved by the extender.
+    pub fn holds_room(&self, uid: &str, m: &Member) -> bool {
+        m.bound || self.reservations.contains_key(uid)
+    }
+
     /// Members bound to a node (by the API) that have not finished.
     pub fn bound_members(&self, key: &GroupKey) -> usize {
         self.members(key)

@@ -259,11 +259,12 @@ pub fn release(state: &mut State, key: &GroupKey, uids: &[String]) {
 
 /// Members bound (and not finished) or reserved, other than `except`.
 pub fn placed_members(state: &State, key: &GroupKey, except: &str) -> usize {
-    state
-        .members(key)
-        .filter(|p| p.uid != except && !p.phase.is_terminal())
-        .filter(|p| p.node_name.is_some() || state.reservations.contains_key(&p.uid))
-        .count()
+    state.group(key).map_or(0, |g| {
+        g.members
+            .iter()
+            .filter(|(uid, m)| *uid != except && m.live && state.holds_room(uid, m))
+            .count()
+    })
 }
 
 fn spec(state: &State, pod: &Pod, key: &GroupKey) -> Result<PodGroup, Error> {
