@@ -277,6 +277,7 @@ impl Binder for NoopBinder {
 const SETTINGS: Settings = Settings {
     strategy: Strategy::Binpack,
     max_hold: Duration::from_secs(3600),
+    bind_unmarked: false,
 };
 
 fn pod_group(namespace: &str, name: &str, min_member: u32) -> PodGroup {

@@ -24,7 +24,7 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Run the scheduler extender, the probes and the metrics endpoint.
-    Serve(ServeArgs),
+    Serve(Box<ServeArgs>),
     /// Print the CustomResourceDefinition YAML generated from the Rust types.
     Crdgen,
     /// Print the Grafana dashboard (JSON model) for queue usage and Gangplank's health.
@@ -39,14 +39,38 @@ pub enum Command {
 #[derive(Debug, Clone, Args)]
 pub struct ServeArgs {
     /// Address the scheduler extender listens on; kube-scheduler's `urlPrefix` must point here,
-    /// with the path prefix `/scheduler`.
+    /// with the path prefix `/scheduler`. A loopback address suits the sidecar layout (the
+    /// scheduler in the same network namespace); any other address needs
+    /// --extender-client-ca-file, so that only the scheduler can call the extender's verbs.
     #[arg(
         long,
         env = "GANGPLANK_EXTENDER_ADDR",
         value_name = "ADDR",
-        default_value = "0.0.0.0:8443"
+        default_value = "127.0.0.1:8443"
     )]
     pub extender_addr: SocketAddr,
+
+    /// PEM bundle of the CAs whose client certificates the extender port accepts (mutual TLS):
+    /// a connection without a certificate one of them signed for client authentication is
+    /// refused during the handshake. Give the scheduler that certificate in its extender
+    /// `tlsConfig` (`certData`/`keyData`). Needs --tls-cert-file; reloaded like it.
+    #[arg(
+        long,
+        env = "GANGPLANK_EXTENDER_CLIENT_CA_FILE",
+        value_name = "FILE",
+        requires = "tls_cert_file"
+    )]
+    pub extender_client_ca_file: Option<PathBuf>,
+
+    /// Address the admission webhooks listen on (HTTPS with --tls-cert-file, which the API
+    /// server requires); the webhook registrations' Service port or URL must point here.
+    #[arg(
+        long,
+        env = "GANGPLANK_WEBHOOK_ADDR",
+        value_name = "ADDR",
+        default_value = "0.0.0.0:9443"
+    )]
+    pub webhook_addr: SocketAddr,
 
     /// Address of the plain-HTTP endpoint that serves `/metrics` (Prometheus), `/livez` and
     /// `/readyz` (ready once the node and pod watchers have listed the cluster).
@@ -58,9 +82,9 @@ pub struct ServeArgs {
     )]
     pub metrics_addr: SocketAddr,
 
-    /// PEM certificate (chain) for the extender port. With --tls-key-file, the extender serves
-    /// HTTPS and reloads both files when they change on disk (checked every 10 seconds);
-    /// without them it serves plain HTTP.
+    /// PEM certificate (chain) for the extender and webhook ports. With --tls-key-file, both
+    /// serve HTTPS and reload the files when they change on disk (checked every 10 seconds);
+    /// without them they serve plain HTTP.
     #[arg(
         long,
         env = "GANGPLANK_TLS_CERT_FILE",
@@ -129,6 +153,28 @@ pub struct ServeArgs {
         action = clap::ArgAction::Set
     )]
     pub gate_pods: bool,
+
+    /// Whether the extender's bind verb also binds pods that do not carry the marker resource
+    /// `scheduling.gangplank.dev/managed`. Only the every-pod scheduler configuration
+    /// (`scheduler-config/gangplank-all-pods.yaml`) needs `true`: there the scheduler sends the
+    /// bind of every pod to Gangplank. With `false`, a bind of an unmarked pod is refused.
+    #[arg(
+        long,
+        env = "GANGPLANK_BIND_UNMARKED_PODS",
+        value_name = "BOOL",
+        default_value_t = false,
+        action = clap::ArgAction::Set
+    )]
+    pub bind_unmarked_pods: bool,
+}
+
+/// A combination of flags Gangplank refuses to start with.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error(
+        "refusing to serve the scheduler extender on {addr} without --extender-client-ca-file: anyone who reaches that address could bind pods; give the CA of the scheduler's client certificate, or listen on a loopback address (sidecar layout)"
+    )]
+    UnauthenticatedExtender { addr: SocketAddr },
 }
 
 impl ServeArgs {
@@ -137,13 +183,36 @@ impl ServeArgs {
         crate::gang::claims::Settings {
             strategy: self.placement,
             max_hold: std::time::Duration::from_secs(self.max_bind_hold_seconds),
+            bind_unmarked: self.bind_unmarked_pods,
         }
     }
 
-    /// The certificate and key files, when TLS is configured.
-    pub fn tls_files(&self) -> Option<(PathBuf, PathBuf)> {
+    /// Refuses an extender that anyone on the network could call.
+    pub fn check(&self) -> Result<(), Error> {
+        if self.extender_addr.ip().is_loopback() || self.extender_client_ca_file.is_some() {
+            Ok(())
+        } else {
+            Err(Error::UnauthenticatedExtender {
+                addr: self.extender_addr,
+            })
+        }
+    }
+
+    /// The extender port's TLS files (client CA included), when TLS is configured.
+    pub fn extender_tls(&self) -> Option<crate::tls::Files> {
+        let mut files = self.webhook_tls()?;
+        files.client_ca = self.extender_client_ca_file.clone();
+        Some(files)
+    }
+
+    /// The webhook port's TLS files, when TLS is configured.
+    pub fn webhook_tls(&self) -> Option<crate::tls::Files> {
         match (&self.tls_cert_file, &self.tls_key_file) {
-            (Some(cert), Some(key)) => Some((cert.clone(), key.clone())),
+            (Some(cert), Some(key)) => Some(crate::tls::Files {
+                cert: cert.clone(),
+                key: key.clone(),
+                client_ca: None,
+            }),
             _ => None,
         }
     }
@@ -161,6 +230,7 @@ pub enum LogFormat {
 mod tests {
     use super::*;
     use clap::CommandFactory;
+    use std::path::Path;
 
     #[test]
     fn cli_definition_is_consistent() {
@@ -169,13 +239,14 @@ mod tests {
 
     #[test]
     fn serve_defaults_to_plain_http_on_the_documented_ports() {
-        let cli = Cli::try_parse_from(["gangplank", "serve"]).unwrap();
-        let Command::Serve(args) = cli.command else {
-            panic!("expected serve");
-        };
-        assert_eq!(args.extender_addr.to_string(), "0.0.0.0:8443");
+        let args = serve(&[]);
+        assert_eq!(args.extender_addr.to_string(), "127.0.0.1:8443");
+        assert_eq!(args.webhook_addr.to_string(), "0.0.0.0:9443");
         assert_eq!(args.metrics_addr.to_string(), "0.0.0.0:8080");
-        assert_eq!(args.tls_files(), None);
+        assert_eq!(args.extender_tls(), None);
+        assert_eq!(args.webhook_tls(), None);
+        assert!(!args.bind_unmarked_pods);
+        args.check().expect("the defaults are safe");
         assert_eq!(args.log_format, LogFormat::Text);
         assert_eq!(args.log_level, "info");
         assert_eq!(args.capture_dir, None);
@@ -184,11 +255,56 @@ mod tests {
 
     #[test]
     fn pod_gating_is_switched_off_with_an_explicit_false() {
-        let cli = Cli::try_parse_from(["gangplank", "serve", "--gate-pods", "false"]).unwrap();
+        assert!(!serve(&["--gate-pods", "false"]).gate_pods);
+    }
+
+    fn serve(flags: &[&str]) -> ServeArgs {
+        let cli = Cli::try_parse_from(["gangplank", "serve"].iter().chain(flags)).unwrap();
         let Command::Serve(args) = cli.command else {
             panic!("expected serve");
         };
-        assert!(!args.gate_pods);
+        *args
+    }
+
+    #[test]
+    fn an_extender_on_a_network_address_without_a_client_ca_is_refused() {
+        let err = serve(&["--extender-addr", "0.0.0.0:8443"])
+            .check()
+            .unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("without --extender-client-ca-file"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn an_extender_on_a_network_address_with_a_client_ca_verifies_clients() {
+        let args = serve(&[
+            "--extender-addr",
+            "0.0.0.0:8443",
+            "--tls-cert-file",
+            "/tls/tls.crt",
+            "--tls-key-file",
+            "/tls/tls.key",
+            "--extender-client-ca-file",
+            "/tls/ca.crt",
+        ]);
+        args.check().unwrap();
+        let extender = args.extender_tls().unwrap();
+        assert_eq!(
+            extender.client_ca.as_deref(),
+            Some(Path::new("/tls/ca.crt"))
+        );
+        assert_eq!(args.webhook_tls().unwrap().client_ca, None);
+    }
+
+    #[test]
+    fn a_client_ca_without_a_serving_certificate_is_rejected() {
+        let err =
+            Cli::try_parse_from(["gangplank", "serve", "--extender-client-ca-file", "/ca.crt"])
+                .unwrap_err();
+        assert_eq!(err.kind(), clap::error::ErrorKind::MissingRequiredArgument);
     }
 
     #[test]

@@ -8,7 +8,7 @@ async fn main() -> anyhow::Result<()> {
     match Cli::parse().command {
         Command::Serve(args) => {
             gangplank::telemetry::init(args.log_format, &args.log_level)?;
-            gangplank::server::run(args).await
+            gangplank::server::run(*args).await
         }
         Command::Crdgen => gangplank::crdgen::run(),
         Command::Dashboard { configmap } => gangplank::dashboard::run(configmap),

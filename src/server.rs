@@ -1,11 +1,16 @@
-//! `gangplank serve`: wires the cache, the extender, the admission webhooks (served on the
-//! extender's port) and the metrics port together and runs them until SIGTERM or SIGINT.
+//! `gangplank serve`: wires the cache, the extender, the admission webhooks and the metrics
+//! port together and runs them until SIGTERM or SIGINT.
+//!
+//! The extender and the webhooks listen on separate ports because they trust different
+//! callers: the extender's verbs bind pods, so its port can demand the scheduler's client
+//! certificate (`--extender-client-ca-file`), while the API server calls the webhooks without
+//! one.
 //!
 //! One [`CancellationToken`] is the shutdown signal for everything: the watch loops stop, the
-//! metrics server stops accepting, and the extender stops accepting and gives open requests
-//! [`SHUTDOWN_GRACE`] to finish (a bind in flight should complete rather than be cut). If any
-//! part fails (a port already taken, unreadable certificates), the token is cancelled too, so
-//! the process exits instead of running half-alive.
+//! metrics server stops accepting, and the extender and webhook servers stop accepting and give
+//! open requests [`SHUTDOWN_GRACE`] to finish (a bind in flight should complete rather than be
+//! cut). If any part fails (a port already taken, unreadable certificates), the token is
+//! cancelled too, so the process exits instead of running half-alive.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -25,6 +30,7 @@ use crate::{admission, controller, health, metrics, tls, webhooks};
 pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(20);
 
 pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
+    args.check()?;
     tls::install_crypto_provider();
     let prometheus = metrics::install()?;
     extender::register_metrics();
@@ -71,8 +77,8 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
             permits.fail_all("Gangplank is shutting down; the scheduler will retry the gang");
         }
     });
-    let extender_router =
-        extender::router(Arc::new(extender)).merge(webhooks::router(Arc::new(webhooks)));
+    let extender_router = extender::router(Arc::new(extender));
+    let webhook_router = webhooks::router(Arc::new(webhooks));
     let published = admission::published::Published::new();
     let queue_series: metrics::Extra = Arc::new({
         let published = published.clone();
@@ -95,7 +101,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         published,
         shutdown.clone(),
     ));
-    let (watch, webhook_watch, upkeep, metrics_server, extender_server) = tokio::join!(
+    let (watch, webhook_watch, upkeep, metrics_server, extender_server, webhook_server) = tokio::join!(
         cache::watch::run(client.clone(), cache.clone(), shutdown.clone()),
         stores.run(store_writers, client, cache.clone(), shutdown.clone()),
         metrics::run_upkeep(prometheus, shutdown.clone()),
@@ -104,13 +110,32 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
             &shutdown
         ),
         cancel_on_error(
-            serve_extender(&args, extender_router, shutdown.clone()),
+            serve(
+                "extender",
+                args.extender_addr,
+                extender_router,
+                args.extender_tls(),
+                axum_server::Handle::new(),
+                shutdown.clone()
+            ),
+            &shutdown
+        ),
+        cancel_on_error(
+            serve(
+                "webhooks",
+                args.webhook_addr,
+                webhook_router,
+                args.webhook_tls(),
+                axum_server::Handle::new(),
+                shutdown.clone()
+            ),
             &shutdown
         ),
     );
     let ((), (), ()) = (watch, webhook_watch, upkeep);
     metrics_server.context("metrics server failed")?;
     extender_server.context("extender server failed")?;
+    webhook_server.context("webhook server failed")?;
     tracing::info!("stopped");
     Ok(())
 }
@@ -161,14 +186,17 @@ async fn serve_plain(
         .with_context(|| format!("failed to serve on {addr}"))
 }
 
-/// Serves the extender, over HTTPS with certificate reload when TLS files are configured.
-async fn serve_extender(
-    args: &ServeArgs,
+/// Serves `router` on `addr` until shutdown: over HTTPS from `tls` (reloaded when the files
+/// change, client certificates demanded when it names a client CA), else plain HTTP. `name`
+/// labels the logs; `handle` tells when the server listens, and where.
+pub async fn serve(
+    name: &'static str,
+    addr: SocketAddr,
     router: Router,
+    tls: Option<tls::Files>,
+    handle: axum_server::Handle<SocketAddr>,
     shutdown: CancellationToken,
 ) -> anyhow::Result<()> {
-    let addr = args.extender_addr;
-    let handle = axum_server::Handle::new();
     tokio::spawn({
         let (handle, shutdown) = (handle.clone(), shutdown.clone());
         async move {
@@ -177,26 +205,30 @@ async fn serve_extender(
         }
     });
     let service = router.into_make_service();
-    match args.tls_files() {
-        Some((cert, key)) => {
-            let config = tls::load(&cert, &key).await?;
+    match tls {
+        Some(files) => {
+            let config = tls::load(&files).await?;
+            let clients = if files.client_ca.is_some() {
+                "client certificate required"
+            } else {
+                "any client"
+            };
             tokio::spawn(tls::reload_on_change(
                 config.clone(),
-                cert,
-                key,
+                files,
                 tls::RELOAD_INTERVAL,
                 shutdown,
             ));
-            tracing::info!(%addr, "extender listening (https)");
+            tracing::info!(%addr, clients, "{name} listening (https)");
             axum_server::bind_rustls(addr, config)
                 .handle(handle)
                 .serve(service)
                 .await
         }
         None => {
-            tracing::info!(%addr, "extender listening (http)");
+            tracing::info!(%addr, "{name} listening (http)");
             axum_server::bind(addr).handle(handle).serve(service).await
         }
     }
-    .with_context(|| format!("failed to serve the extender on {addr}"))
+    .with_context(|| format!("failed to serve the {name} on {addr}"))
 }

@@ -124,6 +124,7 @@ fn router(cache: Cache, binder: Arc<FakeBinder>) -> Router {
     let settings = Settings {
         strategy: Strategy::Binpack,
         max_hold: Duration::from_secs(60),
+        bind_unmarked: false,
     };
     extender::router(Arc::new(Extender::new(cache, binder, settings)))
 }

@@ -77,6 +77,7 @@ fn fixture_cache() -> Cache {
         pod_group: Some("train".into()),
         queue: Some("research".into()),
         priority: 0,
+        marked: true,
         ..Default::default()
     });
     // The preempt fixtures' victims: plain batch pods of priority 0.
@@ -103,6 +104,7 @@ fn extender_over(cache: Cache, binder: Arc<FakeBinder>) -> Extender {
     let settings = Settings {
         strategy: Strategy::Binpack,
         max_hold: Duration::from_secs(60),
+        bind_unmarked: false,
     };
     Extender::new(cache, binder, settings)
 }
@@ -215,6 +217,36 @@ async fn a_refused_bind_puts_the_reason_in_error() {
             "Error": "failed to bind pod ml/train-worker-1 to node kwok-node-2: pods \"train-worker-1\" not found"
         })
     );
+}
+
+#[tokio::test]
+async fn a_bind_of_a_pod_gangplank_does_not_manage_is_refused_and_binds_nothing() {
+    let cache = fixture_cache();
+    cache.apply_pod(Pod {
+        uid: "c0ffee00-0000-4000-8000-000000000001".into(),
+        namespace: "kube-system".into(),
+        name: "meant-for-another-scheduler".into(),
+        requests: Resources::from([("cpu", 100), ("pods", 1)]),
+        ..Default::default()
+    });
+    let binder = Arc::new(FakeBinder::default());
+    let router = extender::router(Arc::new(extender_over(cache, binder.clone())));
+    let (status, body) = post(
+        router,
+        "bind",
+        r#"{"PodName":"meant-for-another-scheduler","PodNamespace":"kube-system","PodUID":"c0ffee00-0000-4000-8000-000000000001","Node":"kwok-node-1"}"#,
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK);
+    let error = serde_json::from_str::<Value>(&body).unwrap()["Error"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(
+        error.starts_with("failed to bind pod kube-system/meant-for-another-scheduler to node kwok-node-1: pod kube-system/meant-for-another-scheduler does not carry the marker resource scheduling.gangplank.dev/managed"),
+        "{error}"
+    );
+    assert!(binder.calls.lock().unwrap().is_empty());
 }
 
 #[tokio::test]
@@ -469,6 +501,7 @@ async fn preempt_drops_a_node_whose_victims_would_break_a_running_gang() {
     let settings = Settings {
         strategy: Strategy::Binpack,
         max_hold: Duration::from_secs(60),
+        bind_unmarked: false,
     };
     let router = extender::router(Arc::new(Extender::new(
         cache,

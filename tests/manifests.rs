@@ -12,7 +12,7 @@ use gangplank::api::{Queue, QueueSpec, labels};
 use gangplank::config::{Cli, Command};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{Namespace, Pod, PodSpec, Service, ServiceAccount};
-use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, PolicyRule, Role, RoleBinding};
+use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, PolicyRule};
 use k8s_openapi::api::scheduling::v1::PriorityClass;
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
@@ -70,7 +70,7 @@ fn serve_args(spec: &PodSpec, container: &str) -> gangplank::config::ServeArgs {
     let cli = Cli::try_parse_from(std::iter::once("gangplank".to_string()).chain(args))
         .unwrap_or_else(|e| panic!("the manifest's flags do not parse: {e}"));
     match cli.command {
-        Command::Serve(args) => args,
+        Command::Serve(args) => *args,
         other => panic!("expected serve, got {other:?}"),
     }
 }
@@ -102,10 +102,16 @@ fn deployment_serves_tls_from_the_mounted_secret_and_probes_the_metrics_port() {
 
     let args = serve_args(&pod, "gangplank");
     assert_eq!(args.extender_addr.port(), 8443);
+    assert_eq!(args.webhook_addr.port(), 9443);
     assert_eq!(args.metrics_addr.port(), 8080);
-    let (cert, key) = args.tls_files().expect("TLS is configured");
+    args.check()
+        .expect("the extender on the pod network demands the scheduler's client certificate");
+    let files = args.extender_tls().expect("TLS is configured");
+    let client_ca = files.client_ca.expect("a client CA is configured");
     let mount = &pod.containers[0].volume_mounts.as_ref().unwrap()[0];
-    assert!(cert.starts_with(&mount.mount_path) && key.starts_with(&mount.mount_path));
+    for file in [&files.cert, &files.key, &client_ca] {
+        assert!(file.starts_with(&mount.mount_path), "{}", file.display());
+    }
     let volume = pod
         .volumes
         .as_ref()
@@ -136,7 +142,7 @@ fn deployment_serves_tls_from_the_mounted_secret_and_probes_the_metrics_port() {
 }
 
 #[test]
-fn service_exposes_the_extender_and_metrics_ports() {
+fn service_exposes_the_extender_webhook_and_metrics_ports() {
     let service: Service = object("deployment.yaml", "Service", "gangplank");
     assert_eq!(service.metadata.namespace.as_deref(), Some(NAMESPACE));
     let ports: Vec<(String, i32)> = service
@@ -149,7 +155,11 @@ fn service_exposes_the_extender_and_metrics_ports() {
         .collect();
     assert_eq!(
         ports,
-        [("https".to_string(), 8443), ("metrics".to_string(), 8080)]
+        [
+            ("extender".to_string(), 8443),
+            ("webhooks".to_string(), 9443),
+            ("metrics".to_string(), 8080)
+        ]
     );
 }
 
@@ -158,7 +168,8 @@ fn sidecar_example_flags_parse_and_listen_on_loopback() {
     let pod: Pod = object("examples/scheduler-sidecar.yaml", "Pod", "kube-scheduler");
     let args = serve_args(pod.spec.as_ref().unwrap(), "gangplank");
     assert!(args.extender_addr.ip().is_loopback());
-    assert!(args.tls_files().is_some());
+    args.check().unwrap();
+    assert!(args.extender_tls().is_some());
 }
 
 fn allows(rules: &[PolicyRule], group: &str, resource: &str, verb: &str) -> bool {
@@ -173,13 +184,7 @@ fn allows(rules: &[PolicyRule], group: &str, resource: &str, verb: &str) -> bool
 fn cluster_role_grants_what_gangplank_does_and_no_deletes() {
     assert_eq!(
         kinds("rbac.yaml"),
-        [
-            "ServiceAccount",
-            "ClusterRole",
-            "ClusterRoleBinding",
-            "Role",
-            "RoleBinding"
-        ]
+        ["ServiceAccount", "ClusterRole", "ClusterRoleBinding"]
     );
     let _: ServiceAccount = object("rbac.yaml", "ServiceAccount", "gangplank");
     let role: ClusterRole = object("rbac.yaml", "ClusterRole", "gangplank");
@@ -235,19 +240,4 @@ fn cluster_role_grants_what_gangplank_does_and_no_deletes() {
         (subject.name.as_str(), subject.namespace.as_deref()),
         ("gangplank", Some(NAMESPACE))
     );
-}
-
-#[test]
-fn leases_are_granted_only_in_gangplank_system() {
-    let role: Role = object("rbac.yaml", "Role", "gangplank-leader-election");
-    assert_eq!(role.metadata.namespace.as_deref(), Some(NAMESPACE));
-    let rules = role.rules.unwrap();
-    for verb in ["get", "create", "update"] {
-        assert!(
-            allows(&rules, "coordination.k8s.io", "leases", verb),
-            "{verb}"
-        );
-    }
-    let binding: RoleBinding = object("rbac.yaml", "RoleBinding", "gangplank-leader-election");
-    assert_eq!(binding.metadata.namespace.as_deref(), Some(NAMESPACE));
 }

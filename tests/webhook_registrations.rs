@@ -216,7 +216,7 @@ fn every_entry_fails_closed_has_no_side_effects_speaks_v1_and_answers_within_fiv
                 service.name.as_str(),
                 service.port
             ),
-            ("gangplank-system", "gangplank", Some(8443)),
+            ("gangplank-system", "gangplank", Some(9443)),
             "{name}"
         );
         assert!(

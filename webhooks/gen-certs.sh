@@ -1,13 +1,20 @@
 #!/usr/bin/env bash
-# Makes the certificates Gangplank serves its extender and webhooks with:
-#   OUT/ca.crt, OUT/ca.key   a CA (kept if already there, so re-running only renews the leaf)
+# Makes the certificates Gangplank serves its extender and webhooks with, and the one the
+# scheduler presents to the extender:
+#   OUT/ca.crt, OUT/ca.key   a CA (kept if already there, so re-running only renews the leaves)
 #   OUT/tls.crt, OUT/tls.key a serving certificate signed by that CA for the given hosts
+#   OUT/scheduler-client.crt, OUT/scheduler-client.key
+#                            a client certificate signed by that CA (CN system:kube-scheduler,
+#                            client authentication only), for the scheduler's extender tlsConfig
+#                            certData/keyData; Gangplank checks it with
+#                            --extender-client-ca-file OUT/ca.crt
 # Usage: webhooks/gen-certs.sh OUT [HOST...]
 #   HOSTs are DNS names or IP addresses; default: the in-cluster Service names of
 #   gangplank in gangplank-system, plus localhost and 127.0.0.1 for the sidecar case.
 # Then: put base64 of OUT/ca.crt in the webhook registrations' caBundle and the scheduler
-# config's tlsConfig.caData (webhooks/render.sh does the former), and load OUT/tls.* into the
-# Secret gangplank-tls. Gangplank reloads a rotated tls.crt/tls.key without a restart.
+# config's tlsConfig.caData (webhooks/render.sh does the former), base64 of
+# OUT/scheduler-client.{crt,key} in its tlsConfig certData/keyData, and load OUT/tls.* and
+# OUT/ca.crt into the Secret gangplank-tls. Gangplank reloads rotated files without a restart.
 # Needs openssl.
 set -euo pipefail
 out=${1:?usage: gen-certs.sh OUT [HOST...]}
@@ -39,5 +46,11 @@ openssl x509 -req -in "$out/tls.csr" -CA "$out/ca.crt" -CAkey "$out/ca.key" -CAc
 # Key first, then certificate: a reader that sees the new certificate also sees its key.
 mv "$out/tls.key.new" "$out/tls.key"
 mv "$out/tls.crt.new" "$out/tls.crt"
-rm -f "$out/tls.csr" "$out/ca.srl"
-echo "wrote $out/tls.crt for ${hosts[*]} (CA $out/ca.crt)" >&2
+
+openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -subj "/CN=system:kube-scheduler" \
+  -keyout "$out/scheduler-client.key" -out "$out/scheduler-client.csr" 2>/dev/null
+openssl x509 -req -in "$out/scheduler-client.csr" -CA "$out/ca.crt" -CAkey "$out/ca.key" -CAcreateserial \
+  -days "$days" -out "$out/scheduler-client.crt" \
+  -extfile <(printf 'extendedKeyUsage=clientAuth\nkeyUsage=digitalSignature\nbasicConstraints=CA:FALSE\n') 2>/dev/null
+rm -f "$out/tls.csr" "$out/scheduler-client.csr" "$out/ca.srl"
+echo "wrote $out/tls.crt for ${hosts[*]} and $out/scheduler-client.crt (CA $out/ca.crt)" >&2

@@ -5,7 +5,7 @@
 #
 # Usage:
 #   webhooks/render.sh --service --ca-file FILE
-#       in-cluster: the API server calls the Service gangplank in gangplank-system, port 8443
+#       in-cluster: the API server calls the Service gangplank in gangplank-system, port 9443
 #       (manifests/deployment.yaml), as written in the files.
 #   webhooks/render.sh --url https://HOST:PORT --ca-file FILE
 #       Gangplank outside the cluster (a scheduler sidecar on the host network, e2e/up): each

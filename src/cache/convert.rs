@@ -91,6 +91,7 @@ pub fn pod(pod: &core::Pod) -> Result<Pod, Error> {
     // no node advertises it and the scheduler ignores it (`ignoredByScheduler`), so it never
     // counts against a node.
     requests.set_amount(ResourceId::PODS, 1);
+    let marked = requests.amount(ResourceId::MANAGED) > 0;
     requests.set_amount(ResourceId::MANAGED, 0);
     let (pod_labels, pod_annotations) = (meta.labels.as_ref(), meta.annotations.as_ref());
     Ok(Pod {
@@ -128,6 +129,7 @@ pub fn pod(pod: &core::Pod) -> Result<Pod, Error> {
             .and_then(|v| v.trim().parse::<u32>().ok())
             .filter(|n| *n > 0),
         deleting: meta.deletion_timestamp.is_some(),
+        marked,
     })
 }
 

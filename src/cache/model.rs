@@ -87,6 +87,9 @@ pub struct Pod {
     /// `metadata.deletionTimestamp` is set: the pod is going away (evicted or deleted) and is
     /// not a candidate for reclaim again.
     pub deleting: bool,
+    /// It requests the marker resource `scheduling.gangplank.dev/managed` (Gangplank's mutating
+    /// webhook put it there): the only pods the extender binds, unless told otherwise.
+    pub marked: bool,
     /// `spec.nodeSelector`: admission keeps a gang with a `topologyKey` in the domain a member
     /// already names, and adds the chosen domain to it when releasing.
     pub node_selector: BTreeMap<String, String>,

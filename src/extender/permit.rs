@@ -318,6 +318,7 @@ mod tests {
                     name: format!("g{g}-{m}"),
                     pod_group: Some(key.name.to_string()),
                     requests: Resources::from([("cpu", 100), ("pods", 1)]),
+                    marked: true,
                     ..Pod::default()
                 });
             }
@@ -338,6 +339,7 @@ mod tests {
         let settings = Settings {
             strategy: Default::default(),
             max_hold: Duration::from_secs(5),
+            bind_unmarked: false,
         };
         Permits::new(cache, binder, settings)
     }

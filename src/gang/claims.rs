@@ -117,6 +117,18 @@ pub enum Error {
         "pod {pod} is not in Gangplank's cache yet (the pod watch lags behind the scheduler); the scheduler will retry"
     )]
     UnknownPod { pod: String },
+    #[error(
+        "pod {pod} does not carry the marker resource scheduling.gangplank.dev/managed, so Gangplank does not bind it: only pods of a group or queue, marked by Gangplank's mutating webhook, are bound here (with the every-pod scheduler configuration, start Gangplank with --bind-unmarked-pods=true)"
+    )]
+    NotManaged { pod: String },
+    #[error("pod {pod} is already bound to node {node}")]
+    AlreadyBound { pod: String, node: String },
+    #[error("UID {uid} is the UID of pod {owner}, not of pod {pod}")]
+    NotThisPod {
+        pod: String,
+        uid: String,
+        owner: String,
+    },
 }
 
 /// Settings of claim planning.
@@ -126,6 +138,8 @@ pub struct Settings {
     /// Upper bound on how long a claim and held binds last, whatever the PodGroup asks: must
     /// stay below the scheduler's `httpTimeout`.
     pub max_hold: Duration,
+    /// Bind pods that do not carry the marker resource (`--bind-unmarked-pods`).
+    pub bind_unmarked: bool,
 }
 
 impl Settings {
@@ -222,6 +236,7 @@ pub fn reserve(
         .ok_or_else(|| Error::UnknownPod {
             pod: display.to_owned(),
         })?;
+    bindable(&pod, uid, display, settings)?;
     let Some(key) = GroupKey::of(&pod) else {
         return Ok(None);
     };
@@ -246,6 +261,35 @@ pub fn reserve(
         state.drop_claim(&key);
     }
     Ok(Some((group, quorum)))
+}
+
+/// Refuses a bind the scheduler serving Gangplank would not ask for: a pod other than the one
+/// `uid` names (`display` is `namespace/name`), a pod already bound, or one without the marker
+/// resource (unless `settings.bind_unmarked`).
+fn bindable(pod: &Pod, uid: &str, display: &str, settings: &Settings) -> Result<(), Error> {
+    let same = display
+        .strip_prefix(pod.namespace.as_str())
+        .and_then(|rest| rest.strip_prefix('/'))
+        == Some(pod.name.as_str());
+    if !same {
+        return Err(Error::NotThisPod {
+            pod: display.to_owned(),
+            uid: uid.to_owned(),
+            owner: format!("{}/{}", pod.namespace, pod.name),
+        });
+    }
+    if let Some(node) = &pod.node_name {
+        return Err(Error::AlreadyBound {
+            pod: display.to_owned(),
+            node: node.clone(),
+        });
+    }
+    if !pod.marked && !settings.bind_unmarked {
+        return Err(Error::NotManaged {
+            pod: display.to_owned(),
+        });
+    }
+    Ok(())
 }
 
 /// Forgets the reservations of `uids` and the gang's claim: the held binds failed or timed
@@ -692,6 +736,7 @@ mod tests {
     const SETTINGS: Settings = Settings {
         strategy: Strategy::Binpack,
         max_hold: Duration::from_secs(60),
+        bind_unmarked: false,
     };
 
     fn cluster(nodes: usize, cpu: i64) -> State {
@@ -728,6 +773,7 @@ mod tests {
             pod_group: Some(group.into()),
             queue: None,
             priority: 0,
+            marked: true,
             ..Default::default()
         };
         s.apply_pod(pod.clone());
@@ -925,6 +971,51 @@ mod tests {
         assert_eq!(r.map(|(g, q)| (g.min_member, q)), Some((3, true)));
         assert!(!s.claims.contains_key(&key), "quorum ends the claim");
         assert!(s.nodes.slots().all(|n| n.claimed.is_empty()));
+    }
+
+    #[test]
+    fn a_pod_without_the_marker_is_not_bound_unless_unmarked_binds_are_allowed() {
+        let mut s = cluster(1, 8);
+        let plain = Pod {
+            uid: "plain".into(),
+            namespace: "kube-system".into(),
+            name: "plain".into(),
+            requests: Resources::from([("cpu", 1000), ("pods", 1)]),
+            ..Default::default()
+        };
+        s.apply_pod(plain);
+        let now = Instant::now();
+        let err = reserve(&mut s, "plain", "kube-system/plain", "n0", &SETTINGS, now).unwrap_err();
+        assert!(matches!(err, Error::NotManaged { .. }), "{err}");
+        assert!(
+            err.to_string().contains("--bind-unmarked-pods=true"),
+            "{err}"
+        );
+        let every_pod = Settings {
+            bind_unmarked: true,
+            ..SETTINGS
+        };
+        let bound = reserve(&mut s, "plain", "kube-system/plain", "n0", &every_pod, now);
+        assert_eq!(bound, Ok(None), "a pod in no group is bound at once");
+    }
+
+    #[test]
+    fn a_bound_pod_or_another_pod_under_the_uid_is_refused_and_nothing_is_reserved() {
+        let mut s = cluster(2, 8);
+        group(&mut s, "g", 2);
+        let mut bound = member(&mut s, "g", 0, 2);
+        bound.node_name = Some("n1".into());
+        s.apply_pod(bound);
+        member(&mut s, "g", 1, 2);
+        let now = Instant::now();
+        let err = reserve(&mut s, "g-0", "ns/g-0", "n0", &SETTINGS, now).unwrap_err();
+        assert_eq!(err.to_string(), "pod ns/g-0 is already bound to node n1");
+        let err = reserve(&mut s, "g-1", "kube-system/victim", "n0", &SETTINGS, now).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "UID g-1 is the UID of pod ns/g-1, not of pod kube-system/victim"
+        );
+        assert!(s.reservations.is_empty());
     }
 
     #[test]

@@ -10,4 +10,5 @@ mod controller;
 mod dashboard;
 mod gangs;
 mod queues;
+mod security;
 mod webhooks;

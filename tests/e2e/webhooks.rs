@@ -663,7 +663,7 @@ async fn while_gangplank_hangs_plain_pods_run_and_gang_pods_are_refused_naming_g
 /// SHA-256 fingerprint of the certificate Gangplank serves on its HTTPS port.
 fn served_certificate(cluster: &Cluster) -> String {
     let address = cluster
-        .url("GANGPLANK_EXTENDER_URL")
+        .url("GANGPLANK_WEBHOOK_URL")
         .trim_start_matches("https://")
         .to_owned();
     let output = std::process::Command::new("sh")
