@@ -202,7 +202,7 @@ pub const CATALOGUE: &[Doc] = &[
         name: ADMISSION_WAITING_GROUPS,
         kind: Kind::Gauge,
         labels: &[],
-        help: "Groups with gated pods that the last admission pass left waiting (PodGroup missing, fewer than minMember pods).",
+        help: "Groups with gated pods, and gated pods of a queue in no group, that the last admission pass left waiting (for room, for their queue's share, PodGroup missing, fewer than minMember pods, ...).",
     },
     Doc {
         name: RECLAIM_EVICTIONS_TOTAL,

@@ -161,8 +161,11 @@ impl PodRef {
 /// A group that waits, and why, for status and events.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Waiting {
+    /// The group's key, or [`GroupKey::lone`] for a pod of a queue in no group.
     pub group: GroupKey,
     pub why: Why,
+    /// The pod, for a pod of a queue in no group (it has no PodGroup to report on).
+    pub pod: Option<PodRef>,
 }
 
 impl Waiting {
@@ -203,7 +206,7 @@ pub struct Hold {
 pub struct Decision {
     /// In the order the pass admitted them (overdue groups, then fair-share order).
     pub admit: Vec<Admission>,
-    /// Groups left waiting, by group key.
+    /// Groups left waiting, by group key, then pods of a queue in no group left waiting.
     pub waiting: Vec<Waiting>,
     /// Every queue the cache knows, by name.
     pub queues: BTreeMap<String, QueueReport>,
@@ -219,7 +222,8 @@ pub struct Decision {
     pub lent: Vec<GroupKey>,
 }
 
-/// A group that waited only for room.
+/// A group (or a pod of a queue in no group, keyed by [`GroupKey::lone`]) that waited only
+/// for room.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RoomWait {
     pub group: GroupKey,
@@ -233,6 +237,8 @@ pub struct RoomWait {
     /// It waits for its queue's capability, not room: only priority preemption inside its
     /// queue helps it.
     pub capped: bool,
+    /// It is a pod of a queue in no group (`group` is its [`GroupKey::lone`]).
+    pub lone: bool,
 }
 
 /// A group (or a queue-only pod) with gated members, found by [`collect`].
@@ -277,6 +283,23 @@ impl<'s> Candidate<'s> {
     /// The requests of each gated member the gang needs placed to reach quorum.
     fn need(&self) -> impl Iterator<Item = &'s Resources> + '_ {
         self.gated[..self.missing].iter().map(|m| &m.requests)
+    }
+
+    /// Its group's key, or its pod's as a group of one.
+    fn group_key(&self) -> GroupKey {
+        match (self.group, self.gated.first()) {
+            (Some(group), _) => group.clone(),
+            (None, Some(member)) => GroupKey::lone(&member.pod),
+            (None, None) => GroupKey::new(self.namespace, self.name),
+        }
+    }
+
+    /// The pod of a queue in no group.
+    fn lone_pod(&self) -> Option<PodRef> {
+        match (self.group, self.gated.first()) {
+            (None, Some(member)) => Some(PodRef::of(&member.pod)),
+            _ => None,
+        }
     }
 }
 
@@ -1022,14 +1045,15 @@ fn admit(state: &State, book: Book, shares: Shares, now: i64) -> Decision {
         let reason = whys[i].as_ref().map(Why::reason);
         let capped = reason == Some(Reason::CapabilityReached);
         let listed = capped || reason.is_some_and(Reason::short_of_room);
-        if let (Some(group), true) = (c.group, listed) {
+        if listed {
             decision.short_of_room.push(RoomWait {
-                group: group.clone(),
+                group: c.group_key(),
                 queue: pass.names[c.slot].clone(),
                 need: c.need().cloned().collect(),
                 requests: c.requests.clone(),
                 priority: c.priority,
                 capped,
+                lone: c.group.is_none(),
             });
         }
     }
@@ -1048,10 +1072,11 @@ fn admit(state: &State, book: Book, shares: Shares, now: i64) -> Decision {
         if let Some(report) = reports.get_mut(c.slot) {
             report.waiting_groups += 1;
         }
-        if let (Some(group), Some(why)) = (c.group, whys[i].take()) {
+        if let Some(why) = whys[i].take() {
             decision.waiting.push(Waiting {
-                group: group.clone(),
+                group: c.group_key(),
                 why,
+                pod: c.lone_pod(),
             });
         }
     }

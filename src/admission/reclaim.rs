@@ -64,12 +64,26 @@ pub const REFUSED_BACKOFF: Duration = Duration::from_secs(30);
 /// How long a requested eviction is remembered at most (the cache shows it well before).
 pub const EVICTION_MEMORY: Duration = Duration::from_secs(120);
 
-/// A pod to evict.
+/// A pod to evict (or, in [`Reclaim::pod`], the pod evictions make room for).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Victim {
     pub namespace: String,
     pub name: String,
     pub uid: String,
+}
+
+impl Victim {
+    fn of(pod: &crate::cache::Pod) -> Victim {
+        Victim {
+            namespace: pod.namespace.clone(),
+            name: pod.name.clone(),
+            uid: pod.uid.clone(),
+        }
+    }
+
+    fn reference(&self) -> ObjectReference {
+        crate::controller::events::pod_reference(&self.namespace, &self.name, &self.uid)
+    }
 }
 
 /// A gang to evict (whole, or its elastic members beyond `minMember`), or a pod of a queue
@@ -97,14 +111,7 @@ impl GangVictim {
     /// What its Events are about: the PodGroup, or the lone pod.
     fn reference(&self) -> ObjectReference {
         match (self.lone, self.pods.first()) {
-            (true, Some(pod)) => ObjectReference {
-                api_version: Some("v1".into()),
-                kind: Some("Pod".into()),
-                namespace: Some(pod.namespace.clone()),
-                name: Some(pod.name.clone()),
-                uid: Some(pod.uid.clone()),
-                ..ObjectReference::default()
-            },
+            (true, Some(pod)) => pod.reference(),
             _ => pod_group_reference(&self.group),
         }
     }
@@ -133,9 +140,29 @@ impl Cause {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Reclaim {
     pub group: GroupKey,
+    /// The starved pod, when `group` is a pod of a queue in no group ([`GroupKey::lone`]).
+    pub pod: Option<Victim>,
     pub queue: String,
     pub cause: Cause,
     pub victims: Vec<GangVictim>,
+}
+
+impl Reclaim {
+    /// "gang ns/name", or "pod ns/name" for a pod of a queue in no group.
+    fn subject(&self) -> String {
+        match &self.pod {
+            Some(pod) => format!("pod {}/{}", pod.namespace, pod.name),
+            None => format!("gang {}", self.group),
+        }
+    }
+
+    /// What its Events are about: the PodGroup, or the pod.
+    fn reference(&self) -> ObjectReference {
+        match &self.pod {
+            Some(pod) => pod.reference(),
+            None => pod_group_reference(&self.group),
+        }
+    }
 }
 
 /// What reclaim decided on one pass.
@@ -163,31 +190,36 @@ pub fn plan(
         return Plan::default();
     };
     let queue_name = |q: usize| input.queues[q].name.clone();
+    let lone_starved: HashSet<&GroupKey> = decision
+        .short_of_room
+        .iter()
+        .filter(|w| w.lone)
+        .map(|w| &w.group)
+        .collect();
     let mut out = Plan::default();
     for ((key, verdict), starved) in policy::plan(&input).into_iter().zip(&input.starved) {
         let queue = queue_name(starved.queue);
-        match verdict {
+        let (cause, evictions) = match verdict {
             Verdict::Fits if !freeing.is_empty() => {
                 out.waiting.insert(
                     key,
                     "waiting for evicted pods, still going away, to free their room".to_owned(),
                 );
+                continue;
             }
-            Verdict::Fits => {}
-            Verdict::No(why) => tracing::debug!(group = %key, why, "no reclaim"),
-            Verdict::Reclaim(evictions) => {
-                out.evict(state, &input, &lone, key, queue, Cause::Reclaim, evictions)
+            Verdict::Fits => continue,
+            Verdict::No(why) => {
+                tracing::debug!(group = %key, why, "no reclaim");
+                continue;
             }
-            Verdict::Preempt(evictions) => out.evict(
-                state,
-                &input,
-                &lone,
-                key,
-                queue,
-                Cause::Preemption,
-                evictions,
-            ),
-        }
+            Verdict::Reclaim(evictions) => (Cause::Reclaim, evictions),
+            Verdict::Preempt(evictions) => (Cause::Preemption, evictions),
+        };
+        let pod = lone_starved
+            .contains(&key)
+            .then(|| state.pods.get(&*key.name).map(|p| Victim::of(p)))
+            .flatten();
+        out.evict(state, &input, &lone, key, pod, queue, cause, evictions);
     }
     out
 }
@@ -201,6 +233,7 @@ impl Plan {
         input: &policy::Input<GroupKey>,
         lone: &HashSet<GroupKey>,
         group: GroupKey,
+        pod: Option<Victim>,
         queue: String,
         cause: Cause,
         evictions: Vec<policy::Eviction<GroupKey>>,
@@ -212,11 +245,7 @@ impl Plan {
                     .pods
                     .iter()
                     .filter_map(|uid| state.pods.get(uid))
-                    .map(|p| Victim {
-                        namespace: p.namespace.clone(),
-                        name: p.name.clone(),
-                        uid: p.uid.clone(),
-                    })
+                    .map(|p| Victim::of(p))
                     .collect(),
                 queue: input.queues[e.queue].name.clone(),
                 priority: input
@@ -239,6 +268,7 @@ impl Plan {
         );
         self.reclaims.push(Reclaim {
             group,
+            pod,
             queue,
             cause,
             victims,
@@ -419,7 +449,7 @@ fn input(
             queues[queue].allocated.sub(&p.requests);
             continue;
         }
-        let key = GroupKey::new(p.namespace.as_str(), p.uid.as_str());
+        let key = GroupKey::lone(p);
         if refused(&key) {
             continue;
         }
@@ -611,7 +641,13 @@ impl Reclaimer {
         };
         let subject = victim.subject();
         let names: Vec<&str> = victim.pods.iter().map(|p| p.name.as_str()).collect();
-        tracing::info!(gang = %victim.group, queue = %victim.queue, for_group = %reclaim.group, for_queue = %reclaim.queue, pods = ?names, "{noun}: evicting {what}");
+        let starved = reclaim.subject();
+        let this = if reclaim.pod.is_some() {
+            "pod"
+        } else {
+            "group"
+        };
+        tracing::info!(gang = %victim.group, queue = %victim.queue, for_group = %starved, for_queue = %reclaim.queue, pods = ?names, "{noun}: evicting {what}");
         let left = self.evict_all(cause, &victim.queue, &victim.pods).await;
         if !left.is_empty() {
             self.unfinished
@@ -621,30 +657,28 @@ impl Reclaimer {
             Cause::Reclaim => (
                 "Reclaimed",
                 format!(
-                    "evicted {what} ({}) of queue {}, which holds more than its deserved share, to make room for {} of queue {}",
+                    "evicted {what} ({}) of queue {}, which holds more than its deserved share, to make room for {starved} of queue {}",
                     names.join(", "),
                     victim.queue,
-                    reclaim.group,
                     reclaim.queue
                 ),
                 "Reclaiming",
                 format!(
-                    "evicting {subject} of queue {} (above its deserved share) to make room for this group of queue {} (below its deserved share)",
+                    "evicting {subject} of queue {} (above its deserved share) to make room for this {this} of queue {} (below its deserved share)",
                     victim.queue, reclaim.queue
                 ),
             ),
             Cause::Preemption => (
                 "Preempted",
                 format!(
-                    "evicted {what} ({}) of priority {} to make room for {} of higher priority in the same queue {}",
+                    "evicted {what} ({}) of priority {} to make room for {starved} of higher priority in the same queue {}",
                     names.join(", "),
                     victim.priority,
-                    reclaim.group,
                     reclaim.queue
                 ),
                 "Preempting",
                 format!(
-                    "evicting {subject} of priority {} (lower than this group's) in queue {} to make room for this group",
+                    "evicting {subject} of priority {} (lower than this {this}'s) in queue {} to make room for this {this}",
                     victim.priority, reclaim.queue
                 ),
             ),
@@ -658,7 +692,7 @@ impl Reclaimer {
         })
         .await;
         self.publish(Event {
-            regarding: pod_group_reference(&reclaim.group),
+            regarding: reclaim.reference(),
             warning: false,
             reason: starved_reason.to_owned(),
             action: "Evict",
@@ -749,6 +783,25 @@ mod tests {
     use crate::api::labels::ADMISSION_GATE;
     use crate::cache::{Node, Pod, PodGroup, PodPhase, Queue};
 
+    /// `pod` running on `node`, or still behind the admission gate when `node` is `None`.
+    fn running_on(node: Option<String>, pod: Pod) -> Pod {
+        let running = node.is_some();
+        Pod {
+            node_name: node,
+            phase: if running {
+                PodPhase::Running
+            } else {
+                PodPhase::Pending
+            },
+            scheduling_gates: if running {
+                vec![]
+            } else {
+                vec![ADMISSION_GATE.into()]
+            },
+            ..pod
+        }
+    }
+
     /// Queues `a` and `b` of weight 1 and one node of 8 CPUs that `a` fills with two gangs of
     /// 2 x 2 CPUs (`a1` older than `a2`); `b` has a gang of 2 x 2 CPUs waiting.
     fn borrowed() -> State {
@@ -772,26 +825,18 @@ mod tests {
                 ..PodGroup::new(GroupKey::new("ns", name), 2, queue)
             });
             for i in 0..2 {
-                s.apply_pod(Pod {
-                    uid: format!("{name}-{i}"),
-                    namespace: "ns".into(),
-                    name: format!("{name}-{i}"),
-                    pod_group: Some(name.into()),
-                    node_name: running.then(|| "n1".into()),
-                    phase: if running {
-                        PodPhase::Running
-                    } else {
-                        PodPhase::Pending
+                s.apply_pod(running_on(
+                    running.then(|| "n1".into()),
+                    Pod {
+                        uid: format!("{name}-{i}"),
+                        namespace: "ns".into(),
+                        name: format!("{name}-{i}"),
+                        pod_group: Some(name.into()),
+                        created,
+                        requests: Resources::from([("cpu", 2_000), ("pods", 1)]),
+                        ..Default::default()
                     },
-                    scheduling_gates: if running {
-                        vec![]
-                    } else {
-                        vec![ADMISSION_GATE.into()]
-                    },
-                    created,
-                    requests: Resources::from([("cpu", 2_000), ("pods", 1)]),
-                    ..Default::default()
-                });
+                ));
             }
         }
         s
@@ -911,6 +956,78 @@ mod tests {
             .map(|v| v.pods[0].name.as_str())
             .collect();
         assert_eq!(evicted, vec!["lone-2"]);
+    }
+
+    /// Queues `a` (weight 2) and `b` (weight 1), each with 40 pods of 2 CPUs in no group,
+    /// created interleaved on 80 CPUs: 20 of each run, 20 of each wait behind the gate.
+    fn lone_pods_filled_half_and_half() -> State {
+        let mut s = State::default();
+        s.apply_queue(Queue {
+            weight: 2,
+            ..Queue::new("a")
+        });
+        s.apply_queue(Queue::new("b"));
+        for n in 0..10 {
+            s.apply_node(Node {
+                name: format!("n{n}"),
+                allocatable: Resources::from([("cpu", 8_000), ("pods", 110)]),
+                ..Node::default()
+            });
+        }
+        for i in 0..80 {
+            let queue = if i % 2 == 0 { "a" } else { "b" };
+            let running = i < 40;
+            s.apply_pod(running_on(
+                running.then(|| format!("n{}", i / 4)),
+                Pod {
+                    uid: format!("{queue}-{i}"),
+                    namespace: "ns".into(),
+                    name: format!("{queue}-{i}"),
+                    queue: Some(queue.into()),
+                    created: i,
+                    requests: Resources::from([("cpu", 2_000), ("pods", 1)]),
+                    ..Default::default()
+                },
+            ));
+        }
+        s
+    }
+
+    #[test]
+    fn a_queue_of_pods_in_no_group_below_its_share_reclaims_from_one_above_it() {
+        let s = lone_pods_filled_half_and_half();
+        let decision = decide(&s);
+        let a_waits = decision
+            .short_of_room
+            .iter()
+            .filter(|w| &*w.queue == "a" && w.lone)
+            .count();
+        assert_eq!(a_waits, 20, "every waiting pod of a waits only for room");
+        let waiting = decision
+            .waiting
+            .iter()
+            .find(|w| w.group == GroupKey::new("ns", "a-40"))
+            .expect("a's waiting pod has a reason");
+        assert_eq!(waiting.pod.as_ref().map(|p| p.name.as_str()), Some("a-40"));
+
+        let plan = plan(&s, &decision, &|_| false, &|_| false);
+        let evicted: Vec<&str> = plan
+            .reclaims
+            .iter()
+            .flat_map(|r| &r.victims)
+            .map(|v| v.pods[0].name.as_str())
+            .collect();
+        assert!(!evicted.is_empty(), "nothing is reclaimed for queue a");
+        assert!(
+            evicted.iter().all(|name| name.starts_with("b-")),
+            "{evicted:?}"
+        );
+        // b deserves 26.7 CPUs of 80 and holds 40: at most 6 pods of 2 CPUs go.
+        assert!(evicted.len() <= 6, "{evicted:?}");
+        let first = &plan.reclaims[0];
+        assert_eq!(first.pod.as_ref().map(|p| p.name.as_str()), Some("a-40"));
+        assert_eq!(first.subject(), "pod ns/a-40");
+        assert_eq!(first.reference().kind.as_deref(), Some("Pod"));
     }
 
     #[test]

@@ -129,6 +129,12 @@ impl GroupKey {
             .as_ref()
             .map(|name| GroupKey::new(pod.namespace.clone(), name.clone()))
     }
+
+    /// The key of `pod` as a group of one (a pod of a queue in no group), where admission,
+    /// reclaim and the controller need a key: its namespace and UID, which no PodGroup has.
+    pub fn lone(pod: &Pod) -> GroupKey {
+        GroupKey::new(pod.namespace.as_str(), pod.uid.as_str())
+    }
 }
 
 impl std::fmt::Display for GroupKey {

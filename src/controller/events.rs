@@ -55,6 +55,18 @@ impl Event {
     }
 }
 
+/// A pod as an Event's `regarding`.
+pub fn pod_reference(namespace: &str, name: &str, uid: &str) -> ObjectReference {
+    ObjectReference {
+        api_version: Some("v1".to_owned()),
+        kind: Some("Pod".to_owned()),
+        namespace: Some(namespace.to_owned()),
+        name: Some(name.to_owned()),
+        uid: Some(uid.to_owned()),
+        ..ObjectReference::default()
+    }
+}
+
 /// Decides which Events may be emitted now (see the module docs).
 #[derive(Debug, Default)]
 pub struct Limiter {

@@ -24,9 +24,10 @@
 //!
 //! Events: on a PodGroup when its phase changes (reason = the new phase), on a Job when its
 //! PodGroup is created or cannot be (reasons `PodGroupCreated`, `PodGroupConflict`,
-//! `PodGroupCreateFailed`), on pods whose group has no PodGroup (`PodGroupMissing`), and on a
+//! `PodGroupCreateFailed`), on pods whose group has no PodGroup (`PodGroupMissing`), on a
 //! waiting gang's PodGroup and unbound members (`WaitingForAdmission`, `WaitingForRoom`, see
-//! [`waits`]), all through the rate limiter in [`events`].
+//! [`waits`]), and on waiting pods of a queue in no group (`WaitingForAdmission`), all through
+//! the rate limiter in [`events`].
 //!
 //! The controller acts only once the cache and its stores have listed everything (a partial
 //! list would make it create PodGroups that exist and report empty queues). It does not elect
@@ -254,6 +255,21 @@ impl Controller {
         events.extend(self.limiter.admit(wanted, events::BUDGET_PER_PASS, now));
         let budget = events::BUDGET_PER_PASS.saturating_sub(events.len());
         events.extend(self.wait_events(waits, budget, now));
+        let lone: Vec<Event> = decision
+            .waiting
+            .iter()
+            .filter_map(|w| {
+                let pod = w.pod.as_ref()?;
+                let (_, why) = admission_waits.get(&w.group)?;
+                let pod = observe::PodRef {
+                    namespace: pod.namespace.clone(),
+                    name: pod.name.clone(),
+                    uid: pod.uid.clone(),
+                };
+                Some(waits::lone_event(&pod, why.clone()))
+            })
+            .collect();
+        events.extend(self.limiter.admit(lone, waits::MEMBER_EVENTS_PER_PASS, now));
         self.publish(events).await;
         ::metrics::histogram!(metrics::CONTROLLER_PASS_DURATION_SECONDS)
             .record(started.elapsed().as_secs_f64());

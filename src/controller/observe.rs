@@ -8,6 +8,7 @@ use std::collections::HashMap;
 
 use k8s_openapi::api::core::v1::ObjectReference;
 
+use crate::api::PodGroupPhase;
 use crate::cache::{GroupKey, Pod, PodPhase, Resources, State};
 
 use super::status::Members;
@@ -31,14 +32,7 @@ impl PodRef {
 
     /// The pod as an Event's `regarding`.
     pub fn reference(&self) -> ObjectReference {
-        ObjectReference {
-            api_version: Some("v1".to_owned()),
-            kind: Some("Pod".to_owned()),
-            namespace: Some(self.namespace.clone()),
-            name: Some(self.name.clone()),
-            uid: Some(self.uid.clone()),
-            ..ObjectReference::default()
-        }
+        super::events::pod_reference(&self.namespace, &self.name, &self.uid)
     }
 }
 
@@ -72,6 +66,9 @@ pub struct QueueUsage {
     pub allocated: Resources,
     /// Requests of the queue's pods not finished and not bound yet (gated ones included).
     pub waiting: Resources,
+    /// Its live pods in no group, each a group of one, counted as a PodGroup's phase would
+    /// count them: still gated, released but not bound, bound.
+    pub lone: super::queues::GroupCounts,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -108,6 +105,17 @@ pub fn observe(state: &State) -> Observation {
     for pod in state.queue_only.values().map(|m| m.pod.as_ref()) {
         if let Some(queue) = &pod.queue {
             add_usage(&mut out.queues, queue, pod);
+            if let Some(usage) = out.queues.get_mut(queue.as_str())
+                && !pod.phase.is_terminal()
+            {
+                usage.lone.add(if pod.node_name.is_some() {
+                    PodGroupPhase::Running
+                } else if pod.awaits_admission() {
+                    PodGroupPhase::Pending
+                } else {
+                    PodGroupPhase::Inqueue
+                });
+            }
         }
     }
     out

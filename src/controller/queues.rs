@@ -8,7 +8,9 @@
 //!   admission. It is a report, not an input: admission recomputes it from the cache.
 //! - `pending`, `admitted`, `running`: the queue's PodGroups in phase Pending, Inqueue and
 //!   Running, as the controller computes them in the same pass (so the counts agree with the
-//!   PodGroups' phases once both are written). Groups in phase Unknown are in none of them.
+//!   PodGroups' phases once both are written), plus its live pods in no group, each a group of
+//!   one: pending while gated, admitted once released, running once bound. Groups in phase
+//!   Unknown are in none of them.
 //! - `conditions` are left to whoever sets them; the controller writes none.
 //!
 //! Amounts are written as a user would write them (`cpu: 1500m`, `memory: 4Gi`), and a
@@ -46,9 +48,9 @@ pub fn queue_status(usage: &QueueUsage, deserved: &Resources, counts: GroupCount
     QueueStatus {
         allocated: resource_list(&usage.allocated),
         deserved: resource_list(deserved),
-        pending: counts.pending,
-        admitted: counts.admitted,
-        running: counts.running,
+        pending: counts.pending + usage.lone.pending,
+        admitted: counts.admitted + usage.lone.admitted,
+        running: counts.running + usage.lone.running,
         conditions: Vec::new(),
     }
 }
@@ -83,6 +85,7 @@ mod tests {
         let usage = QueueUsage {
             allocated: Resources::from([("cpu", 4_000), ("memory", 4 << 30), ("pods", 4)]),
             waiting: Resources::from([("cpu", 4_000), ("memory", 4 << 30), ("pods", 4)]),
+            lone: GroupCounts::default(),
         };
         let counts = GroupCounts {
             pending: 1,
@@ -100,6 +103,28 @@ mod tests {
             quantities(&[("cpu", "6"), ("memory", "8Gi"), ("pods", "8")])
         );
         assert_eq!((status.pending, status.admitted, status.running), (1, 0, 1));
+    }
+
+    #[test]
+    fn pods_in_no_group_count_as_groups_of_one() {
+        let usage = QueueUsage {
+            lone: GroupCounts {
+                pending: 20,
+                admitted: 1,
+                running: 19,
+            },
+            ..QueueUsage::default()
+        };
+        let counts = GroupCounts {
+            pending: 1,
+            admitted: 0,
+            running: 2,
+        };
+        let status = queue_status(&usage, &Resources::new(), counts);
+        assert_eq!(
+            (status.pending, status.admitted, status.running),
+            (21, 1, 21)
+        );
     }
 
     #[test]

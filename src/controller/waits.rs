@@ -1,4 +1,5 @@
-//! Events that say why a gang waits, on its PodGroup and on each of its unbound member pods.
+//! Events that say why a gang waits, on its PodGroup and on each of its unbound member pods,
+//! and why a pod of a queue in no group waits, on the pod.
 //!
 //! Why pods too: a user who runs `kubectl describe pod` on a pending member of a gang expects
 //! to read why it is pending, as for any pod the scheduler cannot place. A gang held back by
@@ -70,6 +71,18 @@ pub fn wait(group: GroupKey, regarding: ObjectReference, status: &PodGroupStatus
             note: condition.message.clone(),
         },
     })
+}
+
+/// The Event on a pod of a queue in no group that admission holds back: `why` is its waiting
+/// reason, as a PodGroup's `Admitted` condition would say it.
+pub fn lone_event(pod: &PodRef, why: String) -> Event {
+    Event {
+        regarding: pod.reference(),
+        warning: false,
+        reason: WAITING_FOR_ADMISSION.to_owned(),
+        action: "Schedule",
+        note: why,
+    }
 }
 
 /// The same Event on each of `members`, its note naming the gang.

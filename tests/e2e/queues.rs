@@ -48,6 +48,18 @@ impl Drop for QueueGuard {
     }
 }
 
+/// Queues `prefix-heavy-*` of weight 2 and `prefix-light-*` of weight 1.
+async fn weighted_two_to_one(client: &Client, prefix: &str) -> (String, String) {
+    let heavy = QueueSpec {
+        weight: 2,
+        ..QueueSpec::default()
+    };
+    (
+        create_queue(client, &format!("{prefix}-heavy"), heavy).await,
+        create_queue(client, &format!("{prefix}-light"), QueueSpec::default()).await,
+    )
+}
+
 fn cpu_cap(cpu: &str) -> QueueSpec {
     QueueSpec {
         capability: [("cpu".to_string(), Quantity(cpu.to_string()))].into(),
@@ -154,16 +166,7 @@ async fn not_admitted(groups: &Api<PodGroup>, name: &str) -> Option<(String, Str
 #[ignore = "needs the local control plane: run e2e/test"]
 async fn two_queues_weighted_two_to_one_share_a_full_cluster_two_to_one_over_time() {
     let cluster = Cluster::connect().await;
-    let heavy = create_queue(
-        &cluster.client,
-        "fair-heavy",
-        QueueSpec {
-            weight: 2,
-            ..QueueSpec::default()
-        },
-    )
-    .await;
-    let light = create_queue(&cluster.client, "fair-light", QueueSpec::default()).await;
+    let (heavy, light) = weighted_two_to_one(&cluster.client, "fair").await;
     let ns = cluster.namespace("queues-fair").await;
     let pods = ns.api::<Pod>();
     // Plain pods fill the cluster while the gangs are created, so that admission starts from
@@ -772,6 +775,95 @@ async fn reclaim_takes_pods_of_a_borrowing_queue_that_are_in_no_group_one_by_one
     ns.delete().await;
     delete_queue(&cluster.client, &lender).await;
     delete_queue(&cluster.client, &claimant).await;
+}
+
+#[tokio::test]
+#[ignore = "needs the local control plane: run e2e/test"]
+async fn pods_in_no_group_of_two_queues_weighted_two_to_one_converge_to_two_to_one() {
+    let cluster = Cluster::connect().await;
+    let (heavy, light) = weighted_two_to_one(&cluster.client, "lone").await;
+    let _guards = (QueueGuard(heavy.clone()), QueueGuard(light.clone()));
+    let ns = cluster.namespace("queues-lone-converge").await;
+    let pods = ns.api::<Pod>();
+    let create = |queue: &str, name: String| {
+        let pod = managed_pod(
+            &name,
+            None,
+            4,
+            json!({"labels": {"scheduling.gangplank.dev/queue": queue}}),
+        );
+        let pods = pods.clone();
+        async move {
+            pods.create(&PostParams::default(), &pod)
+                .await
+                .unwrap_or_else(|e| panic!("failed to create pod {name}: {e}"))
+        }
+    };
+    // The cluster fills half and half (16 pods of 4 CPUs each) while each queue asks for
+    // exactly what it holds, so nothing is reclaimed yet and nothing finishes later.
+    for i in 0..16 {
+        create(&heavy, format!("a{i:02}")).await;
+        create(&light, format!("b{i:02}")).await;
+    }
+    eventually("the cluster full, half and half", 90, || async {
+        (bound(&pods, "a").await == 16 && bound(&pods, "b").await == 16).then_some(())
+    })
+    .await;
+    // Then both ask for twice as much: the weight-2 queue deserves 85.3 CPUs, the other 42.7.
+    for i in 16..32 {
+        create(&heavy, format!("a{i:02}")).await;
+        create(&light, format!("b{i:02}")).await;
+    }
+    let split = eventually("a 2:1 split within 10%", 120, || async {
+        let cpu = running_cpu_by_prefix(&pods).await;
+        let of = |queue: char| {
+            cpu.iter()
+                .filter(|(k, _)| k.starts_with(queue))
+                .map(|(_, v)| v)
+                .sum::<f64>()
+        };
+        let (a, b) = (of('a'), of('b'));
+        let share = a / (a + b);
+        ((share - 2.0 / 3.0).abs() <= 0.1 * 2.0 / 3.0 && a + b >= 0.9 * 128.0).then_some((a, b))
+    })
+    .await;
+    eprintln!("running CPUs (weight 2, weight 1): {split:?}");
+
+    // A pod of the light queue still gated says why it waits, with the numbers.
+    let waiting = pods
+        .list(&Default::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .find(|p| {
+            p.metadata.name.as_deref().unwrap_or("").starts_with('b')
+                && p.spec.as_ref().unwrap().scheduling_gates.is_some()
+        })
+        .and_then(|p| p.metadata.name)
+        .expect("a pod of the light queue still waits");
+    let note = eventually(
+        "a WaitingForAdmission Event on a waiting pod",
+        60,
+        || async {
+            events_about(&cluster.client, &ns.name, &waiting)
+                .await
+                .remove("WaitingForAdmission")
+        },
+    )
+    .await;
+    assert!(note.contains("cpu"), "{note}");
+
+    // Each Queue's status counts its pods in no group.
+    let queues = Api::<Queue>::all(cluster.client.clone());
+    eventually("queue statuses counting pods in no group", 60, || async {
+        let status = queues.get(&light).await.ok()?.status?;
+        (status.running > 0 && status.pending > 0).then_some(())
+    })
+    .await;
+    ns.delete().await;
+    delete_queue(&cluster.client, &heavy).await;
+    delete_queue(&cluster.client, &light).await;
 }
 
 #[tokio::test]
