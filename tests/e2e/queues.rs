@@ -866,6 +866,75 @@ async fn pods_in_no_group_of_two_queues_weighted_two_to_one_converge_to_two_to_o
     delete_queue(&cluster.client, &light).await;
 }
 
+/// CPUs that bound pods of `ns` hold, by the first letter of their name.
+async fn running_cpu_by_letter(pods: &Api<Pod>) -> BTreeMap<char, f64> {
+    let mut out = BTreeMap::new();
+    for (prefix, cpu) in running_cpu_by_prefix(pods).await {
+        *out.entry(prefix.chars().next().unwrap_or('?')).or_default() += cpu;
+    }
+    out
+}
+
+#[tokio::test]
+#[ignore = "needs the local control plane: run e2e/test"]
+async fn three_queues_of_gangs_arriving_one_after_another_on_a_full_cluster_converge_to_their_weights()
+ {
+    let cluster = Cluster::connect().await;
+    let weighted = |weight| QueueSpec {
+        weight,
+        ..QueueSpec::default()
+    };
+    let x = create_queue(&cluster.client, "arrive-x", weighted(1)).await;
+    let y = create_queue(&cluster.client, "arrive-y", weighted(1)).await;
+    let z = create_queue(&cluster.client, "arrive-z", weighted(2)).await;
+    let _guards = (
+        QueueGuard(x.clone()),
+        QueueGuard(y.clone()),
+        QueueGuard(z.clone()),
+    );
+    let ns = cluster.namespace("queues-arrive").await;
+    let pods = ns.api::<Pod>();
+    // Gangs of 2 pods of 4 CPUs that never finish; each queue asks for the whole cluster.
+    let gangs = |queue: &str, letter: char| {
+        let names: Vec<String> = (0..16).map(|i| format!("{letter}{i:02}")).collect();
+        let (ns, queue) = (&ns, queue.to_owned());
+        async move {
+            futures::stream::iter(names.iter())
+                .for_each_concurrent(4, |name| create_gang(ns, &queue, name, 2, 4, None, None))
+                .await
+        }
+    };
+    gangs(&x, 'x').await;
+    eventually("queue x filling the cluster", 90, || async {
+        (running_cpu_by_letter(&pods).await.get(&'x') == Some(&128.0)).then_some(())
+    })
+    .await;
+    gangs(&y, 'y').await;
+    eventually("queues x and y sharing the cluster 1:1", 120, || async {
+        let cpu = running_cpu_by_letter(&pods).await;
+        let (x, y) = (cpu.get(&'x')?, cpu.get(&'y')?);
+        ((x - 64.0).abs() <= 6.4 && (y - 64.0).abs() <= 6.4).then_some(())
+    })
+    .await;
+    gangs(&z, 'z').await;
+    let split = eventually(
+        "queues x, y and z sharing the cluster 1:1:2",
+        120,
+        || async {
+            let cpu = running_cpu_by_letter(&pods).await;
+            let (x, y, z) = (cpu.get(&'x')?, cpu.get(&'y')?, cpu.get(&'z')?);
+            let near = |got: f64, want: f64| (got - want).abs() <= 0.1 * want;
+            (near(*x, 32.0) && near(*y, 32.0) && near(*z, 64.0)).then_some((*x, *y, *z))
+        },
+    )
+    .await;
+    eprintln!("running CPUs of x, y, z (weights 1, 1, 2): {split:?}");
+    ns.delete().await;
+    for queue in [&x, &y, &z] {
+        delete_queue(&cluster.client, queue).await;
+    }
+}
+
 #[tokio::test]
 #[ignore = "needs the local control plane: run e2e/test"]
 async fn reclaim_leaves_a_gang_that_a_pod_disruption_budget_protects_whole_and_takes_another() {
