@@ -9,8 +9,9 @@
 //! One [`CancellationToken`] is the shutdown signal for everything: the watch loops stop, the
 //! metrics server stops accepting, and the extender and webhook servers stop accepting and give
 //! open requests [`SHUTDOWN_GRACE`] to finish (a bind in flight should complete rather than be
-//! cut). If any part fails (a port already taken, unreadable certificates), the token is
-//! cancelled too, so the process exits instead of running half-alive.
+//! cut). If any part fails (a port already taken, unreadable certificates, the admission loop
+//! or the controller ending or panicking), the token is cancelled too, so the process exits
+//! instead of running half-alive.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -87,24 +88,41 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     let metrics_router =
         health::router(cache.clone()).merge(metrics::router(prometheus.clone(), queue_series));
 
-    tokio::spawn(admission::run(
+    let admission_loop = tokio::spawn(admission::run(
         client.clone(),
         eviction_client,
         cache.clone(),
         published.clone(),
         shutdown.clone(),
     ));
-    tokio::spawn(controller::run(
+    let controller_loop = tokio::spawn(controller::run(
         client.clone(),
         cache.clone(),
         stores.clone(),
         published,
         shutdown.clone(),
     ));
-    let (watch, webhook_watch, upkeep, metrics_server, extender_server, webhook_server) = tokio::join!(
+    let (
+        watch,
+        webhook_watch,
+        upkeep,
+        admission_loop,
+        controller_loop,
+        metrics_server,
+        extender_server,
+        webhook_server,
+    ) = tokio::join!(
         cache::watch::run(client.clone(), cache.clone(), shutdown.clone()),
         stores.run(store_writers, client, cache.clone(), shutdown.clone()),
         metrics::run_upkeep(prometheus, shutdown.clone()),
+        cancel_on_error(
+            supervise("admission loop", admission_loop, &shutdown),
+            &shutdown
+        ),
+        cancel_on_error(
+            supervise("controller", controller_loop, &shutdown),
+            &shutdown
+        ),
         cancel_on_error(
             serve_plain(args.metrics_addr, metrics_router, shutdown.clone()),
             &shutdown
@@ -133,6 +151,8 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         ),
     );
     let ((), (), ()) = (watch, webhook_watch, upkeep);
+    admission_loop?;
+    controller_loop?;
     metrics_server.context("metrics server failed")?;
     extender_server.context("extender server failed")?;
     webhook_server.context("webhook server failed")?;
@@ -150,6 +170,24 @@ async fn cancel_on_error<T>(
         shutdown.cancel();
     }
     result
+}
+
+/// Waits for a background loop that should run until shutdown: one that ends before (it
+/// returned or panicked) is an error, so the process exits and is restarted rather than run on
+/// without it.
+async fn supervise(
+    name: &'static str,
+    task: tokio::task::JoinHandle<()>,
+    shutdown: &CancellationToken,
+) -> anyhow::Result<()> {
+    let ended = task.await;
+    if shutdown.is_cancelled() {
+        return Ok(());
+    }
+    match ended {
+        Ok(()) => anyhow::bail!("the {name} stopped before shutdown"),
+        Err(e) => anyhow::bail!("the {name} failed: {e}"),
+    }
 }
 
 /// Cancels `shutdown` on SIGTERM (kubelet) or SIGINT (Ctrl-C).
@@ -231,4 +269,45 @@ pub async fn serve(
         }
     }
     .with_context(|| format!("failed to serve the {name} on {addr}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_loop_that_panics_stops_the_process() {
+        let shutdown = CancellationToken::new();
+        let task = tokio::spawn(async { panic!("bug") });
+        let err = cancel_on_error(supervise("admission loop", task, &shutdown), &shutdown)
+            .await
+            .unwrap_err();
+        assert!(
+            err.to_string().starts_with("the admission loop failed: "),
+            "{err}"
+        );
+        assert!(shutdown.is_cancelled(), "every other part is told to stop");
+    }
+
+    #[tokio::test]
+    async fn a_loop_that_returns_before_shutdown_stops_the_process() {
+        let shutdown = CancellationToken::new();
+        let task = tokio::spawn(async {});
+        let err = cancel_on_error(supervise("controller", task, &shutdown), &shutdown)
+            .await
+            .unwrap_err();
+        assert_eq!(err.to_string(), "the controller stopped before shutdown");
+        assert!(shutdown.is_cancelled());
+    }
+
+    #[tokio::test]
+    async fn a_loop_that_returns_at_shutdown_is_fine() {
+        let shutdown = CancellationToken::new();
+        let task = tokio::spawn({
+            let shutdown = shutdown.clone();
+            async move { shutdown.cancelled().await }
+        });
+        shutdown.cancel();
+        supervise("controller", task, &shutdown).await.unwrap();
+    }
 }
