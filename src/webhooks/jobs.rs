@@ -116,6 +116,20 @@ pub fn validate(w: &Webhooks, request: &AdmissionRequest<Job>) -> Result<Verdict
         }
     }
 
+    let topology_key = job
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(labels::TOPOLOGY_KEY_ANNOTATION))
+        .map(|k| k.trim())
+        .filter(|k| !k.is_empty());
+    if let Some(problem) = topology_key.and_then(super::label_key_problem) {
+        errors.add(
+            format!("metadata.annotations[{}]", labels::TOPOLOGY_KEY_ANNOTATION),
+            problem,
+        );
+    }
+
     let template = spec.and_then(|s| s.template.metadata.as_ref());
     let template_queue = labels::queue_of(
         template.and_then(|m| m.labels.as_ref()),
