@@ -133,6 +133,7 @@ fn node(i: usize) -> Node {
         labels,
         taints,
         unschedulable: i % 100 == 7,
+        not_ready: false,
     }
 }
 

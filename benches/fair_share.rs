@@ -200,6 +200,7 @@ fn admission_state() -> State {
             labels: Default::default(),
             taints: vec![],
             unschedulable: false,
+            not_ready: false,
         });
     }
     for i in 0..QUEUES {

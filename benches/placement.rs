@@ -91,6 +91,7 @@ fn cluster(nodes: usize) -> Vec<Candidate> {
                     labels,
                     taints,
                     unschedulable: i % 50 == 7,
+                    not_ready: false,
                 },
                 used,
             }

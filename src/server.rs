@@ -64,7 +64,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         tracing::warn!(dir = %dir.display(), "capturing every extender request body");
         extender = extender.with_capture(capture);
     }
-    let (stores, store_writers) = Stores::new();
+    let (stores, store_writers) = Stores::new(cache.clone());
     let settings = webhooks::Settings {
         gate_pods: args.gate_pods,
         ..Default::default()

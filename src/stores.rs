@@ -44,6 +44,8 @@ pub struct Stores {
     pub namespaces: Store<PartialObjectMeta<Namespace>>,
     changed: Notify,
     synced: [AtomicBool; 4],
+    /// The cluster model, for the node capacity the Queue webhook checks guarantees against.
+    pub cache: crate::cache::Cache,
 }
 
 /// The write halves, handed to [`Stores::run`].
@@ -64,7 +66,7 @@ pub enum Kind {
 }
 
 impl Stores {
-    pub fn new() -> (Arc<Stores>, Writers) {
+    pub fn new(cache: crate::cache::Cache) -> (Arc<Stores>, Writers) {
         let (jobs, jobs_writer) = reflector::store();
         let (pod_groups, pod_groups_writer) = reflector::store();
         let (queues, queues_writer) = reflector::store();
@@ -76,6 +78,7 @@ impl Stores {
             namespaces,
             changed: Notify::new(),
             synced: Default::default(),
+            cache,
         });
         let writers = Writers {
             jobs: jobs_writer,

@@ -56,6 +56,7 @@ fn fixture_cache() -> Cache {
             labels: Default::default(),
             taints: vec![],
             unschedulable: false,
+            not_ready: false,
         });
     }
     cache.apply_pod_group(PodGroup {

@@ -20,8 +20,9 @@ use axum::body::Body;
 use axum::http::{Request, StatusCode, header};
 use base64::Engine;
 use gangplank::api::{PodGroupPhase, QueueState};
+use gangplank::cache::Resources;
 use gangplank::webhooks::lookup::{
-    Lookup, NamespaceLookup, PodGroupLookup, PodGroupView, QueueLookup, QueueView,
+    CapacityLookup, Lookup, NamespaceLookup, PodGroupLookup, PodGroupView, QueueLookup, QueueView,
 };
 use gangplank::webhooks::{self, Settings, StaticLookup, Webhooks};
 use http_body_util::BodyExt;
@@ -42,7 +43,7 @@ fn router_with(lookup: impl webhooks::ClusterLookup + 'static, settings: Setting
 }
 
 /// Queues `default` (Open), `research` (Open) and `archive` (Closed); namespace `team` with the
-/// default queue `research`.
+/// default queue `research`; nodes of 128 CPUs, 1 TiB, 16 GPUs and 440 pods in all.
 fn cluster() -> StaticLookup {
     StaticLookup {
         queues: vec![
@@ -52,6 +53,12 @@ fn cluster() -> StaticLookup {
         ],
         pod_groups: Vec::new(),
         namespaces: vec![("team".into(), "research".into())],
+        capacity: Resources::from([
+            ("cpu", 128_000),
+            ("memory", 1 << 40),
+            ("nvidia.com/gpu", 16),
+            ("pods", 440),
+        ]),
         unsynced: false,
     }
 }
@@ -561,6 +568,21 @@ async fn a_template_naming_another_queue_than_its_job_is_refused() {
 }
 
 #[tokio::test]
+async fn a_job_whose_topology_key_annotation_is_not_a_label_key_is_refused() {
+    let job = a_job(
+        json!({"scheduling.gangplank.dev/topology-key": "rack name"}),
+        json!({}),
+    );
+    let answer = post(router(), VALIDATE_JOBS, &create("jobs", job)).await;
+    assert!(
+        denial(&answer, 422).starts_with(
+            "metadata.annotations[scheduling.gangplank.dev/topology-key]: must be a label key"
+        ),
+        "{answer}"
+    );
+}
+
+#[tokio::test]
 async fn a_new_job_in_a_closed_queue_is_refused() {
     let mut job = a_job(json!({}), json!({}));
     job["metadata"]["labels"] = json!({"scheduling.gangplank.dev/queue": "archive"});
@@ -748,6 +770,26 @@ async fn a_queue_of_weight_zero_is_refused() {
 }
 
 #[tokio::test]
+async fn a_guarantee_larger_than_the_cluster_is_refused_and_one_that_fits_is_admitted() {
+    let huge = a_queue(
+        "hog",
+        json!({"guarantee": {"cpu": "1e18", "memory": "1Gi"}}),
+        json!({}),
+    );
+    let answer = post(router(), VALIDATE_QUEUES, &create("queues", huge)).await;
+    assert_eq!(
+        denial(&answer, 422),
+        "spec.guarantee[cpu]: must not exceed what the cluster's schedulable nodes hold (128), got 1e18; a guarantee is room no other queue may use"
+    );
+    let fits = a_queue(
+        "fits",
+        json!({"guarantee": {"cpu": "128", "memory": "1Gi"}}),
+        json!({}),
+    );
+    allowed_unchanged(&post(router(), VALIDATE_QUEUES, &create("queues", fits)).await);
+}
+
+#[tokio::test]
 async fn a_guarantee_above_the_capability_is_refused_per_resource() {
     let queue = a_queue(
         "q",
@@ -905,6 +947,12 @@ impl PodGroupLookup for LateQueue {
     }
     fn unfinished_pod_groups_in(&self, _: &str) -> Lookup<Vec<PodGroupView>> {
         Ok(Vec::new())
+    }
+}
+
+impl CapacityLookup for LateQueue {
+    fn schedulable_capacity(&self) -> Lookup<Resources> {
+        Ok(Resources::new())
     }
 }
 

@@ -322,6 +322,7 @@ mod tests {
                 allocated: Resources::from([("cpu", allocated), ("memory", 1 << 30)]),
                 demand: Resources::new(),
                 waiting_groups: waiting,
+                guarantee: Resources::new(),
             };
             outcome.decision.queues.insert(name.to_owned(), report);
         }

@@ -186,6 +186,9 @@ pub struct QueueReport {
     pub deserved: Resources,
     /// Groups (and queue-only pods) left waiting by this pass.
     pub waiting_groups: usize,
+    /// Its guarantee as admission honours it: scaled down with every other queue's when
+    /// together they exceed the cluster ([`fair_share::fitted_guarantees`]).
+    pub guarantee: Resources,
 }
 
 /// Room held for the group at the head of the line (see the module docs).
@@ -542,6 +545,8 @@ fn domain_of<'s>(state: &'s State, members: &[Seen<'s>], key: &str) -> Option<&'
 
 /// Capacity, demand and deserved share per queue the cache knows.
 struct Shares {
+    /// Allocatable of the nodes that take new pods.
+    capacity: Resources,
     queues: BTreeMap<String, QueueReport>,
     /// What each queue's own groups deserve (the admission order's yardstick).
     own: BTreeMap<String, Resources>,
@@ -549,10 +554,7 @@ struct Shares {
 
 /// Also sets each candidate's queue slot.
 fn share(state: &State, book: &mut Book) -> Shares {
-    let mut capacity = Resources::new();
-    for node in state.nodes.values().filter(|n| !n.unschedulable) {
-        capacity.add(&node.allocatable);
-    }
+    let capacity = state.schedulable_capacity();
     let mut queues: BTreeMap<String, QueueReport> = BTreeMap::new();
     for name in state.queues.keys() {
         let allocated = book
@@ -600,7 +602,11 @@ fn share(state: &State, book: &mut Book) -> Shares {
         }
         own.insert(name, share.own);
     }
-    Shares { queues, own }
+    Shares {
+        capacity,
+        queues,
+        own,
+    }
 }
 
 fn demand_of(queue: &Queue, demand: Resources) -> QueueDemand {
@@ -634,6 +640,8 @@ struct Pass<'s> {
     names: Vec<Arc<str>>,
     /// Per queue slot: what it holds, this pass's admissions included.
     held: Vec<Resources>,
+    /// Per queue slot: its guarantee as the pass honours it (see [`QueueReport::guarantee`]).
+    guarantees: Vec<Resources>,
     /// Per queue slot: the slots of its parent, grandparent, ... (see [`ancestry`]).
     ancestors: Vec<Vec<usize>>,
     /// Per queue slot: what it and every queue below it hold, this pass's admissions
@@ -761,9 +769,8 @@ impl<'s> Pass<'s> {
         for &p in &self.ancestors[slot] {
             self.subtree[p].add(&c.requests);
         }
-        let queue = self.queues[slot];
         self.room
-            .set_unused_guarantee(slot, &queue.guarantee, &self.held[slot]);
+            .set_unused_guarantee(slot, &self.guarantees[slot], &self.held[slot]);
         self.admitted.push(i);
     }
 
@@ -881,15 +888,24 @@ fn over_capability(queue: &Queue, holds: &Resources, requests: &Resources) -> Op
 }
 
 fn admit(state: &State, book: Book, shares: Shares, now: i64) -> Decision {
-    let Shares { queues, own } = shares;
+    let Shares {
+        capacity,
+        queues,
+        own,
+    } = shares;
     let (names, mut reports): (Vec<String>, Vec<QueueReport>) = queues.into_iter().unzip();
     let by_slot: Vec<&Queue> = names.iter().map(|n| state.queues[n].as_ref()).collect();
     let held: Vec<Resources> = reports.iter().map(|r| r.allocated.clone()).collect();
-    let mut room = Room::new(state, &book.in_flight, by_slot.len());
-    for (slot, queue) in by_slot.iter().enumerate() {
-        room.set_unused_guarantee(slot, &queue.guarantee, &held[slot]);
-    }
     let ancestors = ancestry(&by_slot);
+    let guarantees = fair_share::fitted_guarantees(
+        &by_slot.iter().map(|q| &q.guarantee).collect::<Vec<_>>(),
+        &ancestors,
+        &capacity,
+    );
+    let mut room = Room::new(state, &book.in_flight, by_slot.len());
+    for (slot, guarantee) in guarantees.iter().enumerate() {
+        room.set_unused_guarantee(slot, guarantee, &held[slot]);
+    }
     let mut subtree = held.clone();
     for (slot, parents) in ancestors.iter().enumerate() {
         for &p in parents {
@@ -903,6 +919,7 @@ fn admit(state: &State, book: Book, shares: Shares, now: i64) -> Decision {
         queues: by_slot,
         names: names.iter().map(|n| Arc::from(n.as_str())).collect(),
         held,
+        guarantees,
         ancestors,
         subtree,
         head: None,
@@ -1080,6 +1097,9 @@ fn admit(state: &State, book: Book, shares: Shares, now: i64) -> Decision {
             });
         }
     }
+    for (report, guarantee) in reports.iter_mut().zip(pass.guarantees) {
+        report.guarantee = guarantee;
+    }
     decision.queues = names.into_iter().zip(reports).collect();
     decision
 }
@@ -1138,6 +1158,7 @@ mod tests {
             labels: Default::default(),
             taints: vec![],
             unschedulable: false,
+            not_ready: false,
         });
     }
 
@@ -1322,6 +1343,35 @@ mod tests {
     }
 
     #[test]
+    fn a_not_ready_or_unreachable_node_is_neither_free_room_nor_shared() {
+        let mut s = cluster();
+        s.apply_node(Node {
+            name: "gone".into(),
+            allocatable: Resources::from([("cpu", 8_000), ("pods", 110)]),
+            not_ready: true,
+            ..Node::default()
+        });
+        s.apply_node(Node {
+            name: "cut-off".into(),
+            allocatable: Resources::from([("cpu", 8_000), ("pods", 110)]),
+            taints: vec![crate::cache::Taint {
+                key: "node.kubernetes.io/unreachable".into(),
+                value: None,
+                effect: crate::cache::TaintEffect::NoExecute,
+            }],
+            ..Node::default()
+        });
+        gang(&mut s, "big", "q", 1, 9_000, 1);
+        let d = decide(&s);
+        assert_eq!(reason(&d, "big"), Reason::DoesNotFit);
+        assert_eq!(
+            d.queues["q"].deserved.get("cpu"),
+            8_000,
+            "only n1 is shared"
+        );
+    }
+
+    #[test]
     fn each_member_must_fit_on_some_node_not_only_in_the_sum() {
         let mut s = cluster();
         node(&mut s, "n2", 8_000);
@@ -1360,6 +1410,31 @@ mod tests {
         bind_released(&mut s);
         gang(&mut s, "first", "reserved", 2, 2_000, 9);
         assert_eq!(admitted(&decide(&s)), vec!["first"]);
+    }
+
+    #[test]
+    fn a_guarantee_larger_than_the_cluster_holds_back_no_more_than_the_cluster() {
+        let mut s = cluster();
+        s.apply_queue(Queue {
+            guarantee: Resources::from([("cpu", 1_000_000_000_000_000_000)]),
+            ..Queue::new("hog")
+        });
+        s.apply_queue(Queue {
+            guarantee: Resources::from([("cpu", 4_000)]),
+            ..Queue::new("reserved")
+        });
+        gang(&mut s, "a", "q", 1, 1_000, 1);
+        let d = decide(&s);
+        // The two guarantees, scaled to fit the cluster's 8 CPUs together, leave less than
+        // a CPU: the group waits, but the hog's guarantee is no longer a quintillion.
+        assert!(admitted(&d).is_empty());
+        let hog = &d.queues["hog"].guarantee;
+        let reserved = &d.queues["reserved"].guarantee;
+        assert!(
+            hog.get("cpu") + reserved.get("cpu") <= 8_000,
+            "{hog:?} {reserved:?}"
+        );
+        assert!(reserved.get("cpu") < 4_000, "scaled by the same factor");
     }
 
     #[test]

@@ -326,7 +326,7 @@ fn input(
                 name: name.clone(),
                 allocated: report.allocated.clone(),
                 deserved: report.deserved.clone(),
-                guarantee: queue.guarantee.clone(),
+                guarantee: report.guarantee.clone(),
                 reclaimable: queue.reclaimable,
                 capability: queue.capability.clone(),
             }
@@ -814,6 +814,7 @@ mod tests {
             labels: Default::default(),
             taints: vec![],
             unschedulable: false,
+            not_ready: false,
         });
         for (name, queue, created, running) in [
             ("a1", "a", 1, true),

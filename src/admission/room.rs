@@ -58,7 +58,7 @@ impl<'s> Room<'s> {
         )> = state
             .nodes
             .values()
-            .filter(|n| !n.unschedulable)
+            .filter(|n| n.takes_new_pods())
             .map(|n| (n.name.as_str(), &n.allocatable, state.free_on(n), &n.labels))
             .collect();
         nodes.sort_unstable_by_key(|(name, ..)| *name);

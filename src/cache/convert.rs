@@ -43,6 +43,12 @@ pub fn node(node: &core::Node) -> Result<Node, Error> {
         labels: node.metadata.labels.clone().unwrap_or_default(),
         taints,
         unschedulable: spec.and_then(|s| s.unschedulable).unwrap_or(false),
+        not_ready: node
+            .status
+            .as_ref()
+            .and_then(|s| s.conditions.as_ref())
+            .and_then(|c| c.iter().find(|c| c.type_ == "Ready"))
+            .is_some_and(|c| c.status != "True"),
         name,
     })
 }
@@ -445,8 +451,57 @@ mod tests {
                     effect: TaintEffect::NoSchedule
                 }],
                 unschedulable: true,
+                not_ready: false,
             }
         );
+    }
+
+    #[test]
+    fn a_node_whose_ready_condition_is_not_true_is_not_ready_and_takes_no_new_pods() {
+        let with_ready = |status: &str| {
+            let k8s: core::Node = serde_json::from_value(serde_json::json!({
+                "metadata": {"name": "n1"},
+                "status": {"allocatable": {"cpu": "4"},
+                    "conditions": [{"type": "Ready", "status": status}]}
+            }))
+            .unwrap();
+            node(&k8s).unwrap()
+        };
+        assert!(with_ready("True").takes_new_pods());
+        for status in ["False", "Unknown"] {
+            let n = with_ready(status);
+            assert!(n.not_ready && !n.takes_new_pods(), "Ready={status}");
+        }
+    }
+
+    #[test]
+    fn node_condition_taints_keep_new_pods_off_and_other_taints_do_not() {
+        let tainted = |key: &str, effect: TaintEffect| Node {
+            name: "n1".into(),
+            taints: vec![Taint {
+                key: key.into(),
+                value: None,
+                effect,
+            }],
+            ..Node::default()
+        };
+        assert!(
+            !tainted("node.kubernetes.io/unreachable", TaintEffect::NoExecute).takes_new_pods()
+        );
+        assert!(!tainted("node.kubernetes.io/not-ready", TaintEffect::NoSchedule).takes_new_pods());
+        assert!(
+            tainted(
+                "node.kubernetes.io/not-ready",
+                TaintEffect::PreferNoSchedule
+            )
+            .takes_new_pods()
+        );
+        assert!(tainted("nvidia.com/gpu", TaintEffect::NoSchedule).takes_new_pods());
+        let cordoned = Node {
+            unschedulable: true,
+            ..Node::default()
+        };
+        assert!(!cordoned.takes_new_pods());
     }
 
     #[test]

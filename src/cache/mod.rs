@@ -225,6 +225,7 @@ mod tests {
             labels: Default::default(),
             taints: vec![],
             unschedulable: false,
+            not_ready: false,
         }
     }
 

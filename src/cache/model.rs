@@ -34,6 +34,29 @@ pub struct Node {
     pub taints: Vec<Taint>,
     /// `spec.unschedulable` (cordoned).
     pub unschedulable: bool,
+    /// Its `Ready` condition says `False` or `Unknown` (the kubelet stopped reporting, or
+    /// reports the node unhealthy).
+    pub not_ready: bool,
+}
+
+/// Prefix of the taints the node controllers put on unhealthy nodes (`not-ready`,
+/// `unreachable`, `memory-pressure`, `disk-pressure`, `pid-pressure`, `network-unavailable`,
+/// `unschedulable`, ...).
+pub const NODE_CONDITION_TAINT_PREFIX: &str = "node.kubernetes.io/";
+
+impl Node {
+    /// Whether new pods may start here, as admission, fair share and reclaim count capacity:
+    /// not cordoned, not NotReady, and no node-condition taint that keeps pods off. Other
+    /// taints (a GPU pool's dedication, say) do not stop the node counting: the pods meant for
+    /// it tolerate them.
+    pub fn takes_new_pods(&self) -> bool {
+        !self.unschedulable
+            && !self.not_ready
+            && !self.taints.iter().any(|t| {
+                t.key.starts_with(NODE_CONDITION_TAINT_PREFIX)
+                    && matches!(t.effect, TaintEffect::NoSchedule | TaintEffect::NoExecute)
+            })
+    }
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]

@@ -211,17 +211,26 @@ impl State {
         free
     }
 
-    /// The nodes that take new pods (not cordoned), by name: the order in which the
-    /// admission pass and reclaim place a gang's members.
+    /// The nodes that take new pods ([`Node::takes_new_pods`]), by name: the order in which
+    /// the admission pass and reclaim place a gang's members.
     pub fn schedulable_nodes(&self) -> Vec<&Node> {
         let mut nodes: Vec<&Node> = self
             .nodes
             .values()
             .map(|n| n.as_ref())
-            .filter(|n| !n.unschedulable)
+            .filter(|n| n.takes_new_pods())
             .collect();
         nodes.sort_by(|a, b| a.name.cmp(&b.name));
         nodes
+    }
+
+    /// The allocatable of the nodes that take new pods: what fair share divides.
+    pub fn schedulable_capacity(&self) -> Resources {
+        let mut capacity = Resources::new();
+        for node in self.nodes.values().filter(|n| n.takes_new_pods()) {
+            capacity.add(&node.allocatable);
+        }
+        capacity
     }
 
     /// The queue of a group with these `members`: its PodGroup's, else the first member that

@@ -748,6 +748,7 @@ mod tests {
                 labels: Default::default(),
                 taints: vec![],
                 unschedulable: false,
+                not_ready: false,
             });
         }
         s
@@ -1167,6 +1168,7 @@ mod tests {
                         labels: Default::default(),
                         taints: vec![],
                         unschedulable: false,
+                        not_ready: false,
                     });
                     s.apply_pod(Pod {
                         uid: format!("u{i}"),

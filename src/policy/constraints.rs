@@ -415,6 +415,7 @@ mod tests {
                 .collect(),
             taints,
             unschedulable: false,
+            not_ready: false,
         }
     }
 
@@ -851,6 +852,7 @@ mod tests {
                 labels,
                 taints,
                 unschedulable: cordoned,
+                not_ready: false,
             })
         }
 

@@ -321,6 +321,49 @@ pub fn deserved_shares(
 }
 
 /// Shares never exceed the capacity, an `i64`; saturate rather than panic if that ever broke.
+/// The guarantees admission may hold back, per queue: `guarantees` (by queue, each with the
+/// queues above it in `ancestors`, nearest first) scaled down, resource by resource and all by
+/// the same factor, so that what they reserve together never exceeds `capacity`. A guarantee
+/// larger than the cluster would otherwise keep every other queue waiting on an idle cluster.
+/// What they reserve together is the sum over top-level queues of the larger of a queue's own
+/// guarantee and what its children's reserve, as [`deserved_shares`] rolls them up.
+pub fn fitted_guarantees(
+    guarantees: &[&Resources],
+    ancestors: &[Vec<usize>],
+    capacity: &Resources,
+) -> Vec<Resources> {
+    let mut out: Vec<Resources> = guarantees.iter().map(|g| (*g).clone()).collect();
+    let mut by_depth: Vec<usize> = (0..guarantees.len()).collect();
+    by_depth.sort_by_key(|&q| std::cmp::Reverse(ancestors[q].len()));
+    let ids: std::collections::BTreeSet<ResourceId> = guarantees
+        .iter()
+        .flat_map(|g| g.ids().filter(|(_, amount)| *amount > 0).map(|(id, _)| id))
+        .collect();
+    for id in ids {
+        let mut rolled: Vec<i128> = guarantees
+            .iter()
+            .map(|g| i128::from(g.amount(id).max(0)))
+            .collect();
+        let mut children = vec![0i128; guarantees.len()];
+        let mut total = 0i128;
+        for &q in &by_depth {
+            rolled[q] = rolled[q].max(children[q]);
+            match ancestors[q].first() {
+                Some(&parent) => children[parent] += rolled[q],
+                None => total += rolled[q],
+            }
+        }
+        let available = i128::from(capacity.amount(id).max(0));
+        if total > available {
+            for (g, q) in out.iter_mut().zip(guarantees) {
+                let scaled = i128::from(q.amount(id).max(0)) * available / total;
+                g.set_amount(id, narrow(scaled));
+            }
+        }
+    }
+    out
+}
+
 fn narrow(x: i128) -> i64 {
     i64::try_from(x).unwrap_or(if x < 0 { 0 } else { i64::MAX })
 }
@@ -1150,5 +1193,30 @@ mod tests {
                 );
             }
         }
+    }
+
+    #[test]
+    fn guarantees_larger_than_the_cluster_are_scaled_to_fit_it_together() {
+        let huge = Resources::from([("cpu", 1_000_000_000_000_000_000)]);
+        let small = Resources::from([("cpu", 10_000)]);
+        let capacity = Resources::from([("cpu", 128_000)]);
+        let fitted = fitted_guarantees(&[&huge, &small], &[vec![], vec![]], &capacity);
+        let total = fitted[0].get("cpu") + fitted[1].get("cpu");
+        assert!(total <= 128_000, "{fitted:?}");
+        assert!(fitted[0].get("cpu") > 127_000, "{fitted:?}");
+    }
+
+    #[test]
+    fn guarantees_that_fit_and_children_inside_their_parent_are_left_alone() {
+        let parent = Resources::from([("cpu", 60_000)]);
+        let child = Resources::from([("cpu", 40_000)]);
+        let other = Resources::from([("cpu", 20_000), ("memory", 1 << 30)]);
+        let capacity = Resources::from([("cpu", 80_000), ("memory", 1 << 40)]);
+        let fitted = fitted_guarantees(
+            &[&parent, &child, &other],
+            &[vec![], vec![0], vec![]],
+            &capacity,
+        );
+        assert_eq!(fitted, vec![parent, child, other]);
     }
 }

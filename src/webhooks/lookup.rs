@@ -12,6 +12,7 @@
 use kube::runtime::reflector::ObjectRef;
 
 use crate::api::{PodGroup, PodGroupPhase, Queue, QueueState, labels};
+use crate::cache::Resources;
 use crate::stores::{Kind, Stores};
 
 /// A lookup could not answer: that kind's initial list has not completed.
@@ -73,10 +74,17 @@ pub trait NamespaceLookup: Send + Sync {
     fn namespace_queue(&self, namespace: &str) -> Lookup<Option<String>>;
 }
 
-/// Everything the webhooks read.
-pub trait ClusterLookup: QueueLookup + PodGroupLookup + NamespaceLookup {}
+/// What the cluster's nodes hold.
+pub trait CapacityLookup: Send + Sync {
+    /// The allocatable of the nodes that take new pods
+    /// ([`crate::cache::Node::takes_new_pods`]).
+    fn schedulable_capacity(&self) -> Lookup<Resources>;
+}
 
-impl<T: QueueLookup + PodGroupLookup + NamespaceLookup> ClusterLookup for T {}
+/// Everything the webhooks read.
+pub trait ClusterLookup: QueueLookup + PodGroupLookup + NamespaceLookup + CapacityLookup {}
+
+impl<T: QueueLookup + PodGroupLookup + NamespaceLookup + CapacityLookup> ClusterLookup for T {}
 
 impl QueueView {
     pub fn of(queue: &Queue) -> Option<Self> {
@@ -106,6 +114,15 @@ impl Stores {
         } else {
             Err(NotSynced(name))
         }
+    }
+}
+
+impl CapacityLookup for Stores {
+    fn schedulable_capacity(&self) -> Lookup<Resources> {
+        if !self.cache.is_synced(crate::cache::Watched::Nodes) {
+            return Err(NotSynced("Nodes"));
+        }
+        Ok(self.cache.read(|s| s.schedulable_capacity()))
     }
 }
 
@@ -167,6 +184,8 @@ pub struct StaticLookup {
     pub pod_groups: Vec<PodGroupView>,
     /// Namespace name and its default queue.
     pub namespaces: Vec<(String, String)>,
+    /// What [`CapacityLookup::schedulable_capacity`] answers.
+    pub capacity: Resources,
     /// Answer every lookup with [`NotSynced`].
     pub unsynced: bool,
 }
@@ -178,6 +197,13 @@ impl StaticLookup {
         } else {
             Ok(())
         }
+    }
+}
+
+impl CapacityLookup for StaticLookup {
+    fn schedulable_capacity(&self) -> Lookup<Resources> {
+        self.ready("Nodes")?;
+        Ok(self.capacity.clone())
     }
 }
 
@@ -262,7 +288,7 @@ mod tests {
 
     #[test]
     fn unsynced_stores_refuse_to_answer() {
-        let (reflectors, _writers) = Stores::new();
+        let (reflectors, _writers) = Stores::new(crate::cache::Cache::new());
         assert_eq!(reflectors.queue("default"), Err(NotSynced("Queues")));
         assert_eq!(
             reflectors.pod_group("ml", "train"),

@@ -6,6 +6,11 @@
 //!   holds even where the schema was edited).
 //! - `spec.guarantee` at most `spec.capability`, per resource listed in both; a resource not
 //!   in `capability` is not capped.
+//! - `spec.guarantee` (on CREATE, or when it changes) at most what the cluster's nodes that take
+//!   new pods hold, per resource: a guarantee is room held back from every other queue, and
+//!   one larger than the cluster would hold all of it. (When nodes leave later and the
+//!   guarantees no longer fit, admission scales them down together, see
+//!   `crate::policy::fair_share::fitted_guarantees`.)
 //! - `spec.parent` (when set, on CREATE or when it changes) names an existing queue other
 //!   than itself, and following parents from there never comes back to this queue.
 //! - Closing (UPDATE Open → Closed) is refused while PodGroups of the queue are admitted
@@ -27,6 +32,7 @@ use super::lookup::{Lookup, NotSynced, PodGroupView, QueueLookup};
 use super::review::{Denial, FieldErrors, Verdict};
 use crate::api::{Queue, QueueState, labels};
 use crate::cache::quantity::{self, Scale};
+use crate::cache::resources::human;
 
 /// Longest chain of parents followed when looking for a cycle. Deeper hierarchies are refused
 /// as if they were cycles: no fair-share tree needs a hundred levels.
@@ -44,6 +50,9 @@ pub fn validate(w: &Webhooks, request: &AdmissionRequest<Queue>) -> Result<Verdi
             let old = request.old_object.as_ref();
             let name = queue.metadata.name.as_deref().unwrap_or(&request.name);
             check_spec(queue)?;
+            if old.is_none_or(|o| o.spec.guarantee != queue.spec.guarantee) {
+                check_guarantee_fits(lookup, queue)?;
+            }
             let parent = queue.spec.parent.as_deref().filter(|p| !p.is_empty());
             let old_parent = old.and_then(|o| o.spec.parent.as_deref().filter(|p| !p.is_empty()));
             if let Some(parent) = parent
@@ -114,6 +123,30 @@ fn check_spec(queue: &Queue) -> Result<(), Denial> {
     errors.seconds("spec.maxWaitSeconds", spec.max_wait_seconds);
     if spec.parent.as_deref() == queue.metadata.name.as_deref() && spec.parent.is_some() {
         errors.add("spec.parent", "a queue cannot be its own parent");
+    }
+    errors.into_result()
+}
+
+/// Every resource of the guarantee fits in what the nodes that take new pods hold.
+fn check_guarantee_fits(lookup: &dyn super::ClusterLookup, queue: &Queue) -> Result<(), Denial> {
+    let Ok(guarantee) = crate::cache::convert::resources(&queue.spec.guarantee) else {
+        // A bad quantity: the schema refuses it before the webhook is asked.
+        return Ok(());
+    };
+    let capacity = lookup.schedulable_capacity().map_err(unavailable)?;
+    let mut errors = FieldErrors::new();
+    for (resource, amount) in guarantee.iter() {
+        let available = capacity.get(resource);
+        if amount > available {
+            errors.add(
+                format!("spec.guarantee[{resource}]"),
+                format!(
+                    "must not exceed what the cluster's schedulable nodes hold ({}), got {}; a guarantee is room no other queue may use",
+                    human(resource, available),
+                    queue.spec.guarantee[resource].0
+                ),
+            );
+        }
     }
     errors.into_result()
 }

@@ -309,6 +309,20 @@ async fn queue_rules_refuse_bad_queues_with_their_messages() {
         "{message}"
     );
 
+    // The cluster is e2e/up's default: 4 nodes of 32 CPUs.
+    let message = refusal(
+        queues
+            .create(
+                &pp,
+                &queue(&unique("hog"), json!({"guarantee": {"cpu": "1e18"}})),
+            )
+            .await,
+    );
+    assert!(
+        message.ends_with("denied the request: spec.guarantee[cpu]: must not exceed what the cluster's schedulable nodes hold (128), got 1e18; a guarantee is room no other queue may use"),
+        "{message}"
+    );
+
     let message = refusal(
         queues
             .create(
@@ -513,7 +527,8 @@ async fn pod_group_rules_refuse_bad_groups_with_their_messages() {
 
 #[tokio::test]
 #[ignore = "needs the local control plane: run e2e/test"]
-async fn job_rules_refuse_a_gang_size_the_job_cannot_reach() {
+async fn job_rules_refuse_a_gang_size_the_job_cannot_reach_and_a_topology_key_that_is_no_label_key()
+{
     let cluster = Cluster::connect().await;
     let ns = cluster.namespace("webhook-job-rules").await;
     let jobs = ns.api::<Job>();
@@ -537,6 +552,18 @@ async fn job_rules_refuse_a_gang_size_the_job_cannot_reach() {
     );
     assert!(
         message.ends_with("metadata.annotations[scheduling.gangplank.dev/min-member]: must be a positive integer, got \"four\""),
+        "{message}"
+    );
+    let mut spaced = bad("spaced", "2");
+    spaced.metadata.annotations.as_mut().unwrap().insert(
+        labels::TOPOLOGY_KEY_ANNOTATION.to_owned(),
+        "rack name".to_owned(),
+    );
+    let message = refusal(jobs.create(&PostParams::default(), &spaced).await);
+    assert!(
+        message.contains(
+            "metadata.annotations[scheduling.gangplank.dev/topology-key]: must be a label key"
+        ),
         "{message}"
     );
     ns.delete().await;
