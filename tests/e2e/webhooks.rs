@@ -437,6 +437,35 @@ async fn pod_group_rules_refuse_bad_groups_with_their_messages() {
     let groups = ns.api::<PodGroup>();
     let pp = PostParams::default();
 
+    // A field of the wrong type reaches the mutating webhook before the schema is checked:
+    // the user reads the field and the type, not "rejected our request for an unknown reason".
+    let kubectl = crate::support::run_dir().join("bin/kubectl");
+    let mut create = std::process::Command::new(kubectl)
+        .arg("--kubeconfig")
+        .arg(crate::support::run_dir().join("kubeconfig"))
+        .args(["create", "-n", &ns.name, "-f", "-"])
+        .stdin(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .expect("failed to run kubectl");
+    std::io::Write::write_all(
+        create.stdin.as_mut().unwrap(),
+        br#"{"apiVersion": "scheduling.gangplank.dev/v1alpha1", "kind": "PodGroup",
+            "metadata": {"name": "typo"}, "spec": {"minMember": "3"}}"#,
+    )
+    .unwrap();
+    let output = create.wait_with_output().unwrap();
+    let message = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        !output.status.success(),
+        "a minMember of \"3\" was admitted"
+    );
+    assert!(
+        message.contains("spec.minMember: invalid type: string \"3\", expected i32"),
+        "{message}"
+    );
+
     // Schema and CEL rules of the CRD answer first for sizes.
     let message = refusal(
         groups
