@@ -73,7 +73,8 @@ pub struct ServeArgs {
     pub webhook_addr: SocketAddr,
 
     /// Address of the plain-HTTP endpoint that serves `/metrics` (Prometheus), `/livez` and
-    /// `/readyz` (ready once the node and pod watchers have listed the cluster).
+    /// `/readyz` (ready while every watch has listed the cluster since it started or last
+    /// failed).
     #[arg(
         long,
         env = "GANGPLANK_METRICS_ADDR",

@@ -1,10 +1,13 @@
 //! Liveness and readiness probes.
 //!
 //! `/livez` answers 200 whenever the process can serve HTTP at all: restarting would not help
-//! anything else. `/readyz` answers 200 only once the cache's watchers have completed their
-//! first list, because decisions made from a half-filled cache would be wrong; before that it
-//! answers 503 and says which watchers are still listing. Both live on the metrics port and
-//! are not traced (kubelets probe every few seconds).
+//! anything else. `/readyz` answers 200 only while every watch (the cache's and the stores')
+//! has completed a list since it started or last failed, because decisions made from a
+//! half-filled or stale cache would be wrong; otherwise it answers 503 and says which watches
+//! are listing again. Both live on the metrics port and are not traced (kubelets probe every
+//! few seconds).
+
+use std::sync::Arc;
 
 use axum::Router;
 use axum::extract::State;
@@ -13,26 +16,38 @@ use axum::routing::get;
 
 use crate::cache::{Cache, Watched};
 
-pub fn router(cache: Cache) -> Router {
+/// The names of the watches that are not synced; empty when ready.
+pub type Unsynced = Arc<dyn Fn() -> Vec<&'static str> + Send + Sync>;
+
+/// What `/readyz` checks in `gangplank serve`: the cache's watches, then the stores'.
+pub fn watches(cache: Cache, stores: Arc<crate::stores::Stores>) -> Unsynced {
+    Arc::new(move || {
+        let mut names: Vec<&'static str> =
+            cache.unsynced().into_iter().map(Watched::as_str).collect();
+        names.extend(stores.unsynced());
+        names
+    })
+}
+
+pub fn router(unsynced: Unsynced) -> Router {
     Router::new()
         .route("/livez", get(livez))
         .route("/readyz", get(readyz))
-        .with_state(cache)
+        .with_state(unsynced)
 }
 
 async fn livez() -> &'static str {
     "ok\n"
 }
 
-async fn readyz(State(cache): State<Cache>) -> (StatusCode, String) {
-    let unsynced = cache.unsynced();
-    if unsynced.is_empty() {
+async fn readyz(State(unsynced): State<Unsynced>) -> (StatusCode, String) {
+    let names = unsynced();
+    if names.is_empty() {
         return (StatusCode::OK, "ok\n".to_owned());
     }
-    let names: Vec<&str> = unsynced.into_iter().map(Watched::as_str).collect();
     (
         StatusCode::SERVICE_UNAVAILABLE,
-        format!("not ready: cache not synced: {}\n", names.join(", ")),
+        format!("not ready: not synced: {}\n", names.join(", ")),
     )
 }
 
@@ -56,28 +71,44 @@ mod tests {
 
     #[tokio::test]
     async fn live_is_ok_even_before_the_cache_synced() {
-        let (status, body) = get(router(Cache::new()), "/livez").await;
+        let (status, body) = get(router(of(Cache::new())), "/livez").await;
         assert_eq!((status, body.as_str()), (StatusCode::OK, "ok\n"));
+    }
+
+    /// Readiness from the cache's watches alone.
+    fn of(cache: Cache) -> Unsynced {
+        Arc::new(move || cache.unsynced().into_iter().map(Watched::as_str).collect())
     }
 
     #[tokio::test]
     async fn ready_names_the_watchers_still_listing_until_all_synced() {
         let cache = Cache::new();
-        let (status, body) = get(router(cache.clone()), "/readyz").await;
+        let (status, body) = get(router(of(cache.clone())), "/readyz").await;
         assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
         assert_eq!(
             body,
-            "not ready: cache not synced: nodes, pods, podgroups, queues\n"
+            "not ready: not synced: nodes, pods, podgroups, queues\n"
         );
 
         cache.mark_synced(Watched::Nodes);
         cache.mark_synced(Watched::PodGroups);
         cache.mark_synced(Watched::Queues);
-        let (_, body) = get(router(cache.clone()), "/readyz").await;
-        assert_eq!(body, "not ready: cache not synced: pods\n");
+        let (_, body) = get(router(of(cache.clone())), "/readyz").await;
+        assert_eq!(body, "not ready: not synced: pods\n");
 
         cache.mark_synced(Watched::Pods);
-        let (status, body) = get(router(cache), "/readyz").await;
+        let (status, body) = get(router(of(cache.clone())), "/readyz").await;
         assert_eq!((status, body.as_str()), (StatusCode::OK, "ok\n"));
+
+        cache.mark_unsynced(Watched::Pods);
+        let (status, body) = get(router(of(cache)), "/readyz").await;
+        assert_eq!(
+            (status, body.as_str()),
+            (
+                StatusCode::SERVICE_UNAVAILABLE,
+                "not ready: not synced: pods\n"
+            ),
+            "a failed watch makes it unready until it lists again"
+        );
     }
 }

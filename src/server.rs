@@ -85,8 +85,8 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         let published = published.clone();
         move |out: &mut String| admission::queue_series(&published, out)
     });
-    let metrics_router =
-        health::router(cache.clone()).merge(metrics::router(prometheus.clone(), queue_series));
+    let metrics_router = health::router(health::watches(cache.clone(), stores.clone()))
+        .merge(metrics::router(prometheus.clone(), queue_series));
 
     let admission_loop = tokio::spawn(admission::run(
         client.clone(),

@@ -14,13 +14,14 @@
 //! so each kind is watched once: the cache sees the same events, right after the store.
 //!
 //! Every event wakes the controller ([`Stores::changed`]); each kind marks itself synced after
-//! its first complete list ([`Stores::synced`]): the controller acts only when all have, and a
+//! each complete list, and not synced after a watch error until the list that follows
+//! ([`Stores::synced`]): the controller acts only when all are synced, `/readyz` says which
+//! are not, and a
 //! webhook answers "not listed yet" rather than "does not exist" before.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use futures::StreamExt;
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{Namespace, PodSpec};
 use kube::api::PartialObjectMeta;
@@ -33,8 +34,8 @@ use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
 use crate::api::{PodGroup, Queue, labels};
-use crate::cache::Cache;
-use crate::cache::watch::Mirror;
+use crate::cache::watch::{Mirror, relisting};
+use crate::cache::{Cache, Watched};
 
 pub struct Stores {
     pub jobs: Store<Job>,
@@ -94,14 +95,25 @@ impl Stores {
         self.changed.notified().await;
     }
 
-    /// Every kind has completed its first list.
+    /// Every kind is synced (see [`Stores::synced`]).
     pub fn is_synced(&self) -> bool {
         self.synced.iter().all(|s| s.load(Ordering::Acquire))
     }
 
-    /// `kind` has completed its first list.
+    /// `kind` has completed a list since it started or last failed.
     pub fn synced(&self, kind: Kind) -> bool {
         self.synced[kind as usize].load(Ordering::Acquire)
+    }
+
+    /// The kinds only the stores watch (Jobs, Namespaces) that are not synced (see
+    /// [`Stores::synced`]), by name; empty when both are. The PodGroup and Queue watches also
+    /// feed the cache, which reports them.
+    pub fn unsynced(&self) -> Vec<&'static str> {
+        [(Kind::Jobs, "jobs"), (Kind::Namespaces, "namespaces")]
+            .into_iter()
+            .filter(|(kind, _)| !self.synced(*kind))
+            .map(|(_, name)| name)
+            .collect()
     }
 
     /// Watches the four kinds cluster-wide until `shutdown`, and mirrors the PodGroups and
@@ -114,93 +126,98 @@ impl Stores {
         cache: Cache,
         shutdown: CancellationToken,
     ) {
-        let jobs =
-            watcher(Api::<Job>::all(client.clone()), watcher::Config::default()).modify(slim);
-        let pod_groups = watcher(
-            Api::<PodGroup>::all(client.clone()),
-            watcher::Config::default(),
-        )
-        .modify(|g: &mut PodGroup| g.metadata.managed_fields = None);
-        let queues = watcher(
-            Api::<Queue>::all(client.clone()),
-            watcher::Config::default(),
-        )
-        .modify(|q: &mut Queue| q.metadata.managed_fields = None);
-        let namespaces = watcher(
-            Api::<PartialObjectMeta<Namespace>>::all(client),
-            watcher::Config::default().labels(labels::QUEUE_LABEL),
-        );
+        let jobs = Api::<Job>::all(client.clone());
+        let pod_groups = Api::<PodGroup>::all(client.clone());
+        let queues = Api::<Queue>::all(client.clone());
+        let namespaces = Api::<PartialObjectMeta<Namespace>>::all(client);
+        let all = watcher::Config::default;
         let mut pod_group_mirror = Mirror::<PodGroup>::new(cache.clone());
-        let mut queue_mirror = Mirror::<Queue>::new(cache);
+        let mut queue_mirror = Mirror::<Queue>::new(cache.clone());
         tokio::join!(
-            self.reflect("jobs", Kind::Jobs, writers.jobs, jobs, &shutdown, |_| {}),
+            self.reflect(
+                "jobs",
+                Kind::Jobs,
+                writers.jobs,
+                || watcher(jobs.clone(), all()).modify(slim),
+                &shutdown,
+                |_| {},
+                || {}
+            ),
             self.reflect(
                 "podgroups",
                 Kind::PodGroups,
                 writers.pod_groups,
-                pod_groups,
+                || {
+                    watcher(pod_groups.clone(), all())
+                        .modify(|g: &mut PodGroup| g.metadata.managed_fields = None)
+                },
                 &shutdown,
                 |event| pod_group_mirror.handle(event),
+                || cache.mark_unsynced(Watched::PodGroups),
             ),
             self.reflect(
                 "queues",
                 Kind::Queues,
                 writers.queues,
-                queues,
+                || {
+                    watcher(queues.clone(), all())
+                        .modify(|q: &mut Queue| q.metadata.managed_fields = None)
+                },
                 &shutdown,
                 |event| queue_mirror.handle(event),
+                || cache.mark_unsynced(Watched::Queues),
             ),
             self.reflect(
                 "namespaces",
                 Kind::Namespaces,
                 writers.namespaces,
-                namespaces,
+                || watcher(namespaces.clone(), all().labels(labels::QUEUE_LABEL)),
                 &shutdown,
-                |_| {}
+                |_| {},
+                || {}
             ),
         );
     }
 
-    /// Keeps `writer`'s store current from `stream`, and hands each event, once stored, to
-    /// `also`.
-    async fn reflect<K>(
+    /// Keeps `writer`'s store current from the watches `start` makes (listing again after an
+    /// error, [`crate::cache::watch::relisting`]), and hands each event, once stored, to
+    /// `also`; `failed` runs after an error, when the store may have missed changes.
+    #[allow(clippy::too_many_arguments)]
+    async fn reflect<K, S>(
         &self,
         name: &'static str,
         kind: Kind,
-        writer: Writer<K>,
-        stream: impl futures::Stream<Item = watcher::Result<watcher::Event<K>>> + Send,
+        mut writer: Writer<K>,
+        start: impl Fn() -> S,
         shutdown: &CancellationToken,
         mut also: impl FnMut(watcher::Event<K>),
+        mut failed: impl FnMut(),
     ) where
         K: Resource + Clone + DeserializeOwned + std::fmt::Debug + Send + Sync + 'static,
         K::DynamicType: Eq + std::hash::Hash + Clone + Default,
+        S: futures::Stream<Item = watcher::Result<watcher::Event<K>>>,
     {
-        let stream = reflector::reflector(writer, stream.default_backoff());
-        let mut stream = std::pin::pin!(stream);
-        loop {
-            let next = tokio::select! {
-                _ = shutdown.cancelled() => return,
-                next = stream.next() => next,
-            };
-            match next {
-                Some(Ok(event)) => {
-                    if matches!(event, watcher::Event::InitDone)
-                        && !self.synced[kind as usize].swap(true, Ordering::Release)
-                    {
-                        tracing::info!(kind = name, "store synced");
-                    }
-                    also(event);
-                    self.changed.notify_one();
+        let synced = &self.synced[kind as usize];
+        relisting(
+            name,
+            start,
+            shutdown,
+            |event| {
+                writer.apply_watcher_event(&event);
+                if matches!(event, watcher::Event::InitDone)
+                    && !synced.swap(true, Ordering::Release)
+                {
+                    tracing::info!(kind = name, "store synced");
                 }
-                Some(Err(e)) => {
-                    tracing::warn!(kind = name, error = %e, "failed to watch, retrying")
-                }
-                None => {
-                    tracing::error!(kind = name, "watch stream ended");
-                    return;
-                }
-            }
-        }
+                also(event);
+                self.changed.notify_one();
+            },
+            || {
+                synced.store(false, Ordering::Release);
+                failed();
+            },
+        )
+        .await;
     }
 }
 

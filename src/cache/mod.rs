@@ -157,11 +157,17 @@ impl Cache {
         self.synced_flag(watched).store(true, Ordering::Release);
     }
 
+    /// A watch of `watched` failed: the cache may miss changes until it lists again.
+    pub fn mark_unsynced(&self, watched: Watched) {
+        self.synced_flag(watched).store(false, Ordering::Release);
+    }
+
     pub fn is_synced(&self, watched: Watched) -> bool {
         self.synced_flag(watched).load(Ordering::Acquire)
     }
 
-    /// The watchers that have not completed their initial list yet; empty when ready.
+    /// The watchers that have not completed a list since they started or last failed; empty
+    /// when ready.
     pub fn unsynced(&self) -> Vec<Watched> {
         Watched::ALL
             .into_iter()

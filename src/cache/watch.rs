@@ -1,19 +1,26 @@
 //! The watch loops that feed the cache from the API server.
 //!
-//! One kube-runtime watcher per kind, with kube's default backoff on errors: nodes and pods
-//! here ([`run`]); PodGroups and Queues come from the watches of [`crate::stores`], which the
-//! controller and webhooks need anyway, through a [`Mirror`] each. The
-//! full API objects are converted and dropped at once: the cache keeps only its small model.
-//! A (re)list arrives as `Init`, `InitApply`…, `InitDone`; objects are applied as they come,
-//! and at `InitDone` whatever the list did not mention is deleted, so a re-list after a
-//! dropped watch leaves no ghosts. The first `InitDone` marks the kind synced (readiness).
+//! One kube-runtime watcher per kind: nodes and pods here ([`run`]); PodGroups and Queues come
+//! from the watches of [`crate::stores`], which the controller and webhooks need anyway,
+//! through a [`Mirror`] each. The full API objects are converted and dropped at once: the
+//! cache keeps only its small model. A (re)list arrives as `Init`, `InitApply`…, `InitDone`;
+//! objects are applied as they come, and at `InitDone` whatever the list did not mention is
+//! deleted, so a re-list after a dropped watch leaves no ghosts. `InitDone` marks the kind
+//! synced (readiness).
+//!
+//! Every watch runs through [`relisting`]: after any error (the API server restarting, a
+//! connection dropped) the kind is marked not synced, so `/readyz` and the loops that wait for
+//! synced caches see it, and the watch starts again with a fresh list after a short backoff
+//! ([`BACKOFF_MIN`] doubling to [`BACKOFF_MAX`]). A watch resumed from its last
+//! resourceVersion, as kube's own retry does, would give no sign of when the cache is current
+//! again; a list ends with `InitDone`.
 
 use std::collections::HashSet;
 use std::fmt::Debug;
+use std::time::Duration;
 
 use futures::StreamExt;
 use k8s_openapi::api::core::v1 as core;
-use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher::{self, Event, watcher};
 use kube::{Api, Client, Resource};
 use serde::de::DeserializeOwned;
@@ -143,25 +150,66 @@ pub async fn run(client: Client, cache: Cache, shutdown: CancellationToken) {
     );
 }
 
+/// First wait before a watch that failed starts again.
+pub const BACKOFF_MIN: Duration = Duration::from_millis(500);
+/// Longest wait before a watch that failed starts again.
+pub const BACKOFF_MAX: Duration = Duration::from_secs(5);
+
 async fn watch<K: Mirrored>(api: Api<K>, cache: Cache, shutdown: CancellationToken) {
-    let stream = watcher(api, watcher::Config::default()).default_backoff();
-    let mut stream = std::pin::pin!(stream);
-    let mut mirror = Mirror::<K>::new(cache);
+    let mut mirror = Mirror::<K>::new(cache.clone());
+    relisting(
+        K::WATCHED.as_str(),
+        || watcher(api.clone(), watcher::Config::default()),
+        &shutdown,
+        |event| mirror.handle(event),
+        || cache.mark_unsynced(K::WATCHED),
+    )
+    .await;
+}
+
+/// Runs the watch streams `start` makes until `shutdown`, handing every event to `on_event`.
+/// After an error it calls `on_error`, waits (see the module docs) and starts a new stream,
+/// which lists again.
+pub async fn relisting<K, S>(
+    kind: &str,
+    start: impl Fn() -> S,
+    shutdown: &CancellationToken,
+    mut on_event: impl FnMut(Event<K>),
+    mut on_error: impl FnMut(),
+) where
+    S: futures::Stream<Item = watcher::Result<Event<K>>>,
+{
+    let mut backoff = BACKOFF_MIN;
     loop {
-        let next = tokio::select! {
-            _ = shutdown.cancelled() => return,
-            next = stream.next() => next,
-        };
-        match next {
-            Some(Ok(event)) => mirror.handle(event),
-            Some(Err(e)) => {
-                tracing::warn!(kind = K::WATCHED.as_str(), error = %e, "failed to watch, retrying");
-            }
-            None => {
-                tracing::error!(kind = K::WATCHED.as_str(), "watch stream ended");
-                return;
+        let mut stream = std::pin::pin!(start());
+        loop {
+            let next = tokio::select! {
+                _ = shutdown.cancelled() => return,
+                next = stream.next() => next,
+            };
+            match next {
+                Some(Ok(event)) => {
+                    if matches!(event, Event::InitDone) {
+                        backoff = BACKOFF_MIN;
+                    }
+                    on_event(event);
+                }
+                Some(Err(e)) => {
+                    tracing::warn!(kind, error = %e, retry_in = ?backoff, "failed to watch; listing again");
+                    break;
+                }
+                None => {
+                    tracing::warn!(kind, retry_in = ?backoff, "watch stream ended; listing again");
+                    break;
+                }
             }
         }
+        on_error();
+        tokio::select! {
+            _ = shutdown.cancelled() => return,
+            _ = tokio::time::sleep(backoff) => {}
+        }
+        backoff = (backoff * 2).min(BACKOFF_MAX);
     }
 }
 
@@ -301,5 +349,65 @@ mod tests {
         pods.handle(Event::Apply(no_uid));
         pods.handle(Event::Apply(pod("y")));
         assert_eq!(cache.pod_count(), 1);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn after_a_watch_error_the_kind_is_not_synced_until_a_fresh_list_completes() {
+        let cache = Cache::new();
+        let shutdown = CancellationToken::new();
+        let lists = std::sync::Mutex::new(vec![
+            vec![
+                Ok(Event::Init),
+                Ok(Event::InitApply(pod("b"))),
+                Ok(Event::InitApply(pod("c"))),
+                Ok(Event::InitDone),
+            ],
+            vec![
+                Ok(Event::Init),
+                Ok(Event::InitApply(pod("a"))),
+                Ok(Event::InitDone),
+                Err(watcher::Error::NoResourceVersion),
+            ],
+        ]);
+        let seen_unsynced = std::cell::Cell::new(false);
+        let mut mirror = Mirror::<core::Pod>::new(cache.clone());
+        let starts = std::sync::atomic::AtomicUsize::new(0);
+        relisting(
+            "pods",
+            || {
+                starts.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                let list = lists.lock().unwrap().pop().unwrap_or_else(|| {
+                    shutdown.cancel();
+                    Vec::new()
+                });
+                futures::stream::iter(list).chain(futures::stream::pending())
+            },
+            &shutdown,
+            |event| {
+                let done = matches!(event, Event::InitDone);
+                mirror.handle(event);
+                if done && cache.is_synced(Watched::Pods) && seen_unsynced.get() {
+                    shutdown.cancel();
+                }
+            },
+            || {
+                cache.mark_unsynced(Watched::Pods);
+                seen_unsynced.set(true);
+            },
+        )
+        .await;
+        assert_eq!(starts.load(std::sync::atomic::Ordering::SeqCst), 2);
+        assert!(seen_unsynced.get(), "the error marked the pods not synced");
+        assert!(
+            cache.is_synced(Watched::Pods),
+            "the second list synced them again"
+        );
+        let mut uids = <core::Pod as Mirrored>::keys(&cache);
+        uids.sort();
+        assert_eq!(
+            uids,
+            vec!["b".to_string(), "c".to_string()],
+            "no ghost of a"
+        );
     }
 }
