@@ -227,17 +227,27 @@ pub fn rows() -> Vec<Row> {
                     ],
                 ),
                 panel(
-                    "Gang timeouts",
-                    "Gangs whose held binds timed out before quorum, per interval; their members \
-                     go back to the scheduler, which retries them with backoff.",
+                    "Gang timeouts and abandoned binds",
+                    "Gangs whose held binds timed out before quorum, per interval (their members \
+                     go back to the scheduler, which retries them with backoff), and held binds \
+                     whose scheduler hung up (they stop counting toward quorum).",
                     "short",
-                    vec![query(
-                        format!(
-                            "sum(increase({}[$__rate_interval]))",
-                            m::GANG_TIMEOUTS_TOTAL
+                    vec![
+                        query(
+                            format!(
+                                "sum(increase({}[$__rate_interval]))",
+                                m::GANG_TIMEOUTS_TOTAL
+                            ),
+                            "timeouts",
                         ),
-                        "timeouts",
-                    )],
+                        query(
+                            format!(
+                                "sum(increase({}[$__rate_interval]))",
+                                m::GANG_BINDS_ABANDONED_TOTAL
+                            ),
+                            "abandoned binds",
+                        ),
+                    ],
                 ),
             ],
         },

@@ -36,6 +36,8 @@ pub const GANG_BINDS_HELD: &str = "gangplank_gang_binds_held";
 pub const GANG_BIND_WAIT_SECONDS: &str = "gangplank_gang_bind_wait_seconds";
 /// Counter: gangs whose held binds timed out before quorum.
 pub const GANG_TIMEOUTS_TOTAL: &str = "gangplank_gang_timeouts_total";
+/// Counter: held bind calls whose caller went away before quorum.
+pub const GANG_BINDS_ABANDONED_TOTAL: &str = "gangplank_gang_binds_abandoned_total";
 /// Gauge: gangs holding a claim on capacity.
 pub const GANG_CLAIMS: &str = "gangplank_gang_claims";
 /// Counter: pods whose admission gate the admission loop removed.
@@ -110,6 +112,7 @@ pub fn install() -> Result<PrometheusHandle, Error> {
     metrics::counter!(ADMISSION_RELEASED_PODS_TOTAL).absolute(0);
     metrics::gauge!(ADMISSION_WAITING_GROUPS).set(0.0);
     metrics::counter!(GANG_TIMEOUTS_TOTAL).absolute(0);
+    metrics::counter!(GANG_BINDS_ABANDONED_TOTAL).absolute(0);
     let _ = metrics::histogram!(GANG_BIND_WAIT_SECONDS);
     Ok(handle)
 }
@@ -185,6 +188,12 @@ pub const CATALOGUE: &[Doc] = &[
         kind: Kind::Counter,
         labels: &[],
         help: "Gangs whose held bind calls timed out before quorum; their members were released for the scheduler to retry.",
+    },
+    Doc {
+        name: GANG_BINDS_ABANDONED_TOTAL,
+        kind: Kind::Counter,
+        labels: &[],
+        help: "Held bind calls whose caller (the scheduler) went away before quorum, for example a restarted scheduler: their reservations were released, and they count toward no quorum.",
     },
     Doc {
         name: GANG_CLAIMS,

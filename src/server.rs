@@ -30,6 +30,29 @@ use crate::{admission, controller, health, metrics, tls, webhooks};
 /// How long open extender requests may run after the shutdown signal.
 pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(20);
 
+/// How long a client of the extender or webhook port may take, so that connections that send
+/// nothing, or trickle their headers or body, are closed instead of held.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Deadlines {
+    /// The TLS handshake.
+    pub handshake: Duration,
+    /// A request's headers (HTTP/1), counted from when the server starts waiting for them, so
+    /// it also closes a keep-alive connection idle that long (clients open a new one).
+    pub headers: Duration,
+    /// A request's body.
+    pub body: Duration,
+}
+
+impl Deadlines {
+    /// What `gangplank serve` uses: far above what a scheduler or an API server on a working
+    /// network needs (their requests arrive in milliseconds), far below "held forever".
+    pub const SERVE: Deadlines = Deadlines {
+        handshake: Duration::from_secs(10),
+        headers: Duration::from_secs(30),
+        body: Duration::from_secs(30),
+    };
+}
+
 pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     args.check()?;
     tls::install_crypto_provider();
@@ -133,6 +156,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
                 args.extender_addr,
                 extender_router,
                 args.extender_tls(),
+                Deadlines::SERVE,
                 axum_server::Handle::new(),
                 shutdown.clone()
             ),
@@ -144,6 +168,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
                 args.webhook_addr,
                 webhook_router,
                 args.webhook_tls(),
+                Deadlines::SERVE,
                 axum_server::Handle::new(),
                 shutdown.clone()
             ),
@@ -225,13 +250,15 @@ async fn serve_plain(
 }
 
 /// Serves `router` on `addr` until shutdown: over HTTPS from `tls` (reloaded when the files
-/// change, client certificates demanded when it names a client CA), else plain HTTP. `name`
-/// labels the logs; `handle` tells when the server listens, and where.
+/// change, client certificates demanded when it names a client CA), else plain HTTP, closing
+/// connections that miss `deadlines`. `name` labels the logs; `handle` tells when the server
+/// listens, and where.
 pub async fn serve(
     name: &'static str,
     addr: SocketAddr,
     router: Router,
     tls: Option<tls::Files>,
+    deadlines: Deadlines,
     handle: axum_server::Handle<SocketAddr>,
     shutdown: CancellationToken,
 ) -> anyhow::Result<()> {
@@ -242,7 +269,17 @@ pub async fn serve(
             handle.graceful_shutdown(Some(SHUTDOWN_GRACE));
         }
     });
-    let service = router.into_make_service();
+    let service = router
+        .layer(tower_http::timeout::RequestBodyTimeoutLayer::new(
+            deadlines.body,
+        ))
+        .into_make_service();
+    let mut server = axum_server::bind(addr).handle(handle);
+    server
+        .http_builder()
+        .http1()
+        .timer(hyper_util::rt::TokioTimer::new())
+        .header_read_timeout(deadlines.headers);
     match tls {
         Some(files) => {
             let config = tls::load(&files).await?;
@@ -258,14 +295,13 @@ pub async fn serve(
                 shutdown,
             ));
             tracing::info!(%addr, clients, "{name} listening (https)");
-            axum_server::bind_rustls(addr, config)
-                .handle(handle)
-                .serve(service)
-                .await
+            let acceptor = axum_server::tls_rustls::RustlsAcceptor::new(config)
+                .handshake_timeout(deadlines.handshake);
+            server.acceptor(acceptor).serve(service).await
         }
         None => {
             tracing::info!(%addr, "{name} listening (http)");
-            axum_server::bind(addr).handle(handle).serve(service).await
+            server.serve(service).await
         }
     }
     .with_context(|| format!("failed to serve the {name} on {addr}"))

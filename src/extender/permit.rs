@@ -12,6 +12,12 @@
 //! room and retries them with backoff. Nothing is bound until quorum, so a gang is never bound
 //! partially. A restart loses held calls: the scheduler sees them fail and retries.
 //!
+//! A held call belongs to the scheduler that made it. When that scheduler goes away (it
+//! restarted, or its connection dropped), the server drops the call's handler, and the call
+//! stops counting: before each step its reservation is released, so a gang never completes on
+//! placements made by a scheduler that is gone (they were checked against constraints
+//! Gangplank does not track, such as host ports, and the new scheduler knows nothing of them).
+//!
 //! Pods in no group, and members beyond quorum, are bound at once.
 
 use std::collections::HashMap;
@@ -114,6 +120,7 @@ impl Permits {
     fn step(&self, request: BindRequest) -> Step {
         let display = format!("{}/{}", request.namespace, request.name);
         let mut waiting = self.lock();
+        self.forget_abandoned(&mut waiting);
         let reserved = self.cache.update(|s| {
             claims::reserve(
                 s,
@@ -166,6 +173,32 @@ impl Permits {
         step
     }
 
+    /// Drops the held calls whose caller went away (their answer's receiver is gone) and
+    /// releases their reservations, so they count toward no quorum.
+    fn forget_abandoned(&self, waiting: &mut HashMap<GroupKey, Waiting>) {
+        let mut abandoned: Vec<String> = Vec::new();
+        waiting.retain(|key, w| {
+            w.held.retain(|h| {
+                let gone = h.reply.is_closed();
+                if gone {
+                    tracing::info!(group = %key, pod = %h.request.name, "held bind abandoned by its caller; it no longer counts toward quorum");
+                    abandoned.push(h.request.uid.clone());
+                }
+                !gone
+            });
+            !w.held.is_empty()
+        });
+        if !abandoned.is_empty() {
+            self.cache.update(|s| {
+                for uid in &abandoned {
+                    s.release(uid);
+                }
+            });
+            ::metrics::counter!(metrics::GANG_BINDS_ABANDONED_TOTAL)
+                .increment(abandoned.len() as u64);
+        }
+    }
+
     /// Answers every held call with an error, for shutdown: the scheduler frees the pods at
     /// once instead of waiting for its `httpTimeout`.
     pub fn fail_all(&self, why: &str) {
@@ -180,9 +213,13 @@ impl Permits {
         set_held_gauge(0);
     }
 
-    /// Calls currently held.
+    /// Calls currently held whose caller still waits for the answer.
     pub fn held(&self) -> usize {
-        self.lock().values().map(|w| w.held.len()).sum()
+        self.lock()
+            .values()
+            .flat_map(|w| &w.held)
+            .filter(|h| !h.reply.is_closed())
+            .count()
     }
 
     /// Fails every held call of the gang if `uid` is still among them; returns this call's
@@ -347,7 +384,10 @@ mod tests {
     #[tokio::test]
     async fn the_call_that_brings_quorum_takes_every_call_reserved_before_it() {
         let permits = permits(cluster(1), Arc::default());
-        let Step::Held { .. } = permits.step(request("g0-0")) else {
+        let Step::Held {
+            answer: _waiting, ..
+        } = permits.step(request("g0-0"))
+        else {
             panic!("the first member waits");
         };
         // The first call's hold is registered with its reservation, before any other call.
@@ -378,5 +418,31 @@ mod tests {
             call.await.unwrap().expect("every member bound");
         }
         assert_eq!(binder.0.lock().unwrap().len(), 2 * GANGS);
+    }
+
+    #[tokio::test]
+    async fn a_held_call_whose_caller_went_away_counts_toward_no_quorum() {
+        let cache = cluster(1);
+        let binder = Arc::new(Counting::default());
+        let permits = permits(cache.clone(), binder.clone());
+        // The first member's call is held, then its scheduler hangs up (the handler is dropped).
+        let Step::Held { answer, .. } = permits.step(request("g0-0")) else {
+            panic!("the first member waits");
+        };
+        drop(answer);
+        assert_eq!(permits.held(), 0);
+        // The second member's call does not make a quorum with it: it is held in turn.
+        let Step::Held {
+            answer: _waiting, ..
+        } = permits.step(request("g0-1"))
+        else {
+            panic!("a gang of two does not complete on a placement its scheduler gave up");
+        };
+        assert_eq!(permits.held(), 1);
+        assert!(
+            cache.read(|s| !s.reservations.contains_key("g0-0")),
+            "the abandoned placement no longer holds room"
+        );
+        assert!(binder.0.lock().unwrap().is_empty());
     }
 }

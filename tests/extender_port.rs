@@ -1,0 +1,309 @@
+//! What the extender port accepts, served by `gangplank::server::serve`, the function
+//! `gangplank serve` uses:
+//! - with `--extender-client-ca-file`, only a client holding a certificate that CA signed gets
+//!   an answer; anyone else is refused during the TLS handshake, before any verb runs;
+//! - connections that would otherwise be held are closed: silence during the TLS handshake,
+//!   headers or a body trickled past their deadline (short deadlines here); and bodies larger
+//!   than a scheduler sends are refused before they are read whole.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use gangplank::cache::Cache;
+use gangplank::extender::{self, BindRequest, Binder, Extender, MAX_BODY_BYTES};
+use gangplank::gang::claims::Settings;
+use gangplank::policy::placement::Strategy;
+use gangplank::server::{self, Deadlines};
+use gangplank::tls::Files;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+use tokio_rustls::TlsConnector;
+use tokio_rustls::rustls::pki_types::pem::PemObject;
+use tokio_rustls::rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
+use tokio_rustls::rustls::{ClientConfig, RootCertStore};
+use tokio_util::sync::CancellationToken;
+
+const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/tls");
+
+const SHORT: Deadlines = Deadlines {
+    handshake: Duration::from_millis(300),
+    headers: Duration::from_millis(300),
+    body: Duration::from_millis(300),
+};
+
+fn fixture(name: &str) -> PathBuf {
+    PathBuf::from(format!("{FIXTURES}/{name}"))
+}
+
+struct NeverBinds;
+
+impl Binder for NeverBinds {
+    fn bind<'a>(
+        &'a self,
+        _: &'a BindRequest,
+    ) -> futures::future::BoxFuture<'a, Result<(), extender::Error>> {
+        panic!("no test here gets as far as a Binding")
+    }
+}
+
+/// An extender with an empty cache on a free loopback port, over TLS from `tls` if given.
+async fn extender(tls: Option<Files>, deadlines: Deadlines) -> (SocketAddr, CancellationToken) {
+    gangplank::tls::install_crypto_provider();
+    let settings = Settings {
+        strategy: Strategy::Binpack,
+        max_hold: Duration::from_secs(60),
+        bind_unmarked: false,
+    };
+    let router = extender::router(Arc::new(Extender::new(
+        Cache::new(),
+        Arc::new(NeverBinds),
+        settings,
+    )));
+    let handle = axum_server::Handle::new();
+    let shutdown = CancellationToken::new();
+    tokio::spawn(server::serve(
+        "extender",
+        "127.0.0.1:0".parse().unwrap(),
+        router,
+        tls,
+        deadlines,
+        handle.clone(),
+        shutdown.clone(),
+    ));
+    let addr = handle.listening().await.expect("the extender listens");
+    (addr, shutdown)
+}
+
+/// The fixtures' serving certificate, demanding client certificates from the fixtures' CA
+/// when `clients`.
+fn tls(clients: bool) -> Option<Files> {
+    Some(Files {
+        cert: fixture("server.crt"),
+        key: fixture("server.key"),
+        client_ca: clients.then(|| fixture("ca.crt")),
+    })
+}
+
+// ---- client certificates
+
+/// POSTs a bind of a pod nobody knows over TLS, presenting `identity` (certificate and key
+/// fixture names) if any; returns the HTTP answer, or the error that ended the exchange.
+async fn bind_over_tls(addr: SocketAddr, identity: Option<(&str, &str)>) -> Result<String, String> {
+    let mut roots = RootCertStore::empty();
+    roots
+        .add(CertificateDer::from_pem_file(fixture("ca.crt")).unwrap())
+        .unwrap();
+    let builder = ClientConfig::builder().with_root_certificates(roots);
+    let config = match identity {
+        None => builder.with_no_client_auth(),
+        Some((cert, key)) => builder
+            .with_client_auth_cert(
+                vec![CertificateDer::from_pem_file(fixture(cert)).unwrap()],
+                PrivateKeyDer::from_pem_file(fixture(key)).unwrap(),
+            )
+            .unwrap(),
+    };
+    let tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let exchange = async {
+        let mut tls = TlsConnector::from(Arc::new(config))
+            .connect(ServerName::try_from("localhost").unwrap(), tcp)
+            .await?;
+        let body = r#"{"PodName":"p","PodNamespace":"ns","PodUID":"u","Node":"n1"}"#;
+        tls.write_all(
+            format!(
+                "POST /scheduler/bind HTTP/1.1\r\nhost: localhost\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                body.len()
+            )
+            .as_bytes(),
+        )
+        .await?;
+        let mut answer = String::new();
+        tls.read_to_string(&mut answer).await?;
+        Ok::<_, std::io::Error>(answer)
+    };
+    tokio::time::timeout(Duration::from_secs(30), exchange)
+        .await
+        .expect("the exchange ends within 30 s")
+        .map_err(|e| e.to_string())
+}
+
+#[tokio::test]
+async fn the_schedulers_certificate_gets_an_answer() {
+    let (addr, shutdown) = extender(tls(true), Deadlines::SERVE).await;
+    let answer = bind_over_tls(addr, Some(("client.crt", "client.key")))
+        .await
+        .unwrap();
+    assert!(answer.starts_with("HTTP/1.1 200 OK"), "{answer}");
+    assert!(
+        answer.contains("pod ns/p is not in Gangplank's cache yet"),
+        "{answer}"
+    );
+    shutdown.cancel();
+}
+
+#[tokio::test]
+async fn a_client_without_a_certificate_is_refused_before_any_verb_runs() {
+    let (addr, shutdown) = extender(tls(true), Deadlines::SERVE).await;
+    let err = bind_over_tls(addr, None).await.unwrap_err();
+    assert!(err.contains("CertificateRequired"), "{err}");
+    shutdown.cancel();
+}
+
+#[tokio::test]
+async fn a_certificate_from_another_ca_is_refused_before_any_verb_runs() {
+    let (addr, shutdown) = extender(tls(true), Deadlines::SERVE).await;
+    let err = bind_over_tls(addr, Some(("stranger.crt", "stranger.key")))
+        .await
+        .unwrap_err();
+    assert!(
+        err.contains("received fatal alert: CertificateUnknown"),
+        "{err}"
+    );
+    shutdown.cancel();
+}
+
+// ---- held binds belong to their caller
+
+#[tokio::test]
+async fn a_held_bind_whose_connection_closes_is_no_longer_held() {
+    use gangplank::cache::{GroupKey, Node, Pod, PodGroup, Resources};
+    let cache = Cache::new();
+    cache.apply_node(Node {
+        name: "n1".into(),
+        allocatable: Resources::from([("cpu", 8_000), ("pods", 110)]),
+        ..Node::default()
+    });
+    cache.apply_pod_group(PodGroup::new(GroupKey::new("ns", "g"), 2, "default"));
+    for i in 0..2 {
+        cache.apply_pod(Pod {
+            uid: format!("u{i}"),
+            namespace: "ns".into(),
+            name: format!("g-{i}"),
+            pod_group: Some("g".into()),
+            requests: Resources::from([("cpu", 1_000), ("pods", 1)]),
+            marked: true,
+            ..Pod::default()
+        });
+    }
+    let settings = Settings {
+        strategy: Strategy::Binpack,
+        max_hold: Duration::from_secs(60),
+        bind_unmarked: false,
+    };
+    let extender = Extender::new(cache, Arc::new(NeverBinds), settings);
+    let permits = extender.permits();
+    let router = extender::router(Arc::new(extender));
+    let handle = axum_server::Handle::new();
+    let shutdown = CancellationToken::new();
+    tokio::spawn(server::serve(
+        "extender",
+        "127.0.0.1:0".parse().unwrap(),
+        router,
+        None,
+        Deadlines::SERVE,
+        handle.clone(),
+        shutdown.clone(),
+    ));
+    let addr = handle.listening().await.unwrap();
+
+    let body = r#"{"PodName":"g-0","PodNamespace":"ns","PodUID":"u0","Node":"n1"}"#;
+    let mut scheduler = TcpStream::connect(addr).await.unwrap();
+    scheduler
+        .write_all(
+            format!(
+                "POST /scheduler/bind HTTP/1.1\r\nhost: x\r\ncontent-length: {}\r\n\r\n{body}",
+                body.len()
+            )
+            .as_bytes(),
+        )
+        .await
+        .unwrap();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    while permits.held() != 1 {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the bind was never held"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    // The scheduler goes away while its bind is held.
+    drop(scheduler);
+    while permits.held() != 0 {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the bind is still held after its connection closed"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    shutdown.cancel();
+}
+
+// ---- deadlines and sizes
+
+/// Writes `sent` while reading until the server closes the connection (at most 30 s);
+/// returns what it answered. The server may stop reading early (a refused body).
+async fn answer_to(addr: SocketAddr, sent: &[u8]) -> String {
+    let (mut from, mut to) = TcpStream::connect(addr).await.unwrap().into_split();
+    let sent = sent.to_vec();
+    tokio::spawn(async move {
+        let _ = to.write_all(&sent).await;
+        // Keep the write half open: closing it would end the request early.
+        std::future::pending::<()>().await;
+    });
+    let mut answer = Vec::new();
+    tokio::time::timeout(Duration::from_secs(30), from.read_to_end(&mut answer))
+        .await
+        .expect("the server closes the connection within 30 s")
+        .ok();
+    String::from_utf8_lossy(&answer).into_owned()
+}
+
+#[tokio::test]
+async fn a_client_that_stops_in_the_middle_of_its_headers_is_cut_off() {
+    let (addr, shutdown) = extender(None, SHORT).await;
+    let answer = answer_to(addr, b"POST /scheduler/filter HTTP/1.1\r\nhost: x\r\n").await;
+    assert!(!answer.contains("200 OK"), "{answer}");
+    shutdown.cancel();
+}
+
+#[tokio::test]
+async fn a_client_that_never_sends_the_body_it_announced_is_answered_and_cut_off() {
+    let (addr, shutdown) = extender(None, SHORT).await;
+    let answer = answer_to(
+        addr,
+        b"POST /scheduler/filter HTTP/1.1\r\nhost: x\r\ncontent-length: 100\r\n\r\n{\"Pod\":",
+    )
+    .await;
+    assert!(
+        answer.contains("data was not received within the designated timeout"),
+        "{answer}"
+    );
+    shutdown.cancel();
+}
+
+#[tokio::test]
+async fn a_client_silent_during_the_tls_handshake_is_cut_off() {
+    let (addr, shutdown) = extender(tls(false), SHORT).await;
+    let answer = answer_to(addr, b"").await;
+    assert_eq!(
+        answer, "",
+        "nothing is answered to a client that never said hello"
+    );
+    shutdown.cancel();
+}
+
+#[tokio::test]
+async fn a_body_larger_than_a_scheduler_sends_is_refused_with_413() {
+    let (addr, shutdown) = extender(None, SHORT).await;
+    let mut request = format!(
+        "POST /scheduler/filter HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
+        MAX_BODY_BYTES + 1
+    )
+    .into_bytes();
+    request.resize(request.len() + MAX_BODY_BYTES + 1, b' ');
+    let answer = answer_to(addr, &request).await;
+    assert!(answer.starts_with("HTTP/1.1 413"), "{answer}");
+    shutdown.cancel();
+}
