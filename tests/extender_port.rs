@@ -50,23 +50,28 @@ impl Binder for NeverBinds {
 
 /// An extender with an empty cache on a free loopback port, over TLS from `tls` if given.
 async fn extender(tls: Option<Files>, deadlines: Deadlines) -> (SocketAddr, CancellationToken) {
-    gangplank::tls::install_crypto_provider();
     let settings = Settings {
         strategy: Strategy::Binpack,
         max_hold: Duration::from_secs(60),
         bind_unmarked: false,
     };
-    let router = extender::router(Arc::new(Extender::new(
-        Cache::new(),
-        Arc::new(NeverBinds),
-        settings,
-    )));
+    let extender = Extender::new(Cache::new(), Arc::new(NeverBinds), settings);
+    serve(extender, tls, deadlines).await
+}
+
+/// `extender` on a free loopback port, as `gangplank serve` serves it.
+async fn serve(
+    extender: Extender,
+    tls: Option<Files>,
+    deadlines: Deadlines,
+) -> (SocketAddr, CancellationToken) {
+    gangplank::tls::install_crypto_provider();
     let handle = axum_server::Handle::new();
     let shutdown = CancellationToken::new();
     tokio::spawn(server::serve(
         "extender",
         "127.0.0.1:0".parse().unwrap(),
-        router,
+        extender::router(Arc::new(extender)),
         tls,
         deadlines,
         handle.clone(),
@@ -194,19 +199,7 @@ async fn a_held_bind_whose_connection_closes_is_no_longer_held() {
     };
     let extender = Extender::new(cache, Arc::new(NeverBinds), settings);
     let permits = extender.permits();
-    let router = extender::router(Arc::new(extender));
-    let handle = axum_server::Handle::new();
-    let shutdown = CancellationToken::new();
-    tokio::spawn(server::serve(
-        "extender",
-        "127.0.0.1:0".parse().unwrap(),
-        router,
-        None,
-        Deadlines::SERVE,
-        handle.clone(),
-        shutdown.clone(),
-    ));
-    let addr = handle.listening().await.unwrap();
+    let (addr, shutdown) = serve(extender, None, Deadlines::SERVE).await;
 
     let body = r#"{"PodName":"g-0","PodNamespace":"ns","PodUID":"u0","Node":"n1"}"#;
     let mut scheduler = TcpStream::connect(addr).await.unwrap();
