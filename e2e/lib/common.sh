@@ -64,9 +64,12 @@ else:
 PY
 }
 
-# start NAME COMMAND...: runs COMMAND in its own session, logs to logs/NAME.log, records its PID.
+# start NAME COMMAND...: runs COMMAND in its own session, logs to logs/NAME.log, records its PID
+# and its command line (cmd/NAME, one argument a line, for e2e/component).
 start() {
   local name=$1; shift
+  mkdir -p "$RUN_DIR/cmd"
+  printf '%s\n' "$@" >"$RUN_DIR/cmd/$name"
   setsid "$@" >"$RUN_DIR/logs/$name.log" 2>&1 < /dev/null &
   echo $! >"$RUN_DIR/pids/$name.pid"
 }

@@ -8,6 +8,7 @@ mod support;
 mod control_plane;
 mod controller;
 mod dashboard;
+mod faults;
 mod gangs;
 mod queues;
 mod security;

@@ -340,6 +340,22 @@ pub fn gangplank_ctl(action: &str) {
     assert!(status.success(), "e2e/gangplank {action} failed");
 }
 
+/// Runs `e2e/component NAME ACTION` (kill, start, restart) against this cluster.
+pub fn component_ctl(name: &str, action: &str) {
+    let status = std::process::Command::new(repo_dir().join("e2e/component"))
+        .args([name, action])
+        .env("GP_RUN_DIR", run_dir())
+        .status()
+        .expect("failed to run e2e/component");
+    assert!(status.success(), "e2e/component {name} {action} failed");
+}
+
+/// The HTTP status of Gangplank's `/readyz`; `None` when it does not answer.
+pub async fn gangplank_readyz(cluster: &Cluster) -> Option<u16> {
+    let url = format!("{}/readyz", cluster.url("GANGPLANK_METRICS_URL"));
+    reqwest::get(&url).await.ok().map(|r| r.status().as_u16())
+}
+
 /// Reasons of the Events about `object` in the namespace, with their messages.
 pub async fn events_about(
     client: &Client,
