@@ -8,7 +8,8 @@ use kube::api::{ListParams, PostParams};
 use serde_json::json;
 
 use crate::support::{
-    Cluster, bound_with_prefix, component_ctl, eventually, gangplank_readyz, managed_pod, pod_group,
+    Cluster, bound_with_prefix, complete_the_held_gang, component_ctl, eventually,
+    gang_with_three_binds_held, gangplank_readyz, managed_pod, pod_group,
 };
 
 #[tokio::test]
@@ -16,27 +17,6 @@ use crate::support::{
 async fn binds_held_for_a_scheduler_that_restarted_count_toward_no_quorum() {
     let cluster = Cluster::connect().await;
     let ns = cluster.namespace("fault-scheduler").await;
-    let mut group = pod_group("held", 4, None);
-    group.spec.schedule_timeout_seconds = Some(60);
-    ns.api::<PodGroup>()
-        .create(&PostParams::default(), &group)
-        .await
-        .unwrap();
-    let pods = ns.api::<Pod>();
-    // Four members, one of which no node accepts: the scheduler places the other three and
-    // their binds are held, waiting for it.
-    for i in 0..3 {
-        pods.create(
-            &PostParams::default(),
-            &managed_pod(&format!("held-{i}"), Some("held"), 4, json!({})),
-        )
-        .await
-        .unwrap();
-    }
-    let mut stuck = managed_pod("held-3", Some("held"), 4, json!({}));
-    stuck.spec.as_mut().unwrap().node_selector =
-        Some([("no-such-node".to_string(), "anywhere".to_string())].into());
-    pods.create(&PostParams::default(), &stuck).await.unwrap();
     let abandoned = || async {
         cluster
             .gangplank_metrics()
@@ -44,29 +24,12 @@ async fn binds_held_for_a_scheduler_that_restarted_count_toward_no_quorum() {
             .sum("gangplank_gang_binds_abandoned_total", &[])
     };
     let before = abandoned().await;
-    eventually("3 bind calls held", 30, || async {
-        let held = cluster
-            .gangplank_metrics()
-            .await
-            .sum("gangplank_gang_binds_held", &[]);
-        (held == 3.0).then_some(())
-    })
-    .await;
+    let pods = gang_with_three_binds_held(&cluster, &ns).await;
 
     // The scheduler dies with the three binds held and comes back knowing nothing of them;
     // the gang's last member now fits.
     component_ctl("kube-scheduler", "restart");
-    pods.delete("held-3", &Default::default()).await.unwrap();
-    pods.create(
-        &PostParams::default(),
-        &managed_pod("held-4", Some("held"), 4, json!({})),
-    )
-    .await
-    .unwrap();
-    eventually("the whole gang bound by the new scheduler", 90, || async {
-        (bound_with_prefix(&pods, "held").await.len() == 4).then_some(())
-    })
-    .await;
+    complete_the_held_gang(&pods).await;
     assert_eq!(
         abandoned().await - before,
         3.0,

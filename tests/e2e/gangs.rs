@@ -12,8 +12,8 @@ use kube::api::PostParams;
 use serde_json::json;
 
 use crate::support::{
-    Cluster, bound_with_prefix, events_about, eventually, gangplank_ctl, managed_pod, pod,
-    pod_group, running,
+    Cluster, bound_with_prefix, complete_the_held_gang, events_about, eventually,
+    gang_with_three_binds_held, gangplank_ctl, managed_pod, pod, pod_group, running,
 };
 
 async fn create_pods(pods: &Api<Pod>, prefix: &str, group: &str, count: usize, cpu: u32) {
@@ -253,26 +253,7 @@ async fn killing_gangplank_while_binds_are_held_leaves_no_partial_gang_and_it_co
  {
     let cluster = Cluster::connect().await;
     let ns = cluster.namespace("gang-restart").await;
-    let groups = ns.api::<PodGroup>();
-    let mut group = pod_group("held", 4, None);
-    group.spec.schedule_timeout_seconds = Some(60);
-    groups.create(&PostParams::default(), &group).await.unwrap();
-    let pods = ns.api::<Pod>();
-    // Four members, one of which no node accepts: the other three are placed and their binds
-    // held, waiting for it.
-    create_pods(&pods, "held", "held", 3, 4).await;
-    let mut stuck = managed_pod("held-3", Some("held"), 4, json!({}));
-    stuck.spec.as_mut().unwrap().node_selector =
-        Some([("no-such-node".to_string(), "anywhere".to_string())].into());
-    pods.create(&PostParams::default(), &stuck).await.unwrap();
-    eventually("3 bind calls held", 30, || async {
-        let held = cluster
-            .gangplank_metrics()
-            .await
-            .sum("gangplank_gang_binds_held", &[]);
-        (held == 3.0).then_some(())
-    })
-    .await;
+    let pods = gang_with_three_binds_held(&cluster, &ns).await;
     assert!(bound_with_prefix(&pods, "held").await.is_empty());
 
     gangplank_ctl("kill");
@@ -281,16 +262,6 @@ async fn killing_gangplank_while_binds_are_held_leaves_no_partial_gang_and_it_co
     })
     .await;
     gangplank_ctl("start");
-    pods.delete("held-3", &Default::default()).await.unwrap();
-    pods.create(
-        &PostParams::default(),
-        &managed_pod("held-4", Some("held"), 4, json!({})),
-    )
-    .await
-    .unwrap();
-    eventually("the whole gang bound after the restart", 90, || async {
-        (bound_with_prefix(&pods, "held").await.len() == 4).then_some(())
-    })
-    .await;
+    complete_the_held_gang(&pods).await;
     ns.delete().await;
 }

@@ -340,6 +340,55 @@ pub fn gangplank_ctl(action: &str) {
     assert!(status.success(), "e2e/gangplank {action} failed");
 }
 
+/// Gang `held` of 4 in `ns` (schedule timeout 60 s): three members placed and their binds held,
+/// waiting for the fourth, which no node accepts. Returns the namespace's pods.
+pub async fn gang_with_three_binds_held(cluster: &Cluster, ns: &TestNamespace) -> Api<Pod> {
+    let mut group = pod_group("held", 4, None);
+    group.spec.schedule_timeout_seconds = Some(60);
+    ns.api::<gangplank::api::PodGroup>()
+        .create(&PostParams::default(), &group)
+        .await
+        .unwrap();
+    let pods = ns.api::<Pod>();
+    for i in 0..3 {
+        pods.create(
+            &PostParams::default(),
+            &managed_pod(&format!("held-{i}"), Some("held"), 4, serde_json::json!({})),
+        )
+        .await
+        .unwrap();
+    }
+    let mut stuck = managed_pod("held-3", Some("held"), 4, serde_json::json!({}));
+    stuck.spec.as_mut().unwrap().node_selector =
+        Some([("no-such-node".to_string(), "anywhere".to_string())].into());
+    pods.create(&PostParams::default(), &stuck).await.unwrap();
+    eventually("3 bind calls held", 30, || async {
+        let held = cluster
+            .gangplank_metrics()
+            .await
+            .sum("gangplank_gang_binds_held", &[]);
+        (held == 3.0).then_some(())
+    })
+    .await;
+    pods
+}
+
+/// Replaces the member of [`gang_with_three_binds_held`] that no node accepts with one that
+/// fits, and waits until the whole gang is bound.
+pub async fn complete_the_held_gang(pods: &Api<Pod>) {
+    pods.delete("held-3", &Default::default()).await.unwrap();
+    pods.create(
+        &PostParams::default(),
+        &managed_pod("held-4", Some("held"), 4, serde_json::json!({})),
+    )
+    .await
+    .unwrap();
+    eventually("the whole gang bound", 90, || async {
+        (bound_with_prefix(pods, "held").await.len() == 4).then_some(())
+    })
+    .await;
+}
+
 /// Runs `e2e/component NAME ACTION` (kill, start, restart) against this cluster.
 pub fn component_ctl(name: &str, action: &str) {
     let status = std::process::Command::new(repo_dir().join("e2e/component"))
