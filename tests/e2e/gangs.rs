@@ -13,7 +13,7 @@ use serde_json::json;
 
 use crate::support::{
     Cluster, bound_with_prefix, complete_the_held_gang, events_about, eventually,
-    gang_with_three_binds_held, gangplank_ctl, managed_pod, pod, pod_group, running,
+    gang_with_three_binds_held, gangplank_ctl, holds_for, managed_pod, pod, pod_group, running,
 };
 
 async fn create_pods(pods: &Api<Pod>, prefix: &str, group: &str, count: usize, cpu: u32) {
@@ -50,15 +50,6 @@ async fn pod_group_in_phase(groups: &Api<PodGroup>, name: &str, phase: &str) -> 
         (now == phase).then_some(group)
     })
     .await
-}
-
-/// Waits `seconds` and checks on every poll that `check` holds throughout.
-async fn holds_for(seconds: u64, what: &str, mut check: impl AsyncFnMut() -> bool) {
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(seconds);
-    while tokio::time::Instant::now() < deadline {
-        assert!(check().await, "{what} stopped holding");
-        tokio::time::sleep(Duration::from_millis(500)).await;
-    }
 }
 
 #[tokio::test]

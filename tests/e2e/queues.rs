@@ -16,7 +16,8 @@ use serde_json::json;
 
 pub use crate::support::delete_queue;
 use crate::support::{
-    Cluster, TestNamespace, events_about, eventually, managed_pod, pod, pod_group, running, unique,
+    Cluster, TestNamespace, events_about, eventually, holds_for, managed_pod, pod, pod_group,
+    running, unique,
 };
 
 /// Creates a queue named `prefix-<nanos>` with `spec`; returns its name.
@@ -566,12 +567,12 @@ async fn with_namespace_fair_share_a_namespace_holding_less_of_the_queue_goes_fi
         (bound(&b.api::<Pod>(), "b1").await == 2).then_some(())
     })
     .await;
-    tokio::time::sleep(Duration::from_secs(2)).await;
-    assert_eq!(
-        bound(&a.api::<Pod>(), "a1").await,
-        0,
-        "the older group of the namespace holding more went first"
-    );
+    holds_for(
+        2,
+        "a1 waiting: b1, of the namespace holding less, went first",
+        async || bound(&a.api::<Pod>(), "a1").await == 0,
+    )
+    .await;
     a.delete().await;
     b.delete().await;
     delete_queue(&cluster.client, &queue).await;
@@ -696,13 +697,17 @@ async fn a_queue_below_its_share_reclaims_whole_gangs_from_a_borrower_within_a_m
         started.elapsed().as_secs_f64()
     );
 
-    // Let the evicted pods go and anything else that would happen happen.
-    tokio::time::sleep(Duration::from_secs(5)).await;
+    // Once the evicted pods are gone, queue a keeps its own share, and nothing else happens.
+    eventually("the evicted pods gone", 60, || async {
+        let left = uids(&pods).await;
+        (lent.iter().filter(|uid| !left.contains(uid)).count() >= 8).then_some(())
+    })
+    .await;
+    holds_for(5, "queue a keeping its own share", async || {
+        cpu_of(&running_cpu_by_prefix(&pods).await, 'a') >= 64.0
+    })
+    .await;
     let cpu = running_cpu_by_prefix(&pods).await;
-    assert!(
-        cpu_of(&cpu, 'a') >= 64.0,
-        "queue a lost its own share: {cpu:?}"
-    );
     assert!(
         cpu_of(&cpu, 'b') <= 64.0,
         "queue b took more than its share: {cpu:?}"
@@ -761,8 +766,14 @@ async fn reclaim_takes_pods_of_a_borrowing_queue_that_are_in_no_group_one_by_one
         (bound(&pods, "b").await == 4).then_some(())
     })
     .await;
-    tokio::time::sleep(Duration::from_secs(5)).await;
-    assert_eq!(bound(&pods, "a").await, 4, "queue a keeps its own share");
+    eventually("queue a's evicted pods gone", 60, || async {
+        (bound(&pods, "a").await == 4).then_some(())
+    })
+    .await;
+    holds_for(5, "queue a keeping its own share of 4 pods", async || {
+        bound(&pods, "a").await == 4
+    })
+    .await;
     let left = uids(&pods).await;
     let gone = lent.iter().filter(|uid| !left.contains(uid)).count();
     assert_eq!(gone, 4, "four pods of a evicted, no more");
@@ -980,16 +991,19 @@ async fn reclaim_leaves_a_gang_that_a_pod_disruption_budget_protects_whole_and_t
         (bound(&pods, "b0").await == 2).then_some(())
     })
     .await;
-    tokio::time::sleep(Duration::from_secs(3)).await;
-    let cpu = running_cpu_by_prefix(&pods).await;
     let expected: BTreeMap<String, f64> = [("a0", 32.0), ("a1", 32.0), ("a3", 32.0), ("b0", 32.0)]
         .into_iter()
         .map(|(k, v)| (k.to_owned(), v))
         .collect();
-    assert_eq!(
-        cpu, expected,
-        "only a2, the gang no budget protects, is evicted"
-    );
+    // Only a2, the gang no budget protects, is evicted: once it is gone, the rest stays.
+    eventually("a2's pods gone", 60, || async {
+        (running_cpu_by_prefix(&pods).await == expected).then_some(())
+    })
+    .await;
+    holds_for(3, "only a2 evicted", async || {
+        running_cpu_by_prefix(&pods).await == expected
+    })
+    .await;
     let metrics = cluster.gangplank_metrics().await;
     let refused = metrics.sum(
         "gangplank_reclaim_evictions_total",

@@ -237,6 +237,15 @@ where
     }
 }
 
+/// Waits `seconds` and checks on every poll that `check` holds throughout.
+pub async fn holds_for(seconds: u64, what: &str, mut check: impl AsyncFnMut() -> bool) {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(seconds);
+    while tokio::time::Instant::now() < deadline {
+        assert!(check().await, "{what} stopped holding");
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
+
 /// A parsed Prometheus text exposition, keyed by the sample's full name with labels as printed.
 #[derive(Debug, Default)]
 pub struct Metrics(BTreeMap<String, f64>);
