@@ -7,12 +7,12 @@ set -euo pipefail
 cd "$(dirname "$0")"
 scripts/install-deps.sh
 step() { printf '\n==> %s\n' "$*"; }
-step "cargo fmt --check"
-cargo fmt --check
-step "cargo clippy --all-targets -- -D warnings"
-cargo clippy --all-targets -- -D warnings
-step "cargo test (unit, handler and generated-file tests)"
-cargo test
+step "cargo fmt --all --check"
+cargo fmt --all --check
+step "cargo clippy --workspace --all-targets -- -D warnings"
+cargo clippy --workspace --all-targets -- -D warnings
+step "cargo test --workspace (unit, handler and generated-file tests)"
+cargo test --workspace
 step "end-to-end suite (e2e/test)"
 e2e/test "$@"
 # The every-pod scheduler configuration on a cluster of its own: gangs still bind whole when

@@ -57,13 +57,14 @@ use axum::body::{Body, Bytes};
 use axum::http::{Request, StatusCode, header};
 use criterion::Criterion;
 use futures::future::BoxFuture;
-use gangplank::cache::{Cache, Claim, GroupKey, Node, Pod, PodGroup, Resources, convert};
+use gangplank::cache::{Cache, convert};
 use gangplank::extender::wire::{ExtenderArgs, ExtenderArgsRef, HostScore};
 use gangplank::extender::{self, BindRequest, Binder, Extender, Permits};
-use gangplank::gang::claims::{self, Settings};
-use gangplank::policy::constraints::Constraints;
-use gangplank::policy::placement::Strategy;
-use gangplank::policy::{self as policy_mod};
+use gangplank_core::claims::{self, Settings};
+use gangplank_core::model::{Claim, GroupKey, Node, Pod, PodGroup, Resources};
+use gangplank_core::policy as policy_mod;
+use gangplank_core::policy::constraints::Constraints;
+use gangplank_core::policy::placement::Strategy;
 use http_body_util::BodyExt;
 use serde_json::{Value, json};
 use tower::ServiceExt;
@@ -119,10 +120,10 @@ fn node(i: usize) -> Node {
         labels.insert(k.to_string(), v);
     }
     let taints = if i % 20 == 3 {
-        vec![gangplank::cache::Taint {
+        vec![gangplank_core::model::Taint {
             key: "dedicated".into(),
             value: Some("infra".into()),
-            effect: gangplank::cache::TaintEffect::NoSchedule,
+            effect: gangplank_core::model::TaintEffect::NoSchedule,
         }]
     } else {
         vec![]
@@ -230,7 +231,7 @@ impl Member {
         let api: k8s_openapi::api::core::v1::Pod =
             serde_json::from_value(manifest.clone()).expect("bench pod is a valid Pod");
         let pod = convert::pod(&api).expect("bench pod converts");
-        let constraints = policy_mod::convert::constraints_of(&api);
+        let constraints = gangplank::cache::constraints::constraints_of(&api);
         Member {
             manifest,
             pod,
@@ -367,7 +368,7 @@ fn build() -> World {
             namespace,
             name: format!("pod-{j}"),
             node_name: Some(names[n].clone()),
-            phase: gangplank::cache::PodPhase::Running,
+            phase: gangplank_core::model::PodPhase::Running,
             requests,
             pod_group: group,
             queue: None,

@@ -25,12 +25,13 @@
 use std::hint::black_box;
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
-use gangplank::admission::{plan, reclaim};
+use gangplank::admission::reclaim;
 use gangplank::api::labels::ADMISSION_GATE;
-use gangplank::cache::State;
-use gangplank::cache::model::{GroupKey, Node, Pod, PodGroup, PodPhase, Queue, Resources};
-use gangplank::policy::fair_share::{Capability, QueueDemand, deserved_shares};
-use gangplank::policy::queue_order::{Options, QueueSnapshot, WaitingGroup, admission_order};
+use gangplank_core::admit::plan;
+use gangplank_core::model::State;
+use gangplank_core::model::{GroupKey, Node, Pod, PodGroup, PodPhase, Queue, Resources};
+use gangplank_core::policy::fair_share::{Capability, QueueDemand, deserved_shares};
+use gangplank_core::policy::queue_order::{Options, QueueSnapshot, WaitingGroup, admission_order};
 
 const QUEUES: usize = 100;
 const GROUPS: usize = 10_000;

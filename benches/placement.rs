@@ -13,11 +13,11 @@ use std::collections::BTreeMap;
 use std::hint::black_box;
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
-use gangplank::cache::model::{Node, Resources, Taint, TaintEffect};
-use gangplank::policy::constraints::{
+use gangplank_core::model::{Node, Resources, Taint, TaintEffect};
+use gangplank_core::policy::constraints::{
     Constraints, LabelOperator, LabelRequirement, NodeSelectorTerm, Toleration, TolerationOperator,
 };
-use gangplank::policy::{Strategy, feasible, score};
+use gangplank_core::policy::{Strategy, feasible, score};
 
 const NODES: usize = 5_000;
 const GIB: i64 = 1 << 30;

@@ -11,7 +11,7 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
-use crate::policy::placement::Strategy;
+use gangplank_core::policy::placement::Strategy;
 
 /// Gang scheduling, queues and fair share for the stock kube-scheduler.
 #[derive(Debug, Parser)]
@@ -118,7 +118,7 @@ pub struct ServeArgs {
 
     /// How gang members are placed: `binpack` fills nodes (keeps whole nodes free for the next
     /// gang), `spread` prefers the emptiest nodes. Used to plan gang claims and to score nodes.
-    #[arg(long, env = "GANGPLANK_PLACEMENT", value_enum, default_value_t = Strategy::Binpack)]
+    #[arg(long, env = "GANGPLANK_PLACEMENT", value_parser = strategy_parser(), default_value_t = Strategy::Binpack)]
     pub placement: Strategy,
 
     /// Log output format.
@@ -180,8 +180,8 @@ pub enum Error {
 
 impl ServeArgs {
     /// Settings of gang claims and held binds.
-    pub fn gang_settings(&self) -> crate::gang::claims::Settings {
-        crate::gang::claims::Settings {
+    pub fn gang_settings(&self) -> gangplank_core::claims::Settings {
+        gangplank_core::claims::Settings {
             strategy: self.placement,
             max_hold: std::time::Duration::from_secs(self.max_bind_hold_seconds),
             bind_unmarked: self.bind_unmarked_pods,
@@ -225,6 +225,13 @@ pub enum LogFormat {
     Text,
     /// One JSON object per line, for log collectors.
     Json,
+}
+
+/// `--placement`: the names of [`Strategy`], listed in `--help`.
+fn strategy_parser() -> impl clap::builder::TypedValueParser<Value = Strategy> {
+    use clap::builder::TypedValueParser;
+    clap::builder::PossibleValuesParser::new(Strategy::ALL.map(Strategy::as_str))
+        .map(|name| Strategy::named(&name).expect("clap accepts only the names of the strategies"))
 }
 
 #[cfg(test)]

@@ -15,10 +15,11 @@ use axum::Router;
 use axum::body::Body;
 use axum::http::{Request, StatusCode, header};
 use futures::future::BoxFuture;
-use gangplank::cache::{Cache, GroupKey, PodGroup, PodPhase, Resources, convert};
+use gangplank::cache::{Cache, convert};
 use gangplank::extender::{self, BindRequest, Binder, Extender};
-use gangplank::gang::claims::Settings;
-use gangplank::policy::placement::Strategy;
+use gangplank_core::claims::Settings;
+use gangplank_core::model::{GroupKey, PodGroup, PodPhase, Resources};
+use gangplank_core::policy::placement::Strategy;
 use http_body_util::BodyExt;
 use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
@@ -74,7 +75,7 @@ impl Mode {
 
 /// The kwok nodes as the API server described them to the scheduler (the full Node objects of
 /// the `nodeCacheCapable: false` capture), converted as the node watcher would.
-fn nodes() -> Vec<gangplank::cache::Node> {
+fn nodes() -> Vec<gangplank_core::model::Node> {
     captured("filter.nodes.json")["Nodes"]["items"]
         .as_array()
         .unwrap()
@@ -87,15 +88,15 @@ fn nodes() -> Vec<gangplank::cache::Node> {
 }
 
 /// The pod a captured request carries, as the pod watcher would store it.
-fn pod_of(manifest: &Value) -> gangplank::cache::Pod {
+fn pod_of(manifest: &Value) -> gangplank_core::model::Pod {
     let pod: k8s_openapi::api::core::v1::Pod = serde_json::from_value(manifest.clone()).unwrap();
     convert::pod(&pod).unwrap()
 }
 
 /// The gang's member `train-0` as captured in `mode`, and its sibling `train-1` (same spec).
-fn members(mode: Mode) -> (gangplank::cache::Pod, gangplank::cache::Pod) {
+fn members(mode: Mode) -> (gangplank_core::model::Pod, gangplank_core::model::Pod) {
     let train_0 = pod_of(&captured(&mode.fixture("filter"))["Pod"]);
-    let train_1 = gangplank::cache::Pod {
+    let train_1 = gangplank_core::model::Pod {
         uid: "train-1-uid".into(),
         name: "train-1".into(),
         ..train_0.clone()
@@ -231,7 +232,7 @@ async fn filter_with_node_names_keeps_every_node_and_claims_room_for_the_whole_g
 async fn filter_with_full_nodes_answers_the_passing_nodes_in_full_and_says_why_the_others_fail() {
     let cache = cluster(Mode::Nodes, 2);
     // Something outside the gang holds every GPU of kwok-node-1.
-    cache.apply_pod(gangplank::cache::Pod {
+    cache.apply_pod(gangplank_core::model::Pod {
         uid: "gpu-hog".into(),
         namespace: "other".into(),
         name: "gpu-hog".into(),
@@ -352,7 +353,7 @@ fn filled_cluster(request: &Value, gang_on: Option<&str>) -> Cache {
     let cache = cluster(Mode::NodeNames, 2);
     for (i, (node, uid)) in proposed(request).into_iter().enumerate() {
         let in_gang = gang_on == Some(node.as_str());
-        cache.apply_pod(gangplank::cache::Pod {
+        cache.apply_pod(gangplank_core::model::Pod {
             uid,
             namespace: "ml".into(),
             name: format!("filler-{i}"),
@@ -406,7 +407,7 @@ async fn preempt_drops_the_node_whose_victim_would_leave_its_gang_below_min_memb
         schedule_timeout: Duration::from_secs(30),
         ..PodGroup::new(GroupKey::new("ml", "fill"), 2, "default")
     });
-    cache.apply_pod(gangplank::cache::Pod {
+    cache.apply_pod(gangplank_core::model::Pod {
         uid: "fill-partner".into(),
         namespace: "ml".into(),
         name: "fill-partner".into(),
@@ -455,7 +456,7 @@ async fn preempt_drops_the_node_whose_victim_gangplank_does_not_know() {
 async fn bind_of_the_member_that_completes_the_gang_creates_its_binding_at_once() {
     let cache = cluster(Mode::NodeNames, 2);
     let (_, train_1) = members(Mode::NodeNames);
-    cache.apply_pod(gangplank::cache::Pod {
+    cache.apply_pod(gangplank_core::model::Pod {
         node_name: Some("kwok-node-0".into()),
         phase: PodPhase::Running,
         ..train_1

@@ -13,10 +13,10 @@ use std::time::Duration;
 
 use gangplank::cache::Cache;
 use gangplank::extender::{self, BindRequest, Binder, Extender, MAX_BODY_BYTES};
-use gangplank::gang::claims::Settings;
-use gangplank::policy::placement::Strategy;
 use gangplank::server::{self, Deadlines};
 use gangplank::tls::Files;
+use gangplank_core::claims::Settings;
+use gangplank_core::policy::placement::Strategy;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio_rustls::TlsConnector;
@@ -173,7 +173,7 @@ async fn a_certificate_from_another_ca_is_refused_before_any_verb_runs() {
 
 #[tokio::test]
 async fn a_held_bind_whose_connection_closes_is_no_longer_held() {
-    use gangplank::cache::{GroupKey, Node, Pod, PodGroup, Resources};
+    use gangplank_core::model::{GroupKey, Node, Pod, PodGroup, Resources};
     let cache = Cache::new();
     cache.apply_node(Node {
         name: "n1".into(),

@@ -20,11 +20,11 @@ use axum::body::Body;
 use axum::http::{Request, StatusCode, header};
 use base64::Engine;
 use gangplank::api::{PodGroupPhase, QueueState};
-use gangplank::cache::Resources;
 use gangplank::webhooks::lookup::{
     CapacityLookup, Lookup, NamespaceLookup, PodGroupLookup, PodGroupView, QueueLookup, QueueView,
 };
 use gangplank::webhooks::{self, Settings, StaticLookup, Webhooks};
+use gangplank_core::model::Resources;
 use http_body_util::BodyExt;
 use pretty_assertions::assert_eq;
 use serde_json::{Value, json};

@@ -43,11 +43,8 @@
 //!
 //! Each pass's decision and reclaim's lines are [`published`] for the controller's statuses.
 
-pub mod plan;
 pub mod published;
 pub mod reclaim;
-mod room;
-mod why;
 
 use std::collections::{BTreeSet, HashMap};
 use std::time::Duration;
@@ -60,9 +57,10 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::api::labels::{ADMISSION_GATE, MANAGED_RESOURCE};
-use crate::cache::{Cache, Claim, Resources, Slot, State};
+use crate::cache::Cache;
 use crate::metrics;
-use plan::PodRef;
+use gangplank_core::admit::plan::{self, PodRef};
+use gangplank_core::model::{Claim, Resources, Slot, State};
 
 /// Shortest time between two passes, however often the cache changes.
 pub const MIN_PASS_INTERVAL: Duration = Duration::from_millis(100);

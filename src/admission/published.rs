@@ -22,8 +22,8 @@ use std::sync::Arc;
 
 use tokio::sync::watch;
 
-use super::plan::Decision;
-use crate::cache::GroupKey;
+use gangplank_core::admit::plan::Decision;
+use gangplank_core::model::GroupKey;
 
 /// One admission pass's decision and what reclaim added to it.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]

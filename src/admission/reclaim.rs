@@ -1,5 +1,5 @@
 //! Reclaim and priority preemption in the admission loop: after each pass, evicts the gangs
-//! that [`policy::reclaim`](crate::policy::reclaim) picks so that groups of queues below their
+//! that [`policy::reclaim`](gangplank_core::policy::reclaim) picks so that groups of queues below their
 //! deserved share get the room queues above theirs borrowed, and groups of higher priority
 //! get the room (or their queue's capability) that lower-priority gangs of their queue hold.
 //!
@@ -52,12 +52,12 @@ use kube::{Client, Resource};
 use tokio::time::Instant;
 
 use crate::api::labels::DEFAULT_QUEUE;
-use crate::cache::{GroupKey, Resources, State};
 use crate::controller::events::{Event, Publisher};
 use crate::metrics;
-use crate::policy::reclaim::{self as policy, Verdict};
+use gangplank_core::model::{GroupKey, Resources, State};
+use gangplank_core::policy::reclaim::{self as policy, Verdict};
 
-use super::plan::Decision;
+use gangplank_core::admit::plan::Decision;
 
 /// How long a gang whose eviction a PodDisruptionBudget refused is left out of reclaim.
 pub const REFUSED_BACKOFF: Duration = Duration::from_secs(30);
@@ -73,7 +73,7 @@ pub struct Victim {
 }
 
 impl Victim {
-    fn of(pod: &crate::cache::Pod) -> Victim {
+    fn of(pod: &gangplank_core::model::Pod) -> Victim {
         Victim {
             namespace: pod.namespace.clone(),
             name: pod.name.clone(),
@@ -351,7 +351,7 @@ fn input(
             }
         }
     }
-    let going = |p: &crate::cache::Pod| p.deleting || evicting(&p.uid);
+    let going = |p: &gangplank_core::model::Pod| p.deleting || evicting(&p.uid);
     if needs_no_plan(state, decision, &slot, &queues, &going) {
         return None;
     }
@@ -494,7 +494,7 @@ fn needs_no_plan(
     decision: &Decision,
     slot: &HashMap<&str, usize>,
     queues: &[policy::QueueState],
-    going: &dyn Fn(&crate::cache::Pod) -> bool,
+    going: &dyn Fn(&gangplank_core::model::Pod) -> bool,
 ) -> bool {
     let may_reclaim = decision.short_of_room.iter().any(|w| {
         !w.capped
@@ -779,9 +779,9 @@ fn pod_group_reference(group: &GroupKey) -> ObjectReference {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::admission::plan::decide;
     use crate::api::labels::ADMISSION_GATE;
-    use crate::cache::{Node, Pod, PodGroup, PodPhase, Queue};
+    use gangplank_core::admit::plan::decide;
+    use gangplank_core::model::{Node, Pod, PodGroup, PodPhase, Queue};
 
     /// `pod` running on `node`, or still behind the admission gate when `node` is `None`.
     fn running_on(node: Option<String>, pod: Pod) -> Pod {

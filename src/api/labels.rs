@@ -45,16 +45,7 @@ pub const MIN_MEMBER_ANNOTATION: &str = "scheduling.gangplank.dev/min-member";
 /// its pods on nodes sharing that label's value).
 pub const TOPOLOGY_KEY_ANNOTATION: &str = "scheduling.gangplank.dev/topology-key";
 
-/// Scheduling gate the mutating webhook puts on managed pods; the admission loop removes it when
-/// the pod's group is admitted.
-pub const ADMISSION_GATE: &str = "scheduling.gangplank.dev/admission";
-
-/// Extended resource (one unit, request and limit) that marks a pod as managed by Gangplank, so
-/// the scheduler sends only those pods to the extender (`managedResources`).
-pub const MANAGED_RESOURCE: &str = "scheduling.gangplank.dev/managed";
-
-/// Name of the queue that always exists and takes every managed pod that names no queue.
-pub const DEFAULT_QUEUE: &str = "default";
+pub use gangplank_core::model::names::{ADMISSION_GATE, DEFAULT_QUEUE, MANAGED_RESOURCE};
 
 /// scheduler-plugins (coscheduling) pod label naming the pod's PodGroup. Accepted as an alias of
 /// [`POD_GROUP_LABEL`].

@@ -21,9 +21,7 @@ use serde::{Deserialize, Serialize};
 
 use super::{ResourceList, conditions_schema, kubernetes_style, labels, resource_list_schema};
 
-/// How long placed members of a gang wait for quorum when `scheduleTimeoutSeconds` is unset
-/// (the same default as scheduler-plugins' coscheduling).
-pub const DEFAULT_SCHEDULE_TIMEOUT_SECONDS: i32 = 60;
+pub use gangplank_core::model::names::DEFAULT_SCHEDULE_TIMEOUT_SECONDS;
 
 /// The gang: its size, resources, queue, priority and how long it may wait.
 ///

@@ -8,14 +8,15 @@ use std::collections::BTreeMap;
 use k8s_openapi::api::core::v1 as core;
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 
-use super::Error;
-use super::model::{
+use gangplank_core::model::quantity::{self, Scale};
+use gangplank_core::model::{
     GroupKey, Node, Pod, PodGroup, PodPhase, Queue, ResourceId, Resources, Taint, TaintEffect,
 };
-use super::quantity::{self, Scale};
+use gangplank_core::policy::fair_share::Capability;
+
+use super::Error;
 use crate::api;
 use crate::api::labels;
-use crate::policy::fair_share::QueueDemand;
 
 /// Converts a Node. Fails only on a missing name or an unparsable quantity, which the API
 /// server never lets through.
@@ -163,22 +164,24 @@ pub fn pod_group(group: &api::PodGroup) -> Result<PodGroup, Error> {
     })
 }
 
-/// Converts a Queue. Its quantities are read by the fair-share code's own parser, so a
+/// Converts a Queue. Its quantities are read by the same parser as every other quantity, so a
 /// capability means the same thing to admission, the controller and the shares.
 pub fn queue(queue: &api::Queue) -> Result<Queue, Error> {
     let name = queue.metadata.name.clone().unwrap_or_default();
     let spec = &queue.spec;
-    let parsed =
-        QueueDemand::from_spec(&name, spec, Resources::new()).map_err(|e| Error::Convert {
-            kind: "queue",
-            name: name.clone(),
-            why: e.to_string(),
-        })?;
+    let mut guarantee = Resources::new();
+    for (resource, amount) in queue_quantities(&name, "guarantee", &spec.guarantee)? {
+        guarantee.set(resource, amount);
+    }
+    let mut capability = Capability::unbounded();
+    for (resource, amount) in queue_quantities(&name, "capability", &spec.capability)? {
+        capability.set(resource, amount);
+    }
     Ok(Queue {
-        weight: parsed.weight,
-        capability: parsed.capability,
-        guarantee: parsed.guarantee,
-        parent: parsed.parent,
+        weight: spec.weight.max(1) as u32,
+        capability,
+        guarantee,
+        parent: spec.parent.clone(),
         priority: spec.priority,
         open: spec.state == api::QueueState::Open,
         reclaimable: spec.reclaimable,
@@ -186,6 +189,25 @@ pub fn queue(queue: &api::Queue) -> Result<Queue, Error> {
         namespace_fair_share: spec.namespace_fair_share,
         name,
     })
+}
+
+/// The amounts of a Queue's `field`, or an error naming the field and the resource.
+fn queue_quantities<'l>(
+    queue: &str,
+    field: &str,
+    list: &'l api::ResourceList,
+) -> Result<Vec<(&'l str, i64)>, Error> {
+    list.iter()
+        .map(|(resource, q)| {
+            quantity::parse(&q.0, Scale::for_resource(resource))
+                .map(|amount| (resource.as_str(), amount))
+                .map_err(|e| Error::Convert {
+                    kind: "queue",
+                    name: queue.to_owned(),
+                    why: format!("{field}.{resource}: {e}"),
+                })
+        })
+        .collect()
 }
 
 /// A duration field in whole seconds; absent or not positive (refused by the CRD schema) is
@@ -514,6 +536,47 @@ mod tests {
         assert_eq!(
             node(&k8s).unwrap_err().to_string(),
             "failed to convert node n1: cpu: failed to parse quantity \"lots\": expected a number"
+        );
+    }
+
+    #[test]
+    fn a_queue_keeps_its_weight_parent_guarantee_and_capability_with_explicit_zero_bounds() {
+        let q: api::Queue = serde_json::from_value(serde_json::json!({
+            "apiVersion": "scheduling.gangplank.dev/v1alpha1",
+            "kind": "Queue",
+            "metadata": {"name": "vision"},
+            "spec": {
+                "weight": 3,
+                "parent": "research",
+                "guarantee": {"cpu": "1500m", "memory": "4Gi"},
+                "capability": {"cpu": 8, "nvidia.com/gpu": 0},
+            },
+        }))
+        .unwrap();
+        let q = queue(&q).unwrap();
+        assert_eq!(q.name, "vision");
+        assert_eq!(q.parent.as_deref(), Some("research"));
+        assert_eq!(q.weight, 3);
+        assert_eq!(
+            q.guarantee,
+            Resources::from([("cpu", 1_500), ("memory", 4 << 30)])
+        );
+        assert_eq!(q.capability.limit(ResourceId::CPU), Some(8_000));
+        assert_eq!(q.capability.limit(ResourceId::GPU), Some(0));
+        assert_eq!(q.capability.limit(ResourceId::MEMORY), None);
+    }
+
+    #[test]
+    fn a_queue_with_a_bad_quantity_is_refused_naming_the_queue_field_and_resource() {
+        let mut q = api::Queue::new("team", api::QueueSpec::default());
+        q.spec
+            .capability
+            .insert("memory".into(), Quantity("lots".into()));
+        let err = queue(&q).unwrap_err();
+        assert!(
+            err.to_string()
+                .starts_with("failed to convert queue team: capability.memory: "),
+            "{err}"
         );
     }
 }

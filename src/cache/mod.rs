@@ -1,36 +1,23 @@
-//! The cluster cache: what Gangplank knows about nodes and pods.
-//!
-//! Why it exists: every decision (gang feasibility, fair share, victims) reads the cluster many
-//! times per second; asking the API server each time is out of the question, and the decisions
-//! must be testable without a cluster. So the cache is a small in-memory model in plain Rust
-//! ([`model`]), converted from API objects at the edge ([`convert`]) and fed by kube-runtime
-//! watchers ([`watch`]).
+//! The cluster cache: the one shared [`State`] (the core's model) behind a lock, fed from the
+//! API by watches ([`watch`]) through conversions at the edge ([`convert`], [`constraints`]).
 //!
 //! Rules:
-//! - One write path: [`Cache::apply_node`], [`Cache::delete_node`], [`Cache::apply_pod`],
-//!   [`Cache::delete_pod`] (and the same for PodGroups and Queues), called by the watch loops
-//!   (and later by the extender's reservations).
+//! - Writes go through the `apply_*`/`delete_*` methods, called by the watch loops, and through
+//!   [`Cache::update`] for the extender's reservations and claims and the admission loop's
+//!   wait reasons.
 //! - Readers hold the lock only inside [`Cache::read`], a synchronous closure, so it can never
 //!   be held across an `.await`; [`Cache::snapshot`] gives an owned, consistent copy (entries
 //!   are `Arc`s, so it costs one pointer copy per object) for loops that work on it longer.
 //! - Each watcher marks itself synced after its first complete list; `/readyz` reports it.
 
+pub mod constraints;
 pub mod convert;
-pub mod model;
-pub mod nodes;
-pub mod quantity;
-pub mod resources;
-pub mod state;
 pub mod watch;
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, PoisonError, RwLock};
 
-pub use model::{
-    GroupKey, Node, Pod, PodGroup, PodPhase, Queue, ResourceId, Resources, Taint, TaintEffect,
-};
-pub use nodes::{NodeSlot, Nodes};
-pub use state::{Claim, Group, Member, Reservation, Slot, State};
+use gangplank_core::model::{GroupKey, Node, Pod, PodGroup, Queue, State};
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
@@ -223,6 +210,7 @@ impl Cache {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use gangplank_core::model::{PodPhase, Resources};
 
     fn node(name: &str) -> Node {
         Node {

@@ -26,8 +26,9 @@ use kube::{Api, Client, Resource};
 use serde::de::DeserializeOwned;
 use tokio_util::sync::CancellationToken;
 
-use super::{Cache, Error, GroupKey, Watched, convert};
+use super::{Cache, Error, Watched, convert};
 use crate::metrics;
+use gangplank_core::model::GroupKey;
 
 /// An API kind the cache mirrors.
 pub trait Mirrored: Resource + Clone + DeserializeOwned + Debug + Send + 'static {

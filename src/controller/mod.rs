@@ -57,13 +57,14 @@ use kube::{Client, Resource, ResourceExt};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use crate::admission::plan;
 use crate::admission::published::{Outcome, Published};
 use crate::api::{PodGroup, PodGroupPhase, PodGroupStatus, Queue, QueueStatus, labels};
-use crate::cache::{Cache, GroupKey};
+use crate::cache::Cache;
 use crate::metrics;
 use crate::stores::Stores;
 use events::{Event, Limiter, Publisher};
+use gangplank_core::admit::plan;
+use gangplank_core::model::GroupKey;
 use observe::Observation;
 use queues::GroupCounts;
 use status::{Finisher, Inputs};

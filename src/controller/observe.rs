@@ -9,7 +9,7 @@ use std::collections::HashMap;
 use k8s_openapi::api::core::v1::ObjectReference;
 
 use crate::api::PodGroupPhase;
-use crate::cache::{GroupKey, Pod, PodPhase, Resources, State};
+use gangplank_core::model::{GroupKey, Pod, PodPhase, Resources, State};
 
 use super::status::Members;
 
@@ -192,7 +192,7 @@ mod tests {
 
     use super::*;
     use crate::api::labels::ADMISSION_GATE;
-    use crate::cache::PodGroup;
+    use gangplank_core::model::PodGroup;
 
     fn pod(uid: &str, group: Option<&str>, queue: Option<&str>) -> Pod {
         Pod {

@@ -14,7 +14,7 @@
 //! its way.
 
 use crate::api::{PodGroup, PodGroupSpec, labels};
-use crate::cache::GroupKey;
+use gangplank_core::model::GroupKey;
 
 use super::observe::{Asked, PodRef};
 

@@ -3,7 +3,7 @@
 //! - `allocated`: the requests of the queue's pods that are bound and not finished: members of
 //!   the queue's PodGroups, and pods that name the queue but no group.
 //! - `deserved`: the queue's deserved share as the admission pass computes it
-//!   ([`crate::admission::plan::QueueReport`]: weighted water-filling of the schedulable nodes'
+//!   ([`gangplank_core::admit::plan::QueueReport`]: weighted water-filling of the schedulable nodes'
 //!   allocatable over every queue's demand), so the status shows the number that orders
 //!   admission. It is a report, not an input: admission recomputes it from the cache.
 //! - `pending`, `admitted`, `running`: the queue's PodGroups in phase Pending, Inqueue and
@@ -19,7 +19,7 @@
 
 use crate::api::labels::{DEFAULT_QUEUE, MANAGED_RESOURCE};
 use crate::api::{PodGroupPhase, Queue, QueueSpec, QueueStatus, ResourceList};
-use crate::cache::resources::{Resources, human};
+use gangplank_core::model::resources::{Resources, human};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 
 use super::observe::QueueUsage;

@@ -83,7 +83,7 @@ pub struct Inputs<'a> {
     pub members: Members,
     pub finisher: &'a Finisher,
     /// Why the admission loop leaves the group waiting, if it does: the condition's reason
-    /// (`crate::admission::plan::Reason`) and message.
+    /// (`gangplank_core::admit::plan::Reason`) and message.
     pub admission_wait: Option<(&'a str, &'a str)>,
     /// Why the extender last refused to claim room for the gang, if it did.
     pub placement_wait: Option<&'a str>,

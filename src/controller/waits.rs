@@ -23,7 +23,7 @@ use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 
 use crate::api::PodGroupStatus;
-use crate::cache::GroupKey;
+use gangplank_core::model::GroupKey;
 
 use super::events::Event;
 use super::observe::PodRef;

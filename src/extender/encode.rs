@@ -154,7 +154,7 @@ fn reasons<W: Deref<Target = str>>(
 }
 
 /// Reasons already escaped, by where their text lives. Nodes failing for one reason share
-/// its text ([`crate::gang::claims::Why`] is reference-counted), and the answer borrows every
+/// its text ([`gangplank_core::claims::Why`] is reference-counted), and the answer borrows every
 /// reason while it is written, so an address and length name one text for the whole answer.
 #[derive(Default)]
 struct Escaped {
@@ -201,7 +201,7 @@ fn string(out: &mut Vec<u8>, s: &str) {
 mod tests {
     use super::*;
     use crate::extender::wire::{MIN_EXTENDER_PRIORITY, NodeList};
-    use crate::gang::claims::Why;
+    use gangplank_core::claims::Why;
     use serde_json::Value;
 
     /// Names no node should have but the encoders must still write right.

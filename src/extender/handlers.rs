@@ -1,5 +1,5 @@
 //! The four verb handlers: decode, decide, encode. Decisions come from [`crate::gang`] and
-//! [`crate::policy`]; pods in no group and no queue are answered from their labels alone,
+//! [`gangplank_core::policy`]; pods in no group and no queue are answered from their labels alone,
 //! without touching the cache.
 
 use std::collections::BTreeMap;
@@ -18,9 +18,10 @@ use super::wire::{
 };
 use super::{BindRequest, Body, Error, Extender, Outcome, Verb, Wire, bad_request, decode_args};
 use crate::api::labels;
-use crate::cache::{GroupKey, NodeSlot, convert};
-use crate::gang::claims;
-use crate::policy::{self, constraints::Constraints, placement, preemption};
+use crate::cache::convert;
+use gangplank_core::claims;
+use gangplank_core::model::{GroupKey, NodeSlot};
+use gangplank_core::policy::{constraints::Constraints, placement, preemption};
 use k8s_openapi::api::core::v1::Pod;
 use serde_json::value::RawValue;
 
@@ -139,8 +140,8 @@ pub async fn prioritize(State(extender): State<Arc<Extender>>, Body(verb, body):
 /// use, reserved and claimed by other gangs. The claim is read once per call, and each
 /// candidate costs one lookup.
 pub fn gang_scores<'a, S: AsRef<str>>(
-    s: &crate::cache::State,
-    pod: &crate::cache::Pod,
+    s: &gangplank_core::model::State,
+    pod: &gangplank_core::model::Pod,
     candidates: &'a [S],
     strategy: placement::Strategy,
 ) -> Vec<HostScore<'a>> {
@@ -266,14 +267,14 @@ fn full_nodes(raw: &RawValue, verb: Verb) -> Result<NodeList, Error> {
 fn gang_member(
     args: &ExtenderArgsRef<'_>,
     verb: Verb,
-) -> Result<(crate::cache::Pod, Constraints), Error> {
+) -> Result<(gangplank_core::model::Pod, Constraints), Error> {
     let decode = |why: String| Error::Decode { verb, why };
     let pod: Pod = serde_json::from_str(args.pod.get()).map_err(|e| decode(format!("Pod: {e}")))?;
     let model = convert::pod(&pod).map_err(|e| decode(e.to_string()))?;
-    Ok((model, policy::convert::constraints_of(&pod)))
+    Ok((model, crate::cache::constraints::constraints_of(&pod)))
 }
 
-fn gang_error(verb: Verb, pod: &crate::cache::Pod, e: claims::Error) -> Error {
+fn gang_error(verb: Verb, pod: &gangplank_core::model::Pod, e: claims::Error) -> Error {
     Error::Gang {
         verb,
         pod: format!("{}/{}", pod.namespace, pod.name),
@@ -289,7 +290,7 @@ pub async fn preempt(
 ) -> Response {
     // Only what preemption policy reads; the scheduler's copy of the pod may lack a UID.
     let meta = &args.pod.metadata;
-    let preemptor = crate::cache::Pod {
+    let preemptor = gangplank_core::model::Pod {
         namespace: meta.namespace.clone().unwrap_or_default(),
         name: meta.name.clone().unwrap_or_default(),
         priority: args.pod.spec.as_ref().and_then(|s| s.priority).unwrap_or(0),
@@ -465,7 +466,7 @@ fn json_answer(body: serde_json::Result<Vec<u8>>, outcome: Outcome) -> Response 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::gang::claims::{Verdict, Why};
+    use gangplank_core::claims::{Verdict, Why};
     use serde_json::json;
 
     #[test]

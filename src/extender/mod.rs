@@ -9,7 +9,7 @@
 //!
 //! Pods in no group pass straight through, decided from their labels alone: filter keeps every
 //! candidate, prioritize answers no score (`[]`, as if no extender were asked), bind binds at
-//! once. For gang members, filter goes through the gang's claim ([`crate::gang::claims`]),
+//! once. For gang members, filter goes through the gang's claim ([`gangplank_core::claims`]),
 //! prioritize prefers the nodes of the gang's claim and then packs (or spreads, `--placement`),
 //! and bind holds the call until quorum ([`permit`]). Preempt accepts only victim lists that
 //! policy allows.
@@ -47,8 +47,8 @@ pub use capture::Capture;
 pub use permit::Permits;
 
 use crate::cache::Cache;
-use crate::gang::claims::Settings;
 use crate::metrics;
+use gangplank_core::claims::Settings;
 
 /// Path prefix of every verb; the scheduler's `urlPrefix` ends with it.
 pub const PREFIX: &str = "/scheduler";

@@ -3,7 +3,7 @@
 //! The scheduler calls bind from its asynchronous binding goroutine after *assuming* the pod on
 //! the node, so a held call blocks nothing but that pod, and the pod's resources stay reserved
 //! in the scheduler's cache meanwhile. For a member of a gang without quorum the call is held
-//! (a reservation is recorded in the cache, see [`crate::gang::claims::reserve`]); when
+//! (a reservation is recorded in the cache, see [`gangplank_core::claims::reserve`]); when
 //! reserved plus bound members reach `minMember`, every held member and this one are bound
 //! together and all calls answered. If quorum does not come within the gang's timeout (the
 //! PodGroup's `scheduleTimeoutSeconds`, capped by `--max-bind-hold-seconds`, which must stay
@@ -28,9 +28,10 @@ use tokio::sync::oneshot;
 use tokio::time::Instant;
 
 use super::{BindRequest, Binder, Error};
-use crate::cache::{Cache, GroupKey, PodGroup};
-use crate::gang::claims::{self, Settings};
+use crate::cache::Cache;
 use crate::metrics;
+use gangplank_core::claims::{self, Settings};
+use gangplank_core::model::{GroupKey, PodGroup};
 
 /// Holds gang members' bind calls until quorum; see the module docs.
 pub struct Permits {
@@ -318,7 +319,7 @@ mod tests {
     use futures::future::BoxFuture;
 
     use super::*;
-    use crate::cache::{Node, Pod, Resources};
+    use gangplank_core::model::{Node, Pod, Resources};
 
     /// Binds everything, and counts.
     #[derive(Default)]

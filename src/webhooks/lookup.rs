@@ -12,8 +12,8 @@
 use kube::runtime::reflector::ObjectRef;
 
 use crate::api::{PodGroup, PodGroupPhase, Queue, QueueState, labels};
-use crate::cache::Resources;
 use crate::stores::{Kind, Stores};
+use gangplank_core::model::Resources;
 
 /// A lookup could not answer: that kind's initial list has not completed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
@@ -77,7 +77,7 @@ pub trait NamespaceLookup: Send + Sync {
 /// What the cluster's nodes hold.
 pub trait CapacityLookup: Send + Sync {
     /// The allocatable of the nodes that take new pods
-    /// ([`crate::cache::Node::takes_new_pods`]).
+    /// ([`gangplank_core::model::Node::takes_new_pods`]).
     fn schedulable_capacity(&self) -> Lookup<Resources>;
 }
 

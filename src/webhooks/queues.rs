@@ -10,7 +10,7 @@
 //!   new pods hold, per resource: a guarantee is room held back from every other queue, and
 //!   one larger than the cluster would hold all of it. (When nodes leave later and the
 //!   guarantees no longer fit, admission scales them down together, see
-//!   `crate::policy::fair_share::fitted_guarantees`.)
+//!   `gangplank_core::policy::fair_share::fitted_guarantees`.)
 //! - `spec.parent` (when set, on CREATE or when it changes) names an existing queue other
 //!   than itself, and following parents from there never comes back to this queue.
 //! - Closing (UPDATE Open → Closed) is refused while PodGroups of the queue are admitted
@@ -31,8 +31,8 @@ use super::Webhooks;
 use super::lookup::{Lookup, NotSynced, PodGroupView, QueueLookup};
 use super::review::{Denial, FieldErrors, Verdict};
 use crate::api::{Queue, QueueState, labels};
-use crate::cache::quantity::{self, Scale};
-use crate::cache::resources::human;
+use gangplank_core::model::quantity::{self, Scale};
+use gangplank_core::model::resources::human;
 
 /// Longest chain of parents followed when looking for a cycle. Deeper hierarchies are refused
 /// as if they were cycles: no fair-share tree needs a hundred levels.

@@ -48,8 +48,8 @@ use std::collections::{BTreeMap, BinaryHeap};
 use std::fmt;
 use std::ops::Range;
 
-use crate::cache::model::GroupKey;
-use crate::cache::resources::{ResourceId, Resources};
+use crate::model::GroupKey;
+use crate::model::resources::{ResourceId, Resources};
 
 /// `allocated / deserved` for the resource where that fraction is largest. Compares by value
 /// only (two shares on different resources with the same value are equal).

@@ -24,7 +24,7 @@ use std::time::{Duration, Instant};
 
 use rustc_hash::{FxHashMap, FxHashSet};
 
-use crate::cache::{
+use crate::model::{
     Claim, GroupKey, Node, NodeSlot, Pod, PodGroup, Reservation, ResourceId, Resources, Slot, State,
 };
 use crate::policy::constraints::{Constraints, feasible};
@@ -731,7 +731,7 @@ fn waiting_message(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cache::PodPhase;
+    use crate::model::PodPhase;
 
     const SETTINGS: Settings = Settings {
         strategy: Strategy::Binpack,

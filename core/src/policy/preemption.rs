@@ -28,7 +28,7 @@
 
 use std::fmt;
 
-use crate::cache::model::{GroupKey, Pod};
+use crate::model::{GroupKey, Pod};
 
 /// A gang, named by its PodGroup.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -255,7 +255,7 @@ mod tests {
     use std::collections::HashMap;
 
     use super::*;
-    use crate::cache::model::{PodPhase, Resources};
+    use crate::model::{PodPhase, Resources};
 
     fn pod(name: &str, priority: i32, gang: Option<&str>) -> Pod {
         Pod {

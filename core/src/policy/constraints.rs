@@ -33,7 +33,7 @@
 
 use std::fmt;
 
-use crate::cache::model::{Node, Taint, TaintEffect};
+use crate::model::{Node, Taint, TaintEffect};
 
 /// The taint key the scheduler checks a cordoned node against (`spec.unschedulable`).
 pub const UNSCHEDULABLE_TAINT_KEY: &str = "node.kubernetes.io/unschedulable";
@@ -42,8 +42,8 @@ pub const UNSCHEDULABLE_TAINT_KEY: &str = "node.kubernetes.io/unschedulable";
 pub const NODE_NAME_FIELD: &str = "metadata.name";
 
 /// A pod's placement constraints that depend only on its spec and the node: see the module docs.
-/// Built from an API object by [`super::convert::constraints_of`]; the default (nothing set)
-/// allows every schedulable, untainted node.
+/// Built from an API object by `gangplank::cache::constraints::constraints_of`; the default
+/// (nothing set) allows every schedulable, untainted node.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Constraints {
     /// `spec.tolerations`.
@@ -403,7 +403,7 @@ mod tests {
     use std::collections::BTreeMap;
 
     use super::*;
-    use crate::cache::model::Resources;
+    use crate::model::Resources;
 
     fn node(labels: &[(&str, &str)], taints: Vec<Taint>) -> Node {
         Node {

@@ -8,8 +8,8 @@
 use std::fmt;
 use std::sync::Arc;
 
-use crate::cache::resources::{ResourceId, human};
-use crate::cache::{GroupKey, Resources};
+use crate::model::resources::{ResourceId, human};
+use crate::model::{GroupKey, Resources};
 use crate::policy::queue_order::DominantShare;
 
 /// Why a group waits, as the `reason` of its PodGroup's `Admitted` condition.

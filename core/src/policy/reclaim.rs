@@ -5,7 +5,7 @@
 //! its capability), which keeps the cluster busy. When another queue then wants its share,
 //! nothing frees up unless the borrower's gangs happen to finish. This module decides which of
 //! the borrowers' running gangs to take back; the admission loop evicts them
-//! (`crate::admission::reclaim`) and the freed room goes to the starved group on a later pass,
+//! (`crate::admit::reclaim`) and the freed room goes to the starved group on a later pass,
 //! through the ordinary admission order. It is a pure function of an [`Input`] built from the
 //! admission pass's numbers, so it is tested here and with property tests, without a cluster.
 //!
@@ -82,7 +82,7 @@
 
 use std::fmt::Debug;
 
-use crate::cache::resources::{ResourceId, Resources};
+use crate::model::resources::{ResourceId, Resources};
 use crate::policy::fair_share::Capability;
 
 /// A queue as reclaim sees it.
@@ -1254,7 +1254,7 @@ mod tests {
             fn a_plan_evicts_nothing_when_no_starved_group_may_reclaim_or_preempt(s in scenario()) {
                 let input = build(s);
                 let may = input.starved.iter().any(|g| may_reclaim(&input.queues[g.queue], &g.need, &g.requests));
-                // What `crate::admission::reclaim` checks before building the input.
+                // What `crate::admit::reclaim` checks before building the input.
                 let lowest = input.gangs.iter().map(|g| g.priority).min().unwrap_or(i32::MAX);
                 let may_preempt = input.starved.iter().any(|g| g.priority > lowest);
                 if !may && !may_preempt {

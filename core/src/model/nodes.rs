@@ -20,7 +20,7 @@ use std::sync::Arc;
 
 use rustc_hash::FxHashMap;
 
-use super::model::{Node, Resources};
+use super::objects::{Node, Resources};
 use crate::policy::constraints::blocks_scheduling;
 
 /// One node's record.
@@ -286,17 +286,17 @@ mod tests {
         nodes.insert(cordoned);
         assert!(!nodes.slot("n1").unwrap().open);
         let mut tainted = node("n1");
-        tainted.taints = vec![crate::cache::Taint {
+        tainted.taints = vec![crate::model::Taint {
             key: "k".into(),
             value: None,
-            effect: crate::cache::TaintEffect::PreferNoSchedule,
+            effect: crate::model::TaintEffect::PreferNoSchedule,
         }];
         nodes.insert(tainted.clone());
         assert!(
             nodes.slot("n1").unwrap().open,
             "PreferNoSchedule keeps no pod off"
         );
-        tainted.taints[0].effect = crate::cache::TaintEffect::NoExecute;
+        tainted.taints[0].effect = crate::model::TaintEffect::NoExecute;
         nodes.insert(tainted);
         assert!(!nodes.slot("n1").unwrap().open);
         nodes.remove("n1");

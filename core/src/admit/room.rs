@@ -8,7 +8,7 @@
 use std::cmp::Reverse;
 use std::collections::BTreeMap;
 
-use crate::cache::{ResourceId, Resources, State};
+use crate::model::{ResourceId, Resources, State};
 
 /// Free room during a pass.
 pub(super) struct Room<'s> {

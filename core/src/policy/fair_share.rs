@@ -70,23 +70,13 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use crate::api::QueueSpec;
-use crate::api::ResourceList;
-use crate::cache::quantity::{self, Scale};
-use crate::cache::resources::{ResourceId, Resources};
+use crate::model::resources::{ResourceId, Resources};
 
-/// Why deserved shares could not be computed, or a queue not read.
+/// Why deserved shares could not be computed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum Error {
     #[error("failed to compute deserved shares: queue {0} is listed more than once")]
     DuplicateQueue(String),
-    #[error("failed to read the {field} of queue {queue}: {resource}: {why}")]
-    Quantity {
-        queue: String,
-        field: &'static str,
-        resource: String,
-        why: String,
-    },
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
@@ -170,45 +160,6 @@ impl QueueDemand {
             demand: Resources::new(),
         }
     }
-
-    /// The queue named `name` with `spec`, whose groups request `demand`.
-    pub fn from_spec(name: &str, spec: &QueueSpec, demand: Resources) -> Result<Self> {
-        let mut guarantee = Resources::new();
-        for (resource, amount) in parse_list(name, "guarantee", &spec.guarantee)? {
-            guarantee.set(resource, amount);
-        }
-        let mut capability = Capability::unbounded();
-        for (resource, amount) in parse_list(name, "capability", &spec.capability)? {
-            capability.set(resource, amount);
-        }
-        Ok(QueueDemand {
-            name: name.to_owned(),
-            parent: spec.parent.clone(),
-            weight: spec.weight.max(1) as u32,
-            guarantee,
-            capability,
-            demand,
-        })
-    }
-}
-
-fn parse_list<'l>(
-    queue: &str,
-    field: &'static str,
-    list: &'l ResourceList,
-) -> Result<Vec<(&'l str, i64)>> {
-    list.iter()
-        .map(|(resource, q)| {
-            quantity::parse(&q.0, Scale::for_resource(resource))
-                .map(|amount| (resource.as_str(), amount))
-                .map_err(|e| Error::Quantity {
-                    queue: queue.to_owned(),
-                    field,
-                    resource: resource.clone(),
-                    why: e.to_string(),
-                })
-        })
-        .collect()
 }
 
 /// What stopped a queue's deserved share, for one resource, where it is.
@@ -651,12 +602,9 @@ fn bound_of(claim: &Claim, alloc: i128, otherwise: Bound) -> Bound {
 
 #[cfg(test)]
 mod tests {
-    use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
     use pretty_assertions::assert_eq;
 
     use super::*;
-
-    const GIB: i64 = 1 << 30;
 
     fn queue(name: &str, weight: u32, demand: Resources) -> QueueDemand {
         QueueDemand {
@@ -954,46 +902,10 @@ mod tests {
 
     #[test]
     fn the_marker_resource_is_never_shared() {
-        let demand = Resources::from([("cpu", 1_000), (crate::api::labels::MANAGED_RESOURCE, 3)]);
+        let demand = Resources::from([("cpu", 1_000), (crate::model::names::MANAGED_RESOURCE, 3)]);
         let shares = deserved_shares(&cpu(10_000), &[queue("a", 1, demand)]).unwrap();
         assert_eq!(shares["a"].deserved, cpu(1_000));
         assert_eq!(shares["a"].bounds, vec![(ResourceId::CPU, Bound::Demand)]);
-    }
-
-    #[test]
-    fn from_spec_reads_weight_guarantee_and_capability_with_explicit_zero_bounds() {
-        let spec: QueueSpec = serde_json::from_value(serde_json::json!({
-            "weight": 3,
-            "parent": "research",
-            "guarantee": {"cpu": "1500m", "memory": "4Gi"},
-            "capability": {"cpu": 8, "nvidia.com/gpu": 0},
-        }))
-        .unwrap();
-        let q = QueueDemand::from_spec("vision", &spec, cpu(500)).unwrap();
-        assert_eq!(q.name, "vision");
-        assert_eq!(q.parent.as_deref(), Some("research"));
-        assert_eq!(q.weight, 3);
-        assert_eq!(
-            q.guarantee,
-            Resources::from([("cpu", 1_500), ("memory", 4 * GIB)])
-        );
-        assert_eq!(q.capability.limit(ResourceId::CPU), Some(8_000));
-        assert_eq!(q.capability.limit(ResourceId::GPU), Some(0));
-        assert_eq!(q.capability.limit(ResourceId::MEMORY), None);
-        assert_eq!(q.demand, cpu(500));
-    }
-
-    #[test]
-    fn from_spec_names_the_queue_field_and_resource_of_a_bad_quantity() {
-        let mut spec = QueueSpec::default();
-        spec.capability
-            .insert("memory".into(), Quantity("lots".into()));
-        let err = QueueDemand::from_spec("team", &spec, Resources::new()).unwrap_err();
-        assert!(
-            err.to_string()
-                .starts_with("failed to read the capability of queue team: memory: "),
-            "{err}"
-        );
     }
 
     mod properties {

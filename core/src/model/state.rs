@@ -1,4 +1,5 @@
-//! The cache's contents and its one write path.
+//! The cluster as Gangplank sees it: the mirrored objects, the indexes over them, and the soft
+//! state Gangplank holds itself (reservations, claims).
 //!
 //! Besides the mirrored objects (nodes, pods, PodGroups, Queues), the state keeps the indexes
 //! every decision needs, updated incrementally on each write so that reads are O(1):
@@ -14,7 +15,7 @@
 //!   *assumed* them) but that the API does not show bound yet. A reservation ends when the
 //!   pod's watch event shows it bound (its requests then count in `used`), when it is
 //!   released, or when the pod is deleted;
-//! - `claimed` per node: capacity held by gang claims (see [`crate::gang`]), summed.
+//! - `claimed` per node: capacity held by gang claims (see [`crate::claims`]), summed.
 //!
 //! The three per-node sums live with the node in one record ([`Nodes`]), so a candidate node
 //! costs one lookup by name.
@@ -29,8 +30,8 @@ use std::sync::Arc;
 
 use rustc_hash::{FxHashMap, FxHashSet};
 
-use super::model::{GroupKey, Node, Pod, PodGroup, Queue, Resources};
 use super::nodes::{Nodes, Sum};
+use super::objects::{GroupKey, Node, Pod, PodGroup, Queue, Resources};
 
 /// A pod the scheduler asked the extender to bind, not yet shown bound by the API.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -62,7 +63,7 @@ pub struct Slot {
 
 impl Claim {
     /// A claim without a deadline is the reservation of the group at the head of the
-    /// admission line (`crate::admission`), not a gang being placed.
+    /// admission line (`crate::admit`), not a gang being placed.
     pub fn reservation(&self) -> bool {
         self.deadline.is_none()
     }
@@ -139,7 +140,7 @@ pub struct Group {
     /// The pods that name the group, by UID: the same `Arc`s as [`State::pods`].
     pub members: BTreeMap<String, Member>,
     /// Why the extender last refused to claim room for the gang (written by
-    /// `crate::gang::claims::filter`, cleared when a claim succeeds): the controller shows it
+    /// `crate::claims::filter`, cleared when a claim succeeds): the controller shows it
     /// in the PodGroup's `Scheduled` condition while the gang waits.
     pub last_wait_reason: Option<String>,
 }
@@ -241,7 +242,7 @@ impl State {
             None => members
                 .iter()
                 .find_map(|p| p.queue.as_deref())
-                .unwrap_or(crate::api::labels::DEFAULT_QUEUE),
+                .unwrap_or(crate::model::names::DEFAULT_QUEUE),
         }
     }
 
@@ -488,7 +489,7 @@ impl State {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cache::model::PodPhase;
+    use crate::model::PodPhase;
 
     fn pod(uid: &str, node: Option<&str>, cpu: i64, group: Option<&str>) -> Pod {
         Pod {
@@ -717,7 +718,7 @@ mod tests {
         let key = GroupKey::new("ns", "g");
         let queued = |uid: &str, node: Option<&str>, group: Option<&str>| Pod {
             queue: Some("q".into()),
-            scheduling_gates: vec![crate::api::labels::ADMISSION_GATE.into()],
+            scheduling_gates: vec![crate::model::names::ADMISSION_GATE.into()],
             priority: 7,
             created: 100,
             ..pod(uid, node, 500, group)

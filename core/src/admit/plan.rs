@@ -89,12 +89,12 @@
 //! - Reclaim (taking back what queues borrowed beyond their share) and priority preemption are
 //!   not part of this pass: a group that waited only for room (reasons `DoesNotFit`,
 //!   `QueueOverShare`, `Reserved`, `OverdueReserved`) or for its queue's capability is listed
-//!   in [`Decision::short_of_room`], in the pass's order, for `crate::admission::reclaim`.
+//!   in [`Decision::short_of_room`], in the pass's order, for `crate::admit::reclaim`.
 //!
 //! **Cost.** The pass runs under the cache's read lock. It looks nothing up by name in its
 //! loops (queues by index, candidates by index, members straight from their group), reads no
 //! pod but those it admits (what it needs of each member is copied beside it in its group,
-//! [`crate::cache::Member`], and queue-only pods have their own index), sorts no names (groups
+//! [`crate::model::Member`], and queue-only pods have their own index), sorts no names (groups
 //! come in key order from the cache), formats no message (see [`Why`]), and scans nodes with
 //! per-shape first-fit cursors ([`Room`]). What is left is mostly walking the groups and
 //! copying each waiting group's key into the decision. `cargo bench --bench fair_share --
@@ -108,8 +108,8 @@ use rustc_hash::FxHashMap;
 
 use super::room::Room;
 pub use super::why::{Reason, Why};
-use crate::api::labels::DEFAULT_QUEUE;
-use crate::cache::{GroupKey, Member, Pod, Queue, Resources, State};
+use crate::model::names::DEFAULT_QUEUE;
+use crate::model::{GroupKey, Member, Pod, Queue, Resources, State};
 use crate::policy::fair_share::{self, QueueDemand};
 use crate::policy::queue_order::{
     AdmissionPass, DominantShare, Options, QueueSnapshot, WaitingGroup,
@@ -217,7 +217,7 @@ pub struct Decision {
     pub hold: Option<Hold>,
     /// The groups of `waiting` that passed every check but free room, or but their queue's
     /// capability (`RoomWait::capped`), in the pass's order: what reclaim and priority
-    /// preemption (`crate::admission::reclaim`) may make room for.
+    /// preemption (`crate::admit::reclaim`) may make room for.
     pub short_of_room: Vec<RoomWait>,
     /// Released members not yet placed (counted against the free room, not any node).
     pub in_flight: Resources,
@@ -1106,8 +1106,8 @@ fn admit(state: &State, book: Book, shares: Shares, now: i64) -> Decision {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::api::labels::ADMISSION_GATE;
-    use crate::cache::{Node, PodGroup, PodPhase, Reservation, ResourceId};
+    use crate::model::names::ADMISSION_GATE;
+    use crate::model::{Node, PodGroup, PodPhase, Reservation, ResourceId};
     use crate::policy::fair_share::Capability;
     use std::time::Duration;
 
@@ -1354,10 +1354,10 @@ mod tests {
         s.apply_node(Node {
             name: "cut-off".into(),
             allocatable: Resources::from([("cpu", 8_000), ("pods", 110)]),
-            taints: vec![crate::cache::Taint {
+            taints: vec![crate::model::Taint {
                 key: "node.kubernetes.io/unreachable".into(),
                 value: None,
-                effect: crate::cache::TaintEffect::NoExecute,
+                effect: crate::model::TaintEffect::NoExecute,
             }],
             ..Node::default()
         });
@@ -1777,8 +1777,8 @@ mod tests {
         // has more free, but moving there would hand n1's room to the groups behind.
         s.set_claim(
             &GroupKey::new("ns", "big"),
-            crate::cache::Claim {
-                slots: vec![crate::cache::Slot {
+            crate::model::Claim {
+                slots: vec![crate::model::Slot {
                     node: "n1".into(),
                     requests: Resources::from([("cpu", 2_000), ("pods", 1)]),
                 }],

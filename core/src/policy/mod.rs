@@ -4,7 +4,7 @@
 //! preemption may evict must be testable (unit and property tests), benchmarkable without a
 //! cluster, and shared by every caller (the extender's verbs, the admission loop's "does the
 //! whole gang fit now"). So nothing here touches the network, a lock or a clock: the functions
-//! take plain values from [`crate::cache::model`] and return decisions with reasons a user can
+//! take plain values from [`crate::model`] and return decisions with reasons a user can
 //! read. The extender and the loops translate wire types to these calls and back.
 //!
 //! - [`constraints`]: may this pod run on this node at all (cordon, taints, node selector,
@@ -21,7 +21,6 @@
 //!   queue below its share gets it (whole gangs, lowest priority and youngest first).
 
 pub mod constraints;
-pub mod convert;
 pub mod fair_share;
 pub mod placement;
 pub mod preemption;

@@ -85,13 +85,14 @@ pub struct Pod {
     /// `spec.nodeName`: set once the pod is bound.
     pub node_name: Option<String>,
     pub phase: PodPhase,
-    /// What the pod holds on its node: [`super::convert::pod_requests`] plus one `pods`.
+    /// What the pod holds on its node: its spec's requests (as the adapter's
+    /// `gangplank::cache::convert::pod_requests` reads them) plus one `pods`.
     pub requests: Resources,
     /// The PodGroup the pod's labels or annotations name (aliases included, see
-    /// `crate::api::labels::pod_group_of`), when the pod belongs to a gang.
+    /// `gangplank::api::labels::pod_group_of`), when the pod belongs to a gang.
     pub pod_group: Option<String>,
-    /// The queue the pod's own labels or annotations name (`crate::api::labels::queue_of`); the
-    /// group's and the namespace's defaults are applied by their readers.
+    /// The queue the pod's own labels or annotations name (`gangplank::api::labels::queue_of`);
+    /// the group's and the namespace's defaults are applied by their readers.
     pub queue: Option<String>,
     /// `spec.priority`, resolved by the API server from the priority class; 0 when unset.
     pub priority: i32,
@@ -123,7 +124,7 @@ impl Pod {
     pub fn awaits_admission(&self) -> bool {
         self.scheduling_gates
             .iter()
-            .any(|g| g == crate::api::labels::ADMISSION_GATE)
+            .any(|g| g == crate::model::names::ADMISSION_GATE)
     }
 }
 
@@ -182,10 +183,10 @@ pub struct PodGroup {
     /// fair-share order (the queue's bound applies when `None`).
     pub max_wait: Option<std::time::Duration>,
     /// `expectedRuntimeSeconds`: how long the gang runs once started, when its owner says;
-    /// lets it backfill room reserved for a larger group (see `crate::admission::plan`).
+    /// lets it backfill room reserved for a larger group (see `crate::admit::plan`).
     pub expected_runtime: Option<std::time::Duration>,
     /// `topologyKey`: a node label whose value every member's node must share (see
-    /// `crate::admission::plan`).
+    /// `crate::admit::plan`).
     pub topology_key: Option<String>,
 }
 
@@ -199,7 +200,7 @@ impl PodGroup {
             max_member: None,
             queue: queue.into(),
             schedule_timeout: std::time::Duration::from_secs(
-                crate::api::pod_group::DEFAULT_SCHEDULE_TIMEOUT_SECONDS
+                crate::model::names::DEFAULT_SCHEDULE_TIMEOUT_SECONDS
                     .unsigned_abs()
                     .into(),
             ),

@@ -76,7 +76,7 @@ const WELL_KNOWN: [&str; 6] = [
     "pods",
     "ephemeral-storage",
     "nvidia.com/gpu",
-    crate::api::labels::MANAGED_RESOURCE,
+    crate::model::names::MANAGED_RESOURCE,
 ];
 
 fn table() -> &'static RwLock<Vec<&'static str>> {

@@ -8,11 +8,11 @@
 
 use k8s_openapi::api::core::v1 as core;
 
-use super::constraints::{
+use gangplank_core::model::TaintEffect;
+use gangplank_core::policy::constraints::{
     Constraints, FieldRequirement, LabelOperator, LabelRequirement, NodeSelectorTerm, Toleration,
     TolerationOperator, decimal_integer,
 };
-use crate::cache::model::TaintEffect;
 
 /// The constraints of a pod; a pod without a spec has none.
 pub fn constraints_of(pod: &core::Pod) -> Constraints {

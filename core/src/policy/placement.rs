@@ -18,7 +18,7 @@
 //!
 //! Details, each chosen to keep the score deterministic and cheap:
 //! - Resources the pod requests nothing of are left out; so is the managed-pod marker
-//!   ([`crate::api::labels::MANAGED_RESOURCE`]), a cluster-level resource no node advertises.
+//!   ([`crate::model::names::MANAGED_RESOURCE`]), a cluster-level resource no node advertises.
 //! - A pod that requests nothing (BestEffort) is scored on the node's current cpu and memory
 //!   utilisation, the scheduler's default scoring resources.
 //! - A pod that does not fit (any requested resource would exceed allocatable) scores 0 under
@@ -30,7 +30,7 @@
 
 use std::fmt;
 
-use crate::cache::model::{ResourceId, Resources};
+use crate::model::{ResourceId, Resources};
 
 /// The highest score the extender protocol allows (`MaxExtenderPriority`).
 pub const MAX_SCORE: i64 = 10;
@@ -49,16 +49,7 @@ const PER_MILLE: i128 = 1000;
 
 /// How prioritize orders nodes for gang members.
 #[derive(
-    Debug,
-    Clone,
-    Copy,
-    Default,
-    PartialEq,
-    Eq,
-    Hash,
-    serde::Serialize,
-    serde::Deserialize,
-    clap::ValueEnum,
+    Debug, Clone, Copy, Default, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize,
 )]
 #[serde(rename_all = "lowercase")]
 pub enum Strategy {
@@ -70,6 +61,13 @@ pub enum Strategy {
 }
 
 impl Strategy {
+    pub const ALL: [Strategy; 2] = [Strategy::Binpack, Strategy::Spread];
+
+    /// The strategy named `name` (`binpack` or `spread`).
+    pub fn named(name: &str) -> Option<Strategy> {
+        Strategy::ALL.into_iter().find(|s| s.as_str() == name)
+    }
+
     pub fn as_str(self) -> &'static str {
         match self {
             Strategy::Binpack => "binpack",
@@ -147,7 +145,7 @@ pub fn utilisation_after(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::api::labels::MANAGED_RESOURCE;
+    use crate::model::names::MANAGED_RESOURCE;
 
     const GIB: i64 = 1 << 30;
 
@@ -256,8 +254,8 @@ mod tests {
 
     #[test]
     fn strategy_names_parse_from_the_command_line_and_config() {
-        use clap::ValueEnum;
-        assert_eq!(Strategy::from_str("spread", false), Ok(Strategy::Spread));
+        assert_eq!(Strategy::named("spread"), Some(Strategy::Spread));
+        assert_eq!(Strategy::named("tight"), None);
         assert_eq!(Strategy::default(), Strategy::Binpack);
         let parsed: Strategy = serde_json::from_str("\"binpack\"").unwrap();
         assert_eq!(parsed, Strategy::Binpack);

@@ -1,0 +1,17 @@
+//! The cluster model: nodes, pods, PodGroups and Queues as scheduling sees them ([`objects`]),
+//! resource amounts ([`resources`], [`quantity`]), per-node sums ([`nodes`]) and the whole
+//! cluster with Gangplank's own claims and reservations ([`state`]).
+
+pub mod names;
+pub mod nodes;
+pub mod objects;
+pub mod quantity;
+pub mod resources;
+pub mod state;
+
+pub use nodes::{NodeSlot, Nodes};
+pub use objects::{
+    GroupKey, NODE_CONDITION_TAINT_PREFIX, Node, Pod, PodGroup, PodPhase, Queue, Taint, TaintEffect,
+};
+pub use resources::{ResourceId, Resources};
+pub use state::{Claim, Group, Member, Reservation, Slot, State};

@@ -1,0 +1,18 @@
+//! The names Gangplank gives things in the API that the model and the policy read too: the
+//! admission gate, the marker resource, the default queue and the default gang timeout. The API
+//! types re-export them, so each is written once.
+
+/// Scheduling gate the mutating webhook puts on managed pods; the admission loop removes it when
+/// the pod's group is admitted.
+pub const ADMISSION_GATE: &str = "scheduling.gangplank.dev/admission";
+
+/// Extended resource (one unit, request and limit) that marks a pod as managed by Gangplank, so
+/// the scheduler sends only those pods to the extender (`managedResources`).
+pub const MANAGED_RESOURCE: &str = "scheduling.gangplank.dev/managed";
+
+/// Name of the queue that always exists and takes every managed pod that names no queue.
+pub const DEFAULT_QUEUE: &str = "default";
+
+/// How long placed members of a gang wait for quorum when `scheduleTimeoutSeconds` is unset
+/// (the same default as scheduler-plugins' coscheduling).
+pub const DEFAULT_SCHEDULE_TIMEOUT_SECONDS: i32 = 60;
