@@ -25,9 +25,9 @@
 use std::hint::black_box;
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
-use gangplank::admission::reclaim;
 use gangplank::api::labels::ADMISSION_GATE;
 use gangplank_core::admit::plan;
+use gangplank_core::admit::reclaim;
 use gangplank_core::model::State;
 use gangplank_core::model::{GroupKey, Node, Pod, PodGroup, PodPhase, Queue, Resources};
 use gangplank_core::policy::fair_share::{Capability, QueueDemand, deserved_shares};

@@ -3,7 +3,7 @@
 //! Everything lives in this library so tests and benchmarks reach it; `main.rs` only parses the
 //! command line. See `shared/DESIGN.md` for the map; each module's docs say why it exists.
 
-pub mod admission;
+pub mod admission_loop;
 pub mod api;
 pub mod cache;
 pub mod config;

@@ -25,7 +25,7 @@ use crate::cache::{self, Cache};
 use crate::config::ServeArgs;
 use crate::extender::{self, Capture, Extender, KubeBinder};
 use crate::stores::Stores;
-use crate::{admission, controller, health, metrics, tls, webhooks};
+use crate::{admission_loop, controller, health, metrics, tls, webhooks};
 
 /// How long open extender requests may run after the shutdown signal.
 pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(20);
@@ -103,15 +103,15 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     });
     let extender_router = extender::router(Arc::new(extender));
     let webhook_router = webhooks::router(Arc::new(webhooks));
-    let published = admission::published::Published::new();
+    let published = admission_loop::published::Published::new();
     let queue_series: metrics::Extra = Arc::new({
         let published = published.clone();
-        move |out: &mut String| admission::queue_series(&published, out)
+        move |out: &mut String| admission_loop::queue_series(&published, out)
     });
     let metrics_router = health::router(health::watches(cache.clone(), stores.clone()))
         .merge(metrics::router(prometheus.clone(), queue_series));
 
-    let admission_loop = tokio::spawn(admission::run(
+    let admission_loop = tokio::spawn(admission_loop::run(
         client.clone(),
         eviction_client,
         cache.clone(),

@@ -8,7 +8,7 @@
 //! Queues ([`stores`]), decides everything with pure functions ([`jobs`], [`orphans`],
 //! [`status`], [`queues`]) and then writes only what differs. What admission decided (each
 //! waiting group's reason, each queue's shares) is the admission loop's latest published
-//! outcome ([`crate::admission::published`]), not computed again here.
+//! outcome ([`crate::admission_loop::published`]), not computed again here.
 //!
 //! A pass runs when the cache or a store changes, at most every [`MIN_PASS_INTERVAL`], at
 //! least every [`MAX_PASS_INTERVAL`], and when a deferred write falls due. Writes are:
@@ -57,7 +57,7 @@ use kube::{Client, Resource, ResourceExt};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use crate::admission::published::{Outcome, Published};
+use crate::admission_loop::published::{Outcome, Published};
 use crate::api::{PodGroup, PodGroupPhase, PodGroupStatus, Queue, QueueStatus, labels};
 use crate::cache::Cache;
 use crate::metrics;
@@ -127,7 +127,7 @@ pub fn register_metrics() {
 
 /// Runs the controller until `shutdown`; `stores` must be running ([`Stores::run`]), and the
 /// admission loop publishing in `published` (the controller waits for its first pass, see
-/// [`crate::admission::published`]).
+/// [`crate::admission_loop::published`]).
 pub async fn run(
     client: Client,
     cache: Cache,

@@ -43,8 +43,8 @@
 //!
 //! Each pass's decision and reclaim's lines are [`published`] for the controller's statuses.
 
+pub mod evictions;
 pub mod published;
-pub mod reclaim;
 
 use std::collections::{BTreeSet, HashMap};
 use std::time::Duration;
@@ -80,7 +80,7 @@ pub enum Error {
 }
 
 /// Runs admission passes until `shutdown`, publishing each one's outcome in `published`;
-/// `evictions` is a client that does not retry HTTP 429 (see [`reclaim::Reclaimer::new`]).
+/// `evictions` is a client that does not retry HTTP 429 (see [`evictions::Reclaimer::new`]).
 pub async fn run(
     client: Client,
     evictions: Client,
@@ -89,7 +89,7 @@ pub async fn run(
     shutdown: CancellationToken,
 ) {
     let mut recently: HashMap<String, Instant> = HashMap::new();
-    let mut reclaimer = reclaim::Reclaimer::new(evictions);
+    let mut reclaimer = evictions::Reclaimer::new(evictions);
     let mut held: Option<plan::Hold> = None;
     loop {
         tokio::select! {
@@ -105,10 +105,12 @@ pub async fn run(
         let (decision, mut reclaims) = cache.read(|s| {
             reclaimer.settle(s, now);
             let decision = plan::decide_after(s, &|uid| recently.contains_key(uid));
-            let reclaims =
-                reclaim::plan(s, &decision, &|uid| reclaimer.is_evicting(uid), &|group| {
-                    reclaimer.is_refused(group)
-                });
+            let reclaims = gangplank_core::admit::reclaim::plan(
+                s,
+                &decision,
+                &|uid| reclaimer.is_evicting(uid),
+                &|group| reclaimer.is_refused(group),
+            );
             (decision, reclaims)
         });
         ::metrics::gauge!(metrics::ADMISSION_WAITING_GROUPS).set(decision.waiting.len() as f64);
