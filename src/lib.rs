@@ -10,6 +10,7 @@ pub mod config;
 pub mod controller;
 pub mod crdgen;
 pub mod dashboard;
+pub mod events;
 pub mod extender;
 pub mod health;
 pub mod metrics;

@@ -33,7 +33,7 @@ use tokio::time::Instant;
 use gangplank_core::admit::reclaim::{Cause, GangVictim, Plan, Reclaim, Victim};
 use gangplank_core::model::{GroupKey, State};
 
-use crate::controller::events::{Event, Publisher};
+use crate::events::{Event, Publisher};
 use crate::metrics;
 
 /// How long a gang whose eviction a PodDisruptionBudget refused is left out of reclaim.
@@ -278,7 +278,7 @@ fn pod_group_reference(group: &GroupKey) -> ObjectReference {
 
 /// What a victim's Events are about: the pod.
 fn pod_reference(pod: &Victim) -> ObjectReference {
-    crate::controller::events::pod_reference(&pod.namespace, &pod.name, &pod.uid)
+    crate::events::pod_reference(&pod.namespace, &pod.name, &pod.uid)
 }
 
 /// What a gang victim's Events are about: the PodGroup, or the lone pod.

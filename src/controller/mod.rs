@@ -33,7 +33,6 @@
 //! list would make it create PodGroups that exist and report empty queues). It does not elect
 //! a leader: run one replica, as for the admission loop.
 
-pub mod events;
 pub mod jobs;
 pub mod observe;
 pub mod orphans;
@@ -60,9 +59,9 @@ use tokio_util::sync::CancellationToken;
 use crate::admission_loop::published::{Outcome, Published};
 use crate::api::{PodGroup, PodGroupPhase, PodGroupStatus, Queue, QueueStatus, labels};
 use crate::cache::Cache;
+use crate::events::{self, Event, Limiter, Publisher};
 use crate::metrics;
 use crate::stores::Stores;
-use events::{Event, Limiter, Publisher};
 use gangplank_core::admit::plan;
 use gangplank_core::model::GroupKey;
 use observe::Observation;
@@ -94,12 +93,6 @@ pub enum Error {
     },
     #[error("failed to create the default Queue: {0}")]
     DefaultQueue(kube::Error),
-    #[error("failed to emit Event {reason} on {object}: {why}")]
-    Event {
-        reason: String,
-        object: String,
-        why: kube::Error,
-    },
 }
 
 /// Kinds whose status the controller writes, as metric labels.
@@ -654,7 +647,7 @@ impl Controller {
 
     async fn publish(&self, events: Vec<Event>) {
         let publisher = &self.publisher;
-        let results: Vec<Result<(), Error>> = futures::stream::iter(events)
+        let results: Vec<Result<(), events::Error>> = futures::stream::iter(events)
             .map(|e| async move { publisher.publish(&e).await })
             .buffer_unordered(WRITE_CONCURRENCY)
             .collect()
@@ -663,7 +656,7 @@ impl Controller {
             let outcome = match result {
                 Ok(()) => "ok",
                 // The object's namespace is being deleted: nobody will read the Event.
-                Err(Error::Event {
+                Err(events::Error {
                     why: kube::Error::Api(status),
                     ..
                 }) if status.is_forbidden() && status.message.contains("being terminated") => {

@@ -32,7 +32,7 @@ impl PodRef {
 
     /// The pod as an Event's `regarding`.
     pub fn reference(&self) -> ObjectReference {
-        super::events::pod_reference(&self.namespace, &self.name, &self.uid)
+        crate::events::pod_reference(&self.namespace, &self.name, &self.uid)
     }
 }
 

@@ -25,9 +25,9 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use crate::api::PodGroupStatus;
 use gangplank_core::model::GroupKey;
 
-use super::events::Event;
 use super::observe::PodRef;
 use super::status::{ADMITTED, ADMITTING, NO_MEMBERS, SCHEDULED};
+use crate::events::Event;
 
 /// Reason of the Events on a group (and its pods) that the admission loop holds back.
 pub const WAITING_FOR_ADMISSION: &str = "WaitingForAdmission";

@@ -1,4 +1,5 @@
-//! Events on Jobs, pods and PodGroups, rate-limited.
+//! Events on Jobs, pods and PodGroups, rate-limited: written by the controller and by the
+//! admission loop's evictions.
 //!
 //! The same Event (same object, reason and message) is emitted at most once per
 //! [`REPEAT_AFTER`] (so a flapping group does not repeat itself either), and at most
@@ -22,7 +23,14 @@ use kube::api::{Api, PostParams};
 use kube::{Client, Resource};
 use tokio::time::Instant;
 
-use super::Error;
+/// An Event the API server did not take.
+#[derive(Debug, thiserror::Error)]
+#[error("failed to emit Event {reason} on {object}: {why}")]
+pub struct Error {
+    pub reason: String,
+    pub object: String,
+    pub why: kube::Error,
+}
 
 /// The same Event on the same object is not emitted again within this time.
 pub const REPEAT_AFTER: Duration = Duration::from_secs(5 * 60);
@@ -130,7 +138,7 @@ impl Publisher {
         )
         .await
         .map(|_| ())
-        .map_err(|why| Error::Event {
+        .map_err(|why| Error {
             reason: event.reason.clone(),
             object: format!(
                 "{}/{}",
