@@ -28,6 +28,7 @@ use crate::model::{
     Claim, GroupKey, Node, NodeSlot, Pod, PodGroup, Reservation, ResourceId, Resources, Slot, State,
 };
 use crate::policy::constraints::{Constraints, feasible};
+use crate::policy::fit::{first_fit, size};
 use crate::policy::placement::Strategy;
 
 /// How the verdict on one filter call is phrased to the scheduler. Borrows the candidates'
@@ -205,7 +206,7 @@ pub fn filter<'a, S: AsRef<str>>(
                 )
             }
             Err(fitted) => {
-                let never = fitted_on_empty(state, &shapes, constraints) < shapes.len();
+                let never = !fits_on_empty(state, &shapes, constraints);
                 let why = waiting_message(&key, &group, &shapes, placed, fitted, never);
                 // Kept for the PodGroup's status (the controller reads it).
                 state.set_wait_reason(&key, Some(why.clone()));
@@ -446,23 +447,14 @@ fn member_shapes(state: &State, key: &GroupKey, pod: &Pod, needed: usize) -> Vec
         .filter(|p| !state.reservations.contains_key(&p.uid))
         .map(|p| p.requests.clone())
         .collect();
-    others.sort_by_key(|r| std::cmp::Reverse(weight(r)));
+    others.sort_by_key(|r| std::cmp::Reverse(size(r)));
     let mut shapes = vec![pod.requests.clone()];
     shapes.extend(others.into_iter().take(needed.saturating_sub(1)));
     while shapes.len() < needed {
         shapes.push(pod.requests.clone());
     }
-    shapes.sort_by_key(|r| std::cmp::Reverse(weight(r)));
+    shapes.sort_by_key(|r| std::cmp::Reverse(size(r)));
     shapes
-}
-
-/// A rough size for ordering members: GPUs dominate, then CPU, then memory.
-fn weight(r: &Resources) -> (i64, i64, i64) {
-    (
-        r.amount(ResourceId::GPU),
-        r.amount(ResourceId::CPU),
-        r.amount(ResourceId::MEMORY),
-    )
 }
 
 /// Places `shapes` greedily on feasible nodes in what is free and unclaimed. Returns the slots,
@@ -602,32 +594,13 @@ impl PartialEq for Candidate<'_> {
 
 impl Eq for Candidate<'_> {}
 
-/// How many of `shapes` fit on the feasible nodes if they were empty: fewer than all means the
-/// gang can never run on this cluster as it is. First fit, in the nodes' record order; a run of
-/// equal shapes resumes where the previous one fitted, since the nodes before it had no room
-/// for that shape and only lose room.
-fn fitted_on_empty(state: &State, shapes: &[Resources], constraints: &Constraints) -> usize {
-    let nodes: Vec<&Node> = feasible_nodes(state, constraints).collect();
-    // What is left on the nodes used so far, by position in `nodes`.
-    let mut used: FxHashMap<usize, Resources> = FxHashMap::default();
-    let mut from = 0;
-    for (fitted, shape) in shapes.iter().enumerate() {
-        if fitted > 0 && shapes[fitted - 1] != *shape {
-            from = 0;
-        }
-        let found = (from..nodes.len()).find(|i| {
-            let room = used.get(i).unwrap_or(&nodes[*i].allocatable);
-            shape.fits_in(room)
-        });
-        let Some(i) = found else {
-            return fitted;
-        };
-        used.entry(i)
-            .or_insert_with(|| nodes[i].allocatable.clone())
-            .sub(shape);
-        from = i;
-    }
-    shapes.len()
+/// Whether all of `shapes` fit on the feasible nodes if they were empty: if not, the gang can
+/// never run on this cluster as it is. Placed by [`first_fit`], in the nodes' record order.
+fn fits_on_empty(state: &State, shapes: &[Resources], constraints: &Constraints) -> bool {
+    let empty: Vec<Resources> = feasible_nodes(state, constraints)
+        .map(|n| n.allocatable.clone())
+        .collect();
+    first_fit(&empty, shapes).is_ok()
 }
 
 fn feasible_nodes<'a>(
@@ -682,7 +655,7 @@ fn take_slot(
                 .iter()
                 .enumerate()
                 .filter(|(_, s)| covering(s))
-                .min_by_key(|(_, s)| weight(&s.requests))
+                .min_by_key(|(_, s)| size(&s.requests))
                 .map(|(i, _)| i)
         })
         .or_else(|| {
@@ -690,7 +663,7 @@ fn take_slot(
                 .slots
                 .iter()
                 .enumerate()
-                .max_by_key(|(_, s)| weight(&s.requests))
+                .max_by_key(|(_, s)| size(&s.requests))
                 .map(|(i, _)| i)
         });
     if let Some(i) = index {
@@ -1190,7 +1163,7 @@ mod tests {
                         Resources::from([("cpu", cpu * 1000), ("nvidia.com/gpu", *gpu), ("pods", 1)])
                     })
                     .collect();
-                shapes.sort_by_key(|r| std::cmp::Reverse(weight(r)));
+                shapes.sort_by_key(|r| std::cmp::Reverse(size(r)));
                 let strategy = if spread { Strategy::Spread } else { Strategy::Binpack };
                 prop_assert_eq!(
                     plan(&s, &shapes, &Constraints::default(), strategy, false),

@@ -820,4 +820,122 @@ mod tests {
         assert!(plan.reclaims.is_empty());
         assert!(plan.waiting.is_empty());
     }
+
+    mod agreement {
+        use proptest::prelude::*;
+
+        use super::*;
+
+        const GIB: i64 = 1 << 30;
+
+        /// Nodes as (CPUs, GiB); queue a's running gangs, each a list of members as (CPUs,
+        /// GiB); queue b's waiting gang, the same way.
+        type Scenario = (Vec<(i64, i64)>, Vec<Vec<(i64, i64)>>, Vec<(i64, i64)>);
+
+        fn scenario() -> impl Strategy<Value = Scenario> {
+            let member = (1i64..5, 1i64..9);
+            (
+                prop::collection::vec((4i64..17, 4i64..33), 1..5),
+                prop::collection::vec(prop::collection::vec(member.clone(), 1..4), 4..24),
+                prop::collection::vec(member, 1..4),
+            )
+        }
+
+        fn requests((cpus, gib): (i64, i64)) -> Resources {
+            Resources::from([("cpu", cpus * 1_000), ("memory", gib * GIB), ("pods", 1)])
+        }
+
+        /// Queues a and b of weight 1 on the nodes; a's gangs run where they fit (first fit in
+        /// the order given, a gang that does not fit whole is left out); b's gang waits.
+        fn build((nodes, running, waiting): Scenario) -> State {
+            let mut s = State::default();
+            s.apply_queue(Queue::new("a"));
+            s.apply_queue(Queue::new("b"));
+            let mut free = Vec::new();
+            for (i, &(cpus, gib)) in nodes.iter().enumerate() {
+                let allocatable =
+                    Resources::from([("cpu", cpus * 1_000), ("memory", gib * GIB), ("pods", 110)]);
+                free.push(allocatable.clone());
+                s.apply_node(Node {
+                    name: format!("n{i}"),
+                    allocatable,
+                    ..Default::default()
+                });
+            }
+            let gang = |s: &mut State, name: String, queue, members: &[(i64, i64)], at| {
+                s.apply_pod_group(PodGroup::new(
+                    GroupKey::new("ns", name.as_str()),
+                    members.len() as u32,
+                    queue,
+                ));
+                for (i, (&shape, node)) in members.iter().zip(at).enumerate() {
+                    s.apply_pod(running_on(
+                        node,
+                        Pod {
+                            uid: format!("{name}-{i}"),
+                            namespace: "ns".into(),
+                            name: format!("{name}-{i}"),
+                            pod_group: Some(name.clone()),
+                            created: 1,
+                            requests: requests(shape),
+                            ..Default::default()
+                        },
+                    ));
+                }
+            };
+            for (g, members) in running.iter().enumerate() {
+                let mut left = free.clone();
+                let mut at = Vec::new();
+                for &shape in members {
+                    let r = requests(shape);
+                    let Some(n) = left.iter().position(|f| r.fits_in(f)) else {
+                        break;
+                    };
+                    left[n].sub(&r);
+                    at.push(Some(format!("n{n}")));
+                }
+                if at.len() == members.len() {
+                    free = left;
+                    gang(&mut s, format!("a{g}"), "a", members, at);
+                }
+            }
+            gang(&mut s, "b".into(), "b", &waiting, vec![None; waiting.len()]);
+            s
+        }
+
+        fn admitted(decision: &Decision, group: &GroupKey) -> bool {
+            decision
+                .admit
+                .iter()
+                .any(|a| a.group.as_ref() == Some(group))
+        }
+
+        proptest! {
+            #![proptest_config(ProptestConfig::with_cases(2048))]
+
+            /// Reclaim and admission place gangs by one model: when reclaim evicts for a
+            /// group, the admission pass that follows the evictions admits that group.
+            #[test]
+            fn a_group_reclaim_makes_room_for_is_admitted_once_its_victims_are_gone(
+                s in scenario()
+            ) {
+                let mut state = build(s);
+                let b = GroupKey::new("ns", "b");
+                let plan = plan(&state, &decide(&state), &|_| false, &|_| false);
+                let Some(reclaim) = plan.reclaims.iter().find(|r| r.group == b) else {
+                    return Ok(());
+                };
+                for pod in reclaim.victims.iter().flat_map(|v| &v.pods) {
+                    state.delete_pod(&pod.uid);
+                }
+                let after = decide(&state);
+                prop_assert!(
+                    admitted(&after, &b),
+                    "evicted {:?} for b, which still waits: {:?}",
+                    victims(&plan),
+                    after.waiting.iter().find(|w| w.group == b).map(|w| w.why.to_string())
+                );
+            }
+        }
+    }
 }

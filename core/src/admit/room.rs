@@ -5,10 +5,10 @@
 //! unused guarantees (room a queue may not take). See [`super::plan`] for how the pass uses it,
 //! and [`Room::reserve`] for how the head's reservation is chosen.
 
-use std::cmp::Reverse;
 use std::collections::BTreeMap;
 
-use crate::model::{ResourceId, Resources, State};
+use crate::model::{Resources, State};
+use crate::policy::fit::{biggest_first, size};
 
 /// Free room during a pass.
 pub(super) struct Room<'s> {
@@ -50,18 +50,16 @@ impl<'s> Room<'s> {
     /// placed yet), with `queues` slots of guarantees (set them with
     /// [`Room::set_unused_guarantee`]).
     pub fn new(state: &'s State, in_flight: &Resources, queues: usize) -> Room<'s> {
-        let mut nodes: Vec<(
+        let nodes: Vec<(
             &'s str,
             &'s Resources,
             Resources,
             &'s BTreeMap<String, String>,
         )> = state
-            .nodes
-            .values()
-            .filter(|n| n.takes_new_pods())
+            .schedulable_nodes()
+            .into_iter()
             .map(|n| (n.name.as_str(), &n.allocatable, state.free_on(n), &n.labels))
             .collect();
-        nodes.sort_unstable_by_key(|(name, ..)| *name);
         let mut total = Resources::new();
         for (_, _, free, _) in &nodes {
             total.add(&at_least_zero(free));
@@ -121,8 +119,7 @@ impl<'s> Room<'s> {
     /// Places every pod of `need` on some node (biggest first, first fit), or says which
     /// request finds no node. Changes nothing unless all are placed.
     pub fn place(&mut self, need: &[&Resources]) -> Result<(), Resources> {
-        let mut pods: Vec<&Resources> = need.to_vec();
-        pods.sort_by_key(|r| Reverse(weight(r)));
+        let pods = biggest_first(need.iter().copied());
         let mut placed: Vec<(usize, &Resources)> = Vec::with_capacity(pods.len());
         for pod in pods {
             match self.first_fit(pod) {
@@ -161,8 +158,7 @@ impl<'s> Room<'s> {
         key: &str,
         pinned: Option<&str>,
     ) -> Result<&'s str, Option<Resources>> {
-        let mut pods: Vec<&Resources> = need.to_vec();
-        pods.sort_by_key(|r| Reverse(weight(r)));
+        let pods = biggest_first(need.iter().copied());
         let value = |at: usize| self.labels[at].get(key).map(String::as_str);
         let mut domains: Vec<&'s str> = (0..self.nodes.len())
             .filter_map(|at| self.labels[at].get(key).map(String::as_str))
@@ -196,10 +192,7 @@ impl<'s> Room<'s> {
             for f in &free {
                 left.add(&at_least_zero(f));
             }
-            if best
-                .as_ref()
-                .is_none_or(|(_, _, l)| weight(&left) < weight(l))
-            {
+            if best.as_ref().is_none_or(|(_, _, l)| size(&left) < size(l)) {
                 best = Some((domain, placed, left));
             }
         }
@@ -219,8 +212,7 @@ impl<'s> Room<'s> {
     /// expected to finish before the head could start. Takes the reservation last, node by
     /// node, so that what it leaves of it stays held.
     pub fn place_in_reservation(&mut self, need: &[&Resources]) -> Result<(), Resources> {
-        let mut pods: Vec<&Resources> = need.to_vec();
-        pods.sort_by_key(|r| Reverse(weight(r)));
+        let pods = biggest_first(need.iter().copied());
         let mut with_held: Vec<Resources> = self.nodes.clone();
         for (at, held) in &self.held {
             with_held[*at].add(held);
@@ -300,8 +292,7 @@ impl<'s> Room<'s> {
         held_before: &dyn Fn(&str) -> bool,
     ) -> bool {
         let mut budget = budget.clone();
-        let mut pods: Vec<&Resources> = need.to_vec();
-        pods.sort_by_key(|r| Reverse(weight(r)));
+        let pods = biggest_first(need.iter().copied());
         let mut capacity: Vec<(usize, Resources)> = Vec::new();
         let mut held: Vec<(usize, Resources)> = Vec::new();
         let mut free: Vec<(usize, Resources)> = Vec::new();
@@ -316,7 +307,7 @@ impl<'s> Room<'s> {
                 let now = find(&free, at).unwrap_or(&self.nodes[at]);
                 let score = (
                     held_before(self.names[at]),
-                    weight(&at_least_zero(now).min_of(pod)),
+                    size(&at_least_zero(now).min_of(pod)),
                 );
                 if best.is_none_or(|(_, b)| score > b) {
                     best = Some((at, score));
@@ -374,16 +365,6 @@ fn upsert(list: &mut Vec<(usize, Resources)>, at: usize, value: Resources) {
     }
 }
 
-/// Which members to place first, and which node is closest to fitting one: GPUs, then CPU,
-/// then memory.
-fn weight(r: &Resources) -> (i64, i64, i64) {
-    (
-        r.amount(ResourceId::GPU),
-        r.amount(ResourceId::CPU),
-        r.amount(ResourceId::MEMORY),
-    )
-}
-
 pub(super) fn at_least_zero(r: &Resources) -> Resources {
     let mut out = Resources::new();
     for (id, amount) in r.ids() {
@@ -392,4 +373,53 @@ pub(super) fn at_least_zero(r: &Resources) -> Resources {
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+
+    use super::*;
+    use crate::model::Node;
+    use crate::policy::fit::first_fit;
+
+    fn requests((cpus, gib): (i64, i64)) -> Resources {
+        Resources::from([("cpu", cpus * 1_000), ("memory", gib << 30)])
+    }
+
+    proptest! {
+        /// The pass's placement, which skips nodes known too full for a shape, places every
+        /// group where the one placement model does, group after group.
+        #[test]
+        fn the_pass_places_every_group_where_first_fit_does(
+            nodes in prop::collection::vec((1i64..17, 1i64..33), 1..12),
+            groups in prop::collection::vec(
+                prop::collection::vec((1i64..5, 1i64..9), 1..6),
+                1..12,
+            ),
+        ) {
+            let mut state = State::default();
+            for (i, &shape) in nodes.iter().enumerate() {
+                state.apply_node(Node {
+                    name: format!("n{i:02}"),
+                    allocatable: requests(shape),
+                    ..Default::default()
+                });
+            }
+            let mut room = Room::new(&state, &Resources::new(), 0);
+            let mut model: Vec<Resources> = nodes.iter().map(|&s| requests(s)).collect();
+            for group in groups {
+                let need: Vec<Resources> = group.into_iter().map(requests).collect();
+                let placed = room.place(&need.iter().collect::<Vec<_>>());
+                let expected = first_fit(&model, &need);
+                prop_assert_eq!(placed.is_ok(), expected.is_ok());
+                if let Ok(at) = expected {
+                    for (node, pod) in at {
+                        model[node].sub(pod);
+                    }
+                }
+                prop_assert_eq!(&room.nodes, &model);
+            }
+        }
+    }
 }

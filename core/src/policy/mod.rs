@@ -22,6 +22,7 @@
 
 pub mod constraints;
 pub mod fair_share;
+pub mod fit;
 pub mod placement;
 pub mod preemption;
 pub mod queue_order;

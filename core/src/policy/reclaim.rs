@@ -37,7 +37,7 @@
 //!   lowest priority first, then youngest first (the least work lost), then by key.
 //! - **Only what it needs, and never for nothing.** Candidates are taken in that order until
 //!   the group fits (the same test as admission: the sum of the room, less other queues' unused
-//!   guarantees and pods on their way to a node, and each member placed first-fit on a node),
+//!   guarantees and pods on their way to a node, and each member placed by [`crate::policy::fit`]),
 //!   then every victim whose room turns out not to be needed is put back (latest first). If
 //!   taking every allowed candidate would still not make the group fit, nothing is evicted.
 //!
@@ -84,6 +84,7 @@ use std::fmt::Debug;
 
 use crate::model::resources::{ResourceId, Resources};
 use crate::policy::fair_share::Capability;
+use crate::policy::fit::first_fit;
 
 /// A queue as reclaim sees it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -613,7 +614,7 @@ impl World {
         if !short.is_empty() {
             return Some(short);
         }
-        let pod = fit(&self.nodes, need).err()?;
+        let pod = first_fit(&self.nodes, need).err()?;
         let scarce: Vec<ResourceId> = pod
             .ids()
             .filter(|&(id, amount)| self.nodes.iter().all(|n| n.amount(id) < amount))
@@ -632,7 +633,7 @@ impl World {
     /// Books the room of a group that fits.
     fn admit<K>(&mut self, input: &Input<K>, s: &Starved<K>) {
         // It fits, so every member is placed.
-        for (at, pod) in fit(&self.nodes, &s.need).unwrap_or_default() {
+        for (at, pod) in first_fit(&self.nodes, &s.need).unwrap_or_default() {
             self.free.sub_positive(&self.nodes[at]);
             self.nodes[at].sub(pod);
             self.free.add_positive(&self.nodes[at]);
@@ -641,55 +642,14 @@ impl World {
     }
 }
 
-/// Places every pod of `need` as [`fit`] says; `nodes` is changed only when all are placed.
+/// Places every pod of `need` as [`first_fit`] says; `nodes` is changed only when all are
+/// placed.
 #[cfg(test)]
 fn place(nodes: &mut [Resources], need: &[Resources]) -> Result<(), Resources> {
-    for (at, pod) in fit(nodes, need)? {
+    for (at, pod) in first_fit(nodes, need).map_err(Resources::clone)? {
         nodes[at].sub(pod);
     }
     Ok(())
-}
-
-/// Where each pod of `need` goes, biggest first, first fit (as admission does), without
-/// changing `nodes`; or the first pod that finds no node.
-fn fit<'a>(
-    nodes: &[Resources],
-    need: &'a [Resources],
-) -> Result<Vec<(usize, &'a Resources)>, Resources> {
-    let mut pods: Vec<&Resources> = need.iter().collect();
-    pods.sort_by_key(|r| std::cmp::Reverse((r.amount(ResourceId::GPU), r.amount(ResourceId::CPU))));
-    // What the pods placed so far take, per node they went to (a gang is a handful of pods).
-    let mut used: Vec<(usize, Resources)> = Vec::new();
-    let mut out = Vec::with_capacity(pods.len());
-    // The previous pod and its node: a pod of the same requests (a gang's members mostly are)
-    // fits on none of the nodes before that one, as placing pods only takes room.
-    let mut previous: Option<(&Resources, usize)> = None;
-    for pod in pods {
-        let start = match previous {
-            Some((shape, at)) if shape == pod => at,
-            _ => 0,
-        };
-        let found = nodes[start..]
-            .iter()
-            .enumerate()
-            .position(
-                |(i, free)| match used.iter().find(|(n, _)| *n == start + i) {
-                    Some((_, taken)) => pod.fits_in_after(free, taken),
-                    None => pod.fits_in(free),
-                },
-            )
-            .map(|i| start + i);
-        let Some(at) = found else {
-            return Err(pod.clone());
-        };
-        previous = Some((pod, at));
-        match used.iter_mut().find(|(n, _)| *n == at) {
-            Some((_, taken)) => taken.add(pod),
-            None => used.push((at, pod.clone())),
-        }
-        out.push((at, pod));
-    }
-    Ok(out)
 }
 
 #[cfg(test)]
