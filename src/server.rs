@@ -21,10 +21,10 @@ use anyhow::Context;
 use axum::Router;
 use tokio_util::sync::CancellationToken;
 
+use crate::cache::stores::Stores;
 use crate::cache::{self, Cache};
 use crate::config::ServeArgs;
 use crate::extender::{self, Capture, Extender, KubeBinder};
-use crate::stores::Stores;
 use crate::{admission_loop, controller, health, metrics, tls, webhooks};
 
 /// How long open extender requests may run after the shutdown signal.
@@ -129,6 +129,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         watch,
         webhook_watch,
         upkeep,
+        (),
         admission_loop,
         controller_loop,
         metrics_server,
@@ -138,6 +139,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         cache::watch::run(client.clone(), cache.clone(), shutdown.clone()),
         stores.run(store_writers, client, cache.clone(), shutdown.clone()),
         metrics::run_upkeep(prometheus, shutdown.clone()),
+        extender::expiry::run(cache.clone(), shutdown.clone()),
         cancel_on_error(
             supervise("admission loop", admission_loop, &shutdown),
             &shutdown

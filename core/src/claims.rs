@@ -11,11 +11,12 @@
 //! first one's capacity is released, and its members are filtered out meanwhile.
 //!
 //! A claim ends when the gang reaches quorum (its members are reserved or bound), when it
-//! expires (no member filtered or reserved within the gang's schedule timeout), or when its
-//! PodGroup is deleted.
+//! expires (no member filtered or reserved within the gang's schedule timeout: [`expire`], which
+//! filter and bind call on their way and the extender's timer calls in a quiet cluster), or when
+//! its PodGroup is deleted.
 //!
-//! Everything here is pure: it reads and writes a [`State`] under the cache's lock and takes
-//! the time as an argument, so tests drive it step by step.
+//! Everything here is pure: it reads and writes a [`State`] and takes the time as an argument
+//! (the adapters pass tokio's clock), so tests drive it step by step.
 
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BinaryHeap};
@@ -164,7 +165,7 @@ pub fn filter<'a, S: AsRef<str>>(
 ) -> Result<Verdict<'a>, Error> {
     let Some(key) = GroupKey::of(pod) else {
         if pod.queue.is_some() {
-            expire_claims(state, now);
+            expire(state, now);
             return Ok(per_node(state, pod, candidates, &FxHashSet::default()));
         }
         return Ok(Verdict {
@@ -172,7 +173,7 @@ pub fn filter<'a, S: AsRef<str>>(
             ..Verdict::default()
         });
     };
-    expire_claims(state, now);
+    expire(state, now);
     let group = spec(state, pod, &key)?;
     let placed = placed_members(state, &key, &pod.uid);
     if let Some(max) = group.max_member
@@ -323,17 +324,29 @@ fn spec(state: &State, pod: &Pod, key: &GroupKey) -> Result<PodGroup, Error> {
         })
 }
 
-fn expire_claims(state: &mut State, now: Instant) {
+/// Whether some claim's deadline has passed at `now`: [`expire`] would change something.
+pub fn any_expired(state: &State, now: Instant) -> bool {
+    state
+        .claims
+        .values()
+        .any(|c| c.deadline.is_some_and(|d| d <= now))
+}
+
+/// Drops every claim whose deadline has passed at `now` (no member placed within the gang's
+/// timeout, or a head's reservation that outlived its own); returns how many. Filter and bind
+/// call it on their way, and a timer calls it in a quiet cluster.
+pub fn expire(state: &mut State, now: Instant) -> usize {
     let expired: Vec<GroupKey> = state
         .claims
         .iter()
         .filter(|(_, c)| c.deadline.is_some_and(|d| d <= now))
         .map(|(k, _)| k.clone())
         .collect();
-    for key in expired {
+    for key in &expired {
         tracing::info!(group = %key, "gang claim expired: no member placed within its timeout");
-        state.drop_claim(&key);
+        state.drop_claim(key);
     }
+    expired.len()
 }
 
 /// Judges each candidate node for `pod`: a node passes where the pod fits in its own gang's
@@ -1005,6 +1018,22 @@ mod tests {
         let later = now + Duration::from_secs(31);
         assert_eq!(run(&mut s, &b0, later).passed.len(), 2);
         assert!(!s.claims.contains_key(&GroupKey::new("ns", "a")));
+    }
+
+    #[test]
+    fn expiry_without_any_filter_call_drops_only_the_claims_past_their_deadline() {
+        let mut s = cluster(2, 8);
+        let a = group(&mut s, "a", 2);
+        let now = Instant::now();
+        let a0 = member(&mut s, "a", 0, 4);
+        run(&mut s, &a0, now);
+        assert!(!any_expired(&s, now + Duration::from_secs(29)));
+        assert_eq!(expire(&mut s, now + Duration::from_secs(29)), 0);
+        assert!(s.claims.contains_key(&a));
+        assert!(any_expired(&s, now + Duration::from_secs(30)));
+        assert_eq!(expire(&mut s, now + Duration::from_secs(30)), 1);
+        assert!(s.claims.is_empty());
+        assert_eq!(s.claimed_on("n0").get("cpu"), 0);
     }
 
     #[test]

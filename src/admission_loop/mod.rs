@@ -175,7 +175,7 @@ fn hold_room(
                     .iter()
                     .any(|a| a.group.as_ref() == Some(&before.group)) =>
             {
-                state.place_reservation(&before.group, std::time::Instant::now() + timeout)
+                state.place_reservation(&before.group, Instant::now().into_std() + timeout)
             }
             _ => {
                 state.drop_claim(&before.group);

@@ -50,7 +50,7 @@ pub async fn filter(State(extender): State<Arc<Extender>>, Body(verb, body): Bod
                     &constraints,
                     &candidates,
                     &settings,
-                    std::time::Instant::now(),
+                    tokio::time::Instant::now().into_std(),
                 );
                 ::metrics::gauge!(crate::metrics::GANG_CLAIMS).set(s.claims.len() as f64);
                 verdict

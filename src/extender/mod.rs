@@ -1,7 +1,7 @@
 //! The kube-scheduler HTTP extender: `POST /scheduler/{filter,prioritize,preempt,bind}`.
 //!
 //! Why it exists: it is how Gangplank takes part in the stock scheduler's decisions without
-//! replacing it (see `shared/DESIGN.md`). This module is a thin adapter: it decodes the wire
+//! replacing it (see `docs/DESIGN.md`). This module is a thin adapter: it decodes the wire
 //! format ([`wire`], exactly what a stock kube-scheduler sends), asks for a decision, and
 //! encodes the answer. Requests never panic on bad input: a body that is not the expected JSON
 //! gets HTTP 400 with the decoder's reason, and a request that decodes but cannot be served
@@ -20,6 +20,7 @@
 pub mod binder;
 pub mod capture;
 pub mod encode;
+pub mod expiry;
 pub mod handlers;
 pub mod permit;
 mod scan;

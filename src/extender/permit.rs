@@ -129,7 +129,7 @@ impl Permits {
                 &display,
                 &request.node,
                 &self.settings,
-                std::time::Instant::now(),
+                Instant::now().into_std(),
             )
         });
         let step = match reserved {

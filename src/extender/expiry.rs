@@ -1,0 +1,101 @@
+//! The timer that expires gang claims in a quiet cluster. Filter and bind expire claims on
+//! their way, but when no call comes (the scheduler gave up on a gang, or nothing else is
+//! pending), a dead gang's claim would hold its room past its timeout. This task checks every
+//! [`CHECK_EVERY`] on tokio's clock, so paused-clock tests drive it, and takes the write lock
+//! only when some claim is due.
+
+use std::time::Duration;
+
+use gangplank_core::claims;
+use tokio::time::{Instant, MissedTickBehavior};
+use tokio_util::sync::CancellationToken;
+
+use crate::cache::Cache;
+use crate::metrics;
+
+/// How often claims are checked; how late a claim may expire at most.
+pub const CHECK_EVERY: Duration = Duration::from_secs(1);
+
+/// Expires due claims until `shutdown`.
+pub async fn run(cache: Cache, shutdown: CancellationToken) {
+    let mut ticks = tokio::time::interval(CHECK_EVERY);
+    ticks.set_missed_tick_behavior(MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            () = shutdown.cancelled() => return,
+            _ = ticks.tick() => {}
+        }
+        expire_due(&cache, Instant::now());
+    }
+}
+
+/// Drops the claims due at `now`, if any.
+fn expire_due(cache: &Cache, now: Instant) {
+    let now = now.into_std();
+    if !cache.read(|s| claims::any_expired(s, now)) {
+        return;
+    }
+    cache.update(|s| {
+        claims::expire(s, now);
+        ::metrics::gauge!(metrics::GANG_CLAIMS).set(s.claims.len() as f64);
+    });
+}
+
+#[cfg(test)]
+mod tests {
+    use gangplank_core::model::{GroupKey, Node, Pod, PodGroup, Resources};
+    use gangplank_core::policy::constraints::Constraints;
+    use gangplank_core::policy::placement::Strategy;
+
+    use super::*;
+
+    fn cluster_with_one_gang_claim(timeout: Duration) -> (Cache, GroupKey) {
+        let cache = Cache::new();
+        cache.apply_node(Node {
+            name: "n0".into(),
+            allocatable: Resources::from([("cpu", 8_000), ("pods", 110)]),
+            ..Default::default()
+        });
+        let key = GroupKey::new("ns", "train");
+        cache.apply_pod_group(PodGroup {
+            schedule_timeout: timeout,
+            ..PodGroup::new(key.clone(), 2, "default")
+        });
+        let pod = Pod {
+            uid: "train-0".into(),
+            namespace: "ns".into(),
+            name: "train-0".into(),
+            pod_group: Some("train".into()),
+            requests: Resources::from([("cpu", 2_000), ("pods", 1)]),
+            ..Default::default()
+        };
+        cache.apply_pod(pod.clone());
+        let settings = claims::Settings {
+            strategy: Strategy::Binpack,
+            max_hold: Duration::from_secs(60),
+            bind_unmarked: false,
+        };
+        let now = Instant::now().into_std();
+        cache.update(|s| {
+            claims::filter(s, &pod, &Constraints::default(), &["n0"], &settings, now).unwrap();
+        });
+        assert!(cache.read(|s| s.claims.contains_key(&key)));
+        (cache, key)
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_dead_gangs_claim_is_dropped_after_its_timeout_with_no_filter_call() {
+        let (cache, key) = cluster_with_one_gang_claim(Duration::from_secs(30));
+        let shutdown = CancellationToken::new();
+        let timer = tokio::spawn(run(cache.clone(), shutdown.clone()));
+
+        tokio::time::sleep(Duration::from_secs(29)).await;
+        assert!(cache.read(|s| s.claims.contains_key(&key)), "dropped early");
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        assert!(cache.read(|s| s.claims.is_empty()), "still claimed");
+        assert_eq!(cache.read(|s| s.claimed_on("n0").get("cpu")), 0);
+
+        shutdown.cancel();
+        timer.await.unwrap();
+    }
+}
