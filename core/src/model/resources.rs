@@ -3,8 +3,13 @@
 //! Why not a map: the extender checks one pod against every candidate node (5,000 in the
 //! design's target) within a millisecond, so a fit check must cost nanoseconds. Resource names
 //! are interned process-wide into small integer ids (the well-known ones fixed, others appended
-//! the first time they are seen; the table only grows and stays tiny in practice), and amounts
-//! are a dense vector indexed by id. A missing entry is zero.
+//! the first time they are seen), and amounts are a dense vector indexed by id. A missing entry
+//! is zero.
+//!
+//! The table holds at most [`MAX_NAMES`] names, so that names made up by whoever may create
+//! pods can neither grow it without bound nor make every amount vector long: names seen after
+//! it is full all share [`ResourceId::OTHER`], whose amounts add up (a warning is logged once).
+//! Real clusters use a handful of names (CPU, memory, a few device plugins).
 //!
 //! Units: CPU in millicores, everything else in bytes or whole units (see [`super::quantity`]).
 
@@ -24,6 +29,9 @@ impl ResourceId {
     pub const EPHEMERAL_STORAGE: ResourceId = ResourceId(3);
     pub const GPU: ResourceId = ResourceId(4);
     pub const MANAGED: ResourceId = ResourceId(5);
+    /// Every name seen after the table held [`MAX_NAMES`]; named `(other resources)`, which
+    /// no Kubernetes resource can be called.
+    pub const OTHER: ResourceId = ResourceId(6);
 
     /// The id of `name`, interning it on first sight.
     pub fn of(name: &str) -> ResourceId {
@@ -38,21 +46,39 @@ impl ResourceId {
         if let Some(i) = position(&names, name) {
             return ResourceId(i as u16);
         }
+        if names.len() >= MAX_NAMES {
+            if !OVERFLOWED.swap(true, std::sync::atomic::Ordering::Relaxed) {
+                tracing::warn!(
+                    resource = name,
+                    "more than {MAX_NAMES} distinct resource names seen: this one and every new \
+                     one are counted together as (other resources)"
+                );
+            }
+            return ResourceId::OTHER;
+        }
+        // Leaked on purpose: at most `MAX_NAMES` short strings, for `&'static` names.
         names.push(Box::leak(name.to_owned().into_boxed_str()));
         ResourceId((names.len() - 1) as u16)
     }
 
-    /// The id of `name` if it was ever interned; `None` means nothing holds any of it.
+    /// The id of `name` if it was ever interned (or [`ResourceId::OTHER`] for any name not
+    /// interned once the table is full); `None` means nothing holds any of it.
     pub fn lookup(name: &str) -> Option<ResourceId> {
         // The well-known names have fixed ids: no lock on the hot path.
         if let Some(i) = position(&WELL_KNOWN, name) {
             return Some(ResourceId(i as u16));
         }
-        position(
+        let found = position(
             &table().read().unwrap_or_else(PoisonError::into_inner),
             name,
-        )
-        .map(|i| ResourceId(i as u16))
+        );
+        match found {
+            Some(i) => Some(ResourceId(i as u16)),
+            // Once the table is full, names it does not hold are counted as OTHER.
+            None => OVERFLOWED
+                .load(std::sync::atomic::Ordering::Relaxed)
+                .then_some(ResourceId::OTHER),
+        }
     }
 
     pub fn name(self) -> &'static str {
@@ -70,14 +96,21 @@ impl ResourceId {
     }
 }
 
-const WELL_KNOWN: [&str; 6] = [
+/// How many distinct resource names are told apart, the well-known ones included.
+pub const MAX_NAMES: usize = 256;
+
+const WELL_KNOWN: [&str; 7] = [
     "cpu",
     "memory",
     "pods",
     "ephemeral-storage",
     "nvidia.com/gpu",
     crate::model::names::MANAGED_RESOURCE,
+    "(other resources)",
 ];
+
+/// Whether a name was ever refused a place in the full table (warned about once).
+static OVERFLOWED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
 fn table() -> &'static RwLock<Vec<&'static str>> {
     static TABLE: OnceLock<RwLock<Vec<&'static str>>> = OnceLock::new();
@@ -108,8 +141,15 @@ impl Resources {
         self.0.get(id.index()).copied().unwrap_or(0)
     }
 
+    /// Sets the amount of `resource`; for a name counted as [`ResourceId::OTHER`], adds it.
     pub fn set(&mut self, resource: &str, amount: i64) {
-        self.set_amount(ResourceId::of(resource), amount);
+        match ResourceId::of(resource) {
+            ResourceId::OTHER => {
+                let sum = self.amount(ResourceId::OTHER).saturating_add(amount);
+                self.set_amount(ResourceId::OTHER, sum);
+            }
+            id => self.set_amount(id, amount),
+        }
     }
 
     pub fn set_amount(&mut self, id: ResourceId, amount: i64) {
