@@ -1,0 +1,265 @@
+//! Filter and prioritize while the admission loop works: the extender's latency for one gang
+//! member over 5,000 candidate nodes, measured alone and then while another thread runs
+//! admission passes over 10,000 waiting groups, each followed by reclaim's plan, back to back
+//! on the same cache, as the admission loop does (`gangplank::admission_loop`). The design's
+//! target (docs/DESIGN.md): filter and prioritize under 1 ms at p99 in both columns.
+//!
+//! The cluster is deterministic (an LCG): 5,000 nodes of 32 CPU and 128 GiB, 100 queues of
+//! weights 1 to 4, 3,000 running groups of 1 to 8 pods and 10,000 waiting ones, and one gang
+//! of 8 whose member is filtered (it holds a claim after the first call, so every timed filter
+//! refreshes it, the common case) and prioritized.
+//!
+//! Run: `cargo bench --bench concurrent` (`GP_BENCH_SAMPLES`, default 2,000 calls per case and
+//! column). It prints p50, p99 and max per case and column and the ratio of the busy column to
+//! the quiet one; and how long a pass plus plan took on the other thread.
+
+use std::hint::black_box;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use gangplank::cache::Cache;
+use gangplank::extender;
+use gangplank_core::admit::{plan, reclaim};
+use gangplank_core::claims::{self, Settings};
+use gangplank_core::model::names::ADMISSION_GATE;
+use gangplank_core::model::{GroupKey, Node, Pod, PodGroup, PodPhase, Queue, Resources};
+use gangplank_core::policy::constraints::Constraints;
+use gangplank_core::policy::placement::Strategy;
+
+const NODES: usize = 5_000;
+const QUEUES: usize = 100;
+const RUNNING: usize = 3_000;
+const WAITING: usize = 10_000;
+const GIB: i64 = 1 << 30;
+
+const SETTINGS: Settings = Settings {
+    strategy: Strategy::Binpack,
+    max_hold: Duration::from_secs(3600),
+    bind_unmarked: false,
+};
+
+/// A small deterministic generator (an LCG), so every run sees the same cluster.
+struct Lcg(u64);
+
+impl Lcg {
+    fn below(&mut self, n: u64) -> u64 {
+        self.0 = self
+            .0
+            .wrapping_mul(6_364_136_223_846_793_005)
+            .wrapping_add(1_442_695_040_888_963_407);
+        (self.0 >> 33) % n
+    }
+}
+
+fn node_name(i: usize) -> String {
+    format!("node-{i:04}")
+}
+
+/// The cluster, built through the cache's write path, and the filtered member.
+fn build() -> (Cache, Pod) {
+    let cache = Cache::new();
+    let mut rng = Lcg(17);
+    for n in 0..NODES {
+        cache.apply_node(Node {
+            name: node_name(n),
+            allocatable: Resources::from([("cpu", 32_000), ("memory", 128 * GIB), ("pods", 110)]),
+            ..Default::default()
+        });
+    }
+    for i in 0..QUEUES {
+        let mut q = Queue::new(format!("queue-{i:03}"));
+        q.weight = 1 + rng.below(4) as u32;
+        cache.apply_queue(q);
+    }
+    let mut uid = 0usize;
+    let mut group = |rng: &mut Lcg, g: usize, running: bool| {
+        let queue = rng.below(QUEUES as u64);
+        let namespace = format!("team-{:02}", rng.below(10));
+        let size = 1 + rng.below(8) as u32;
+        let key = GroupKey::new(namespace.clone(), format!("job-{g:05}"));
+        cache.apply_pod_group(PodGroup::new(
+            key.clone(),
+            size,
+            format!("queue-{queue:03}"),
+        ));
+        let cpu = 1_000 * (1 + rng.below(4) as i64);
+        for m in 0..size {
+            uid += 1;
+            cache.apply_pod(Pod {
+                uid: format!("uid-{uid}"),
+                namespace: namespace.clone(),
+                name: format!("{}-{m}", key.name),
+                node_name: running.then(|| node_name(uid % NODES)),
+                phase: if running {
+                    PodPhase::Running
+                } else {
+                    PodPhase::Pending
+                },
+                requests: Resources::from([
+                    ("cpu", cpu),
+                    ("memory", cpu * GIB / 1_000),
+                    ("pods", 1),
+                ]),
+                pod_group: Some(key.name.to_string()),
+                scheduling_gates: if running {
+                    vec![]
+                } else {
+                    vec![ADMISSION_GATE.to_owned()]
+                },
+                created: 1_700_000_000 + rng.below(86_400) as i64,
+                ..Pod::default()
+            });
+        }
+    };
+    for g in 0..RUNNING {
+        group(&mut rng, g, true);
+    }
+    for g in 0..WAITING {
+        group(&mut rng, RUNNING + g, false);
+    }
+    let probe = GroupKey::new("probe", "train");
+    cache.apply_pod_group(PodGroup::new(probe.clone(), 8, "queue-000"));
+    let member = Pod {
+        uid: "probe-0".into(),
+        namespace: "probe".into(),
+        name: "train-0".into(),
+        pod_group: Some("train".into()),
+        requests: Resources::from([("cpu", 4_000), ("memory", 16 * GIB), ("pods", 1)]),
+        marked: true,
+        ..Pod::default()
+    };
+    cache.apply_pod(member.clone());
+    (cache, member)
+}
+
+fn filter(cache: &Cache, pod: &Pod, names: &[String]) -> usize {
+    cache.update(|s| {
+        claims::filter(
+            s,
+            pod,
+            &Constraints::default(),
+            names,
+            &SETTINGS,
+            std::time::Instant::now(),
+        )
+        .unwrap()
+        .passed
+        .len()
+    })
+}
+
+/// The prioritize decision as `extender::handlers::prioritize` makes it, under the read lock.
+fn prioritize(cache: &Cache, pod: &Pod, names: &[String]) -> usize {
+    cache.read(|s| extender::handlers::gang_scores(s, pod, names, SETTINGS.strategy).len())
+}
+
+/// The admission loop's work on one pass: the pass and reclaim's plan, under the read lock.
+fn admission_pass(cache: &Cache) -> usize {
+    cache.read(|s| {
+        let decision = plan::decide(s);
+        reclaim::plan(s, &decision, &|_| false, &|_| false)
+            .reclaims
+            .len()
+            + decision.admit.len()
+    })
+}
+
+fn samples() -> usize {
+    std::env::var("GP_BENCH_SAMPLES")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(2_000)
+}
+
+fn times(n: usize, mut call: impl FnMut()) -> Vec<Duration> {
+    let mut out: Vec<Duration> = (0..n)
+        .map(|_| {
+            let started = Instant::now();
+            call();
+            started.elapsed()
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+fn percentile(sorted: &[Duration], p: f64) -> Duration {
+    sorted[((sorted.len() - 1) as f64 * p).round() as usize]
+}
+
+fn micros(d: Duration) -> String {
+    format!("{:.0} µs", d.as_secs_f64() * 1e6)
+}
+
+fn main() {
+    if std::env::args().any(|a| a == "--list") {
+        return;
+    }
+    let (cache, member) = build();
+    let names: Vec<String> = (0..NODES).map(node_name).collect();
+    let n = samples();
+    black_box(filter(&cache, &member, &names));
+
+    let mut rows = Vec::new();
+    for busy in [false, true] {
+        let stop = Arc::new(AtomicBool::new(false));
+        let passes = Arc::new(AtomicUsize::new(0));
+        let pass_time = Arc::new(AtomicUsize::new(0));
+        let worker = busy.then(|| {
+            let (cache, stop, passes, pass_time) = (
+                cache.clone(),
+                stop.clone(),
+                passes.clone(),
+                pass_time.clone(),
+            );
+            std::thread::spawn(move || {
+                while !stop.load(Ordering::Relaxed) {
+                    let started = Instant::now();
+                    black_box(admission_pass(&cache));
+                    pass_time.fetch_add(started.elapsed().as_micros() as usize, Ordering::Relaxed);
+                    passes.fetch_add(1, Ordering::Relaxed);
+                }
+            })
+        });
+        let filters = times(n, || {
+            black_box(filter(&cache, &member, &names));
+        });
+        let scores = times(n, || {
+            black_box(prioritize(&cache, &member, &names));
+        });
+        stop.store(true, Ordering::Relaxed);
+        if let Some(worker) = worker {
+            worker.join().unwrap();
+            let passes = passes.load(Ordering::Relaxed).max(1);
+            println!(
+                "admission pass + reclaim plan on the other thread: {passes} passes, mean {}",
+                micros(Duration::from_micros(
+                    (pass_time.load(Ordering::Relaxed) / passes) as u64
+                ))
+            );
+        }
+        rows.push((busy, filters, scores));
+    }
+    println!("\n| case | column | p50 | p99 | max |\n|---|---|---|---|---|");
+    for (busy, filters, scores) in &rows {
+        let column = if *busy { "during passes" } else { "quiet" };
+        for (case, t) in [("filter", filters), ("prioritize", scores)] {
+            println!(
+                "| {case} | {column} | {} | {} | {} |",
+                micros(percentile(t, 0.5)),
+                micros(percentile(t, 0.99)),
+                micros(*t.last().unwrap())
+            );
+        }
+    }
+    let p99 = |busy: bool, i: usize| {
+        let (_, f, s) = rows.iter().find(|(b, ..)| *b == busy).unwrap();
+        percentile(if i == 0 { f } else { s }, 0.99).as_secs_f64()
+    };
+    println!(
+        "\np99 during passes / quiet: filter {:.1}×, prioritize {:.1}×",
+        p99(true, 0) / p99(false, 0),
+        p99(true, 1) / p99(false, 1)
+    );
+}
