@@ -20,7 +20,7 @@ use crate::cache::{Cache, Watched};
 pub type Unsynced = Arc<dyn Fn() -> Vec<&'static str> + Send + Sync>;
 
 /// What `/readyz` checks in `gangplank serve`: the cache's watches, then the stores'.
-pub fn watches(cache: Cache, stores: Arc<crate::stores::Stores>) -> Unsynced {
+pub fn watches(cache: Cache, stores: Arc<crate::cache::stores::Stores>) -> Unsynced {
     Arc::new(move || {
         let mut names: Vec<&'static str> =
             cache.unsynced().into_iter().map(Watched::as_str).collect();

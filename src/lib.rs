@@ -1,7 +1,9 @@
 //! Gangplank: gang scheduling, queues and fair share for the stock kube-scheduler.
 //!
-//! Everything lives in this library so tests and benchmarks reach it; `main.rs` only parses the
-//! command line. See `shared/DESIGN.md` for the map; each module's docs say why it exists.
+//! This crate holds the adapters and the process: the watches that feed the cluster model, the
+//! extender, the webhooks, the admission loop, the controller, metrics and the servers. The
+//! model and every decision live in the `gangplank-core` crate, which knows no Kubernetes or
+//! HTTP types. `main.rs` only parses the command line; `docs/DESIGN.md` is the map.
 
 pub mod admission_loop;
 pub mod api;
@@ -15,7 +17,6 @@ pub mod extender;
 pub mod health;
 pub mod metrics;
 pub mod server;
-pub mod stores;
 pub mod telemetry;
 pub mod tls;
 pub mod webhooks;

@@ -12,6 +12,7 @@
 
 pub mod constraints;
 pub mod convert;
+pub mod stores;
 pub mod watch;
 
 use std::sync::atomic::{AtomicBool, Ordering};

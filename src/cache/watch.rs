@@ -1,7 +1,7 @@
 //! The watch loops that feed the cache from the API server.
 //!
 //! One kube-runtime watcher per kind: nodes and pods here ([`run`]); PodGroups and Queues come
-//! from the watches of [`crate::stores`], which the controller and webhooks need anyway,
+//! from the watches of [`crate::cache::stores`], which the controller and webhooks need anyway,
 //! through a [`Mirror`] each. The full API objects are converted and dropped at once: the
 //! cache keeps only its small model. A (re)list arrives as `Init`, `InitApply`…, `InitDone`;
 //! objects are applied as they come, and at `InitDone` whatever the list did not mention is

@@ -5,7 +5,7 @@
 //! function of many objects at once (a PodGroup's counts come from its pods, a Queue's from
 //! every group and pod in it), and the cluster cache already holds them all. So each pass reads
 //! the cache once ([`observe`]), reads the controller's own stores of Jobs, PodGroups and
-//! Queues ([`stores`]), decides everything with pure functions ([`jobs`], [`orphans`],
+//! Queues ([`crate::cache::stores`]), decides everything with pure functions ([`jobs`], [`orphans`],
 //! [`status`], [`queues`]) and then writes only what differs. What admission decided (each
 //! waiting group's reason, each queue's shares) is the admission loop's latest published
 //! outcome ([`crate::admission_loop::published`]), not computed again here.
@@ -59,9 +59,9 @@ use tokio_util::sync::CancellationToken;
 use crate::admission_loop::published::{Outcome, Published};
 use crate::api::{PodGroup, PodGroupPhase, PodGroupStatus, Queue, QueueStatus, labels};
 use crate::cache::Cache;
+use crate::cache::stores::Stores;
 use crate::events::{self, Event, Limiter, Publisher};
 use crate::metrics;
-use crate::stores::Stores;
 use gangplank_core::admit::plan;
 use gangplank_core::model::GroupKey;
 use observe::Observation;

@@ -3,7 +3,7 @@
 //! The rules read through three small traits rather than a concrete store, so that they are
 //! tested with plain maps and so that the cluster cache can serve them once it holds PodGroups
 //! and Queues. In the server they are served by the process's shared reflector stores
-//! ([`crate::stores::Stores`], also read by the controller).
+//! ([`crate::cache::stores::Stores`], also read by the controller).
 //!
 //! Every answer may be "not loaded yet" ([`NotSynced`]): a webhook must never conclude that a
 //! queue does not exist because its list has not arrived. The rules turn that into a 503
@@ -12,7 +12,7 @@
 use kube::runtime::reflector::ObjectRef;
 
 use crate::api::{PodGroup, PodGroupPhase, Queue, QueueState, labels};
-use crate::stores::{Kind, Stores};
+use crate::cache::stores::{Kind, Stores};
 use gangplank_core::model::Resources;
 
 /// A lookup could not answer: that kind's initial list has not completed.

@@ -1,72 +1,8 @@
-//! Deserved shares: how much of the cluster each queue deserves, resource by resource.
-//!
-//! Why it exists: many teams share one cluster. A queue's deserved share is the yardstick of
-//! every fair-share decision: the admission order ([`super::queue_order`]) ranks queues by what
-//! they hold over what they deserve, reclaim takes back only what a queue holds beyond it, and
-//! the Queue status reports it. It must be cheap enough to recompute whenever a queue, a node or
-//! a queue's demand changes, and exact, so the same cluster always gives the same answer.
-//!
-//! What a queue deserves, per resource and independently for each resource (cpu, memory,
-//! `nvidia.com/gpu`, any extended resource), by weighted water-filling of the capacity:
-//! 1. **Guarantees first.** Every queue gets its floor, `min(guarantee, capability, demand)`:
-//!    a guarantee is capacity reserved for the queue, but never more than it can use.
-//!    If the floors add up to more than the capacity (an over-promised cluster, or nodes lost),
-//!    **each floor is scaled down in proportion** (`floor × capacity / Σ floors`, rounded down,
-//!    the few units left by rounding handed out as in step 3) and nothing else is shared:
-//!    every queue is then marked [`Bound::OverGuaranteed`].
-//! 2. **The rest by weight.** What is left is split in proportion to `weight` among the queues
-//!    whose ceiling, `min(capability, demand)`, is not reached yet; a queue that reaches its
-//!    ceiling keeps only that, and what it leaves is split again among the others by weight,
-//!    until the capacity or every ceiling is exhausted. The share by weight comes **on top of**
-//!    the floor: a guarantee is a reservation, carved out of the cluster before the weights
-//!    divide the rest (a queue with a guarantee of 40 of 100 and an equal competitor, both
-//!    wanting everything, deserves 70 and the competitor 30; a floor that merely raised a
-//!    smaller weighted share would give 50 and 50 and make the guarantee invisible).
-//! 3. **Integers only.** Amounts are `i64` in the cache's units (millicores, bytes, devices);
-//!    the arithmetic runs in `i128`, so `amount × weight` never overflows. Shares by weight are
-//!    rounded down and the units left over (fewer than the number of queues sharing) go one
-//!    each to the heaviest queues, names breaking ties. Nothing is lost to rounding: when the
-//!    demand covers the capacity, the shares add up to exactly the capacity. A fixed order,
-//!    heaviest first, keeps a queue's share monotone in its own weight (a property test checks
-//!    it; handing leftovers to the lightest first fails it). For whole devices this matters:
-//!    three GPUs for two equal queues are two for the first name and one for the other.
-//!
-//! **Demand** is the caller's: what the queue's admitted and waiting groups request (DESIGN.md,
-//! "capped at what the queue actually requests"). A queue that asks for nothing deserves
-//! nothing, so an idle queue's guarantee is not wasted; when its first job arrives its demand
-//! rises, the caller recomputes, and the job deserves up to the guarantee, taken from the
-//! others by reclaim if need be.
-//!
-//! **Hierarchy.** Queues with no `parent` share the cluster. A parent's deserved share is split
-//! among its children the same way, each child's (recursive) share then split among its own
-//! children. Before splitting, the tree is rolled up, per resource:
-//! - a parent's demand is its own groups' demand plus its children's ceilings (a child capped
-//!   at 8 GPUs adds at most 8, so the parent does not deserve what no child may use);
-//! - a parent's guarantee is the larger of its own and the sum of its children's, so a child's
-//!   guarantee is reserved at every level above it;
-//! - a parent's capability bounds its children together.
-//!
-//! A parent with groups of its own: those groups compete with its children as one more child
-//! of weight 1 with no guarantee and no capability (listed first, so it wins leftover units
-//! against children of weight 1). [`Share::deserved`] is the whole subtree's share (what the
-//! status reports), [`Share::own`] the part for the queue's own groups (what admission
-//! compares the queue's own allocation with). For a queue with no children both are equal.
-//!
-//! **Bad trees do not stop admission.** A queue whose parent does not exist, and every queue
-//! on a parent cycle, is treated as a top-level queue and flagged in
-//! [`Share::parent_ignored`], so its work still runs and the status can say why. Only a name
-//! listed twice is an error: the caller's snapshot would be inconsistent.
-//!
-//! The marker resource (`scheduling.gangplank.dev/managed`) is ignored: no node advertises it.
-//!
-//! **Cost.** One call is `O(R × Q log Q)` for `Q` queues and `R` resources that some queue
-//! demands (a sort of each level's queues per resource), plus `O(Q × R)` to build the results;
-//! it allocates a few vectors of `Q` entries. The caller recomputes on change (a queue, a node
-//! or a demand changed), not on a timer; `cargo bench --bench fair_share` measures 100 queues
-//! × 5 resources.
-//!
-//! Deterministic: the result depends only on the set of queues, not on their order in the
-//! input (queues are processed by name).
+//! Deserved shares ([`deserved_shares`]): how much of the cluster each queue deserves, resource
+//! by resource, by weighted water-filling: guarantees first (scaled down together when they do
+//! not fit), the rest by weight up to each queue's capability and demand, in integers, down a
+//! hierarchy of queues. The yardstick of the admission order, reclaim and the Queue status.
+//! The rules and their reasons are in `docs/decisions/fair-share.md`.
 
 use std::collections::{BTreeMap, BTreeSet};
 

@@ -1,47 +1,8 @@
-//! Queue order: in which order the admission loop considers waiting groups, over all queues.
-//!
-//! Why it exists: admission is where fair share happens. The loop walks the waiting groups in
-//! one order and admits each one that fits (quota, share, nodes); the order decides who gets
-//! capacity when there is not enough for everyone. This module produces that order, purely.
-//!
-//! **Between queues: weighted DRF over deserved.** A queue's *dominant share* is the largest,
-//! over the resources it holds, of `allocated / deserved` (DESIGN.md: "dominant resource share
-//! over deserved"). Queues go in ascending dominant share, ties to the higher queue
-//! `priority`, then to the name. Decisions:
-//! - Dividing by the **deserved** share rather than by the cluster's capacity (classic DRF)
-//!   puts weights, guarantees, capabilities and demand into one number: `deserved` already
-//!   comes out of [`super::fair_share`] proportional to weight and bounded by the rest, so a
-//!   queue at 1.0 holds exactly its fair share, below 1.0 is owed capacity, above 1.0 is
-//!   borrowing. Reclaim and the status use the same number.
-//! - A queue holding some of a resource it deserves none of (nothing to share, or a
-//!   capability of zero) has an unbounded share and goes after every bounded one.
-//! - Shares are exact fractions of `i64` amounts compared by cross-multiplication in `i128`;
-//!   no floats decide anything. [`DominantShare::as_f64`] is for reports.
-//! - The marker resource (`scheduling.gangplank.dev/managed`) is not a share: ignored.
-//!
-//! **Inside a queue:** priority descending; then, when namespace fair share is configured
-//! ([`Options::namespace_fair_share`]), the namespace's dominant share ascending (what the
-//! queue's groups of that namespace hold over the *queue's* deserved share, namespaces weighing
-//! the same); then age (creation time) ascending; then the group key. Priority comes first on
-//! purpose: a high-priority group jumps its own queue, never another queue.
-//!
-//! **One pass, shares updated as it goes.** Every group picked is counted, tentatively, against
-//! its queue (and namespace) before the next pick, so a queue with many small groups takes its
-//! turn and falls behind the others instead of taking everything in one pass. The pass is an
-//! iterator ([`AdmissionPass`]): the admission loop takes a group, decides, and calls
-//! [`AdmissionPass::skip_last`] when it did not admit it, so a group that does not fit does not
-//! push its queue back. [`admission_order`] collects the whole order, counting every group, for
-//! callers that only want to look.
-//!
-//! Closed queues admit nothing: callers leave them out. Queue names and group keys are unique
-//! (the cache indexes them so); given that, the order depends only on the input's content, not
-//! on the order queues or groups are listed in.
-//!
-//! **Cost.** Building the pass sorts each queue's groups: `O(G log G)` for `G` waiting groups.
-//! Each pick costs `O(log Q + log N + R)` for `Q` queues, `N` namespaces in the queue's priority
-//! band and `R` resources (two heap operations and one share update). `cargo bench --bench
-//! fair_share` measures a whole pass over 10,000 groups in 100 queues (DESIGN.md's target: under
-//! 20 ms).
+//! Queue order ([`AdmissionPass`]): the order in which the admission pass considers waiting
+//! groups over all queues. Between queues, weighted DRF over deserved shares (ascending
+//! dominant share of allocated over deserved); inside a queue, priority, then the namespace's
+//! share when configured, then age. Shares are updated as groups are picked. The reasons are
+//! in `docs/decisions/queue-order.md`.
 
 use std::cmp::{Ordering, Reverse};
 use std::collections::{BTreeMap, BinaryHeap};

@@ -1,84 +1,9 @@
 //! Reclaim: which running gangs to evict so that a queue below its deserved share gets it, or
-//! so that a group of higher priority runs before its queue's lower-priority gangs.
-//!
-//! Why it exists: admission lets a queue borrow idle capacity beyond its deserved share (up to
-//! its capability), which keeps the cluster busy. When another queue then wants its share,
-//! nothing frees up unless the borrower's gangs happen to finish. This module decides which of
-//! the borrowers' running gangs to take back; the admission loop evicts them
-//! (`crate::admit::reclaim`) and the freed room goes to the starved group on a later pass,
-//! through the ordinary admission order. It is a pure function of an [`Input`] built from the
-//! admission pass's numbers, so it is tested here and with property tests, without a cluster.
-//!
-//! Rules, for each starved group (a group that waited for room, served in the input's order):
-//! - **Nothing if it fits.** A group that fits the free room (counting pods already being
-//!   evicted as gone) needs no reclaim; it only waits for those pods to go. Its room is booked,
-//!   so the next starved group is not promised the same room. A booked group counts in its
-//!   queue's allocation when that queue reclaims (so a queue cannot reclaim past its share
-//!   group by group), but never makes its queue's running gangs victims: the victim rules
-//!   below read what queues hold now, less the victims already taken.
-//! - **Only a queue below its deserved share reclaims**, and only up to it: the reclaimer's
-//!   allocation plus the group's requests must stay within its deserved share in every *short*
-//!   resource (those the group lacks; see below). A queue at or above its share waits for room
-//!   to free up like any borrower.
-//! - **Only from queues above theirs, and never below it**: a victim's queue must be
-//!   `reclaimable`, hold more than its deserved share in some short resource, and after the
-//!   eviction still hold at least its deserved share in every short resource the victim uses,
-//!   and at least its `guarantee` in every resource. Together with the previous rule this
-//!   rules out cycles: after a reclaim the reclaimer is at most at its share and the victim at
-//!   least at its share in the resources moved, so the victim is not entitled to take them back
-//!   (a property test checks it).
-//! - **Whole gangs.** A gang that loses members below `minMember` cannot run but still holds its
-//!   remaining nodes: the eviction would cost the victim everything and free only part. So a
-//!   gang gives up first its elastic members beyond `minMember` (youngest first), then, if more
-//!   is needed, all its placed members. Only gangs with at least `minMember` placed members and
-//!   none being evicted are candidates (a gang still assembling holds reservations, not
-//!   running work, and one being evicted is already counted as freeing).
-//! - **Order**: elastic extras of every candidate gang before any whole gang; among gangs,
-//!   lowest priority first, then youngest first (the least work lost), then by key.
-//! - **Only what it needs, and never for nothing.** Candidates are taken in that order until
-//!   the group fits (the same test as admission: the sum of the room, less other queues' unused
-//!   guarantees and pods on their way to a node, and each member placed by [`crate::policy::fit`]),
-//!   then every victim whose room turns out not to be needed is put back (latest first). If
-//!   taking every allowed candidate would still not make the group fit, nothing is evicted.
-//!
-//! **Priority preemption inside a queue** uses the same search with other victims: when a
-//! starved group gets no reclaim, it may take the room of running gangs **of its own queue and
-//! of lower priority** (whole gangs, extras first, lowest priority and youngest first, only
-//! what it needs, never for nothing). Its queue's share does not change, so the share rules do
-//! not apply; a group that waits for its queue's `capability` rather than room (`capped`) is
-//! served too, as the room its queue's own gangs free is what it lacks. A victim always has a
-//! lower priority than the group it makes room for, so preemption has no cycle either.
-//!
-//! **One search per queue per pass** (and per kind: reclaim, preemption). Only the first group of a queue that needs victims is
-//! searched for them in one plan; the queue's next group waits for the next pass (by then
-//! the first counts as fitting, its victims being on their way out). This bounds the cost of
-//! a pass that leaves thousands of groups short of room to one search per queue, and a
-//! search that fails (the common case: no queue above its share holds what the group lacks)
-//! costs one fit check, made after taking every allowed candidate at once. The room a fit
-//! check reads (free total, other queues' unused guarantees) is kept up to date as victims
-//! are taken and groups booked, not summed again per group.
-//!
-//! **Short resources** are those whose free total is less than the group needs; when the
-//! totals suffice but no node has room for some member (fragmentation), those of that member's
-//! resources that no node has enough of, or else all of its resources.
-//!
-//! Deterministic: the result depends on the input's values and the order of its starved groups,
-//! not on the order of its gangs (they are sorted by priority, age and key).
-//!
-//! **Decision: reclaim happens here, at admission, not in the extender's preempt verb.** The
-//! scheduler proposes as victims only pods of *lower priority* than the preemptor, and the verb
-//! can only narrow its lists ([`super::preemption`]), so it cannot take back what a queue of
-//! the same priority borrowed, which is the case reclaim exists for. Besides, a gang's pods
-//! reach the scheduler only once admission found room for the whole gang, so a starved group
-//! never has a pod there to preempt with; preemption only happens for released pods whose
-//! rough admission fit was wrong (selectors, taints). What the verb could still add is a
-//! restriction (refuse lower-priority victims of another queue at or below its deserved
-//! share); that needs the admission pass's per-queue numbers in the extender and is left out.
-//!
-//! Known cost for Jobs: an evicted pod of a Job fails, and counts against the Job's
-//! `backoffLimit` unless the Job has a `podFailurePolicy` that ignores the `DisruptionTarget`
-//! condition; the Job controller recreates the pod, gated again by the webhook, and the
-//! Job's PodGroup waits for admission like any other.
+//! so that a group of higher priority runs before its queue's lower-priority gangs ([`plan`]).
+//! A pure function of an [`Input`] built by `crate::admit::reclaim`; whole gangs only, never a
+//! queue below its share or guarantee, only what the group needs and never for nothing. The
+//! rules, why reclaim happens at admission rather than in the preempt verb, and the search's
+//! cost are in `docs/decisions/reclaim.md`.
 
 use std::fmt::Debug;
 
