@@ -1,8 +1,9 @@
 //! Filter and prioritize while the admission loop works: the extender's latency for one gang
 //! member over 5,000 candidate nodes, measured alone and then while another thread runs
 //! admission passes over 10,000 waiting groups, each followed by reclaim's plan, back to back
-//! on the same cache, as the admission loop does (`gangplank::admission_loop`). The design's
-//! target (docs/DESIGN.md): filter and prioritize under 1 ms at p99 in both columns.
+//! on snapshots of the same cache, as the admission loop does (`gangplank::admission_loop`).
+//! The design's target (docs/DESIGN.md): filter and prioritize under 1 ms at p99 in both
+//! columns.
 //!
 //! The cluster is deterministic (an LCG): 5,000 nodes of 32 CPU and 128 GiB, 100 queues of
 //! weights 1 to 4, 3,000 running groups of 1 to 8 pods and 10,000 waiting ones, and one gang
@@ -10,8 +11,9 @@
 //! refreshes it, the common case) and prioritized.
 //!
 //! Run: `cargo bench --bench concurrent` (`GP_BENCH_SAMPLES`, default 2,000 calls per case and
-//! column). It prints p50, p99 and max per case and column and the ratio of the busy column to
-//! the quiet one; and how long a pass plus plan took on the other thread.
+//! column). It prints p50, p99 and p99.9 per case and column, the ratio of the busy column's
+//! p99 to the quiet one's, and how long a pass plus plan took on the other thread. No maximum:
+//! on a virtual machine it measures the machine's own pauses.
 
 use std::hint::black_box;
 use std::sync::Arc;
@@ -241,7 +243,7 @@ fn main() {
         }
         rows.push((busy, filters, scores));
     }
-    println!("\n| case | column | p50 | p99 | max |\n|---|---|---|---|---|");
+    println!("\n| case | column | p50 | p99 | p99.9 |\n|---|---|---|---|---|");
     for (busy, filters, scores) in &rows {
         let column = if *busy { "during passes" } else { "quiet" };
         for (case, t) in [("filter", filters), ("prioritize", scores)] {
@@ -249,7 +251,7 @@ fn main() {
                 "| {case} | {column} | {} | {} | {} |",
                 micros(percentile(t, 0.5)),
                 micros(percentile(t, 0.99)),
-                micros(*t.last().unwrap())
+                micros(percentile(t, 0.999))
             );
         }
     }

@@ -102,17 +102,18 @@ pub async fn run(
         }
         let now = Instant::now();
         recently.retain(|_, at| now.duration_since(*at) < RETRY_AFTER);
-        let (decision, mut reclaims) = cache.read(|s| {
-            reclaimer.settle(s, now);
-            let decision = plan::decide_after(s, &|uid| recently.contains_key(uid));
-            let reclaims = gangplank_core::admit::reclaim::plan(
-                s,
-                &decision,
-                &|uid| reclaimer.is_evicting(uid),
-                &|group| reclaimer.is_refused(group),
-            );
-            (decision, reclaims)
-        });
+        // On a snapshot: the pass and the plan never hold the cache's lock, so filter and
+        // bind calls never wait for them.
+        let state = cache.snapshot();
+        reclaimer.settle(&state, now);
+        let decision = plan::decide_after(&state, &|uid| recently.contains_key(uid));
+        let mut reclaims = gangplank_core::admit::reclaim::plan(
+            &state,
+            &decision,
+            &|uid| reclaimer.is_evicting(uid),
+            &|group| reclaimer.is_refused(group),
+        );
+        drop(state);
         ::metrics::gauge!(metrics::ADMISSION_WAITING_GROUPS).set(decision.waiting.len() as f64);
         if decision.hold != held || !decision.lent.is_empty() {
             cache.update(|s| {

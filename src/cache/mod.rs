@@ -4,10 +4,12 @@
 //! Rules:
 //! - Writes go through the `apply_*`/`delete_*` methods, called by the watch loops, and through
 //!   [`Cache::update`] for the extender's reservations and claims and the admission loop's
-//!   wait reasons.
+//!   reservation. A watch event that changes nothing the model holds (a status write, a
+//!   heartbeat) is skipped and wakes nobody.
 //! - Readers hold the lock only inside [`Cache::read`], a synchronous closure, so it can never
-//!   be held across an `.await`; [`Cache::snapshot`] gives an owned, consistent copy (entries
-//!   are `Arc`s, so it costs one pointer copy per object) for loops that work on it longer.
+//!   be held across an `.await`; the admission loop and the controller work on a
+//!   [`Cache::snapshot`], which shares the pods and groups with the live state, so a pass of
+//!   any length never blocks a filter or a bind.
 //! - Each watcher marks itself synced after its first complete list; `/readyz` reports it.
 
 pub mod constraints;
@@ -81,40 +83,92 @@ impl Cache {
         Self::default()
     }
 
-    /// Inserts or replaces a node.
+    /// Inserts or replaces a node; a node that did not change (as the model sees it) is
+    /// skipped and wakes nobody.
     pub fn apply_node(&self, node: Node) {
-        self.update(|s| s.apply_node(node));
+        self.write(|s| {
+            let unchanged = s.nodes.get(&node.name).is_some_and(|n| **n == node);
+            !unchanged && {
+                s.apply_node(node);
+                true
+            }
+        });
     }
 
     pub fn delete_node(&self, name: &str) {
-        self.update(|s| s.delete_node(name));
+        self.write(|s| {
+            s.nodes.contains_key(name) && {
+                s.delete_node(name);
+                true
+            }
+        });
     }
 
-    /// Inserts or replaces a pod.
+    /// Inserts or replaces a pod; unchanged, skipped.
     pub fn apply_pod(&self, pod: Pod) {
-        self.update(|s| s.apply_pod(pod));
+        self.write(|s| {
+            let unchanged = s.pods.get(&pod.uid).is_some_and(|p| **p == pod);
+            !unchanged && {
+                s.apply_pod(pod);
+                true
+            }
+        });
     }
 
     pub fn delete_pod(&self, uid: &str) {
-        self.update(|s| s.delete_pod(uid));
+        self.write(|s| {
+            let known = s.pods.contains_key(uid) || s.reservations.contains_key(uid);
+            known && {
+                s.delete_pod(uid);
+                true
+            }
+        });
     }
 
-    /// Inserts or replaces a PodGroup.
+    /// Inserts or replaces a PodGroup; unchanged (a status write, say), skipped.
     pub fn apply_pod_group(&self, group: PodGroup) {
-        self.update(|s| s.apply_pod_group(group));
+        self.write(|s| {
+            let unchanged = s
+                .groups
+                .get(&group.key)
+                .and_then(|g| g.spec.as_deref())
+                .is_some_and(|g| *g == group);
+            !unchanged && {
+                s.apply_pod_group(group);
+                true
+            }
+        });
     }
 
     pub fn delete_pod_group(&self, key: &GroupKey) {
-        self.update(|s| s.delete_pod_group(key));
+        self.write(|s| {
+            let known =
+                s.groups.get(key).is_some_and(|g| g.spec.is_some()) || s.claims.contains_key(key);
+            known && {
+                s.delete_pod_group(key);
+                true
+            }
+        });
     }
 
-    /// Inserts or replaces a Queue.
+    /// Inserts or replaces a Queue; unchanged (a status write, say), skipped.
     pub fn apply_queue(&self, queue: Queue) {
-        self.update(|s| s.apply_queue(queue));
+        self.write(|s| {
+            let unchanged = s.queues.get(&queue.name).is_some_and(|q| **q == queue);
+            !unchanged && {
+                s.apply_queue(queue);
+                true
+            }
+        });
     }
 
     pub fn delete_queue(&self, name: &str) {
-        self.update(|s| s.delete_queue(name));
+        self.write(|s| {
+            s.queues.contains_key(name) && {
+                s.delete_queue(name);
+                true
+            }
+        });
     }
 
     /// Runs `f` on the current state under a read lock. Keep `f` short: writers wait for it.
@@ -127,7 +181,10 @@ impl Cache {
         f(&guard)
     }
 
-    /// An owned copy of the current state, consistent at one instant.
+    /// An owned copy of the current state, consistent at one instant, for work of any length
+    /// that must not hold the lock. The pods, groups and queue-only members are persistent
+    /// maps shared with the live state, so this copies the node records and the small maps
+    /// (reservations, claims, queues), not the pods.
     pub fn snapshot(&self) -> State {
         self.read(State::clone)
     }
@@ -172,10 +229,20 @@ impl Cache {
         }
     }
 
-    /// Runs `f` on the state under the write lock: the one write path, used by the watch
-    /// loops and by the extender's reservations and claims. Keep `f` short and synchronous.
+    /// Runs `f` on the state under the write lock, for the extender's reservations and claims
+    /// and the admission loop's reservation. Keep `f` short and synchronous. Wakes the loops.
     pub fn update<T>(&self, f: impl FnOnce(&mut State) -> T) -> T {
-        let result = {
+        let mut result = None;
+        self.write(|s| {
+            result = Some(f(s));
+            true
+        });
+        result.expect("write runs its closure")
+    }
+
+    /// Runs `f` under the write lock; wakes the loops only when `f` says it changed something.
+    fn write(&self, f: impl FnOnce(&mut State) -> bool) {
+        let changed = {
             let mut guard = self
                 .inner
                 .state
@@ -183,11 +250,12 @@ impl Cache {
                 .unwrap_or_else(PoisonError::into_inner);
             f(&mut guard)
         };
-        self.inner.changed.notify_one();
-        self.inner
-            .generation
-            .send_modify(|g| *g = g.wrapping_add(1));
-        result
+        if changed {
+            self.inner.changed.notify_one();
+            self.inner
+                .generation
+                .send_modify(|g| *g = g.wrapping_add(1));
+        }
     }
 
     /// A change signal for any number of waiters: `changed().await` on the receiver completes
@@ -212,6 +280,33 @@ impl Cache {
 mod tests {
     use super::*;
     use gangplank_core::model::{PodPhase, Resources};
+
+    #[test]
+    fn an_event_that_changes_nothing_the_model_holds_wakes_nobody() {
+        let cache = Cache::new();
+        let key = GroupKey::new("ns", "train");
+        cache.apply_pod_group(PodGroup::new(key.clone(), 2, "default"));
+        cache.apply_node(node("n1"));
+        cache.apply_queue(Queue::new("default"));
+        let mut changes = cache.subscribe();
+        changes.mark_unchanged();
+
+        cache.apply_pod_group(PodGroup::new(key.clone(), 2, "default"));
+        cache.apply_node(node("n1"));
+        cache.apply_queue(Queue::new("default"));
+        cache.delete_pod("never-seen");
+        cache.delete_queue("never-seen");
+        assert!(
+            !changes.has_changed().unwrap(),
+            "an unchanged object woke the loops"
+        );
+
+        cache.apply_pod_group(PodGroup::new(key, 3, "default"));
+        assert!(
+            changes.has_changed().unwrap(),
+            "a new gang size is a change"
+        );
+    }
 
     fn node(name: &str) -> Node {
         Node {

@@ -206,7 +206,7 @@ impl Controller {
     /// falls due.
     async fn pass(&mut self, outcome: &Outcome) -> Option<Instant> {
         let started = Instant::now();
-        let observation = self.cache.read(observe::observe);
+        let observation = observe::observe(&self.cache.snapshot());
         let decision = &outcome.decision;
         let admission_waits: HashMap<GroupKey, (&'static str, String)> = decision
             .waiting

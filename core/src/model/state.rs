@@ -25,13 +25,16 @@
 //! derived from the API alone, and reservations and claims are soft state that the scheduler
 //! re-creates by retrying.
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use rustc_hash::{FxHashMap, FxHashSet};
 
 use super::nodes::{Nodes, Sum};
 use super::objects::{GroupKey, Node, Pod, PodGroup, Queue, Resources};
+
+/// Pods by UID: a persistent map, so that a snapshot of the state shares it.
+pub type PodMap =
+    imbl::GenericHashMap<String, Arc<Pod>, rustc_hash::FxBuildHasher, imbl::shared_ptr::ArcK>;
 
 /// A pod the scheduler asked the extender to bind, not yet shown bound by the API.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -138,7 +141,7 @@ pub struct Group {
     /// `None` while pods name a group whose PodGroup does not exist (yet).
     pub spec: Option<Arc<PodGroup>>,
     /// The pods that name the group, by UID: the same `Arc`s as [`State::pods`].
-    pub members: BTreeMap<String, Member>,
+    pub members: imbl::OrdMap<String, Member>,
     /// Why the extender last refused to claim room for the gang (written by
     /// `crate::claims::filter`, cleared when a claim succeeds): the controller shows it
     /// in the PodGroup's `Scheduled` condition while the gang waits.
@@ -160,12 +163,12 @@ impl Group {
 pub struct State {
     /// Nodes and, per node, `used`, `reserved` and `claimed`.
     pub nodes: Nodes,
-    pub pods: FxHashMap<String, Arc<Pod>>,
+    pub pods: PodMap,
     /// By key, in key order: a pass over every group (admission, reclaim) visits them in a
     /// deterministic order without sorting them.
-    pub groups: BTreeMap<GroupKey, Group>,
+    pub groups: imbl::OrdMap<GroupKey, Group>,
     /// Pods that name a queue and no group, by UID.
-    pub queue_only: BTreeMap<String, Member>,
+    pub queue_only: imbl::OrdMap<String, Member>,
     pub reservations: FxHashMap<String, Reservation>,
     pub claims: FxHashMap<GroupKey, Claim>,
     /// Groups the admission pass lent room of the head's reservation (by their expected
