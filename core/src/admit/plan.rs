@@ -715,13 +715,10 @@ fn shadow_time(state: &State, room: &Room, now: i64) -> i64 {
         .map(|(at, lack)| (room.names[*at], lack))
         .collect();
     let mut ends: FxHashMap<&str, Vec<(i64, &Resources)>> = FxHashMap::default();
-    for pod in state.pods.values() {
-        let Some(node) = pod.node_name.as_deref() else {
-            continue;
-        };
-        if pod.phase.is_terminal() || !lacking.contains_key(node) {
-            continue;
-        }
+    for (node, pod) in lacking
+        .keys()
+        .flat_map(|&node| state.pods_on(node).iter().map(move |p| (node, p)))
+    {
         let runtime = GroupKey::of(pod)
             .and_then(|k| state.groups.get(&k))
             .and_then(|g| g.spec.as_ref())

@@ -458,7 +458,7 @@ fn needs_no_plan(
         *highest = (*highest).max(w.priority);
     }
     let highest = highest_starved.values().copied().max();
-    for p in state.pods.values().filter(|p| p.node_name.is_some()) {
+    for p in state.nodes.slots().flat_map(|s| s.pods.iter()) {
         if going(p) {
             return false;
         }

@@ -20,7 +20,7 @@ use std::sync::Arc;
 
 use rustc_hash::FxHashMap;
 
-use super::objects::{Node, Resources};
+use super::objects::{Node, Pod, Resources};
 use crate::policy::constraints::blocks_scheduling;
 
 /// One node's record.
@@ -34,6 +34,9 @@ pub struct NodeSlot {
     pub reserved: Resources,
     /// Capacity all gang claims hold on the node.
     pub claimed: Resources,
+    /// The pods counted in `used`, so that a pass reads the pods of a few nodes without
+    /// walking every pod. Shared with snapshots; copied on the first change after one.
+    pub pods: Arc<Vec<Arc<Pod>>>,
     /// Allocatable minus `used`, `reserved` and `claimed`: the room nobody holds. Empty while
     /// the node is not known.
     pub free: Resources,
@@ -65,13 +68,13 @@ impl NodeSlot {
             && self.used.is_empty()
             && self.reserved.is_empty()
             && self.claimed.is_empty()
+            && self.pods.is_empty()
     }
 }
 
 /// Which of a record's sums a write changes.
 #[derive(Debug, Clone, Copy)]
 pub(crate) enum Sum {
-    Used,
     Reserved,
     Claimed,
 }
@@ -79,7 +82,6 @@ pub(crate) enum Sum {
 impl Sum {
     fn of(self, slot: &mut NodeSlot) -> &mut Resources {
         match self {
-            Sum::Used => &mut slot.used,
             Sum::Reserved => &mut slot.reserved,
             Sum::Claimed => &mut slot.claimed,
         }
@@ -182,6 +184,30 @@ impl Nodes {
         }
     }
 
+    /// Counts `pod` as running on `name`: its requests in `used`, the pod in `pods`.
+    pub(crate) fn place_pod(&mut self, name: &str, pod: &Arc<Pod>) {
+        let i = self.slot_index(name);
+        let slot = &mut self.slots[i];
+        slot.used.add(&pod.requests);
+        Arc::make_mut(&mut slot.pods).push(pod.clone());
+        slot.refresh();
+    }
+
+    /// Undoes [`Nodes::place_pod`].
+    pub(crate) fn unplace_pod(&mut self, name: &str, pod: &Pod) {
+        let Some(&i) = self.index.get(name) else {
+            return;
+        };
+        let slot = &mut self.slots[i];
+        slot.used.sub(&pod.requests);
+        let pods = Arc::make_mut(&mut slot.pods);
+        if let Some(at) = pods.iter().position(|p| p.uid == pod.uid) {
+            pods.swap_remove(at);
+        }
+        slot.refresh();
+        self.vacate_if_unused(name, i);
+    }
+
     fn slot_index(&mut self, name: &str) -> usize {
         if let Some(&i) = self.index.get(name) {
             return i;
@@ -235,14 +261,21 @@ mod tests {
     fn a_record_lives_while_its_node_or_a_sum_refers_to_it_and_its_index_is_reused() {
         let mut nodes = Nodes::default();
         let cpu = Resources::from([("cpu", 500)]);
-        nodes.add("n1", Sum::Used, &cpu);
+        let pod = Arc::new(Pod {
+            uid: "p1".into(),
+            requests: cpu.clone(),
+            ..Pod::default()
+        });
+        nodes.place_pod("n1", &pod);
         assert_eq!((nodes.len(), nodes.get("n1").is_none()), (0, true));
         assert_eq!(nodes.slot("n1").unwrap().used, cpu);
+        assert_eq!(nodes.slot("n1").unwrap().pods.len(), 1);
 
         nodes.insert(node("n1"));
-        nodes.sub("n1", Sum::Used, &cpu);
+        nodes.unplace_pod("n1", &pod);
         assert_eq!(nodes.len(), 1);
         assert!(nodes.slot("n1").unwrap().used.is_empty());
+        assert!(nodes.slot("n1").unwrap().pods.is_empty());
 
         nodes.add("n1", Sum::Claimed, &cpu);
         nodes.remove("n1");
@@ -265,7 +298,7 @@ mod tests {
     fn free_and_open_follow_every_write_to_the_record() {
         let mut nodes = Nodes::default();
         let cpu = |m| Resources::from([("cpu", m)]);
-        nodes.add("n1", Sum::Used, &cpu(100));
+        nodes.add("n1", Sum::Reserved, &cpu(100));
         assert_eq!(
             (
                 nodes.slot("n1").unwrap().free.is_empty(),

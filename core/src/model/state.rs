@@ -25,6 +25,7 @@
 //! derived from the API alone, and reservations and claims are soft state that the scheduler
 //! re-creates by retrying.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use rustc_hash::{FxHashMap, FxHashSet};
@@ -141,7 +142,7 @@ pub struct Group {
     /// `None` while pods name a group whose PodGroup does not exist (yet).
     pub spec: Option<Arc<PodGroup>>,
     /// The pods that name the group, by UID: the same `Arc`s as [`State::pods`].
-    pub members: imbl::OrdMap<String, Member>,
+    pub members: BTreeMap<String, Member>,
     /// Why the extender last refused to claim room for the gang (written by
     /// `crate::claims::filter`, cleared when a claim succeeds): the controller shows it
     /// in the PodGroup's `Scheduled` condition while the gang waits.
@@ -149,6 +150,12 @@ pub struct Group {
 }
 
 impl Group {
+    /// The members to change: shared with a snapshot, they are copied first (only this
+    /// group's), else changed in place.
+    pub fn members_mut(&mut self) -> &mut BTreeMap<String, Member> {
+        &mut self.members
+    }
+
     /// Its members that have not finished (Succeeded or Failed), in UID order.
     pub fn live_members(&self) -> Vec<&Pod> {
         self.members
@@ -189,6 +196,11 @@ static NOTHING: std::sync::LazyLock<Resources> = std::sync::LazyLock::new(Resour
 
 impl State {
     // ----- reads
+
+    /// The non-terminal pods bound to `node`.
+    pub fn pods_on(&self, node: &str) -> &[Arc<Pod>] {
+        self.nodes.slot(node).map_or(&[], |s| s.pods.as_slice())
+    }
 
     /// Requests of the non-terminal pods bound to `node`.
     pub fn used_on(&self, node: &str) -> &Resources {
@@ -298,7 +310,7 @@ impl State {
             self.forget(old);
         }
         if let Some(node) = counted_on(&pod) {
-            self.nodes.add(node, Sum::Used, &pod.requests);
+            self.nodes.place_pod(node, &pod);
         }
         if let Some(old) = &old
             && let Some(node) = counted_on(old)
@@ -310,7 +322,7 @@ impl State {
             self.groups
                 .entry(key)
                 .or_default()
-                .members
+                .members_mut()
                 .insert(pod.uid.clone(), Member::of(pod.clone()));
         } else if pod.queue.is_some() {
             self.queue_only
@@ -334,12 +346,12 @@ impl State {
     /// Undoes what `apply_pod` recorded for `old`.
     fn forget(&mut self, old: &Pod) {
         if let Some(node) = counted_on(old) {
-            self.nodes.sub(node, Sum::Used, &old.requests);
+            self.nodes.unplace_pod(node, old);
         }
         if let Some(key) = GroupKey::of(old)
             && let Some(group) = self.groups.get_mut(&key)
         {
-            group.members.remove(&old.uid);
+            group.members_mut().remove(&old.uid);
             if group.members.is_empty() && group.spec.is_none() {
                 self.groups.remove(&key);
             }
