@@ -31,6 +31,9 @@ use gangplank_core::model::{GroupKey, Node, Pod, PodGroup, PodPhase, Queue, Reso
 use gangplank_core::policy::constraints::Constraints;
 use gangplank_core::policy::placement::Strategy;
 
+mod common;
+use common::Lcg;
+
 const NODES: usize = 5_000;
 const QUEUES: usize = 100;
 const RUNNING: usize = 3_000;
@@ -44,19 +47,6 @@ const SETTINGS: Settings = Settings {
     max_hold: Duration::from_secs(3600),
     bind_unmarked: false,
 };
-
-/// A small deterministic generator (an LCG), so every run sees the same cluster.
-struct Lcg(u64);
-
-impl Lcg {
-    fn below(&mut self, n: u64) -> u64 {
-        self.0 = self
-            .0
-            .wrapping_mul(6_364_136_223_846_793_005)
-            .wrapping_add(1_442_695_040_888_963_407);
-        (self.0 >> 33) % n
-    }
-}
 
 fn node_name(i: usize) -> String {
     format!("node-{i:04}")

@@ -69,6 +69,9 @@ use http_body_util::BodyExt;
 use serde_json::{Value, json};
 use tower::ServiceExt;
 
+mod common;
+use common::Lcg;
+
 const NODES: usize = 5_000;
 const PODS: usize = 50_000;
 /// Nodes the scheduler samples at 5,000 nodes with its default `percentageOfNodesToScore`
@@ -79,23 +82,6 @@ const GIB: i64 = 1 << 30;
 const NAMESPACES: usize = 10;
 /// Members of the gang that fits only in part (8 GPUs each).
 const PARTIAL: usize = 128;
-
-/// A small deterministic generator (an LCG), so every run sees the same cluster.
-struct Lcg(u64);
-
-impl Lcg {
-    fn below(&mut self, n: u64) -> u64 {
-        self.0 = self
-            .0
-            .wrapping_mul(6_364_136_223_846_793_005)
-            .wrapping_add(1_442_695_040_888_963_407);
-        (self.0 >> 33) % n
-    }
-
-    fn pick<T: Copy>(&mut self, from: &[T]) -> T {
-        from[self.below(from.len() as u64) as usize]
-    }
-}
 
 fn node_name(i: usize) -> String {
     format!("kwok-node-{i}")

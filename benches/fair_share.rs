@@ -33,6 +33,9 @@ use gangplank_core::model::{GroupKey, Node, Pod, PodGroup, PodPhase, Queue, Reso
 use gangplank_core::policy::fair_share::{Capability, QueueDemand, deserved_shares};
 use gangplank_core::policy::queue_order::{Options, QueueSnapshot, WaitingGroup, admission_order};
 
+mod common;
+use common::Lcg;
+
 const QUEUES: usize = 100;
 const GROUPS: usize = 10_000;
 const NAMESPACES: usize = 20;
@@ -44,19 +47,6 @@ const RESOURCES: [&str; 5] = [
     "ephemeral-storage",
     "example.com/fpga",
 ];
-
-/// A small deterministic generator (an LCG), so every run sees the same input.
-struct Lcg(u64);
-
-impl Lcg {
-    fn below(&mut self, n: u64) -> u64 {
-        self.0 = self
-            .0
-            .wrapping_mul(6_364_136_223_846_793_005)
-            .wrapping_add(1_442_695_040_888_963_407);
-        (self.0 >> 33) % n
-    }
-}
 
 /// A 1,000-node cluster's allocatable.
 fn cluster() -> Resources {

@@ -19,6 +19,9 @@ use gangplank_core::policy::constraints::{
 };
 use gangplank_core::policy::{Strategy, feasible, score};
 
+mod common;
+use common::Lcg;
+
 const NODES: usize = 5_000;
 const GIB: i64 = 1 << 30;
 
@@ -26,19 +29,6 @@ const GIB: i64 = 1 << 30;
 struct Candidate {
     node: Node,
     used: Resources,
-}
-
-/// A small deterministic generator (an LCG), so every run sees the same cluster.
-struct Lcg(u64);
-
-impl Lcg {
-    fn below(&mut self, n: u64) -> u64 {
-        self.0 = self
-            .0
-            .wrapping_mul(6_364_136_223_846_793_005)
-            .wrapping_add(1_442_695_040_888_963_407);
-        (self.0 >> 33) % n
-    }
 }
 
 fn cluster(nodes: usize) -> Vec<Candidate> {
