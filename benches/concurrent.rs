@@ -26,8 +26,7 @@ use gangplank::cache::Cache;
 use gangplank::extender;
 use gangplank_core::admit::{plan, reclaim};
 use gangplank_core::claims::{self, Settings};
-use gangplank_core::model::names::ADMISSION_GATE;
-use gangplank_core::model::{GroupKey, Node, Pod, PodGroup, PodPhase, Queue, Resources, State};
+use gangplank_core::model::{GroupKey, Node, Pod, PodGroup, Queue, Resources, State};
 use gangplank_core::policy::constraints::Constraints;
 use gangplank_core::policy::placement::Strategy;
 
@@ -83,28 +82,8 @@ fn build() -> (Cache, Pod) {
         for m in 0..size {
             uid += 1;
             cache.apply_pod(Pod {
-                uid: format!("uid-{uid}"),
-                namespace: namespace.clone(),
-                name: format!("{}-{m}", key.name),
-                node_name: running.then(|| node_name(uid % NODES)),
-                phase: if running {
-                    PodPhase::Running
-                } else {
-                    PodPhase::Pending
-                },
-                requests: Resources::from([
-                    ("cpu", cpu),
-                    ("memory", cpu * GIB / 1_000),
-                    ("pods", 1),
-                ]),
-                pod_group: Some(key.name.to_string()),
-                scheduling_gates: if running {
-                    vec![]
-                } else {
-                    vec![ADMISSION_GATE.to_owned()]
-                },
                 created: 1_700_000_000 + rng.below(86_400) as i64,
-                ..Pod::default()
+                ..common::member(uid, &key, m, running.then(|| node_name(uid % NODES)), cpu)
             });
         }
     };

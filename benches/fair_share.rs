@@ -25,11 +25,10 @@
 use std::hint::black_box;
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
-use gangplank::api::labels::ADMISSION_GATE;
 use gangplank_core::admit::plan;
 use gangplank_core::admit::reclaim;
 use gangplank_core::model::State;
-use gangplank_core::model::{GroupKey, Node, Pod, PodGroup, PodPhase, Queue, Resources};
+use gangplank_core::model::{GroupKey, Node, Pod, PodGroup, Queue, Resources};
 use gangplank_core::policy::fair_share::{Capability, QueueDemand, deserved_shares};
 use gangplank_core::policy::queue_order::{Options, QueueSnapshot, WaitingGroup, admission_order};
 
@@ -220,29 +219,15 @@ fn admission_state() -> State {
         for m in 0..size {
             uid += 1;
             s.apply_pod(Pod {
-                uid: format!("uid-{uid}"),
-                namespace: namespace.clone(),
-                name: format!("{}-{m}", key.name),
-                node_name: bound.then(|| format!("node-{:04}", uid % 1_000)),
-                phase: if bound {
-                    PodPhase::Running
-                } else {
-                    PodPhase::Pending
-                },
-                requests: Resources::from([
-                    ("cpu", cpu),
-                    ("memory", cpu * GIB / 1_000),
-                    ("pods", 1),
-                ]),
-                pod_group: Some(key.name.to_string()),
                 priority: [0, 0, 0, 100, 1_000][rng.below(5) as usize],
-                scheduling_gates: if bound {
-                    vec![]
-                } else {
-                    vec![ADMISSION_GATE.to_owned()]
-                },
                 created,
-                ..Pod::default()
+                ..common::member(
+                    uid,
+                    &key,
+                    m,
+                    bound.then(|| format!("node-{:04}", uid % 1_000)),
+                    cpu,
+                )
             });
         }
     };

@@ -17,3 +17,33 @@ impl Lcg {
         from[self.below(from.len() as u64) as usize]
     }
 }
+
+use gangplank_core::model::names::ADMISSION_GATE;
+use gangplank_core::model::{GroupKey, Pod, PodPhase, Resources};
+
+const GIB: i64 = 1 << 30;
+
+/// Member `index` of the group `key`, with `uid`, asking for `cpu` millicores and as many GiB
+/// per core: running on `node`, or waiting behind the admission gate when `node` is `None`.
+pub fn member(uid: usize, key: &GroupKey, index: u32, node: Option<String>, cpu: i64) -> Pod {
+    let running = node.is_some();
+    Pod {
+        uid: format!("uid-{uid}"),
+        namespace: key.namespace.to_string(),
+        name: format!("{}-{index}", key.name),
+        node_name: node,
+        phase: if running {
+            PodPhase::Running
+        } else {
+            PodPhase::Pending
+        },
+        requests: Resources::from([("cpu", cpu), ("memory", cpu * GIB / 1_000), ("pods", 1)]),
+        pod_group: Some(key.name.to_string()),
+        scheduling_gates: if running {
+            vec![]
+        } else {
+            vec![ADMISSION_GATE.to_owned()]
+        },
+        ..Pod::default()
+    }
+}
