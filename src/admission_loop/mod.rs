@@ -5,8 +5,8 @@
 //! The mutating webhook gates every pod of a group or queue at creation, so the scheduler
 //! does not see a gang's pods one by one as they trickle in; this loop lets a gang through as
 //! a whole once it is complete. It wakes on every cache change (at most every
-//! [`MIN_PASS_INTERVAL`]) and at least every [`MAX_PASS_INTERVAL`], decides on a consistent
-//! view of the cache, and patches pods outside the cache's lock.
+//! [`MIN_PASS_INTERVAL`]) and at least every [`MAX_PASS_INTERVAL`], decides on a snapshot of
+//! the cache (a consistent view that holds no lock), and patches the pods.
 //!
 //! Each patch is a JSON patch that first tests that the pod's gates are still the ones the
 //! decision saw, then writes them without Gangplank's gate (and, for a group with a

@@ -1,13 +1,11 @@
 //! What the last admission pass decided, published for the controller.
 //!
 //! Why: the controller's statuses (each waiting PodGroup's `Admitted` condition, each Queue's
-//! shares and allocation) come from the same numbers as the admission loop's decisions. Both
-//! used to compute them, each under the cache's read lock: one admission pass and, with reclaim
-//! active, one reclaim plan per controller pass too, blocking the cache's writers twice as
-//! long, for numbers the loop had just computed. Besides, the controller's copy of the reclaim
-//! plan knew nothing of the evictions in flight or refused, so its lines could differ from what
-//! the loop did. Now the loop publishes its [`Outcome`] after every pass and the controller
-//! reads the latest one.
+//! shares and allocation) come from the same numbers as the admission loop's decisions, so
+//! they are computed once: the loop publishes its [`Outcome`] after every pass and the
+//! controller reads the latest one. A copy of the reclaim plan computed by the controller
+//! would know nothing of the evictions in flight or refused, and its lines could differ from
+//! what the loop did.
 //!
 //! Decisions:
 //! - **The latest outcome only**, behind an [`Arc`] in a `tokio::sync::watch` channel: readers

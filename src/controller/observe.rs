@@ -1,8 +1,7 @@
-//! What the controller reads from the cache in one pass, under its read lock: per group, the
+//! What the controller reads from the cache in one pass, on a snapshot: per group, the
 //! member counts and waiting reasons; per queue, what its pods hold and what they wait for.
 //!
-//! Kept to counting and summing so the lock is held briefly; every decision is taken on the
-//! [`Observation`] afterwards, outside the lock.
+//! Kept to counting and summing; every decision is taken on the [`Observation`] afterwards.
 
 use std::collections::HashMap;
 

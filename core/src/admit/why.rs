@@ -1,9 +1,8 @@
 //! Why a group waits for admission: a [`Reason`] (the PodGroup's `Admitted` condition reason)
 //! and [`Why`], the details with the numbers, formatted only when read.
 //!
-//! Why lazy: a pass over a full cluster leaves thousands of groups waiting, and it runs under
-//! the cache's read lock; the admission loop only counts them, and the controller formats the
-//! messages after the lock is released.
+//! Why lazy: a pass over a full cluster leaves thousands of groups waiting; the admission loop
+//! only counts them, and the controller formats the messages it writes.
 
 use std::fmt;
 use std::sync::Arc;
