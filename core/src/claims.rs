@@ -326,10 +326,7 @@ fn spec(state: &State, pod: &Pod, key: &GroupKey) -> Result<PodGroup, Error> {
 
 /// Whether some claim's deadline has passed at `now`: [`expire`] would change something.
 pub fn any_expired(state: &State, now: Instant) -> bool {
-    state
-        .claims
-        .values()
-        .any(|c| c.deadline.is_some_and(|d| d <= now))
+    state.claims.values().any(|c| c.expired(now))
 }
 
 /// Drops every claim whose deadline has passed at `now` (no member placed within the gang's
@@ -339,7 +336,7 @@ pub fn expire(state: &mut State, now: Instant) -> usize {
     let expired: Vec<GroupKey> = state
         .claims
         .iter()
-        .filter(|(_, c)| c.deadline.is_some_and(|d| d <= now))
+        .filter(|(_, c)| c.expired(now))
         .map(|(k, _)| k.clone())
         .collect();
     for key in &expired {

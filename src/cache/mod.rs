@@ -83,92 +83,41 @@ impl Cache {
         Self::default()
     }
 
-    /// Inserts or replaces a node; a node that did not change (as the model sees it) is
-    /// skipped and wakes nobody.
+    /// Inserts or replaces a node. Like every watch write below, one that changes nothing the
+    /// model holds (an equal object, the delete of one not held) wakes nobody.
     pub fn apply_node(&self, node: Node) {
-        self.write(|s| {
-            let unchanged = s.nodes.get(&node.name).is_some_and(|n| **n == node);
-            !unchanged && {
-                s.apply_node(node);
-                true
-            }
-        });
+        self.write(|s| s.apply_node(node));
     }
 
     pub fn delete_node(&self, name: &str) {
-        self.write(|s| {
-            s.nodes.contains_key(name) && {
-                s.delete_node(name);
-                true
-            }
-        });
+        self.write(|s| s.delete_node(name));
     }
 
-    /// Inserts or replaces a pod; unchanged, skipped.
+    /// Inserts or replaces a pod.
     pub fn apply_pod(&self, pod: Pod) {
-        self.write(|s| {
-            let unchanged = s.pods.get(&pod.uid).is_some_and(|p| **p == pod);
-            !unchanged && {
-                s.apply_pod(pod);
-                true
-            }
-        });
+        self.write(|s| s.apply_pod(pod));
     }
 
     pub fn delete_pod(&self, uid: &str) {
-        self.write(|s| {
-            let known = s.pods.contains_key(uid) || s.reservations.contains_key(uid);
-            known && {
-                s.delete_pod(uid);
-                true
-            }
-        });
+        self.write(|s| s.delete_pod(uid));
     }
 
-    /// Inserts or replaces a PodGroup; unchanged (a status write, say), skipped.
+    /// Inserts or replaces a PodGroup (a status write leaves the model's PodGroup equal).
     pub fn apply_pod_group(&self, group: PodGroup) {
-        self.write(|s| {
-            let unchanged = s
-                .groups
-                .get(&group.key)
-                .and_then(|g| g.spec.as_deref())
-                .is_some_and(|g| *g == group);
-            !unchanged && {
-                s.apply_pod_group(group);
-                true
-            }
-        });
+        self.write(|s| s.apply_pod_group(group));
     }
 
     pub fn delete_pod_group(&self, key: &GroupKey) {
-        self.write(|s| {
-            let known =
-                s.groups.get(key).is_some_and(|g| g.spec.is_some()) || s.claims.contains_key(key);
-            known && {
-                s.delete_pod_group(key);
-                true
-            }
-        });
+        self.write(|s| s.delete_pod_group(key));
     }
 
-    /// Inserts or replaces a Queue; unchanged (a status write, say), skipped.
+    /// Inserts or replaces a Queue.
     pub fn apply_queue(&self, queue: Queue) {
-        self.write(|s| {
-            let unchanged = s.queues.get(&queue.name).is_some_and(|q| **q == queue);
-            !unchanged && {
-                s.apply_queue(queue);
-                true
-            }
-        });
+        self.write(|s| s.apply_queue(queue));
     }
 
     pub fn delete_queue(&self, name: &str) {
-        self.write(|s| {
-            s.queues.contains_key(name) && {
-                s.delete_queue(name);
-                true
-            }
-        });
+        self.write(|s| s.delete_queue(name));
     }
 
     /// Runs `f` on the current state under a read lock. Keep `f` short: writers wait for it.
@@ -232,30 +181,32 @@ impl Cache {
     /// Runs `f` on the state under the write lock, for the extender's reservations and claims
     /// and the admission loop's reservation. Keep `f` short and synchronous. Wakes the loops.
     pub fn update<T>(&self, f: impl FnOnce(&mut State) -> T) -> T {
-        let mut result = None;
-        self.write(|s| {
-            result = Some(f(s));
-            true
-        });
-        result.expect("write runs its closure")
+        let result = f(&mut self.lock());
+        self.wake();
+        result
     }
 
     /// Runs `f` under the write lock; wakes the loops only when `f` says it changed something.
     fn write(&self, f: impl FnOnce(&mut State) -> bool) {
-        let changed = {
-            let mut guard = self
-                .inner
-                .state
-                .write()
-                .unwrap_or_else(PoisonError::into_inner);
-            f(&mut guard)
-        };
+        let changed = f(&mut self.lock());
         if changed {
-            self.inner.changed.notify_one();
-            self.inner
-                .generation
-                .send_modify(|g| *g = g.wrapping_add(1));
+            self.wake();
         }
+    }
+
+    fn lock(&self) -> std::sync::RwLockWriteGuard<'_, State> {
+        self.inner
+            .state
+            .write()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Tells the loops that the state changed.
+    fn wake(&self) {
+        self.inner.changed.notify_one();
+        self.inner
+            .generation
+            .send_modify(|g| *g = g.wrapping_add(1));
     }
 
     /// A change signal for any number of waiters: `changed().await` on the receiver completes

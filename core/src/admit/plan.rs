@@ -1886,7 +1886,9 @@ mod tests {
                         .map_or_else(Resources::new, |g| Resources::from([("cpu", g * 1_000)])),
                     ..Queue::new(format!("q{i}"))
                 };
-                steps.push(Box::new(move |s| s.apply_queue(queue.clone())));
+                steps.push(Box::new(move |s| {
+                    s.apply_queue(queue.clone());
+                }));
             }
             for (g, &(queue, size, cpu, created, on)) in groups.iter().enumerate() {
                 let queue = format!("q{}", queue % queues.len());

@@ -72,6 +72,11 @@ impl Claim {
         self.deadline.is_none()
     }
 
+    /// Its deadline has passed at `now` (a reservation has none).
+    pub fn expired(&self, now: std::time::Instant) -> bool {
+        self.deadline.is_some_and(|d| d <= now)
+    }
+
     /// The nodes where a slot would hold a pod asking `requests`.
     pub fn holding(&self, requests: &Resources) -> FxHashSet<&str> {
         self.slots
@@ -150,12 +155,6 @@ pub struct Group {
 }
 
 impl Group {
-    /// The members to change: shared with a snapshot, they are copied first (only this
-    /// group's), else changed in place.
-    pub fn members_mut(&mut self) -> &mut BTreeMap<String, Member> {
-        &mut self.members
-    }
-
     /// Its members that have not finished (Succeeded or Failed), in UID order.
     pub fn live_members(&self) -> Vec<&Pod> {
         self.members
@@ -292,18 +291,28 @@ impl State {
             .count()
     }
 
-    // ----- the write path: watch events
+    // ----- the write path: watch events. Each returns whether it changed anything: an object
+    // equal to the one held, or the delete of one not held, changes nothing.
 
-    pub fn apply_node(&mut self, node: Node) {
+    pub fn apply_node(&mut self, node: Node) -> bool {
+        if self.nodes.get(&node.name).is_some_and(|n| **n == node) {
+            return false;
+        }
         self.nodes.insert(node);
+        true
     }
 
-    pub fn delete_node(&mut self, name: &str) {
+    pub fn delete_node(&mut self, name: &str) -> bool {
+        let known = self.nodes.contains_key(name);
         self.nodes.remove(name);
+        known
     }
 
     /// Inserts or replaces a pod, keeping `used`, group membership and reservations in step.
-    pub fn apply_pod(&mut self, pod: Pod) {
+    pub fn apply_pod(&mut self, pod: Pod) -> bool {
+        if self.pods.get(&pod.uid).is_some_and(|p| **p == pod) {
+            return false;
+        }
         let pod = Arc::new(pod);
         let old = self.pods.insert(pod.uid.clone(), pod.clone());
         if let Some(old) = &old {
@@ -322,7 +331,7 @@ impl State {
             self.groups
                 .entry(key)
                 .or_default()
-                .members_mut()
+                .members
                 .insert(pod.uid.clone(), Member::of(pod.clone()));
         } else if pod.queue.is_some() {
             self.queue_only
@@ -331,16 +340,18 @@ impl State {
         if pod.node_name.is_some() || pod.phase.is_terminal() {
             self.release(&pod.uid);
         }
+        true
     }
 
-    pub fn delete_pod(&mut self, uid: &str) {
-        if let Some(old) = self.pods.remove(uid) {
-            self.forget(&old);
-            if let Some(node) = counted_on(&old) {
+    pub fn delete_pod(&mut self, uid: &str) -> bool {
+        let old = self.pods.remove(uid);
+        if let Some(old) = &old {
+            self.forget(old);
+            if let Some(node) = counted_on(old) {
                 self.hand_to_reservation(node, &old.requests);
             }
         }
-        self.release(uid);
+        self.release(uid).is_some() || old.is_some()
     }
 
     /// Undoes what `apply_pod` recorded for `old`.
@@ -351,7 +362,7 @@ impl State {
         if let Some(key) = GroupKey::of(old)
             && let Some(group) = self.groups.get_mut(&key)
         {
-            group.members_mut().remove(&old.uid);
+            group.members.remove(&old.uid);
             if group.members.is_empty() && group.spec.is_none() {
                 self.groups.remove(&key);
             }
@@ -360,27 +371,37 @@ impl State {
         }
     }
 
-    pub fn apply_pod_group(&mut self, group: PodGroup) {
+    pub fn apply_pod_group(&mut self, group: PodGroup) -> bool {
+        let held = self.groups.get(&group.key).and_then(|g| g.spec.as_deref());
+        if held == Some(&group) {
+            return false;
+        }
         let key = group.key.clone();
         self.groups.entry(key).or_default().spec = Some(Arc::new(group));
+        true
     }
 
-    pub fn delete_pod_group(&mut self, key: &GroupKey) {
+    pub fn delete_pod_group(&mut self, key: &GroupKey) -> bool {
+        let mut known = false;
         if let Some(group) = self.groups.get_mut(key) {
-            group.spec = None;
+            known = group.spec.take().is_some();
             if group.members.is_empty() {
                 self.groups.remove(key);
             }
         }
-        self.drop_claim(key);
+        self.drop_claim(key).is_some() || known
     }
 
-    pub fn apply_queue(&mut self, queue: Queue) {
+    pub fn apply_queue(&mut self, queue: Queue) -> bool {
+        if self.queues.get(&queue.name).is_some_and(|q| **q == queue) {
+            return false;
+        }
         self.queues.insert(queue.name.clone(), Arc::new(queue));
+        true
     }
 
-    pub fn delete_queue(&mut self, name: &str) {
-        self.queues.remove(name);
+    pub fn delete_queue(&mut self, name: &str) -> bool {
+        self.queues.remove(name).is_some()
     }
 
     // ----- the write path: the extender's reservations and claims
