@@ -11,7 +11,7 @@
 //!   are the members evicted for real. If a member is still refused then (another disruption
 //!   raced with ours), the members already evicted cannot be given back and the gang cannot
 //!   run below `minMember` while its other members hold their nodes, so the rest is evicted
-//!   on the following passes until done ([`Reclaimer::unfinished`]); a PodDisruptionBudget
+//!   on the following passes until done (`Reclaimer::unfinished`); a PodDisruptionBudget
 //!   delays that, it does not stop it forever.
 //! - **No pod twice.** A pod whose eviction was requested is remembered until the cache shows
 //!   it deleting or gone (and for at most [`EVICTION_MEMORY`]); such pods, and every pod with a
@@ -77,7 +77,7 @@ impl Reclaimer {
         }
     }
 
-    /// Forgets what the cache has caught up with or what is too old; call before [`plan`].
+    /// Forgets what the cache has caught up with or what is too old; call before [`gangplank_core::admit::reclaim::plan`].
     pub fn settle(&mut self, state: &State, now: Instant) {
         self.evicting.retain(|uid, at| {
             now.duration_since(*at) < EVICTION_MEMORY

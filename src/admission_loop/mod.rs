@@ -38,8 +38,9 @@
 //! reservation by its expected runtime is recorded in `State::lent` (until the head changes),
 //! and the extender lets its gang claim be planned inside the reservation.
 //!
-//! After each pass, [`reclaim`] evicts gangs of queues above their deserved share when a queue
-//! below its share has groups that wait for room.
+//! After each pass, [`evictions`] evicts the gangs that [`gangplank_core::admit::reclaim`]
+//! picks: of queues above their deserved share when a queue below its share has groups that
+//! wait for room, or of lower priority in a queue whose group of higher priority waits.
 //!
 //! Each pass's decision and reclaim's lines are [`published`] for the controller's statuses.
 

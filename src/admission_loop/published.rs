@@ -28,7 +28,7 @@ use gangplank_core::model::GroupKey;
 pub struct Outcome {
     pub decision: Decision,
     /// For each starved group that waits for reclaim, what to add to its waiting reason
-    /// ([`super::reclaim::Plan::waiting`]).
+    /// ([`gangplank_core::admit::reclaim::Plan::waiting`]).
     pub reclaim_waiting: BTreeMap<GroupKey, String>,
 }
 

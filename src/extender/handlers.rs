@@ -1,4 +1,4 @@
-//! The four verb handlers: decode, decide, encode. Decisions come from [`crate::gang`] and
+//! The four verb handlers: decode, decide, encode. Decisions come from [`gangplank_core::claims`] and
 //! [`gangplank_core::policy`]; pods in no group and no queue are answered from their labels alone,
 //! without touching the cache.
 
@@ -283,7 +283,7 @@ fn gang_error(verb: Verb, pod: &gangplank_core::model::Pod, e: claims::Error) ->
 }
 
 /// `POST /scheduler/preempt`: the scheduler's victims, answered in the Meta form.
-/// Keeps the nodes whose victim list policy allows as a whole ([`policy::preemption`]).
+/// Keeps the nodes whose victim list policy allows as a whole ([`gangplank_core::policy::preemption`]).
 pub async fn preempt(
     State(extender): State<Arc<Extender>>,
     Wire(args): Wire<ExtenderPreemptionArgs>,

@@ -3,7 +3,7 @@
 //! A copy of each schedulable node's free room (allocatable − used − reserved by the
 //! extender) that the pass shrinks as it admits groups, their sum, and the other queues'
 //! unused guarantees (room a queue may not take). See [`super::plan`] for how the pass uses it,
-//! and [`Room::reserve`] for how the head's reservation is chosen.
+//! and `Room::reserve` for how the head's reservation is chosen.
 
 use std::collections::BTreeMap;
 

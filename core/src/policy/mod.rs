@@ -8,8 +8,8 @@
 //! read. The extender and the loops translate wire types to these calls and back.
 //!
 //! - [`constraints`]: may this pod run on this node at all (cordon, taints, node selector,
-//!   required node affinity), and if not, why; [`convert`] builds the pod's [`Constraints`]
-//!   from its API object.
+//!   required node affinity), and if not, why (the adapter's
+//!   `gangplank::cache::constraints` builds the pod's [`Constraints`] from its API object).
 //! - [`placement`]: how good a node is for a pod (binpack or spread), on the extender's 0..=10
 //!   scale.
 //! - [`preemption`]: which of the scheduler's proposed victim lists Gangplank accepts.
