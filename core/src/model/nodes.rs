@@ -1,5 +1,6 @@
-//! Per-node records: the node as the API shows it and the three sums kept for it (`used`,
-//! `reserved`, `claimed`), in one record behind one name → index map.
+//! Per-node records: the node as the API shows it, the three sums kept for it (`used`,
+//! `reserved`, `claimed`) and the pods counted in `used`, in one record behind one name → index
+//! map.
 //!
 //! Why one record: the extender judges one pod against every candidate node (5,000 in the
 //! design's target) within a millisecond. With four maps keyed by node name, a candidate cost

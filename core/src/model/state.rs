@@ -5,7 +5,7 @@
 //! every decision needs, updated incrementally on each write so that reads are O(1):
 //! - `used` per node: the requests of the non-terminal pods bound to it, the same sum the
 //!   scheduler keeps (a node unknown yet still gets an entry, so the order of watch events
-//!   does not matter);
+//!   does not matter), and those pods ([`State::pods_on`]);
 //! - `members` per group: which pods name it, by UID, with the pods themselves and what an
 //!   admission pass reads of each ([`Member`]), so a pass over every group's members looks
 //!   nothing up by UID and reads no pod;
