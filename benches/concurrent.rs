@@ -22,10 +22,10 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use gangplank::admission_loop::MIN_PASS_INTERVAL;
-use gangplank::cache::Cache;
+use gangplank::cache::{Cache, Ledger};
 use gangplank::extender;
 use gangplank_core::admit::{plan, reclaim};
-use gangplank_core::claims::{self, Settings};
+use gangplank_core::claims::Settings;
 use gangplank_core::model::{GroupKey, Node, Pod, PodGroup, Queue, Resources, State};
 use gangplank_core::policy::constraints::Constraints;
 use gangplank_core::policy::placement::Strategy;
@@ -53,10 +53,10 @@ fn node_name(i: usize) -> String {
 
 /// The cluster, built through the cache's write path, and the filtered member.
 fn build() -> (Cache, Pod) {
-    let cache = Cache::new();
+    let (cache, mut mirror) = Cache::new();
     let mut rng = Lcg(17);
     for n in 0..NODES {
-        cache.apply_node(Node {
+        mirror.apply_node(Node {
             name: node_name(n),
             allocatable: Resources::from([("cpu", 32_000), ("memory", 128 * GIB), ("pods", 110)]),
             ..Default::default()
@@ -65,7 +65,7 @@ fn build() -> (Cache, Pod) {
     for i in 0..QUEUES {
         let mut q = Queue::new(format!("queue-{i:03}"));
         q.weight = 1 + rng.below(4) as u32;
-        cache.apply_queue(q);
+        mirror.apply_queue(q);
     }
     let mut uid = 0usize;
     let mut group = |rng: &mut Lcg, g: usize, running: bool| {
@@ -73,7 +73,7 @@ fn build() -> (Cache, Pod) {
         let namespace = format!("team-{:02}", rng.below(10));
         let size = 1 + rng.below(8) as u32;
         let key = GroupKey::new(namespace.clone(), format!("job-{g:05}"));
-        cache.apply_pod_group(PodGroup::new(
+        mirror.apply_pod_group(PodGroup::new(
             key.clone(),
             size,
             format!("queue-{queue:03}"),
@@ -81,7 +81,7 @@ fn build() -> (Cache, Pod) {
         let cpu = 1_000 * (1 + rng.below(4) as i64);
         for m in 0..size {
             uid += 1;
-            cache.apply_pod(Pod {
+            mirror.apply_pod(Pod {
                 created: 1_700_000_000 + rng.below(86_400) as i64,
                 ..common::member(uid, &key, m, running.then(|| node_name(uid % NODES)), cpu)
             });
@@ -94,7 +94,7 @@ fn build() -> (Cache, Pod) {
         group(&mut rng, RUNNING + g, false);
     }
     let probe = GroupKey::new("probe", "train");
-    cache.apply_pod_group(PodGroup::new(probe.clone(), 8, "queue-000"));
+    mirror.apply_pod_group(PodGroup::new(probe.clone(), 8, "queue-000"));
     let member = Pod {
         uid: "probe-0".into(),
         namespace: "probe".into(),
@@ -104,14 +104,13 @@ fn build() -> (Cache, Pod) {
         marked: true,
         ..Pod::default()
     };
-    cache.apply_pod(member.clone());
+    mirror.apply_pod(member.clone());
     (cache, member)
 }
 
-fn filter(cache: &Cache, pod: &Pod, names: &[String]) -> usize {
-    cache.update(|s| {
-        claims::filter(
-            s,
+fn filter(ledger: &Ledger, pod: &Pod, names: &[String]) -> usize {
+    ledger
+        .claim(
             pod,
             &Constraints::default(),
             names,
@@ -121,7 +120,6 @@ fn filter(cache: &Cache, pod: &Pod, names: &[String]) -> usize {
         .unwrap()
         .passed
         .len()
-    })
 }
 
 /// The prioritize decision as `extender::handlers::prioritize` makes it, under the read lock.
@@ -193,9 +191,10 @@ fn main() {
         return;
     }
     let (cache, member) = build();
+    let ledger = cache.ledger();
     let names: Vec<String> = (0..NODES).map(node_name).collect();
     let n = samples();
-    black_box(filter(&cache, &member, &names));
+    black_box(filter(&ledger, &member, &names));
 
     let mut rows = Vec::new();
     for passes in [Passes::None, Passes::OnSnapshots, Passes::UnderTheLock] {
@@ -220,7 +219,7 @@ fn main() {
         while filters.len() < n
             || (passes != Passes::None && count.load(Ordering::Relaxed) < MIN_PASSES)
         {
-            filters.push(timed(|| filter(&cache, &member, &names)));
+            filters.push(timed(|| filter(&ledger, &member, &names)));
             scores.push(timed(|| prioritize(&cache, &member, &names)));
         }
         filters.sort();

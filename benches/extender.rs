@@ -57,10 +57,10 @@ use axum::body::{Body, Bytes};
 use axum::http::{Request, StatusCode, header};
 use criterion::Criterion;
 use futures::future::BoxFuture;
-use gangplank::cache::{Cache, convert};
+use gangplank::cache::{Cache, Ledger, Mirror, convert};
 use gangplank::extender::wire::{ExtenderArgs, ExtenderArgsRef, HostScore};
 use gangplank::extender::{self, BindRequest, Binder, Extender, Permits};
-use gangplank_core::claims::{self, Settings};
+use gangplank_core::claims::Settings;
 use gangplank_core::model::{Claim, GroupKey, Node, Pod, PodGroup, Resources};
 use gangplank_core::policy as policy_mod;
 use gangplank_core::policy::constraints::Constraints;
@@ -278,6 +278,7 @@ fn pod_group(namespace: &str, name: &str, min_member: u32) -> PodGroup {
 /// The loaded cluster and the gangs the cases work on.
 struct World {
     cache: Cache,
+    ledger: Ledger,
     names: Vec<String>,
     /// Gang of 16 with no claim: its claim is dropped before every call.
     planning: Member,
@@ -310,10 +311,10 @@ fn template() -> Value {
 
 fn build() -> World {
     let template = template();
-    let cache = Cache::new();
+    let (cache, mut mirror) = Cache::new();
     let names: Vec<String> = (0..NODES).map(node_name).collect();
     for i in 0..NODES {
-        cache.apply_node(node(i));
+        mirror.apply_node(node(i));
     }
 
     // Bound pods: the first 1,600 are members of 200 running gangs of 8.
@@ -362,10 +363,10 @@ fn build() -> World {
             ..Default::default()
         };
         pod.created = 1_700_000_000 + j as i64;
-        cache.apply_pod(pod);
+        mirror.apply_pod(pod);
     }
     for g in 0..200 {
-        cache.apply_pod_group(pod_group(
+        mirror.apply_pod_group(pod_group(
             &format!("team-{}", g % NAMESPACES),
             &format!("running-{g}"),
             8,
@@ -382,12 +383,13 @@ fn build() -> World {
     for g in 0..100 {
         let namespace = format!("team-{}", g % NAMESPACES);
         let group = format!("waiting-{g}");
-        cache.apply_pod_group(pod_group(&namespace, &group, 8));
-        let members = members(&cache, &template, &namespace, &group, 8, waiting_shape);
+        mirror.apply_pod_group(pod_group(&namespace, &group, 8));
+        let members = members(&mut mirror, &template, &namespace, &group, 8, waiting_shape);
         if g < 50 {
             let m = &members[0];
             let verdict = cache
-                .update(|s| claims::filter(s, &m.pod, &m.constraints, &names, &SETTINGS, now))
+                .ledger()
+                .claim(&m.pod, &m.constraints, &names, &SETTINGS, now)
                 .unwrap();
             assert!(!verdict.passed.is_empty(), "waiting gang {g} claims room");
         }
@@ -398,23 +400,15 @@ fn build() -> World {
         memory: 32 * GIB,
         gpu: 2,
     };
-    let gang = |name: &str, min: u32, shape: Shape| {
-        cache.apply_pod_group(pod_group("ml", name, min));
-        members(&cache, &template, "ml", name, min as usize, shape)
+    let mut gang = |name: &str, min: u32, shape: Shape| {
+        mirror.apply_pod_group(pod_group("ml", name, min));
+        members(&mut mirror, &template, "ml", name, min as usize, shape)
     };
     let planning = gang("train-planning", 16, gang_shape).swap_remove(0);
     let claimed = gang("train-claimed", 16, gang_shape).swap_remove(0);
     cache
-        .update(|s| {
-            claims::filter(
-                s,
-                &claimed.pod,
-                &claimed.constraints,
-                &names,
-                &SETTINGS,
-                now,
-            )
-        })
+        .ledger()
+        .claim(&claimed.pod, &claimed.constraints, &names, &SETTINGS, now)
         .unwrap();
     let whole = Shape {
         cpu_m: 32_000,
@@ -450,8 +444,9 @@ fn build() -> World {
     );
 
     let plain = Member::new(api_pod(&template, "etl", "plain", None, gang_shape));
-    cache.apply_pod(plain.pod.clone());
+    mirror.apply_pod(plain.pod.clone());
     World {
+        ledger: cache.ledger(),
         cache,
         names,
         planning,
@@ -467,7 +462,7 @@ fn build() -> World {
 
 /// Creates `count` pending members of `group` in the cache and returns them.
 fn members(
-    cache: &Cache,
+    mirror: &mut Mirror,
     template: &Value,
     namespace: &str,
     group: &str,
@@ -483,7 +478,7 @@ fn members(
                 Some(group),
                 shape,
             ));
-            cache.apply_pod(m.pod.clone());
+            mirror.apply_pod(m.pod.clone());
             m
         })
         .collect()
@@ -491,10 +486,11 @@ fn members(
 
 /// Filters `member` once so its gang claims room; returns the claim.
 fn claim_for(cache: &Cache, member: &Member, names: &[String], now: Instant) -> Claim {
-    cache.update(|s| {
-        claims::filter(s, &member.pod, &member.constraints, names, &SETTINGS, now).unwrap();
-        s.claims[&member.key()].clone()
-    })
+    cache
+        .ledger()
+        .claim(&member.pod, &member.constraints, names, &SETTINGS, now)
+        .unwrap();
+    cache.read(|s| s.ledger.claims[&member.key()].clone())
 }
 
 /// The prioritize decision for a gang member as `extender::handlers::prioritize` makes it,
@@ -565,13 +561,14 @@ fn cases<'a>(w: &'a World, rt: &'a tokio::runtime::Runtime) -> Vec<Case<'a>> {
         SETTINGS,
     )));
     let cache = &w.cache;
+    let ledger = &w.ledger;
     let filter = move |m: &Member| {
-        cache.update(|s| {
-            claims::filter(s, &m.pod, &m.constraints, names, &SETTINGS, Instant::now()).unwrap()
-        })
+        ledger
+            .claim(&m.pod, &m.constraints, names, &SETTINGS, Instant::now())
+            .unwrap()
     };
     let drop_claim = move |m: &Member| {
-        cache.update(|s| s.drop_claim(&m.key()));
+        ledger.release_gang(&m.key(), &[]);
     };
 
     let mut out = Vec::new();
@@ -622,26 +619,22 @@ fn cases<'a>(w: &'a World, rt: &'a tokio::runtime::Runtime) -> Vec<Case<'a>> {
     let (reserving, reserving_claim) = &w.reserving;
     let slot_node = reserving_claim.slots[0].node.clone();
     let reset_reserving = move || {
-        cache.update(|s| {
-            claims::release(s, &reserving[0].key(), &[reserving[0].pod.uid.clone()]);
-            s.set_claim(&reserving[0].key(), reserving_claim.clone());
-        })
+        ledger.release_gang(&reserving[0].key(), &[reserving[0].pod.uid.clone()]);
+        let again = claim_for(cache, &reserving[0], names, Instant::now());
+        assert_eq!(again.slots, reserving_claim.slots);
     };
     let reserve = {
         let slot_node = slot_node.clone();
         move || {
-            cache.update(|s| {
-                let m = &reserving[0];
-                claims::reserve(
-                    s,
-                    &m.pod.uid,
+            ledger
+                .reserve(
+                    &reserving[0].pod.uid,
                     "ml/train-reserving-0",
                     &slot_node,
                     &SETTINGS,
                     Instant::now(),
                 )
                 .unwrap()
-            })
         }
     };
     out.push(case("bind/claims::reserve", {
@@ -654,15 +647,11 @@ fn cases<'a>(w: &'a World, rt: &'a tokio::runtime::Runtime) -> Vec<Case<'a>> {
     out.push(case("bind/claims::release", move || {
         reset_reserving();
         reserve();
-        timed(|| {
-            cache.update(|s| {
-                claims::release(s, &reserving[0].key(), &[reserving[0].pod.uid.clone()])
-            })
-        })
+        timed(|| ledger.release_gang(&reserving[0].key(), &[reserving[0].pod.uid.clone()]))
     }));
 
     let (quorum, quorum_claim) = &w.quorum;
-    let permits = Arc::new(Permits::new(cache.clone(), Arc::new(NoopBinder), SETTINGS));
+    let permits = Arc::new(Permits::new(cache.ledger(), Arc::new(NoopBinder), SETTINGS));
     let requests: Vec<BindRequest> = quorum
         .iter()
         .zip(quorum_claim.slots.iter().cycle())
@@ -671,10 +660,9 @@ fn cases<'a>(w: &'a World, rt: &'a tokio::runtime::Runtime) -> Vec<Case<'a>> {
     let uids: Vec<String> = quorum.iter().map(|m| m.pod.uid.clone()).collect();
     let key = quorum[0].key();
     out.push(case("bind/permits/8th-member-reaches-quorum", move || {
-        cache.update(|s| {
-            claims::release(s, &key, &uids);
-            s.set_claim(&key, quorum_claim.clone());
-        });
+        ledger.release_gang(&key, &uids);
+        let again = claim_for(cache, &quorum[0], names, Instant::now());
+        assert_eq!(again.slots, quorum_claim.slots);
         rt.block_on(async {
             let (last, held) = requests.split_last().unwrap();
             let handles: Vec<_> = held
@@ -904,7 +892,7 @@ fn main() {
     let world = build();
     let (bound, groups, claims) = world.cache.read(|s| {
         let with_pods = s.nodes.slots().filter(|n| !n.used.is_empty()).count();
-        (with_pods, s.groups.len(), s.claims.len())
+        (with_pods, s.groups.len(), s.ledger.claims.len())
     });
     if !test_mode {
         println!(

@@ -114,16 +114,16 @@ fn main() {
     if std::env::args().any(|a| a == "--list") {
         return;
     }
-    let cache = Cache::new();
+    let (cache, mut mirror) = Cache::new();
     let baseline = resident();
     let started = Instant::now();
     for i in 0..NODES {
         let api: k8s_openapi::api::core::v1::Node = serde_json::from_value(node(i)).unwrap();
-        cache.apply_node(convert::node(&api).unwrap());
+        mirror.apply_node(convert::node(&api).unwrap());
     }
     let mut rng = Lcg(5);
     for g in 0..PODS / 10 / GANG {
-        cache.apply_pod_group(PodGroup::new(
+        mirror.apply_pod_group(PodGroup::new(
             GroupKey::new(format!("ns-{}", g % 20), format!("gang-{g:05}")),
             GANG as u32,
             "default",
@@ -132,7 +132,7 @@ fn main() {
     for i in 0..PODS {
         let api: k8s_openapi::api::core::v1::Pod =
             serde_json::from_value(pod(i, &mut rng)).unwrap();
-        cache.apply_pod(convert::pod(&api).unwrap());
+        mirror.apply_pod(convert::pod(&api).unwrap());
     }
     let applied = started.elapsed();
     let loaded = resident();

@@ -54,6 +54,7 @@ async fn readyz(State(unsynced): State<Unsynced>) -> (StatusCode, String) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::cache::Change;
     use axum::body::Body;
     use axum::http::Request;
     use http_body_util::BodyExt;
@@ -71,7 +72,7 @@ mod tests {
 
     #[tokio::test]
     async fn live_is_ok_even_before_the_cache_synced() {
-        let (status, body) = get(router(of(Cache::new())), "/livez").await;
+        let (status, body) = get(router(of(Cache::new().0)), "/livez").await;
         assert_eq!((status, body.as_str()), (StatusCode::OK, "ok\n"));
     }
 
@@ -82,7 +83,7 @@ mod tests {
 
     #[tokio::test]
     async fn ready_names_the_watchers_still_listing_until_all_synced() {
-        let cache = Cache::new();
+        let (cache, mut mirror) = Cache::new();
         let (status, body) = get(router(of(cache.clone())), "/readyz").await;
         assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
         assert_eq!(
@@ -90,17 +91,17 @@ mod tests {
             "not ready: not synced: nodes, pods, podgroups, queues\n"
         );
 
-        cache.mark_synced(Watched::Nodes);
-        cache.mark_synced(Watched::PodGroups);
-        cache.mark_synced(Watched::Queues);
+        mirror.apply(Change::Listed(Watched::Nodes, None));
+        mirror.apply(Change::Listed(Watched::PodGroups, None));
+        mirror.apply(Change::Listed(Watched::Queues, None));
         let (_, body) = get(router(of(cache.clone())), "/readyz").await;
         assert_eq!(body, "not ready: not synced: pods\n");
 
-        cache.mark_synced(Watched::Pods);
+        mirror.apply(Change::Listed(Watched::Pods, None));
         let (status, body) = get(router(of(cache.clone())), "/readyz").await;
         assert_eq!((status, body.as_str()), (StatusCode::OK, "ok\n"));
 
-        cache.mark_unsynced(Watched::Pods);
+        mirror.apply(Change::Failed(Watched::Pods));
         let (status, body) = get(router(of(cache)), "/readyz").await;
         assert_eq!(
             (status, body.as_str()),

@@ -74,7 +74,8 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     config.default_retry = false;
     let eviction_client = kube::Client::try_from(config)
         .context("failed to create Kubernetes client (in-cluster config or KUBECONFIG)")?;
-    let cache = Cache::new();
+    let (cache, mirror) = Cache::new();
+    let changes = mirror.changes();
 
     let mut extender = Extender::new(
         cache.clone(),
@@ -126,6 +127,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         shutdown.clone(),
     ));
     let (
+        (),
         watch,
         webhook_watch,
         upkeep,
@@ -136,10 +138,11 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         extender_server,
         webhook_server,
     ) = tokio::join!(
-        cache::watch::run(client.clone(), cache.clone(), shutdown.clone()),
-        stores.run(store_writers, client, cache.clone(), shutdown.clone()),
+        mirror.run(shutdown.clone()),
+        cache::watch::run(client.clone(), changes.clone(), shutdown.clone()),
+        stores.run(store_writers, client, changes, shutdown.clone()),
         metrics::run_upkeep(prometheus, shutdown.clone()),
-        extender::expiry::run(cache.clone(), shutdown.clone()),
+        extender::expiry::run(cache.ledger(), shutdown.clone()),
         cancel_on_error(
             supervise("admission loop", admission_loop, &shutdown),
             &shutdown

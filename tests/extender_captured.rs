@@ -15,7 +15,7 @@ use axum::Router;
 use axum::body::Body;
 use axum::http::{Request, StatusCode, header};
 use futures::future::BoxFuture;
-use gangplank::cache::{Cache, convert};
+use gangplank::cache::{Cache, Mirror, convert};
 use gangplank::extender::{self, BindRequest, Binder, Extender};
 use gangplank_core::claims::Settings;
 use gangplank_core::model::{GroupKey, PodGroup, PodPhase, Resources};
@@ -106,19 +106,19 @@ fn members(mode: Mode) -> (gangplank_core::model::Pod, gangplank_core::model::Po
 
 /// The capture cluster: nodes, the PodGroup `ml/train` of `min_member` (30 s schedule timeout,
 /// as the capture script creates it) and its two members, pending.
-fn cluster(mode: Mode, min_member: u32) -> Cache {
-    let cache = Cache::new();
+fn cluster(mode: Mode, min_member: u32) -> (Cache, Mirror) {
+    let (cache, mut mirror) = Cache::new();
     for node in nodes() {
-        cache.apply_node(node);
+        mirror.apply_node(node);
     }
-    cache.apply_pod_group(PodGroup {
+    mirror.apply_pod_group(PodGroup {
         schedule_timeout: Duration::from_secs(30),
         ..PodGroup::new(GroupKey::new("ml", "train"), min_member, "default")
     });
     let (train_0, train_1) = members(mode);
-    cache.apply_pod(train_0);
-    cache.apply_pod(train_1);
-    cache
+    mirror.apply_pod(train_0);
+    mirror.apply_pod(train_1);
+    (cache, mirror)
 }
 
 fn router(cache: Cache, binder: Arc<FakeBinder>) -> Router {
@@ -201,7 +201,7 @@ fn captured_requests_have_the_shape_the_protocol_describes() {
 
 #[tokio::test]
 async fn filter_with_node_names_keeps_every_node_and_claims_room_for_the_whole_gang() {
-    let cache = cluster(Mode::NodeNames, 2);
+    let cache = cluster(Mode::NodeNames, 2).0;
     let router = router(cache.clone(), Arc::default());
     let answer = post(&router, "filter", captured_text("filter.node-names.json")).await;
     assert_eq!(
@@ -215,7 +215,7 @@ async fn filter_with_node_names_keeps_every_node_and_claims_room_for_the_whole_g
         })
     );
     let slots: Vec<String> = cache.read(|s| {
-        s.claims[&GroupKey::new("ml", "train")]
+        s.ledger.claims[&GroupKey::new("ml", "train")]
             .slots
             .iter()
             .map(|slot| slot.node.clone())
@@ -230,9 +230,9 @@ async fn filter_with_node_names_keeps_every_node_and_claims_room_for_the_whole_g
 
 #[tokio::test]
 async fn filter_with_full_nodes_answers_the_passing_nodes_in_full_and_says_why_the_others_fail() {
-    let cache = cluster(Mode::Nodes, 2);
+    let (cache, mut mirror) = cluster(Mode::Nodes, 2);
     // Something outside the gang holds every GPU of kwok-node-1.
-    cache.apply_pod(gangplank_core::model::Pod {
+    mirror.apply_pod(gangplank_core::model::Pod {
         uid: "gpu-hog".into(),
         namespace: "other".into(),
         name: "gpu-hog".into(),
@@ -273,7 +273,7 @@ async fn filter_with_full_nodes_answers_the_passing_nodes_in_full_and_says_why_t
 
 #[tokio::test]
 async fn a_gang_that_can_never_fit_is_refused_on_every_node_as_unresolvable() {
-    let router = router(cluster(Mode::NodeNames, 100), Arc::default());
+    let router = router(cluster(Mode::NodeNames, 100).0, Arc::default());
     let answer = post(&router, "filter", captured_text("filter.node-names.json")).await;
     let why = "gang ml/train (minMember 100) can never fit: it needs 100 more pods of \
                {cpu: 1, memory: 1Gi, pods: 1, nvidia.com/gpu: 1} and the nodes this pod may use \
@@ -296,7 +296,7 @@ async fn a_gang_that_can_never_fit_is_refused_on_every_node_as_unresolvable() {
 /// claimed node scores the maximum, the others what binpack gives one small pod on an empty
 /// node (0 of 10).
 async fn prioritize_prefers_the_claimed_node(mode: Mode) {
-    let router = router(cluster(mode, 2), Arc::default());
+    let router = router(cluster(mode, 2).0, Arc::default());
     post(&router, "filter", captured_text(&mode.fixture("filter"))).await;
     let answer = post(
         &router,
@@ -349,11 +349,11 @@ fn proposed(request: &Value) -> Vec<(String, String)> {
 /// The capture cluster after the fillers were bound: one low-priority pod (golden-low, 100) per
 /// node, with the UIDs the scheduler proposes as victims; `group` puts the filler on the named
 /// node into a gang instead.
-fn filled_cluster(request: &Value, gang_on: Option<&str>) -> Cache {
-    let cache = cluster(Mode::NodeNames, 2);
+fn filled_cluster(request: &Value, gang_on: Option<&str>) -> (Cache, Mirror) {
+    let (cache, mut mirror) = cluster(Mode::NodeNames, 2);
     for (i, (node, uid)) in proposed(request).into_iter().enumerate() {
         let in_gang = gang_on == Some(node.as_str());
-        cache.apply_pod(gangplank_core::model::Pod {
+        mirror.apply_pod(gangplank_core::model::Pod {
             uid,
             namespace: "ml".into(),
             name: format!("filler-{i}"),
@@ -365,7 +365,7 @@ fn filled_cluster(request: &Value, gang_on: Option<&str>) -> Cache {
             ..Default::default()
         });
     }
-    cache
+    (cache, mirror)
 }
 
 /// Every proposed victim has a lower priority than ml/urgent (golden-high, 1000) and belongs to
@@ -374,7 +374,7 @@ async fn preempt_keeps_every_node(mode: Mode) {
     let request = captured(&mode.fixture("preempt"));
     assert_eq!(request["Pod"]["metadata"]["name"], "urgent");
     assert_eq!(request["Pod"]["spec"]["priority"], 1000);
-    let router = router(filled_cluster(&request, None), Arc::default());
+    let router = router(filled_cluster(&request, None).0, Arc::default());
     let answer = post(&router, "preempt", captured_text(&mode.fixture("preempt"))).await;
     let mut expected = serde_json::Map::new();
     for (node, uid) in proposed(&request) {
@@ -401,13 +401,13 @@ async fn preempt_with_full_victims_answers_in_the_meta_form() {
 #[tokio::test]
 async fn preempt_drops_the_node_whose_victim_would_leave_its_gang_below_min_member() {
     let request = captured("preempt.meta-victims.json");
-    let cache = filled_cluster(&request, Some("kwok-node-1"));
+    let (cache, mut mirror) = filled_cluster(&request, Some("kwok-node-1"));
     // The filler on kwok-node-1 is one of two placed members of a gang of two.
-    cache.apply_pod_group(PodGroup {
+    mirror.apply_pod_group(PodGroup {
         schedule_timeout: Duration::from_secs(30),
         ..PodGroup::new(GroupKey::new("ml", "fill"), 2, "default")
     });
-    cache.apply_pod(gangplank_core::model::Pod {
+    mirror.apply_pod(gangplank_core::model::Pod {
         uid: "fill-partner".into(),
         namespace: "ml".into(),
         name: "fill-partner".into(),
@@ -433,13 +433,13 @@ async fn preempt_drops_the_node_whose_victim_would_leave_its_gang_below_min_memb
 #[tokio::test]
 async fn preempt_drops_the_node_whose_victim_gangplank_does_not_know() {
     let request = captured("preempt.meta-victims.json");
-    let cache = filled_cluster(&request, None);
+    let (cache, mut mirror) = filled_cluster(&request, None);
     let unknown = proposed(&request)
         .into_iter()
         .find(|(node, _)| node == "kwok-node-2")
         .unwrap()
         .1;
-    cache.delete_pod(&unknown);
+    mirror.delete_pod(&unknown);
     let router = router(cache, Arc::default());
     let answer = post(
         &router,
@@ -454,9 +454,9 @@ async fn preempt_drops_the_node_whose_victim_gangplank_does_not_know() {
 
 #[tokio::test]
 async fn bind_of_the_member_that_completes_the_gang_creates_its_binding_at_once() {
-    let cache = cluster(Mode::NodeNames, 2);
+    let (cache, mut mirror) = cluster(Mode::NodeNames, 2);
     let (_, train_1) = members(Mode::NodeNames);
-    cache.apply_pod(gangplank_core::model::Pod {
+    mirror.apply_pod(gangplank_core::model::Pod {
         node_name: Some("kwok-node-0".into()),
         phase: PodPhase::Running,
         ..train_1
@@ -480,7 +480,7 @@ async fn bind_of_the_member_that_completes_the_gang_creates_its_binding_at_once(
 #[tokio::test(start_paused = true)]
 async fn bind_without_quorum_is_held_until_the_gang_times_out_and_binds_nothing() {
     let binder = Arc::new(FakeBinder::default());
-    let router = router(cluster(Mode::NodeNames, 2), binder.clone());
+    let router = router(cluster(Mode::NodeNames, 2).0, binder.clone());
     let started = tokio::time::Instant::now();
     let answer = post(&router, "bind", captured_text("bind.json")).await;
     assert_eq!(

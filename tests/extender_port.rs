@@ -55,7 +55,7 @@ async fn extender(tls: Option<Files>, deadlines: Deadlines) -> (SocketAddr, Canc
         max_hold: Duration::from_secs(60),
         bind_unmarked: false,
     };
-    let extender = Extender::new(Cache::new(), Arc::new(NeverBinds), settings);
+    let extender = Extender::new(Cache::new().0, Arc::new(NeverBinds), settings);
     serve(extender, tls, deadlines).await
 }
 
@@ -174,15 +174,15 @@ async fn a_certificate_from_another_ca_is_refused_before_any_verb_runs() {
 #[tokio::test]
 async fn a_held_bind_whose_connection_closes_is_no_longer_held() {
     use gangplank_core::model::{GroupKey, Node, Pod, PodGroup, Resources};
-    let cache = Cache::new();
-    cache.apply_node(Node {
+    let (cache, mut mirror) = Cache::new();
+    mirror.apply_node(Node {
         name: "n1".into(),
         allocatable: Resources::from([("cpu", 8_000), ("pods", 110)]),
         ..Node::default()
     });
-    cache.apply_pod_group(PodGroup::new(GroupKey::new("ns", "g"), 2, "default"));
+    mirror.apply_pod_group(PodGroup::new(GroupKey::new("ns", "g"), 2, "default"));
     for i in 0..2 {
-        cache.apply_pod(Pod {
+        mirror.apply_pod(Pod {
             uid: format!("u{i}"),
             namespace: "ns".into(),
             name: format!("g-{i}"),

@@ -13,10 +13,11 @@ use axum::Router;
 use axum::body::Body;
 use axum::http::{Request, StatusCode, header};
 use futures::future::BoxFuture;
-use gangplank::cache::Cache;
+use gangplank::cache::{Cache, Mirror};
 use gangplank::extender::{self, BindRequest, Binder, Extender};
+use gangplank_core::admit::plan::{Decision, Hold};
 use gangplank_core::claims::Settings;
-use gangplank_core::model::{Claim, GroupKey, Node, Pod, PodGroup, PodPhase, Resources, Slot};
+use gangplank_core::model::{GroupKey, Node, Pod, PodGroup, PodPhase, Resources};
 use gangplank_core::policy::placement::Strategy;
 use http_body_util::BodyExt;
 use pretty_assertions::assert_eq;
@@ -43,10 +44,10 @@ impl Binder for FakeBinder {
 
 /// The cluster the fixtures talk about: nodes kwok-node-1..3 with room, and the fixtures' pod
 /// `ml/train-worker-1` in gang `ml/train` of one member (so it binds at once).
-fn fixture_cache() -> Cache {
-    let cache = Cache::new();
+fn fixture_cache() -> (Cache, Mirror) {
+    let (cache, mut mirror) = Cache::new();
     for i in 1..=3 {
-        cache.apply_node(Node {
+        mirror.apply_node(Node {
             name: format!("kwok-node-{i}"),
             allocatable: Resources::from([
                 ("cpu", 32_000),
@@ -60,11 +61,11 @@ fn fixture_cache() -> Cache {
             not_ready: false,
         });
     }
-    cache.apply_pod_group(PodGroup {
+    mirror.apply_pod_group(PodGroup {
         schedule_timeout: Duration::from_secs(60),
         ..PodGroup::new(GroupKey::new("ml", "train"), 1, "research")
     });
-    cache.apply_pod(Pod {
+    mirror.apply_pod(Pod {
         uid: "6b1d7c1e-3f0a-4a57-9a55-2f4f6f0e8b11".into(),
         namespace: "ml".into(),
         name: "train-worker-1".into(),
@@ -84,7 +85,7 @@ fn fixture_cache() -> Cache {
     });
     // The preempt fixtures' victims: plain batch pods of priority 0.
     for (i, node) in [(1, "kwok-node-1"), (2, "kwok-node-1"), (3, "kwok-node-2")] {
-        cache.apply_pod(Pod {
+        mirror.apply_pod(Pod {
             uid: format!("9a8b7c6d-0000-4000-8000-00000000000{i}"),
             namespace: "batch".into(),
             name: format!("filler-{i}"),
@@ -95,11 +96,11 @@ fn fixture_cache() -> Cache {
             ..Default::default()
         });
     }
-    cache
+    (cache, mirror)
 }
 
 fn extender_with(binder: Arc<FakeBinder>) -> Extender {
-    extender_over(fixture_cache(), binder)
+    extender_over(fixture_cache().0, binder)
 }
 
 fn extender_over(cache: Cache, binder: Arc<FakeBinder>) -> Extender {
@@ -223,8 +224,8 @@ async fn a_refused_bind_puts_the_reason_in_error() {
 
 #[tokio::test]
 async fn a_bind_of_a_pod_gangplank_does_not_manage_is_refused_and_binds_nothing() {
-    let cache = fixture_cache();
-    cache.apply_pod(Pod {
+    let (cache, mut mirror) = fixture_cache();
+    mirror.apply_pod(Pod {
         uid: "c0ffee00-0000-4000-8000-000000000001".into(),
         namespace: "kube-system".into(),
         name: "meant-for-another-scheduler".into(),
@@ -479,8 +480,8 @@ async fn capture_saves_each_request_body_as_sent() {
 
 #[tokio::test]
 async fn preempt_drops_a_node_whose_victims_would_break_a_running_gang() {
-    let cache = fixture_cache();
-    cache.apply_pod_group(PodGroup {
+    let (cache, mut mirror) = fixture_cache();
+    mirror.apply_pod_group(PodGroup {
         schedule_timeout: Duration::from_secs(60),
         ..PodGroup::new(GroupKey::new("batch", "sim"), 2, "batch")
     });
@@ -489,7 +490,7 @@ async fn preempt_drops_a_node_whose_victims_would_break_a_running_gang() {
         ("9a8b7c6d-0000-4000-8000-000000000003", "kwok-node-2"),
         ("sim-2", "kwok-node-3"),
     ] {
-        cache.apply_pod(Pod {
+        mirror.apply_pod(Pod {
             uid: uid.into(),
             namespace: "batch".into(),
             name: uid.into(),
@@ -541,22 +542,27 @@ async fn a_pod_in_no_group_gets_no_scores_and_passes_every_node() {
 
 #[tokio::test]
 async fn a_pod_of_a_queue_in_no_group_is_kept_out_of_room_a_gang_claimed() {
-    let cache = fixture_cache();
+    let (cache, mut mirror) = fixture_cache();
     let holder = GroupKey::new("ml", "head");
-    cache.apply_pod_group(PodGroup::new(holder.clone(), 1, "research"));
-    cache.update(|s| {
-        s.set_claim(
-            &holder,
-            Claim {
-                slots: vec![Slot {
-                    node: "kwok-node-1".into(),
-                    requests: Resources::from([("cpu", 32_000), ("pods", 1)]),
-                }],
-                deadline: None,
-                ..Default::default()
-            },
-        )
-    });
+    mirror.apply_pod_group(PodGroup::new(holder.clone(), 1, "research"));
+    // The head of the admission line holds the whole of kwok-node-1, as the admission loop
+    // records it.
+    let hold = Hold {
+        group: holder,
+        overdue: false,
+        nodes: vec![(
+            "kwok-node-1".into(),
+            Resources::from([("cpu", 32_000), ("pods", 1)]),
+        )],
+        lacking: vec![],
+    };
+    let decision = Decision {
+        hold: Some(hold),
+        ..Default::default()
+    };
+    cache
+        .ledger()
+        .hold(None, &decision, std::time::Instant::now());
     let router = extender::router(Arc::new(extender_over(cache, Arc::default())));
     let mut request = golden_json("filter-node-names.request.json");
     request["Pod"]["metadata"]["labels"] =

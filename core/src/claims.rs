@@ -187,13 +187,13 @@ pub fn filter<'a, S: AsRef<str>>(
         return Ok(per_node(state, pod, candidates, &FxHashSet::default()));
     }
     let deadline = now + settings.timeout(&group);
-    if let Some(claim) = state.claims.get_mut(&key) {
+    if let Some(claim) = state.ledger.claims.get_mut(&key) {
         // Only the deadline moves: the slots, and so the per-node sums, stay as they are.
         claim.deadline = Some(deadline);
     } else {
         let needed = group.min_member as usize - placed;
         let shapes = member_shapes(state, &key, pod, needed);
-        let lent = state.lent.contains(&key);
+        let lent = state.ledger.lent.contains(&key);
         match plan(state, &shapes, constraints, settings.strategy, lent) {
             Ok(slots) => {
                 state.set_wait_reason(&key, None);
@@ -217,7 +217,7 @@ pub fn filter<'a, S: AsRef<str>>(
     }
     // The nodes where a slot of the claim holds this pod, looked up once per candidate instead
     // of scanning every slot per candidate.
-    let own = state.claims[&key].holding(&pod.requests);
+    let own = state.ledger.claims[&key].holding(&pod.requests);
     Ok(per_node(state, pod, candidates, &own))
 }
 
@@ -326,7 +326,7 @@ fn spec(state: &State, pod: &Pod, key: &GroupKey) -> Result<PodGroup, Error> {
 
 /// Whether some claim's deadline has passed at `now`: [`expire`] would change something.
 pub fn any_expired(state: &State, now: Instant) -> bool {
-    state.claims.values().any(|c| c.expired(now))
+    state.ledger.claims.values().any(|c| c.expired(now))
 }
 
 /// Drops every claim whose deadline has passed at `now` (no member placed within the gang's
@@ -334,6 +334,7 @@ pub fn any_expired(state: &State, now: Instant) -> bool {
 /// call it on their way, and a timer calls it in a quiet cluster.
 pub fn expire(state: &mut State, now: Instant) -> usize {
     let expired: Vec<GroupKey> = state
+        .ledger
         .claims
         .iter()
         .filter(|(_, c)| c.expired(now))
@@ -454,7 +455,7 @@ fn member_shapes(state: &State, key: &GroupKey, pod: &Pod, needed: usize) -> Vec
     let mut others: Vec<Resources> = state
         .members(key)
         .filter(|p| p.uid != pod.uid && p.node_name.is_none() && !p.phase.is_terminal())
-        .filter(|p| !state.reservations.contains_key(&p.uid))
+        .filter(|p| !state.ledger.reservations.contains_key(&p.uid))
         .map(|p| p.requests.clone())
         .collect();
     others.sort_by_key(|r| std::cmp::Reverse(size(r)));
@@ -488,7 +489,7 @@ fn plan(
 ) -> Result<Vec<Slot>, usize> {
     // A gang the admission pass lent reserved room may plan in it.
     let reservation = lent
-        .then(|| state.claims.values().find(|c| c.reservation()))
+        .then(|| state.ledger.claims.values().find(|c| c.reservation()))
         .flatten();
     let unconstrained = constraints.is_unconstrained();
     // What a node has for the plan before it places anything there.
@@ -651,7 +652,7 @@ fn take_slot(
     node: &str,
     deadline: Instant,
 ) {
-    let Some(mut claim) = state.claims.get(key).cloned() else {
+    let Some(mut claim) = state.ledger.claims.get(key).cloned() else {
         return;
     };
     let covering = |s: &Slot| requests.fits_in(&s.requests);
@@ -802,7 +803,7 @@ mod tests {
         };
         let v = run(&mut s, &pod, Instant::now());
         assert_eq!(v.passed.len(), 3);
-        assert!(s.claims.is_empty());
+        assert!(s.ledger.claims.is_empty());
     }
 
     #[test]
@@ -817,7 +818,7 @@ mod tests {
         let v = run(&mut s, &pod, Instant::now());
         assert_eq!(v.passed, vec!["n1"]);
         assert_eq!(v.failed["n0"], "room is claimed by other gangs");
-        assert_eq!(s.claims.len(), 1, "a group of one claims nothing");
+        assert_eq!(s.ledger.claims.len(), 1, "a group of one claims nothing");
         // Room beside the claim is still open to it.
         let small = Pod {
             uid: "small".into(),
@@ -836,10 +837,10 @@ mod tests {
         let other = member(&mut s, "other", 0, 2);
         assert!(run(&mut s, &other, Instant::now()).passed.is_empty());
 
-        s.lent.insert(lent.clone());
+        s.ledger.lent.insert(lent.clone());
         let pod = member(&mut s, "lent", 0, 2);
         assert_eq!(run(&mut s, &pod, Instant::now()).passed, vec!["n0"]);
-        assert_eq!(s.claims[&lent].slots[0].node, "n0");
+        assert_eq!(s.ledger.claims[&lent].slots[0].node, "n0");
     }
 
     #[test]
@@ -849,7 +850,7 @@ mod tests {
         let pod = member(&mut s, "g", 0, 4);
         let v = run(&mut s, &pod, Instant::now());
         assert_eq!(v.passed, vec!["n0", "n1"]);
-        assert_eq!(s.claims[&key].slots.len(), 4);
+        assert_eq!(s.ledger.claims[&key].slots.len(), 4);
         assert_eq!(
             s.claimed_on("n0").get("cpu") + s.claimed_on("n1").get("cpu"),
             16_000
@@ -874,7 +875,7 @@ mod tests {
             "{why}"
         );
         assert!(why.contains("hold only 6"), "{why}");
-        assert!(!s.claims.contains_key(&key));
+        assert!(!s.ledger.claims.contains_key(&key));
     }
 
     #[test]
@@ -890,7 +891,7 @@ mod tests {
             10,
             "a may use any free room"
         );
-        assert_eq!(s.claims[&GroupKey::new("ns", "a")].slots.len(), 6);
+        assert_eq!(s.ledger.claims[&GroupKey::new("ns", "a")].slots.len(), 6);
         let v = run(&mut s, &b0, now);
         assert!(v.passed.is_empty(), "b must not take any of a's room");
         let why = &v.failed["n0"];
@@ -901,13 +902,13 @@ mod tests {
         assert!(why.contains("only 4 fit"), "{why}");
         let b = GroupKey::new("ns", "b");
         assert_eq!(
-            s.groups[&b].last_wait_reason.as_deref(),
+            s.ledger.wait_reasons.get(&b).map(String::as_str),
             Some(&**why),
             "the reason is kept for b's PodGroup status"
         );
         s.delete_pod_group(&GroupKey::new("ns", "a"));
         run(&mut s, &b0, now);
-        assert_eq!(s.groups[&b].last_wait_reason, None, "b claimed room");
+        assert_eq!(s.ledger.wait_reasons.get(&b), None, "b claimed room");
     }
 
     #[test]
@@ -918,7 +919,7 @@ mod tests {
         let now = Instant::now();
         let a0 = member(&mut s, "a", 0, 4);
         run(&mut s, &a0, now);
-        let a_nodes: Vec<String> = s.claims[&GroupKey::new("ns", "a")]
+        let a_nodes: Vec<String> = s.ledger.claims[&GroupKey::new("ns", "a")]
             .slots
             .iter()
             .map(|s| s.node.clone())
@@ -945,15 +946,15 @@ mod tests {
         let now = Instant::now();
         let pods: Vec<Pod> = (0..3).map(|i| member(&mut s, "g", i, 2)).collect();
         run(&mut s, &pods[0], now);
-        assert_eq!(s.claims[&key].slots.len(), 3);
+        assert_eq!(s.ledger.claims[&key].slots.len(), 3);
         let r = reserve(&mut s, "g-0", "ns/g-0", "n1", &SETTINGS, now).unwrap();
         assert_eq!(r.map(|(_, q)| q), Some(false));
-        assert_eq!(s.claims[&key].slots.len(), 2);
+        assert_eq!(s.ledger.claims[&key].slots.len(), 2);
         assert_eq!(s.reserved_on("n1").get("cpu"), 2000);
         reserve(&mut s, "g-1", "ns/g-1", "n1", &SETTINGS, now).unwrap();
         let r = reserve(&mut s, "g-2", "ns/g-2", "n0", &SETTINGS, now).unwrap();
         assert_eq!(r.map(|(g, q)| (g.min_member, q)), Some((3, true)));
-        assert!(!s.claims.contains_key(&key), "quorum ends the claim");
+        assert!(!s.ledger.claims.contains_key(&key), "quorum ends the claim");
         assert!(s.nodes.slots().all(|n| n.claimed.is_empty()));
     }
 
@@ -999,7 +1000,7 @@ mod tests {
             err.to_string(),
             "UID g-1 is the UID of pod ns/g-1, not of pod kube-system/victim"
         );
-        assert!(s.reservations.is_empty());
+        assert!(s.ledger.reservations.is_empty());
     }
 
     #[test]
@@ -1014,7 +1015,7 @@ mod tests {
         assert!(run(&mut s, &b0, now).passed.is_empty());
         let later = now + Duration::from_secs(31);
         assert_eq!(run(&mut s, &b0, later).passed.len(), 2);
-        assert!(!s.claims.contains_key(&GroupKey::new("ns", "a")));
+        assert!(!s.ledger.claims.contains_key(&GroupKey::new("ns", "a")));
     }
 
     #[test]
@@ -1026,10 +1027,10 @@ mod tests {
         run(&mut s, &a0, now);
         assert!(!any_expired(&s, now + Duration::from_secs(29)));
         assert_eq!(expire(&mut s, now + Duration::from_secs(29)), 0);
-        assert!(s.claims.contains_key(&a));
+        assert!(s.ledger.claims.contains_key(&a));
         assert!(any_expired(&s, now + Duration::from_secs(30)));
         assert_eq!(expire(&mut s, now + Duration::from_secs(30)), 1);
-        assert!(s.claims.is_empty());
+        assert!(s.ledger.claims.is_empty());
         assert_eq!(s.claimed_on("n0").get("cpu"), 0);
     }
 
@@ -1048,7 +1049,7 @@ mod tests {
                 .slots()
                 .all(|n| n.reserved.is_empty() && n.claimed.is_empty())
         );
-        assert!(s.reservations.is_empty());
+        assert!(s.ledger.reservations.is_empty());
     }
 
     #[test]

@@ -18,25 +18,9 @@
 //! ([`plan::decide_after`]), so its room is not handed to another group. Only the gate is touched: releasing is idempotent and safe to
 //! repeat after a restart.
 //!
-//! The head's reservation ([`plan::Hold`]) is kept in the cache as a gang claim of the head's
-//! group, without a deadline, between passes: the pass decides on resources only, and the
-//! scheduler places the pods it releases where it likes, so it is the extender, which keeps
-//! gang members out of room other gangs claimed, that keeps the groups admitted behind the
-//! head out of its room. The loop replaces that claim when the hold changes; when the head
-//! itself is released, its reservation becomes its claim for placement, with a deadline (a
-//! claim without a deadline is always a reservation: the extender's own claims have one), so
-//! the pods released beside it in the same pass cannot take its room before its members are
-//! filtered. A pod with a queue but no group reaches the extender too (it carries the marker
-//! resource), which keeps it out of room any gang claimed, reservations included. The claim holds
-//! what was free of the head's needs on its nodes at the last pass, and what the head still
-//! lacks there (`Claim::lacking`): room that frees on a reserved node between two passes (a
-//! pod there finishes) joins the claim in the cache's write path at once, so a group released
-//! meanwhile for room elsewhere cannot land in it. Holding what the head will take up front
-//! instead would claim room running pods still use, and starve groups the pass admitted
-//! before the head; room a failed bind gives back is not taken either, as it was promised to
-//! the pod the scheduler retries. A group the pass admits into the
-//! reservation by its expected runtime is recorded in `State::lent` (until the head changes),
-//! and the extender lets its gang claim be planned inside the reservation.
+//! After each pass the loop records in the ledger the head's reservation and the groups lent
+//! room in it ([`crate::cache::Ledger::hold`], [`gangplank_core::admit::hold`]); why the
+//! reservation is held as a gang claim: `docs/decisions/admission-pass.md`.
 //!
 //! After each pass, [`evictions`] evicts the gangs that [`gangplank_core::admit::reclaim`]
 //! picks: of queues above their deserved share when a queue below its share has groups that
@@ -61,7 +45,6 @@ use crate::api::labels::{ADMISSION_GATE, MANAGED_RESOURCE};
 use crate::cache::Cache;
 use crate::metrics;
 use gangplank_core::admit::plan::{self, PodRef};
-use gangplank_core::model::{Claim, Resources, Slot, State};
 
 /// Shortest time between two passes, however often the cache changes.
 pub const MIN_PASS_INTERVAL: Duration = Duration::from_millis(100);
@@ -89,6 +72,7 @@ pub async fn run(
     published: published::Published,
     shutdown: CancellationToken,
 ) {
+    let ledger = cache.ledger();
     let mut recently: HashMap<String, Instant> = HashMap::new();
     let mut reclaimer = evictions::Reclaimer::new(evictions);
     let mut held: Option<plan::Hold> = None;
@@ -116,13 +100,8 @@ pub async fn run(
         );
         drop(state);
         ::metrics::gauge!(metrics::ADMISSION_WAITING_GROUPS).set(decision.waiting.len() as f64);
-        if decision.hold != held || !decision.lent.is_empty() {
-            cache.update(|s| {
-                hold_room(s, held.as_ref(), decision.hold.as_ref(), &decision.admit);
-                s.lent.extend(decision.lent.iter().cloned());
-            });
-            held = decision.hold.clone();
-        }
+        ledger.hold(held.as_ref(), &decision, now.into_std());
+        held = decision.hold.clone();
         let due: Vec<PodRef> = decision
             .admit
             .iter()
@@ -146,64 +125,6 @@ pub async fn run(
         }
         reclaimer.execute(reclaims).await;
         tokio::time::sleep(MIN_PASS_INTERVAL).await;
-    }
-}
-
-/// Replaces the claim that holds the head's reservation (`before`) with `now`'s. When the
-/// old head is among the groups `admitted` now, its reservation becomes its claim for
-/// placement ([`State::place_reservation`], lasting its `scheduleTimeout` unless a member is
-/// filtered) instead of ending.
-fn hold_room(
-    state: &mut State,
-    before: Option<&plan::Hold>,
-    now: Option<&plan::Hold>,
-    admitted: &[plan::Admission],
-) {
-    let reservation = |s: &State, key| s.claims.get(key).is_some_and(Claim::reservation);
-    if before.map(|h| &h.group) != now.map(|h| &h.group) {
-        // Room lent out of the old head's reservation is no longer anyone's to lend.
-        state.lent.clear();
-    }
-    if let Some(before) = before
-        && reservation(state, &before.group)
-    {
-        let timeout = state
-            .group(&before.group)
-            .and_then(|g| g.spec.as_deref())
-            .map(|spec| spec.schedule_timeout);
-        match timeout {
-            Some(timeout)
-                if admitted
-                    .iter()
-                    .any(|a| a.group.as_ref() == Some(&before.group)) =>
-            {
-                state.place_reservation(&before.group, Instant::now().into_std() + timeout)
-            }
-            _ => {
-                state.drop_claim(&before.group);
-            }
-        }
-    }
-    if let Some(now) = now
-        && !state.claims.contains_key(&now.group)
-    {
-        let slots = |per_node: &[(String, Resources)]| {
-            per_node
-                .iter()
-                .map(|(node, requests)| Slot {
-                    node: node.clone(),
-                    requests: requests.clone(),
-                })
-                .collect()
-        };
-        state.set_claim(
-            &now.group,
-            Claim {
-                slots: slots(&now.nodes),
-                deadline: None,
-                lacking: slots(&now.lacking),
-            },
-        );
     }
 }
 
@@ -314,6 +235,7 @@ async fn release(client: &Client, pod: &PodRef) -> Result<(), Error> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use gangplank_core::model::Resources;
     use published::{Outcome, Published};
 
     fn outcome(queues: &[(&str, i64, i64, usize)]) -> Outcome {

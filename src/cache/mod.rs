@@ -1,26 +1,33 @@
 //! The cluster cache: the one shared [`State`] (the core's model) behind a lock, fed from the
 //! API by watches ([`watch`]) through conversions at the edge ([`convert`], [`constraints`]).
 //!
-//! Rules:
-//! - Writes go through the `apply_*`/`delete_*` methods, called by the watch loops, and through
-//!   [`Cache::update`] for the extender's reservations and claims and the admission loop's
-//!   reservation. A watch event that changes nothing the model holds (a status write, a
-//!   heartbeat) is skipped and wakes nobody.
-//! - Readers hold the lock only inside [`Cache::read`], a synchronous closure, so it can never
-//!   be held across an `.await`; the admission loop and the controller work on a
-//!   [`Cache::snapshot`], which shares the pods and groups with the live state, so a pass of
-//!   any length never blocks a filter or a bind.
-//! - Each watcher marks itself synced after its first complete list; `/readyz` reports it.
+//! Who writes what (the compiler keeps it so: the write lock is private to this module):
+//! - the API mirror (nodes, pods, PodGroups, Queues and their indexes): only the one
+//!   [`Mirror`] task, applying the watches' changes in order;
+//! - the ledger (reservations, claims, the head's reservation, lent groups, wait reasons):
+//!   only through the [`Ledger`]'s methods, which the extender, the claim-expiry timer and
+//!   the admission loop call.
+//!
+//! Readers hold the lock only inside [`Cache::read`], a synchronous closure, so it can never
+//! be held across an `.await`; the admission loop and the controller work on a
+//! [`Cache::snapshot`], which shares the pods and groups with the live state, so a pass of any
+//! length never blocks a filter or a bind. Each kind is marked synced when its first complete
+//! list is applied; `/readyz` reports it.
 
 pub mod constraints;
 pub mod convert;
+pub mod ledger;
+pub mod mirror;
 pub mod stores;
 pub mod watch;
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, PoisonError, RwLock};
 
-use gangplank_core::model::{GroupKey, Node, Pod, PodGroup, Queue, State};
+use gangplank_core::model::State;
+
+pub use ledger::Ledger;
+pub use mirror::{Change, Changes, Mirror};
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
@@ -33,7 +40,7 @@ pub enum Error {
 }
 
 /// The watchers whose initial list gates readiness.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Watched {
     Nodes,
     Pods,
@@ -72,52 +79,24 @@ struct Inner {
     queues_synced: AtomicBool,
 }
 
-/// A cheap-to-clone handle on the shared cache.
+/// A cheap-to-clone handle on the shared cache: reads and snapshots. Its writers are the one
+/// [`Mirror`] and the [`Ledger`].
 #[derive(Debug, Clone, Default)]
 pub struct Cache {
     inner: Arc<Inner>,
 }
 
 impl Cache {
-    pub fn new() -> Self {
-        Self::default()
+    /// An empty cache and its one mirror writer, which the watches feed.
+    pub fn new() -> (Cache, Mirror) {
+        let cache = Cache::default();
+        let mirror = Mirror::new(cache.clone());
+        (cache, mirror)
     }
 
-    /// Inserts or replaces a node. Like every watch write below, one that changes nothing the
-    /// model holds (an equal object, the delete of one not held) wakes nobody.
-    pub fn apply_node(&self, node: Node) {
-        self.write(|s| s.apply_node(node));
-    }
-
-    pub fn delete_node(&self, name: &str) {
-        self.write(|s| s.delete_node(name));
-    }
-
-    /// Inserts or replaces a pod.
-    pub fn apply_pod(&self, pod: Pod) {
-        self.write(|s| s.apply_pod(pod));
-    }
-
-    pub fn delete_pod(&self, uid: &str) {
-        self.write(|s| s.delete_pod(uid));
-    }
-
-    /// Inserts or replaces a PodGroup (a status write leaves the model's PodGroup equal).
-    pub fn apply_pod_group(&self, group: PodGroup) {
-        self.write(|s| s.apply_pod_group(group));
-    }
-
-    pub fn delete_pod_group(&self, key: &GroupKey) {
-        self.write(|s| s.delete_pod_group(key));
-    }
-
-    /// Inserts or replaces a Queue.
-    pub fn apply_queue(&self, queue: Queue) {
-        self.write(|s| s.apply_queue(queue));
-    }
-
-    pub fn delete_queue(&self, name: &str) {
-        self.write(|s| s.delete_queue(name));
+    /// The owner of what Gangplank decides itself: the only way to change it.
+    pub fn ledger(&self) -> Ledger {
+        Ledger::new(self.clone())
     }
 
     /// Runs `f` on the current state under a read lock. Keep `f` short: writers wait for it.
@@ -147,12 +126,12 @@ impl Cache {
     }
 
     /// Records that `watched` has completed its initial list.
-    pub fn mark_synced(&self, watched: Watched) {
+    fn mark_synced(&self, watched: Watched) {
         self.synced_flag(watched).store(true, Ordering::Release);
     }
 
     /// A watch of `watched` failed: the cache may miss changes until it lists again.
-    pub fn mark_unsynced(&self, watched: Watched) {
+    fn mark_unsynced(&self, watched: Watched) {
         self.synced_flag(watched).store(false, Ordering::Release);
     }
 
@@ -178,20 +157,21 @@ impl Cache {
         }
     }
 
-    /// Runs `f` on the state under the write lock, for the extender's reservations and claims
-    /// and the admission loop's reservation. Keep `f` short and synchronous. Wakes the loops.
-    pub fn update<T>(&self, f: impl FnOnce(&mut State) -> T) -> T {
+    /// Runs `f` under the write lock and wakes the loops: the ledger's writes.
+    fn write<T>(&self, f: impl FnOnce(&mut State) -> T) -> T {
         let result = f(&mut self.lock());
         self.wake();
         result
     }
 
-    /// Runs `f` under the write lock; wakes the loops only when `f` says it changed something.
-    fn write(&self, f: impl FnOnce(&mut State) -> bool) {
-        let changed = f(&mut self.lock());
+    /// Runs `f` under the write lock; wakes the loops only when `f` says it changed something:
+    /// the mirror's writes.
+    fn write_if_changed<T>(&self, f: impl FnOnce(&mut State) -> (T, bool)) -> T {
+        let (result, changed) = f(&mut self.lock());
         if changed {
             self.wake();
         }
+        result
     }
 
     fn lock(&self) -> std::sync::RwLockWriteGuard<'_, State> {
@@ -230,29 +210,29 @@ impl Cache {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use gangplank_core::model::{PodPhase, Resources};
+    use gangplank_core::model::{GroupKey, Node, Pod, PodGroup, PodPhase, Queue, Resources};
 
     #[test]
     fn an_event_that_changes_nothing_the_model_holds_wakes_nobody() {
-        let cache = Cache::new();
+        let (cache, mut mirror) = Cache::new();
         let key = GroupKey::new("ns", "train");
-        cache.apply_pod_group(PodGroup::new(key.clone(), 2, "default"));
-        cache.apply_node(node("n1"));
-        cache.apply_queue(Queue::new("default"));
+        mirror.apply_pod_group(PodGroup::new(key.clone(), 2, "default"));
+        mirror.apply_node(node("n1"));
+        mirror.apply_queue(Queue::new("default"));
         let mut changes = cache.subscribe();
         changes.mark_unchanged();
 
-        cache.apply_pod_group(PodGroup::new(key.clone(), 2, "default"));
-        cache.apply_node(node("n1"));
-        cache.apply_queue(Queue::new("default"));
-        cache.delete_pod("never-seen");
-        cache.delete_queue("never-seen");
+        mirror.apply_pod_group(PodGroup::new(key.clone(), 2, "default"));
+        mirror.apply_node(node("n1"));
+        mirror.apply_queue(Queue::new("default"));
+        mirror.delete_pod("never-seen");
+        mirror.delete_queue("never-seen");
         assert!(
             !changes.has_changed().unwrap(),
             "an unchanged object woke the loops"
         );
 
-        cache.apply_pod_group(PodGroup::new(key, 3, "default"));
+        mirror.apply_pod_group(PodGroup::new(key, 3, "default"));
         assert!(
             changes.has_changed().unwrap(),
             "a new gang size is a change"
@@ -287,14 +267,14 @@ mod tests {
 
     #[test]
     fn applying_twice_replaces_and_deleting_removes() {
-        let cache = Cache::new();
-        cache.apply_node(node("n1"));
-        cache.apply_node(Node {
+        let (cache, mut mirror) = Cache::new();
+        mirror.apply_node(node("n1"));
+        mirror.apply_node(Node {
             unschedulable: true,
             ..node("n1")
         });
-        cache.apply_pod(pod("u1", None));
-        cache.apply_pod(pod("u1", Some("n1")));
+        mirror.apply_pod(pod("u1", None));
+        mirror.apply_pod(pod("u1", Some("n1")));
         assert_eq!(cache.node_count(), 1);
         assert_eq!(cache.pod_count(), 1);
         assert!(cache.read(|s| s.nodes["n1"].unschedulable));
@@ -303,19 +283,19 @@ mod tests {
             Some("n1".into())
         );
 
-        cache.delete_node("n1");
-        cache.delete_pod("u1");
-        cache.delete_pod("never-there");
+        mirror.delete_node("n1");
+        mirror.delete_pod("u1");
+        mirror.delete_pod("never-there");
         assert_eq!((cache.node_count(), cache.pod_count()), (0, 0));
     }
 
     #[test]
     fn a_snapshot_does_not_change_when_the_cache_does() {
-        let cache = Cache::new();
-        cache.apply_node(node("n1"));
+        let (cache, mut mirror) = Cache::new();
+        mirror.apply_node(node("n1"));
         let before = cache.snapshot();
-        cache.apply_node(node("n2"));
-        cache.delete_node("n1");
+        mirror.apply_node(node("n2"));
+        mirror.delete_node("n1");
         assert_eq!(before.nodes.len(), 1);
         assert!(before.nodes.contains_key("n1"));
         assert!(cache.snapshot().nodes.contains_key("n2"));
@@ -323,11 +303,11 @@ mod tests {
 
     #[tokio::test]
     async fn every_subscriber_hears_of_a_write() {
-        let cache = Cache::new();
+        let (cache, mut mirror) = Cache::new();
         let (mut first, mut second) = (cache.subscribe(), cache.subscribe());
         assert!(!first.has_changed().unwrap());
-        cache.apply_node(node("n1"));
-        cache.apply_node(node("n2"));
+        mirror.apply_node(node("n1"));
+        mirror.apply_node(node("n2"));
         first.changed().await.unwrap();
         second.changed().await.unwrap();
         assert!(!first.has_changed().unwrap(), "two writes, one wake-up");
@@ -335,7 +315,7 @@ mod tests {
 
     #[test]
     fn the_cache_is_ready_only_when_every_watcher_synced() {
-        let cache = Cache::new();
+        let (cache, mut mirror) = Cache::new();
         assert_eq!(
             cache.unsynced(),
             vec![
@@ -345,11 +325,11 @@ mod tests {
                 Watched::Queues
             ]
         );
-        cache.mark_synced(Watched::Pods);
-        cache.mark_synced(Watched::PodGroups);
-        cache.mark_synced(Watched::Queues);
+        mirror.apply(Change::Listed(Watched::Pods, None));
+        mirror.apply(Change::Listed(Watched::PodGroups, None));
+        mirror.apply(Change::Listed(Watched::Queues, None));
         assert_eq!(cache.unsynced(), vec![Watched::Nodes]);
-        cache.clone().mark_synced(Watched::Nodes);
+        mirror.apply(Change::Listed(Watched::Nodes, None));
         assert!(cache.unsynced().is_empty());
     }
 }

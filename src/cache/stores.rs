@@ -12,8 +12,8 @@
 //! cluster. Jobs are slimmed as they arrive (pod template and
 //! managed fields dropped) so a cluster with many Jobs costs little memory.
 //!
-//! The PodGroup and Queue watches also feed the cluster cache ([`crate::cache::watch::Mirror`]),
-//! so each kind is watched once: the cache sees the same events, right after the store.
+//! The PodGroup and Queue watches also feed the cluster cache ([`crate::cache::watch::Relay`]),
+//! so each kind is watched once: the cache's mirror gets the same events, right after the store.
 //!
 //! Every event wakes the controller ([`Stores::changed`]); each kind marks itself synced after
 //! each complete list, and not synced after a watch error until the list that follows
@@ -36,8 +36,8 @@ use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
 use crate::api::{PodGroup, Queue, labels};
-use crate::cache::watch::{Mirror, relisting};
-use crate::cache::{Cache, Watched};
+use crate::cache::watch::{Relay, relisting};
+use crate::cache::{Change, Changes, Watched};
 
 pub struct Stores {
     pub jobs: Store<Job>,
@@ -119,13 +119,14 @@ impl Stores {
     }
 
     /// Watches the four kinds cluster-wide until `shutdown`, and mirrors the PodGroups and
-    /// Queues it sees into `cache` from the same watches (the cache watches nodes and pods
-    /// itself, [`crate::cache::watch::run`]): one watch per kind for the whole process.
+    /// Queues it sees into the cache's mirror (`changes`) from the same watches (the cache
+    /// watches nodes and pods itself, [`crate::cache::watch::run`]): one watch per kind for
+    /// the whole process.
     pub async fn run(
         self: Arc<Self>,
         writers: Writers,
         client: Client,
-        cache: Cache,
+        changes: Changes,
         shutdown: CancellationToken,
     ) {
         let jobs = Api::<Job>::all(client.clone());
@@ -133,8 +134,8 @@ impl Stores {
         let queues = Api::<Queue>::all(client.clone());
         let namespaces = Api::<PartialObjectMeta<Namespace>>::all(client);
         let all = watcher::Config::default;
-        let mut pod_group_mirror = Mirror::<PodGroup>::new(cache.clone());
-        let mut queue_mirror = Mirror::<Queue>::new(cache.clone());
+        let mut pod_group_relay = Relay::<PodGroup>::new(changes.clone());
+        let mut queue_relay = Relay::<Queue>::new(changes.clone());
         tokio::join!(
             self.reflect(
                 "jobs",
@@ -154,8 +155,8 @@ impl Stores {
                         .modify(|g: &mut PodGroup| g.metadata.managed_fields = None)
                 },
                 &shutdown,
-                |event| pod_group_mirror.handle(event),
-                || cache.mark_unsynced(Watched::PodGroups),
+                |event| pod_group_relay.handle(event),
+                || changes.send(Change::Failed(Watched::PodGroups)),
             ),
             self.reflect(
                 "queues",
@@ -166,8 +167,8 @@ impl Stores {
                         .modify(|q: &mut Queue| q.metadata.managed_fields = None)
                 },
                 &shutdown,
-                |event| queue_mirror.handle(event),
-                || cache.mark_unsynced(Watched::Queues),
+                |event| queue_relay.handle(event),
+                || changes.send(Change::Failed(Watched::Queues)),
             ),
             self.reflect(
                 "namespaces",

@@ -2,11 +2,11 @@
 //!
 //! One kube-runtime watcher per kind: nodes and pods here ([`run`]); PodGroups and Queues come
 //! from the watches of [`crate::cache::stores`], which the controller and webhooks need anyway,
-//! through a [`Mirror`] each. The full API objects are converted and dropped at once: the
-//! cache keeps only its small model. A (re)list arrives as `Init`, `InitApply`…, `InitDone`;
-//! objects are applied as they come, and at `InitDone` whatever the list did not mention is
-//! deleted, so a re-list after a dropped watch leaves no ghosts. `InitDone` marks the kind
-//! synced (readiness).
+//! through a [`Relay`] each. The full API objects are converted at once and sent to the one
+//! writer, the [`super::Mirror`] task: the cache keeps only its small model. A (re)list
+//! arrives as `Init`, `InitApply`…, `InitDone`; objects are sent as they come, and `InitDone`
+//! sends the keys the list named, so that the mirror deletes whatever it did not mention (a
+//! re-list after a dropped watch leaves no ghosts) and marks the kind synced (readiness).
 //!
 //! Every watch runs through [`relisting`]: after any error (the API server restarting, a
 //! connection dropped) the kind is marked not synced, so `/readyz` and the loops that wait for
@@ -26,68 +26,48 @@ use kube::{Api, Client, Resource};
 use serde::de::DeserializeOwned;
 use tokio_util::sync::CancellationToken;
 
-use super::{Cache, Error, Watched, convert};
-use crate::metrics;
+use super::{Change, Changes, Error, Watched, convert};
 use gangplank_core::model::GroupKey;
 
 /// An API kind the cache mirrors.
 pub trait Mirrored: Resource + Clone + DeserializeOwned + Debug + Send + 'static {
     const WATCHED: Watched;
-    /// The gauge that counts this kind in the cache.
-    const GAUGE: &'static str;
-    /// The cache's key for an object: node name, pod UID.
+    /// The key its list names it by ([`super::Mirror::keys`]): node name, pod UID.
     fn key(&self) -> Option<String>;
-    fn apply(&self, cache: &Cache) -> Result<(), Error>;
-    fn delete(cache: &Cache, key: &str);
-    fn keys(cache: &Cache) -> Vec<String>;
-    fn count(cache: &Cache) -> usize;
+    /// The object, converted to the model.
+    fn change(&self) -> Result<Change, Error>;
+    /// The object is gone.
+    fn gone(&self) -> Option<Change>;
 }
 
 impl Mirrored for core::Node {
     const WATCHED: Watched = Watched::Nodes;
-    const GAUGE: &'static str = metrics::CACHE_NODES;
     fn key(&self) -> Option<String> {
         self.metadata.name.clone()
     }
-    fn apply(&self, cache: &Cache) -> Result<(), Error> {
-        cache.apply_node(convert::node(self)?);
-        Ok(())
+    fn change(&self) -> Result<Change, Error> {
+        Ok(Change::Node(convert::node(self)?))
     }
-    fn delete(cache: &Cache, key: &str) {
-        cache.delete_node(key);
-    }
-    fn keys(cache: &Cache) -> Vec<String> {
-        cache.read(|s| s.nodes.keys().cloned().collect())
-    }
-    fn count(cache: &Cache) -> usize {
-        cache.node_count()
+    fn gone(&self) -> Option<Change> {
+        self.key().map(Change::NodeGone)
     }
 }
 
 impl Mirrored for core::Pod {
     const WATCHED: Watched = Watched::Pods;
-    const GAUGE: &'static str = metrics::CACHE_PODS;
     fn key(&self) -> Option<String> {
         self.metadata.uid.clone()
     }
-    fn apply(&self, cache: &Cache) -> Result<(), Error> {
-        cache.apply_pod(convert::pod(self)?);
-        Ok(())
+    fn change(&self) -> Result<Change, Error> {
+        Ok(Change::Pod(convert::pod(self)?))
     }
-    fn delete(cache: &Cache, key: &str) {
-        cache.delete_pod(key);
-    }
-    fn keys(cache: &Cache) -> Vec<String> {
-        cache.read(|s| s.pods.keys().cloned().collect())
-    }
-    fn count(cache: &Cache) -> usize {
-        cache.pod_count()
+    fn gone(&self) -> Option<Change> {
+        self.key().map(Change::PodGone)
     }
 }
 
 impl Mirrored for crate::api::PodGroup {
     const WATCHED: Watched = Watched::PodGroups;
-    const GAUGE: &'static str = metrics::CACHE_POD_GROUPS;
     fn key(&self) -> Option<String> {
         Some(format!(
             "{}/{}",
@@ -95,59 +75,40 @@ impl Mirrored for crate::api::PodGroup {
             self.metadata.name.as_deref()?
         ))
     }
-    fn apply(&self, cache: &Cache) -> Result<(), Error> {
-        cache.apply_pod_group(convert::pod_group(self)?);
-        Ok(())
+    fn change(&self) -> Result<Change, Error> {
+        Ok(Change::PodGroup(convert::pod_group(self)?))
     }
-    fn delete(cache: &Cache, key: &str) {
-        if let Some((namespace, name)) = key.split_once('/') {
-            cache.delete_pod_group(&GroupKey::new(namespace, name));
-        }
-    }
-    fn keys(cache: &Cache) -> Vec<String> {
-        cache.read(|s| {
-            s.groups
-                .iter()
-                .filter(|(_, g)| g.spec.is_some())
-                .map(|(k, _)| k.to_string())
-                .collect()
-        })
-    }
-    fn count(cache: &Cache) -> usize {
-        cache.read(|s| s.groups.values().filter(|g| g.spec.is_some()).count())
+    fn gone(&self) -> Option<Change> {
+        Some(Change::PodGroupGone(GroupKey::new(
+            self.metadata.namespace.as_deref()?,
+            self.metadata.name.as_deref()?,
+        )))
     }
 }
 
 impl Mirrored for crate::api::Queue {
     const WATCHED: Watched = Watched::Queues;
-    const GAUGE: &'static str = metrics::CACHE_QUEUES;
     fn key(&self) -> Option<String> {
         self.metadata.name.clone()
     }
-    fn apply(&self, cache: &Cache) -> Result<(), Error> {
-        cache.apply_queue(convert::queue(self)?);
-        Ok(())
+    fn change(&self) -> Result<Change, Error> {
+        Ok(Change::Queue(convert::queue(self)?))
     }
-    fn delete(cache: &Cache, key: &str) {
-        cache.delete_queue(key);
-    }
-    fn keys(cache: &Cache) -> Vec<String> {
-        cache.read(|s| s.queues.keys().cloned().collect())
-    }
-    fn count(cache: &Cache) -> usize {
-        cache.read(|s| s.queues.len())
+    fn gone(&self) -> Option<Change> {
+        self.key().map(Change::QueueGone)
     }
 }
 
-/// Watches nodes and pods cluster-wide until `shutdown` is cancelled.
-pub async fn run(client: Client, cache: Cache, shutdown: CancellationToken) {
+/// Watches nodes and pods cluster-wide until `shutdown` is cancelled, sending what changes to
+/// the mirror.
+pub async fn run(client: Client, changes: Changes, shutdown: CancellationToken) {
     tokio::join!(
         watch(
             Api::<core::Node>::all(client.clone()),
-            cache.clone(),
+            changes.clone(),
             shutdown.clone()
         ),
-        watch(Api::<core::Pod>::all(client), cache, shutdown),
+        watch(Api::<core::Pod>::all(client), changes, shutdown),
     );
 }
 
@@ -156,14 +117,14 @@ pub const BACKOFF_MIN: Duration = Duration::from_millis(500);
 /// Longest wait before a watch that failed starts again.
 pub const BACKOFF_MAX: Duration = Duration::from_secs(5);
 
-async fn watch<K: Mirrored>(api: Api<K>, cache: Cache, shutdown: CancellationToken) {
-    let mut mirror = Mirror::<K>::new(cache.clone());
+async fn watch<K: Mirrored>(api: Api<K>, changes: Changes, shutdown: CancellationToken) {
+    let mut relay = Relay::<K>::new(changes.clone());
     relisting(
         K::WATCHED.as_str(),
         || watcher(api.clone(), watcher::Config::default()),
         &shutdown,
-        |event| mirror.handle(event),
-        || cache.mark_unsynced(K::WATCHED),
+        |event| relay.handle(event),
+        || changes.send(Change::Failed(K::WATCHED)),
     )
     .await;
 }
@@ -214,18 +175,18 @@ pub async fn relisting<K, S>(
     }
 }
 
-/// Applies watch events of one kind to the cache.
-pub struct Mirror<K> {
-    cache: Cache,
+/// Turns the watch events of one kind into the mirror's changes.
+pub struct Relay<K> {
+    changes: Changes,
     /// Keys seen since the last `Init`, while a list is in progress.
     listing: Option<HashSet<String>>,
     _kind: std::marker::PhantomData<fn(K)>,
 }
 
-impl<K: Mirrored> Mirror<K> {
-    pub fn new(cache: Cache) -> Self {
+impl<K: Mirrored> Relay<K> {
+    pub fn new(changes: Changes) -> Self {
         Self {
-            cache,
+            changes,
             listing: None,
             _kind: std::marker::PhantomData,
         }
@@ -241,35 +202,22 @@ impl<K: Mirrored> Mirror<K> {
                 self.apply(&obj);
             }
             Event::InitDone => {
-                if let Some(seen) = self.listing.take() {
-                    for key in K::keys(&self.cache) {
-                        if !seen.contains(&key) {
-                            K::delete(&self.cache, &key);
-                        }
-                    }
-                }
-                if !self.cache.is_synced(K::WATCHED) {
-                    tracing::info!(
-                        kind = K::WATCHED.as_str(),
-                        count = K::count(&self.cache),
-                        "cache synced"
-                    );
-                }
-                self.cache.mark_synced(K::WATCHED);
+                let seen = self.listing.take();
+                self.changes.send(Change::Listed(K::WATCHED, seen));
             }
             Event::Apply(obj) => self.apply(&obj),
             Event::Delete(obj) => {
-                if let Some(key) = obj.key() {
-                    K::delete(&self.cache, &key);
+                if let Some(gone) = obj.gone() {
+                    self.changes.send(gone);
                 }
             }
         }
-        ::metrics::gauge!(K::GAUGE).set(K::count(&self.cache) as f64);
     }
 
     fn apply(&self, obj: &K) {
-        if let Err(e) = obj.apply(&self.cache) {
-            tracing::warn!(kind = K::WATCHED.as_str(), error = %e, "ignoring object");
+        match obj.change() {
+            Ok(change) => self.changes.send(change),
+            Err(e) => tracing::warn!(kind = K::WATCHED.as_str(), error = %e, "ignoring object"),
         }
     }
 }
@@ -277,6 +225,11 @@ impl<K: Mirrored> Mirror<K> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::cache::{Cache, Mirror};
+
+    fn keys(cache: &Cache, kind: Watched) -> Vec<String> {
+        cache.read(|s| Mirror::keys(s, kind).collect())
+    }
 
     fn node(name: &str) -> core::Node {
         serde_json::from_value(serde_json::json!({
@@ -296,12 +249,14 @@ mod tests {
 
     #[test]
     fn the_first_complete_list_marks_the_kind_synced() {
-        let cache = Cache::new();
-        let mut nodes = Mirror::<core::Node>::new(cache.clone());
+        let (cache, mut mirror) = Cache::new();
+        let mut nodes = Relay::<core::Node>::new(mirror.changes());
         nodes.handle(Event::Init);
         nodes.handle(Event::InitApply(node("n1")));
+        mirror.drain();
         assert!(!cache.is_synced(Watched::Nodes));
         nodes.handle(Event::InitDone);
+        mirror.drain();
         assert!(cache.is_synced(Watched::Nodes));
         assert!(!cache.is_synced(Watched::Pods));
         assert_eq!(cache.node_count(), 1);
@@ -309,8 +264,8 @@ mod tests {
 
     #[test]
     fn a_relist_deletes_what_disappeared_while_the_watch_was_down() {
-        let cache = Cache::new();
-        let mut pods = Mirror::<core::Pod>::new(cache.clone());
+        let (cache, mut mirror) = Cache::new();
+        let mut pods = Relay::<core::Pod>::new(mirror.changes());
         for event in [
             Event::Init,
             Event::InitApply(pod("a")),
@@ -323,38 +278,40 @@ mod tests {
         ] {
             pods.handle(event);
         }
-        let mut uids = <core::Pod as Mirrored>::keys(&cache);
+        mirror.drain();
+        let mut uids = keys(&cache, Watched::Pods);
         uids.sort();
         assert_eq!(uids, vec!["b".to_string(), "c".to_string()]);
     }
 
     #[test]
     fn watch_deltas_apply_and_delete() {
-        let cache = Cache::new();
-        let mut nodes = Mirror::<core::Node>::new(cache.clone());
+        let (cache, mut mirror) = Cache::new();
+        let mut nodes = Relay::<core::Node>::new(mirror.changes());
         nodes.handle(Event::Apply(node("n1")));
         nodes.handle(Event::Apply(node("n2")));
         nodes.handle(Event::Delete(node("n1")));
-        assert_eq!(
-            <core::Node as Mirrored>::keys(&cache),
-            vec!["n2".to_string()]
-        );
+        mirror.drain();
+        assert_eq!(keys(&cache, Watched::Nodes), vec!["n2".to_string()]);
     }
 
     #[test]
     fn an_unconvertible_object_is_skipped_without_stopping_the_watch() {
-        let cache = Cache::new();
-        let mut pods = Mirror::<core::Pod>::new(cache.clone());
+        let (cache, mut mirror) = Cache::new();
+        let mut pods = Relay::<core::Pod>::new(mirror.changes());
         let mut no_uid = pod("x");
         no_uid.metadata.uid = None;
         pods.handle(Event::Apply(no_uid));
         pods.handle(Event::Apply(pod("y")));
+        mirror.drain();
         assert_eq!(cache.pod_count(), 1);
     }
 
     #[tokio::test(start_paused = true)]
     async fn after_a_watch_error_the_kind_is_not_synced_until_a_fresh_list_completes() {
-        let cache = Cache::new();
+        let (cache, mirror) = Cache::new();
+        let changes = mirror.changes();
+        let mirror = std::cell::RefCell::new(mirror);
         let shutdown = CancellationToken::new();
         let lists = std::sync::Mutex::new(vec![
             vec![
@@ -371,7 +328,7 @@ mod tests {
             ],
         ]);
         let seen_unsynced = std::cell::Cell::new(false);
-        let mut mirror = Mirror::<core::Pod>::new(cache.clone());
+        let mut relay = Relay::<core::Pod>::new(changes.clone());
         let starts = std::sync::atomic::AtomicUsize::new(0);
         relisting(
             "pods",
@@ -386,14 +343,16 @@ mod tests {
             &shutdown,
             |event| {
                 let done = matches!(event, Event::InitDone);
-                mirror.handle(event);
+                relay.handle(event);
+                mirror.borrow_mut().drain();
                 if done && cache.is_synced(Watched::Pods) && seen_unsynced.get() {
                     shutdown.cancel();
                 }
             },
             || {
-                cache.mark_unsynced(Watched::Pods);
-                seen_unsynced.set(true);
+                changes.send(Change::Failed(Watched::Pods));
+                mirror.borrow_mut().drain();
+                seen_unsynced.set(!cache.is_synced(Watched::Pods));
             },
         )
         .await;
@@ -403,7 +362,7 @@ mod tests {
             cache.is_synced(Watched::Pods),
             "the second list synced them again"
         );
-        let mut uids = <core::Pod as Mirrored>::keys(&cache);
+        let mut uids = keys(&cache, Watched::Pods);
         uids.sort();
         assert_eq!(
             uids,

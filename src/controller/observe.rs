@@ -83,7 +83,7 @@ pub fn observe(state: &State) -> Observation {
         let spec_queue = group.spec.as_ref().map(|s| s.queue.as_str());
         let mut view = GroupView {
             has_pod_group: group.spec.is_some(),
-            wait_reason: group.last_wait_reason.clone(),
+            wait_reason: state.ledger.wait_reasons.get(key).cloned(),
             ..GroupView::default()
         };
         let mut live_unbound: Vec<&Pod> = Vec::new();

@@ -6,18 +6,16 @@
 
 use std::time::Duration;
 
-use gangplank_core::claims;
 use tokio::time::{Instant, MissedTickBehavior};
 use tokio_util::sync::CancellationToken;
 
-use crate::cache::Cache;
-use crate::metrics;
+use crate::cache::Ledger;
 
 /// How often claims are checked; how late a claim may expire at most.
 pub const CHECK_EVERY: Duration = Duration::from_secs(1);
 
 /// Expires due claims until `shutdown`.
-pub async fn run(cache: Cache, shutdown: CancellationToken) {
+pub async fn run(ledger: Ledger, shutdown: CancellationToken) {
     let mut ticks = tokio::time::interval(CHECK_EVERY);
     ticks.set_missed_tick_behavior(MissedTickBehavior::Delay);
     loop {
@@ -25,39 +23,29 @@ pub async fn run(cache: Cache, shutdown: CancellationToken) {
             () = shutdown.cancelled() => return,
             _ = ticks.tick() => {}
         }
-        expire_due(&cache, Instant::now());
+        ledger.expire_due(Instant::now().into_std());
     }
-}
-
-/// Drops the claims due at `now`, if any.
-fn expire_due(cache: &Cache, now: Instant) {
-    let now = now.into_std();
-    if !cache.read(|s| claims::any_expired(s, now)) {
-        return;
-    }
-    cache.update(|s| {
-        claims::expire(s, now);
-        ::metrics::gauge!(metrics::GANG_CLAIMS).set(s.claims.len() as f64);
-    });
 }
 
 #[cfg(test)]
 mod tests {
+    use gangplank_core::claims;
     use gangplank_core::model::{GroupKey, Node, Pod, PodGroup, Resources};
     use gangplank_core::policy::constraints::Constraints;
     use gangplank_core::policy::placement::Strategy;
 
     use super::*;
+    use crate::cache::Cache;
 
     fn cluster_with_one_gang_claim(timeout: Duration) -> (Cache, GroupKey) {
-        let cache = Cache::new();
-        cache.apply_node(Node {
+        let (cache, mut mirror) = Cache::new();
+        mirror.apply_node(Node {
             name: "n0".into(),
             allocatable: Resources::from([("cpu", 8_000), ("pods", 110)]),
             ..Default::default()
         });
         let key = GroupKey::new("ns", "train");
-        cache.apply_pod_group(PodGroup {
+        mirror.apply_pod_group(PodGroup {
             schedule_timeout: timeout,
             ..PodGroup::new(key.clone(), 2, "default")
         });
@@ -69,17 +57,18 @@ mod tests {
             requests: Resources::from([("cpu", 2_000), ("pods", 1)]),
             ..Default::default()
         };
-        cache.apply_pod(pod.clone());
+        mirror.apply_pod(pod.clone());
         let settings = claims::Settings {
             strategy: Strategy::Binpack,
             max_hold: Duration::from_secs(60),
             bind_unmarked: false,
         };
         let now = Instant::now().into_std();
-        cache.update(|s| {
-            claims::filter(s, &pod, &Constraints::default(), &["n0"], &settings, now).unwrap();
-        });
-        assert!(cache.read(|s| s.claims.contains_key(&key)));
+        cache
+            .ledger()
+            .claim(&pod, &Constraints::default(), &["n0"], &settings, now)
+            .unwrap();
+        assert!(cache.read(|s| s.ledger.claims.contains_key(&key)));
         (cache, key)
     }
 
@@ -87,12 +76,15 @@ mod tests {
     async fn a_dead_gangs_claim_is_dropped_after_its_timeout_with_no_filter_call() {
         let (cache, key) = cluster_with_one_gang_claim(Duration::from_secs(30));
         let shutdown = CancellationToken::new();
-        let timer = tokio::spawn(run(cache.clone(), shutdown.clone()));
+        let timer = tokio::spawn(run(cache.ledger(), shutdown.clone()));
 
         tokio::time::sleep(Duration::from_secs(29)).await;
-        assert!(cache.read(|s| s.claims.contains_key(&key)), "dropped early");
+        assert!(
+            cache.read(|s| s.ledger.claims.contains_key(&key)),
+            "dropped early"
+        );
         tokio::time::sleep(Duration::from_secs(2)).await;
-        assert!(cache.read(|s| s.claims.is_empty()), "still claimed");
+        assert!(cache.read(|s| s.ledger.claims.is_empty()), "still claimed");
         assert_eq!(cache.read(|s| s.claimed_on("n0").get("cpu")), 0);
 
         shutdown.cancel();

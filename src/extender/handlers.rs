@@ -42,19 +42,14 @@ pub async fn filter(State(extender): State<Arc<Extender>>, Body(verb, body): Bod
     let decided = gang_member(&args, verb).and_then(|(pod, constraints)| {
         let settings = extender.settings;
         extender
-            .cache
-            .update(|s| {
-                let verdict = claims::filter(
-                    s,
-                    &pod,
-                    &constraints,
-                    &candidates,
-                    &settings,
-                    tokio::time::Instant::now().into_std(),
-                );
-                ::metrics::gauge!(crate::metrics::GANG_CLAIMS).set(s.claims.len() as f64);
-                verdict
-            })
+            .ledger
+            .claim(
+                &pod,
+                &constraints,
+                &candidates,
+                &settings,
+                tokio::time::Instant::now().into_std(),
+            )
             .map_err(|e| gang_error(verb, &pod, e))
     });
     let verdict = match decided {
@@ -145,7 +140,7 @@ pub fn gang_scores<'a, S: AsRef<str>>(
     candidates: &'a [S],
     strategy: placement::Strategy,
 ) -> Vec<HostScore<'a>> {
-    let claim = GroupKey::of(pod).and_then(|k| s.claims.get(&k));
+    let claim = GroupKey::of(pod).and_then(|k| s.ledger.claims.get(&k));
     let holding = claim.map(|c| c.holding(&pod.requests)).unwrap_or_default();
     let own = claim.map(|c| c.per_node()).unwrap_or_default();
     candidates

@@ -47,7 +47,7 @@ pub use binder::{BindRequest, Binder, KubeBinder};
 pub use capture::Capture;
 pub use permit::Permits;
 
-use crate::cache::Cache;
+use crate::cache::{Cache, Ledger};
 use crate::metrics;
 use gangplank_core::claims::Settings;
 
@@ -127,6 +127,7 @@ impl fmt::Display for Verb {
 /// What the handlers share.
 pub struct Extender {
     cache: Cache,
+    ledger: Ledger,
     settings: Settings,
     permits: Arc<Permits>,
     capture: Option<Capture>,
@@ -136,7 +137,8 @@ impl Extender {
     /// An extender deciding from `cache` and binding through `binder`.
     pub fn new(cache: Cache, binder: Arc<dyn Binder>, settings: Settings) -> Self {
         Self {
-            permits: Arc::new(Permits::new(cache.clone(), binder, settings)),
+            permits: Arc::new(Permits::new(cache.ledger(), binder, settings)),
+            ledger: cache.ledger(),
             cache,
             settings,
             capture: None,

@@ -28,14 +28,14 @@ use tokio::sync::oneshot;
 use tokio::time::Instant;
 
 use super::{BindRequest, Binder, Error};
-use crate::cache::Cache;
+use crate::cache::Ledger;
 use crate::metrics;
-use gangplank_core::claims::{self, Settings};
+use gangplank_core::claims::Settings;
 use gangplank_core::model::{GroupKey, PodGroup};
 
 /// Holds gang members' bind calls until quorum; see the module docs.
 pub struct Permits {
-    cache: Cache,
+    ledger: Ledger,
     binder: Arc<dyn Binder>,
     settings: Settings,
     waiting: Mutex<HashMap<GroupKey, Waiting>>,
@@ -74,9 +74,9 @@ enum Step {
 }
 
 impl Permits {
-    pub fn new(cache: Cache, binder: Arc<dyn Binder>, settings: Settings) -> Self {
+    pub fn new(ledger: Ledger, binder: Arc<dyn Binder>, settings: Settings) -> Self {
         Self {
-            cache,
+            ledger,
             binder,
             settings,
             waiting: Mutex::new(HashMap::new()),
@@ -122,16 +122,13 @@ impl Permits {
         let display = format!("{}/{}", request.namespace, request.name);
         let mut waiting = self.lock();
         self.forget_abandoned(&mut waiting);
-        let reserved = self.cache.update(|s| {
-            claims::reserve(
-                s,
-                &request.uid,
-                &display,
-                &request.node,
-                &self.settings,
-                Instant::now().into_std(),
-            )
-        });
+        let reserved = self.ledger.reserve(
+            &request.uid,
+            &display,
+            &request.node,
+            &self.settings,
+            Instant::now().into_std(),
+        );
         let step = match reserved {
             Err(e) => Step::Failed(request.failed(e.to_string())),
             Ok(None) => Step::Alone(request),
@@ -190,11 +187,7 @@ impl Permits {
             !w.held.is_empty()
         });
         if !abandoned.is_empty() {
-            self.cache.update(|s| {
-                for uid in &abandoned {
-                    s.release(uid);
-                }
-            });
+            self.ledger.release(&abandoned);
             ::metrics::counter!(metrics::GANG_BINDS_ABANDONED_TOTAL)
                 .increment(abandoned.len() as u64);
         }
@@ -206,7 +199,7 @@ impl Permits {
         let mut waiting = self.lock();
         for (key, waiting) in waiting.drain() {
             let uids: Vec<String> = waiting.held.iter().map(|h| h.request.uid.clone()).collect();
-            self.cache.update(|s| claims::release(s, &key, &uids));
+            self.ledger.release_gang(&key, &uids);
             for held in waiting.held {
                 let _ = held.reply.send(Err(held.request.failed(why)));
             }
@@ -239,10 +232,7 @@ impl Permits {
             let waiting = all.remove(&group.key)?;
             set_held_gauge(all.values().map(|w| w.held.len()).sum());
             let uids: Vec<String> = waiting.held.iter().map(|h| h.request.uid.clone()).collect();
-            let bound = self.cache.update(|s| {
-                claims::release(s, &group.key, &uids);
-                claims::placed_members(s, &group.key, "")
-            });
+            let bound = self.ledger.release_gang(&group.key, &uids);
             (waiting, uids, bound)
         };
         let why = format!(
@@ -292,13 +282,13 @@ impl Permits {
             let result = results.next().expect("one result per request");
             if let Err(e) = &result {
                 tracing::error!(group = %group.key, error = %e, "failed to bind a gang member after quorum");
-                self.cache.update(|s| s.release(&held.request.uid));
+                self.ledger.release(std::slice::from_ref(&held.request.uid));
             }
             let _ = held.reply.send(result);
         }
         let own = results.next().expect("one result per request");
         if own.is_err() {
-            self.cache.update(|s| s.release(&request.uid));
+            self.ledger.release(std::slice::from_ref(&request.uid));
         }
         own
     }
@@ -319,6 +309,7 @@ mod tests {
     use futures::future::BoxFuture;
 
     use super::*;
+    use crate::cache::Cache;
     use gangplank_core::model::{Node, Pod, Resources};
 
     /// Binds everything, and counts.
@@ -337,20 +328,20 @@ mod tests {
 
     /// `gangs` gangs of two pods each, `g{i}-0` and `g{i}-1`, and a node with room for all.
     fn cluster(gangs: usize) -> Cache {
-        let cache = Cache::new();
-        cache.apply_node(Node {
+        let (cache, mut mirror) = Cache::new();
+        mirror.apply_node(Node {
             name: "n".into(),
             allocatable: Resources::from([("cpu", 1_000_000), ("pods", 10_000)]),
             ..Node::default()
         });
         for g in 0..gangs {
             let key = GroupKey::new("ns", format!("g{g}"));
-            cache.apply_pod_group(PodGroup {
+            mirror.apply_pod_group(PodGroup {
                 schedule_timeout: Duration::from_secs(5),
                 ..PodGroup::new(key.clone(), 2, "q")
             });
             for m in 0..2 {
-                cache.apply_pod(Pod {
+                mirror.apply_pod(Pod {
                     uid: format!("g{g}-{m}"),
                     namespace: "ns".into(),
                     name: format!("g{g}-{m}"),
@@ -379,7 +370,7 @@ mod tests {
             max_hold: Duration::from_secs(5),
             bind_unmarked: false,
         };
-        Permits::new(cache, binder, settings)
+        Permits::new(cache.ledger(), binder, settings)
     }
 
     #[tokio::test]
@@ -441,7 +432,7 @@ mod tests {
         };
         assert_eq!(permits.held(), 1);
         assert!(
-            cache.read(|s| !s.reservations.contains_key("g0-0")),
+            cache.read(|s| !s.ledger.reservations.contains_key("g0-0")),
             "the abandoned placement no longer holds room"
         );
         assert!(binder.0.lock().unwrap().is_empty());

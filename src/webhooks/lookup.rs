@@ -288,7 +288,7 @@ mod tests {
 
     #[test]
     fn unsynced_stores_refuse_to_answer() {
-        let (reflectors, _writers) = Stores::new(crate::cache::Cache::new());
+        let (reflectors, _writers) = Stores::new(crate::cache::Cache::new().0);
         assert_eq!(reflectors.queue("default"), Err(NotSynced("Queues")));
         assert_eq!(
             reflectors.pod_group("ml", "train"),

@@ -702,6 +702,7 @@ fn refused(needed: Resources, available: Resources, placed: Option<Why>) -> Why 
 /// loop keeps a head's reservation as a claim without a deadline, see [`super`]).
 fn held_before(state: &State, group: &GroupKey, node: &str) -> bool {
     state
+        .ledger
         .claims
         .get(group)
         .is_some_and(|c| c.reservation() && c.slots.iter().any(|s| s.node == node))

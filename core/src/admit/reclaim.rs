@@ -341,7 +341,7 @@ fn input(
             continue;
         };
         let busy = members.iter().any(|p| {
-            going(p) || (p.node_name.is_none() && state.reservations.contains_key(&p.uid))
+            going(p) || (p.node_name.is_none() && state.ledger.reservations.contains_key(&p.uid))
         });
         if busy || refused(key) {
             continue;

@@ -1,7 +1,8 @@
 //! The cluster model: nodes, pods, PodGroups and Queues as scheduling sees them ([`objects`]),
-//! resource amounts ([`resources`], [`quantity`]), per-node sums ([`nodes`]) and the whole
-//! cluster with Gangplank's own claims and reservations ([`state`]).
+//! resource amounts ([`resources`], [`quantity`]), per-node sums ([`nodes`]), the whole
+//! cluster as the watches show it ([`state`]) and what Gangplank decided itself ([`ledger`]).
 
+pub mod ledger;
 pub mod names;
 pub mod nodes;
 pub mod objects;
@@ -9,9 +10,10 @@ pub mod quantity;
 pub mod resources;
 pub mod state;
 
+pub use ledger::{Claim, Ledger, Reservation, Slot};
 pub use nodes::{NodeSlot, Nodes};
 pub use objects::{
     GroupKey, NODE_CONDITION_TAINT_PREFIX, Node, Pod, PodGroup, PodPhase, Queue, Taint, TaintEffect,
 };
 pub use resources::{ResourceId, Resources};
-pub use state::{Claim, Group, Member, Reservation, Slot, State};
+pub use state::{Group, Member, State};

@@ -1,5 +1,5 @@
-//! The cluster as Gangplank sees it: the mirrored objects, the indexes over them, and the soft
-//! state Gangplank holds itself (reservations, claims).
+//! The cluster as Gangplank sees it: the mirrored objects, the indexes over them, and the
+//! ledger of what Gangplank decided itself ([`Ledger`]: reservations, claims).
 //!
 //! Besides the mirrored objects (nodes, pods, PodGroups, Queues), the state keeps the indexes
 //! every decision needs, updated incrementally on each write so that reads are O(1):
@@ -28,82 +28,15 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use rustc_hash::{FxHashMap, FxHashSet};
+use rustc_hash::FxHashMap;
 
-use super::nodes::{Nodes, Sum};
+use super::ledger::Ledger;
+use super::nodes::Nodes;
 use super::objects::{GroupKey, Node, Pod, PodGroup, Queue, Resources};
 
 /// Pods by UID: a persistent map, so that a snapshot of the state shares it.
 pub type PodMap =
     imbl::GenericHashMap<String, Arc<Pod>, rustc_hash::FxBuildHasher, imbl::shared_ptr::ArcK>;
-
-/// A pod the scheduler asked the extender to bind, not yet shown bound by the API.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Reservation {
-    pub node: String,
-    pub requests: Resources,
-    pub group: Option<GroupKey>,
-}
-
-/// Capacity a gang holds on nodes while its members are being placed: one slot per member
-/// still to be placed, each on a node.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Claim {
-    pub slots: Vec<Slot>,
-    /// When the claim lapses unless a member is filtered or reserved again.
-    pub deadline: Option<std::time::Instant>,
-    /// Of a reservation only: per node, what the head's members assigned there need beyond
-    /// what the slots hold. Room that frees on such a node (a pod there finishes or goes)
-    /// joins the claim at once, up to this ([`State::apply_pod`]), so it cannot go to a group
-    /// released for room elsewhere before the next admission pass sees it.
-    pub lacking: Vec<Slot>,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Slot {
-    pub node: String,
-    pub requests: Resources,
-}
-
-impl Claim {
-    /// A claim without a deadline is the reservation of the group at the head of the
-    /// admission line (`crate::admit`), not a gang being placed.
-    pub fn reservation(&self) -> bool {
-        self.deadline.is_none()
-    }
-
-    /// Its deadline has passed at `now` (a reservation has none).
-    pub fn expired(&self, now: std::time::Instant) -> bool {
-        self.deadline.is_some_and(|d| d <= now)
-    }
-
-    /// The nodes where a slot would hold a pod asking `requests`.
-    pub fn holding(&self, requests: &Resources) -> FxHashSet<&str> {
-        self.slots
-            .iter()
-            .filter(|s| requests.fits_in(&s.requests))
-            .map(|s| s.node.as_str())
-            .collect()
-    }
-
-    /// What the claim holds, per node.
-    pub fn per_node(&self) -> FxHashMap<&str, Resources> {
-        let mut held: FxHashMap<&str, Resources> = FxHashMap::default();
-        for slot in &self.slots {
-            held.entry(&slot.node).or_default().add(&slot.requests);
-        }
-        held
-    }
-
-    /// What the claim holds on `node`.
-    pub fn on(&self, node: &str) -> Resources {
-        let mut total = Resources::new();
-        for slot in self.slots.iter().filter(|s| s.node == node) {
-            total.add(&slot.requests);
-        }
-        total
-    }
-}
 
 /// A pod of a group (or a queue-only pod), with what an admission pass reads of every such pod
 /// copied beside it.
@@ -148,10 +81,6 @@ pub struct Group {
     pub spec: Option<Arc<PodGroup>>,
     /// The pods that name the group, by UID: the same `Arc`s as [`State::pods`].
     pub members: BTreeMap<String, Member>,
-    /// Why the extender last refused to claim room for the gang (written by
-    /// `crate::claims::filter`, cleared when a claim succeeds): the controller shows it
-    /// in the PodGroup's `Scheduled` condition while the gang waits.
-    pub last_wait_reason: Option<String>,
 }
 
 impl Group {
@@ -175,13 +104,10 @@ pub struct State {
     pub groups: imbl::OrdMap<GroupKey, Group>,
     /// Pods that name a queue and no group, by UID.
     pub queue_only: imbl::OrdMap<String, Member>,
-    pub reservations: FxHashMap<String, Reservation>,
-    pub claims: FxHashMap<GroupKey, Claim>,
-    /// Groups the admission pass lent room of the head's reservation (by their expected
-    /// runtime): their claims may be planned in the reservation (see [`Claim::reservation`]).
-    pub lent: rustc_hash::FxHashSet<GroupKey>,
     /// Queues by name: admission reads their weights and bounds, the controller their shares.
     pub queues: FxHashMap<String, Arc<Queue>>,
+    /// What Gangplank decided itself: reservations, claims, lent groups, wait reasons.
+    pub ledger: Ledger,
 }
 
 /// The node whose `used` counts `pod`: its node while it has not finished.
@@ -274,7 +200,7 @@ impl State {
 
     /// Whether member `m` (UID `uid`) holds room on a node: bound, or reserved by the extender.
     pub fn holds_room(&self, uid: &str, m: &Member) -> bool {
-        m.bound || self.reservations.contains_key(uid)
+        m.bound || self.ledger.reservations.contains_key(uid)
     }
 
     /// Members bound to a node (by the API) that have not finished.
@@ -287,7 +213,7 @@ impl State {
     /// Members reserved by the extender and not yet shown bound.
     pub fn reserved_members(&self, key: &GroupKey) -> usize {
         self.members(key)
-            .filter(|p| p.node_name.is_none() && self.reservations.contains_key(&p.uid))
+            .filter(|p| p.node_name.is_none() && self.ledger.reservations.contains_key(&p.uid))
             .count()
     }
 
@@ -365,6 +291,7 @@ impl State {
             group.members.remove(&old.uid);
             if group.members.is_empty() && group.spec.is_none() {
                 self.groups.remove(&key);
+                self.ledger.wait_reasons.remove(&key);
             }
         } else if old.queue.is_some() {
             self.queue_only.remove(&old.uid);
@@ -389,6 +316,7 @@ impl State {
                 self.groups.remove(key);
             }
         }
+        self.ledger.wait_reasons.remove(key);
         self.drop_claim(key).is_some() || known
     }
 
@@ -403,129 +331,12 @@ impl State {
     pub fn delete_queue(&mut self, name: &str) -> bool {
         self.queues.remove(name).is_some()
     }
-
-    // ----- the write path: the extender's reservations and claims
-
-    /// Records why the gang `key` cannot be placed now (`None`: it can). Only groups the cache
-    /// knows keep a reason.
-    pub fn set_wait_reason(&mut self, key: &GroupKey, why: Option<String>) {
-        if let Some(group) = self.groups.get_mut(key) {
-            group.last_wait_reason = why;
-        }
-    }
-
-    /// Records that the scheduler assumed `pod` on `node`. Idempotent.
-    pub fn reserve(&mut self, uid: &str, reservation: Reservation) {
-        self.release(uid);
-        self.nodes
-            .add(&reservation.node, Sum::Reserved, &reservation.requests);
-        self.reservations.insert(uid.to_owned(), reservation);
-    }
-
-    /// Ends a reservation (bound, failed, timed out or deleted). Idempotent.
-    pub fn release(&mut self, uid: &str) -> Option<Reservation> {
-        let reservation = self.reservations.remove(uid)?;
-        self.nodes
-            .sub(&reservation.node, Sum::Reserved, &reservation.requests);
-        Some(reservation)
-    }
-
-    /// Replaces the claim of `key` (an empty claim is dropped).
-    pub fn set_claim(&mut self, key: &GroupKey, claim: Claim) {
-        self.drop_claim(key);
-        if claim.slots.is_empty() {
-            return;
-        }
-        for slot in &claim.slots {
-            self.nodes.add(&slot.node, Sum::Claimed, &slot.requests);
-        }
-        self.claims.insert(key.clone(), claim);
-    }
-
-    /// Turns the reservation of `key`, whose group admission is releasing now, into the claim
-    /// of a gang being placed (with `deadline`): each node's slot grows by what the head still
-    /// lacked there, as far as the node has room nobody else holds. Dropping the reservation
-    /// instead would leave its room open, between the release and the gang's first filter, to
-    /// pods the same pass released (a pod in no group has no claim of its own to keep it
-    /// elsewhere, and the scheduler favours emptier nodes). No-op unless `key` holds a
-    /// reservation.
-    pub fn place_reservation(&mut self, key: &GroupKey, deadline: std::time::Instant) {
-        let Some(claim) = self.claims.get(key).filter(|c| c.reservation()) else {
-            return;
-        };
-        let mut claim = claim.clone();
-        for lack in std::mem::take(&mut claim.lacking) {
-            let Some(free) = self.nodes.slot(&lack.node).map(|n| n.free.positive()) else {
-                continue;
-            };
-            let grown = free.min_of(&lack.requests);
-            match claim.slots.iter_mut().find(|s| s.node == lack.node) {
-                Some(slot) => slot.requests.add(&grown),
-                None => claim.slots.push(Slot {
-                    node: lack.node,
-                    requests: grown,
-                }),
-            }
-        }
-        claim.slots.retain(|s| !s.requests.is_empty());
-        claim.deadline = Some(deadline);
-        self.set_claim(key, claim);
-    }
-
-    /// Adds room `freed` on `node` (a pod there finished or went) to the reservation that
-    /// lacks room there, up to what it lacks and what is now free of everything else. Room
-    /// that frees because a reservation ends is not handed over: it was promised to the pod
-    /// that held it, which the scheduler retries.
-    fn hand_to_reservation(&mut self, node: &str, freed: &Resources) {
-        let Some(slot) = self.nodes.slot(node) else {
-            return;
-        };
-        let Some(allocatable) = slot.node.as_ref().map(|n| &n.allocatable) else {
-            return;
-        };
-        let mut free = allocatable.minus(&slot.used);
-        free.sub(&slot.reserved);
-        free.sub(&slot.claimed);
-        let Some(claim) = self
-            .claims
-            .values_mut()
-            .find(|c| c.lacking.iter().any(|l| l.node == node))
-        else {
-            return;
-        };
-        let lack = claim
-            .lacking
-            .iter_mut()
-            .find(|l| l.node == node)
-            .expect("found above");
-        let taken = free.positive().min_of(freed).min_of(&lack.requests);
-        if taken.is_empty() {
-            return;
-        }
-        lack.requests.sub(&taken);
-        match claim.slots.iter_mut().find(|s| s.node == node) {
-            Some(slot) => slot.requests.add(&taken),
-            None => claim.slots.push(Slot {
-                node: node.to_owned(),
-                requests: taken.clone(),
-            }),
-        }
-        self.nodes.add(node, Sum::Claimed, &taken);
-    }
-
-    pub fn drop_claim(&mut self, key: &GroupKey) -> Option<Claim> {
-        let claim = self.claims.remove(key)?;
-        for slot in &claim.slots {
-            self.nodes.sub(&slot.node, Sum::Claimed, &slot.requests);
-        }
-        Some(claim)
-    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::PodPhase;
+    use crate::model::{Claim, PodPhase, Reservation, Slot};
 
     fn pod(uid: &str, node: Option<&str>, cpu: i64, group: Option<&str>) -> Pod {
         Pod {
@@ -616,7 +427,7 @@ mod tests {
                 }],
             },
         );
-        let held = |s: &State| s.claims[&head].on("n1").get("cpu");
+        let held = |s: &State| s.ledger.claims[&head].on("n1").get("cpu");
 
         // A pod that finishes frees its room; the reservation takes all of it.
         let mut done = pod("a", Some("n1"), 4_000, None);
@@ -628,7 +439,7 @@ mod tests {
         s.delete_pod("b");
         assert_eq!(held(&s), 6_000);
         assert_eq!(s.claimed_on("n1").get("cpu"), 6_000);
-        assert_eq!(s.claims[&head].lacking[0].requests.get("cpu"), 0);
+        assert_eq!(s.ledger.claims[&head].lacking[0].requests.get("cpu"), 0);
         // Nothing more is taken once it lacks nothing.
         s.delete_pod("c");
         assert_eq!(held(&s), 6_000);
@@ -644,7 +455,8 @@ mod tests {
                 group: None,
             },
         );
-        s.claims.get_mut(&head).unwrap().lacking[0].requests = Resources::from([("cpu", 2_000)]);
+        s.ledger.claims.get_mut(&head).unwrap().lacking[0].requests =
+            Resources::from([("cpu", 2_000)]);
         s.release("d");
         assert_eq!(held(&s), 6_000);
         // Nor does room on a node the reservation does not lack anything on.
@@ -680,7 +492,7 @@ mod tests {
         );
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
         s.place_reservation(&head, deadline);
-        let claim = &s.claims[&head];
+        let claim = &s.ledger.claims[&head];
         assert!(!claim.reservation());
         assert_eq!(claim.deadline, Some(deadline));
         assert!(claim.lacking.is_empty());
@@ -691,7 +503,7 @@ mod tests {
 
         // A claim with a deadline is a gang being placed: left as it is.
         s.place_reservation(&head, deadline + std::time::Duration::from_secs(5));
-        assert_eq!(s.claims[&head].deadline, Some(deadline));
+        assert_eq!(s.ledger.claims[&head].deadline, Some(deadline));
     }
 
     #[test]
@@ -717,7 +529,7 @@ mod tests {
             },
         );
         assert_eq!(s.claimed_on("n1").get("cpu"), 2250);
-        assert_eq!(s.claims[&g1].on("n1").get("cpu"), 2000);
+        assert_eq!(s.ledger.claims[&g1].on("n1").get("cpu"), 2000);
         s.set_claim(
             &g1,
             Claim {

@@ -1,0 +1,79 @@
+//! What an admission pass leaves in the ledger: the head's reservation, kept between passes as
+//! a claim without a deadline, and the groups lent room in it. Why the reservation is a claim:
+//! [`docs/decisions/admission-pass.md`](../../../docs/decisions/admission-pass.md).
+
+use std::time::Instant;
+
+use crate::model::{Claim, Resources, Slot, State};
+
+use super::plan::{Admission, Decision, Hold};
+
+/// Whether `decision` has anything to record, where the previous pass held `before`.
+pub fn changes(before: Option<&Hold>, decision: &Decision) -> bool {
+    decision.hold.as_ref() != before || !decision.lent.is_empty()
+}
+
+/// Records `decision` in the ledger, where the previous pass held `before`; `at` is now.
+pub fn record(state: &mut State, before: Option<&Hold>, decision: &Decision, at: Instant) {
+    hold_room(state, before, decision.hold.as_ref(), &decision.admit, at);
+    state.ledger.lent.extend(decision.lent.iter().cloned());
+}
+
+/// Replaces the claim that holds the head's reservation (`before`) with `now`'s. When the
+/// old head is among the groups `admitted` now, its reservation becomes its claim for
+/// placement ([`State::place_reservation`], lasting its `scheduleTimeout` unless a member is
+/// filtered) instead of ending.
+fn hold_room(
+    state: &mut State,
+    before: Option<&Hold>,
+    now: Option<&Hold>,
+    admitted: &[Admission],
+    at: Instant,
+) {
+    let reservation = |s: &State, key| s.ledger.claims.get(key).is_some_and(Claim::reservation);
+    if before.map(|h| &h.group) != now.map(|h| &h.group) {
+        // Room lent out of the old head's reservation is no longer anyone's to lend.
+        state.ledger.lent.clear();
+    }
+    if let Some(before) = before
+        && reservation(state, &before.group)
+    {
+        let timeout = state
+            .group(&before.group)
+            .and_then(|g| g.spec.as_deref())
+            .map(|spec| spec.schedule_timeout);
+        match timeout {
+            Some(timeout)
+                if admitted
+                    .iter()
+                    .any(|a| a.group.as_ref() == Some(&before.group)) =>
+            {
+                state.place_reservation(&before.group, at + timeout)
+            }
+            _ => {
+                state.drop_claim(&before.group);
+            }
+        }
+    }
+    if let Some(now) = now
+        && !state.ledger.claims.contains_key(&now.group)
+    {
+        let slots = |per_node: &[(String, Resources)]| {
+            per_node
+                .iter()
+                .map(|(node, requests)| Slot {
+                    node: node.clone(),
+                    requests: requests.clone(),
+                })
+                .collect()
+        };
+        state.set_claim(
+            &now.group,
+            Claim {
+                slots: slots(&now.nodes),
+                deadline: None,
+                lacking: slots(&now.lacking),
+            },
+        );
+    }
+}

@@ -1,0 +1,221 @@
+//! The ledger: what Gangplank decided itself and the API does not show (reservations of pods
+//! the scheduler asked to bind, gang claims, groups lent room of the head's reservation, why a
+//! gang waits), and its write path.
+//!
+//! Soft state: a restart loses it and the scheduler's retries and the next admission pass make
+//! it again. Its entries end when the mirror shows what they were waiting for: a reserved pod
+//! bound or gone, a claimed group gone ([`State::apply_pod`], [`State::delete_pod_group`]).
+//! The node records keep the reserved and claimed sums beside `used`
+//! ([`super::nodes::NodeSlot`]), so every write here keeps them in step.
+
+use rustc_hash::{FxHashMap, FxHashSet};
+
+use super::nodes::Sum;
+use super::objects::{GroupKey, Resources};
+use super::state::State;
+
+/// Gangplank's own decisions, by what they name.
+#[derive(Debug, Clone, Default)]
+pub struct Ledger {
+    /// By pod UID.
+    pub reservations: FxHashMap<String, Reservation>,
+    pub claims: FxHashMap<GroupKey, Claim>,
+    /// Groups the admission pass lent room of the head's reservation (by their expected
+    /// runtime): their claims may be planned in the reservation (see [`Claim::reservation`]).
+    pub lent: FxHashSet<GroupKey>,
+    /// Why the extender last refused to claim room for a gang (written by
+    /// `crate::claims::filter`, cleared when a claim succeeds): the controller shows it in the
+    /// PodGroup's `Scheduled` condition while the gang waits.
+    pub wait_reasons: FxHashMap<GroupKey, String>,
+}
+
+/// A pod the scheduler asked the extender to bind, not yet shown bound by the API.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Reservation {
+    pub node: String,
+    pub requests: Resources,
+    pub group: Option<GroupKey>,
+}
+
+/// Capacity a gang holds on nodes while its members are being placed: one slot per member
+/// still to be placed, each on a node.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Claim {
+    pub slots: Vec<Slot>,
+    /// When the claim lapses unless a member is filtered or reserved again.
+    pub deadline: Option<std::time::Instant>,
+    /// Of a reservation only: per node, what the head's members assigned there need beyond
+    /// what the slots hold. Room that frees on such a node (a pod there finishes or goes)
+    /// joins the claim at once, up to this ([`State::apply_pod`]), so it cannot go to a group
+    /// released for room elsewhere before the next admission pass sees it.
+    pub lacking: Vec<Slot>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Slot {
+    pub node: String,
+    pub requests: Resources,
+}
+
+impl Claim {
+    /// A claim without a deadline is the reservation of the group at the head of the
+    /// admission line (`crate::admit`), not a gang being placed.
+    pub fn reservation(&self) -> bool {
+        self.deadline.is_none()
+    }
+
+    /// Its deadline has passed at `now` (a reservation has none).
+    pub fn expired(&self, now: std::time::Instant) -> bool {
+        self.deadline.is_some_and(|d| d <= now)
+    }
+
+    /// The nodes where a slot would hold a pod asking `requests`.
+    pub fn holding(&self, requests: &Resources) -> FxHashSet<&str> {
+        self.slots
+            .iter()
+            .filter(|s| requests.fits_in(&s.requests))
+            .map(|s| s.node.as_str())
+            .collect()
+    }
+
+    /// What the claim holds, per node.
+    pub fn per_node(&self) -> FxHashMap<&str, Resources> {
+        let mut held: FxHashMap<&str, Resources> = FxHashMap::default();
+        for slot in &self.slots {
+            held.entry(&slot.node).or_default().add(&slot.requests);
+        }
+        held
+    }
+
+    /// What the claim holds on `node`.
+    pub fn on(&self, node: &str) -> Resources {
+        let mut total = Resources::new();
+        for slot in self.slots.iter().filter(|s| s.node == node) {
+            total.add(&slot.requests);
+        }
+        total
+    }
+}
+
+impl State {
+    /// Records why the gang `key` cannot be placed now (`None`: it can). Only groups the model
+    /// knows keep a reason.
+    pub fn set_wait_reason(&mut self, key: &GroupKey, why: Option<String>) {
+        match why {
+            Some(why) if self.groups.contains_key(key) => {
+                self.ledger.wait_reasons.insert(key.clone(), why);
+            }
+            _ => {
+                self.ledger.wait_reasons.remove(key);
+            }
+        }
+    }
+
+    /// Records that the scheduler assumed `pod` on `node`. Idempotent.
+    pub fn reserve(&mut self, uid: &str, reservation: Reservation) {
+        self.release(uid);
+        self.nodes
+            .add(&reservation.node, Sum::Reserved, &reservation.requests);
+        self.ledger.reservations.insert(uid.to_owned(), reservation);
+    }
+
+    /// Ends a reservation (bound, failed, timed out or deleted). Idempotent.
+    pub fn release(&mut self, uid: &str) -> Option<Reservation> {
+        let reservation = self.ledger.reservations.remove(uid)?;
+        self.nodes
+            .sub(&reservation.node, Sum::Reserved, &reservation.requests);
+        Some(reservation)
+    }
+
+    /// Replaces the claim of `key` (an empty claim is dropped).
+    pub fn set_claim(&mut self, key: &GroupKey, claim: Claim) {
+        self.drop_claim(key);
+        if claim.slots.is_empty() {
+            return;
+        }
+        for slot in &claim.slots {
+            self.nodes.add(&slot.node, Sum::Claimed, &slot.requests);
+        }
+        self.ledger.claims.insert(key.clone(), claim);
+    }
+
+    /// Turns the reservation of `key`, whose group admission is releasing now, into the claim
+    /// of a gang being placed (with `deadline`): each node's slot grows by what the head still
+    /// lacked there, as far as the node has room nobody else holds. Dropping the reservation
+    /// instead would leave its room open, between the release and the gang's first filter, to
+    /// pods the same pass released (a pod in no group has no claim of its own to keep it
+    /// elsewhere, and the scheduler favours emptier nodes). No-op unless `key` holds a
+    /// reservation.
+    pub fn place_reservation(&mut self, key: &GroupKey, deadline: std::time::Instant) {
+        let Some(claim) = self.ledger.claims.get(key).filter(|c| c.reservation()) else {
+            return;
+        };
+        let mut claim = claim.clone();
+        for lack in std::mem::take(&mut claim.lacking) {
+            let Some(free) = self.nodes.slot(&lack.node).map(|n| n.free.positive()) else {
+                continue;
+            };
+            let grown = free.min_of(&lack.requests);
+            match claim.slots.iter_mut().find(|s| s.node == lack.node) {
+                Some(slot) => slot.requests.add(&grown),
+                None => claim.slots.push(Slot {
+                    node: lack.node,
+                    requests: grown,
+                }),
+            }
+        }
+        claim.slots.retain(|s| !s.requests.is_empty());
+        claim.deadline = Some(deadline);
+        self.set_claim(key, claim);
+    }
+
+    /// Adds room `freed` on `node` (a pod there finished or went) to the reservation that
+    /// lacks room there, up to what it lacks and what is now free of everything else. Room
+    /// that frees because a reservation ends is not handed over: it was promised to the pod
+    /// that held it, which the scheduler retries.
+    pub(super) fn hand_to_reservation(&mut self, node: &str, freed: &Resources) {
+        let Some(slot) = self.nodes.slot(node) else {
+            return;
+        };
+        let Some(allocatable) = slot.node.as_ref().map(|n| &n.allocatable) else {
+            return;
+        };
+        let mut free = allocatable.minus(&slot.used);
+        free.sub(&slot.reserved);
+        free.sub(&slot.claimed);
+        let Some(claim) = self
+            .ledger
+            .claims
+            .values_mut()
+            .find(|c| c.lacking.iter().any(|l| l.node == node))
+        else {
+            return;
+        };
+        let lack = claim
+            .lacking
+            .iter_mut()
+            .find(|l| l.node == node)
+            .expect("found above");
+        let taken = free.positive().min_of(freed).min_of(&lack.requests);
+        if taken.is_empty() {
+            return;
+        }
+        lack.requests.sub(&taken);
+        match claim.slots.iter_mut().find(|s| s.node == node) {
+            Some(slot) => slot.requests.add(&taken),
+            None => claim.slots.push(Slot {
+                node: node.to_owned(),
+                requests: taken.clone(),
+            }),
+        }
+        self.nodes.add(node, Sum::Claimed, &taken);
+    }
+
+    pub fn drop_claim(&mut self, key: &GroupKey) -> Option<Claim> {
+        let claim = self.ledger.claims.remove(key)?;
+        for slot in &claim.slots {
+            self.nodes.sub(&slot.node, Sum::Claimed, &slot.requests);
+        }
+        Some(claim)
+    }
+}

@@ -1,0 +1,98 @@
+//! The ledger's owner: the only way to change what Gangplank decided itself (reservations,
+//! claims, the head's reservation and the groups lent room in it, wait reasons;
+//! [`gangplank_core::model::Ledger`]). The extender, the claim-expiry timer and the admission
+//! loop call these methods; each runs one decision of the core under the cache's write lock
+//! and keeps the claims gauge current. The mirror's own writes end entries whose pod or group
+//! the API shows bound or gone ([`super::mirror`]).
+
+use std::time::Instant;
+
+use gangplank_core::admit::{hold, plan};
+use gangplank_core::claims::{self, Settings, Verdict};
+use gangplank_core::model::{GroupKey, Pod, PodGroup, State};
+use gangplank_core::policy::constraints::Constraints;
+
+use super::Cache;
+use crate::metrics;
+
+/// A cheap-to-clone handle on the ledger of one [`Cache`].
+#[derive(Debug, Clone)]
+pub struct Ledger {
+    cache: Cache,
+}
+
+impl Ledger {
+    pub(super) fn new(cache: Cache) -> Ledger {
+        Ledger { cache }
+    }
+
+    /// Filter: the nodes among `candidates` where `pod` may go, claiming room for its gang
+    /// ([`claims::filter`]).
+    pub fn claim<'a, S: AsRef<str>>(
+        &self,
+        pod: &Pod,
+        constraints: &Constraints,
+        candidates: &'a [S],
+        settings: &Settings,
+        now: Instant,
+    ) -> Result<Verdict<'a>, claims::Error> {
+        self.write(|s| claims::filter(s, pod, constraints, candidates, settings, now))
+    }
+
+    /// Bind: records that the scheduler assumed pod `uid` on `node` and whether its gang has
+    /// quorum now ([`claims::reserve`]).
+    pub fn reserve(
+        &self,
+        uid: &str,
+        display: &str,
+        node: &str,
+        settings: &Settings,
+        now: Instant,
+    ) -> Result<Option<(PodGroup, bool)>, claims::Error> {
+        self.write(|s| claims::reserve(s, uid, display, node, settings, now))
+    }
+
+    /// Ends the reservations of `uids` (their binds failed or their callers went away).
+    pub fn release(&self, uids: &[String]) {
+        self.write(|s| {
+            for uid in uids {
+                s.release(uid);
+            }
+        });
+    }
+
+    /// Gives up a gang that did not reach quorum: ends the reservations of its held `uids` and
+    /// its claim; returns how many of its members are still placed.
+    pub fn release_gang(&self, key: &GroupKey, uids: &[String]) -> usize {
+        self.write(|s| {
+            claims::release(s, key, uids);
+            claims::placed_members(s, key, "")
+        })
+    }
+
+    /// Drops the claims due at `now`, if any; takes the write lock only when one is.
+    pub fn expire_due(&self, now: Instant) {
+        if !self.cache.read(|s| claims::any_expired(s, now)) {
+            return;
+        }
+        self.write(|s| claims::expire(s, now));
+    }
+
+    /// Records what an admission pass decided (`decision`) about the head's reservation,
+    /// where the previous pass held `before` ([`hold::record`]).
+    pub fn hold(&self, before: Option<&plan::Hold>, decision: &plan::Decision, now: Instant) {
+        if !hold::changes(before, decision) {
+            return;
+        }
+        self.write(|s| hold::record(s, before, decision, now));
+    }
+
+    fn write<T>(&self, f: impl FnOnce(&mut State) -> T) -> T {
+        let (result, claims) = self.cache.write(|s| {
+            let result = f(s);
+            (result, s.ledger.claims.len())
+        });
+        ::metrics::gauge!(metrics::GANG_CLAIMS).set(claims as f64);
+        result
+    }
+}

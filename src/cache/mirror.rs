@@ -1,0 +1,245 @@
+//! The mirror's one writer: the task that applies watch events to the model. The four watches
+//! (nodes and pods in [`super::watch`], PodGroups and Queues in [`super::stores`]) convert
+//! what they see into [`Change`]s and send them here; [`Mirror::run`] applies them in arrival
+//! order, a batch at a time under one write lock, and wakes the loops once per batch that
+//! changed anything. A change that leaves the model as it was (a status write, a heartbeat)
+//! wakes nobody. A kind is marked synced (readiness) when the change that ends its list is
+//! applied, not when the list was read, so `/readyz` never runs ahead of the model.
+
+use std::collections::HashSet;
+
+use gangplank_core::model::{GroupKey, Node, Pod, PodGroup, Queue, State};
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+use super::{Cache, Watched};
+use crate::metrics;
+
+/// How many changes one write lock applies at most: a long list is applied in slices, so a
+/// filter or a bind waits for one slice, not for the list.
+pub const BATCH: usize = 256;
+
+/// One watch event, converted to the model.
+#[derive(Debug, Clone)]
+pub enum Change {
+    Node(Node),
+    NodeGone(String),
+    Pod(Pod),
+    PodGone(String),
+    PodGroup(PodGroup),
+    PodGroupGone(GroupKey),
+    Queue(Queue),
+    QueueGone(String),
+    /// A list of the kind completed and named these keys (see [`Mirror::keys`]): whatever
+    /// else of the kind the model holds is gone, and the kind is synced. `None`: the list's
+    /// start was not seen, so nothing is deleted.
+    Listed(Watched, Option<HashSet<String>>),
+    /// A watch of the kind failed: the model may miss changes until it lists again.
+    Failed(Watched),
+}
+
+/// Where the watches send their changes; cheap to clone.
+#[derive(Debug, Clone)]
+pub struct Changes(mpsc::UnboundedSender<Change>);
+
+impl Changes {
+    /// Queues `change` for the mirror (dropped if the mirror has stopped, at shutdown).
+    pub fn send(&self, change: Change) {
+        let _ = self.0.send(change);
+    }
+}
+
+/// The one writer of the model's API mirror (see the module docs). Not `Clone`: there is one
+/// per [`Cache`], made with it by [`Cache::new`].
+#[derive(Debug)]
+pub struct Mirror {
+    cache: Cache,
+    sender: Changes,
+    receiver: mpsc::UnboundedReceiver<Change>,
+}
+
+impl Mirror {
+    pub(super) fn new(cache: Cache) -> Mirror {
+        let (sender, receiver) = mpsc::unbounded_channel();
+        Mirror {
+            cache,
+            sender: Changes(sender),
+            receiver,
+        }
+    }
+
+    /// A sender for a watch.
+    pub fn changes(&self) -> Changes {
+        self.sender.clone()
+    }
+
+    /// Applies the changes the watches send until `shutdown`.
+    pub async fn run(mut self, shutdown: CancellationToken) {
+        let mut batch = Vec::with_capacity(BATCH);
+        loop {
+            tokio::select! {
+                () = shutdown.cancelled() => return,
+                _ = self.receiver.recv_many(&mut batch, BATCH) => {}
+            }
+            self.apply_all(batch.drain(..));
+        }
+    }
+
+    /// Applies every change sent so far; for tests, which drive the watches by hand.
+    pub fn drain(&mut self) {
+        let mut batch = Vec::new();
+        while let Ok(change) = self.receiver.try_recv() {
+            batch.push(change);
+        }
+        self.apply_all(batch);
+    }
+
+    pub fn apply(&mut self, change: Change) {
+        self.apply_all([change]);
+    }
+
+    pub fn apply_node(&mut self, node: Node) {
+        self.apply(Change::Node(node));
+    }
+
+    pub fn apply_pod(&mut self, pod: Pod) {
+        self.apply(Change::Pod(pod));
+    }
+
+    pub fn apply_pod_group(&mut self, group: PodGroup) {
+        self.apply(Change::PodGroup(group));
+    }
+
+    pub fn apply_queue(&mut self, queue: Queue) {
+        self.apply(Change::Queue(queue));
+    }
+
+    pub fn delete_node(&mut self, name: &str) {
+        self.apply(Change::NodeGone(name.to_owned()));
+    }
+
+    pub fn delete_pod(&mut self, uid: &str) {
+        self.apply(Change::PodGone(uid.to_owned()));
+    }
+
+    pub fn delete_queue(&mut self, name: &str) {
+        self.apply(Change::QueueGone(name.to_owned()));
+    }
+
+    /// Applies `changes` in order under one write lock; wakes the loops if any changed the
+    /// model; then marks the kinds whose list ended synced (or failed, unsynced).
+    pub fn apply_all(&mut self, changes: impl IntoIterator<Item = Change>) {
+        let mut ends: Vec<(Watched, bool)> = Vec::new();
+        let mut touched: Vec<Watched> = Vec::new();
+        let counts = self.cache.write_if_changed(|s| {
+            let mut changed = false;
+            for change in changes {
+                let kind = change.kind();
+                if !touched.contains(&kind) {
+                    touched.push(kind);
+                }
+                changed |= match change {
+                    Change::Node(node) => s.apply_node(node),
+                    Change::NodeGone(name) => s.delete_node(&name),
+                    Change::Pod(pod) => s.apply_pod(pod),
+                    Change::PodGone(uid) => s.delete_pod(&uid),
+                    Change::PodGroup(group) => s.apply_pod_group(group),
+                    Change::PodGroupGone(key) => s.delete_pod_group(&key),
+                    Change::Queue(queue) => s.apply_queue(queue),
+                    Change::QueueGone(name) => s.delete_queue(&name),
+                    Change::Listed(kind, seen) => {
+                        ends.push((kind, true));
+                        let gone: Vec<String> = match seen {
+                            Some(seen) => {
+                                Self::keys(s, kind).filter(|k| !seen.contains(k)).collect()
+                            }
+                            None => Vec::new(),
+                        };
+                        gone.iter()
+                            .fold(false, |any, key| delete(s, kind, key) | any)
+                    }
+                    Change::Failed(kind) => {
+                        ends.push((kind, false));
+                        false
+                    }
+                };
+            }
+            let counts: Vec<(Watched, usize)> =
+                touched.iter().map(|&kind| (kind, count(s, kind))).collect();
+            (counts, changed)
+        });
+        for (kind, listed) in ends {
+            if !listed {
+                self.cache.mark_unsynced(kind);
+                continue;
+            }
+            if !self.cache.is_synced(kind) {
+                let count = counts.iter().find(|(k, _)| *k == kind).map(|(_, n)| *n);
+                tracing::info!(kind = kind.as_str(), count, "cache synced");
+            }
+            self.cache.mark_synced(kind);
+        }
+        for (kind, count) in counts {
+            ::metrics::gauge!(gauge(kind)).set(count as f64);
+        }
+    }
+
+    /// The keys the model holds of `kind`, as its list names them: node name, pod UID,
+    /// `namespace/name` of a PodGroup, Queue name.
+    pub fn keys(state: &State, kind: Watched) -> Box<dyn Iterator<Item = String> + '_> {
+        match kind {
+            Watched::Nodes => Box::new(state.nodes.keys().cloned()),
+            Watched::Pods => Box::new(state.pods.keys().cloned()),
+            Watched::PodGroups => Box::new(
+                state
+                    .groups
+                    .iter()
+                    .filter(|(_, g)| g.spec.is_some())
+                    .map(|(k, _)| k.to_string()),
+            ),
+            Watched::Queues => Box::new(state.queues.keys().cloned()),
+        }
+    }
+}
+
+impl Change {
+    /// The kind of object it is about.
+    pub fn kind(&self) -> Watched {
+        match self {
+            Change::Node(_) | Change::NodeGone(_) => Watched::Nodes,
+            Change::Pod(_) | Change::PodGone(_) => Watched::Pods,
+            Change::PodGroup(_) | Change::PodGroupGone(_) => Watched::PodGroups,
+            Change::Queue(_) | Change::QueueGone(_) => Watched::Queues,
+            Change::Listed(kind, _) | Change::Failed(kind) => *kind,
+        }
+    }
+}
+
+fn count(state: &State, kind: Watched) -> usize {
+    match kind {
+        Watched::Nodes => state.nodes.len(),
+        Watched::Pods => state.pods.len(),
+        Watched::PodGroups => state.groups.values().filter(|g| g.spec.is_some()).count(),
+        Watched::Queues => state.queues.len(),
+    }
+}
+
+fn delete(state: &mut State, kind: Watched, key: &str) -> bool {
+    match kind {
+        Watched::Nodes => state.delete_node(key),
+        Watched::Pods => state.delete_pod(key),
+        Watched::PodGroups => key
+            .split_once('/')
+            .is_some_and(|(ns, name)| state.delete_pod_group(&GroupKey::new(ns, name))),
+        Watched::Queues => state.delete_queue(key),
+    }
+}
+
+fn gauge(kind: Watched) -> &'static str {
+    match kind {
+        Watched::Nodes => metrics::CACHE_NODES,
+        Watched::Pods => metrics::CACHE_PODS,
+        Watched::PodGroups => metrics::CACHE_POD_GROUPS,
+        Watched::Queues => metrics::CACHE_QUEUES,
+    }
+}
