@@ -292,10 +292,10 @@ struct World {
     partial_fitted: usize,
     /// A pod in no group.
     plain: Member,
-    /// Gang of 16 with a claim, for reserve and release.
-    reserving: (Vec<Member>, Claim),
-    /// Gang of 8 with a claim, for bind to quorum through `Permits`.
-    quorum: (Vec<Member>, Claim),
+    /// Gang of 16, for reserve and release (each call claims room for it first).
+    reserving: Vec<Member>,
+    /// Gang of 8, for bind to quorum through `Permits` (each call claims room for it first).
+    quorum: Vec<Member>,
 }
 
 fn template() -> Value {
@@ -423,9 +423,7 @@ fn build() -> World {
     };
     let partial = gang("train-partial", PARTIAL as u32, eight_gpus).swap_remove(0);
     let reserving = gang("train-reserving", 16, gang_shape);
-    let reserving_claim = claim_for(&cache, &reserving[0], &names, now);
     let quorum = gang("train-quorum", 8, gang_shape);
-    let quorum_claim = claim_for(&cache, &quorum[0], &names, now);
 
     let partial_fitted = cache.read(|s| {
         s.nodes
@@ -455,8 +453,8 @@ fn build() -> World {
         partial,
         partial_fitted,
         plain,
-        reserving: (reserving, reserving_claim),
-        quorum: (quorum, quorum_claim),
+        reserving,
+        quorum,
     }
 }
 
@@ -616,53 +614,48 @@ fn cases<'a>(w: &'a World, rt: &'a tokio::runtime::Runtime) -> Vec<Case<'a>> {
     }));
 
     // ----- bind bookkeeping
-    let (reserving, reserving_claim) = &w.reserving;
-    let slot_node = reserving_claim.slots[0].node.clone();
-    let reset_reserving = move || {
+    // Each call starts from the gang's claim made again as its first filter makes it; the
+    // member binds on the node of the claim's first slot.
+    let reserving = &w.reserving;
+    let reset_reserving = move || -> String {
         ledger.release_gang(&reserving[0].key(), &[reserving[0].pod.uid.clone()]);
-        let again = claim_for(cache, &reserving[0], names, Instant::now());
-        assert_eq!(again.slots, reserving_claim.slots);
+        claim_for(cache, &reserving[0], names, Instant::now()).slots[0]
+            .node
+            .clone()
     };
-    let reserve = {
-        let slot_node = slot_node.clone();
-        move || {
-            ledger
-                .reserve(
-                    &reserving[0].pod.uid,
-                    "ml/train-reserving-0",
-                    &slot_node,
-                    &SETTINGS,
-                    Instant::now(),
-                )
-                .unwrap()
-        }
+    let reserve = move |node: &str| {
+        ledger
+            .reserve(
+                &reserving[0].pod.uid,
+                "ml/train-reserving-0",
+                node,
+                &SETTINGS,
+                Instant::now(),
+            )
+            .unwrap()
     };
-    out.push(case("bind/claims::reserve", {
-        let reserve = reserve.clone();
-        move || {
-            reset_reserving();
-            timed(&reserve)
-        }
+    out.push(case("bind/claims::reserve", move || {
+        let node = reset_reserving();
+        timed(|| reserve(&node))
     }));
     out.push(case("bind/claims::release", move || {
-        reset_reserving();
-        reserve();
+        let node = reset_reserving();
+        reserve(&node);
         timed(|| ledger.release_gang(&reserving[0].key(), &[reserving[0].pod.uid.clone()]))
     }));
 
-    let (quorum, quorum_claim) = &w.quorum;
+    let quorum = &w.quorum;
     let permits = Arc::new(Permits::new(cache.ledger(), Arc::new(NoopBinder), SETTINGS));
-    let requests: Vec<BindRequest> = quorum
-        .iter()
-        .zip(quorum_claim.slots.iter().cycle())
-        .map(|(m, slot)| m.bind_request(&slot.node))
-        .collect();
     let uids: Vec<String> = quorum.iter().map(|m| m.pod.uid.clone()).collect();
     let key = quorum[0].key();
     out.push(case("bind/permits/8th-member-reaches-quorum", move || {
         ledger.release_gang(&key, &uids);
-        let again = claim_for(cache, &quorum[0], names, Instant::now());
-        assert_eq!(again.slots, quorum_claim.slots);
+        let claim = claim_for(cache, &quorum[0], names, Instant::now());
+        let requests: Vec<BindRequest> = quorum
+            .iter()
+            .zip(claim.slots.iter().cycle())
+            .map(|(m, slot)| m.bind_request(&slot.node))
+            .collect();
         rt.block_on(async {
             let (last, held) = requests.split_last().unwrap();
             let handles: Vec<_> = held
