@@ -24,6 +24,7 @@ use std::time::{Duration, Instant};
 use gangplank::admission_loop::MIN_PASS_INTERVAL;
 use gangplank::cache::{Cache, Ledger};
 use gangplank::extender;
+use gangplank_core::admit::groups::Groups;
 use gangplank_core::admit::{plan, reclaim};
 use gangplank_core::claims::Settings;
 use gangplank_core::model::{GroupKey, Node, Pod, PodGroup, Queue, Resources, State};
@@ -150,8 +151,9 @@ impl Passes {
 
 /// One pass and reclaim's plan after it.
 fn admission_pass(state: &State) -> usize {
-    let decision = plan::decide(state);
-    reclaim::plan(state, &decision, &|_| false, &|_| false)
+    let groups = Groups::of(state, &|_| false);
+    let decision = plan::decide_on(state, &groups, plan::unix_now());
+    reclaim::plan(state, &groups, &decision, &|_| false, &|_| false)
         .reclaims
         .len()
         + decision.admit.len()

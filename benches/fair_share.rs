@@ -15,7 +15,7 @@
 //! beyond the cluster on most resources; groups of mixed sizes over 20 namespaces, three
 //! priorities and spread-out creation times.
 //!
-//! Also reclaim (`admission::reclaim::plan`) after such a pass, when some queues with groups
+//! Also reclaim (`admit::reclaim::plan`) after such a pass, when some queues with groups
 //! short of room are below their deserved share (a victim search per such queue: ~72 ms),
 //! and when none is and no such group outranks a running gang of its queue (the common case,
 //! which skips building reclaim's input: ~0.6 ms; both in the same run as the pass).
@@ -25,6 +25,7 @@
 use std::hint::black_box;
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
+use gangplank_core::admit::groups::Groups;
 use gangplank_core::admit::plan;
 use gangplank_core::admit::reclaim;
 use gangplank_core::model::State;
@@ -255,6 +256,7 @@ fn bench_admission_pass(c: &mut Criterion) {
 /// share, so they only cost the fit check).
 fn bench_reclaim(c: &mut Criterion) {
     let state = admission_state();
+    let groups = Groups::of(&state, &|_| false);
     let decision = plan::decide(&state);
     let mut group = c.benchmark_group("reclaim_after_pass");
     group.throughput(Throughput::Elements(decision.short_of_room.len() as u64));
@@ -262,9 +264,11 @@ fn bench_reclaim(c: &mut Criterion) {
         format!("{}_groups_short_of_room", decision.short_of_room.len()),
         |b| {
             b.iter(|| {
-                reclaim::plan(black_box(&state), &decision, &|_| false, &|_| false)
-                    .reclaims
-                    .len()
+                reclaim::plan(black_box(&state), &groups, &decision, &|_| false, &|_| {
+                    false
+                })
+                .reclaims
+                .len()
             })
         },
     );
@@ -281,9 +285,11 @@ fn bench_reclaim(c: &mut Criterion) {
     }
     group.bench_function("no_queue_below_its_share", |b| {
         b.iter(|| {
-            reclaim::plan(black_box(&state), &at_share, &|_| false, &|_| false)
-                .reclaims
-                .len()
+            reclaim::plan(black_box(&state), &groups, &at_share, &|_| false, &|_| {
+                false
+            })
+            .reclaims
+            .len()
         })
     });
     group.finish();

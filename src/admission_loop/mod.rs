@@ -15,7 +15,7 @@
 //! for the next pass instead of being overwritten. A pod patched recently is not patched again
 //! until the cache has caught up or [`RETRY_AFTER`] has passed, so a slow watch does not cause
 //! a storm of duplicate patches; meanwhile the pass counts it as released
-//! ([`plan::decide_after`]), so its room is not handed to another group. Only the gate is touched: releasing is idempotent and safe to
+//! ([`Groups::of`]), so its room is not handed to another group. Only the gate is touched: releasing is idempotent and safe to
 //! repeat after a restart.
 //!
 //! After each pass the loop records in the ledger the head's reservation and the groups lent
@@ -44,6 +44,7 @@ use tokio_util::sync::CancellationToken;
 use crate::api::labels::{ADMISSION_GATE, MANAGED_RESOURCE};
 use crate::cache::Cache;
 use crate::metrics;
+use gangplank_core::admit::groups::Groups;
 use gangplank_core::admit::plan::{self, PodRef};
 
 /// Shortest time between two passes, however often the cache changes.
@@ -91,13 +92,16 @@ pub async fn run(
         // bind calls never wait for them.
         let state = cache.snapshot();
         reclaimer.settle(&state, now);
-        let decision = plan::decide_after(&state, &|uid| recently.contains_key(uid));
+        let groups = Groups::of(&state, &|uid| recently.contains_key(uid));
+        let decision = plan::decide_on(&state, &groups, plan::unix_now());
         let mut reclaims = gangplank_core::admit::reclaim::plan(
             &state,
+            &groups,
             &decision,
             &|uid| reclaimer.is_evicting(uid),
             &|group| reclaimer.is_refused(group),
         );
+        drop(groups);
         drop(state);
         ::metrics::gauge!(metrics::ADMISSION_WAITING_GROUPS).set(decision.waiting.len() as f64);
         ledger.hold(held.as_ref(), &decision, now.into_std());

@@ -1,8 +1,12 @@
-//! The admission pass: which waiting groups may leave the admission gate now, in fair-share
-//! order, and why each of the others waits ([`plan`]); what it leaves in the ledger ([`hold`]); the free room a pass places groups in
-//! ([`room`]); the reasons, with their numbers ([`why`]); what to evict for the groups that
-//! wait only for room ([`reclaim`]).
+//! The admission pass and what follows it:
+//! - [`groups`]: what the pass and reclaim read of each group, derived once per snapshot;
+//! - [`plan`]: which waiting groups may leave the admission gate now, in fair-share order,
+//!   and why each of the others waits; [`room`]: the free room it places them in; [`why`]:
+//!   the reasons, with their numbers;
+//! - [`hold`]: what a pass leaves in the ledger (the head's reservation);
+//! - [`reclaim`]: what to evict for the groups that wait only for room.
 
+pub mod groups;
 pub mod hold;
 pub mod plan;
 pub mod reclaim;

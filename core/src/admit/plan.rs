@@ -10,9 +10,9 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use rustc_hash::FxHashMap;
 
+use super::groups::{Groups, Seen};
 use super::room::Room;
 pub use super::why::{Reason, Why};
-use crate::model::names::DEFAULT_QUEUE;
 use crate::model::{GroupKey, Member, Pod, Queue, Resources, State};
 use crate::policy::fair_share::{self, QueueDemand};
 use crate::policy::queue_order::{
@@ -24,6 +24,8 @@ use crate::policy::queue_order::{
 pub struct Admission {
     /// `None` for a pod with a queue but no group.
     pub group: Option<GroupKey>,
+    /// Its queue.
+    pub queue: String,
     pub pods: Vec<PodRef>,
 }
 
@@ -235,102 +237,70 @@ pub fn decide(state: &State) -> Decision {
 /// cache still shows them gated: the admission loop's patches that the watch has not shown
 /// yet, so that a pass right after another does not hand out the same room twice.
 pub fn decide_after(state: &State, released: &dyn Fn(&str) -> bool) -> Decision {
-    let now = SystemTime::now()
+    decide_at(state, released, unix_now())
+}
+
+/// Now, in Unix seconds: the pass's clock.
+pub fn unix_now() -> i64 {
+    SystemTime::now()
         .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs() as i64);
-    decide_at(state, released, now)
+        .map_or(0, |d| d.as_secs() as i64)
 }
 
 /// [`decide_after`] at `now`, in Unix seconds (waiting times and expected runtimes).
 pub fn decide_at(state: &State, released: &dyn Fn(&str) -> bool, now: i64) -> Decision {
-    let mut book = collect(state, released);
+    decide_on(state, &Groups::of(state, released), now)
+}
+
+/// [`decide_at`] on the group facts of `state` already derived (the admission loop shares
+/// them with reclaim's plan).
+pub fn decide_on<'s>(state: &'s State, groups: &Groups<'s>, now: i64) -> Decision {
+    let mut book = collect(state, groups);
     let shares = share(state, &mut book);
     admit(state, book, shares, now)
 }
 
 // ----- phase 1: collect
 
-fn collect<'s>(state: &'s State, released: &dyn Fn(&str) -> bool) -> Book<'s> {
+fn collect<'s>(state: &'s State, groups: &Groups<'s>) -> Book<'s> {
     let mut book = Book {
-        candidates: Vec::with_capacity(state.groups.len()),
+        candidates: Vec::with_capacity(groups.all.len()),
         ..Book::default()
     };
-    // What the pass needs of each live member, read once from the group (not the pod): whether
-    // it holds room on a node (bound or reserved by the extender), and whether it is still
-    // gated.
-    let seen = |uid: &str, m: &'s Member| Seen {
-        member: m,
-        placed: state.holds_room(uid, m),
-        gated: m.gated && !released(uid),
-    };
-    let mut members: Vec<Seen<'s>> = Vec::new();
-    for (key, group) in &state.groups {
-        members.clear();
-        members.extend(
-            group
-                .members
-                .iter()
-                .filter(|(_, m)| m.live)
-                .map(|(uid, m)| seen(uid, m)),
-        );
-        let spec = group.spec.as_deref();
-        let queue: &str = match spec {
-            Some(spec) => &spec.queue,
-            None => members
-                .iter()
-                .find_map(|m| m.member.pod.queue.as_deref())
-                .unwrap_or(DEFAULT_QUEUE),
-        };
-        let min_member = spec.map_or(1, |s| s.min_member);
+    for g in &groups.all {
+        let members = groups.members(g);
         hold(
             state,
             &mut book,
-            queue,
-            &key.namespace,
-            &members,
-            min_member,
+            g.queue,
+            g.namespace,
+            members,
+            g.min_member,
         );
-        let Some(mut candidate) = candidate(queue, &key.namespace, &key.name, &members, min_member)
+        let Some(mut candidate) = candidate(g.queue, g.namespace, g.name, members, g.min_member)
         else {
             continue;
         };
-        candidate.group = Some(key);
-        candidate.blocked = match spec {
-            None => Some(Why::PodGroupMissing { group: key.clone() }),
-            Some(spec) if members.len() < spec.min_member as usize => Some(Why::Members {
-                live: members.len(),
-                min_member: spec.min_member,
-            }),
-            Some(_) => None,
-        };
-        candidate.max_wait = spec.and_then(|s| s.max_wait).map(seconds);
-        candidate.expected_runtime = spec.and_then(|s| s.expected_runtime).map(seconds);
-        candidate.topology = spec
-            .and_then(|s| s.topology_key.as_deref())
-            .map(|key| (key, domain_of(state, &members, key)));
+        if let Some(key) = g.key {
+            candidate.group = Some(key);
+            candidate.blocked = match g.spec {
+                None => Some(Why::PodGroupMissing { group: key.clone() }),
+                Some(spec) if members.len() < spec.min_member as usize => Some(Why::Members {
+                    live: members.len(),
+                    min_member: spec.min_member,
+                }),
+                Some(_) => None,
+            };
+            candidate.max_wait = g.spec.and_then(|s| s.max_wait).map(seconds);
+            candidate.expected_runtime = g.spec.and_then(|s| s.expected_runtime).map(seconds);
+            candidate.topology = g
+                .spec
+                .and_then(|s| s.topology_key.as_deref())
+                .map(|key| (key, domain_of(state, members, key)));
+        }
         book.candidates.push(candidate);
     }
-    for (uid, m) in state.queue_only.iter().filter(|(_, m)| m.live) {
-        let pod = m.pod.as_ref();
-        let Some(queue) = pod.queue.as_deref() else {
-            continue;
-        };
-        let alone = [seen(uid, m)];
-        hold(state, &mut book, queue, &pod.namespace, &alone, 1);
-        if let Some(candidate) = candidate(queue, &pod.namespace, &pod.name, &alone, 1) {
-            book.candidates.push(candidate);
-        }
-    }
     book
-}
-
-/// A live member of a group, as [`collect`] read it.
-struct Seen<'s> {
-    member: &'s Member,
-    /// Bound, or reserved by the extender.
-    placed: bool,
-    /// It carries the admission gate and the loop has not just released it.
-    gated: bool,
 }
 
 fn seconds(d: std::time::Duration) -> i64 {
@@ -956,6 +926,7 @@ fn admit(state: &State, book: Book, shares: Shares, now: i64) -> Decision {
         };
         decision.admit.push(Admission {
             group: c.group.cloned(),
+            queue: c.queue.to_owned(),
             pods,
         });
     }

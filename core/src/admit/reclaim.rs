@@ -22,8 +22,8 @@
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 
+use super::groups::Groups;
 use super::plan::Decision;
-use crate::model::names::DEFAULT_QUEUE;
 use crate::model::{GroupKey, Pod, Resources, State};
 use crate::policy::reclaim::{self as policy, Verdict};
 
@@ -116,10 +116,12 @@ pub struct Plan {
     pub waiting: BTreeMap<GroupKey, String>,
 }
 
-/// Decides what to reclaim after `decision` (see the module docs); `evicting(uid)` says a
-/// pod's eviction was requested, `refused(group)` that a gang is left alone for now.
-pub fn plan(
-    state: &State,
+/// Decides what to reclaim after `decision`, made on the same `groups` of `state` (see the
+/// module docs); `evicting(uid)` says a pod's eviction was requested, `refused(group)` that a
+/// gang is left alone for now.
+pub fn plan<'s>(
+    state: &'s State,
+    groups: &Groups<'s>,
     decision: &Decision,
     evicting: &dyn Fn(&str) -> bool,
     refused: &dyn Fn(&GroupKey) -> bool,
@@ -128,7 +130,7 @@ pub fn plan(
         policy: input,
         freeing,
         lone,
-    }) = input(state, decision, evicting, refused)
+    }) = input(state, groups, decision, evicting, refused)
     else {
         return Plan::default();
     };
@@ -245,8 +247,9 @@ struct Input {
 
 /// The policy's input; `None` when the plan is bound to be empty (see [`needs_no_plan`]),
 /// found before the costly part (the nodes' free room and the running gangs).
-fn input(
-    state: &State,
+fn input<'s>(
+    state: &'s State,
+    groups: &Groups<'s>,
     decision: &Decision,
     evicting: &dyn Fn(&str) -> bool,
     refused: &dyn Fn(&GroupKey) -> bool,
@@ -278,18 +281,9 @@ fn input(
     // What this pass admitted takes room too, and counts in its queue.
     let mut in_flight = decision.in_flight.clone();
     for a in &decision.admit {
-        let queue = a
-            .group
-            .as_ref()
-            .and_then(|g| state.groups.get(g)?.spec.as_ref())
-            .map(|s| s.queue.clone());
         for p in a.pods.iter().filter_map(|p| state.pods.get(&p.uid)) {
             in_flight.add(&p.requests);
-            let queue = queue
-                .as_deref()
-                .or(p.queue.as_deref())
-                .unwrap_or(DEFAULT_QUEUE);
-            if let Some(&q) = slot.get(queue) {
+            if let Some(&q) = slot.get(a.queue.as_str()) {
                 queues[q].allocated.add(&p.requests);
             }
         }
@@ -323,11 +317,16 @@ fn input(
 
     let mut freeing = Resources::new();
     let mut gangs = Vec::new();
-    for (key, group) in &state.groups {
-        let members = group.live_members();
-        let queue = slot.get(State::queue_of(group, &members)).copied();
+    let mut lone = HashSet::new();
+    for g in &groups.all {
+        let members = groups.members(g);
+        let queue = slot.get(g.queue).copied();
         // Pods on their way out: their room is coming free, and their queue no longer holds it.
-        for p in members.iter().filter(|p| going(p)) {
+        for p in members
+            .iter()
+            .map(|m| m.member.pod.as_ref())
+            .filter(|p| going(p))
+        {
             let Some(at) = p.node_name.as_deref().and_then(|n| node.get(n)) else {
                 continue;
             };
@@ -337,18 +336,24 @@ fn input(
                 queues[q].allocated.sub(&p.requests);
             }
         }
-        let (Some(spec), Some(queue)) = (&group.spec, queue) else {
+        let Some(queue) = queue else {
             continue;
         };
-        let busy = members.iter().any(|p| {
-            going(p) || (p.node_name.is_none() && state.ledger.reservations.contains_key(&p.uid))
-        });
-        if busy || refused(key) {
+        // A gang of a PodGroup, or a pod of a queue in no group as a gang of one.
+        if g.key.is_some() && g.spec.is_none() {
+            continue;
+        }
+        let key = g.group_key(groups);
+        let busy = members
+            .iter()
+            .any(|m| going(&m.member.pod) || (m.placed && !m.member.bound));
+        if busy || refused(&key) {
             continue;
         }
         let placed: Vec<policy::Member> = members
             .iter()
-            .filter_map(|p| {
+            .filter_map(|m| {
+                let p = &m.member.pod;
                 let at = node.get(p.node_name.as_deref()?)?;
                 Some(policy::Member {
                     uid: p.uid.clone(),
@@ -358,58 +363,21 @@ fn input(
                 })
             })
             .collect();
-        let elsewhere = members.iter().filter(|p| p.node_name.is_some()).count() > placed.len();
-        if elsewhere || placed.len() < spec.min_member as usize {
+        let elsewhere = members.iter().filter(|m| m.member.bound).count() > placed.len();
+        if elsewhere || placed.len() < g.min_member as usize {
             continue;
         }
+        if g.key.is_none() {
+            lone.insert(key.clone());
+        }
         gangs.push(policy::Gang {
-            key: key.clone(),
+            key,
             queue,
-            min_member: spec.min_member,
-            priority: members.iter().map(|p| p.priority).max().unwrap_or(0),
-            created: members.iter().map(|p| p.created).min().unwrap_or(0),
+            min_member: g.min_member,
+            priority: members.iter().map(|m| m.member.priority).max().unwrap_or(0),
+            created: members.iter().map(|m| m.member.created).min().unwrap_or(0),
             members: placed,
         });
-    }
-
-    // Pods of a queue in no group: each a gang of one, keyed by its namespace and UID.
-    let mut lone = HashSet::new();
-    for p in state
-        .queue_only
-        .values()
-        .filter(|m| m.live)
-        .map(|m| m.pod.as_ref())
-    {
-        let (Some(queue), Some(at)) = (
-            p.queue.as_deref().and_then(|q| slot.get(q)).copied(),
-            p.node_name.as_deref().and_then(|n| node.get(n)).copied(),
-        ) else {
-            continue;
-        };
-        if going(p) {
-            nodes[at].add(&p.requests);
-            freeing.add(&p.requests);
-            queues[queue].allocated.sub(&p.requests);
-            continue;
-        }
-        let key = GroupKey::lone(p);
-        if refused(&key) {
-            continue;
-        }
-        gangs.push(policy::Gang {
-            key: key.clone(),
-            queue,
-            min_member: 1,
-            priority: p.priority,
-            created: p.created,
-            members: vec![policy::Member {
-                uid: p.uid.clone(),
-                node: at,
-                requests: p.requests.clone(),
-                created: p.created,
-            }],
-        });
-        lone.insert(key);
     }
 
     let policy = policy::Input {
@@ -487,6 +455,22 @@ fn needs_no_plan(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// [`plan`] on the group facts of `state` as a pass derives them.
+    fn plan_on(
+        state: &State,
+        decision: &Decision,
+        evicting: &dyn Fn(&str) -> bool,
+        refused: &dyn Fn(&GroupKey) -> bool,
+    ) -> Plan {
+        plan(
+            state,
+            &Groups::of(state, &|_| false),
+            decision,
+            evicting,
+            refused,
+        )
+    }
     use crate::admit::plan::decide;
     use crate::model::names::ADMISSION_GATE;
     use crate::model::{Node, PodGroup, PodPhase, Queue};
@@ -569,7 +553,7 @@ mod tests {
     fn the_youngest_gang_of_the_borrower_is_evicted_for_the_starved_group_and_it_says_so() {
         let s = borrowed();
         let d = decide(&s);
-        let plan = plan(&s, &d, &|_| false, &|_| false);
+        let plan = plan_on(&s, &d, &|_| false, &|_| false);
         assert_eq!(
             victims(&plan),
             vec![("a2".into(), vec!["a2-0".into(), "a2-1".into()])]
@@ -603,7 +587,7 @@ mod tests {
     #[test]
     fn a_higher_priority_group_preempts_the_youngest_lower_priority_gang_of_its_queue() {
         let s = urgent_in_full_queue();
-        let plan = plan(&s, &decide(&s), &|_| false, &|_| false);
+        let plan = plan_on(&s, &decide(&s), &|_| false, &|_| false);
         assert_eq!(
             victims(&plan),
             vec![("a2".into(), vec!["a2-0".into(), "a2-1".into()])]
@@ -619,7 +603,7 @@ mod tests {
             let p = same.pods[&format!("b1-{i}")].as_ref().clone();
             same.apply_pod(Pod { priority: 0, ..p });
         }
-        let plan = super::plan(&same, &decide(&same), &|_| false, &|_| false);
+        let plan = plan_on(&same, &decide(&same), &|_| false, &|_| false);
         assert!(plan.reclaims.is_empty(), "{plan:?}");
     }
 
@@ -643,7 +627,7 @@ mod tests {
                 ..Default::default()
             });
         }
-        let plan = plan(&s, &decide(&s), &|_| false, &|_| false);
+        let plan = plan_on(&s, &decide(&s), &|_| false, &|_| false);
         let victims = &plan.reclaims[0].victims;
         let evicted: Vec<(&str, bool)> = victims
             .iter()
@@ -659,7 +643,7 @@ mod tests {
              pod ns/lone-2 (queue a, above its deserved share)"
         );
         // A lone pod whose eviction is under way is not picked again.
-        let plan = super::plan(&s, &decide(&s), &|uid| uid == "lone-3", &|_| false);
+        let plan = plan_on(&s, &decide(&s), &|uid| uid == "lone-3", &|_| false);
         let evicted: Vec<&str> = plan.reclaims[0]
             .victims
             .iter()
@@ -720,7 +704,7 @@ mod tests {
             .expect("a's waiting pod has a reason");
         assert_eq!(waiting.pod.as_ref().map(|p| p.name.as_str()), Some("a-40"));
 
-        let plan = plan(&s, &decision, &|_| false, &|_| false);
+        let plan = plan_on(&s, &decision, &|_| false, &|_| false);
         let evicted: Vec<&str> = plan
             .reclaims
             .iter()
@@ -767,16 +751,34 @@ mod tests {
         });
         let decision = decide(&s);
         assert!(!decision.short_of_room.is_empty(), "{decision:?}");
-        assert!(input(&s, &decision, &|_| false, &|_| false).is_none());
         assert!(
-            plan(&s, &decision, &|_| false, &|_| false)
+            input(
+                &s,
+                &Groups::of(&s, &|_| false),
+                &decision,
+                &|_| false,
+                &|_| false
+            )
+            .is_none()
+        );
+        assert!(
+            plan_on(&s, &decision, &|_| false, &|_| false)
                 .reclaims
                 .is_empty()
         );
         // Move the low gang into queue a: now it may be preempted, and the plan is built.
         s.apply_pod_group(PodGroup::new(GroupKey::new("ns", "low"), 1, "a"));
         let decision = decide(&s);
-        assert!(input(&s, &decision, &|_| false, &|_| false).is_some());
+        assert!(
+            input(
+                &s,
+                &Groups::of(&s, &|_| false),
+                &decision,
+                &|_| false,
+                &|_| false
+            )
+            .is_some()
+        );
     }
 
     #[test]
@@ -785,7 +787,7 @@ mod tests {
         let d = decide(&s);
         // The eviction was requested; the watch has not shown it yet.
         let requested = |uid: &str| uid.starts_with("a2-");
-        let plan1 = plan(&s, &d, &requested, &|_| false);
+        let plan1 = plan_on(&s, &d, &requested, &|_| false);
         assert!(plan1.reclaims.is_empty(), "{plan1:?}");
         assert!(plan1.waiting[&GroupKey::new("ns", "b1")].contains("still going away"));
         // Now the watch shows them deleting.
@@ -796,7 +798,7 @@ mod tests {
                 ..p
             });
         }
-        let plan2 = plan(&s, &decide(&s), &|_| false, &|_| false);
+        let plan2 = plan_on(&s, &decide(&s), &|_| false, &|_| false);
         assert!(plan2.reclaims.is_empty(), "{plan2:?}");
     }
 
@@ -805,7 +807,7 @@ mod tests {
         let s = borrowed();
         let d = decide(&s);
         let refused = |g: &GroupKey| &*g.name == "a2";
-        assert_eq!(victims(&plan(&s, &d, &|_| false, &refused))[0].0, "a1");
+        assert_eq!(victims(&plan_on(&s, &d, &|_| false, &refused))[0].0, "a1");
     }
 
     #[test]
@@ -816,7 +818,7 @@ mod tests {
             ..Queue::new("a")
         });
         let d = decide(&s);
-        let plan = plan(&s, &d, &|_| false, &|_| false);
+        let plan = plan_on(&s, &d, &|_| false, &|_| false);
         assert!(plan.reclaims.is_empty());
         assert!(plan.waiting.is_empty());
     }
@@ -921,7 +923,7 @@ mod tests {
             ) {
                 let mut state = build(s);
                 let b = GroupKey::new("ns", "b");
-                let plan = plan(&state, &decide(&state), &|_| false, &|_| false);
+                let plan = plan_on(&state, &decide(&state), &|_| false, &|_| false);
                 let Some(reclaim) = plan.reclaims.iter().find(|r| r.group == b) else {
                     return Ok(());
                 };

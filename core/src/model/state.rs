@@ -83,17 +83,6 @@ pub struct Group {
     pub members: BTreeMap<String, Member>,
 }
 
-impl Group {
-    /// Its members that have not finished (Succeeded or Failed), in UID order.
-    pub fn live_members(&self) -> Vec<&Pod> {
-        self.members
-            .values()
-            .filter(|m| m.live)
-            .map(|m| m.pod.as_ref())
-            .collect()
-    }
-}
-
 #[derive(Debug, Clone, Default)]
 pub struct State {
     /// Nodes and, per node, `used`, `reserved` and `claimed`.
@@ -172,18 +161,6 @@ impl State {
             capacity.add(&node.allocatable);
         }
         capacity
-    }
-
-    /// The queue of a group with these `members`: its PodGroup's, else the first member that
-    /// names one, else the default queue.
-    pub fn queue_of<'a>(group: &'a Group, members: &[&'a Pod]) -> &'a str {
-        match &group.spec {
-            Some(spec) => &spec.queue,
-            None => members
-                .iter()
-                .find_map(|p| p.queue.as_deref())
-                .unwrap_or(crate::model::names::DEFAULT_QUEUE),
-        }
     }
 
     pub fn group(&self, key: &GroupKey) -> Option<&Group> {
