@@ -6,14 +6,14 @@
 //!
 //! Output: one JSON line with the counts and the time the creates took.
 
-use std::time::{Duration, Instant};
+mod common;
+
+use std::time::Instant;
 
 use clap::Parser;
 use futures::{StreamExt, stream};
 use k8s_openapi::api::core::v1::{Namespace, Node, Pod};
 use kube::api::{Api, ListParams, PostParams};
-use kube::config::{KubeConfigOptions, Kubeconfig};
-use kube::{Client, Config};
 use serde_json::json;
 
 const NAMESPACE: &str = "fill";
@@ -34,11 +34,7 @@ struct Args {
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
-    let kubeconfig = Kubeconfig::read_from(&args.kubeconfig)?;
-    let mut config =
-        Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default()).await?;
-    config.read_timeout = Some(Duration::from_secs(120));
-    let client = Client::try_from(config)?;
+    let client = common::client(&args.kubeconfig).await?;
 
     let nodes: Vec<String> = Api::<Node>::all(client.clone())
         .list(&ListParams::default())

@@ -6,15 +6,16 @@
 //!
 //! Output: one JSON line with the mode, counts and timings, for the comparison script.
 
+mod common;
+
 use std::time::{Duration, Instant};
 
 use clap::Parser;
 use futures::{StreamExt, stream};
 use gangplank::api::{PodGroup, PodGroupSpec};
 use k8s_openapi::api::core::v1::{Namespace, Pod};
+use kube::Client;
 use kube::api::{Api, DeleteParams, ListParams, PostParams};
-use kube::config::{KubeConfigOptions, Kubeconfig};
-use kube::{Client, Config};
 use serde_json::json;
 
 #[derive(Parser)]
@@ -45,11 +46,7 @@ struct Args {
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
-    let kubeconfig = Kubeconfig::read_from(&args.kubeconfig)?;
-    let mut config =
-        Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default()).await?;
-    config.read_timeout = Some(Duration::from_secs(120));
-    let client = Client::try_from(config)?;
+    let client = common::client(&args.kubeconfig).await?;
 
     let ns_name = format!("load-{}", std::process::id());
     let ns: Namespace = serde_json::from_value(json!({"metadata": {"name": ns_name}}))?;

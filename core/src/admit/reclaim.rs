@@ -456,6 +456,12 @@ fn needs_no_plan(
 mod tests {
     use super::*;
 
+    /// [`input`] on the group facts of `state`, with nothing being evicted or refused.
+    fn input_of(state: &State, decision: &Decision) -> Option<Input> {
+        let groups = Groups::of(state, &|_| false);
+        input(state, &groups, decision, &|_| false, &|_| false)
+    }
+
     /// [`plan`] on the group facts of `state` as a pass derives them.
     fn plan_on(
         state: &State,
@@ -751,16 +757,7 @@ mod tests {
         });
         let decision = decide(&s);
         assert!(!decision.short_of_room.is_empty(), "{decision:?}");
-        assert!(
-            input(
-                &s,
-                &Groups::of(&s, &|_| false),
-                &decision,
-                &|_| false,
-                &|_| false
-            )
-            .is_none()
-        );
+        assert!(input_of(&s, &decision).is_none());
         assert!(
             plan_on(&s, &decision, &|_| false, &|_| false)
                 .reclaims
@@ -769,16 +766,7 @@ mod tests {
         // Move the low gang into queue a: now it may be preempted, and the plan is built.
         s.apply_pod_group(PodGroup::new(GroupKey::new("ns", "low"), 1, "a"));
         let decision = decide(&s);
-        assert!(
-            input(
-                &s,
-                &Groups::of(&s, &|_| false),
-                &decision,
-                &|_| false,
-                &|_| false
-            )
-            .is_some()
-        );
+        assert!(input_of(&s, &decision).is_some());
     }
 
     #[test]
