@@ -203,10 +203,9 @@ pub struct ServeArgs {
     #[arg(long, env = "POD_NAME", value_name = "NAME")]
     pub leader_election_identity: Option<String>,
 
-    /// How long the Lease lasts unrenewed before another replica may take it: when the leader
-    /// dies without giving it up, a failover takes that long plus up to a fifth of it (the
-    /// followers try every fifth). The leader renews every fifth of it and stops leading when
-    /// it could not renew for two thirds of it.
+    /// How long the Lease lasts unrenewed before another replica takes over: the longest a
+    /// failover takes when the leader dies without giving it up. The leader renews every fifth
+    /// of it and stops leading when it could not renew for two thirds of it.
     #[arg(
         long,
         env = "GANGPLANK_LEADER_ELECTION_LEASE_SECONDS",
