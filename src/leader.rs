@@ -2,11 +2,9 @@
 //! one decides. Every replica watches the cluster (its model stays warm for a fast takeover)
 //! and serves the webhooks and the metrics port; only the replica that holds the Lease runs
 //! the admission loop, the controller, the claim-expiry timer and the scheduler extender
-//! ([`crate::server`]). A leader that fails to renew within [`Settings::renew_deadline`] stops
-//! leading before any other replica may take the Lease (its loops and extender stop, held binds
-//! are answered with errors) and follows until the Lease is free again, so two replicas never
-//! decide at once for longer than the clock drift between them; on shutdown the leader gives
-//! the Lease up so another takes over at once.
+//! ([`crate::server`]). A replica that fails to renew within [`Settings::renew_deadline`]
+//! stops leading by exiting, so two replicas never decide at once for longer than the clock
+//! drift between them; on shutdown the leader gives the Lease up so another takes over at once.
 //!
 //! The scheduler reaches the leader only: the leader labels its own pod
 //! ([`crate::api::labels::LEADER_LABEL`]) and the extender's Service selects that label; a
@@ -144,7 +142,7 @@ impl Elector {
     }
 
     /// Renews the Lease until `shutdown`. An error when it could not renew within the renew
-    /// deadline or found another holder: the caller stops leading at once.
+    /// deadline or found another holder: the caller stops leading.
     pub async fn hold(&mut self, shutdown: &CancellationToken) -> Result<(), Error> {
         let mut renewed = Instant::now();
         let mut last = String::new();

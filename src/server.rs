@@ -24,7 +24,7 @@ use tokio_util::sync::CancellationToken;
 use crate::cache::stores::Stores;
 use crate::cache::{self, Cache};
 use crate::config::ServeArgs;
-use crate::extender::{self, Capture, Extender, KubeBinder, Permits};
+use crate::extender::{self, Capture, Extender, KubeBinder};
 use crate::{admission_loop, controller, health, leader, metrics, tls, webhooks};
 
 /// How long open extender requests may run after the shutdown signal.
@@ -95,6 +95,13 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     };
     let webhooks = webhooks::Webhooks::new(stores.clone(), settings);
     let permits = extender.permits();
+    tokio::spawn({
+        let shutdown = shutdown.clone();
+        async move {
+            shutdown.cancelled().await;
+            permits.fail_all("Gangplank is shutting down; the scheduler will retry the gang");
+        }
+    });
     let extender_router = extender::router(Arc::new(extender));
     let webhook_router = webhooks::router(Arc::new(webhooks));
     let published = admission_loop::published::Published::new();
@@ -118,7 +125,6 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
             extender_router,
             extender_addr: args.extender_addr,
             extender_tls: args.extender_tls(),
-            permits,
         },
         &shutdown,
     );
@@ -165,96 +171,69 @@ struct Leader {
     extender_router: Router,
     extender_addr: SocketAddr,
     extender_tls: Option<tls::Files>,
-    permits: Arc<Permits>,
 }
 
-/// Leads whenever this replica holds the Lease, until shutdown: waits for it, runs a term
-/// ([`term`]), and when a term ends because the Lease was lost (not renewed in time, or taken),
-/// follows again and waits for the Lease to come free. Gives the Lease up at shutdown, once
-/// the term's work has stopped.
+/// Waits to lead, then runs the admission loop, the controller, the claim-expiry timer and
+/// the extender until shutdown, renewing the Lease meanwhile; gives the Lease up once they
+/// have stopped. Losing the Lease is an error: the process exits rather than decide beside
+/// another leader.
 async fn lead(mut leader: Leader, shutdown: &CancellationToken) -> anyhow::Result<()> {
-    loop {
-        if let Some(elector) = leader.elector.as_mut()
-            && !elector.acquire(shutdown).await
-        {
-            return Ok(());
-        }
-        match term(&mut leader, shutdown).await? {
-            Some(lost) => {
-                tracing::warn!(error = %lost, "stopped leading; following until the Lease is free");
-            }
-            None => {
-                if let Some(elector) = leader.elector.as_mut() {
-                    elector.release().await;
-                }
-                return Ok(());
-            }
-        }
+    if let Some(elector) = leader.elector.as_mut()
+        && !elector.acquire(shutdown).await
+    {
+        return Ok(());
     }
-}
-
-/// One term as the leader: the admission loop, the controller, the claim-expiry timer and the
-/// extender run, and the Lease is renewed, until shutdown or until the Lease is lost; then
-/// held binds are answered with errors (the scheduler retries them) and the term's work
-/// stops. Returns why the Lease was lost, or `None` at shutdown. A part that fails is an error
-/// that shuts the process down.
-async fn term(
-    leader: &mut Leader,
-    shutdown: &CancellationToken,
-) -> anyhow::Result<Option<leader::Error>> {
-    let term = shutdown.child_token();
     let admission_loop = tokio::spawn(admission_loop::run(
         leader.client.clone(),
-        leader.eviction_client.clone(),
+        leader.eviction_client,
         leader.cache.clone(),
         leader.published.clone(),
-        term.clone(),
+        shutdown.clone(),
     ));
     let controller_loop = tokio::spawn(controller::run(
-        leader.client.clone(),
+        leader.client,
         leader.cache.clone(),
-        leader.stores.clone(),
-        leader.published.clone(),
-        term.clone(),
+        leader.stores,
+        leader.published,
+        shutdown.clone(),
     ));
-    let elector = &mut leader.elector;
-    let permits = leader.permits.clone();
     let holding = async {
-        let lost = match elector.as_mut() {
-            Some(elector) => elector.hold(&term).await.err(),
-            None => {
-                term.cancelled().await;
-                None
-            }
-        };
-        term.cancel();
-        permits.fail_all(
-            "this Gangplank stopped leading or is shutting down; the scheduler will retry the gang",
-        );
-        lost
+        match leader.elector.as_mut() {
+            Some(elector) => elector.hold(shutdown).await.map_err(anyhow::Error::from),
+            None => Ok(()),
+        }
     };
-    let (lost, (), admission_loop, controller_loop, extender_server) = tokio::join!(
-        holding,
-        extender::expiry::run(leader.cache.ledger(), term.clone()),
-        cancel_on_error(supervise("admission loop", admission_loop, &term), shutdown),
-        cancel_on_error(supervise("controller", controller_loop, &term), shutdown),
+    let (holding, (), admission_loop, controller_loop, extender_server) = tokio::join!(
+        cancel_on_error(holding, shutdown),
+        extender::expiry::run(leader.cache.ledger(), shutdown.clone()),
+        cancel_on_error(
+            supervise("admission loop", admission_loop, shutdown),
+            shutdown
+        ),
+        cancel_on_error(supervise("controller", controller_loop, shutdown), shutdown),
         cancel_on_error(
             serve(
                 "extender",
                 leader.extender_addr,
-                leader.extender_router.clone(),
-                leader.extender_tls.clone(),
+                leader.extender_router,
+                leader.extender_tls,
                 Deadlines::SERVE,
                 axum_server::Handle::new(),
-                term.clone()
+                shutdown.clone()
             ),
             shutdown
         ),
     );
+    if holding.is_ok()
+        && let Some(elector) = leader.elector.as_mut()
+    {
+        elector.release().await;
+    }
+    holding?;
     admission_loop?;
     controller_loop?;
     extender_server.context("extender server failed")?;
-    Ok(lost)
+    Ok(())
 }
 
 async fn cancel_on_error<T>(
