@@ -15,7 +15,6 @@ pub mod dashboard;
 pub mod events;
 pub mod extender;
 pub mod health;
-pub mod leader;
 pub mod metrics;
 pub mod server;
 pub mod telemetry;

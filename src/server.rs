@@ -25,7 +25,7 @@ use crate::cache::stores::Stores;
 use crate::cache::{self, Cache};
 use crate::config::ServeArgs;
 use crate::extender::{self, Capture, Extender, KubeBinder};
-use crate::{admission_loop, controller, health, leader, metrics, tls, webhooks};
+use crate::{admission_loop, controller, health, metrics, tls, webhooks};
 
 /// How long open extender requests may run after the shutdown signal.
 pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(20);
@@ -112,30 +112,59 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     let metrics_router = health::router(health::watches(cache.clone(), stores.clone()))
         .merge(metrics::router(prometheus.clone(), queue_series));
 
-    let leading = lead(
-        Leader {
-            elector: args
-                .leader_election()
-                .map(|settings| leader::Elector::new(client.clone(), settings)),
-            client: client.clone(),
-            eviction_client,
-            cache: cache.clone(),
-            stores: stores.clone(),
-            published,
-            extender_router,
-            extender_addr: args.extender_addr,
-            extender_tls: args.extender_tls(),
-        },
-        &shutdown,
-    );
-    let ((), watch, webhook_watch, upkeep, leading, metrics_server, webhook_server) = tokio::join!(
+    let admission_loop = tokio::spawn(admission_loop::run(
+        client.clone(),
+        eviction_client,
+        cache.clone(),
+        published.clone(),
+        shutdown.clone(),
+    ));
+    let controller_loop = tokio::spawn(controller::run(
+        client.clone(),
+        cache.clone(),
+        stores.clone(),
+        published,
+        shutdown.clone(),
+    ));
+    let (
+        (),
+        watch,
+        webhook_watch,
+        upkeep,
+        (),
+        admission_loop,
+        controller_loop,
+        metrics_server,
+        extender_server,
+        webhook_server,
+    ) = tokio::join!(
         mirror.run(shutdown.clone()),
         cache::watch::run(client.clone(), changes.clone(), shutdown.clone()),
         stores.run(store_writers, client, changes, shutdown.clone()),
         metrics::run_upkeep(prometheus, shutdown.clone()),
-        cancel_on_error(leading, &shutdown),
+        extender::expiry::run(cache.ledger(), shutdown.clone()),
+        cancel_on_error(
+            supervise("admission loop", admission_loop, &shutdown),
+            &shutdown
+        ),
+        cancel_on_error(
+            supervise("controller", controller_loop, &shutdown),
+            &shutdown
+        ),
         cancel_on_error(
             serve_plain(args.metrics_addr, metrics_router, shutdown.clone()),
+            &shutdown
+        ),
+        cancel_on_error(
+            serve(
+                "extender",
+                args.extender_addr,
+                extender_router,
+                args.extender_tls(),
+                Deadlines::SERVE,
+                axum_server::Handle::new(),
+                shutdown.clone()
+            ),
             &shutdown
         ),
         cancel_on_error(
@@ -152,87 +181,12 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         ),
     );
     let ((), (), ()) = (watch, webhook_watch, upkeep);
-    leading?;
-    metrics_server.context("metrics server failed")?;
-    webhook_server.context("webhook server failed")?;
-    tracing::info!("stopped");
-    Ok(())
-}
-
-/// What only the leader runs, and what it needs.
-struct Leader {
-    /// `None` without leader election: lead at once.
-    elector: Option<leader::Elector>,
-    client: kube::Client,
-    eviction_client: kube::Client,
-    cache: Cache,
-    stores: Arc<Stores>,
-    published: admission_loop::published::Published,
-    extender_router: Router,
-    extender_addr: SocketAddr,
-    extender_tls: Option<tls::Files>,
-}
-
-/// Waits to lead, then runs the admission loop, the controller, the claim-expiry timer and
-/// the extender until shutdown, renewing the Lease meanwhile; gives the Lease up once they
-/// have stopped. Losing the Lease is an error: the process exits rather than decide beside
-/// another leader.
-async fn lead(mut leader: Leader, shutdown: &CancellationToken) -> anyhow::Result<()> {
-    if let Some(elector) = leader.elector.as_mut()
-        && !elector.acquire(shutdown).await
-    {
-        return Ok(());
-    }
-    let admission_loop = tokio::spawn(admission_loop::run(
-        leader.client.clone(),
-        leader.eviction_client,
-        leader.cache.clone(),
-        leader.published.clone(),
-        shutdown.clone(),
-    ));
-    let controller_loop = tokio::spawn(controller::run(
-        leader.client,
-        leader.cache.clone(),
-        leader.stores,
-        leader.published,
-        shutdown.clone(),
-    ));
-    let holding = async {
-        match leader.elector.as_mut() {
-            Some(elector) => elector.hold(shutdown).await.map_err(anyhow::Error::from),
-            None => Ok(()),
-        }
-    };
-    let (holding, (), admission_loop, controller_loop, extender_server) = tokio::join!(
-        cancel_on_error(holding, shutdown),
-        extender::expiry::run(leader.cache.ledger(), shutdown.clone()),
-        cancel_on_error(
-            supervise("admission loop", admission_loop, shutdown),
-            shutdown
-        ),
-        cancel_on_error(supervise("controller", controller_loop, shutdown), shutdown),
-        cancel_on_error(
-            serve(
-                "extender",
-                leader.extender_addr,
-                leader.extender_router,
-                leader.extender_tls,
-                Deadlines::SERVE,
-                axum_server::Handle::new(),
-                shutdown.clone()
-            ),
-            shutdown
-        ),
-    );
-    if holding.is_ok()
-        && let Some(elector) = leader.elector.as_mut()
-    {
-        elector.release().await;
-    }
-    holding?;
     admission_loop?;
     controller_loop?;
+    metrics_server.context("metrics server failed")?;
     extender_server.context("extender server failed")?;
+    webhook_server.context("webhook server failed")?;
+    tracing::info!("stopped");
     Ok(())
 }
 

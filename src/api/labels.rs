@@ -45,10 +45,6 @@ pub const MIN_MEMBER_ANNOTATION: &str = "scheduling.gangplank.dev/min-member";
 /// its pods on nodes sharing that label's value).
 pub const TOPOLOGY_KEY_ANNOTATION: &str = "scheduling.gangplank.dev/topology-key";
 
-/// Label on the pod of the Gangplank replica that holds the leader Lease (`"true"`): the
-/// extender's Service selects it, so the scheduler's calls reach the leader only.
-pub const LEADER_LABEL: &str = "scheduling.gangplank.dev/leader";
-
 pub use gangplank_core::model::names::{ADMISSION_GATE, DEFAULT_QUEUE, MANAGED_RESOURCE};
 
 /// scheduler-plugins (coscheduling) pod label naming the pod's PodGroup. Accepted as an alias of

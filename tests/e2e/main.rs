@@ -10,7 +10,6 @@ mod controller;
 mod dashboard;
 mod faults;
 mod gangs;
-mod leader;
 mod queues;
 mod security;
 mod webhooks;
