@@ -190,13 +190,7 @@ impl Mirror {
         match kind {
             Watched::Nodes => Box::new(state.nodes.keys().cloned()),
             Watched::Pods => Box::new(state.pods.keys().cloned()),
-            Watched::PodGroups => Box::new(
-                state
-                    .groups
-                    .iter()
-                    .filter(|(_, g)| g.spec.is_some())
-                    .map(|(k, _)| k.to_string()),
-            ),
+            Watched::PodGroups => Box::new(pod_groups(state).map(GroupKey::to_string)),
             Watched::Queues => Box::new(state.queues.keys().cloned()),
         }
     }
@@ -219,9 +213,18 @@ fn count(state: &State, kind: Watched) -> usize {
     match kind {
         Watched::Nodes => state.nodes.len(),
         Watched::Pods => state.pods.len(),
-        Watched::PodGroups => state.groups.values().filter(|g| g.spec.is_some()).count(),
+        Watched::PodGroups => pod_groups(state).count(),
         Watched::Queues => state.queues.len(),
     }
+}
+
+/// The groups whose PodGroup the model holds (a group may have members and no PodGroup yet).
+fn pod_groups(state: &State) -> impl Iterator<Item = &GroupKey> {
+    state
+        .groups
+        .iter()
+        .filter(|(_, g)| g.spec.is_some())
+        .map(|(key, _)| key)
 }
 
 fn delete(state: &mut State, kind: Watched, key: &str) -> bool {

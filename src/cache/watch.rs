@@ -69,21 +69,22 @@ impl Mirrored for core::Pod {
 impl Mirrored for crate::api::PodGroup {
     const WATCHED: Watched = Watched::PodGroups;
     fn key(&self) -> Option<String> {
-        Some(format!(
-            "{}/{}",
-            self.metadata.namespace.as_deref()?,
-            self.metadata.name.as_deref()?
-        ))
+        group_key(self).map(|key| key.to_string())
     }
     fn change(&self) -> Result<Change, Error> {
         Ok(Change::PodGroup(convert::pod_group(self)?))
     }
     fn gone(&self) -> Option<Change> {
-        Some(Change::PodGroupGone(GroupKey::new(
-            self.metadata.namespace.as_deref()?,
-            self.metadata.name.as_deref()?,
-        )))
+        group_key(self).map(Change::PodGroupGone)
     }
+}
+
+/// The model's key of a PodGroup: its namespace and name.
+fn group_key(group: &crate::api::PodGroup) -> Option<GroupKey> {
+    Some(GroupKey::new(
+        group.metadata.namespace.as_deref()?,
+        group.metadata.name.as_deref()?,
+    ))
 }
 
 impl Mirrored for crate::api::Queue {

@@ -12,7 +12,6 @@ use crate::model::{GroupKey, Member, PodGroup, State};
 /// A live member, as the pass sees it.
 #[derive(Debug, Clone, Copy)]
 pub struct Seen<'s> {
-    pub uid: &'s str,
     pub member: &'s Member,
     /// Bound, or reserved by the extender.
     pub placed: bool,
@@ -50,8 +49,7 @@ impl<'s> Groups<'s> {
             all: Vec::with_capacity(state.groups.len() + state.queue_only.len()),
             members: Vec::new(),
         };
-        let seen = |uid: &'s str, m: &'s Member| Seen {
-            uid,
+        let seen = |uid: &str, m: &'s Member| Seen {
             member: m,
             placed: state.holds_room(uid, m),
             gated: m.gated && !released(uid),
@@ -159,7 +157,11 @@ mod tests {
             .all
             .iter()
             .map(|g| {
-                let members = groups.members(g).iter().map(|m| (m.uid, m.gated)).collect();
+                let members = groups
+                    .members(g)
+                    .iter()
+                    .map(|m| (m.member.pod.uid.as_str(), m.gated))
+                    .collect();
                 (
                     g.group_key(&groups).to_string(),
                     g.queue,
