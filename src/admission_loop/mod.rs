@@ -34,7 +34,7 @@ pub mod published;
 use std::collections::{BTreeSet, HashMap};
 use std::time::Duration;
 
-use futures::future::join_all;
+use futures::{StreamExt, stream};
 use k8s_openapi::api::core::v1::Pod;
 use kube::Client;
 use kube::api::{Api, Patch, PatchParams};
@@ -53,6 +53,10 @@ pub const MIN_PASS_INTERVAL: Duration = Duration::from_millis(100);
 pub const MAX_PASS_INTERVAL: Duration = Duration::from_secs(5);
 /// How long a patched pod is left alone while the cache catches up.
 pub const RETRY_AFTER: Duration = Duration::from_secs(10);
+/// Gate removals in flight at once. A pass can admit thousands of pods; sent all at once they
+/// overflow the API server's priority-and-fairness queues, which answer 429, and the client
+/// retries only after a backoff.
+pub const RELEASES_IN_FLIGHT: usize = 32;
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
@@ -120,7 +124,14 @@ pub async fn run(
         for pod in &due {
             recently.insert(pod.uid.clone(), now);
         }
-        let results = join_all(due.iter().map(|p| release(&client, p))).await;
+        let results: Vec<_> = stream::iter(due)
+            .map(|p| {
+                let client = client.clone();
+                async move { release(&client, &p).await }
+            })
+            .buffer_unordered(RELEASES_IN_FLIGHT)
+            .collect()
+            .await;
         for result in results {
             match result {
                 Ok(()) => ::metrics::counter!(metrics::ADMISSION_RELEASED_PODS_TOTAL).increment(1),

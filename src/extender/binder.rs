@@ -59,20 +59,30 @@ pub trait Binder: Send + Sync + 'static {
     fn bind<'a>(&'a self, request: &'a BindRequest) -> BoxFuture<'a, Result<(), Error>>;
 }
 
-/// Binds through the API server's `pods/binding` subresource.
+/// Bindings in flight at once. Gangs that reach quorum together bind all their members at
+/// once; sent all at once, hundreds of Bindings overflow the API server's
+/// priority-and-fairness queues, which answer 429, and the client retries only after a backoff.
+pub const BINDS_IN_FLIGHT: usize = 32;
+
+/// Binds through the API server's `pods/binding` subresource, [`BINDS_IN_FLIGHT`] at a time.
 pub struct KubeBinder {
     client: kube::Client,
+    in_flight: tokio::sync::Semaphore,
 }
 
 impl KubeBinder {
     pub fn new(client: kube::Client) -> Self {
-        Self { client }
+        Self {
+            client,
+            in_flight: tokio::sync::Semaphore::new(BINDS_IN_FLIGHT),
+        }
     }
 }
 
 impl Binder for KubeBinder {
     fn bind<'a>(&'a self, request: &'a BindRequest) -> BoxFuture<'a, Result<(), Error>> {
         Box::pin(async move {
+            let _turn = self.in_flight.acquire().await.expect("never closed");
             let pods: Api<Pod> = Api::namespaced(self.client.clone(), &request.namespace);
             pods.create_subresource::<_, serde_json::Value>(
                 "binding",
