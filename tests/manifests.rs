@@ -13,6 +13,7 @@ use gangplank::api::{Queue, QueueSpec, labels};
 use gangplank::config::{Cli, Command};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{Namespace, Pod, PodSpec, Service, ServiceAccount};
+use k8s_openapi::api::flowcontrol::v1::FlowSchema;
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
 use k8s_openapi::api::scheduling::v1::PriorityClass;
 use serde::Deserialize;
@@ -80,6 +81,20 @@ fn serve_args(spec: &PodSpec, container: &str) -> gangplank::config::ServeArgs {
 fn namespace_is_gangplank_system() {
     assert_eq!(kinds("namespace.yaml"), ["Namespace"]);
     let _: Namespace = object("namespace.yaml", "Namespace", NAMESPACE);
+}
+
+#[test]
+fn gangplanks_requests_share_the_schedulers_priority_level() {
+    assert_eq!(kinds("flowschema.yaml"), ["FlowSchema"]);
+    let schema: FlowSchema = object("flowschema.yaml", "FlowSchema", "gangplank");
+    let spec = schema.spec.unwrap();
+    assert_eq!(spec.priority_level_configuration.name, "workload-high");
+    let subjects = &spec.rules.unwrap()[0].subjects;
+    let account = subjects[0].service_account.as_ref().unwrap();
+    assert_eq!(
+        (account.namespace.as_str(), account.name.as_str()),
+        (NAMESPACE, "gangplank")
+    );
 }
 
 #[test]
