@@ -155,6 +155,21 @@ pub struct ServeArgs {
     )]
     pub gate_pods: bool,
 
+    /// Whether a gang may be admitted when its first member is created, so that its members
+    /// are created without the admission gate (no gate removal later): only while the last
+    /// admission pass left nothing waiting but for members, only when `minMember` copies of
+    /// the first member fit in the room that pass left (less recent arrivals and every queue's
+    /// unused guarantee), and never for gangs with a `topologyKey`, elastic gangs or queues
+    /// with a capability. With `false`, every new managed pod is gated and released by a pass.
+    #[arg(
+        long,
+        env = "GANGPLANK_ADMIT_ON_ARRIVAL",
+        value_name = "BOOL",
+        default_value_t = true,
+        action = clap::ArgAction::Set
+    )]
+    pub admit_on_arrival: bool,
+
     /// Whether the extender's bind verb also binds pods that do not carry the marker resource
     /// `scheduling.gangplank.dev/managed`. Only the every-pod scheduler configuration
     /// (`scheduler-config/gangplank-all-pods.yaml`) needs `true`: there the scheduler sends the
@@ -259,6 +274,7 @@ mod tests {
         assert_eq!(args.log_level, "info");
         assert_eq!(args.capture_dir, None);
         assert!(args.gate_pods);
+        assert!(args.admit_on_arrival);
     }
 
     #[test]

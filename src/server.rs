@@ -93,7 +93,10 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         gate_pods: args.gate_pods,
         ..Default::default()
     };
-    let webhooks = webhooks::Webhooks::new(stores.clone(), settings);
+    let mut webhooks = webhooks::Webhooks::new(stores.clone(), settings);
+    if args.admit_on_arrival {
+        webhooks = webhooks.with_arrivals(Arc::new(cache.ledger()));
+    }
     let permits = extender.permits();
     tokio::spawn({
         let shutdown = shutdown.clone();

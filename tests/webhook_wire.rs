@@ -233,7 +233,6 @@ fn a_queue(name: &str, spec: Value, status: Value) -> Value {
 }
 
 const MUTATE_PODS: &str = "/webhooks/mutate/pods";
-const VALIDATE_PODS: &str = "/webhooks/validate/pods";
 const MUTATE_JOBS: &str = "/webhooks/mutate/jobs";
 const VALIDATE_JOBS: &str = "/webhooks/validate/jobs";
 const MUTATE_PODGROUPS: &str = "/webhooks/mutate/podgroups";
@@ -396,7 +395,7 @@ async fn before_namespaces_are_listed_a_pod_naming_nothing_is_refused_with_a_ret
     assert_eq!(answer["response"]["status"]["reason"], "ServiceUnavailable");
 }
 
-// ---- pods: validation
+// ---- pods: the queue check (in the mutating call)
 
 #[tokio::test]
 async fn a_pod_of_a_group_in_a_closed_queue_is_refused() {
@@ -407,7 +406,7 @@ async fn a_pod_of_a_group_in_a_closed_queue_is_refused() {
     let pod = a_pod(json!({"scheduling.gangplank.dev/pod-group": "gang"}));
     let answer = post(
         router_with(lookup, settings()),
-        VALIDATE_PODS,
+        MUTATE_PODS,
         &create("pods", pod),
     )
     .await;
@@ -424,20 +423,19 @@ async fn a_replacement_member_of_an_admitted_group_in_a_closed_queue_is_admitted
         ..cluster()
     };
     let pod = a_pod(json!({"scheduling.gangplank.dev/pod-group": "gang"}));
-    allowed_unchanged(
-        &post(
-            router_with(lookup, settings()),
-            VALIDATE_PODS,
-            &create("pods", pod),
-        )
-        .await,
-    );
+    let answer = post(
+        router_with(lookup, settings()),
+        MUTATE_PODS,
+        &create("pods", pod),
+    )
+    .await;
+    assert_eq!(answer["response"]["allowed"], true, "{answer}");
 }
 
 #[tokio::test]
 async fn a_pod_of_no_group_in_a_closed_queue_is_refused() {
     let pod = a_pod(json!({"scheduling.gangplank.dev/queue": "archive"}));
-    let answer = post(router(), VALIDATE_PODS, &create("pods", pod)).await;
+    let answer = post(router(), MUTATE_PODS, &create("pods", pod)).await;
     assert_eq!(
         denial(&answer, 403),
         "metadata.labels[scheduling.gangplank.dev/queue]: queue \"archive\" is Closed and admits no new work; name an Open queue, or reopen it (spec.state: Open)"
@@ -447,7 +445,7 @@ async fn a_pod_of_no_group_in_a_closed_queue_is_refused() {
 #[tokio::test]
 async fn a_pod_naming_a_queue_that_does_not_exist_is_refused() {
     let pod = a_pod(json!({"scheduling.gangplank.dev/queue": "nope"}));
-    let answer = post(router(), VALIDATE_PODS, &create("pods", pod)).await;
+    let answer = post(router(), MUTATE_PODS, &create("pods", pod)).await;
     assert_eq!(
         denial(&answer, 404),
         "metadata.labels[scheduling.gangplank.dev/queue]: queue \"nope\" does not exist; name an existing queue (kubectl get queues)"
@@ -460,8 +458,8 @@ async fn a_pod_in_an_open_queue_or_a_group_not_created_yet_is_admitted() {
         json!({"scheduling.gangplank.dev/queue": "research"}),
         json!({"scheduling.gangplank.dev/pod-group": "later"}),
     ] {
-        let answer = post(router(), VALIDATE_PODS, &create("pods", a_pod(labels))).await;
-        allowed_unchanged(&answer);
+        let answer = post(router(), MUTATE_PODS, &create("pods", a_pod(labels))).await;
+        assert_eq!(answer["response"]["allowed"], true, "{answer}");
     }
 }
 
@@ -1065,15 +1063,15 @@ async fn every_request_is_counted_by_webhook_operation_and_outcome() {
     post(router(), MUTATE_PODS, &create("pods", labelled)).await;
     post(router(), MUTATE_PODS, &create("pods", a_pod(json!({})))).await;
     let closed = a_pod(json!({"scheduling.gangplank.dev/queue": "archive"}));
-    post(router(), VALIDATE_PODS, &create("pods", closed)).await;
+    post(router(), MUTATE_PODS, &create("pods", closed)).await;
     post_raw(router(), VALIDATE_QUEUES, "[]").await;
     let text = handle.render();
     for series in [
         r#"gangplank_webhook_requests_total{webhook="mutate-pods",operation="CREATE",outcome="patched"} 1"#,
         r#"gangplank_webhook_requests_total{webhook="mutate-pods",operation="CREATE",outcome="allowed"} 1"#,
-        r#"gangplank_webhook_requests_total{webhook="validate-pods",operation="CREATE",outcome="denied"} 1"#,
+        r#"gangplank_webhook_requests_total{webhook="mutate-pods",operation="CREATE",outcome="denied"} 1"#,
         r#"gangplank_webhook_requests_total{webhook="validate-queues",operation="unknown",outcome="error"} 1"#,
-        r#"gangplank_webhook_request_duration_seconds_count{webhook="mutate-pods"} 2"#,
+        r#"gangplank_webhook_request_duration_seconds_count{webhook="mutate-pods"} 3"#,
     ] {
         assert!(text.contains(series), "{series} missing from\n{text}");
     }

@@ -94,12 +94,8 @@ pub fn pod(pod: &core::Pod) -> Result<Pod, Error> {
         })?,
         None => Resources::new(),
     };
-    // A pod also takes one of its node's `pods` slots. The marker resource is cluster-level:
-    // no node advertises it and the scheduler ignores it (`ignoredByScheduler`), so it never
-    // counts against a node.
-    requests.set_amount(ResourceId::PODS, 1);
     let marked = requests.amount(ResourceId::MANAGED) > 0;
-    requests.set_amount(ResourceId::MANAGED, 0);
+    requests = on_node(requests);
     let (pod_labels, pod_annotations) = (meta.labels.as_ref(), meta.annotations.as_ref());
     Ok(Pod {
         uid,
@@ -269,6 +265,15 @@ pub fn pod_requests(spec: &core::PodSpec) -> Result<Resources, String> {
         total.add(&resources(overhead)?);
     }
     Ok(total)
+}
+
+/// `requests` as they count against a node: plus one of its `pods` slots, and without the
+/// marker resource, which is cluster-level: no node advertises it and the scheduler ignores it
+/// (`ignoredByScheduler`).
+pub fn on_node(mut requests: Resources) -> Resources {
+    requests.set_amount(ResourceId::PODS, 1);
+    requests.set_amount(ResourceId::MANAGED, 0);
+    requests
 }
 
 fn container_requests(c: &core::Container) -> Result<Resources, String> {

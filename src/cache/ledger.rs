@@ -1,7 +1,7 @@
 //! The ledger's owner: the only way to change what Gangplank decided itself (reservations,
-//! claims, the head's reservation and the groups lent room in it, wait reasons;
-//! [`gangplank_core::model::Ledger`]). The extender, the claim-expiry timer and the admission
-//! loop call these methods; each runs one decision of the core under the cache's write lock
+//! claims, the head's reservation and the groups lent room in it, wait reasons, the door for
+//! admissions on arrival; [`gangplank_core::model::Ledger`]). The extender, the claim-expiry
+//! timer, the admission loop and the mutating pod webhook call these methods; each runs one decision of the core under the cache's write lock
 //! and keeps the claims gauge current. The mirror's own writes end entries whose pod or group
 //! the API shows bound or gone ([`super::mirror`]).
 
@@ -9,7 +9,7 @@ use std::time::Instant;
 
 use gangplank_core::admit::{hold, plan};
 use gangplank_core::claims::{self, Settings, Verdict};
-use gangplank_core::model::{GroupKey, Pod, PodGroup, State};
+use gangplank_core::model::{GroupKey, Pod, PodGroup, Resources, State};
 use gangplank_core::policy::constraints::Constraints;
 
 use super::Cache;
@@ -81,10 +81,13 @@ impl Ledger {
     /// Records what an admission pass decided (`decision`) about the head's reservation,
     /// where the previous pass held `before` ([`hold::record`]).
     pub fn hold(&self, before: Option<&plan::Hold>, decision: &plan::Decision, now: Instant) {
-        if !hold::changes(before, decision) {
-            return;
-        }
         self.write(|s| hold::record(s, before, decision, now));
+    }
+
+    /// Whether a new member of `group` asking `requests` is created ungated, its gang admitted
+    /// on arrival (the mutating webhook; [`State::admit_on_arrival`]).
+    pub fn admit_on_arrival(&self, group: &GroupKey, requests: &Resources, now: Instant) -> bool {
+        self.write(|s| s.admit_on_arrival(group, requests, now))
     }
 
     fn write<T>(&self, f: impl FnOnce(&mut State) -> T) -> T {

@@ -21,8 +21,8 @@
 //! Gangplank. So a "does not exist" denial ([`Reason::NotFound`]) is re-checked for up to
 //! [`Settings::lookup_grace`] before it is sent.
 //!
-//! The routes are served on the extender's HTTPS port (`server.rs` merges [`router`]), with
-//! the same certificate and reload. The registrations that point the API server here are in
+//! The routes are served on their own HTTPS port (`--webhook-addr`, `server.rs`), with the
+//! extender's certificate and reload but no client certificate asked for. The registrations that point the API server here are in
 //! the top-level `webhooks/` directory; their selectors decide which objects ever reach these
 //! routes, and their comments explain the failure policies.
 
@@ -47,6 +47,7 @@ use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{MethodRouter, post};
 use axum::{Extension, Json};
+use gangplank_core::model::{GroupKey, Resources};
 use kube::core::admission::{AdmissionRequest, AdmissionReview, Operation};
 use serde::de::DeserializeOwned;
 use tower_http::trace::TraceLayer;
@@ -84,18 +85,16 @@ pub enum Hook {
     MutatePods,
     MutateJobs,
     MutatePodGroups,
-    ValidatePods,
     ValidateJobs,
     ValidatePodGroups,
     ValidateQueues,
 }
 
 impl Hook {
-    pub const ALL: [Hook; 7] = [
+    pub const ALL: [Hook; 6] = [
         Hook::MutatePods,
         Hook::MutateJobs,
         Hook::MutatePodGroups,
-        Hook::ValidatePods,
         Hook::ValidateJobs,
         Hook::ValidatePodGroups,
         Hook::ValidateQueues,
@@ -107,7 +106,6 @@ impl Hook {
             Hook::MutatePods => "mutate-pods",
             Hook::MutateJobs => "mutate-jobs",
             Hook::MutatePodGroups => "mutate-podgroups",
-            Hook::ValidatePods => "validate-pods",
             Hook::ValidateJobs => "validate-jobs",
             Hook::ValidatePodGroups => "validate-podgroups",
             Hook::ValidateQueues => "validate-queues",
@@ -127,7 +125,7 @@ impl Hook {
     /// start-up).
     pub fn operations(self) -> &'static [&'static str] {
         match self {
-            Hook::MutatePods | Hook::MutateJobs | Hook::ValidatePods => &["CREATE"],
+            Hook::MutatePods | Hook::MutateJobs => &["CREATE"],
             Hook::MutatePodGroups | Hook::ValidateJobs | Hook::ValidatePodGroups => {
                 &["CREATE", "UPDATE"]
             }
@@ -160,19 +158,47 @@ impl Default for Settings {
     }
 }
 
-/// What the handlers share: the cluster lookups and the settings.
+/// Admission on arrival ([`gangplank_core::admit::door`]), as the pod webhook asks for it.
+pub trait Arrivals: Send + Sync {
+    /// Whether a new member of `group` asking `requests` (as they count against a node) is
+    /// created without the admission gate.
+    fn admit_on_arrival(&self, group: &GroupKey, requests: &Resources) -> bool;
+}
+
+impl Arrivals for crate::cache::Ledger {
+    fn admit_on_arrival(&self, group: &GroupKey, requests: &Resources) -> bool {
+        self.admit_on_arrival(group, requests, tokio::time::Instant::now().into_std())
+    }
+}
+
+/// What the handlers share: the cluster lookups, admission on arrival, and the settings.
 pub struct Webhooks {
     lookup: Arc<dyn ClusterLookup>,
+    arrivals: Option<Arc<dyn Arrivals>>,
     settings: Settings,
 }
 
 impl Webhooks {
     pub fn new(lookup: Arc<dyn ClusterLookup>, settings: Settings) -> Self {
-        Self { lookup, settings }
+        Self {
+            lookup,
+            arrivals: None,
+            settings,
+        }
+    }
+
+    /// Lets gangs be admitted on arrival (without it, every new managed pod is gated).
+    pub fn with_arrivals(mut self, arrivals: Arc<dyn Arrivals>) -> Self {
+        self.arrivals = Some(arrivals);
+        self
     }
 
     pub fn lookup(&self) -> &dyn ClusterLookup {
         self.lookup.as_ref()
+    }
+
+    pub fn arrivals(&self) -> Option<&dyn Arrivals> {
+        self.arrivals.as_deref()
     }
 
     pub fn settings(&self) -> Settings {
@@ -192,7 +218,6 @@ pub fn router(webhooks: Arc<Webhooks>) -> Router {
         route(Hook::MutatePods, post(mutate_pods)),
         route(Hook::MutateJobs, post(mutate_jobs)),
         route(Hook::MutatePodGroups, post(mutate_pod_groups)),
-        route(Hook::ValidatePods, post(validate_pods)),
         route(Hook::ValidateJobs, post(validate_jobs)),
         route(Hook::ValidatePodGroups, post(validate_pod_groups)),
         route(Hook::ValidateQueues, post(validate_queues)),
@@ -211,13 +236,6 @@ async fn mutate_pods(
     Review(r): Review<k8s_openapi::api::core::v1::Pod>,
 ) -> Response {
     decide(&w, &r, pods::mutate).await
-}
-
-async fn validate_pods(
-    State(w): State<Arc<Webhooks>>,
-    Review(r): Review<k8s_openapi::api::core::v1::Pod>,
-) -> Response {
-    decide(&w, &r, pods::validate).await
 }
 
 async fn mutate_jobs(
@@ -362,7 +380,7 @@ where
             .extensions()
             .get::<Hook>()
             .copied()
-            .unwrap_or(Hook::ValidatePods);
+            .unwrap_or(Hook::MutatePods);
         let body = Bytes::from_request(request, state).await.map_err(|e| {
             let status = e.status();
             let why = e.body_text();
@@ -572,7 +590,6 @@ mod tests {
                 "/webhooks/mutate/pods",
                 "/webhooks/mutate/jobs",
                 "/webhooks/mutate/podgroups",
-                "/webhooks/validate/pods",
                 "/webhooks/validate/jobs",
                 "/webhooks/validate/podgroups",
                 "/webhooks/validate/queues",

@@ -1,5 +1,6 @@
 //! Pods: the mutation that makes a pod of a group or queue a Gangplank pod, and the check
-//! that refuses new pods for a closed queue.
+//! that refuses new pods for a closed queue, both in the one call the API server makes per
+//! pod (a second, validating call would cost every managed pod another round trip).
 //!
 //! **Which pods are Gangplank's.** A pod belongs to a group when it names one
 //! ([`labels::pod_group_of`]: our label, scheduler-plugins' label, Volcano's annotation), and
@@ -22,8 +23,11 @@
 //!    named it; `scheduling.gangplank.dev/queue` set when the queue came from Volcano's
 //!    annotation or from the namespace. A pod of a group keeps no namespace default: its
 //!    PodGroup's `spec.queue` decides its queue.
-//! 2. the scheduling gate `scheduling.gangplank.dev/admission`, unless already there or
-//!    `--gate-pods=false`;
+//! 2. the scheduling gate `scheduling.gangplank.dev/admission`, unless already there,
+//!    `--gate-pods=false`, or the pod's gang is admitted on arrival: while nothing waits for
+//!    admission, the first member of a gang whose `minMember` copies fit in the room the last
+//!    pass left admits the gang, and it and its later members are created ungated
+//!    ([`gangplank_core::admit::door`]; `--admit-on-arrival`);
 //! 3. one unit of `scheduling.gangplank.dev/managed` in the requests and limits of the first
 //!    container, unless already there (an extended resource needs equal request and limit, so
 //!    a lone request or limit is completed with the same amount).
@@ -35,15 +39,18 @@
 //! may hold any text) that does not is refused rather than copied into a label that would make
 //! the API server refuse the pod with a less helpful message.
 //!
-//! **Validation** (CREATE): a pod whose group is in a Closed queue is refused, unless the
+//! **The queue check** (CREATE, before the mutation): a pod whose group is in a Closed queue
+//! is refused, unless the
 //! group is already admitted (a replacement member of a running gang must be allowed, or a
 //! Job could never restart a failed member). A pod whose group has no PodGroup yet is checked
 //! against its own queue label, if any; a pod of no group against its queue. A queue that does
-//! not exist is refused too (except `default`, which Gangplank creates).
+//! not exist is refused too (except `default`, which Gangplank creates). A webhook that runs
+//! after this one and relabels the pod makes the API server call this one again
+//! (`reinvocationPolicy: IfNeeded`), so the check sees the labels the pod is created with.
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{Pod, PodSpec};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use kube::core::admission::{AdmissionRequest, Operation};
 use serde_json::json;
@@ -54,6 +61,8 @@ use super::queues::{check_open, unavailable};
 use super::review::{Denial, FieldErrors, Verdict};
 use super::{Webhooks, name_problem};
 use crate::api::labels;
+use crate::cache::convert;
+use gangplank_core::model::GroupKey;
 
 /// Where a pod's group or queue name came from: the field a denial points at.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -199,6 +208,7 @@ pub fn mutate(w: &Webhooks, request: &AdmissionRequest<Pod>) -> Result<Verdict, 
         }
     }
     errors.into_result()?;
+    check_queue(w, namespace, &membership)?;
 
     let mut patch = Patcher::new(pod);
     if let Some(group) = &membership.group {
@@ -227,7 +237,9 @@ pub fn mutate(w: &Webhooks, request: &AdmissionRequest<Pod>) -> Result<Verdict, 
         let gated = spec
             .and_then(|s| s.scheduling_gates.as_ref())
             .is_some_and(|gates| gates.iter().any(|g| g.name == labels::ADMISSION_GATE));
-        if !gated {
+        // A dry run must change nothing, and admission on arrival takes room.
+        let arrived = !request.dry_run && admitted_on_arrival(w, namespace, &membership, spec);
+        if !gated && !arrived {
             patch.push(
                 &["spec", "schedulingGates"],
                 json!({"name": labels::ADMISSION_GATE}),
@@ -265,22 +277,35 @@ pub fn mutate(w: &Webhooks, request: &AdmissionRequest<Pod>) -> Result<Verdict, 
     Ok(Verdict::patch(patch.into_patch()))
 }
 
-/// `POST /webhooks/validate/pods`.
-pub fn validate(w: &Webhooks, request: &AdmissionRequest<Pod>) -> Result<Verdict, Denial> {
-    if request.operation != Operation::Create {
-        return Ok(Verdict::allow());
-    }
-    let pod = request.object.as_ref().expect("checked when decoded");
-    let namespace = request.namespace.as_deref().unwrap_or_default();
+/// Whether the pod's gang is admitted on arrival, so the pod is created without the gate.
+fn admitted_on_arrival(
+    w: &Webhooks,
+    namespace: &str,
+    membership: &Membership,
+    spec: Option<&PodSpec>,
+) -> bool {
+    let (Some(arrivals), Some(group), Some(spec)) = (w.arrivals(), &membership.group, spec) else {
+        return false;
+    };
+    let Ok(requests) = convert::pod_requests(spec) else {
+        return false;
+    };
+    arrivals.admit_on_arrival(
+        &GroupKey::new(namespace, group.name.as_str()),
+        &convert::on_node(requests),
+    )
+}
+
+/// Refuses a new pod of a Closed or missing queue (see the module docs).
+fn check_queue(w: &Webhooks, namespace: &str, membership: &Membership) -> Result<(), Denial> {
     let lookup = w.lookup();
-    let membership = Membership::of(pod, namespace, lookup).map_err(unavailable)?;
     if let Some(group) = &membership.group {
         let pod_group = lookup
             .pod_group(namespace, &group.name)
             .map_err(unavailable)?;
         if let Some(pod_group) = pod_group {
             if pod_group.is_admitted() {
-                return Ok(Verdict::allow());
+                return Ok(());
             }
             let field = format!(
                 "{} (PodGroup {namespace}/{} has spec.queue {:?})",
@@ -288,14 +313,13 @@ pub fn validate(w: &Webhooks, request: &AdmissionRequest<Pod>) -> Result<Verdict
                 group.name,
                 pod_group.queue
             );
-            check_open(lookup, &pod_group.queue, &field)?;
-            return Ok(Verdict::allow());
+            return check_open(lookup, &pod_group.queue, &field);
         }
     }
-    if let Some(queue) = &membership.queue {
-        check_open(lookup, &queue.name, &queue.source.field())?;
+    match &membership.queue {
+        Some(queue) => check_open(lookup, &queue.name, &queue.source.field()),
+        None => Ok(()),
     }
-    Ok(Verdict::allow())
 }
 
 #[cfg(test)]

@@ -1,5 +1,6 @@
 //! What an admission pass leaves in the ledger: the head's reservation, kept between passes as
-//! a claim without a deadline, and the groups lent room in it. Why the reservation is a claim:
+//! a claim without a deadline, the groups lent room in it, and the door for admissions on
+//! arrival ([`super::door`]). Why the reservation is a claim:
 //! [`docs/decisions/admission-pass.md`](../../../docs/decisions/admission-pass.md).
 
 use std::time::Instant;
@@ -8,15 +9,13 @@ use crate::model::{Claim, Resources, Slot, State};
 
 use super::plan::{Admission, Decision, Hold};
 
-/// Whether `decision` has anything to record, where the previous pass held `before`.
-pub fn changes(before: Option<&Hold>, decision: &Decision) -> bool {
-    decision.hold.as_ref() != before || !decision.lent.is_empty()
-}
-
 /// Records `decision` in the ledger, where the previous pass held `before`; `at` is now.
 pub fn record(state: &mut State, before: Option<&Hold>, decision: &Decision, at: Instant) {
-    hold_room(state, before, decision.hold.as_ref(), &decision.admit, at);
-    state.ledger.lent.extend(decision.lent.iter().cloned());
+    if decision.hold.as_ref() != before || !decision.lent.is_empty() {
+        hold_room(state, before, decision.hold.as_ref(), &decision.admit, at);
+        state.ledger.lent.extend(decision.lent.iter().cloned());
+    }
+    state.set_door(decision.door.clone(), at);
 }
 
 /// Replaces the claim that holds the head's reservation (`before`) with `now`'s. When the

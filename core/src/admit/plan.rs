@@ -10,6 +10,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use rustc_hash::FxHashMap;
 
+use super::door::Door;
 use super::groups::{Groups, Seen};
 use super::room::Room;
 pub use super::why::{Reason, Why};
@@ -129,6 +130,9 @@ pub struct Decision {
     pub in_flight: Resources,
     /// Groups admitted into the head's reservation by their expected runtime.
     pub lent: Vec<GroupKey>,
+    /// Room for admissions on arrival, when every group left waiting lacks only members
+    /// ([`super::door`]).
+    pub door: Option<Door>,
 }
 
 /// A group (or a pod of a queue in no group, keyed by [`GroupKey::lone`]) that waited only
@@ -973,6 +977,25 @@ fn admit(state: &State, book: Book, shares: Shares, now: i64) -> Decision {
     for (report, guarantee) in reports.iter_mut().zip(pass.guarantees) {
         report.guarantee = guarantee;
     }
+    let only_members_lack = decision.hold.is_none()
+        && decision
+            .waiting
+            .iter()
+            .all(|w| matches!(w.why, Why::Members { .. } | Why::PodGroupMissing { .. }));
+    if only_members_lack {
+        let by_slot = &pass.queues;
+        let uncapped = |slot: usize| by_slot[slot].capability.is_unbounded();
+        let queues = by_slot
+            .iter()
+            .enumerate()
+            .filter(|&(slot, q)| {
+                q.open && uncapped(slot) && pass.ancestors[slot].iter().all(|&a| uncapped(a))
+            })
+            .map(|(_, q)| q.name.clone())
+            .collect();
+        let (nodes, total) = pass.room.left_for_arrivals();
+        decision.door = Some(Door::new(nodes, total, queues));
+    }
     decision.queues = names.into_iter().zip(reports).collect();
     decision
 }
@@ -1096,6 +1119,74 @@ mod tests {
                 });
             }
         }
+    }
+
+    #[test]
+    fn a_pass_that_leaves_groups_waiting_only_for_members_opens_the_door_to_uncapped_open_queues() {
+        let mut s = cluster();
+        let mut capped = Queue::new("capped");
+        capped.capability.set("cpu", 4_000);
+        s.apply_queue(capped);
+        let mut closed = Queue::new("closed");
+        closed.open = false;
+        s.apply_queue(closed);
+        group(&mut s, "g", 3);
+        s.apply_pod(pod("a", Some("g"), true, 10));
+        let mut door = decide(&s).door.expect("only members are missing");
+        assert!(!door.admit("capped", &[Resources::from([("cpu", 1)])]));
+        assert!(!door.admit("closed", &[Resources::from([("cpu", 1)])]));
+        assert!(door.admit("q", &vec![Resources::from([("cpu", 1_000)]); 8]));
+        assert!(
+            !door.admit("q", &[Resources::from([("cpu", 1)])]),
+            "the 8 CPUs of n1 are taken"
+        );
+    }
+
+    #[test]
+    fn a_group_waiting_for_room_closes_the_door() {
+        let mut s = cluster();
+        gang(&mut s, "big", "q", 3, 4_000, 10);
+        let d = decide(&s);
+        assert_eq!(reason(&d, "big"), Reason::DoesNotFit);
+        assert_eq!(d.door, None);
+    }
+
+    #[test]
+    fn the_first_member_admits_its_gang_on_arrival_and_its_later_members_follow_it() {
+        let now = std::time::Instant::now();
+        let cpu = Resources::from([("cpu", 2_000), ("pods", 1)]);
+        let mut s = cluster();
+        group(&mut s, "g", 3);
+        group(&mut s, "late", 2);
+        s.apply_pod(pod("late-0", Some("late"), true, 1));
+        let mut zoned = PodGroup::new(GroupKey::new("ns", "zoned"), 1, "q");
+        zoned.topology_key = Some("zone".into());
+        s.apply_pod_group(zoned);
+        let d = decide(&s);
+        crate::admit::hold::record(&mut s, None, &d, now);
+
+        let g = GroupKey::new("ns", "g");
+        assert!(s.admit_on_arrival(&g, &cpu, now), "3 × 2 of 8 CPUs fit");
+        assert!(s.admit_on_arrival(&g, &cpu, now), "a later member of g");
+        assert!(
+            !s.admit_on_arrival(&GroupKey::new("ns", "late"), &cpu, now),
+            "late's first member arrived gated"
+        );
+        assert!(!s.admit_on_arrival(&GroupKey::new("ns", "zoned"), &cpu, now));
+        assert!(!s.admit_on_arrival(&GroupKey::new("ns", "unknown"), &cpu, now));
+        group(&mut s, "h", 2);
+        assert!(
+            !s.admit_on_arrival(&GroupKey::new("ns", "h"), &cpu, now),
+            "2 of 8 CPUs are left"
+        );
+
+        // The next pass does not see g's members yet: its door keeps their room out.
+        let d = decide(&s);
+        crate::admit::hold::record(&mut s, None, &d, now);
+        assert!(!s.admit_on_arrival(&GroupKey::new("ns", "h"), &cpu, now));
+        let later = now + crate::admit::door::ARRIVAL_ROOM_KEPT;
+        crate::admit::hold::record(&mut s, None, &d, later);
+        assert!(s.admit_on_arrival(&GroupKey::new("ns", "h"), &cpu, later));
     }
 
     #[test]

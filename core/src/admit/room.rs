@@ -111,6 +111,13 @@ impl<'s> Room<'s> {
         available
     }
 
+    /// What is left for admissions on arrival ([`super::door`]): each node's free room, and
+    /// the free total less every queue's unused guarantee.
+    pub fn left_for_arrivals(&self) -> (Vec<Resources>, Resources) {
+        let nodes = self.nodes.iter().map(at_least_zero).collect();
+        (nodes, at_least_zero(&self.total.minus(&self.guaranteed)))
+    }
+
     /// Forgets what [`Room::available_to`] computed: the free total or a guarantee changed.
     fn changed(&mut self) {
         self.available.iter_mut().for_each(|a| *a = None);

@@ -13,6 +13,8 @@ use rustc_hash::{FxHashMap, FxHashSet};
 use super::nodes::Sum;
 use super::objects::{GroupKey, Resources};
 use super::state::State;
+use crate::admit::door::{ARRIVAL_ROOM_KEPT, Arrival, Door};
+use std::time::Instant;
 
 /// Gangplank's own decisions, by what they name.
 #[derive(Debug, Clone, Default)]
@@ -27,6 +29,11 @@ pub struct Ledger {
     /// `crate::claims::filter`, cleared when a claim succeeds): the controller shows it in the
     /// PodGroup's `Scheduled` condition while the gang waits.
     pub wait_reasons: FxHashMap<GroupKey, String>,
+    /// Room the last admission pass left for admissions on arrival (`crate::admit::door`);
+    /// `None` while something waits.
+    pub door: Option<Door>,
+    /// Gangs admitted on arrival, by group: their later members are created ungated too.
+    pub arrivals: FxHashMap<GroupKey, Arrival>,
 }
 
 /// A pod the scheduler asked the extender to bind, not yet shown bound by the API.
@@ -98,6 +105,52 @@ impl Claim {
 }
 
 impl State {
+    /// Whether a new member of the gang `key`, asking `requests`, is created without the
+    /// admission gate: its gang was admitted on arrival, or this is its first member and the
+    /// door lets `minMember` copies of it in (`crate::admit::door`), which admits the gang.
+    /// Only a gang whose PodGroup the model knows, without a `topologyKey` and not elastic.
+    pub fn admit_on_arrival(&mut self, key: &GroupKey, requests: &Resources, now: Instant) -> bool {
+        if self.ledger.arrivals.contains_key(key) {
+            return true;
+        }
+        let Some(group) = self.groups.get(key) else {
+            return false;
+        };
+        let Some(spec) = group.spec.as_deref() else {
+            return false;
+        };
+        let elastic = spec.max_member.is_some_and(|max| max > spec.min_member);
+        let first = !group.members.values().any(|m| m.live);
+        if spec.topology_key.is_some() || elastic || !first {
+            return false;
+        }
+        let need = vec![requests.clone(); spec.min_member as usize];
+        let queue = spec.queue.clone();
+        let Some(door) = self.ledger.door.as_mut() else {
+            return false;
+        };
+        if !door.admit(&queue, &need) {
+            return false;
+        }
+        let arrival = Arrival {
+            queue,
+            need,
+            at: now,
+        };
+        self.ledger.arrivals.insert(key.clone(), arrival);
+        true
+    }
+
+    /// Replaces the door with `door` less the room of recent arrivals, and forgets arrivals
+    /// older than [`ARRIVAL_ROOM_KEPT`] or whose group is gone.
+    pub fn set_door(&mut self, door: Option<Door>, now: Instant) {
+        let groups = &self.groups;
+        self.ledger.arrivals.retain(|key, a| {
+            now.saturating_duration_since(a.at) < ARRIVAL_ROOM_KEPT && groups.contains_key(key)
+        });
+        self.ledger.door = door.and_then(|d| d.after(self.ledger.arrivals.values(), now));
+    }
+
     /// Records why the gang `key` cannot be placed now (`None`: it can). Only groups the model
     /// knows keep a reason.
     pub fn set_wait_reason(&mut self, key: &GroupKey, why: Option<String>) {
