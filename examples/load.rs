@@ -4,19 +4,33 @@
 //! them all. `e2e/load-compare` runs it for each mode on the same cluster shape and prints the
 //! ratios.
 //!
-//! Output: one JSON line with the mode, counts and timings, for the comparison script.
+//! Two variants: `live` creates the pods while the scheduler runs and times from the first
+//! create (what users see); `preloaded` expects the scheduler stopped, creates the pods, waits
+//! until no pod carries a scheduling gate, runs `--after-create` (which starts the scheduler)
+//! and times from there (scheduling alone).
+//!
+//! Bind times come from a watch on the pods (the client's clock, when it first sees
+//! `spec.nodeName`). Around the timed part it reads the API server's own counters
+//! (`apiserver_request_total` and request seconds by verb and resource, with the 429s the
+//! API server's priority and fairness answered counted again apart, webhook calls by name)
+//! and the CPU seconds and peak resident memory of the processes named by `--pid`.
+//!
+//! Output: one JSON line with all of it, for the comparison script.
 
 mod common;
 
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use clap::Parser;
-use futures::{StreamExt, stream};
+use futures::{StreamExt, TryStreamExt, stream};
 use gangplank::api::{PodGroup, PodGroupSpec};
 use k8s_openapi::api::core::v1::{Namespace, Pod};
 use kube::Client;
-use kube::api::{Api, DeleteParams, ListParams, PostParams};
-use serde_json::json;
+use kube::api::{Api, DeleteParams, PostParams};
+use kube::runtime::watcher;
+use serde_json::{Value, json};
 
 #[derive(Parser)]
 struct Args {
@@ -41,12 +55,27 @@ struct Args {
     /// Label for the output line (the e2e/up mode).
     #[arg(long, default_value = "unknown")]
     mode: String,
+    /// `live` or `preloaded` (see the module docs).
+    #[arg(long, default_value = "live")]
+    variant: String,
+    /// Shell command run once every pod exists and none is gated (preloaded: starts the scheduler).
+    #[arg(long)]
+    after_create: Option<String>,
+    /// NAME=PID of a process whose CPU seconds and peak memory to report (repeatable).
+    #[arg(long = "pid")]
+    pids: Vec<String>,
 }
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
+    anyhow::ensure!(
+        matches!(args.variant.as_str(), "live" | "preloaded"),
+        "--variant must be live or preloaded, not {}",
+        args.variant
+    );
     let client = common::client(&args.kubeconfig).await?;
+    let processes = Processes::parse(&args.pids)?;
 
     let ns_name = format!("load-{}", std::process::id());
     let ns: Namespace = serde_json::from_value(json!({"metadata": {"name": ns_name}}))?;
@@ -70,6 +99,9 @@ async fn main() -> anyhow::Result<()> {
     }
 
     let pods: Api<Pod> = Api::namespaced(client.clone(), &ns_name);
+    let seen = Seen::watch(pods.clone());
+    let api_before = ApiCounters::read(&client).await?;
+    let cpu_before = processes.cpu_seconds();
     let started = Instant::now();
     let created = stream::iter(0..args.pods)
         .map(|i| {
@@ -87,32 +119,49 @@ async fn main() -> anyhow::Result<()> {
         "only {created} of {} pods created",
         args.pods
     );
-
     let deadline = started + Duration::from_secs(args.timeout);
-    let bound = loop {
-        let list = pods.list(&ListParams::default()).await?;
-        let bound = list
-            .items
-            .iter()
-            .filter(|p| p.spec.as_ref().and_then(|s| s.node_name.as_ref()).is_some())
-            .count();
-        if bound == args.pods || Instant::now() >= deadline {
-            break bound;
+
+    let timed_from = if args.variant == "preloaded" {
+        seen.wait(deadline, |s| s.known == args.pods && s.gated == 0)
+            .await;
+        if let Some(command) = &args.after_create {
+            let status = std::process::Command::new("bash")
+                .args(["-c", command])
+                .status()?;
+            anyhow::ensure!(status.success(), "--after-create failed: {status}");
         }
-        tokio::time::sleep(Duration::from_millis(500)).await;
+        Instant::now()
+    } else {
+        started
     };
-    let schedule_seconds = started.elapsed().as_secs_f64();
+    let bound = seen
+        .wait(deadline, |s| s.bound.len() == args.pods)
+        .await
+        .bound
+        .len();
+    let all_bound_seconds = timed_from.elapsed().as_secs_f64();
+    let api = ApiCounters::read(&client).await?.minus(&api_before);
+    let cpu = processes.cpu_seconds().minus(&cpu_before);
+    let spread = seen.gang_spread_ms(gangs, args.gang_size);
+
     println!(
         "{}",
         json!({
             "mode": args.mode,
+            "variant": args.variant,
             "pods": args.pods,
             "gang_pods": gang_pods,
             "gangs": gangs,
             "bound": bound,
             "create_seconds": round(create_seconds),
-            "all_bound_seconds": round(schedule_seconds),
-            "pods_per_second": round(bound as f64 / schedule_seconds),
+            "all_bound_seconds": round(all_bound_seconds),
+            "pods_per_second": round(bound as f64 / all_bound_seconds),
+            "gang_bind_spread_ms": spread,
+            "api_requests": api.requests,
+            "api_seconds": api.seconds.into_iter().map(|(k, v)| (k, round(v))).collect::<BTreeMap<_, _>>(),
+            "webhook_calls": api.webhooks,
+            "cpu_seconds": cpu.0.into_iter().map(|(k, v)| (k, round(v))).collect::<BTreeMap<_, _>>(),
+            "peak_rss_mib": processes.peak_rss_mib(),
         })
     );
     Api::<Namespace>::all(client)
@@ -141,6 +190,253 @@ fn pod(i: usize, gang: Option<String>) -> Pod {
             "resources": {"requests": {"cpu": "100m", "memory": "128Mi"}}}]}
     }))
     .expect("a valid pod")
+}
+
+/// What the watch has shown of the load's pods: when each was first seen bound, and how many
+/// exist and carry a scheduling gate now.
+#[derive(Default)]
+struct Sighting {
+    bound: HashMap<String, Instant>,
+    gates: HashMap<String, bool>,
+    known: usize,
+    gated: usize,
+}
+
+#[derive(Clone)]
+struct Seen(Arc<Mutex<Sighting>>);
+
+impl Seen {
+    fn watch(pods: Api<Pod>) -> Seen {
+        let seen = Seen(Arc::default());
+        let writer = seen.clone();
+        tokio::spawn(async move {
+            let mut events = std::pin::pin!(watcher(pods, watcher::Config::default()));
+            while let Ok(Some(event)) = events.try_next().await {
+                if let watcher::Event::Apply(pod) | watcher::Event::InitApply(pod) = event {
+                    writer.record(&pod);
+                }
+            }
+        });
+        seen
+    }
+
+    fn record(&self, pod: &Pod) {
+        let Some(name) = pod.metadata.name.clone() else {
+            return;
+        };
+        let spec = pod.spec.as_ref();
+        let gated = spec
+            .and_then(|s| s.scheduling_gates.as_ref())
+            .is_some_and(|g| !g.is_empty());
+        let mut s = self.0.lock().expect("not poisoned");
+        if spec.and_then(|s| s.node_name.as_ref()).is_some() {
+            s.bound.entry(name.clone()).or_insert_with(Instant::now);
+        }
+        match s.gates.insert(name, gated) {
+            None => s.known += 1,
+            Some(was) if was => s.gated -= 1,
+            Some(_) => {}
+        }
+        if gated {
+            s.gated += 1;
+        }
+    }
+
+    /// Waits until `done` holds of what was seen, or the deadline passes.
+    async fn wait(&self, deadline: Instant, done: impl Fn(&Sighting) -> bool) -> Sighting {
+        loop {
+            {
+                let s = self.0.lock().expect("not poisoned");
+                if done(&s) || Instant::now() >= deadline {
+                    return Sighting {
+                        bound: s.bound.clone(),
+                        known: s.known,
+                        gated: s.gated,
+                        gates: HashMap::new(),
+                    };
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    /// Per gang, the time from its first member bound to its last: p50, p99 and max, in ms.
+    fn gang_spread_ms(&self, gangs: usize, size: usize) -> Value {
+        let s = self.0.lock().expect("not poisoned");
+        let mut spreads: Vec<f64> = (0..gangs)
+            .filter_map(|g| {
+                let times: Vec<Instant> = (g * size..(g + 1) * size)
+                    .filter_map(|i| s.bound.get(&format!("p-{i}")).copied())
+                    .collect();
+                let first = times.iter().min()?;
+                let last = times.iter().max()?;
+                Some(last.duration_since(*first).as_secs_f64() * 1000.0)
+            })
+            .collect();
+        if spreads.is_empty() {
+            return Value::Null;
+        }
+        spreads.sort_by(f64::total_cmp);
+        let at = |q: f64| round(spreads[((spreads.len() - 1) as f64 * q).round() as usize]);
+        json!({"p50": at(0.5), "p99": at(0.99), "max": at(1.0)})
+    }
+}
+
+/// The API server's counters of requests (by verb and resource) and webhook calls (by name).
+#[derive(Default)]
+struct ApiCounters {
+    requests: BTreeMap<String, u64>,
+    seconds: BTreeMap<String, f64>,
+    webhooks: BTreeMap<String, u64>,
+}
+
+impl ApiCounters {
+    async fn read(client: &Client) -> anyhow::Result<ApiCounters> {
+        let text = client
+            .request_text(http::Request::get("/metrics").body(Vec::new())?)
+            .await?;
+        let mut counters = ApiCounters::default();
+        for line in text.lines() {
+            let Some((series, value)) = line.rsplit_once(' ') else {
+                continue;
+            };
+            let Ok(value) = value.parse::<f64>() else {
+                continue;
+            };
+            let Some((name, labels)) = series.split_once('{') else {
+                continue;
+            };
+            let label = |key: &str| {
+                labels
+                    .split("\",")
+                    .filter_map(|kv| kv.split_once("=\""))
+                    .find(|(k, _)| *k == key)
+                    .map(|(_, v)| v.trim_end_matches("\"}").trim_end_matches('"').to_string())
+                    .unwrap_or_default()
+            };
+            let request = || {
+                let sub = label("subresource");
+                let resource = label("resource");
+                let resource = if sub.is_empty() {
+                    resource
+                } else {
+                    format!("{resource}/{sub}")
+                };
+                format!("{} {}", label("verb"), resource)
+            };
+            match name {
+                "apiserver_request_total" => {
+                    *counters.requests.entry(request()).or_default() += value as u64;
+                    if label("code") == "429" {
+                        *counters
+                            .requests
+                            .entry(format!("{} (429)", request()))
+                            .or_default() += value as u64;
+                    }
+                }
+                "apiserver_request_duration_seconds_sum" => {
+                    *counters.seconds.entry(request()).or_default() += value;
+                }
+                "apiserver_admission_webhook_admission_duration_seconds_count" => {
+                    let key = format!("{} {}", label("type"), label("name"));
+                    *counters.webhooks.entry(key).or_default() += value as u64;
+                }
+                _ => {}
+            }
+        }
+        Ok(counters)
+    }
+
+    fn minus(self, before: &ApiCounters) -> ApiCounters {
+        fn diff<V: Copy + PartialOrd + Default + std::ops::Sub<Output = V>>(
+            after: BTreeMap<String, V>,
+            before: &BTreeMap<String, V>,
+        ) -> BTreeMap<String, V> {
+            after
+                .into_iter()
+                .map(|(k, v)| {
+                    let b = before.get(&k).copied().unwrap_or_default();
+                    (k, v - b)
+                })
+                .filter(|(_, v)| *v > V::default())
+                .collect()
+        }
+        ApiCounters {
+            requests: diff(self.requests, &before.requests),
+            seconds: diff(self.seconds, &before.seconds),
+            webhooks: diff(self.webhooks, &before.webhooks),
+        }
+    }
+}
+
+/// The processes named by `--pid`, read from /proc.
+struct Processes(Vec<(String, u32)>);
+
+struct CpuSeconds(BTreeMap<String, f64>);
+
+impl Processes {
+    fn parse(pairs: &[String]) -> anyhow::Result<Processes> {
+        pairs
+            .iter()
+            .map(|p| {
+                let (name, pid) = p
+                    .split_once('=')
+                    .ok_or_else(|| anyhow::anyhow!("--pid {p}: expected NAME=PID"))?;
+                Ok((name.to_string(), pid.parse()?))
+            })
+            .collect::<anyhow::Result<_>>()
+            .map(Processes)
+    }
+
+    /// User plus system CPU seconds of each process (fields 14 and 15 of /proc/PID/stat, in
+    /// clock ticks of 1/100 s, the value on every Linux this runs on).
+    fn cpu_seconds(&self) -> CpuSeconds {
+        CpuSeconds(
+            self.0
+                .iter()
+                .filter_map(|(name, pid)| {
+                    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+                    let after_name = &stat[stat.rfind(')')? + 2..];
+                    let fields: Vec<&str> = after_name.split(' ').collect();
+                    let ticks: f64 =
+                        fields[11].parse::<f64>().ok()? + fields[12].parse::<f64>().ok()?;
+                    Some((name.clone(), ticks / 100.0))
+                })
+                .collect(),
+        )
+    }
+
+    /// Peak resident memory (VmHWM) of each process, in MiB.
+    fn peak_rss_mib(&self) -> BTreeMap<String, u64> {
+        self.0
+            .iter()
+            .filter_map(|(name, pid)| {
+                let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+                let kib: u64 = status
+                    .lines()
+                    .find_map(|l| l.strip_prefix("VmHWM:"))?
+                    .trim()
+                    .trim_end_matches(" kB")
+                    .parse()
+                    .ok()?;
+                Some((name.clone(), kib / 1024))
+            })
+            .collect()
+    }
+}
+
+impl CpuSeconds {
+    fn minus(self, before: &CpuSeconds) -> CpuSeconds {
+        CpuSeconds(
+            self.0
+                .into_iter()
+                .map(|(k, v)| {
+                    let b = before.0.get(&k).copied().unwrap_or_default();
+                    (k, v - b)
+                })
+                .collect(),
+        )
+    }
 }
 
 async fn wait_for_default_service_account(client: &Client, ns: &str) -> anyhow::Result<()> {
