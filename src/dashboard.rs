@@ -193,9 +193,10 @@ pub fn rows() -> Vec<Row> {
             panels: vec![
                 panel(
                     "Pods released and groups stuck",
-                    "Pods per second whose admission gate was removed, and groups that cannot be \
+                    "Pods per second whose admission gate was removed, groups that cannot be \
                      admitted at all yet (their PodGroup is missing or they have fewer than \
-                     minMember pods).",
+                     minMember pods), pods per second created ungated by admission on arrival, \
+                     and whether arrivals are admitted now (1) or gated (0).",
                     "short",
                     vec![
                         query(
@@ -205,6 +206,14 @@ pub fn rows() -> Vec<Row> {
                         query(
                             format!("sum({})", m::ADMISSION_WAITING_GROUPS),
                             "groups without PodGroup or members",
+                        ),
+                        query(
+                            rate(m::ADMISSION_ARRIVED_PODS_TOTAL, "", ""),
+                            "pods admitted on arrival / s",
+                        ),
+                        query(
+                            format!("max({})", m::ADMISSION_DOOR_OPEN),
+                            "admission on arrival open",
                         ),
                     ],
                 ),

@@ -42,6 +42,10 @@ pub const GANG_BINDS_ABANDONED_TOTAL: &str = "gangplank_gang_binds_abandoned_tot
 pub const GANG_CLAIMS: &str = "gangplank_gang_claims";
 /// Counter: pods whose admission gate the admission loop removed.
 pub const ADMISSION_RELEASED_PODS_TOTAL: &str = "gangplank_admission_released_pods_total";
+/// Counter: pods created without the admission gate, their gang admitted on arrival.
+pub const ADMISSION_ARRIVED_PODS_TOTAL: &str = "gangplank_admission_arrived_pods_total";
+/// Gauge: 1 while the last admission pass left room for admissions on arrival, else 0.
+pub const ADMISSION_DOOR_OPEN: &str = "gangplank_admission_door_open";
 /// Gauge: groups with gated pods that the last admission pass left waiting.
 pub const ADMISSION_WAITING_GROUPS: &str = "gangplank_admission_waiting_groups";
 /// Counter: pods evicted to reclaim room for a queue below its deserved share, by the victim's
@@ -111,6 +115,8 @@ pub fn install() -> Result<PrometheusHandle, Error> {
     metrics::gauge!(GANG_CLAIMS).set(0.0);
     metrics::counter!(ADMISSION_RELEASED_PODS_TOTAL).absolute(0);
     metrics::gauge!(ADMISSION_WAITING_GROUPS).set(0.0);
+    metrics::counter!(ADMISSION_ARRIVED_PODS_TOTAL).absolute(0);
+    metrics::gauge!(ADMISSION_DOOR_OPEN).set(0.0);
     metrics::counter!(GANG_TIMEOUTS_TOTAL).absolute(0);
     metrics::counter!(GANG_BINDS_ABANDONED_TOTAL).absolute(0);
     let _ = metrics::histogram!(GANG_BIND_WAIT_SECONDS);
@@ -206,6 +212,18 @@ pub const CATALOGUE: &[Doc] = &[
         kind: Kind::Counter,
         labels: &[],
         help: "Pods released by the admission loop: Gangplank's scheduling gate removed, so the scheduler sees them.",
+    },
+    Doc {
+        name: ADMISSION_ARRIVED_PODS_TOTAL,
+        kind: Kind::Counter,
+        labels: &[],
+        help: "Pods the mutating webhook created without the admission gate because their gang was admitted on arrival (--admit-on-arrival): no gate removal later.",
+    },
+    Doc {
+        name: ADMISSION_DOOR_OPEN,
+        kind: Kind::Gauge,
+        labels: &[],
+        help: "1 while the last admission pass left nothing waiting but for members, so that (with --admit-on-arrival) a new gang that fits the room it left is admitted at its first pod; 0 while some group waits for room, quota or its share.",
     },
     Doc {
         name: ADMISSION_WAITING_GROUPS,

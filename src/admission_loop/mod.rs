@@ -108,6 +108,8 @@ pub async fn run(
         drop(groups);
         drop(state);
         ::metrics::gauge!(metrics::ADMISSION_WAITING_GROUPS).set(decision.waiting.len() as f64);
+        ::metrics::gauge!(metrics::ADMISSION_DOOR_OPEN)
+            .set(f64::from(u8::from(decision.door.is_some())));
         ledger.hold(held.as_ref(), &decision, now.into_std());
         held = decision.hold.clone();
         let due: Vec<PodRef> = decision

@@ -62,6 +62,7 @@ use super::review::{Denial, FieldErrors, Verdict};
 use super::{Webhooks, name_problem};
 use crate::api::labels;
 use crate::cache::convert;
+use crate::metrics;
 use gangplank_core::model::GroupKey;
 
 /// Where a pod's group or queue name came from: the field a denial points at.
@@ -238,8 +239,11 @@ pub fn mutate(w: &Webhooks, request: &AdmissionRequest<Pod>) -> Result<Verdict, 
             .and_then(|s| s.scheduling_gates.as_ref())
             .is_some_and(|gates| gates.iter().any(|g| g.name == labels::ADMISSION_GATE));
         // A dry run must change nothing, and admission on arrival takes room.
-        let arrived = !request.dry_run && admitted_on_arrival(w, namespace, &membership, spec);
-        if !gated && !arrived {
+        let arrived =
+            !gated && !request.dry_run && admitted_on_arrival(w, namespace, &membership, spec);
+        if arrived {
+            ::metrics::counter!(metrics::ADMISSION_ARRIVED_PODS_TOTAL).increment(1);
+        } else if !gated {
             patch.push(
                 &["spec", "schedulingGates"],
                 json!({"name": labels::ADMISSION_GATE}),

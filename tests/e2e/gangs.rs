@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use gangplank::api::PodGroup;
+use gangplank::api::{PodGroup, labels};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::Pod;
 use kube::Api;
@@ -255,4 +255,110 @@ async fn killing_gangplank_while_binds_are_held_leaves_no_partial_gang_and_it_co
     gangplank_ctl("start");
     complete_the_held_gang(&pods).await;
     ns.delete().await;
+}
+
+/// The scheduling gates of `pod` as the API server stored it at creation.
+fn gates_of(pod: &Pod) -> Vec<String> {
+    pod.spec
+        .as_ref()
+        .and_then(|s| s.scheduling_gates.as_ref())
+        .map(|gates| gates.iter().map(|g| g.name.clone()).collect())
+        .unwrap_or_default()
+}
+
+/// Creates `count` members of `group` (PodGroup of the same name, which the controller shows
+/// first, so Gangplank knows it) and returns each member as created.
+async fn create_gang(
+    groups: &Api<PodGroup>,
+    pods: &Api<Pod>,
+    group: &str,
+    count: usize,
+    cpu: u32,
+) -> Vec<Pod> {
+    groups
+        .create(
+            &PostParams::default(),
+            &pod_group(group, count as i32, None),
+        )
+        .await
+        .unwrap();
+    pod_group_in_phase(groups, group, "Pending").await;
+    let mut created = Vec::new();
+    for i in 0..count {
+        let pod = managed_pod(&format!("{group}-{i}"), Some(group), cpu, json!({}));
+        created.push(pods.create(&PostParams::default(), &pod).await.unwrap());
+    }
+    created
+}
+
+/// Waits until `gangplank_admission_door_open` is `open`.
+async fn door_is(cluster: &Cluster, open: bool) {
+    let want = f64::from(u8::from(open));
+    eventually(
+        &format!("gangplank_admission_door_open {want}"),
+        30,
+        || async {
+            let metrics = cluster.gangplank_metrics().await;
+            (metrics.sum("gangplank_admission_door_open", &[]) == want).then_some(())
+        },
+    )
+    .await;
+}
+
+#[tokio::test]
+#[ignore = "needs the local control plane: run e2e/test"]
+async fn while_nothing_waits_a_gang_that_fits_arrives_ungated_and_once_one_waits_for_room_gangs_arrive_gated()
+ {
+    let cluster = Cluster::connect().await;
+    let ns = cluster.namespace("gang-arrival").await;
+    let groups = ns.api::<PodGroup>();
+    let pods = ns.api::<Pod>();
+    door_is(&cluster, true).await;
+    let arrived_before = cluster
+        .gangplank_metrics()
+        .await
+        .sum("gangplank_admission_arrived_pods_total", &[]);
+
+    let quick = create_gang(&groups, &pods, "quick", 4, 4).await;
+    for pod in &quick {
+        assert_eq!(
+            gates_of(pod),
+            Vec::<String>::new(),
+            "{:?}",
+            pod.metadata.name
+        );
+    }
+    eventually("all 4 members of quick bound", 30, || async {
+        (bound_with_prefix(&pods, "quick").await.len() == 4).then_some(())
+    })
+    .await;
+    pod_group_in_phase(&groups, "quick", "Running").await;
+    let arrived = cluster
+        .gangplank_metrics()
+        .await
+        .sum("gangplank_admission_arrived_pods_total", &[]);
+    assert_eq!(arrived - arrived_before, 4.0);
+
+    // The whole cluster (4 x 32 CPUs) while quick holds 16: it cannot fit now and waits.
+    let huge = create_gang(&groups, &pods, "huge", 4, 32).await;
+    for pod in &huge {
+        assert_eq!(
+            gates_of(pod),
+            [labels::ADMISSION_GATE],
+            "{:?}",
+            pod.metadata.name
+        );
+    }
+    door_is(&cluster, false).await;
+    let small = create_gang(&groups, &pods, "small", 2, 1).await;
+    for pod in &small {
+        assert_eq!(
+            gates_of(pod),
+            [labels::ADMISSION_GATE],
+            "{:?}",
+            pod.metadata.name
+        );
+    }
+    ns.delete().await;
+    door_is(&cluster, true).await;
 }
