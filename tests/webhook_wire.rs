@@ -923,6 +923,29 @@ async fn a_queue_that_groups_use_cannot_be_deleted() {
 }
 
 #[tokio::test]
+async fn a_queue_that_other_queues_name_as_parent_cannot_be_deleted() {
+    let lookup = StaticLookup {
+        queues: vec![
+            queue_view("research", QueueState::Open, None),
+            queue_view("vision", QueueState::Open, Some("research")),
+            queue_view("nlp", QueueState::Open, Some("research")),
+        ],
+        ..cluster()
+    };
+    let queue = a_queue("research", json!({}), json!({}));
+    let answer = post(
+        router_with(lookup, settings()),
+        VALIDATE_QUEUES,
+        &review("queues", "DELETE", Value::Null, queue),
+    )
+    .await;
+    assert_eq!(
+        denial(&answer, 403),
+        "queue \"research\" cannot be deleted while queues name it as their spec.parent: nlp, vision; give them another parent or none first, then delete it"
+    );
+}
+
+#[tokio::test]
 async fn an_unused_queue_can_be_closed_and_deleted() {
     let old = a_queue("research", json!({"state": "Open"}), json!({}));
     let new = a_queue("research", json!({"state": "Closed"}), json!({}));
@@ -954,6 +977,10 @@ impl QueueLookup for LateQueue {
     fn queue(&self, name: &str) -> Lookup<Option<QueueView>> {
         let seen = self.0.fetch_add(1, Ordering::SeqCst) >= 2;
         Ok((seen && name == "fresh").then(|| queue_view("fresh", QueueState::Open, None)))
+    }
+
+    fn children(&self, _: &str) -> Lookup<Vec<String>> {
+        Ok(Vec::new())
     }
 }
 

@@ -60,6 +60,8 @@ pub fn is_admitted(phase: PodGroupPhase) -> bool {
 /// Queues by name.
 pub trait QueueLookup: Send + Sync {
     fn queue(&self, name: &str) -> Lookup<Option<QueueView>>;
+    /// The queues whose `spec.parent` is `name`, by name.
+    fn children(&self, name: &str) -> Lookup<Vec<String>>;
 }
 
 /// PodGroups by namespace and name, and by queue.
@@ -133,6 +135,20 @@ impl QueueLookup for Stores {
             .queues
             .get(&ObjectRef::new(name))
             .and_then(|q| QueueView::of(&q)))
+    }
+
+    fn children(&self, name: &str) -> Lookup<Vec<String>> {
+        self.lookup_synced(Kind::Queues, "Queues")?;
+        let mut children: Vec<String> = self
+            .queues
+            .state()
+            .iter()
+            .filter_map(|q| QueueView::of(q))
+            .filter(|q| q.parent.as_deref() == Some(name))
+            .map(|q| q.name)
+            .collect();
+        children.sort();
+        Ok(children)
     }
 }
 
@@ -211,6 +227,18 @@ impl QueueLookup for StaticLookup {
     fn queue(&self, name: &str) -> Lookup<Option<QueueView>> {
         self.ready("Queues")?;
         Ok(self.queues.iter().find(|q| q.name == name).cloned())
+    }
+
+    fn children(&self, name: &str) -> Lookup<Vec<String>> {
+        self.ready("Queues")?;
+        let mut children: Vec<String> = self
+            .queues
+            .iter()
+            .filter(|q| q.parent.as_deref() == Some(name))
+            .map(|q| q.name.clone())
+            .collect();
+        children.sort();
+        Ok(children)
     }
 }
 

@@ -19,6 +19,8 @@
 //!   the groups. How many there are comes from Gangplank's PodGroup view and from the Queue's
 //!   own `status.admitted`/`status.running` counts, whichever is larger, so a group the view
 //!   has not seen yet still counts.
+//! - DELETE is refused while other queues name it as their `spec.parent` (they would be left
+//!   with a parent that does not exist).
 //!
 //! The `default` queue is created by Gangplank at start-up; until that has happened, a
 //! reference to it counts as a reference to an open queue rather than a missing one.
@@ -76,6 +78,13 @@ pub fn validate(w: &Webhooks, request: &AdmissionRequest<Queue>) -> Result<Verdi
         Operation::Delete => {
             let queue = request.old_object.as_ref().expect("checked when decoded");
             let name = queue.metadata.name.as_deref().unwrap_or(&request.name);
+            let children = lookup.children(name).map_err(unavailable)?;
+            if !children.is_empty() {
+                return Err(Denial::forbidden(format!(
+                    "queue {name:?} cannot be deleted while queues name it as their spec.parent: {}; give them another parent or none first, then delete it",
+                    children.join(", ")
+                )));
+            }
             let holders = Holders::of(lookup, name, queue)?;
             if holders.admitted_count > 0 || !holders.waiting.is_empty() {
                 return Err(Denial::forbidden(format!(

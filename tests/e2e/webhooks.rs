@@ -354,6 +354,21 @@ async fn queue_rules_refuse_bad_queues_with_their_messages() {
         )),
         "{message}"
     );
+    let refused = format!(
+        "queue \"{}\" cannot be deleted while queues name it as their spec.parent: {}",
+        top.name, child.name
+    );
+    let dry_delete = kube::api::DeleteParams {
+        dry_run: true,
+        ..Default::default()
+    };
+    once_seen(
+        "deleting the parent of a queue",
+        refused_with(&refused),
+        async || queues.delete(&top.name, &dry_delete).await,
+    )
+    .await
+    .unwrap_err();
     child.delete().await;
     top.delete().await;
 }
