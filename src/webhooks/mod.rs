@@ -4,9 +4,10 @@
 //! carry the marker resource are sent (DESIGN "Which pods reach Gangplank"). The mutating
 //! webhook is what puts the marker, the scheduling gate and normalised labels on every pod of
 //! a group or queue, gives Jobs' pod templates their group, and defaults PodGroups' queue.
-//! The validating webhooks turn mistakes that would otherwise surface as a gang that never
-//! starts (a queue that does not exist, a gang size larger than the Job's parallelism) into a
-//! refusal at `kubectl apply` time, with a message that names the field and what it accepts.
+//! The validating webhooks (and the queue check of the mutating pod webhook) turn mistakes that
+//! would otherwise surface as a gang that never starts (a queue that does not exist, a gang
+//! size larger than the Job's parallelism) into a refusal at `kubectl apply` time, with a
+//! message that names the field and what it accepts.
 //!
 //! Shape, after linkerd's policy controller: one route per resource and direction, each a
 //! thin adapter that decodes the typed AdmissionReview ([`review`]), calls a rule in the
@@ -22,9 +23,10 @@
 //! [`Settings::lookup_grace`] before it is sent.
 //!
 //! The routes are served on their own HTTPS port (`--webhook-addr`, `server.rs`), with the
-//! extender's certificate and reload but no client certificate asked for. The registrations that point the API server here are in
-//! the top-level `webhooks/` directory; their selectors decide which objects ever reach these
-//! routes, and their comments explain the failure policies.
+//! extender's certificate and reload but no client certificate asked for. The registrations
+//! that point the API server here are in the top-level `webhooks/` directory; their selectors
+//! decide which objects ever reach these routes, and their comments explain the failure
+//! policies.
 
 pub mod jobs;
 pub mod lookup;
