@@ -561,6 +561,16 @@ impl<'s> Pass<'s> {
                 return Err(why);
             }
         }
+        // No node to place it on, now or after anything finishes: it must not head the line.
+        if let Some((key, pinned)) = c.topology
+            && !self.room.has_domain(key, pinned)
+        {
+            return Err(Why::NoDomain {
+                key: key.to_owned(),
+                pinned: pinned.map(str::to_owned),
+                member: None,
+            });
+        }
         let mut needed = Resources::new();
         for pod in c.need() {
             needed.add(pod);
@@ -1659,6 +1669,23 @@ mod tests {
             "{}",
             why(&d, "g")
         );
+    }
+
+    #[test]
+    fn a_gang_whose_topology_key_no_node_has_waits_without_holding_room_for_itself() {
+        // The whole cluster (4 x 8 CPUs) would be its reservation; nothing can ever place it.
+        let mut s = zones([0, 0, 0, 0]);
+        gang(&mut s, "nowhere", "q", 4, 8_000, NOW - 60);
+        with_topology(&mut s, "nowhere", "rack");
+        gang(&mut s, "later", "q", 2, 4_000, NOW - 30);
+        let d = decide_at(&s, &|_| false, NOW);
+        assert!(
+            why(&d, "nowhere").contains("no schedulable node has the label rack"),
+            "{}",
+            why(&d, "nowhere")
+        );
+        assert_eq!(d.hold, None, "no reservation for a gang no node can take");
+        assert_eq!(admitted(&d), vec!["later"]);
     }
 
     #[test]

@@ -153,6 +153,15 @@ impl<'s> Room<'s> {
         Ok(())
     }
 
+    /// Whether some schedulable node carries the label `key` (with the value `pinned`, when
+    /// given): without one, a group with that `topologyKey` cannot be placed at all.
+    pub fn has_domain(&self, key: &str, pinned: Option<&str>) -> bool {
+        self.labels
+            .iter()
+            .filter_map(|labels| labels.get(key))
+            .any(|v| pinned.is_none_or(|p| p == v))
+    }
+
     /// Places every pod of `need` like [`Room::place`], but all on nodes with the same value of
     /// the label `key` (only `pinned` when given): in the domain that fits it tightest (least
     /// room left over, GPUs first), so that roomier domains stay free for larger gangs.
