@@ -369,6 +369,8 @@ fn every_managed_pod_is_mutated_exactly_once_and_every_other_pod_never() {
             let resources = &pod["spec"]["containers"][0]["resources"];
             assert_eq!(resources["requests"][labels::MANAGED_RESOURCE], "1");
             assert_eq!(resources["limits"][labels::MANAGED_RESOURCE], "1");
+            assert_eq!(resources["requests"][labels::PLACEMENT_RESOURCE], "1");
+            assert_eq!(resources["limits"][labels::PLACEMENT_RESOURCE], "1");
         }
     }
 }

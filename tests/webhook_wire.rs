@@ -255,9 +255,10 @@ async fn a_job_pod_created_by_generate_name_joins_the_group_of_its_job() {
 async fn a_pod_already_labelled_gated_and_marked_is_admitted_unchanged() {
     let mut pod = a_pod(json!({"scheduling.gangplank.dev/pod-group": "g"}));
     pod["spec"]["schedulingGates"] = json!([{"name": "scheduling.gangplank.dev/admission"}]);
-    pod["spec"]["containers"][0]["resources"] = json!({
-        "requests": {"scheduling.gangplank.dev/managed": "1"},
-        "limits": {"scheduling.gangplank.dev/managed": "1"}});
+    let markers = json!({"scheduling.gangplank.dev/managed": "1",
+        "scheduling.gangplank.dev/placement": "1"});
+    pod["spec"]["containers"][0]["resources"] =
+        json!({"requests": markers.clone(), "limits": markers});
     allowed_unchanged(&post(router(), MUTATE_PODS, &create("pods", pod)).await);
 }
 
@@ -281,7 +282,7 @@ async fn the_gate_is_added_beside_other_gates_and_only_at_create() {
 }
 
 #[tokio::test]
-async fn with_gating_off_a_pod_gets_labels_and_marker_but_no_gate() {
+async fn with_gating_off_a_pod_gets_labels_and_markers_but_no_gate() {
     let router = router_with(
         cluster(),
         Settings {
@@ -298,7 +299,11 @@ async fn with_gating_off_a_pod_gets_labels_and_marker_but_no_gate() {
             {"op": "add", "path": "/spec/containers/0/resources/requests",
                 "value": {"scheduling.gangplank.dev/managed": "1"}},
             {"op": "add", "path": "/spec/containers/0/resources/limits",
-                "value": {"scheduling.gangplank.dev/managed": "1"}}
+                "value": {"scheduling.gangplank.dev/managed": "1"}},
+            {"op": "add", "path": "/spec/containers/0/resources/requests/scheduling.gangplank.dev~1placement",
+                "value": "1"},
+            {"op": "add", "path": "/spec/containers/0/resources/limits/scheduling.gangplank.dev~1placement",
+                "value": "1"}
         ])
     );
 }
@@ -307,13 +312,17 @@ async fn with_gating_off_a_pod_gets_labels_and_marker_but_no_gate() {
 async fn a_lone_marker_request_gets_a_limit_of_the_same_amount() {
     let mut pod = a_pod(json!({"scheduling.gangplank.dev/queue": "research"}));
     pod["spec"]["schedulingGates"] = json!([{"name": "scheduling.gangplank.dev/admission"}]);
-    pod["spec"]["containers"][0]["resources"] =
-        json!({"requests": {"cpu": "1", "scheduling.gangplank.dev/managed": "2"}});
+    pod["spec"]["containers"][0]["resources"] = json!({"requests": {"cpu": "1",
+        "scheduling.gangplank.dev/managed": "2", "scheduling.gangplank.dev/placement": "1"}});
     let answer = post(router(), MUTATE_PODS, &create("pods", pod)).await;
     assert_eq!(
         patch(&answer),
-        &json!([{"op": "add", "path": "/spec/containers/0/resources/limits",
-            "value": {"scheduling.gangplank.dev/managed": "2"}}])
+        &json!([
+            {"op": "add", "path": "/spec/containers/0/resources/limits",
+                "value": {"scheduling.gangplank.dev/managed": "2"}},
+            {"op": "add", "path": "/spec/containers/0/resources/limits/scheduling.gangplank.dev~1placement",
+                "value": "1"}
+        ])
     );
 }
 

@@ -14,8 +14,8 @@ fn names_beyond_the_bound_share_one_entry_and_their_amounts_add_up() {
     let told_apart = ids.iter().filter(|id| **id != ResourceId::OTHER).count();
     assert_eq!(
         told_apart,
-        MAX_NAMES - 7,
-        "the seven well-known names come first"
+        MAX_NAMES - 8,
+        "the eight well-known names come first"
     );
     assert_eq!(ResourceId::of(&names[0]), ids[0], "a name keeps its id");
     assert_eq!(ResourceId::OTHER.name(), "(other resources)");

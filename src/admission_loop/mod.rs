@@ -41,7 +41,7 @@ use kube::api::{Api, Patch, PatchParams};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use crate::api::labels::{ADMISSION_GATE, MANAGED_RESOURCE};
+use crate::api::labels::{self, ADMISSION_GATE};
 use crate::cache::Cache;
 use crate::metrics;
 use gangplank_core::admit::groups::Groups;
@@ -162,7 +162,7 @@ pub fn queue_series(published: &published::Published, out: &mut String) {
             .iter()
             .chain(report.allocated.iter())
             .map(|(resource, _)| resource)
-            .filter(|r| *r != MANAGED_RESOURCE)
+            .filter(|r| !labels::is_marker(r))
             .collect();
         for resource in resources {
             shares.push((
@@ -259,7 +259,11 @@ mod tests {
         let mut outcome = Outcome::default();
         for &(name, deserved, allocated, waiting) in queues {
             let report = plan::QueueReport {
-                deserved: Resources::from([("cpu", deserved), (MANAGED_RESOURCE, 5)]),
+                deserved: Resources::from([
+                    ("cpu", deserved),
+                    (labels::MANAGED_RESOURCE, 5),
+                    (labels::PLACEMENT_RESOURCE, 5),
+                ]),
                 allocated: Resources::from([("cpu", allocated), ("memory", 1 << 30)]),
                 demand: Resources::new(),
                 waiting_groups: waiting,
@@ -290,7 +294,7 @@ mod tests {
         ] {
             assert!(text.contains(line), "no {line:?} in\n{text}");
         }
-        assert!(!text.contains(MANAGED_RESOURCE), "{text}");
+        assert!(!text.contains("scheduling.gangplank.dev/"), "{text}");
         assert_eq!(
             text.matches("# TYPE gangplank_queue_deserved gauge")
                 .count(),

@@ -45,7 +45,9 @@ pub const MIN_MEMBER_ANNOTATION: &str = "scheduling.gangplank.dev/min-member";
 /// its pods on nodes sharing that label's value).
 pub const TOPOLOGY_KEY_ANNOTATION: &str = "scheduling.gangplank.dev/topology-key";
 
-pub use gangplank_core::model::names::{ADMISSION_GATE, DEFAULT_QUEUE, MANAGED_RESOURCE};
+pub use gangplank_core::model::names::{
+    ADMISSION_GATE, DEFAULT_QUEUE, MANAGED_RESOURCE, PLACEMENT_RESOURCE, is_marker,
+};
 
 /// scheduler-plugins (coscheduling) pod label naming the pod's PodGroup. Accepted as an alias of
 /// [`POD_GROUP_LABEL`].
@@ -178,6 +180,7 @@ mod tests {
             MIN_MEMBER_ANNOTATION,
             ADMISSION_GATE,
             MANAGED_RESOURCE,
+            PLACEMENT_RESOURCE,
         ] {
             assert_eq!(key.split_once('/').map(|(prefix, _)| prefix), Some(GROUP));
         }

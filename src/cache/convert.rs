@@ -268,11 +268,12 @@ pub fn pod_requests(spec: &core::PodSpec) -> Result<Resources, String> {
 }
 
 /// `requests` as they count against a node: plus one of its `pods` slots, and without the
-/// marker resource, which is cluster-level: no node advertises it and the scheduler ignores it
-/// (`ignoredByScheduler`).
+/// marker resources, which are cluster-level: no node advertises them and the scheduler
+/// ignores them (`ignoredByScheduler`).
 pub fn on_node(mut requests: Resources) -> Resources {
     requests.set_amount(ResourceId::PODS, 1);
     requests.set_amount(ResourceId::MANAGED, 0);
+    requests.set_amount(ResourceId::PLACEMENT, 0);
     requests
 }
 

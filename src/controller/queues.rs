@@ -17,7 +17,7 @@
 //! resource at zero is left out, so the same usage always produces the same status and an
 //! unchanged queue is never written.
 
-use crate::api::labels::{DEFAULT_QUEUE, MANAGED_RESOURCE};
+use crate::api::labels::{self, DEFAULT_QUEUE};
 use crate::api::{PodGroupPhase, Queue, QueueSpec, QueueStatus, ResourceList};
 use gangplank_core::model::resources::{Resources, human};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
@@ -55,11 +55,11 @@ pub fn queue_status(usage: &QueueUsage, deserved: &Resources, counts: GroupCount
     }
 }
 
-/// A resource list as a user would write it, without zero amounts or the marker resource.
+/// A resource list as a user would write it, without zero amounts or the marker resources.
 pub fn resource_list(resources: &Resources) -> ResourceList {
     resources
         .iter()
-        .filter(|(name, amount)| *amount > 0 && *name != MANAGED_RESOURCE)
+        .filter(|(name, amount)| *amount > 0 && !labels::is_marker(name))
         .map(|(name, amount)| (name.to_owned(), Quantity(human(name, amount))))
         .collect()
 }
@@ -138,11 +138,12 @@ mod tests {
     }
 
     #[test]
-    fn amounts_are_written_as_a_user_would_and_the_marker_is_left_out() {
+    fn amounts_are_written_as_a_user_would_and_the_markers_are_left_out() {
         let list = resource_list(&Resources::from([
             ("cpu", 1_500),
             ("memory", 1 << 20),
-            (MANAGED_RESOURCE, 3),
+            (labels::MANAGED_RESOURCE, 3),
+            (labels::PLACEMENT_RESOURCE, 1),
             ("pods", 0),
         ]));
         assert_eq!(list, quantities(&[("cpu", "1500m"), ("memory", "1Mi")]));

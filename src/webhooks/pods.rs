@@ -28,9 +28,11 @@
 //!    admission, the first member of a gang whose `minMember` copies fit in the room the last
 //!    pass left admits the gang, and it and its later members are created ungated
 //!    ([`gangplank_core::admit::door`]; `--admit-on-arrival`);
-//! 3. one unit of `scheduling.gangplank.dev/managed` in the requests and limits of the first
-//!    container, unless already there (an extended resource needs equal request and limit, so
-//!    a lone request or limit is completed with the same amount).
+//! 3. one unit of each marker, `scheduling.gangplank.dev/managed` (the scheduler's binding
+//!    extender) and `scheduling.gangplank.dev/placement` (its placing extender; DESIGN "Which
+//!    pods reach Gangplank"), in the requests and limits of the first container, unless already
+//!    there (an extended resource needs equal request and limit, so a lone request or limit is
+//!    completed with the same amount).
 //!
 //! A pod with `spec.nodeName` set bypasses the scheduler: it gets neither gate (the API server
 //! refuses a gate on a bound pod) nor marker, only labels, and a warning.
@@ -252,30 +254,22 @@ pub fn mutate(w: &Webhooks, request: &AdmissionRequest<Pod>) -> Result<Verdict, 
     }
     if let Some(container) = spec.and_then(|s| s.containers.first()) {
         let resources = container.resources.as_ref();
-        let amount = |list: Option<&BTreeMap<String, Quantity>>| {
-            Some(list?.get(labels::MANAGED_RESOURCE)?.0.clone())
-        };
-        let request = amount(resources.and_then(|r| r.requests.as_ref()));
-        let limit = amount(resources.and_then(|r| r.limits.as_ref()));
-        let value = request
-            .clone()
-            .or(limit.clone())
-            .unwrap_or_else(|| "1".into());
-        let marker = |list| {
-            [
-                "spec",
-                "containers",
-                "0",
-                "resources",
-                list,
-                labels::MANAGED_RESOURCE,
-            ]
-        };
-        if request.is_none() {
-            patch.set(&marker("requests"), json!(value));
-        }
-        if limit.is_none() {
-            patch.set(&marker("limits"), json!(value));
+        for name in [labels::MANAGED_RESOURCE, labels::PLACEMENT_RESOURCE] {
+            let amount =
+                |list: Option<&BTreeMap<String, Quantity>>| Some(list?.get(name)?.0.clone());
+            let request = amount(resources.and_then(|r| r.requests.as_ref()));
+            let limit = amount(resources.and_then(|r| r.limits.as_ref()));
+            let value = request
+                .clone()
+                .or(limit.clone())
+                .unwrap_or_else(|| "1".into());
+            let marker = |list| ["spec", "containers", "0", "resources", list, name];
+            if request.is_none() {
+                patch.set(&marker("requests"), json!(value));
+            }
+            if limit.is_none() {
+                patch.set(&marker("limits"), json!(value));
+            }
         }
     }
     Ok(Verdict::patch(patch.into_patch()))

@@ -88,7 +88,7 @@ async fn job_with_three_completions_runs_to_complete() {
 
 #[tokio::test]
 #[ignore = "needs the local control plane: run e2e/test"]
-async fn pod_with_the_marker_resource_is_filtered_and_bound_through_gangplank() {
+async fn pod_with_the_marker_resources_is_filtered_and_bound_through_gangplank() {
     let cluster = Cluster::connect().await;
     let ns = cluster.namespace("managed-pod").await;
     let before = cluster.gangplank_metrics().await;
@@ -100,8 +100,10 @@ async fn pod_with_the_marker_resource_is_filtered_and_bound_through_gangplank() 
             "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "managed"},
             "spec": {"containers": [{"name": "main", "image": "busybox",
                 "resources": {
-                    "requests": {"cpu": "1", "scheduling.gangplank.dev/managed": "1"},
-                    "limits": {"scheduling.gangplank.dev/managed": "1"}}}]}
+                    "requests": {"cpu": "1", "scheduling.gangplank.dev/managed": "1",
+                        "scheduling.gangplank.dev/placement": "1"},
+                    "limits": {"scheduling.gangplank.dev/managed": "1",
+                        "scheduling.gangplank.dev/placement": "1"}}}]}
         })),
     )
     .await

@@ -1,15 +1,16 @@
-//! Faults of the parts around Gangplank: the scheduler restarting while binds are held, and
-//! the API server restarting under Gangplank's watches. Components are killed and started
+//! Faults of the parts around Gangplank, and of Gangplank itself: the scheduler restarting
+//! while binds are held, the API server restarting under Gangplank's watches, and Gangplank
+//! hanging while the scheduler places its pods. Components are killed and started
 //! again with `e2e/component`.
 
-use gangplank::api::PodGroup;
-use k8s_openapi::api::core::v1::Pod;
-use kube::api::{ListParams, PostParams};
+use gangplank::api::{PodGroup, labels};
+use k8s_openapi::api::core::v1::{Pod, PodSchedulingGate};
+use kube::api::{ListParams, Patch, PatchParams, PostParams};
 use serde_json::json;
 
 use crate::support::{
-    Cluster, bound_with_prefix, complete_the_held_gang, component_ctl, eventually,
-    gang_with_three_binds_held, gangplank_readyz, managed_pod, pod_group,
+    Cluster, Frozen, bound_with_prefix, complete_the_held_gang, component_ctl, eventually,
+    gang_with_three_binds_held, gangplank_readyz, managed_pod, pod, pod_group, running,
 };
 
 #[tokio::test]
@@ -91,5 +92,56 @@ async fn gangplank_is_unready_while_the_api_server_restarts_and_current_after() 
         (listed == cached).then_some(())
     })
     .await;
+    ns.delete().await;
+}
+
+#[tokio::test]
+#[ignore = "needs the local control plane: run e2e/test"]
+async fn while_gangplank_hangs_a_plain_pod_schedules_past_the_managed_pods_before_it() {
+    let cluster = Cluster::connect().await;
+    let ns = cluster.namespace("fault-hang").await;
+    let pods = ns.api::<Pod>();
+    let pp = PostParams::default();
+    ns.api::<PodGroup>()
+        .create(&pp, &pod_group("stuck", 3, None))
+        .await
+        .unwrap();
+    // Two members of a gang of three, created gated, so nothing places them yet.
+    for i in 0..2 {
+        let mut member = managed_pod(&format!("stuck-{i}"), Some("stuck"), 1, json!({}));
+        member.spec.as_mut().unwrap().scheduling_gates = Some(vec![PodSchedulingGate {
+            name: labels::ADMISSION_GATE.to_owned(),
+        }]);
+        pods.create(&pp, &member).await.unwrap();
+    }
+
+    let frozen = Frozen::gangplank();
+    // Released while Gangplank hangs: the scheduler's next cycles call its filter for them.
+    let ungate: json_patch::Patch =
+        serde_json::from_value(json!([{"op": "remove", "path": "/spec/schedulingGates"}])).unwrap();
+    let ungate = Patch::Json::<()>(ungate);
+    for i in 0..2 {
+        pods.patch(&format!("stuck-{i}"), &PatchParams::default(), &ungate)
+            .await
+            .unwrap();
+    }
+    let started = std::time::Instant::now();
+    pods.create(
+        &pp,
+        &pod(json!({
+            "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "plain"},
+            "spec": {"containers": [{"name": "main", "image": "busybox"}]}
+        })),
+    )
+    .await
+    .unwrap();
+    // Each placing call to the hung Gangplank holds the cycle for its 2 s timeout at most;
+    // with the 90 s of a held bind, the plain pod would still be waiting when this gives up.
+    running(&pods, "plain", 30).await;
+    eprintln!(
+        "plain pod running {:?} after creation, Gangplank still hung",
+        started.elapsed()
+    );
+    drop(frozen);
     ns.delete().await;
 }

@@ -431,3 +431,33 @@ pub async fn events_about(
         .filter_map(|e| Some((e.reason?, e.message.unwrap_or_default())))
         .collect()
 }
+
+/// Freezes Gangplank (SIGSTOP) until dropped (SIGCONT): its port still accepts connections but
+/// nothing answers, as with a hung or unreachable Gangplank.
+pub struct Frozen(i32);
+
+impl Frozen {
+    pub fn gangplank() -> Frozen {
+        let pid: i32 = std::fs::read_to_string(run_dir().join("pids/gangplank.pid"))
+            .expect("no Gangplank pid (is the cluster up, and not in baseline mode?)")
+            .trim()
+            .parse()
+            .unwrap();
+        signal(pid, "STOP");
+        Frozen(pid)
+    }
+}
+
+impl Drop for Frozen {
+    fn drop(&mut self) {
+        signal(self.0, "CONT");
+    }
+}
+
+fn signal(pid: i32, name: &str) {
+    let status = std::process::Command::new("kill")
+        .args([format!("-{name}"), pid.to_string()])
+        .status()
+        .expect("failed to run kill");
+    assert!(status.success(), "kill -{name} {pid} failed");
+}

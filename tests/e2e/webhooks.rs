@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 
 use gangplank::api::{PodGroup, Queue, labels};
 
-use crate::support::{Cluster, eventually, pod, run_dir, running, unique};
+use crate::support::{Cluster, Frozen, eventually, pod, run_dir, running, unique};
 
 /// A cluster-scoped Queue that is deleted (webhooks permitting) when the test ends.
 struct TestQueue {
@@ -184,6 +184,10 @@ async fn a_labelled_job_gets_its_group_on_every_pod_and_runs_to_completion() {
             resources.limits.as_ref().unwrap()[labels::MANAGED_RESOURCE].0,
             "1"
         );
+        assert_eq!(
+            resources.requests.as_ref().unwrap()[labels::PLACEMENT_RESOURCE].0,
+            "1"
+        );
         // Whether the pods arrived gated is checked from a watch in the controller's test:
         // here the controller's PodGroup can be admitted before the pods are listed.
     }
@@ -243,6 +247,7 @@ async fn a_pod_with_the_coscheduling_label_is_normalised_marked_and_scheduled_th
         .requests
         .unwrap();
     assert_eq!(requests[labels::MANAGED_RESOURCE].0, "1");
+    assert_eq!(requests[labels::PLACEMENT_RESOURCE].0, "1");
     if gating(&cluster) {
         // The group has no PodGroup yet, so the pod waits for one.
         ns.api::<PodGroup>()
@@ -662,36 +667,6 @@ async fn a_pod_of_a_group_in_a_closed_queue_is_refused() {
     );
     ns.delete().await;
     queue.delete().await;
-}
-
-/// Freezes Gangplank (SIGSTOP) until dropped (SIGCONT): its port still accepts connections but
-/// nothing answers, as with a hung or unreachable Gangplank.
-struct Frozen(i32);
-
-impl Frozen {
-    fn gangplank() -> Frozen {
-        let pid: i32 = std::fs::read_to_string(run_dir().join("pids/gangplank.pid"))
-            .expect("no Gangplank pid (is the cluster up, and not in baseline mode?)")
-            .trim()
-            .parse()
-            .unwrap();
-        signal(pid, "STOP");
-        Frozen(pid)
-    }
-}
-
-impl Drop for Frozen {
-    fn drop(&mut self) {
-        signal(self.0, "CONT");
-    }
-}
-
-fn signal(pid: i32, name: &str) {
-    let status = std::process::Command::new("kill")
-        .args([format!("-{name}"), pid.to_string()])
-        .status()
-        .expect("failed to run kill");
-    assert!(status.success(), "kill -{name} {pid} failed");
 }
 
 #[tokio::test]

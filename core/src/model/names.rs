@@ -1,5 +1,5 @@
 //! The names Gangplank gives things in the API that the model and the policy read too: the
-//! admission gate, the marker resource, the default queue and the default gang timeout. The API
+//! admission gate, the marker resources, the default queue and the default gang timeout. The API
 //! types re-export them, so each is written once.
 
 /// Scheduling gate the mutating webhook puts on managed pods; the admission loop removes it when
@@ -7,8 +7,20 @@
 pub const ADMISSION_GATE: &str = "scheduling.gangplank.dev/admission";
 
 /// Extended resource (one unit, request and limit) that marks a pod as managed by Gangplank, so
-/// the scheduler sends only those pods to the extender (`managedResources`).
+/// the scheduler sends only those pods' bind calls to Gangplank (the binding extender's
+/// `managedResources`).
 pub const MANAGED_RESOURCE: &str = "scheduling.gangplank.dev/managed";
+
+/// Second marker on every managed pod, the placing extender's `managedResources`: its filter,
+/// prioritize and preempt calls have a short `httpTimeout`, so a hung Gangplank holds the
+/// scheduling cycle for seconds, while held binds keep the binding extender's long one. The
+/// scheduler refuses one resource name in two extenders, hence two markers.
+pub const PLACEMENT_RESOURCE: &str = "scheduling.gangplank.dev/placement";
+
+/// Whether `resource` names one of the two markers above.
+pub fn is_marker(resource: &str) -> bool {
+    resource == MANAGED_RESOURCE || resource == PLACEMENT_RESOURCE
+}
 
 /// Name of the queue that always exists and takes every managed pod that names no queue.
 pub const DEFAULT_QUEUE: &str = "default";

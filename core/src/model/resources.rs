@@ -29,9 +29,16 @@ impl ResourceId {
     pub const EPHEMERAL_STORAGE: ResourceId = ResourceId(3);
     pub const GPU: ResourceId = ResourceId(4);
     pub const MANAGED: ResourceId = ResourceId(5);
+    pub const PLACEMENT: ResourceId = ResourceId(6);
     /// Every name seen after the table held [`MAX_NAMES`]; named `(other resources)`, which
     /// no Kubernetes resource can be called.
-    pub const OTHER: ResourceId = ResourceId(6);
+    pub const OTHER: ResourceId = ResourceId(7);
+
+    /// Whether this is one of Gangplank's marker resources: cluster-level, never on a node and
+    /// never a share.
+    pub fn is_marker(self) -> bool {
+        self == ResourceId::MANAGED || self == ResourceId::PLACEMENT
+    }
 
     /// The id of `name`, interning it on first sight.
     pub fn of(name: &str) -> ResourceId {
@@ -99,13 +106,14 @@ impl ResourceId {
 /// How many distinct resource names are told apart, the well-known ones included.
 pub const MAX_NAMES: usize = 256;
 
-const WELL_KNOWN: [&str; 7] = [
+const WELL_KNOWN: [&str; 8] = [
     "cpu",
     "memory",
     "pods",
     "ephemeral-storage",
     "nvidia.com/gpu",
     crate::model::names::MANAGED_RESOURCE,
+    crate::model::names::PLACEMENT_RESOURCE,
     "(other resources)",
 ];
 

@@ -167,7 +167,7 @@ pub fn deserved_shares(
     let resources: Vec<ResourceId> = queues
         .iter()
         .flat_map(|q| q.demand.ids())
-        .filter(|(id, amount)| *amount > 0 && *id != ResourceId::MANAGED)
+        .filter(|(id, amount)| *amount > 0 && !id.is_marker())
         .map(|(id, _)| id)
         .collect::<BTreeSet<_>>()
         .into_iter()
@@ -837,8 +837,13 @@ mod tests {
     }
 
     #[test]
-    fn the_marker_resource_is_never_shared() {
-        let demand = Resources::from([("cpu", 1_000), (crate::model::names::MANAGED_RESOURCE, 3)]);
+    fn the_marker_resources_are_never_shared() {
+        use crate::model::names::{MANAGED_RESOURCE, PLACEMENT_RESOURCE};
+        let demand = Resources::from([
+            ("cpu", 1_000),
+            (MANAGED_RESOURCE, 3),
+            (PLACEMENT_RESOURCE, 1),
+        ]);
         let shares = deserved_shares(&cpu(10_000), &[queue("a", 1, demand)]).unwrap();
         assert_eq!(shares["a"].deserved, cpu(1_000));
         assert_eq!(shares["a"].bounds, vec![(ResourceId::CPU, Bound::Demand)]);

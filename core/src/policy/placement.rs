@@ -17,8 +17,8 @@
 //!   already common.
 //!
 //! Details, each chosen to keep the score deterministic and cheap:
-//! - Resources the pod requests nothing of are left out; so is the managed-pod marker
-//!   ([`crate::model::names::MANAGED_RESOURCE`]), a cluster-level resource no node advertises.
+//! - Resources the pod requests nothing of are left out; so are the managed-pod markers
+//!   ([`crate::model::names::is_marker`]), cluster-level resources no node advertises.
 //! - A pod that requests nothing (BestEffort) is scored on the node's current cpu and memory
 //!   utilisation, the scheduler's default scoring resources.
 //! - A pod that does not fit (any requested resource would exceed allocatable) scores 0 under
@@ -118,7 +118,7 @@ pub fn utilisation_after(
     let mut sum: i128 = 0;
     let mut count: i128 = 0;
     for (id, request) in pod_request.ids() {
-        if request <= 0 || id == ResourceId::MANAGED {
+        if request <= 0 || id.is_marker() {
             continue;
         }
         let allocatable = i128::from(node_allocatable.amount(id));
@@ -145,7 +145,7 @@ pub fn utilisation_after(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::names::MANAGED_RESOURCE;
+    use crate::model::names::{MANAGED_RESOURCE, PLACEMENT_RESOURCE};
 
     const GIB: i64 = 1 << 30;
 
@@ -213,9 +213,13 @@ mod tests {
     }
 
     #[test]
-    fn managed_marker_is_ignored_because_no_node_advertises_it() {
+    fn the_markers_are_ignored_because_no_node_advertises_them() {
         let alloc = node(8000, 16 * GIB);
-        let pod = Resources::from([("cpu", 1000), (MANAGED_RESOURCE, 1)]);
+        let pod = Resources::from([
+            ("cpu", 1000),
+            (MANAGED_RESOURCE, 1),
+            (PLACEMENT_RESOURCE, 1),
+        ]);
         assert!(fits(&alloc, &Resources::new(), &pod));
         assert_eq!(score(Strategy::Spread, &alloc, &Resources::new(), &pod), 9);
     }

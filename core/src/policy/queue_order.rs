@@ -37,7 +37,7 @@ impl DominantShare {
     pub fn of(allocated: &Resources, deserved: &Resources) -> DominantShare {
         let mut best = DominantShare::ZERO;
         for (id, held) in allocated.ids() {
-            if held <= 0 || id == ResourceId::MANAGED {
+            if held <= 0 || id.is_marker() {
                 continue;
             }
             let candidate = DominantShare {
