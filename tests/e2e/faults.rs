@@ -103,11 +103,11 @@ async fn while_gangplank_hangs_a_plain_pod_schedules_past_the_managed_pods_befor
     let pods = ns.api::<Pod>();
     let pp = PostParams::default();
     ns.api::<PodGroup>()
-        .create(&pp, &pod_group("stuck", 3, None))
+        .create(&pp, &pod_group("stuck", 5, None))
         .await
         .unwrap();
-    // Two members of a gang of three, created gated, so nothing places them yet.
-    for i in 0..2 {
+    // Four members of a gang of five, created gated, so nothing places them yet.
+    for i in 0..4 {
         let mut member = managed_pod(&format!("stuck-{i}"), Some("stuck"), 1, json!({}));
         member.spec.as_mut().unwrap().scheduling_gates = Some(vec![PodSchedulingGate {
             name: labels::ADMISSION_GATE.to_owned(),
@@ -120,7 +120,7 @@ async fn while_gangplank_hangs_a_plain_pod_schedules_past_the_managed_pods_befor
     let ungate: json_patch::Patch =
         serde_json::from_value(json!([{"op": "remove", "path": "/spec/schedulingGates"}])).unwrap();
     let ungate = Patch::Json::<()>(ungate);
-    for i in 0..2 {
+    for i in 0..4 {
         pods.patch(&format!("stuck-{i}"), &PatchParams::default(), &ungate)
             .await
             .unwrap();
@@ -135,9 +135,11 @@ async fn while_gangplank_hangs_a_plain_pod_schedules_past_the_managed_pods_befor
     )
     .await
     .unwrap();
-    // Each placing call to the hung Gangplank holds the cycle for its 2 s timeout at most;
-    // with the 90 s of a held bind, the plain pod would still be waiting when this gives up.
-    running(&pods, "plain", 30).await;
+    // The four are ahead of it in the scheduler's queue. Each placing call to the hung
+    // Gangplank holds the cycle for its 2 s timeout; with one extender and the bind's 90 s,
+    // each held it until the TLS handshake gave up (10 s, measured 25 s for two), or 90 s on
+    // a connection kept alive, so the plain pod would still wait when this gives up.
+    running(&pods, "plain", 25).await;
     eprintln!(
         "plain pod running {:?} after creation, Gangplank still hung",
         started.elapsed()
