@@ -909,6 +909,17 @@ async fn a_queue_whose_status_counts_admitted_groups_cannot_be_closed() {
     );
 }
 
+/// The answer to deleting queue `research` where `lookup` is what Gangplank sees.
+async fn deleting_research(lookup: StaticLookup) -> Value {
+    let queue = a_queue("research", json!({}), json!({}));
+    post(
+        router_with(lookup, settings()),
+        VALIDATE_QUEUES,
+        &review("queues", "DELETE", Value::Null, queue),
+    )
+    .await
+}
+
 #[tokio::test]
 async fn a_queue_that_groups_use_cannot_be_deleted() {
     let lookup = StaticLookup {
@@ -918,15 +929,8 @@ async fn a_queue_that_groups_use_cannot_be_deleted() {
         ],
         ..cluster()
     };
-    let queue = a_queue("research", json!({}), json!({}));
-    let answer = post(
-        router_with(lookup, settings()),
-        VALIDATE_QUEUES,
-        &review("queues", "DELETE", Value::Null, queue),
-    )
-    .await;
     assert_eq!(
-        denial(&answer, 403),
+        denial(&deleting_research(lookup).await, 403),
         "queue \"research\" cannot be deleted while PodGroups use it: 1 admitted PodGroup (ml/a) and 1 waiting (ml/c); wait until they finish, or move waiting groups to another queue (spec.queue), then delete it"
     );
 }
@@ -941,15 +945,8 @@ async fn a_queue_that_other_queues_name_as_parent_cannot_be_deleted() {
         ],
         ..cluster()
     };
-    let queue = a_queue("research", json!({}), json!({}));
-    let answer = post(
-        router_with(lookup, settings()),
-        VALIDATE_QUEUES,
-        &review("queues", "DELETE", Value::Null, queue),
-    )
-    .await;
     assert_eq!(
-        denial(&answer, 403),
+        denial(&deleting_research(lookup).await, 403),
         "queue \"research\" cannot be deleted while queues name it as their spec.parent: nlp, vision; give them another parent or none first, then delete it"
     );
 }

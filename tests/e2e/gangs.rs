@@ -266,6 +266,17 @@ fn gates_of(pod: &Pod) -> Vec<String> {
         .unwrap_or_default()
 }
 
+fn all_arrived_gated(pods: &[Pod]) {
+    for pod in pods {
+        assert_eq!(
+            gates_of(pod),
+            [labels::ADMISSION_GATE],
+            "{:?}",
+            pod.metadata.name
+        );
+    }
+}
+
 /// Creates `count` members of `group` (PodGroup of the same name, which the controller shows
 /// first, so Gangplank knows it) and returns each member as created.
 async fn create_gang(
@@ -341,24 +352,10 @@ async fn while_nothing_waits_a_gang_that_fits_arrives_ungated_and_once_one_waits
 
     // The whole cluster (4 x 32 CPUs) while quick holds 16: it cannot fit now and waits.
     let huge = create_gang(&groups, &pods, "huge", 4, 32).await;
-    for pod in &huge {
-        assert_eq!(
-            gates_of(pod),
-            [labels::ADMISSION_GATE],
-            "{:?}",
-            pod.metadata.name
-        );
-    }
+    all_arrived_gated(&huge);
     door_is(&cluster, false).await;
     let small = create_gang(&groups, &pods, "small", 2, 1).await;
-    for pod in &small {
-        assert_eq!(
-            gates_of(pod),
-            [labels::ADMISSION_GATE],
-            "{:?}",
-            pod.metadata.name
-        );
-    }
+    all_arrived_gated(&small);
     ns.delete().await;
     door_is(&cluster, true).await;
 }
