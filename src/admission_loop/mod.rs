@@ -41,7 +41,7 @@ use kube::api::{Api, Patch, PatchParams};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use crate::api::labels::{self, ADMISSION_GATE};
+use crate::api::labels::ADMISSION_GATE;
 use crate::cache::Cache;
 use crate::metrics;
 use gangplank_core::admit::groups::Groups;
@@ -159,10 +159,10 @@ pub fn queue_series(published: &published::Published, out: &mut String) {
     for (name, report) in queues {
         let resources: BTreeSet<&str> = report
             .deserved
-            .iter()
-            .chain(report.allocated.iter())
-            .map(|(resource, _)| resource)
-            .filter(|r| !labels::is_marker(r))
+            .ids()
+            .chain(report.allocated.ids())
+            .filter(|(id, _)| !id.is_marker())
+            .map(|(id, _)| id.name())
             .collect();
         for resource in resources {
             shares.push((
@@ -252,6 +252,7 @@ async fn release(client: &Client, pod: &PodRef) -> Result<(), Error> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::api::labels;
     use gangplank_core::model::Resources;
     use published::{Outcome, Published};
 

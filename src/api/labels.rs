@@ -46,7 +46,7 @@ pub const MIN_MEMBER_ANNOTATION: &str = "scheduling.gangplank.dev/min-member";
 pub const TOPOLOGY_KEY_ANNOTATION: &str = "scheduling.gangplank.dev/topology-key";
 
 pub use gangplank_core::model::names::{
-    ADMISSION_GATE, DEFAULT_QUEUE, MANAGED_RESOURCE, PLACEMENT_RESOURCE, is_marker,
+    ADMISSION_GATE, DEFAULT_QUEUE, MANAGED_RESOURCE, PLACEMENT_RESOURCE,
 };
 
 /// scheduler-plugins (coscheduling) pod label naming the pod's PodGroup. Accepted as an alias of

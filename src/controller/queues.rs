@@ -17,7 +17,7 @@
 //! resource at zero is left out, so the same usage always produces the same status and an
 //! unchanged queue is never written.
 
-use crate::api::labels::{self, DEFAULT_QUEUE};
+use crate::api::labels::DEFAULT_QUEUE;
 use crate::api::{PodGroupPhase, Queue, QueueSpec, QueueStatus, ResourceList};
 use gangplank_core::model::resources::{Resources, human};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
@@ -58,9 +58,9 @@ pub fn queue_status(usage: &QueueUsage, deserved: &Resources, counts: GroupCount
 /// A resource list as a user would write it, without zero amounts or the marker resources.
 pub fn resource_list(resources: &Resources) -> ResourceList {
     resources
-        .iter()
-        .filter(|(name, amount)| *amount > 0 && !labels::is_marker(name))
-        .map(|(name, amount)| (name.to_owned(), Quantity(human(name, amount))))
+        .ids()
+        .filter(|(id, amount)| *amount > 0 && !id.is_marker())
+        .map(|(id, amount)| (id.name().to_owned(), Quantity(human(id.name(), amount))))
         .collect()
 }
 
@@ -72,6 +72,7 @@ pub fn default_queue() -> Queue {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::api::labels;
 
     fn quantities(pairs: &[(&str, &str)]) -> ResourceList {
         pairs

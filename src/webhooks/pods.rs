@@ -42,9 +42,8 @@
 //! the API server refuse the pod with a less helpful message.
 //!
 //! **The queue check** (CREATE, before the mutation): a pod whose group is in a Closed queue
-//! is refused, unless the
-//! group is already admitted (a replacement member of a running gang must be allowed, or a
-//! Job could never restart a failed member). A pod whose group has no PodGroup yet is checked
+//! is refused, unless the group is already admitted (a replacement member of a running gang
+//! must be allowed, or a Job could never restart a failed member). A pod whose group has no PodGroup yet is checked
 //! against its own queue label, if any; a pod of no group against its queue. A queue that does
 //! not exist is refused too (except `default`, which Gangplank creates). A webhook that runs
 //! after this one and relabels the pod makes the API server call this one again

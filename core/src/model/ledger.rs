@@ -1,6 +1,7 @@
 //! The ledger: what Gangplank decided itself and the API does not show (reservations of pods
 //! the scheduler asked to bind, gang claims, groups lent room of the head's reservation, why a
-//! gang waits), and its write path.
+//! gang waits, the door for admissions on arrival and the gangs admitted through it), and its
+//! write path.
 //!
 //! Soft state: a restart loses it and the scheduler's retries and the next admission pass make
 //! it again. Its entries end when the mirror shows what they were waiting for: a reserved pod
@@ -8,13 +9,14 @@
 //! The node records keep the reserved and claimed sums beside `used`
 //! ([`super::nodes::NodeSlot`]), so every write here keeps them in step.
 
+use std::time::Instant;
+
 use rustc_hash::{FxHashMap, FxHashSet};
 
 use super::nodes::Sum;
 use super::objects::{GroupKey, Resources};
 use super::state::State;
 use crate::admit::door::{ARRIVAL_ROOM_KEPT, Arrival, Door};
-use std::time::Instant;
 
 /// Gangplank's own decisions, by what they name.
 #[derive(Debug, Clone, Default)]

@@ -17,11 +17,6 @@ pub const MANAGED_RESOURCE: &str = "scheduling.gangplank.dev/managed";
 /// scheduler refuses one resource name in two extenders, hence two markers.
 pub const PLACEMENT_RESOURCE: &str = "scheduling.gangplank.dev/placement";
 
-/// Whether `resource` names one of the two markers above.
-pub fn is_marker(resource: &str) -> bool {
-    resource == MANAGED_RESOURCE || resource == PLACEMENT_RESOURCE
-}
-
 /// Name of the queue that always exists and takes every managed pod that names no queue.
 pub const DEFAULT_QUEUE: &str = "default";
 

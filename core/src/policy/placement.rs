@@ -18,7 +18,7 @@
 //!
 //! Details, each chosen to keep the score deterministic and cheap:
 //! - Resources the pod requests nothing of are left out; so are the managed-pod markers
-//!   ([`crate::model::names::is_marker`]), cluster-level resources no node advertises.
+//!   ([`crate::model::ResourceId::is_marker`]), cluster-level resources no node advertises.
 //! - A pod that requests nothing (BestEffort) is scored on the node's current cpu and memory
 //!   utilisation, the scheduler's default scoring resources.
 //! - A pod that does not fit (any requested resource would exceed allocatable) scores 0 under
