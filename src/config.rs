@@ -170,6 +170,22 @@ pub struct ServeArgs {
     )]
     pub admit_on_arrival: bool,
 
+    /// Whether the members of a gang admitted on arrival also carry the placing extender's
+    /// marker `scheduling.gangplank.dev/placement`, so Gangplank filters and scores them (a
+    /// whole-gang claim at filter, the `--placement` strategy). With `false` the scheduler
+    /// places them with its own plugins alone, which saves two calls per member inside its
+    /// one-at-a-time scheduling cycle; their binds still wait for quorum in Gangplank (the
+    /// binding extender), so the gang is never bound partially. Pods of priority above zero
+    /// always carry it, so that Gangplank's preempt verb vets the victims they may ask for.
+    #[arg(
+        long,
+        env = "GANGPLANK_PLACE_ARRIVALS",
+        value_name = "BOOL",
+        default_value_t = false,
+        action = clap::ArgAction::Set
+    )]
+    pub place_arrivals: bool,
+
     /// Whether the extender's bind verb also binds pods that do not carry the marker resource
     /// `scheduling.gangplank.dev/managed`. Only the every-pod scheduler configuration
     /// (`scheduler-config/gangplank-all-pods.yaml`) needs `true`: there the scheduler sends the
@@ -275,6 +291,7 @@ mod tests {
         assert_eq!(args.capture_dir, None);
         assert!(args.gate_pods);
         assert!(args.admit_on_arrival);
+        assert!(!args.place_arrivals);
     }
 
     #[test]

@@ -91,6 +91,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     let (stores, store_writers) = Stores::new(cache.clone());
     let settings = webhooks::Settings {
         gate_pods: args.gate_pods,
+        place_arrivals: args.place_arrivals,
         ..Default::default()
     };
     let mut webhooks = webhooks::Webhooks::new(stores.clone(), settings);

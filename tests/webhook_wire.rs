@@ -24,7 +24,7 @@ use gangplank::webhooks::lookup::{
     CapacityLookup, Lookup, NamespaceLookup, PodGroupLookup, PodGroupView, QueueLookup, QueueView,
 };
 use gangplank::webhooks::{self, Settings, StaticLookup, Webhooks};
-use gangplank_core::model::Resources;
+use gangplank_core::model::{GroupKey, Resources};
 use http_body_util::BodyExt;
 use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
@@ -33,6 +33,7 @@ use tower::ServiceExt;
 fn settings() -> Settings {
     Settings {
         gate_pods: true,
+        place_arrivals: false,
         // Tests look up static data: nothing appears later, so do not wait for it.
         lookup_grace: Duration::ZERO,
     }
@@ -294,8 +295,76 @@ async fn with_gating_off_a_pod_gets_labels_and_markers_but_no_gate() {
     let answer = post(router, MUTATE_PODS, &create("pods", pod)).await;
     assert_eq!(
         patch(&answer),
-        &json!([
-            {"op": "add", "path": "/metadata/labels/scheduling.gangplank.dev~1pod-group", "value": "g"},
+        &json!(
+            [
+                vec![
+                    json!({"op": "add", "path": "/metadata/labels/scheduling.gangplank.dev~1pod-group", "value": "g"})
+                ],
+                both_markers()
+            ]
+            .concat()
+        )
+    );
+}
+
+/// Admits every gang on arrival.
+struct OpenDoor;
+
+impl webhooks::Arrivals for OpenDoor {
+    fn admit_on_arrival(&self, _: &GroupKey, _: &Resources) -> bool {
+        true
+    }
+}
+
+/// The patch for a member of `g` created while every gang is admitted on arrival.
+async fn arrival_patch(settings: Settings, priority: Option<i32>) -> Value {
+    let webhooks = Webhooks::new(Arc::new(cluster()), settings).with_arrivals(Arc::new(OpenDoor));
+    let mut pod = a_pod(json!({"scheduling.gangplank.dev/pod-group": "g"}));
+    if let Some(priority) = priority {
+        pod["spec"]["priority"] = json!(priority);
+    }
+    let answer = post(
+        webhooks::router(Arc::new(webhooks)),
+        MUTATE_PODS,
+        &create("pods", pod),
+    )
+    .await;
+    patch(&answer).clone()
+}
+
+#[tokio::test]
+async fn a_member_of_a_gang_admitted_on_arrival_gets_no_gate_and_only_the_binding_marker() {
+    assert_eq!(
+        arrival_patch(settings(), None).await,
+        json!([
+            {"op": "add", "path": "/spec/containers/0/resources/requests",
+                "value": {"scheduling.gangplank.dev/managed": "1"}},
+            {"op": "add", "path": "/spec/containers/0/resources/limits",
+                "value": {"scheduling.gangplank.dev/managed": "1"}}
+        ])
+    );
+}
+
+#[tokio::test]
+async fn with_place_arrivals_a_member_admitted_on_arrival_gets_both_markers() {
+    let settings = Settings {
+        place_arrivals: true,
+        ..settings()
+    };
+    assert_eq!(arrival_patch(settings, None).await, json!(both_markers()));
+}
+
+#[tokio::test]
+async fn a_member_admitted_on_arrival_that_may_preempt_gets_both_markers() {
+    assert_eq!(
+        arrival_patch(settings(), Some(1000)).await,
+        json!(both_markers())
+    );
+}
+
+/// The patch operations that give a pod without resources one unit of each marker.
+fn both_markers() -> Vec<Value> {
+    serde_json::from_value(json!([
             {"op": "add", "path": "/spec/containers/0/resources/requests",
                 "value": {"scheduling.gangplank.dev/managed": "1"}},
             {"op": "add", "path": "/spec/containers/0/resources/limits",
@@ -304,8 +373,8 @@ async fn with_gating_off_a_pod_gets_labels_and_markers_but_no_gate() {
                 "value": "1"},
             {"op": "add", "path": "/spec/containers/0/resources/limits/scheduling.gangplank.dev~1placement",
                 "value": "1"}
-        ])
-    );
+    ]))
+    .unwrap()
 }
 
 #[tokio::test]

@@ -147,6 +147,8 @@ impl fmt::Display for Hook {
 pub struct Settings {
     /// Put the scheduling gate on new managed pods (`--gate-pods`).
     pub gate_pods: bool,
+    /// Give members of a gang admitted on arrival the placing marker too (`--place-arrivals`).
+    pub place_arrivals: bool,
     /// How long a "does not exist" denial is re-checked before it is sent.
     pub lookup_grace: Duration,
 }
@@ -155,6 +157,7 @@ impl Default for Settings {
     fn default() -> Self {
         Settings {
             gate_pods: true,
+            place_arrivals: false,
             lookup_grace: DEFAULT_LOOKUP_GRACE,
         }
     }

@@ -32,7 +32,9 @@
 //!    extender) and `scheduling.gangplank.dev/placement` (its placing extender; DESIGN "Which
 //!    pods reach Gangplank"), in the requests and limits of the first container, unless already
 //!    there (an extended resource needs equal request and limit, so a lone request or limit is
-//!    completed with the same amount).
+//!    completed with the same amount). A member of a gang admitted on arrival gets only
+//!    `managed`, unless `--place-arrivals` or its priority is above zero: the scheduler places
+//!    it alone and Gangplank holds its bind until quorum.
 //!
 //! A pod with `spec.nodeName` set bypasses the scheduler: it gets neither gate (the API server
 //! refuses a gate on a bound pod) nor marker, only labels, and a warning.
@@ -235,12 +237,13 @@ pub fn mutate(w: &Webhooks, request: &AdmissionRequest<Pod>) -> Result<Verdict, 
             "spec.nodeName is set, so this pod bypasses the scheduler: Gangplank neither gates it nor schedules it with its group",
         ));
     }
+    let mut arrived = false;
     if w.settings().gate_pods {
         let gated = spec
             .and_then(|s| s.scheduling_gates.as_ref())
             .is_some_and(|gates| gates.iter().any(|g| g.name == labels::ADMISSION_GATE));
         // A dry run must change nothing, and admission on arrival takes room.
-        let arrived =
+        arrived =
             !gated && !request.dry_run && admitted_on_arrival(w, namespace, &membership, spec);
         if arrived {
             ::metrics::counter!(metrics::ADMISSION_ARRIVED_PODS_TOTAL).increment(1);
@@ -253,7 +256,15 @@ pub fn mutate(w: &Webhooks, request: &AdmissionRequest<Pod>) -> Result<Verdict, 
     }
     if let Some(container) = spec.and_then(|s| s.containers.first()) {
         let resources = container.resources.as_ref();
-        for name in [labels::MANAGED_RESOURCE, labels::PLACEMENT_RESOURCE] {
+        // A pod of positive priority may preempt, and its victims must be vetted by
+        // Gangplank's preempt verb, which only the placing extender serves.
+        let may_preempt = spec.and_then(|s| s.priority).is_some_and(|p| p > 0);
+        let markers: &[&str] = if arrived && !may_preempt && !w.settings().place_arrivals {
+            &[labels::MANAGED_RESOURCE]
+        } else {
+            &[labels::MANAGED_RESOURCE, labels::PLACEMENT_RESOURCE]
+        };
+        for &name in markers {
             let amount =
                 |list: Option<&BTreeMap<String, Quantity>>| Some(list?.get(name)?.0.clone());
             let request = amount(resources.and_then(|r| r.requests.as_ref()));

@@ -266,13 +266,33 @@ fn gates_of(pod: &Pod) -> Vec<String> {
         .unwrap_or_default()
 }
 
+/// Gangplank's marker resources the pod's first container requests, in name order.
+fn markers_of(pod: &Pod) -> Vec<String> {
+    let requests = pod
+        .spec
+        .as_ref()
+        .and_then(|s| s.containers.first())
+        .and_then(|c| c.resources.as_ref())
+        .and_then(|r| r.requests.as_ref());
+    requests
+        .into_iter()
+        .flat_map(|r| r.keys())
+        .filter(|name| {
+            [labels::MANAGED_RESOURCE, labels::PLACEMENT_RESOURCE].contains(&name.as_str())
+        })
+        .cloned()
+        .collect()
+}
+
+/// Every pod was created gated, with both markers (the placing extender places it).
 fn all_arrived_gated(pods: &[Pod]) {
     for pod in pods {
+        let name = &pod.metadata.name;
+        assert_eq!(gates_of(pod), [labels::ADMISSION_GATE], "{name:?}");
         assert_eq!(
-            gates_of(pod),
-            [labels::ADMISSION_GATE],
-            "{:?}",
-            pod.metadata.name
+            markers_of(pod),
+            [labels::MANAGED_RESOURCE, labels::PLACEMENT_RESOURCE],
+            "{name:?}"
         );
     }
 }
@@ -330,14 +350,12 @@ async fn while_nothing_waits_a_gang_that_fits_arrives_ungated_and_once_one_waits
         .await
         .sum("gangplank_admission_arrived_pods_total", &[]);
 
+    // Ungated, and only the binding extender's marker: the scheduler places it alone.
     let quick = create_gang(&groups, &pods, "quick", 4, 4).await;
     for pod in &quick {
-        assert_eq!(
-            gates_of(pod),
-            Vec::<String>::new(),
-            "{:?}",
-            pod.metadata.name
-        );
+        let name = &pod.metadata.name;
+        assert_eq!(gates_of(pod), Vec::<String>::new(), "{name:?}");
+        assert_eq!(markers_of(pod), [labels::MANAGED_RESOURCE], "{name:?}");
     }
     eventually("all 4 members of quick bound", 30, || async {
         (bound_with_prefix(&pods, "quick").await.len() == 4).then_some(())
