@@ -141,7 +141,9 @@ pub fn gang_scores<'a, S: AsRef<str>>(
     strategy: placement::Strategy,
 ) -> Vec<HostScore<'a>> {
     let claim = GroupKey::of(pod).and_then(|k| s.ledger.claims.get(&k));
-    let holding = claim.map(|c| c.holding(&pod.requests)).unwrap_or_default();
+    let holding = claim
+        .map(|c| claims::holding(c, &pod.requests, candidates))
+        .unwrap_or_default();
     let own = claim.map(|c| c.per_node()).unwrap_or_default();
     candidates
         .iter()

@@ -78,15 +78,6 @@ impl Claim {
         self.deadline.is_some_and(|d| d <= now)
     }
 
-    /// The nodes where a slot would hold a pod asking `requests`.
-    pub fn holding(&self, requests: &Resources) -> FxHashSet<&str> {
-        self.slots
-            .iter()
-            .filter(|s| requests.fits_in(&s.requests))
-            .map(|s| s.node.as_str())
-            .collect()
-    }
-
     /// What the claim holds, per node.
     pub fn per_node(&self) -> FxHashMap<&str, Resources> {
         let mut held: FxHashMap<&str, Resources> = FxHashMap::default();
