@@ -301,7 +301,7 @@ pub const CATALOGUE: &[Doc] = &[
         name: CONTROLLER_POD_GROUPS_CREATED_TOTAL,
         kind: Kind::Counter,
         labels: &["source", "outcome"],
-        help: "PodGroups the controller created, by source (job: for a Job that names a queue; pods: for pods that name a missing group and carry the min-member annotation) and outcome (ok; exists: someone created it first; error).",
+        help: "PodGroups the controller created, by source (job: for a Job that names a queue; scheduler-plugins: for a scheduling.x-k8s.io PodGroup; pods: for pods that name a missing group and carry the min-member annotation) and outcome (ok; exists: someone created it first; error).",
     },
     Doc {
         name: CONTROLLER_EVENTS_TOTAL,

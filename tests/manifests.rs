@@ -221,6 +221,8 @@ fn cluster_role_grants_exactly_what_gangplank_calls() {
         (labels::GROUP, "queues", "watch"),
         (labels::GROUP, "queues", "create"),
         (labels::GROUP, "queues/status", "patch"),
+        ("scheduling.x-k8s.io", "podgroups", "list"),
+        ("scheduling.x-k8s.io", "podgroups", "watch"),
         ("events.k8s.io", "events", "create"),
     ]
     .into();

@@ -29,6 +29,7 @@
 pub mod labels;
 pub mod pod_group;
 pub mod queue;
+pub mod scheduler_plugins;
 
 use std::collections::BTreeMap;
 

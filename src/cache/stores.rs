@@ -1,6 +1,8 @@
 //! Reflector stores of API objects as the API shows them, shared by the controller and the
-//! webhooks: Jobs, PodGroups, Queues, and the Namespaces that carry a default queue label
-//! (metadata only). One watch per kind for the whole process.
+//! webhooks: Jobs, PodGroups, Queues, the Namespaces that carry a default queue label
+//! (metadata only), and scheduler-plugins' PodGroups (watched only while their CRD is
+//! installed, and not needed for the controller to act). One watch per kind for the whole
+//! process.
 //!
 //! The cluster cache keeps only what scheduling needs (a PodGroup's spec, no status, no
 //! owners; no Jobs at all). The controller needs the rest: a PodGroup's current status (to
@@ -17,9 +19,9 @@
 //!
 //! Every event wakes the controller ([`Stores::changed`]); each kind marks itself synced after
 //! each complete list, and not synced after a watch error until the list that follows
-//! ([`Stores::synced`]): the controller acts only when all are synced, `/readyz` says which
-//! are not, and a
-//! webhook answers "not listed yet" rather than "does not exist" before.
+//! ([`Stores::synced`]): the controller acts only when all the required ones are synced,
+//! `/readyz` says which are not, and a webhook answers "not listed yet" rather than "does not
+//! exist" before.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -35,6 +37,7 @@ use serde::de::DeserializeOwned;
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
+use crate::api::scheduler_plugins::SchedulerPluginsPodGroup;
 use crate::api::{PodGroup, Queue, labels};
 use crate::cache::watch::{Relay, relisting};
 use crate::cache::{Change, Changes, Watched};
@@ -45,8 +48,10 @@ pub struct Stores {
     pub queues: Store<Queue>,
     /// Namespaces labelled with a default queue, metadata only.
     pub namespaces: Store<PartialObjectMeta<Namespace>>,
+    /// scheduler-plugins' PodGroups, watched while their CRD is installed.
+    pub scheduler_plugins_pod_groups: Store<SchedulerPluginsPodGroup>,
     changed: Notify,
-    synced: [AtomicBool; 4],
+    synced: [AtomicBool; 5],
     /// The cluster model, for the node capacity the Queue webhook checks guarantees against.
     pub cache: crate::cache::Cache,
 }
@@ -57,6 +62,7 @@ pub struct Writers {
     pod_groups: Writer<PodGroup>,
     queues: Writer<Queue>,
     namespaces: Writer<PartialObjectMeta<Namespace>>,
+    scheduler_plugins_pod_groups: Writer<SchedulerPluginsPodGroup>,
 }
 
 /// The kinds the stores hold, for [`Stores::synced`].
@@ -66,7 +72,15 @@ pub enum Kind {
     PodGroups = 1,
     Queues = 2,
     Namespaces = 3,
+    /// Optional: not part of [`Stores::is_synced`].
+    SchedulerPluginsPodGroups = 4,
 }
+
+/// The kinds the controller needs listed before it acts.
+const REQUIRED: [Kind; 4] = [Kind::Jobs, Kind::PodGroups, Kind::Queues, Kind::Namespaces];
+
+/// How often Gangplank looks again for an optional CRD that is not installed.
+const ABSENT_CRD_RECHECK: std::time::Duration = std::time::Duration::from_secs(60);
 
 impl Stores {
     pub fn new(cache: crate::cache::Cache) -> (Arc<Stores>, Writers) {
@@ -74,11 +88,13 @@ impl Stores {
         let (pod_groups, pod_groups_writer) = reflector::store();
         let (queues, queues_writer) = reflector::store();
         let (namespaces, namespaces_writer) = reflector::store();
+        let (scheduler_plugins_pod_groups, scheduler_plugins_writer) = reflector::store();
         let stores = Arc::new(Stores {
             jobs,
             pod_groups,
             queues,
             namespaces,
+            scheduler_plugins_pod_groups,
             changed: Notify::new(),
             synced: Default::default(),
             cache,
@@ -88,6 +104,7 @@ impl Stores {
             pod_groups: pod_groups_writer,
             queues: queues_writer,
             namespaces: namespaces_writer,
+            scheduler_plugins_pod_groups: scheduler_plugins_writer,
         };
         (stores, writers)
     }
@@ -97,9 +114,10 @@ impl Stores {
         self.changed.notified().await;
     }
 
-    /// Every kind is synced (see [`Stores::synced`]).
+    /// Every required kind is synced (see [`Stores::synced`]); scheduler-plugins' PodGroups
+    /// are optional: their CRD may not be installed.
     pub fn is_synced(&self) -> bool {
-        self.synced.iter().all(|s| s.load(Ordering::Acquire))
+        REQUIRED.iter().all(|kind| self.synced(*kind))
     }
 
     /// `kind` has completed a list since it started or last failed.
@@ -118,7 +136,8 @@ impl Stores {
             .collect()
     }
 
-    /// Watches the four kinds cluster-wide until `shutdown`, and mirrors the PodGroups and
+    /// Watches the five kinds cluster-wide until `shutdown` (scheduler-plugins' PodGroups only
+    /// while their CRD is installed, [`Stores::reflect_optional`]), and mirrors the PodGroups and
     /// Queues it sees into the cache's mirror (`changes`) from the same watches (the cache
     /// watches nodes and pods itself, [`crate::cache::watch::run`]): one watch per kind for
     /// the whole process.
@@ -132,7 +151,8 @@ impl Stores {
         let jobs = Api::<Job>::all(client.clone());
         let pod_groups = Api::<PodGroup>::all(client.clone());
         let queues = Api::<Queue>::all(client.clone());
-        let namespaces = Api::<PartialObjectMeta<Namespace>>::all(client);
+        let namespaces = Api::<PartialObjectMeta<Namespace>>::all(client.clone());
+        let scheduler_plugins = Api::<SchedulerPluginsPodGroup>::all(client);
         let all = watcher::Config::default;
         let mut pod_group_relay = Relay::<PodGroup>::new(changes.clone());
         let mut queue_relay = Relay::<Queue>::new(changes.clone());
@@ -179,7 +199,59 @@ impl Stores {
                 |_| {},
                 || {}
             ),
+            self.reflect_optional(
+                "scheduling.x-k8s.io podgroups",
+                Kind::SchedulerPluginsPodGroups,
+                writers.scheduler_plugins_pod_groups,
+                scheduler_plugins,
+                &shutdown,
+            ),
         );
+    }
+
+    /// [`Stores::reflect`] for a kind whose CRD may not be installed: while listing it answers
+    /// 404, the store stays empty and the list is tried again every [`ABSENT_CRD_RECHECK`].
+    async fn reflect_optional<K>(
+        &self,
+        name: &'static str,
+        kind: Kind,
+        writer: Writer<K>,
+        api: Api<K>,
+        shutdown: &CancellationToken,
+    ) where
+        K: Resource + Clone + DeserializeOwned + std::fmt::Debug + Send + Sync + 'static,
+        K::DynamicType: Eq + std::hash::Hash + Clone + Default,
+    {
+        let mut said = false;
+        loop {
+            match api
+                .list_metadata(&kube::api::ListParams::default().limit(1))
+                .await
+            {
+                Err(kube::Error::Api(e)) if e.code == 404 => {
+                    if !said {
+                        tracing::info!(kind = name, "not installed; looking again every minute");
+                        said = true;
+                    }
+                }
+                _ => break,
+            }
+            tokio::select! {
+                _ = shutdown.cancelled() => return,
+                _ = tokio::time::sleep(ABSENT_CRD_RECHECK) => {}
+            }
+        }
+        let all = watcher::Config::default;
+        self.reflect(
+            name,
+            kind,
+            writer,
+            || watcher(api.clone(), all()).modify(|o: &mut K| o.meta_mut().managed_fields = None),
+            shutdown,
+            |_| {},
+            || {},
+        )
+        .await;
     }
 
     /// Keeps `writer`'s store current from the watches `start` makes (listing again after an

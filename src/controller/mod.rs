@@ -1,12 +1,12 @@
-//! The controller: PodGroups for Jobs and for pods that ask for one, PodGroup and Queue status,
-//! Events, and the `default` Queue.
+//! The controller: PodGroups for Jobs, for scheduler-plugins' PodGroups and for pods that ask
+//! for one, PodGroup and Queue status, Events, and the `default` Queue.
 //!
 //! Why a loop over snapshots rather than a reconciler per object: every status here is a
 //! function of many objects at once (a PodGroup's counts come from its pods, a Queue's from
 //! every group and pod in it), and the cluster cache already holds them all. So each pass reads
 //! the cache once ([`observe`]), reads the controller's own stores of Jobs, PodGroups and
-//! Queues ([`crate::cache::stores`]), decides everything with pure functions ([`jobs`], [`orphans`],
-//! [`status`], [`queues`]) and then writes only what differs. What admission decided (each
+//! Queues ([`crate::cache::stores`]), decides everything with pure functions ([`jobs`],
+//! [`scheduler_plugins`], [`orphans`], [`status`], [`queues`]) and then writes only what differs. What admission decided (each
 //! waiting group's reason, each queue's shares) is the admission loop's latest published
 //! outcome ([`crate::admission_loop::published`]), not computed again here.
 //!
@@ -22,8 +22,8 @@
 //! - idempotent: PodGroups are created with a plain create (a 409 means someone was first)
 //!   and the same creation is not retried within [`CREATE_RETRY_AFTER`].
 //!
-//! Events: on a PodGroup when its phase changes (reason = the new phase), on a Job when its
-//! PodGroup is created or cannot be (reasons `PodGroupCreated`, `PodGroupConflict`,
+//! Events: on a PodGroup when its phase changes (reason = the new phase), on a Job or a
+//! scheduler-plugins PodGroup ([`scheduler_plugins`]) when its PodGroup is created or cannot be (reasons `PodGroupCreated`, `PodGroupConflict`,
 //! `PodGroupCreateFailed`), on pods whose group has no PodGroup (`PodGroupMissing`), on a
 //! waiting gang's PodGroup and unbound members (`WaitingForAdmission`, `WaitingForRoom`, see
 //! [`waits`]), and on waiting pods of a queue in no group (`WaitingForAdmission`), all through
@@ -37,6 +37,7 @@ pub mod jobs;
 pub mod observe;
 pub mod orphans;
 pub mod queues;
+pub mod scheduler_plugins;
 pub mod status;
 pub mod waits;
 pub mod writes;
@@ -62,6 +63,7 @@ use crate::cache::Cache;
 use crate::cache::stores::Stores;
 use crate::events::{self, Event, Limiter, Publisher};
 use crate::metrics;
+use crate::webhooks::lookup::NamespaceLookup;
 use gangplank_core::admit::plan;
 use gangplank_core::model::GroupKey;
 use observe::Observation;
@@ -106,7 +108,7 @@ pub fn register_metrics() {
                 .absolute(0);
         }
     }
-    for source in ["job", "pods"] {
+    for source in ["job", "scheduler-plugins", "pods"] {
         for outcome in ["ok", "exists", "error"] {
             ::metrics::counter!(metrics::CONTROLLER_POD_GROUPS_CREATED_TOTAL, "source" => source, "outcome" => outcome)
                 .absolute(0);
@@ -223,8 +225,9 @@ impl Controller {
         let wall = whole_seconds(Timestamp::now());
 
         let mut wanted = Vec::new();
-        let (creations, job_groups) = self.job_pod_groups(&mut wanted);
-        let orphans = self.orphan_pod_groups(&observation, &job_groups, &mut wanted);
+        let (mut creations, mut sourced) = self.job_pod_groups(&mut wanted);
+        creations.extend(self.scheduler_plugins_pod_groups(&mut sourced, &mut wanted));
+        let orphans = self.orphan_pod_groups(&observation, &sourced, &mut wanted);
         let mut transitions = self
             .create(creations.into_iter().chain(orphans).collect(), now)
             .await;
@@ -337,6 +340,52 @@ impl Controller {
         (creations, groups)
     }
 
+    /// PodGroups to create for scheduler-plugins' PodGroups, and Conflict events; adds the
+    /// groups they account for to `sourced`.
+    fn scheduler_plugins_pod_groups(
+        &self,
+        sourced: &mut HashSet<GroupKey>,
+        wanted: &mut Vec<Event>,
+    ) -> Vec<Creation> {
+        let mut creations = Vec::new();
+        for source in self.stores.scheduler_plugins_pod_groups.state() {
+            let Some(namespace) = source.namespace() else {
+                continue;
+            };
+            let name = source.name_any();
+            sourced.insert(GroupKey::new(namespace.clone(), name.as_str()));
+            let existing = self
+                .stores
+                .pod_groups
+                .get(&ObjectRef::new(&name).within(&namespace));
+            let namespace_queue = self.stores.namespace_queue(&namespace).ok().flatten();
+            let regarding = events::reference(source.as_ref());
+            match scheduler_plugins::plan(&source, existing.as_deref(), namespace_queue.as_deref())
+            {
+                Some(jobs::Plan::Create {
+                    group,
+                    note,
+                    warning,
+                }) => creations.push(Creation {
+                    group: *group,
+                    source: "scheduler-plugins",
+                    regarding,
+                    note,
+                    warning,
+                }),
+                Some(jobs::Plan::Conflict { message }) => wanted.push(Event {
+                    regarding,
+                    warning: true,
+                    reason: "PodGroupConflict".to_owned(),
+                    action: "CreatePodGroup",
+                    note: message,
+                }),
+                None => {}
+            }
+        }
+        creations
+    }
+
     /// PodGroups to create for pods that ask for one, and PodGroupMissing events.
     fn orphan_pod_groups(
         &self,
@@ -364,7 +413,8 @@ impl Controller {
             if in_store {
                 continue; // the cache's own watch lags behind
             }
-            match orphans::plan(key, asked) {
+            let namespace_queue = self.stores.namespace_queue(&key.namespace).ok().flatten();
+            match orphans::plan(key, asked, namespace_queue.as_deref()) {
                 Some(orphans::Plan::Create(group)) => creations.push(Creation {
                     group: *group,
                     source: "pods",

@@ -3,7 +3,7 @@
 //!
 //! A pod that carries the annotation `scheduling.gangplank.dev/min-member` next to its group
 //! label says everything a PodGroup needs: the gang size, and its queue (the pod's queue label,
-//! else `default`). Gangplank creates that PodGroup, unowned: it outlives any one member (a
+//! else its namespace's default queue, else `default`). Gangplank creates that PodGroup, unowned: it outlives any one member (a
 //! pod as owner would take the group with it when it ends), so deleting it is the user's, as
 //! for a PodGroup written by hand. When members disagree, the oldest member's annotation wins.
 //!
@@ -32,7 +32,9 @@ pub enum Plan {
     },
 }
 
-pub fn plan(key: &GroupKey, asked: &Asked) -> Option<Plan> {
+/// What to do for the group `key`, whose pods asked `asked`, in a namespace whose default
+/// queue is `namespace_queue`.
+pub fn plan(key: &GroupKey, asked: &Asked, namespace_queue: Option<&str>) -> Option<Plan> {
     if asked.waiting.is_empty() {
         return None;
     }
@@ -49,8 +51,10 @@ pub fn plan(key: &GroupKey, asked: &Asked) -> Option<Plan> {
     };
     let queue = asked
         .queue
-        .clone()
-        .unwrap_or_else(|| labels::DEFAULT_QUEUE.to_owned());
+        .as_deref()
+        .or(namespace_queue)
+        .unwrap_or(labels::DEFAULT_QUEUE)
+        .to_owned();
     let mut spec = PodGroupSpec::with_min_member(i32::try_from(min_member).unwrap_or(i32::MAX));
     spec.queue = Some(queue.clone());
     let mut group = PodGroup::new(&key.name, spec);
@@ -78,7 +82,8 @@ mod tests {
     #[test]
     fn pods_that_give_the_gang_size_get_their_pod_group_in_their_queue() {
         let key = GroupKey::new("ml", "ring");
-        let Some(Plan::Create(group)) = plan(&key, &asked(Some(3), Some("research"))) else {
+        let Some(Plan::Create(group)) = plan(&key, &asked(Some(3), Some("research")), Some("team"))
+        else {
             panic!("expected a PodGroup");
         };
         assert_eq!(group.metadata.name.as_deref(), Some("ring"));
@@ -89,18 +94,20 @@ mod tests {
     }
 
     #[test]
-    fn pods_without_a_queue_get_a_pod_group_in_the_default_queue() {
+    fn pods_without_a_queue_get_a_pod_group_in_their_namespace_queue_else_the_default_one() {
         let key = GroupKey::new("ml", "ring");
-        let Some(Plan::Create(group)) = plan(&key, &asked(Some(2), None)) else {
-            panic!("expected a PodGroup");
+        let queue_of = |namespace_queue| match plan(&key, &asked(Some(2), None), namespace_queue) {
+            Some(Plan::Create(group)) => group.spec.queue.clone(),
+            other => panic!("expected a PodGroup, got {other:?}"),
         };
-        assert_eq!(group.spec.queue.as_deref(), Some("default"));
+        assert_eq!(queue_of(Some("team")).as_deref(), Some("team"));
+        assert_eq!(queue_of(None).as_deref(), Some("default"));
     }
 
     #[test]
     fn pods_that_do_not_give_the_gang_size_are_told_what_is_missing() {
         let key = GroupKey::new("ml", "ring");
-        let Some(Plan::Missing { pods, message }) = plan(&key, &asked(None, None)) else {
+        let Some(Plan::Missing { pods, message }) = plan(&key, &asked(None, None), None) else {
             panic!("expected an event");
         };
         assert_eq!(pods.len(), 1);
@@ -117,6 +124,6 @@ mod tests {
             waiting: vec![],
             ..asked(None, None)
         };
-        assert_eq!(plan(&key, &none), None);
+        assert_eq!(plan(&key, &none, None), None);
     }
 }

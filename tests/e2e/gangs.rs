@@ -12,8 +12,9 @@ use kube::api::PostParams;
 use serde_json::json;
 
 use crate::support::{
-    Cluster, bound_with_prefix, complete_the_held_gang, events_about, eventually,
-    gang_with_three_binds_held, gangplank_ctl, holds_for, managed_pod, pod, pod_group, running,
+    Cluster, bound_with_prefix, complete_the_held_gang, events_about, eventually, fill_one_node,
+    gang_with_three_binds_held, gangplank_ctl, holds_for, managed_pod, pod_group,
+    pod_group_in_phase,
 };
 
 async fn create_pods(pods: &Api<Pod>, prefix: &str, group: &str, count: usize, cpu: u32) {
@@ -25,31 +26,6 @@ async fn create_pods(pods: &Api<Pod>, prefix: &str, group: &str, count: usize, c
         .await
         .unwrap();
     }
-}
-
-/// A plain pod that takes a whole 32-CPU node, so the gangs below have less room.
-async fn fill_one_node(pods: &Api<Pod>) {
-    pods.create(
-        &PostParams::default(),
-        &pod(json!({
-            "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "filler"},
-            "spec": {"containers": [{"name": "main", "image": "busybox",
-                "resources": {"requests": {"cpu": "32"}}}]}
-        })),
-    )
-    .await
-    .unwrap();
-    running(pods, "filler", 60).await;
-}
-
-/// Waits until the controller shows PodGroup `name` in `phase`, and returns it.
-async fn pod_group_in_phase(groups: &Api<PodGroup>, name: &str, phase: &str) -> PodGroup {
-    eventually(&format!("PodGroup {name} {phase}"), 30, || async {
-        let group = groups.get(name).await.ok()?;
-        let now = group.status.as_ref()?.phase.as_str();
-        (now == phase).then_some(group)
-    })
-    .await
 }
 
 #[tokio::test]

@@ -10,6 +10,7 @@ mod controller;
 mod dashboard;
 mod faults;
 mod gangs;
+mod operators;
 mod queues;
 mod security;
 mod webhooks;

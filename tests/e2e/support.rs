@@ -325,6 +325,35 @@ pub fn pod_group(name: &str, min_member: i32, max_member: Option<i32>) -> gangpl
     gangplank::api::PodGroup::new(name, spec)
 }
 
+/// A plain pod that takes a whole 32-CPU node, so the gangs a test makes next have less room.
+pub async fn fill_one_node(pods: &Api<Pod>) {
+    pods.create(
+        &PostParams::default(),
+        &pod(serde_json::json!({
+            "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "filler"},
+            "spec": {"containers": [{"name": "main", "image": "busybox",
+                "resources": {"requests": {"cpu": "32"}}}]}
+        })),
+    )
+    .await
+    .unwrap();
+    running(pods, "filler", 60).await;
+}
+
+/// Waits until the controller shows PodGroup `name` in `phase`, and returns it.
+pub async fn pod_group_in_phase(
+    groups: &Api<gangplank::api::PodGroup>,
+    name: &str,
+    phase: &str,
+) -> gangplank::api::PodGroup {
+    eventually(&format!("PodGroup {name} {phase}"), 30, || async {
+        let group = groups.get(name).await.ok()?;
+        let now = group.status.as_ref()?.phase.as_str();
+        (now == phase).then_some(group)
+    })
+    .await
+}
+
 /// The names of the pods in `pods` whose name starts with `prefix` and that are bound.
 pub async fn bound_with_prefix(pods: &Api<Pod>, prefix: &str) -> Vec<String> {
     let list = pods

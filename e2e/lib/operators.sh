@@ -1,0 +1,114 @@
+# The batch operators e2e/up can run beside the local cluster (--operators), as local processes
+# built from the Go modules pinned in e2e/operators/<name>/ and cached like the control plane.
+# Each runs with the admin kubeconfig, its CRDs applied from the same module, in the gang mode
+# users set to get whole gangs. Sourced by e2e/up; needs common.sh and go-build.sh.
+
+KNOWN_OPERATORS="training-operator kuberay"
+
+# established CRD: the CustomResourceDefinition CRD is served (kubectl wait fails on a CRD too
+# new to have conditions).
+established() {
+  [[ $(kubectl get crd "$1" -o jsonpath='{.status.conditions[?(@.type=="Established")].status}') == True ]]
+}
+
+# secret_files NAMESPACE NAME DIR KEY...: writes each KEY of the Secret, decoded, to DIR/KEY,
+# all from one read of it, so that a key and its certificate match; the files appear whole, in
+# the order given. Fails, writing nothing, while the Secret lacks one of them.
+secret_files() {
+  local namespace=$1 name=$2 dir=$3; shift 3
+  kubectl get secret "$name" -n "$namespace" -o json | python3 -c '
+import base64, json, os, sys
+data = json.load(sys.stdin).get("data") or {}
+dir, keys = sys.argv[1], sys.argv[2:]
+if not all(data.get(k) for k in keys):
+    sys.exit(1)
+for k in keys:
+    with open(os.path.join(dir, k + ".tmp"), "wb") as f:
+        f.write(base64.b64decode(data[k]))
+    os.replace(os.path.join(dir, k + ".tmp"), os.path.join(dir, k))
+' "$dir" "$@"
+}
+
+# module_dir NAME MODULE: where the module cache holds MODULE, as e2e/operators/NAME pins it.
+module_dir() {
+  (cd "$E2E_DIR/operators/$1" && go list -m -f '{{.Dir}}' "$2")
+}
+
+# build_operator NAME: prints NAME_BIN=<path> (NAME with - as _), building it if needed.
+build_operator() {
+  local bin
+  case $1 in
+    training-operator)
+      bin=$(go_build training-operator "$E2E_DIR/operators/training-operator" \
+        github.com/kubeflow/training-operator/cmd/training-operator.v1 "-s -w") ;;
+    kuberay)
+      bin=$(go_build kuberay "$E2E_DIR/operators/kuberay" \
+        github.com/ray-project/kuberay/ray-operator "-s -w") ;;
+    *) die "--operators: unknown operator '$1' (known: $KNOWN_OPERATORS)" ;;
+  esac
+  printf '%s_BIN=%q\n' "${1//-/_}" "$bin"
+}
+
+# Kubeflow's training-operator for PyTorchJobs, with --gang-scheduler-name
+# scheduler-plugins-scheduler: it creates a scheduling.x-k8s.io PodGroup per job and names
+# that scheduler on the pods (the shipped scheduler configuration serves the name). Its
+# webhook server runs: it generates its certificates into the namespace's Secret, waits for them
+# in /tmp/k8s-webhook-server/serving-certs (in a pod, the Secret mounted there; here, copied
+# there from the Secret) and until it has put their CA into its ValidatingWebhookConfiguration.
+# So that configuration exists, but with a rule no request matches (its certificate names a
+# Service, not 127.0.0.1): the suite tests scheduling, not the operator's validation.
+start_training_operator() {
+  local dir health webhook
+  dir=$(module_dir training-operator github.com/kubeflow/training-operator)
+  kubectl apply --server-side -f "$dir/manifests/base/crds/kubeflow.org_pytorchjobs.yaml" >/dev/null
+  wait_for 60 "the PyTorchJob CRD" established pytorchjobs.kubeflow.org
+  kubectl create namespace kubeflow >/dev/null
+  kubectl create secret generic training-operator-webhook-cert -n kubeflow >/dev/null
+  health=$(free_port)
+  webhook=$(free_port)
+  # Certificates of an earlier run must not be taken for this one's.
+  local certs=/tmp/k8s-webhook-server/serving-certs
+  rm -rf "$certs" && mkdir -p "$certs"
+  kubectl apply -f - >/dev/null <<EOF
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingWebhookConfiguration
+metadata: {name: validator.training-operator.kubeflow.org}
+webhooks:
+- name: validator.pytorchjob.training-operator.kubeflow.org
+  clientConfig: {url: "https://127.0.0.1:$webhook/validate-kubeflow-org-v1-pytorchjob"}
+  rules: [{apiGroups: [kubeflow.org], apiVersions: [v1], operations: [CONNECT], resources: [pytorchjobs]}]
+  sideEffects: None
+  admissionReviewVersions: [v1]
+  failurePolicy: Ignore
+EOF
+  log "starting training-operator (PyTorchJob, gang scheduler name scheduler-plugins-scheduler)"
+  MY_POD_NAMESPACE=kubeflow KUBECONFIG="$RUN_DIR/kubeconfig" start training-operator \
+    "$training_operator_BIN" --enable-scheme=pytorchjob \
+    --gang-scheduler-name=scheduler-plugins-scheduler \
+    --metrics-bind-address="127.0.0.1:$(free_port)" --health-probe-bind-address="127.0.0.1:$health" \
+    --webhook-server-port="$webhook"
+  # The operator starts serving once tls.crt exists, so the key goes first.
+  wait_for 60 "training-operator's certificates in its Secret" \
+    secret_files kubeflow training-operator-webhook-cert "$certs" tls.key tls.crt
+  wait_for 120 "training-operator /readyz" curl -fsS "http://127.0.0.1:$health/readyz"
+}
+
+# KubeRay's ray-operator for RayClusters, with --batch-scheduler=scheduler-plugins: a RayCluster
+# labelled ray.io/gang-scheduling-enabled gets a scheduling.x-k8s.io PodGroup (head plus the
+# workers' desired replicas) and its pods name scheduler-plugins-scheduler. Leader election and
+# the webhooks are off (the defaults when run outside a cluster).
+start_kuberay() {
+  local dir health
+  dir=$(module_dir kuberay github.com/ray-project/kuberay/ray-operator)
+  # All three kinds: the operator runs a controller for each and stops when one never syncs.
+  for kind in rayclusters rayjobs rayservices; do
+    kubectl apply --server-side -f "$dir/config/crd/bases/ray.io_$kind.yaml" >/dev/null
+    wait_for 60 "the $kind CRD" established "$kind.ray.io"
+  done
+  health=$(free_port)
+  log "starting kuberay (RayCluster, batch scheduler scheduler-plugins)"
+  KUBECONFIG="$RUN_DIR/kubeconfig" start kuberay "$kuberay_BIN" --batch-scheduler=scheduler-plugins \
+    --enable-leader-election=false --metrics-addr="127.0.0.1:$(free_port)" \
+    --health-probe-bind-address="127.0.0.1:$health"
+  wait_for 120 "kuberay /readyz" curl -fsS "http://127.0.0.1:$health/readyz"
+}

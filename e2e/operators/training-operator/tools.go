@@ -1,0 +1,9 @@
+//go:build tools
+
+// Package tools pins Kubeflow's training-operator so that
+// `go build github.com/kubeflow/training-operator/cmd/training-operator.v1` builds the version in
+// go.mod, with the dependencies that version asks for. The e2e suite runs it as a local process
+// against the local cluster, to test Gangplank with the operator as users run it.
+package tools
+
+import _ "github.com/kubeflow/training-operator/cmd/training-operator.v1"

@@ -1,0 +1,276 @@
+//! The gang dialects operators write, read as Gangplank gangs: scheduler-plugins' PodGroup
+//! (`scheduling.x-k8s.io`) with its pods labelled `scheduling.x-k8s.io/pod-group`, by hand and
+//! from the real operators e2e/up runs (`--operators`).
+//! The cluster is `e2e/up`'s default: 4 nodes of 32 CPUs.
+
+use gangplank::api::scheduler_plugins::{SchedulerPluginsPodGroup, SchedulerPluginsPodGroupSpec};
+use gangplank::api::{PodGroup, labels};
+use k8s_openapi::api::core::v1::{Namespace, Pod};
+use kube::Api;
+use kube::api::{
+    ApiResource, DeleteParams, DynamicObject, GroupVersionKind, Patch, PatchParams, PostParams,
+};
+use serde_json::json;
+
+use crate::support::{
+    Cluster, bound_with_prefix, eventually, fill_one_node, holds_for, pod, pod_group_in_phase,
+};
+
+/// A pod as an operator in scheduler-plugins mode makes it: only the coscheduling label names
+/// its gang; Gangplank's webhook adds the rest.
+fn coscheduled_pod(name: &str, group: &str, cpu: u32) -> Pod {
+    pod(json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": name, "labels": {(labels::SCHEDULER_PLUGINS_POD_GROUP_LABEL): group}},
+        "spec": {"containers": [{"name": "main", "image": "busybox",
+            "resources": {"requests": {"cpu": cpu.to_string()}}}]}
+    }))
+}
+
+#[tokio::test]
+#[ignore = "needs the local control plane: run e2e/test"]
+async fn a_scheduler_plugins_pod_group_waits_whole_without_room_runs_whole_with_it_and_takes_its_gang_along_when_deleted()
+ {
+    let cluster = Cluster::connect().await;
+    let ns = cluster.namespace("scheduler-plugins").await;
+    let pods = ns.api::<Pod>();
+    let groups = ns.api::<PodGroup>();
+    let sources = ns.api::<SchedulerPluginsPodGroup>();
+    fill_one_node(&pods).await;
+
+    let mut source = SchedulerPluginsPodGroup::new(
+        "train",
+        SchedulerPluginsPodGroupSpec {
+            min_member: Some(4),
+            schedule_timeout_seconds: Some(15),
+            ..Default::default()
+        },
+    );
+    source.metadata.annotations = Some([(labels::QUEUE_LABEL.into(), "default".into())].into());
+    let source = sources
+        .create(&PostParams::default(), &source)
+        .await
+        .unwrap();
+    let group = pod_group_in_phase(&groups, "train", "Pending").await;
+    assert_eq!(group.spec.min_member, 4);
+    assert_eq!(group.spec.queue.as_deref(), Some("default"));
+    let owner = &group.metadata.owner_references.as_ref().unwrap()[0];
+    assert_eq!(
+        (owner.kind.as_str(), owner.uid.as_str()),
+        ("PodGroup", source.metadata.uid.as_deref().unwrap())
+    );
+
+    // A whole node each: three nodes are free, so the gang of four waits, whole.
+    for i in 0..4 {
+        pods.create(
+            &PostParams::default(),
+            &coscheduled_pod(&format!("train-{i}"), "train", 32),
+        )
+        .await
+        .unwrap();
+    }
+    holds_for(10, "no member of train bound", async || {
+        bound_with_prefix(&pods, "train").await.is_empty()
+    })
+    .await;
+    let why = groups
+        .get("train")
+        .await
+        .unwrap()
+        .status
+        .unwrap()
+        .conditions;
+    let admitted = why.iter().find(|c| c.type_ == "Admitted").unwrap();
+    assert_eq!(admitted.status, "False", "{admitted:?}");
+
+    pods.delete("filler", &DeleteParams::default())
+        .await
+        .unwrap();
+    eventually("all four members of train bound", 60, || async {
+        (bound_with_prefix(&pods, "train").await.len() == 4).then_some(())
+    })
+    .await;
+
+    sources
+        .delete("train", &DeleteParams::background())
+        .await
+        .unwrap();
+    eventually(
+        "Gangplank's PodGroup train collected with its source",
+        60,
+        || async {
+            groups
+                .get_opt("train")
+                .await
+                .unwrap()
+                .is_none()
+                .then_some(())
+        },
+    )
+    .await;
+    ns.delete().await;
+}
+
+/// Fails unless e2e/up runs `name` beside the cluster (e2e/test asks for the operators the
+/// suite tests; `e2e/up --operators`).
+fn operator_runs(cluster: &Cluster, name: &str) {
+    let running = cluster
+        .env
+        .get("GP_OPERATORS")
+        .map(|v| v.trim_matches('"').to_owned())
+        .unwrap_or_default();
+    assert!(
+        running.split_whitespace().any(|o| o == name),
+        "this test needs {name}: bring the cluster up with e2e/up --operators {name} (e2e/test does), not {running:?}"
+    );
+}
+
+/// Labels the namespace with its default queue.
+async fn default_queue(cluster: &Cluster, namespace: &str, queue: &str) {
+    Api::<Namespace>::all(cluster.client.clone())
+        .patch(
+            namespace,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"labels": {(labels::QUEUE_LABEL): queue}}})),
+        )
+        .await
+        .unwrap();
+}
+
+/// A PyTorchJob of one master and `workers` workers, each asking for `cpu` CPUs.
+fn pytorch_job(name: &str, workers: u32, cpu: u32) -> DynamicObject {
+    let replica = |replicas: u32| {
+        json!({"replicas": replicas, "restartPolicy": "OnFailure", "template": {"spec": {
+            "containers": [{"name": "pytorch", "image": "busybox",
+                "resources": {"requests": {"cpu": cpu.to_string()}}}]}}})
+    };
+    serde_json::from_value(json!({
+        "apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "metadata": {"name": name},
+        "spec": {"pytorchReplicaSpecs": {"Master": replica(1), "Worker": replica(workers)}}
+    }))
+    .unwrap()
+}
+
+/// A RayCluster of a head and `workers` workers, each asking for `cpu` CPUs, with KubeRay's
+/// gang label.
+fn ray_cluster(name: &str, workers: u32, cpu: u32) -> DynamicObject {
+    let template = |container: &str| {
+        json!({"spec": {"containers": [{"name": container, "image": "rayproject/ray",
+            "resources": {"requests": {"cpu": cpu.to_string()}}}]}})
+    };
+    serde_json::from_value(json!({
+        "apiVersion": "ray.io/v1", "kind": "RayCluster",
+        "metadata": {"name": name, "labels": {"ray.io/gang-scheduling-enabled": "true"}},
+        "spec": {
+            "headGroupSpec": {"rayStartParams": {}, "template": template("ray-head")},
+            "workerGroupSpecs": [{"groupName": "workers", "replicas": workers,
+                "minReplicas": workers, "maxReplicas": workers, "rayStartParams": {},
+                "template": template("ray-worker")}]
+        }
+    }))
+    .unwrap()
+}
+
+/// The story every operator row of the README's table tells: the workload `workload` (of
+/// `kind`), whose four pods (names starting with `prefix`) each take a whole node, is created
+/// while one node is full. Its scheduler-plugins PodGroup `group` becomes a Gangplank gang of
+/// four in the namespace's queue; none of its pods binds while only three nodes are free, and
+/// the PodGroup says why; once the node is free all four bind, on the scheduler name the
+/// operator set; deleting the workload deletes its PodGroups.
+async fn waits_whole_then_runs_whole(
+    operator: &str,
+    (group, version, kind): (&str, &str, &str),
+    workload: DynamicObject,
+    prefix: &str,
+) {
+    let cluster = Cluster::connect().await;
+    operator_runs(&cluster, operator);
+    let ns = cluster.namespace(operator).await;
+    default_queue(&cluster, &ns.name, "default").await;
+    let pods = ns.api::<Pod>();
+    let groups = ns.api::<PodGroup>();
+    let resource = ApiResource::from_gvk(&GroupVersionKind::gvk(group, version, kind));
+    let workloads: Api<DynamicObject> =
+        Api::namespaced_with(cluster.client.clone(), &ns.name, &resource);
+    fill_one_node(&pods).await;
+
+    let name = workload.metadata.name.clone().unwrap();
+    workloads
+        .create(&PostParams::default(), &workload)
+        .await
+        .unwrap();
+    let gang = pod_group_in_phase(&groups, &name, "Pending").await;
+    assert_eq!(gang.spec.min_member, 4);
+    assert_eq!(gang.spec.queue.as_deref(), Some("default"));
+    eventually(&format!("the {kind}'s four pods"), 60, || async {
+        let list = pods.list(&Default::default()).await.ok()?;
+        let members = list.items.iter().filter(|p| {
+            p.metadata
+                .name
+                .as_deref()
+                .is_some_and(|n| n.starts_with(prefix))
+        });
+        (members.count() == 4).then_some(())
+    })
+    .await;
+    holds_for(10, &format!("no pod of {name} bound"), async || {
+        bound_with_prefix(&pods, prefix).await.is_empty()
+    })
+    .await;
+    let conditions = groups.get(&name).await.unwrap().status.unwrap().conditions;
+    let admitted = conditions.iter().find(|c| c.type_ == "Admitted").unwrap();
+    assert_eq!(admitted.status, "False", "{admitted:?}");
+
+    pods.delete("filler", &DeleteParams::default())
+        .await
+        .unwrap();
+    let bound = eventually(&format!("all four pods of {name} bound"), 60, || async {
+        let bound = bound_with_prefix(&pods, prefix).await;
+        (bound.len() == 4).then_some(bound)
+    })
+    .await;
+    for pod in &bound {
+        let spec = pods.get(pod).await.unwrap().spec.unwrap();
+        assert_eq!(
+            spec.scheduler_name.as_deref(),
+            Some("scheduler-plugins-scheduler")
+        );
+    }
+
+    workloads
+        .delete(&name, &DeleteParams::background())
+        .await
+        .unwrap();
+    eventually(
+        &format!("{name}'s PodGroups collected with it"),
+        60,
+        || async { groups.get_opt(&name).await.unwrap().is_none().then_some(()) },
+    )
+    .await;
+    ns.delete().await;
+}
+
+#[tokio::test]
+#[ignore = "needs the local control plane: run e2e/test"]
+async fn a_pytorch_job_of_training_operator_in_scheduler_plugins_mode_waits_whole_then_runs_whole()
+{
+    waits_whole_then_runs_whole(
+        "training-operator",
+        ("kubeflow.org", "v1", "PyTorchJob"),
+        pytorch_job("train", 3, 32),
+        "train-",
+    )
+    .await;
+}
+
+#[tokio::test]
+#[ignore = "needs the local control plane: run e2e/test"]
+async fn a_ray_cluster_of_kuberay_in_scheduler_plugins_mode_waits_whole_then_runs_whole() {
+    waits_whole_then_runs_whole(
+        "kuberay",
+        ("ray.io", "v1", "RayCluster"),
+        ray_cluster("ray", 3, 32),
+        "ray-",
+    )
+    .await;
+}
