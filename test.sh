@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The test command: formatting, lints, unit and handler tests, the generated-files check, then
 # the end-to-end suite on the local control plane (built from Go modules on first use), and
-# its gang tests again on a cluster whose scheduler sends every pod to Gangplank.
+# its gang and operator tests again on a cluster whose scheduler sends every pod to Gangplank.
 # Options after the script name are passed to e2e/test (for example --nodes 8).
 set -euo pipefail
 cd "$(dirname "$0")"
@@ -17,8 +17,9 @@ step "end-to-end suite (e2e/test)"
 e2e/test "$@"
 # The every-pod scheduler configuration on a cluster of its own: gangs still bind whole when
 # Gangplank sees every pod (and its marker resource does not make them unschedulable).
-step "end-to-end, every pod sent to Gangplank (e2e/test --mode all-pods, the gang tests that hold in it)"
+step "end-to-end, every pod sent to Gangplank (e2e/test --mode all-pods, the gang and operator tests that hold in it)"
 e2e/test --mode all-pods "$@" -- \
   gangs::a_gang_of_eight_that_fits_is_bound_whole_within_seconds \
   gangs::two_gangs_each_needing_sixty_percent_run_one_after_the_other_whole \
-  gangs::an_elastic_gang_of_four_to_eight_on_room_for_six_gets_six
+  gangs::an_elastic_gang_of_four_to_eight_on_room_for_six_gets_six \
+  operators::
