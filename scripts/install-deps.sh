@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs what the demo and the tests use, on a fresh Debian machine with Go and Rust (rustup)
-# already present: openssl (certificates), curl (readiness probes), python3 (free ports),
+# already present: openssl (certificates), curl (readiness probes), python3 (free ports, JSON),
 # rustfmt and clippy. Go modules and crates are fetched by the builds themselves.
 # Idempotent and quick when everything is there.
 set -euo pipefail
