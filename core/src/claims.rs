@@ -217,29 +217,28 @@ pub fn filter<'a, S: AsRef<str>>(
     }
     // The nodes where a slot of the claim holds this pod, looked up once per candidate instead
     // of scanning every slot per candidate.
-    let own = holding(&state.ledger.claims[&key], &pod.requests, candidates);
-    Ok(per_node(state, pod, candidates, &own))
+    let claim = &state.ledger.claims[&key];
+    let tightest = holding(claim, &pod.requests, true);
+    let verdict = per_node(state, pod, candidates, &tightest);
+    if verdict.passed.is_empty() {
+        // None of the tightest slots' nodes is a candidate: any slot that holds the pod will do.
+        let any = holding(claim, &pod.requests, false);
+        if any.len() > tightest.len() {
+            return Ok(per_node(state, pod, candidates, &any));
+        }
+    }
+    Ok(verdict)
 }
 
-/// The candidate nodes where a slot of `claim` holds a pod asking `requests`, keeping only the
-/// tightest such slots ([`size`]): a gang's members differ (a launcher and its workers, a Ray
-/// head without the workers' init container), and a small member that took a big member's
-/// slot would leave the big one only a slot too small for it.
-pub fn holding<'c, S: AsRef<str>>(
-    claim: &'c Claim,
-    requests: &Resources,
-    candidates: &[S],
-) -> FxHashSet<&'c str> {
-    let on_candidates: FxHashSet<&str> = candidates.iter().map(AsRef::as_ref).collect();
-    let covering = claim
-        .slots
-        .iter()
-        .filter(|s| requests.fits_in(&s.requests) && on_candidates.contains(s.node.as_str()));
-    let Some(tightest) = covering.clone().map(|s| size(&s.requests)).min() else {
-        return FxHashSet::default();
-    };
+/// The nodes where a slot of `claim` holds a pod asking `requests`; with `tightest`, only
+/// those of the smallest such slots ([`size`]). A gang's members differ (a launcher and its
+/// workers, a Ray head without the workers' init container), and a small member that took a
+/// big member's slot would leave the big one only a slot too small for it.
+pub fn holding<'c>(claim: &'c Claim, requests: &Resources, tightest: bool) -> FxHashSet<&'c str> {
+    let covering = claim.slots.iter().filter(|s| requests.fits_in(&s.requests));
+    let smallest = covering.clone().map(|s| size(&s.requests)).min();
     covering
-        .filter(|s| size(&s.requests) == tightest)
+        .filter(|s| !tightest || Some(size(&s.requests)) == smallest)
         .map(|s| s.node.as_str())
         .collect()
 }
@@ -1290,11 +1289,8 @@ mod mixed_shapes {
         }
     }
 
-    /// The scheduler's part: each member in `order` is filtered over the nodes no earlier
-    /// member was assumed on, and goes to the first that passes; its bind (the reservation)
-    /// comes at once or after every member was filtered. Panics, naming the reasons, when a
-    /// member finds no node.
-    fn place(order: &[usize], bind_at_once: bool) {
+    /// The gang `g` of a head (`m0`) and three workers on four empty nodes, and the settings.
+    fn gang() -> (State, Vec<Pod>, Settings) {
         let mut s = State::default();
         for i in 0..4 {
             s.apply_node(node(i));
@@ -1302,7 +1298,7 @@ mod mixed_shapes {
         let key = GroupKey::new("ns", "g");
         s.apply_pod_group(PodGroup {
             schedule_timeout: Duration::from_secs(30),
-            ..PodGroup::new(key.clone(), 4, "default")
+            ..PodGroup::new(key, 4, "default")
         });
         let pods: Vec<Pod> = (0..4)
             .map(|i| pod(i, if i == 0 { 0 } else { 256 << 20 }))
@@ -1311,10 +1307,19 @@ mod mixed_shapes {
             s.apply_pod(p.clone());
         }
         let settings = Settings {
-            strategy: crate::policy::placement::Strategy::Binpack,
+            strategy: Strategy::Binpack,
             max_hold: Duration::from_secs(60),
             bind_unmarked: false,
         };
+        (s, pods, settings)
+    }
+
+    /// The scheduler's part: each member in `order` is filtered over the nodes no earlier
+    /// member was assumed on, and goes to the first that passes; its bind (the reservation)
+    /// comes at once or after every member was filtered. Panics, naming the reasons, when a
+    /// member finds no node.
+    fn place(order: &[usize], bind_at_once: bool) {
+        let (mut s, pods, settings) = gang();
         let now = Instant::now();
         let mut taken: Vec<String> = Vec::new();
         let mut to_bind = Vec::new();
@@ -1364,6 +1369,45 @@ mod mixed_shapes {
             )
             .unwrap();
         }
+    }
+
+    #[test]
+    fn a_member_whose_tightest_slot_is_on_no_candidate_takes_a_bigger_slot() {
+        let (mut s, pods, settings) = gang();
+        let now = Instant::now();
+        let every = ["n0", "n1", "n2", "n3"];
+        // A worker plans the claim: three worker-shaped slots, then the head's on n3.
+        let v = filter(
+            &mut s,
+            &pods[1],
+            &Constraints::default(),
+            &every,
+            &settings,
+            now,
+        )
+        .unwrap();
+        assert!(!v.passed.is_empty());
+        let head = |candidates: &[&'static str], s: &mut State| {
+            filter(
+                s,
+                &pods[0],
+                &Constraints::default(),
+                candidates,
+                &settings,
+                now,
+            )
+            .unwrap()
+            .passed
+            .iter()
+            .map(|n| n.to_string())
+            .collect::<Vec<_>>()
+        };
+        assert_eq!(
+            head(&every, &mut s),
+            ["n3"],
+            "the head is steered to its own slot"
+        );
+        assert_eq!(head(&["n0", "n1"], &mut s), ["n0", "n1"]);
     }
 
     #[test]

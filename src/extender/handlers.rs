@@ -142,7 +142,7 @@ pub fn gang_scores<'a, S: AsRef<str>>(
 ) -> Vec<HostScore<'a>> {
     let claim = GroupKey::of(pod).and_then(|k| s.ledger.claims.get(&k));
     let holding = claim
-        .map(|c| claims::holding(c, &pod.requests, candidates))
+        .map(|c| claims::holding(c, &pod.requests, true))
         .unwrap_or_default();
     let own = claim.map(|c| c.per_node()).unwrap_or_default();
     candidates
