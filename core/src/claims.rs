@@ -1323,6 +1323,9 @@ mod mixed_shapes {
         let now = Instant::now();
         let mut taken: Vec<String> = Vec::new();
         let mut to_bind = Vec::new();
+        let bind = |s: &mut State, i: usize, node: &str| {
+            reserve(s, &pods[i].uid, &format!("ns/m{i}"), node, &settings, now).unwrap();
+        };
         for &i in order {
             let free: Vec<String> = (0..4)
                 .map(|n| format!("n{n}"))
@@ -1345,29 +1348,13 @@ mod mixed_shapes {
                 .to_string();
             taken.push(node.clone());
             if bind_at_once {
-                reserve(
-                    &mut s,
-                    &pods[i].uid,
-                    &format!("ns/m{i}"),
-                    &node,
-                    &settings,
-                    now,
-                )
-                .unwrap();
+                bind(&mut s, i, &node);
             } else {
                 to_bind.push((i, node));
             }
         }
         for (i, node) in to_bind {
-            reserve(
-                &mut s,
-                &pods[i].uid,
-                &format!("ns/m{i}"),
-                &node,
-                &settings,
-                now,
-            )
-            .unwrap();
+            bind(&mut s, i, &node);
         }
     }
 

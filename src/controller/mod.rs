@@ -157,6 +157,39 @@ pub async fn run(
     }
 }
 
+/// Queues what `plan` (for a workload that gets a PodGroup: a Job, a scheduler-plugins
+/// PodGroup) asks: the creation, labelled `source` for the metric, or the Conflict event on
+/// `regarding`.
+fn carry_out(
+    plan: Option<jobs::Plan>,
+    source: &'static str,
+    regarding: ObjectReference,
+    creations: &mut Vec<Creation>,
+    wanted: &mut Vec<Event>,
+) {
+    match plan {
+        Some(jobs::Plan::Create {
+            group,
+            note,
+            warning,
+        }) => creations.push(Creation {
+            group: *group,
+            source,
+            regarding,
+            note,
+            warning,
+        }),
+        Some(jobs::Plan::Conflict { message }) => wanted.push(Event {
+            regarding,
+            warning: true,
+            reason: "PodGroupConflict".to_owned(),
+            action: "CreatePodGroup",
+            note: message,
+        }),
+        None => {}
+    }
+}
+
 /// A PodGroup to create, and whom to tell.
 struct Creation {
     group: PodGroup,
@@ -315,27 +348,14 @@ impl Controller {
                 .stores
                 .pod_groups
                 .get(&ObjectRef::new(name).within(&namespace));
-            match jobs::plan(&job, existing.as_deref()) {
-                Some(jobs::Plan::Create {
-                    group,
-                    note,
-                    warning,
-                }) => creations.push(Creation {
-                    group: *group,
-                    source: "job",
-                    regarding: events::reference(job.as_ref()),
-                    note,
-                    warning,
-                }),
-                Some(jobs::Plan::Conflict { message }) => wanted.push(Event {
-                    regarding: events::reference(job.as_ref()),
-                    warning: true,
-                    reason: "PodGroupConflict".to_owned(),
-                    action: "CreatePodGroup",
-                    note: message,
-                }),
-                None => {}
-            }
+            let plan = jobs::plan(&job, existing.as_deref());
+            carry_out(
+                plan,
+                "job",
+                events::reference(job.as_ref()),
+                &mut creations,
+                wanted,
+            );
         }
         (creations, groups)
     }
@@ -359,29 +379,10 @@ impl Controller {
                 .pod_groups
                 .get(&ObjectRef::new(&name).within(&namespace));
             let namespace_queue = self.stores.namespace_queue(&namespace).ok().flatten();
+            let plan =
+                scheduler_plugins::plan(&source, existing.as_deref(), namespace_queue.as_deref());
             let regarding = events::reference(source.as_ref());
-            match scheduler_plugins::plan(&source, existing.as_deref(), namespace_queue.as_deref())
-            {
-                Some(jobs::Plan::Create {
-                    group,
-                    note,
-                    warning,
-                }) => creations.push(Creation {
-                    group: *group,
-                    source: "scheduler-plugins",
-                    regarding,
-                    note,
-                    warning,
-                }),
-                Some(jobs::Plan::Conflict { message }) => wanted.push(Event {
-                    regarding,
-                    warning: true,
-                    reason: "PodGroupConflict".to_owned(),
-                    action: "CreatePodGroup",
-                    note: message,
-                }),
-                None => {}
-            }
+            carry_out(plan, "scheduler-plugins", regarding, &mut creations, wanted);
         }
         creations
     }
