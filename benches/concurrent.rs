@@ -151,7 +151,7 @@ impl Passes {
 
 /// One pass and reclaim's plan after it.
 fn admission_pass(state: &State) -> usize {
-    let groups = Groups::of(state, &|_| false);
+    let groups = Groups::of(state, &|_| false, plan::unix_now());
     let decision = plan::decide_on(state, &groups, plan::unix_now());
     reclaim::plan(state, &groups, &decision, &|_| false, &|_| false)
         .reclaims

@@ -256,7 +256,7 @@ fn bench_admission_pass(c: &mut Criterion) {
 /// share, so they only cost the fit check).
 fn bench_reclaim(c: &mut Criterion) {
     let state = admission_state();
-    let groups = Groups::of(&state, &|_| false);
+    let groups = Groups::of(&state, &|_| false, plan::unix_now());
     let decision = plan::decide(&state);
     let mut group = c.benchmark_group("reclaim_after_pass");
     group.throughput(Throughput::Elements(decision.short_of_room.len() as u64));

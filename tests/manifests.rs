@@ -198,7 +198,7 @@ fn cluster_role_grants_exactly_what_gangplank_calls() {
     let role: ClusterRole = object("rbac.yaml", "ClusterRole", "gangplank");
     // Every API call in src/, by (group, resource, verb): the watches of the cache and the
     // stores, the gate-release patch, Bindings, Evictions, PodGroup and default-Queue creation,
-    // status applies and Events. The end-to-end suite runs Gangplank as this ServiceAccount,
+    // the admitted-ahead annotation, status applies (Volcano's by merge patch) and Events. The end-to-end suite runs Gangplank as this ServiceAccount,
     // which shows the list is enough.
     let calls: BTreeSet<(&str, &str, &str)> = [
         ("", "nodes", "list"),
@@ -215,6 +215,7 @@ fn cluster_role_grants_exactly_what_gangplank_calls() {
         (labels::GROUP, "podgroups", "list"),
         (labels::GROUP, "podgroups", "watch"),
         (labels::GROUP, "podgroups", "create"),
+        (labels::GROUP, "podgroups", "patch"),
         (labels::GROUP, "podgroups/status", "patch"),
         (labels::GROUP, "queues", "get"),
         (labels::GROUP, "queues", "list"),
@@ -223,6 +224,10 @@ fn cluster_role_grants_exactly_what_gangplank_calls() {
         (labels::GROUP, "queues/status", "patch"),
         ("scheduling.x-k8s.io", "podgroups", "list"),
         ("scheduling.x-k8s.io", "podgroups", "watch"),
+        ("scheduling.volcano.sh", "podgroups", "list"),
+        ("scheduling.volcano.sh", "podgroups", "watch"),
+        ("scheduling.volcano.sh", "podgroups", "patch"),
+        ("scheduling.volcano.sh", "podgroups/status", "patch"),
         ("events.k8s.io", "events", "create"),
     ]
     .into();

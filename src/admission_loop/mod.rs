@@ -41,11 +41,13 @@ use kube::api::{Api, Patch, PatchParams};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use crate::api::labels::ADMISSION_GATE;
+use crate::api::PodGroup;
+use crate::api::labels::{self, ADMISSION_GATE};
 use crate::cache::Cache;
 use crate::metrics;
 use gangplank_core::admit::groups::Groups;
 use gangplank_core::admit::plan::{self, PodRef};
+use gangplank_core::model::GroupKey;
 
 /// Shortest time between two passes, however often the cache changes.
 pub const MIN_PASS_INTERVAL: Duration = Duration::from_millis(100);
@@ -66,6 +68,8 @@ pub enum Error {
         name: String,
         why: kube::Error,
     },
+    #[error("failed to record that PodGroup {group} is admitted ahead of its members: {why}")]
+    AdmitAhead { group: String, why: kube::Error },
 }
 
 /// Runs admission passes until `shutdown`, publishing each one's outcome in `published`;
@@ -96,8 +100,9 @@ pub async fn run(
         // bind calls never wait for them.
         let state = cache.snapshot();
         reclaimer.settle(&state, now);
-        let groups = Groups::of(&state, &|uid| recently.contains_key(uid));
-        let decision = plan::decide_on(&state, &groups, plan::unix_now());
+        let wall = plan::unix_now();
+        let groups = Groups::of(&state, &|uid| recently.contains_key(uid), wall);
+        let decision = plan::decide_on(&state, &groups, wall);
         let mut reclaims = gangplank_core::admit::reclaim::plan(
             &state,
             &groups,
@@ -119,6 +124,15 @@ pub async fn run(
             .filter(|p| !recently.contains_key(&p.uid))
             .cloned()
             .collect();
+        let ahead: Vec<GroupKey> = decision
+            .admit
+            .iter()
+            .filter(|a| a.placeholders.iter().any(|p| !recently.contains_key(p)))
+            .filter_map(|a| a.group.clone())
+            .collect();
+        for uid in decision.admit.iter().flat_map(|a| &a.placeholders) {
+            recently.insert(uid.clone(), now);
+        }
         published.publish(published::Outcome {
             decision,
             reclaim_waiting: std::mem::take(&mut reclaims.waiting),
@@ -138,6 +152,11 @@ pub async fn run(
             match result {
                 Ok(()) => ::metrics::counter!(metrics::ADMISSION_RELEASED_PODS_TOTAL).increment(1),
                 Err(e) => tracing::warn!(error = %e, "admission"),
+            }
+        }
+        for group in &ahead {
+            if let Err(e) = admit_ahead(&client, group).await {
+                tracing::warn!(error = %e, "admission");
             }
         }
         reclaimer.execute(reclaims).await;
@@ -204,6 +223,23 @@ fn in_units(resource: &str, amount: i64) -> f64 {
     } else {
         amount as f64
     }
+}
+
+/// Records on `group`'s PodGroup that it is admitted ahead of its members, now (see
+/// `gangplank_core::model::Ahead`): the annotation the cache and the controller read.
+async fn admit_ahead(client: &Client, group: &GroupKey) -> Result<(), Error> {
+    let api: Api<PodGroup> = Api::namespaced(client.clone(), &group.namespace);
+    let now = k8s_openapi::jiff::Timestamp::now().round(k8s_openapi::jiff::Unit::Second);
+    let patch = serde_json::json!({"metadata": {"annotations": {
+        (labels::ADMITTED_AHEAD_ANNOTATION): now.map_or_else(|_| String::new(), |t| t.to_string()),
+    }}});
+    api.patch(&group.name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .map(|_| tracing::info!(group = %group, "admitted ahead of its members"))
+        .map_err(|why| Error::AdmitAhead {
+            group: group.to_string(),
+            why,
+        })
 }
 
 /// Removes Gangplank's gate from one pod, if its gates are still as the decision saw them.

@@ -45,6 +45,10 @@ pub const MIN_MEMBER_ANNOTATION: &str = "scheduling.gangplank.dev/min-member";
 /// its pods on nodes sharing that label's value).
 pub const TOPOLOGY_KEY_ANNOTATION: &str = "scheduling.gangplank.dev/topology-key";
 
+/// Annotation the admission loop puts on a PodGroup it admits ahead of its members (one made
+/// for a Volcano PodGroup, see `gangplank_core::model::Ahead`): when, in RFC 3339.
+pub const ADMITTED_AHEAD_ANNOTATION: &str = "scheduling.gangplank.dev/admitted-ahead";
+
 pub use gangplank_core::model::names::{
     ADMISSION_GATE, DEFAULT_QUEUE, MANAGED_RESOURCE, PLACEMENT_RESOURCE,
 };

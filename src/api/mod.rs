@@ -30,6 +30,7 @@ pub mod labels;
 pub mod pod_group;
 pub mod queue;
 pub mod scheduler_plugins;
+pub mod volcano;
 
 use std::collections::BTreeMap;
 

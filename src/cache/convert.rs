@@ -10,13 +10,14 @@ use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 
 use gangplank_core::model::quantity::{self, Scale};
 use gangplank_core::model::{
-    GroupKey, Node, Pod, PodGroup, PodPhase, Queue, ResourceId, Resources, Taint, TaintEffect,
+    Ahead, GroupKey, Node, Pod, PodGroup, PodPhase, Queue, ResourceId, Resources, Taint,
+    TaintEffect,
 };
 use gangplank_core::policy::fair_share::Capability;
 
 use super::Error;
 use crate::api;
-use crate::api::labels;
+use crate::api::{labels, volcano};
 
 /// Converts a Node. Fails only on a missing name or an unparsable quantity, which the API
 /// server never lets through.
@@ -153,10 +154,23 @@ pub fn pod_group(group: &api::PodGroup) -> Result<PodGroup, Error> {
         max_member: spec.max_member.map(|m| m.max(1).unsigned_abs()),
         queue: spec.queue_name().to_owned(),
         schedule_timeout: spec.schedule_timeout(),
-        min_resources,
+        min_resources: min_resources.clone(),
         max_wait: seconds(spec.max_wait_seconds),
         expected_runtime: seconds(spec.expected_runtime_seconds),
         topology_key: spec.topology_key.clone().filter(|k| !k.is_empty()),
+        ahead: volcano::controls(group).then(|| {
+            let min_member = spec.min_member.max(1).unsigned_abs();
+            let mut share = min_resources.part(min_member);
+            share.set("pods", 1);
+            Ahead {
+                share,
+                created: meta
+                    .creation_timestamp
+                    .as_ref()
+                    .map_or(0, |t| t.0.as_second()),
+                admitted_at: volcano::admitted_ahead_at(group),
+            }
+        }),
     })
 }
 

@@ -1,7 +1,7 @@
 //! Reflector stores of API objects as the API shows them, shared by the controller and the
 //! webhooks: Jobs, PodGroups, Queues, the Namespaces that carry a default queue label
-//! (metadata only), and scheduler-plugins' PodGroups (watched only while their CRD is
-//! installed, and not needed for the controller to act). One watch per kind for the whole
+//! (metadata only), and scheduler-plugins' and Volcano's PodGroups (each watched only while its
+//! CRD is installed, and not needed for the controller to act). One watch per kind for the whole
 //! process.
 //!
 //! The cluster cache keeps only what scheduling needs (a PodGroup's spec, no status, no
@@ -38,6 +38,7 @@ use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
 use crate::api::scheduler_plugins::SchedulerPluginsPodGroup;
+use crate::api::volcano::VolcanoPodGroup;
 use crate::api::{PodGroup, Queue, labels};
 use crate::cache::watch::{Relay, relisting};
 use crate::cache::{Change, Changes, Watched};
@@ -50,8 +51,10 @@ pub struct Stores {
     pub namespaces: Store<PartialObjectMeta<Namespace>>,
     /// scheduler-plugins' PodGroups, watched while their CRD is installed.
     pub scheduler_plugins_pod_groups: Store<SchedulerPluginsPodGroup>,
+    /// Volcano's PodGroups, watched while their CRD is installed.
+    pub volcano_pod_groups: Store<VolcanoPodGroup>,
     changed: Notify,
-    synced: [AtomicBool; 5],
+    synced: [AtomicBool; 6],
     /// The cluster model, for the node capacity the Queue webhook checks guarantees against.
     pub cache: crate::cache::Cache,
 }
@@ -63,6 +66,7 @@ pub struct Writers {
     queues: Writer<Queue>,
     namespaces: Writer<PartialObjectMeta<Namespace>>,
     scheduler_plugins_pod_groups: Writer<SchedulerPluginsPodGroup>,
+    volcano_pod_groups: Writer<VolcanoPodGroup>,
 }
 
 /// The kinds the stores hold, for [`Stores::synced`].
@@ -74,6 +78,8 @@ pub enum Kind {
     Namespaces = 3,
     /// Optional: not part of [`Stores::is_synced`].
     SchedulerPluginsPodGroups = 4,
+    /// Optional: not part of [`Stores::is_synced`].
+    VolcanoPodGroups = 5,
 }
 
 /// The kinds the controller needs listed before it acts.
@@ -89,12 +95,14 @@ impl Stores {
         let (queues, queues_writer) = reflector::store();
         let (namespaces, namespaces_writer) = reflector::store();
         let (scheduler_plugins_pod_groups, scheduler_plugins_writer) = reflector::store();
+        let (volcano_pod_groups, volcano_writer) = reflector::store();
         let stores = Arc::new(Stores {
             jobs,
             pod_groups,
             queues,
             namespaces,
             scheduler_plugins_pod_groups,
+            volcano_pod_groups,
             changed: Notify::new(),
             synced: Default::default(),
             cache,
@@ -105,6 +113,7 @@ impl Stores {
             queues: queues_writer,
             namespaces: namespaces_writer,
             scheduler_plugins_pod_groups: scheduler_plugins_writer,
+            volcano_pod_groups: volcano_writer,
         };
         (stores, writers)
     }
@@ -114,8 +123,8 @@ impl Stores {
         self.changed.notified().await;
     }
 
-    /// Every required kind is synced (see [`Stores::synced`]); scheduler-plugins' PodGroups
-    /// are optional: their CRD may not be installed.
+    /// Every required kind is synced (see [`Stores::synced`]); scheduler-plugins' and
+    /// Volcano's PodGroups are optional: their CRDs may not be installed.
     pub fn is_synced(&self) -> bool {
         REQUIRED.iter().all(|kind| self.synced(*kind))
     }
@@ -152,7 +161,8 @@ impl Stores {
         let pod_groups = Api::<PodGroup>::all(client.clone());
         let queues = Api::<Queue>::all(client.clone());
         let namespaces = Api::<PartialObjectMeta<Namespace>>::all(client.clone());
-        let scheduler_plugins = Api::<SchedulerPluginsPodGroup>::all(client);
+        let scheduler_plugins = Api::<SchedulerPluginsPodGroup>::all(client.clone());
+        let volcano = Api::<VolcanoPodGroup>::all(client);
         let all = watcher::Config::default;
         let mut pod_group_relay = Relay::<PodGroup>::new(changes.clone());
         let mut queue_relay = Relay::<Queue>::new(changes.clone());
@@ -204,6 +214,13 @@ impl Stores {
                 Kind::SchedulerPluginsPodGroups,
                 writers.scheduler_plugins_pod_groups,
                 scheduler_plugins,
+                &shutdown,
+            ),
+            self.reflect_optional(
+                "scheduling.volcano.sh podgroups",
+                Kind::VolcanoPodGroups,
+                writers.volcano_pod_groups,
+                volcano,
                 &shutdown,
             ),
         );

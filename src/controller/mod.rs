@@ -33,11 +33,11 @@
 //! list would make it create PodGroups that exist and report empty queues). It does not elect
 //! a leader: run one replica, as for the admission loop.
 
+pub mod foreign_groups;
 pub mod jobs;
 pub mod observe;
 pub mod orphans;
 pub mod queues;
-pub mod scheduler_plugins;
 pub mod status;
 pub mod waits;
 pub mod writes;
@@ -58,14 +58,16 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::admission_loop::published::{Outcome, Published};
-use crate::api::{PodGroup, PodGroupPhase, PodGroupStatus, Queue, QueueStatus, labels};
+use crate::api::volcano::{VolcanoPodGroup, VolcanoPodGroupStatus};
+use crate::api::{self, PodGroup, PodGroupPhase, PodGroupStatus, Queue, QueueStatus, labels};
 use crate::cache::Cache;
 use crate::cache::stores::Stores;
 use crate::events::{self, Event, Limiter, Publisher};
 use crate::metrics;
 use crate::webhooks::lookup::NamespaceLookup;
+use foreign_groups::Foreign;
 use gangplank_core::admit::plan;
-use gangplank_core::model::GroupKey;
+use gangplank_core::model::{self, GroupKey};
 use observe::Observation;
 use queues::GroupCounts;
 use status::{Finisher, Inputs};
@@ -98,7 +100,7 @@ pub enum Error {
 }
 
 /// Kinds whose status the controller writes, as metric labels.
-const KINDS: [&str; 2] = ["podgroup", "queue"];
+const KINDS: [&str; 3] = ["podgroup", "queue", "volcano-podgroup"];
 
 /// Exports the controller's series at zero from start-up.
 pub fn register_metrics() {
@@ -108,7 +110,7 @@ pub fn register_metrics() {
                 .absolute(0);
         }
     }
-    for source in ["job", "scheduler-plugins", "pods"] {
+    for source in ["job", "scheduler-plugins", "volcano", "pods"] {
         for outcome in ["ok", "exists", "error"] {
             ::metrics::counter!(metrics::CONTROLLER_POD_GROUPS_CREATED_TOTAL, "source" => source, "outcome" => outcome)
                 .absolute(0);
@@ -219,6 +221,7 @@ struct Controller {
     limiter: Limiter,
     pod_group_writes: Writes<PodGroupStatus>,
     queue_writes: Writes<QueueStatus>,
+    volcano_writes: Writes<VolcanoPodGroupStatus>,
     /// PodGroups (`namespace/name`) whose creation was attempted recently.
     created: HashMap<String, Instant>,
 }
@@ -233,6 +236,7 @@ impl Controller {
             limiter: Limiter::default(),
             pod_group_writes: Writes::default(),
             queue_writes: Writes::default(),
+            volcano_writes: Writes::default(),
             created: HashMap::new(),
         }
     }
@@ -259,7 +263,7 @@ impl Controller {
 
         let mut wanted = Vec::new();
         let (mut creations, mut sourced) = self.job_pod_groups(&mut wanted);
-        creations.extend(self.scheduler_plugins_pod_groups(&mut sourced, &mut wanted));
+        creations.extend(self.foreign_pod_groups(&mut sourced, &mut wanted));
         let orphans = self.orphan_pod_groups(&observation, &sourced, &mut wanted);
         let mut transitions = self
             .create(creations.into_iter().chain(orphans).collect(), now)
@@ -267,18 +271,21 @@ impl Controller {
 
         let mut due = None;
         let mut waits = Vec::new();
+        let mut volcano_desired = HashMap::new();
         let (pod_group_writes, counts) = self.pod_group_statuses(
             &observation,
             &admission_waits,
             &wall,
             now,
             &mut due,
-            &mut waits,
+            (&mut waits, &mut volcano_desired),
         );
         let queue_writes =
             self.queue_statuses(&observation, &decision.queues, &counts, now, &mut due);
+        let volcano_writes = self.volcano_statuses(&volcano_desired, now, &mut due);
         transitions.extend(self.write_pod_group_statuses(pod_group_writes, now).await);
         self.write_queue_statuses(queue_writes, now).await;
+        self.write_volcano_statuses(volcano_writes, now).await;
         self.settle(now);
 
         let mut events = self.limiter.admit(transitions, usize::MAX, now);
@@ -360,31 +367,121 @@ impl Controller {
         (creations, groups)
     }
 
-    /// PodGroups to create for scheduler-plugins' PodGroups, and Conflict events; adds the
-    /// groups they account for to `sourced`.
-    fn scheduler_plugins_pod_groups(
+    /// PodGroups to create for scheduler-plugins' and Volcano's PodGroups, and Conflict
+    /// events; adds the groups they account for to `sourced`.
+    fn foreign_pod_groups(
         &self,
         sourced: &mut HashSet<GroupKey>,
         wanted: &mut Vec<Event>,
     ) -> Vec<Creation> {
         let mut creations = Vec::new();
-        for source in self.stores.scheduler_plugins_pod_groups.state() {
-            let Some(namespace) = source.namespace() else {
+        let scheduler_plugins = self.stores.scheduler_plugins_pod_groups.state();
+        let volcano = self.stores.volcano_pod_groups.state();
+        let sources = (scheduler_plugins.iter())
+            .map(|s| {
+                (
+                    Foreign::from(s.as_ref()),
+                    events::reference(s.as_ref()),
+                    "scheduler-plugins",
+                )
+            })
+            .chain(volcano.iter().map(|s| {
+                (
+                    Foreign::from(s.as_ref()),
+                    events::reference(s.as_ref()),
+                    "volcano",
+                )
+            }));
+        for (source, regarding, dialect) in sources {
+            let (Some(namespace), Some(name)) = (&source.meta.namespace, &source.meta.name) else {
                 continue;
             };
-            let name = source.name_any();
-            sourced.insert(GroupKey::new(namespace.clone(), name.as_str()));
+            sourced.insert(GroupKey::new(namespace.as_str(), name.as_str()));
             let existing = self
                 .stores
                 .pod_groups
-                .get(&ObjectRef::new(&name).within(&namespace));
-            let namespace_queue = self.stores.namespace_queue(&namespace).ok().flatten();
+                .get(&ObjectRef::new(name).within(namespace));
+            let namespace_queue = self.stores.namespace_queue(namespace).ok().flatten();
             let plan =
-                scheduler_plugins::plan(&source, existing.as_deref(), namespace_queue.as_deref());
-            let regarding = events::reference(source.as_ref());
-            carry_out(plan, "scheduler-plugins", regarding, &mut creations, wanted);
+                foreign_groups::plan(source, existing.as_deref(), namespace_queue.as_deref());
+            carry_out(plan, dialect, regarding, &mut creations, wanted);
         }
         creations
+    }
+
+    /// The Volcano PodGroup statuses to write: each says what the Gangplank PodGroup made for
+    /// it says (`desired`, by key, for the groups Volcano PodGroups control).
+    fn volcano_statuses(
+        &self,
+        desired: &HashMap<GroupKey, PodGroupStatus>,
+        now: Instant,
+        due: &mut Option<Instant>,
+    ) -> Vec<StatusWrite<VolcanoPodGroupStatus>> {
+        let mut out = Vec::new();
+        for source in self.stores.volcano_pod_groups.state() {
+            let (Some(namespace), Some(uid)) = (source.namespace(), source.uid()) else {
+                continue;
+            };
+            let name = source.name_any();
+            let Some(group) = desired.get(&GroupKey::new(namespace.as_str(), name.as_str())) else {
+                continue;
+            };
+            let status = foreign_groups::volcano_status(group);
+            match self
+                .volcano_writes
+                .decide(&uid, source.status.as_ref(), &status, now)
+            {
+                Verdict::InSync => {}
+                Verdict::Wait(at) => *due = Some(due.map_or(at, |d| d.min(at))),
+                Verdict::Write => out.push(StatusWrite {
+                    uid,
+                    namespace: Some(namespace),
+                    name,
+                    status,
+                    transition: None,
+                }),
+            }
+        }
+        out
+    }
+
+    /// Writes Volcano PodGroup statuses with a merge patch: to the status subresource where
+    /// the CRD has one, else (Volcano's own CRD has none) to the object.
+    async fn write_volcano_statuses(
+        &mut self,
+        writes: Vec<StatusWrite<VolcanoPodGroupStatus>>,
+        now: Instant,
+    ) {
+        let client = &self.client;
+        let results: Vec<(StatusWrite<VolcanoPodGroupStatus>, bool)> = futures::stream::iter(writes)
+            .map(|w| async move {
+                let api: Api<VolcanoPodGroup> =
+                    Api::namespaced(client.clone(), w.namespace.as_deref().unwrap_or_default());
+                let body = Patch::Merge(serde_json::json!({"status": &w.status}));
+                let params = PatchParams::default();
+                let result = match api.patch_status(&w.name, &params, &body).await {
+                    Err(kube::Error::Api(e)) if e.code == 404 => {
+                        api.patch(&w.name, &params, &body).await
+                    }
+                    other => other,
+                };
+                let ok = match result {
+                    Ok(_) => true,
+                    Err(e) => {
+                        tracing::warn!(error = %e, group = %w.name, "controller: Volcano PodGroup status");
+                        false
+                    }
+                };
+                ::metrics::counter!(metrics::CONTROLLER_STATUS_WRITES_TOTAL, "kind" => "volcano-podgroup", "outcome" => if ok { "ok" } else { "error" })
+                    .increment(1);
+                (w, ok)
+            })
+            .buffer_unordered(WRITE_CONCURRENCY)
+            .collect()
+            .await;
+        for (w, ok) in results {
+            self.volcano_writes.record(&w.uid, w.status, ok, now);
+        }
     }
 
     /// PodGroups to create for pods that ask for one, and PodGroupMissing events.
@@ -514,7 +611,9 @@ impl Controller {
         events
     }
 
-    /// The PodGroup statuses to write, and every group's phase counted per queue.
+    /// The PodGroup statuses to write, and every group's phase counted per queue; adds the
+    /// waiting groups to `waits`, and the desired status of the groups Volcano PodGroups
+    /// control to `volcano`.
     fn pod_group_statuses(
         &self,
         observation: &Observation,
@@ -522,7 +621,7 @@ impl Controller {
         wall: &Time,
         now: Instant,
         due: &mut Option<Instant>,
-        waits: &mut Vec<Wait>,
+        (waits, volcano): (&mut Vec<Wait>, &mut HashMap<GroupKey, PodGroupStatus>),
     ) -> (
         Vec<StatusWrite<PodGroupStatus>>,
         HashMap<String, GroupCounts>,
@@ -546,13 +645,14 @@ impl Controller {
                     .get(&key)
                     .map(|(reason, why)| (*reason, why.as_str())),
                 placement_wait: view.and_then(|v| v.wait_reason.as_deref()),
+                ahead: ahead(&group, wall.0.as_second()),
             };
             let stored = group.status.as_ref();
             let previous = self.pod_group_writes.previous(&uid, stored);
             let desired = status::pod_group_status(&inputs, previous, wall);
             let previous_phase = previous.map(|p| p.phase).unwrap_or_default();
             waits.extend(waits::wait(
-                key,
+                key.clone(),
                 events::reference(group.as_ref()),
                 &desired,
             ));
@@ -560,6 +660,9 @@ impl Controller {
                 .entry(group.spec.queue_name().to_owned())
                 .or_default()
                 .add(desired.phase);
+            if api::volcano::controls(&group) {
+                volcano.insert(key.clone(), desired.clone());
+            }
             match self.pod_group_writes.decide(&uid, stored, &desired, now) {
                 Verdict::InSync => {}
                 Verdict::Wait(at) => *due = Some(due.map_or(at, |d| d.min(at))),
@@ -694,6 +797,13 @@ impl Controller {
             .collect();
         self.queue_writes
             .settle(now, |uid| statuses.get(uid).map(Option::as_ref));
+        let sources = self.stores.volcano_pod_groups.state();
+        let statuses: HashMap<String, Option<&VolcanoPodGroupStatus>> = sources
+            .iter()
+            .filter_map(|g| Some((g.uid()?, g.status.as_ref())))
+            .collect();
+        self.volcano_writes
+            .settle(now, |uid| statuses.get(uid).copied());
     }
 
     async fn publish(&self, events: Vec<Event>) {
@@ -722,6 +832,20 @@ impl Controller {
                 .increment(1);
         }
     }
+}
+
+/// Where `group` stands when admitted ahead of its members, at `now` (Unix seconds).
+fn ahead(group: &PodGroup, now: i64) -> Option<status::Ahead> {
+    if !api::volcano::controls(group) {
+        return None;
+    }
+    let at = api::volcano::admitted_ahead_at(group)?;
+    let timeout = group.spec.schedule_timeout();
+    Some(if model::Ahead::admission_holds(at, now, timeout) {
+        status::Ahead::Holds
+    } else {
+        status::Ahead::Lapsed(timeout.as_secs())
+    })
 }
 
 /// The part of a Queue's status the controller writes (everything but `conditions`).

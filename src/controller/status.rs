@@ -16,8 +16,11 @@
 //! 3. **Running** when running plus succeeded members reach `minMember` (members that finished
 //!    their work count: a gang whose first workers are done is still a gang that ran).
 //! 4. **Unknown** when the group was Running (or Unknown) and fell below that.
-//! 5. **Inqueue** when a member that has not finished is released (no admission gate).
-//! 6. **Pending** otherwise: no member released yet, or not enough members.
+//! 5. **Inqueue** when a member that has not finished is released (no admission gate), or the
+//!    group is admitted ahead of its members and the admission holds
+//!    (`gangplank_core::model::Ahead`).
+//! 6. **Pending** otherwise: no member released yet, or not enough members (so a group whose
+//!    admission ahead lapsed with no member released is Pending again).
 //!
 //! Conditions, one per type: `Admitted` (gates removed; False with the admission loop's
 //! waiting reason), `Scheduled` (at least `minMember` members bound or done; False with the
@@ -38,6 +41,8 @@ pub const FAILED: &str = "Failed";
 /// admission loop releases it on its next pass.
 pub const NO_MEMBERS: &str = "NoMembers";
 pub const ADMITTING: &str = "Admitting";
+/// `Admitted` reason of a group admitted ahead of its members, before any exists.
+pub const ADMITTED_AHEAD: &str = "AdmittedAhead";
 /// `Scheduled` reason of a group admitted but refused room by the extender.
 pub const WAITING_FOR_ROOM: &str = "WaitingForRoom";
 
@@ -87,6 +92,17 @@ pub struct Inputs<'a> {
     pub admission_wait: Option<(&'a str, &'a str)>,
     /// Why the extender last refused to claim room for the gang, if it did.
     pub placement_wait: Option<&'a str>,
+    /// For a group admitted ahead of its members: whether that admission holds now.
+    pub ahead: Option<Ahead>,
+}
+
+/// Where a group admitted ahead of its members stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ahead {
+    /// Admitted, and the admission holds.
+    Holds,
+    /// Admitted, but no quorum of pods came within its schedule timeout of seconds.
+    Lapsed(u64),
 }
 
 /// The phase the group is in now, and for Failed the reason and message.
@@ -112,7 +128,7 @@ pub fn phase(
         PodGroupPhase::Running
     } else if matches!(previous, PodGroupPhase::Running | PodGroupPhase::Unknown) {
         PodGroupPhase::Unknown
-    } else if m.live > m.gated {
+    } else if m.live > m.gated || inputs.ahead == Some(Ahead::Holds) {
         PodGroupPhase::Inqueue
     } else {
         PodGroupPhase::Pending
@@ -208,6 +224,16 @@ type Judgement<'a> = (bool, &'a str, String);
 
 fn admitted<'a>(inputs: &'a Inputs, phase: PodGroupPhase) -> Judgement<'a> {
     let m = &inputs.members;
+    if m.admitted == 0 && phase == PodGroupPhase::Inqueue && inputs.ahead == Some(Ahead::Holds) {
+        return (
+            true,
+            ADMITTED_AHEAD,
+            format!(
+                "admitted on minResources before its pods exist; its room is kept for minMember {} pods, created without the admission gate",
+                inputs.min_member
+            ),
+        );
+    }
     if m.admitted > 0 || phase != PodGroupPhase::Pending {
         return (
             true,
@@ -219,7 +245,17 @@ fn admitted<'a>(inputs: &'a Inputs, phase: PodGroupPhase) -> Judgement<'a> {
         );
     }
     match inputs.admission_wait {
-        Some((reason, why)) => (false, reason, why.to_owned()),
+        Some((reason, why)) => match inputs.ahead {
+            Some(Ahead::Lapsed(timeout)) => (
+                false,
+                reason,
+                format!(
+                    "admitted ahead of its pods, but minMember {} pods were not placed within {timeout}s, so its room was given back; {why}",
+                    inputs.min_member
+                ),
+            ),
+            _ => (false, reason, why.to_owned()),
+        },
         None if m.live == 0 => (
             false,
             NO_MEMBERS,
@@ -310,6 +346,13 @@ pub fn transition_event(
     let s = status;
     match status.phase {
         PodGroupPhase::Pending => None,
+        PodGroupPhase::Inqueue if s.admitted == 0 => Some((
+            false,
+            reason,
+            format!(
+                "admitted ahead of its pods: room kept for minMember {min_member} pods on minResources"
+            ),
+        )),
         PodGroupPhase::Inqueue => Some((
             false,
             reason,
@@ -381,6 +424,7 @@ mod tests {
             finisher,
             admission_wait: None,
             placement_wait: None,
+            ahead: None,
         }
     }
 
@@ -612,6 +656,40 @@ mod tests {
         assert_eq!(
             transition_event(Running, &status(Completed), 4).unwrap().1,
             "Completed"
+        );
+    }
+
+    #[test]
+    fn a_group_admitted_ahead_is_inqueue_before_its_pods_exist_and_pending_again_once_lapsed() {
+        let finisher = Finisher::Members;
+        let holds = Inputs {
+            ahead: Some(Ahead::Holds),
+            ..inputs(members(0, 0, 0, 0, 0), &finisher)
+        };
+        let status = pod_group_status(&holds, None, &at(0));
+        assert_eq!(status.phase, Inqueue);
+        let admitted = &status.conditions[0];
+        assert_eq!(
+            (admitted.status.as_str(), admitted.reason.as_str()),
+            ("True", ADMITTED_AHEAD)
+        );
+        let (_, _, note) = transition_event(Pending, &status, 4).unwrap();
+        assert!(note.starts_with("admitted ahead of its pods"), "{note}");
+
+        let lapsed = Inputs {
+            ahead: Some(Ahead::Lapsed(60)),
+            admission_wait: Some(("DoesNotFit", "8 CPUs free of 16 asked")),
+            ..inputs(members(0, 0, 0, 0, 0), &finisher)
+        };
+        let status = pod_group_status(&lapsed, Some(&status), &at(61));
+        assert_eq!(status.phase, Pending);
+        let admitted = &status.conditions[0];
+        assert_eq!(admitted.status, "False");
+        assert!(
+            admitted.message.contains("not placed within 60s")
+                && admitted.message.ends_with("8 CPUs free of 16 asked"),
+            "{}",
+            admitted.message
         );
     }
 }

@@ -2,7 +2,9 @@
 //! group, derived once per snapshot ([`Groups::of`]) and shared by both: its queue (the
 //! PodGroup's, else the first member that names one, else the default queue), its gang size,
 //! and its live members with whether each holds room on a node and whether it still waits at
-//! the gate.
+//! the gate. A group admitted ahead of its members ([`crate::model::Ahead`]) is seen with its
+//! placeholders: all of them, gated, while it has no member and no admission that holds; the
+//! placeholders of the members not created yet, released, while its admission holds.
 
 use std::ops::Range;
 
@@ -42,9 +44,10 @@ pub struct Groups<'s> {
 }
 
 impl<'s> Groups<'s> {
-    /// The facts of `state`, counting the pods for which `released(uid)` is true as released
-    /// although the snapshot still shows them gated (see `plan::decide_after`).
-    pub fn of(state: &'s State, released: &dyn Fn(&str) -> bool) -> Groups<'s> {
+    /// The facts of `state` at `now` (Unix seconds), counting the pods for which
+    /// `released(uid)` is true as released although the snapshot still shows them gated (see
+    /// `plan::decide_after`).
+    pub fn of(state: &'s State, released: &dyn Fn(&str) -> bool, now: i64) -> Groups<'s> {
         let mut groups = Groups {
             all: Vec::with_capacity(state.groups.len() + state.queue_only.len()),
             members: Vec::new(),
@@ -63,8 +66,23 @@ impl<'s> Groups<'s> {
                     .filter(|(_, m)| m.live)
                     .map(|(uid, m)| seen(uid, m)),
             );
-            let members = &groups.members[start..];
             let spec = group.spec.as_deref();
+            if let Some((spec, ahead)) = spec.and_then(|s| Some((s, s.ahead.as_ref()?))) {
+                let created = groups.members.len() - start;
+                let holds = ahead.holds_at(now, spec.schedule_timeout);
+                let placeholders = if holds {
+                    group.placeholders.get(created..).unwrap_or_default()
+                } else if created == 0 {
+                    &group.placeholders[..]
+                } else {
+                    &[]
+                };
+                groups.members.extend(placeholders.iter().map(|m| Seen {
+                    gated: !holds && !released(&m.pod.uid),
+                    ..seen(&m.pod.uid, m)
+                }));
+            }
+            let members = &groups.members[start..];
             let queue: &str = match spec {
                 Some(spec) => &spec.queue,
                 None => members
@@ -150,7 +168,7 @@ mod tests {
         s.apply_pod(pod("lone", None, Some("batch")));
         s.apply_pod(pod("plain", None, None));
 
-        let groups = Groups::of(&s, &|uid| uid == "b1");
+        let groups = Groups::of(&s, &|uid| uid == "b1", 0);
         // Key, queue, gang size, and each live member with whether it still waits at the gate.
         type Read<'a> = (String, &'a str, u32, Vec<(&'a str, bool)>);
         let read: Vec<Read> = groups

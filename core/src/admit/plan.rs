@@ -28,6 +28,9 @@ pub struct Admission {
     /// Its queue.
     pub queue: String,
     pub pods: Vec<PodRef>,
+    /// The UIDs of the placeholders admitted for a group admitted ahead of its members
+    /// ([`crate::model::Ahead`]): the admission is recorded on the PodGroup, not on pods.
+    pub placeholders: Vec<String>,
 }
 
 /// Enough of a pod to patch it.
@@ -253,7 +256,7 @@ pub fn unix_now() -> i64 {
 
 /// [`decide_after`] at `now`, in Unix seconds (waiting times and expected runtimes).
 pub fn decide_at(state: &State, released: &dyn Fn(&str) -> bool, now: i64) -> Decision {
-    decide_on(state, &Groups::of(state, released), now)
+    decide_on(state, &Groups::of(state, released, now), now)
 }
 
 /// [`decide_at`] on the group facts of `state` already derived (the admission loop shares
@@ -930,18 +933,20 @@ fn admit(state: &State, book: Book, shares: Shares, now: i64) -> Decision {
     };
     for &i in &pass.admitted {
         let c = &candidates[i];
+        let (placeholders, gated): (Vec<&Member>, Vec<&Member>) =
+            c.gated.iter().partition(|m| m.pod.is_placeholder());
         let pods = match (c.topology, pass.domains.get(&i)) {
-            (Some((key, _)), Some(value)) => c
-                .gated
+            (Some((key, _)), Some(value)) => gated
                 .iter()
                 .map(|m| PodRef::into_domain(&m.pod, key, value))
                 .collect(),
-            _ => c.gated.iter().map(|m| PodRef::of(&m.pod)).collect(),
+            _ => gated.iter().map(|m| PodRef::of(&m.pod)).collect(),
         };
         decision.admit.push(Admission {
             group: c.group.cloned(),
             queue: c.queue.to_owned(),
             pods,
+            placeholders: placeholders.iter().map(|m| m.pod.uid.clone()).collect(),
         });
     }
     for &i in &waited {
@@ -1176,27 +1181,27 @@ mod tests {
         crate::admit::hold::record(&mut s, None, &d, now);
 
         let g = GroupKey::new("ns", "g");
-        assert!(s.admit_on_arrival(&g, &cpu, now), "3 × 2 of 8 CPUs fit");
-        assert!(s.admit_on_arrival(&g, &cpu, now), "a later member of g");
+        assert!(s.admit_on_arrival(&g, &cpu, now, 0), "3 × 2 of 8 CPUs fit");
+        assert!(s.admit_on_arrival(&g, &cpu, now, 0), "a later member of g");
         assert!(
-            !s.admit_on_arrival(&GroupKey::new("ns", "late"), &cpu, now),
+            !s.admit_on_arrival(&GroupKey::new("ns", "late"), &cpu, now, 0),
             "late's first member arrived gated"
         );
-        assert!(!s.admit_on_arrival(&GroupKey::new("ns", "zoned"), &cpu, now));
-        assert!(!s.admit_on_arrival(&GroupKey::new("ns", "unknown"), &cpu, now));
+        assert!(!s.admit_on_arrival(&GroupKey::new("ns", "zoned"), &cpu, now, 0));
+        assert!(!s.admit_on_arrival(&GroupKey::new("ns", "unknown"), &cpu, now, 0));
         group(&mut s, "h", 2);
         assert!(
-            !s.admit_on_arrival(&GroupKey::new("ns", "h"), &cpu, now),
+            !s.admit_on_arrival(&GroupKey::new("ns", "h"), &cpu, now, 0),
             "2 of 8 CPUs are left"
         );
 
         // The next pass does not see g's members yet: its door keeps their room out.
         let d = decide(&s);
         crate::admit::hold::record(&mut s, None, &d, now);
-        assert!(!s.admit_on_arrival(&GroupKey::new("ns", "h"), &cpu, now));
+        assert!(!s.admit_on_arrival(&GroupKey::new("ns", "h"), &cpu, now, 0));
         let later = now + crate::admit::door::ARRIVAL_ROOM_KEPT;
         crate::admit::hold::record(&mut s, None, &d, later);
-        assert!(s.admit_on_arrival(&GroupKey::new("ns", "h"), &cpu, later));
+        assert!(s.admit_on_arrival(&GroupKey::new("ns", "h"), &cpu, later, 0));
     }
 
     #[test]
@@ -1453,6 +1458,79 @@ mod tests {
         assert_eq!(d.queues["heavy"].deserved.get("cpu"), 8_000);
         assert_eq!(d.queues["light"].deserved.get("cpu"), 4_000);
         assert_eq!(d.queues["heavy"].waiting_groups, 4);
+    }
+
+    /// A group of `min` admitted ahead of its members on `cpu` millicores in all, created at
+    /// 0, admitted at `admitted_at`.
+    fn ahead(s: &mut State, name: &str, min: u32, cpu: i64, admitted_at: Option<i64>) {
+        s.apply_pod_group(PodGroup {
+            schedule_timeout: Duration::from_secs(60),
+            ahead: Some(crate::model::Ahead {
+                share: Resources::from([("cpu", cpu), ("pods", i64::from(min))]).part(min),
+                created: 0,
+                admitted_at,
+            }),
+            ..PodGroup::new(GroupKey::new("ns", name), min, "q")
+        });
+    }
+
+    #[test]
+    fn a_group_admitted_ahead_is_admitted_on_its_min_resources_before_its_pods_exist() {
+        let mut s = cluster();
+        ahead(&mut s, "vc", 4, 6_000, None);
+        let d = decide_at(&s, &|_| false, 10);
+        assert_eq!(admitted(&d), ["vc"]);
+        assert!(d.admit[0].pods.is_empty());
+        assert_eq!(d.admit[0].placeholders.len(), 4);
+
+        // Too big for the node: it waits for room like any gang.
+        let mut s = cluster();
+        ahead(&mut s, "big", 4, 9_000, None);
+        let d = decide_at(&s, &|_| false, 10);
+        assert!(d.admit.is_empty());
+        assert!(d.waiting[0].reason().short_of_room(), "{:?}", d.waiting);
+    }
+
+    #[test]
+    fn an_admission_ahead_keeps_its_room_until_it_lapses() {
+        let mut s = cluster();
+        ahead(&mut s, "vc", 4, 6_000, Some(100));
+        gang(&mut s, "next", "q", 1, 4_000, 50);
+        // Admitted at 100 with a timeout of 60: its 6 CPUs are taken until 160.
+        let d = decide_at(&s, &|_| false, 150);
+        assert!(d.admit.is_empty(), "{:?}", d.admit);
+        assert_eq!(d.in_flight.get("cpu"), 6_000);
+        // Its members are created without the gate while it holds; not after it lapsed.
+        let (vc, cpu) = (GroupKey::new("ns", "vc"), Resources::from([("cpu", 1_500)]));
+        let now = std::time::Instant::now();
+        assert!(s.admit_on_arrival(&vc, &cpu, now, 150));
+        assert!(!s.admit_on_arrival(&vc, &cpu, now, 161));
+        // One member created: it and three placeholders hold the room.
+        s.apply_pod(Pod {
+            scheduling_gates: vec![],
+            requests: Resources::from([("cpu", 1_500), ("pods", 1)]),
+            ..pod("vc-0", Some("vc"), false, 120)
+        });
+        let d = decide_at(&s, &|_| false, 150);
+        assert!(d.admit.is_empty());
+        assert_eq!(d.in_flight.get("cpu"), 6_000);
+        // Lapsed with a member: only the member counts, so the next gang fits.
+        let d = decide_at(&s, &|_| false, 161);
+        assert_eq!(admitted(&d), ["next"]);
+        assert_eq!(d.in_flight.get("cpu"), 1_500);
+    }
+
+    #[test]
+    fn a_lapsed_admission_ahead_without_members_waits_again() {
+        let mut s = cluster();
+        ahead(&mut s, "vc", 4, 6_000, Some(100));
+        let d = decide_at(&s, &|_| false, 161);
+        assert_eq!(admitted(&d), ["vc"]);
+        assert_eq!(d.admit[0].placeholders.len(), 4);
+        // Recorded but not yet seen: the pass counts the placeholders released.
+        let d = decide_at(&s, &|uid| uid.starts_with("placeholder:"), 161);
+        assert!(d.admit.is_empty());
+        assert_eq!(d.in_flight.get("cpu"), 6_000);
     }
 
     #[test]

@@ -458,7 +458,7 @@ mod tests {
 
     /// [`input`] on the group facts of `state`, with nothing being evicted or refused.
     fn input_of(state: &State, decision: &Decision) -> Option<Input> {
-        let groups = Groups::of(state, &|_| false);
+        let groups = Groups::of(state, &|_| false, crate::admit::plan::unix_now());
         input(state, &groups, decision, &|_| false, &|_| false)
     }
 
@@ -471,7 +471,7 @@ mod tests {
     ) -> Plan {
         plan(
             state,
-            &Groups::of(state, &|_| false),
+            &Groups::of(state, &|_| false, crate::admit::plan::unix_now()),
             decision,
             evicting,
             refused,

@@ -102,7 +102,16 @@ impl State {
     /// admission gate: its gang was admitted on arrival, or this is its first member and the
     /// door lets `minMember` copies of it in (`crate::admit::door`), which admits the gang.
     /// Only a gang whose PodGroup the model knows, without a `topologyKey` and not elastic.
-    pub fn admit_on_arrival(&mut self, key: &GroupKey, requests: &Resources, now: Instant) -> bool {
+    /// Also a member of a group admitted ahead ([`crate::model::Ahead`]) while the admission
+    /// holds at `wall` (Unix seconds) and fewer than `minMember` members exist: its
+    /// placeholder kept its room.
+    pub fn admit_on_arrival(
+        &mut self,
+        key: &GroupKey,
+        requests: &Resources,
+        now: Instant,
+        wall: i64,
+    ) -> bool {
         if self.ledger.arrivals.contains_key(key) {
             return true;
         }
@@ -112,6 +121,10 @@ impl State {
         let Some(spec) = group.spec.as_deref() else {
             return false;
         };
+        if let Some(ahead) = &spec.ahead {
+            let live = group.members.values().filter(|m| m.live).count();
+            return ahead.holds_at(wall, spec.schedule_timeout) && live < spec.min_member as usize;
+        }
         let elastic = spec.max_member.is_some_and(|max| max > spec.min_member);
         let first = !group.members.values().any(|m| m.live);
         if spec.topology_key.is_some() || elastic || !first {

@@ -13,7 +13,8 @@ pub mod state;
 pub use ledger::{Claim, Ledger, Reservation, Slot};
 pub use nodes::{NodeSlot, Nodes};
 pub use objects::{
-    GroupKey, NODE_CONDITION_TAINT_PREFIX, Node, Pod, PodGroup, PodPhase, Queue, Taint, TaintEffect,
+    Ahead, GroupKey, NODE_CONDITION_TAINT_PREFIX, Node, Pod, PodGroup, PodPhase, Queue, Taint,
+    TaintEffect,
 };
 pub use resources::{ResourceId, Resources};
 pub use state::{Group, Member, State};

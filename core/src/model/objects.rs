@@ -119,7 +119,30 @@ pub struct Pod {
     pub node_selector: BTreeMap<String, String>,
 }
 
+/// Prefix of a placeholder's UID; no API object's UID has it.
+const PLACEHOLDER_UID: &str = "placeholder:";
+
 impl Pod {
+    /// Placeholder `index` of a group admitted ahead of its members ([`Ahead`]): gated, asking
+    /// the group's share, as old as the PodGroup.
+    pub fn placeholder(group: &GroupKey, index: u32, ahead: &Ahead) -> Pod {
+        Pod {
+            uid: format!("{PLACEHOLDER_UID}{group}/{index}"),
+            namespace: group.namespace.to_string(),
+            name: group.name.to_string(),
+            requests: ahead.share.clone(),
+            pod_group: Some(group.name.to_string()),
+            scheduling_gates: vec![crate::model::names::ADMISSION_GATE.to_owned()],
+            created: ahead.created,
+            ..Pod::default()
+        }
+    }
+
+    /// It stands for a member not created yet ([`Pod::placeholder`]).
+    pub fn is_placeholder(&self) -> bool {
+        self.uid.starts_with(PLACEHOLDER_UID)
+    }
+
     /// Gangplank's admission gate is still on the pod.
     pub fn awaits_admission(&self) -> bool {
         self.scheduling_gates
@@ -188,6 +211,41 @@ pub struct PodGroup {
     /// `topologyKey`: a node label whose value every member's node must share (see
     /// `crate::admit::plan`).
     pub topology_key: Option<String>,
+    /// Admitted on `min_resources` before any member exists ([`Ahead`]); `None` for a group
+    /// admitted as its gated members ask.
+    pub ahead: Option<Ahead>,
+}
+
+/// A group admitted before its members exist: one made for a Volcano PodGroup, whose operator
+/// creates the pods only once the PodGroup leaves `Pending`. While it has no live member,
+/// admission sees `minMember` placeholders, each asking an equal part of `minResources`
+/// (`crate::model::State::apply_pod_group` makes them); admitted, the placeholders of the
+/// members not created yet keep their room (counted like released members) until
+/// `admitted_at` plus the group's schedule timeout, when an admission that brought no pods
+/// lapses and the group waits again.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Ahead {
+    /// What one placeholder asks: `minResources` divided by `minMember`, rounded up.
+    pub share: Resources,
+    /// When the PodGroup was created (Unix seconds): the placeholders' age in the line.
+    pub created: i64,
+    /// When admission admitted it (Unix seconds), as recorded on the PodGroup.
+    pub admitted_at: Option<i64>,
+}
+
+impl Ahead {
+    /// Admitted, and the admission has not lapsed at `now` for a group of `timeout`.
+    pub fn holds_at(&self, now: i64, timeout: std::time::Duration) -> bool {
+        self.admitted_at
+            .is_some_and(|at| Ahead::admission_holds(at, now, timeout))
+    }
+
+    /// Whether an admission ahead made at `admitted_at` still holds at `now` (Unix seconds)
+    /// for a group whose schedule timeout is `timeout`.
+    pub fn admission_holds(admitted_at: i64, now: i64, timeout: std::time::Duration) -> bool {
+        let timeout = i64::try_from(timeout.as_secs()).unwrap_or(i64::MAX);
+        now <= admitted_at.saturating_add(timeout)
+    }
 }
 
 impl PodGroup {
@@ -208,6 +266,7 @@ impl PodGroup {
             max_wait: None,
             expected_runtime: None,
             topology_key: None,
+            ahead: None,
         }
     }
 }

@@ -200,6 +200,19 @@ impl Resources {
         out
     }
 
+    /// One `parts`-th of `self`, resource by resource, rounded up (`self` when `parts` is 0).
+    pub fn part(&self, parts: u32) -> Resources {
+        let parts = i64::from(parts.max(1));
+        let up = |a: i64| {
+            if a > 0 {
+                (a - 1) / parts + 1
+            } else {
+                a / parts
+            }
+        };
+        Resources(self.0.iter().map(|&a| up(a)).collect())
+    }
+
     /// Keeps, resource by resource, the larger of `self` and `other`.
     pub fn max_with(&mut self, other: &Resources) {
         self.widen(other.0.len());
@@ -403,6 +416,16 @@ mod tests {
         a.set("example.com/widget", 0);
         a.set("nvidia.com/gpu", 0);
         assert_eq!(a, b);
+    }
+
+    #[test]
+    fn a_part_is_rounded_up_so_the_parts_cover_the_whole() {
+        let whole = Resources::from([("cpu", 10_000), ("memory", 7)]);
+        assert_eq!(
+            whole.part(3),
+            Resources::from([("cpu", 3334), ("memory", 3)])
+        );
+        assert_eq!(whole.part(0), whole);
     }
 
     #[test]

@@ -81,6 +81,9 @@ pub struct Group {
     pub spec: Option<Arc<PodGroup>>,
     /// The pods that name the group, by UID: the same `Arc`s as [`State::pods`].
     pub members: BTreeMap<String, Member>,
+    /// For a group admitted ahead of its members ([`crate::model::Ahead`]), one placeholder
+    /// per member of `minMember`, made when the spec is applied; empty otherwise.
+    pub placeholders: Arc<[Member]>,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -281,7 +284,14 @@ impl State {
             return false;
         }
         let key = group.key.clone();
-        self.groups.entry(key).or_default().spec = Some(Arc::new(group));
+        let entry = self.groups.entry(key).or_default();
+        entry.placeholders = match &group.ahead {
+            Some(ahead) => (0..group.min_member)
+                .map(|i| Member::of(Arc::new(Pod::placeholder(&group.key, i, ahead))))
+                .collect(),
+            None => Arc::from([]),
+        };
+        entry.spec = Some(Arc::new(group));
         true
     }
 
@@ -289,6 +299,7 @@ impl State {
         let mut known = false;
         if let Some(group) = self.groups.get_mut(key) {
             known = group.spec.take().is_some();
+            group.placeholders = Arc::from([]);
             if group.members.is_empty() {
                 self.groups.remove(key);
             }

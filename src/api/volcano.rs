@@ -1,0 +1,83 @@
+//! Volcano's `PodGroup` (`scheduling.volcano.sh/v1beta1`), as operators in Volcano mode write it
+//! (Kubeflow's training-operator with `--gang-scheduler-name=volcano`, KubeRay with
+//! `--batch-scheduler=volcano`).
+//!
+//! Gangplank reads its spec and writes its `status.phase` (and member counts): the controller
+//! gives each one a Gangplank PodGroup of the same name that it owns
+//! (`crate::controller::foreign_groups`), admitted on `minResources` before its pods exist,
+//! because those operators create the pods only once the phase leaves `Pending`; its pods,
+//! annotated `scheduling.k8s.io/group-name`, join that group through the webhook. The type
+//! has only the fields Gangplank reads or writes; its CRD is Volcano's, shipped as
+//! `manifests/crds/third-party/scheduling.volcano.sh_podgroups.yaml` for clusters without it.
+
+use kube::CustomResource;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use super::{PodGroup, ResourceList, labels};
+
+/// `apiVersion` of Volcano's PodGroup.
+pub const API_VERSION: &str = "scheduling.volcano.sh/v1beta1";
+
+/// The spec of Volcano's PodGroup: the gang's size and resources, its queue and priority.
+#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[kube(
+    group = "scheduling.volcano.sh",
+    version = "v1beta1",
+    kind = "PodGroup",
+    root = "VolcanoPodGroup",
+    status = "VolcanoPodGroupStatus",
+    namespaced
+)]
+#[serde(rename_all = "camelCase")]
+pub struct VolcanoPodGroupSpec {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min_member: Option<i32>,
+    #[serde(default, skip_serializing_if = "ResourceList::is_empty")]
+    pub min_resources: ResourceList,
+    /// Volcano's queue; the training-operator writes `default` when the job names none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub queue: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub priority_class_name: Option<String>,
+}
+
+/// What Gangplank writes of a Volcano PodGroup's status.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct VolcanoPodGroupStatus {
+    /// `Pending`, `Inqueue`, `Running`, `Unknown` or `Completed`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub phase: Option<String>,
+    #[serde(default)]
+    pub running: i32,
+    #[serde(default)]
+    pub succeeded: i32,
+    #[serde(default)]
+    pub failed: i32,
+}
+
+/// Whether a Volcano PodGroup controls `group` (Gangplank made it for one), so it is admitted
+/// ahead of its members.
+pub fn controls(group: &PodGroup) -> bool {
+    group
+        .metadata
+        .owner_references
+        .iter()
+        .flatten()
+        .any(|o| o.controller == Some(true) && o.kind == "PodGroup" && o.api_version == API_VERSION)
+}
+
+/// When admission admitted `group` ahead of its members (Unix seconds), as its annotation
+/// says.
+pub fn admitted_ahead_at(group: &PodGroup) -> Option<i64> {
+    let value = group
+        .metadata
+        .annotations
+        .as_ref()?
+        .get(labels::ADMITTED_AHEAD_ANNOTATION)?;
+    value
+        .parse::<k8s_openapi::jiff::Timestamp>()
+        .ok()
+        .map(|t| t.as_second())
+}

@@ -1,0 +1,289 @@
+//! Other schedulers' PodGroups get a Gangplank PodGroup: which one, and when to leave things
+//! alone. Two dialects, read into one [`Foreign`] view:
+//! - scheduler-plugins' (`scheduling.x-k8s.io/v1alpha1`): operators in that mode (Kubeflow's
+//!   training-operator with a `--gang-scheduler-name` other than `volcano`, KubeRay with
+//!   `--batch-scheduler=scheduler-plugins`) create it and label their pods
+//!   `scheduling.x-k8s.io/pod-group: <name>`;
+//! - Volcano's (`scheduling.volcano.sh/v1beta1`): operators in Volcano mode create it, annotate
+//!   their pods `scheduling.k8s.io/group-name: <name>`, and some (the training-operator) create
+//!   the pods only once its `status.phase` leaves `Pending`. Its Gangplank PodGroup is admitted
+//!   ahead of its members on `minResources` (`gangplank_core::model::Ahead`), and
+//!   [`volcano_status`] is the status Gangplank writes back.
+//!
+//! The pod webhook already reads both pod keys as the group's name. So Gangplank creates its
+//! own PodGroup of the same name, in the same namespace, owned by the source (`controller:
+//! true`, so the garbage collector deletes it with its source), with:
+//! - `minMember` = the source's `minMember` (1 when absent or below 1);
+//! - `minResources` and `scheduleTimeoutSeconds` (when at least 1) copied;
+//! - the queue named on the source: label `scheduling.gangplank.dev/queue`, the same key as an
+//!   annotation (which operators copy from the workload's annotations), Volcano's queue
+//!   annotation, or a Volcano PodGroup's `spec.queue` other than `default` (the
+//!   training-operator writes `default` when the job names no queue, so it does not hide the
+//!   namespace's); else its namespace's default queue, else `default`; and the queue label.
+//!
+//! Created once, like a Job's PodGroup (see `super::jobs`): a later change to the source is not
+//! copied. A Gangplank PodGroup of that name that the source does not own is the user's: its
+//! pods join it, and the source gets a Warning event saying so.
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
+
+use super::jobs::Plan;
+use crate::api::scheduler_plugins::SchedulerPluginsPodGroup;
+use crate::api::volcano::{self, VolcanoPodGroup, VolcanoPodGroupStatus};
+use crate::api::{PodGroup, PodGroupPhase, PodGroupSpec, PodGroupStatus, ResourceList, labels};
+
+const SCHEDULER_PLUGINS: &str = "scheduling.x-k8s.io/v1alpha1";
+
+/// What Gangplank reads of another scheduler's PodGroup.
+#[derive(Debug, Clone, Copy)]
+pub struct Foreign<'a> {
+    pub meta: &'a ObjectMeta,
+    pub api_version: &'static str,
+    pub min_member: Option<i32>,
+    pub min_resources: &'a ResourceList,
+    pub schedule_timeout_seconds: Option<i32>,
+    /// The queue the dialect itself names (Volcano's `spec.queue`).
+    pub queue: Option<&'a str>,
+}
+
+impl<'a> From<&'a SchedulerPluginsPodGroup> for Foreign<'a> {
+    fn from(source: &'a SchedulerPluginsPodGroup) -> Self {
+        Foreign {
+            meta: &source.metadata,
+            api_version: SCHEDULER_PLUGINS,
+            min_member: source.spec.min_member,
+            min_resources: &source.spec.min_resources,
+            schedule_timeout_seconds: source.spec.schedule_timeout_seconds,
+            queue: None,
+        }
+    }
+}
+
+impl<'a> From<&'a VolcanoPodGroup> for Foreign<'a> {
+    fn from(source: &'a VolcanoPodGroup) -> Self {
+        Foreign {
+            meta: &source.metadata,
+            api_version: volcano::API_VERSION,
+            min_member: source.spec.min_member,
+            min_resources: &source.spec.min_resources,
+            schedule_timeout_seconds: None,
+            queue: source
+                .spec
+                .queue
+                .as_deref()
+                .filter(|q| !q.is_empty() && *q != labels::DEFAULT_QUEUE),
+        }
+    }
+}
+
+impl Foreign<'_> {
+    /// The API group, as notes name the dialect.
+    fn dialect(&self) -> &'static str {
+        self.api_version
+            .split('/')
+            .next()
+            .unwrap_or(self.api_version)
+    }
+}
+
+/// What to do for `source`, given the Gangplank PodGroup of its name if one exists and its
+/// namespace's default queue. `None`: nothing.
+pub fn plan(
+    source: Foreign,
+    existing: Option<&PodGroup>,
+    namespace_queue: Option<&str>,
+) -> Option<Plan> {
+    let meta = source.meta;
+    if meta.deletion_timestamp.is_some() {
+        return None;
+    }
+    let name = meta.name.as_deref().filter(|n| !n.is_empty())?;
+    let namespace = meta.namespace.as_deref()?;
+    let uid = meta.uid.as_deref()?;
+    let Some(existing) = existing else {
+        let (group, note) = pod_group(source, name, namespace, uid, namespace_queue);
+        return Some(Plan::Create {
+            group: Box::new(group),
+            note,
+            warning: false,
+        });
+    };
+    match owner(existing) {
+        Some(o) if o.uid == uid || o.name == name => None,
+        _ => Some(Plan::Conflict {
+            message: format!(
+                "PodGroup {namespace}/{name} of scheduling.gangplank.dev already exists and is not owned by this PodGroup, so Gangplank leaves it as it is: the pods join it (minMember {}, queue {}). Delete it to let Gangplank create one from this PodGroup.",
+                existing.spec.min_member,
+                existing.spec.queue_name()
+            ),
+        }),
+    }
+}
+
+/// The other scheduler's PodGroup that controls `group`, if one does.
+pub fn owner(group: &PodGroup) -> Option<&OwnerReference> {
+    group.metadata.owner_references.iter().flatten().find(|o| {
+        o.controller == Some(true)
+            && o.kind == "PodGroup"
+            && (o.api_version == SCHEDULER_PLUGINS || o.api_version == volcano::API_VERSION)
+    })
+}
+
+/// The Volcano status that says what `group` (the Gangplank PodGroup made for it) is:
+/// Volcano has no `Failed` phase, so a failed gang reads `Completed` there (its operators read
+/// only whether the phase left `Pending`).
+pub fn volcano_status(group: &PodGroupStatus) -> VolcanoPodGroupStatus {
+    let phase = match group.phase {
+        PodGroupPhase::Pending => "Pending",
+        PodGroupPhase::Inqueue => "Inqueue",
+        PodGroupPhase::Running => "Running",
+        PodGroupPhase::Unknown => "Unknown",
+        PodGroupPhase::Completed | PodGroupPhase::Failed => "Completed",
+    };
+    VolcanoPodGroupStatus {
+        phase: Some(phase.to_owned()),
+        running: group.running,
+        succeeded: group.succeeded,
+        failed: group.failed,
+    }
+}
+
+/// The queue `source` names, if it names one.
+fn named_queue<'a>(source: &Foreign<'a>) -> Option<&'a str> {
+    let meta = source.meta;
+    let annotations = meta.annotations.as_ref();
+    labels::queue_of(meta.labels.as_ref(), annotations)
+        .or_else(|| {
+            annotations?
+                .get(labels::QUEUE_LABEL)
+                .map(String::as_str)
+                .filter(|q| !q.is_empty())
+        })
+        .or(source.queue)
+}
+
+fn pod_group(
+    source: Foreign,
+    name: &str,
+    namespace: &str,
+    uid: &str,
+    namespace_queue: Option<&str>,
+) -> (PodGroup, String) {
+    let (queue, from) = match (named_queue(&source), namespace_queue) {
+        (Some(q), _) => (q, "named on it"),
+        (None, Some(q)) => (q, "its namespace's default"),
+        (None, None) => (labels::DEFAULT_QUEUE, "the default queue"),
+    };
+    let asked = source.min_member.unwrap_or(0);
+    let min_member = asked.max(1);
+    let mut spec = PodGroupSpec::with_min_member(min_member);
+    spec.queue = Some(queue.to_owned());
+    spec.min_resources = source.min_resources.clone();
+    spec.schedule_timeout_seconds = source.schedule_timeout_seconds.filter(|s| *s >= 1);
+    let mut group = PodGroup::new(name, spec);
+    group.metadata.namespace = Some(namespace.to_owned());
+    group.metadata.labels = Some([(labels::QUEUE_LABEL.to_owned(), queue.to_owned())].into());
+    group.metadata.owner_references = Some(vec![OwnerReference {
+        api_version: source.api_version.to_owned(),
+        kind: "PodGroup".to_owned(),
+        name: name.to_owned(),
+        uid: uid.to_owned(),
+        controller: Some(true),
+        block_owner_deletion: None,
+    }]);
+    let dialect = source.dialect();
+    let size = if asked >= 1 {
+        format!("minMember {min_member} from {dialect} PodGroup {namespace}/{name}")
+    } else {
+        format!("minMember 1: {dialect} PodGroup {namespace}/{name} sets no minMember")
+    };
+    (group, format!("{size}; queue {queue} ({from})"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn source(metadata: serde_json::Value, spec: serde_json::Value) -> SchedulerPluginsPodGroup {
+        let mut meta = json!({"name": "train", "namespace": "ml", "uid": "pg-uid"});
+        meta.as_object_mut()
+            .unwrap()
+            .extend(metadata.as_object().unwrap().clone());
+        serde_json::from_value(json!({
+            "apiVersion": SCHEDULER_PLUGINS, "kind": "PodGroup", "metadata": meta, "spec": spec
+        }))
+        .unwrap()
+    }
+
+    fn created(plan: Option<Plan>) -> (PodGroup, String) {
+        match plan {
+            Some(Plan::Create { group, note, .. }) => (*group, note),
+            other => panic!("expected a creation, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_training_operator_pod_group_becomes_a_gang_of_its_size_owned_by_it() {
+        let pg = source(
+            json!({"annotations": {(labels::QUEUE_LABEL): "research"}}),
+            json!({"minMember": 4, "minResources": {"cpu": "16"}, "scheduleTimeoutSeconds": 30}),
+        );
+        let (group, note) = created(plan((&pg).into(), None, Some("team")));
+        assert_eq!(group.spec.min_member, 4);
+        assert_eq!(group.spec.queue.as_deref(), Some("research"));
+        assert_eq!(group.spec.schedule_timeout_seconds, Some(30));
+        assert_eq!(group.spec.min_resources.len(), 1);
+        let owner = owner(&group).expect("owned by its source");
+        assert_eq!(
+            (owner.name.as_str(), owner.uid.as_str()),
+            ("train", "pg-uid")
+        );
+        assert_eq!(
+            note,
+            "minMember 4 from scheduling.x-k8s.io PodGroup ml/train; queue research (named on it)"
+        );
+    }
+
+    #[test]
+    fn without_a_queue_of_its_own_it_takes_the_namespace_default_then_default() {
+        let pg = source(json!({}), json!({"minMember": 2}));
+        let (group, _) = created(plan((&pg).into(), None, Some("team")));
+        assert_eq!(group.spec.queue.as_deref(), Some("team"));
+        let (group, _) = created(plan((&pg).into(), None, None));
+        assert_eq!(group.spec.queue.as_deref(), Some(labels::DEFAULT_QUEUE));
+    }
+
+    #[test]
+    fn a_missing_or_zero_min_member_makes_a_gang_of_one_and_says_so() {
+        let pg = source(
+            json!({}),
+            json!({"minMember": 0, "scheduleTimeoutSeconds": 0}),
+        );
+        let (group, note) = created(plan((&pg).into(), None, None));
+        assert_eq!(group.spec.min_member, 1);
+        assert_eq!(group.spec.schedule_timeout_seconds, None);
+        assert!(note.starts_with("minMember 1: "), "{note}");
+    }
+
+    #[test]
+    fn its_own_group_is_left_alone_and_someone_elses_is_reported() {
+        let pg = source(json!({}), json!({"minMember": 2}));
+        let (mine, _) = created(plan((&pg).into(), None, None));
+        assert_eq!(plan((&pg).into(), Some(&mine), None), None);
+        let theirs = PodGroup::new("train", PodGroupSpec::with_min_member(3));
+        assert!(matches!(
+            plan((&pg).into(), Some(&theirs), None),
+            Some(Plan::Conflict { .. })
+        ));
+    }
+
+    #[test]
+    fn a_source_being_deleted_gets_nothing() {
+        let pg = source(
+            json!({"deletionTimestamp": "2026-01-01T00:00:00Z"}),
+            json!({"minMember": 2}),
+        );
+        assert_eq!(plan((&pg).into(), None, None), None);
+    }
+}
