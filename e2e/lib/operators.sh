@@ -49,22 +49,31 @@ build_operator() {
   printf '%s_BIN=%q\n' "${1//-/_}" "$bin"
 }
 
-# Kubeflow's training-operator for PyTorchJobs, with --gang-scheduler-name
-# scheduler-plugins-scheduler: it creates a scheduling.x-k8s.io PodGroup per job and names
-# that scheduler on the pods (the shipped scheduler configuration serves the name). Its
-# webhook server runs: it generates its certificates into the namespace's Secret, waits for them
-# in /tmp/k8s-webhook-server/serving-certs (in a pod, the Secret mounted there; here, copied
-# there from the Secret) and until it has put their CA into its ValidatingWebhookConfiguration.
-# So that configuration exists, but with a rule no request matches (its certificate names a
-# Service, not 127.0.0.1): the suite tests scheduling, not the operator's validation.
+# Namespaces the two training-operator instances watch, one per gang mode (the suite's tests of
+# that operator create their jobs there).
+TRAINING_OPERATOR_NAMESPACES="training-operator training-operator-volcano"
+
+# Kubeflow's training-operator for PyTorchJobs, run twice, once per gang mode users set, each
+# confined to its own namespace (--namespace) so that the two never reconcile the same job:
+# - in namespace training-operator, --gang-scheduler-name scheduler-plugins-scheduler: it
+#   creates a scheduling.x-k8s.io PodGroup per job and names that scheduler on the pods;
+# - in namespace training-operator-volcano, --gang-scheduler-name volcano: it creates a
+#   scheduling.volcano.sh PodGroup per job, creates the pods only once that PodGroup's phase
+#   leaves Pending, and names the scheduler volcano on them.
+# (The shipped scheduler configuration serves both names.) Their webhook servers run: the first
+# generates the certificates into the namespace kubeflow's Secret, both wait for them in
+# /tmp/k8s-webhook-server/serving-certs (in a pod, the Secret mounted there; here, copied there
+# from the Secret) and until they have put the CA into their ValidatingWebhookConfiguration; the
+# second finds them valid and keeps them. So that configuration exists, but with a rule no
+# request matches (its certificate names a Service, not 127.0.0.1): the suite tests
+# scheduling, not the operator's validation.
 start_training_operator() {
-  local dir health webhook
+  local dir webhook
   dir=$(module_dir training-operator github.com/kubeflow/training-operator)
   kubectl apply --server-side -f "$dir/manifests/base/crds/kubeflow.org_pytorchjobs.yaml" >/dev/null
   wait_for 60 "the PyTorchJob CRD" established pytorchjobs.kubeflow.org
   kubectl create namespace kubeflow >/dev/null
   kubectl create secret generic training-operator-webhook-cert -n kubeflow >/dev/null
-  health=$(free_port)
   webhook=$(free_port)
   # Certificates of an earlier run must not be taken for this one's.
   local certs=/tmp/k8s-webhook-server/serving-certs
@@ -81,16 +90,28 @@ webhooks:
   admissionReviewVersions: [v1]
   failurePolicy: Ignore
 EOF
-  log "starting training-operator (PyTorchJob, gang scheduler name scheduler-plugins-scheduler)"
-  MY_POD_NAMESPACE=kubeflow KUBECONFIG="$RUN_DIR/kubeconfig" start training-operator \
-    "$training_operator_BIN" --enable-scheme=pytorchjob \
-    --gang-scheduler-name=scheduler-plugins-scheduler \
-    --metrics-bind-address="127.0.0.1:$(free_port)" --health-probe-bind-address="127.0.0.1:$health" \
-    --webhook-server-port="$webhook"
-  # The operator starts serving once tls.crt exists, so the key goes first.
-  wait_for 60 "training-operator's certificates in its Secret" \
-    secret_files kubeflow training-operator-webhook-cert "$certs" tls.key tls.crt
-  wait_for 120 "training-operator /readyz" curl -fsS "http://127.0.0.1:$health/readyz"
+  local namespace gang health port first=1
+  for namespace in $TRAINING_OPERATOR_NAMESPACES; do
+    case $namespace in
+      *-volcano) gang=volcano ;;
+      *) gang=scheduler-plugins-scheduler ;;
+    esac
+    health=$(free_port)
+    if [[ $first ]]; then port=$webhook; else port=$(free_port); fi
+    log "starting training-operator (PyTorchJob in namespace $namespace, gang scheduler name $gang)"
+    MY_POD_NAMESPACE=kubeflow KUBECONFIG="$RUN_DIR/kubeconfig" start "training-operator-$gang" \
+      "$training_operator_BIN" --enable-scheme=pytorchjob --namespace="$namespace" \
+      --gang-scheduler-name="$gang" \
+      --metrics-bind-address="127.0.0.1:$(free_port)" --health-probe-bind-address="127.0.0.1:$health" \
+      --webhook-server-port="$port"
+    if [[ $first ]]; then
+      # The operator starts serving once tls.crt exists, so the key goes first.
+      wait_for 60 "training-operator's certificates in its Secret" \
+        secret_files kubeflow training-operator-webhook-cert "$certs" tls.key tls.crt
+      first=
+    fi
+    wait_for 120 "training-operator ($gang) /readyz" curl -fsS "http://127.0.0.1:$health/readyz"
+  done
 }
 
 # KubeRay's ray-operator for RayClusters, with --batch-scheduler=scheduler-plugins: a RayCluster

@@ -27,7 +27,9 @@
 //!    `--gate-pods=false`, or the pod's gang is admitted on arrival: while nothing waits for
 //!    admission, the first member of a gang whose `minMember` copies fit in the room the last
 //!    pass left admits the gang, and it and its later members are created ungated
-//!    ([`gangplank_core::admit::door`]; `--admit-on-arrival`);
+//!    ([`gangplank_core::admit::door`]; `--admit-on-arrival`); so are, under the same flag,
+//!    the first `minMember` members of a group admitted ahead of its members while that
+//!    admission holds (a Volcano PodGroup's, [`gangplank_core::model::Ahead`]);
 //! 3. one unit of each marker, `scheduling.gangplank.dev/managed` (the scheduler's binding
 //!    extender) and `scheduling.gangplank.dev/placement` (its placing extender; DESIGN "Which
 //!    pods reach Gangplank"), in the requests and limits of the first container, unless already

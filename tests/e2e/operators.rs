@@ -1,11 +1,14 @@
 //! The gang dialects operators write, read as Gangplank gangs: scheduler-plugins' PodGroup
-//! (`scheduling.x-k8s.io`) with its pods labelled `scheduling.x-k8s.io/pod-group`, by hand and
+//! (`scheduling.x-k8s.io`) with its pods labelled `scheduling.x-k8s.io/pod-group`, and Volcano's
+//! (`scheduling.volcano.sh`) with its pods annotated `scheduling.k8s.io/group-name`, by hand and
 //! from the real operators e2e/up runs (`--operators`).
 //! The cluster is `e2e/up`'s default: 4 nodes of 32 CPUs.
 
 use gangplank::api::scheduler_plugins::{SchedulerPluginsPodGroup, SchedulerPluginsPodGroupSpec};
+use gangplank::api::volcano::{VolcanoPodGroup, VolcanoPodGroupSpec};
 use gangplank::api::{PodGroup, labels};
 use k8s_openapi::api::core::v1::{Namespace, Pod};
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use kube::Api;
 use kube::api::{
     ApiResource, DeleteParams, DynamicObject, GroupVersionKind, Patch, PatchParams, PostParams,
@@ -13,7 +16,8 @@ use kube::api::{
 use serde_json::json;
 
 use crate::support::{
-    Cluster, bound_with_prefix, eventually, fill_one_node, holds_for, pod, pod_group_in_phase,
+    Cluster, TestNamespace, bound_with_prefix, eventually, fill_one_node, holds_for, pod,
+    pod_group_in_phase,
 };
 
 /// A pod as an operator in scheduler-plugins mode makes it: only the coscheduling label names
@@ -111,6 +115,106 @@ async fn a_scheduler_plugins_pod_group_waits_whole_without_room_runs_whole_with_
     ns.delete().await;
 }
 
+/// A pod as an operator in Volcano mode makes it: only Volcano's annotation names its gang (the
+/// namespace's default queue brings it to Gangplank's webhook).
+fn volcano_pod(name: &str, group: &str, cpu: u32) -> Pod {
+    pod(json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": name,
+            "annotations": {(labels::VOLCANO_GROUP_NAME_ANNOTATION): group}},
+        "spec": {"schedulerName": "volcano", "containers": [{"name": "main", "image": "busybox",
+            "resources": {"requests": {"cpu": cpu.to_string()}}}]}
+    }))
+}
+
+#[tokio::test]
+#[ignore = "needs the local control plane: run e2e/test"]
+async fn a_volcano_pod_group_is_admitted_on_its_min_resources_before_its_pods_exist_and_its_phase_says_so()
+ {
+    let cluster = Cluster::connect().await;
+    let ns = cluster.namespace("volcano").await;
+    default_queue(&cluster, &ns.name, "default").await;
+    let pods = ns.api::<Pod>();
+    let groups = ns.api::<PodGroup>();
+    let sources = ns.api::<VolcanoPodGroup>();
+    fill_one_node(&pods).await;
+
+    // Four whole nodes' worth, as the training-operator computes it; three nodes are free.
+    let source = VolcanoPodGroup::new(
+        "train",
+        VolcanoPodGroupSpec {
+            min_member: Some(4),
+            min_resources: [("cpu".into(), Quantity("128".into()))].into(),
+            queue: Some("default".into()),
+            ..Default::default()
+        },
+    );
+    sources
+        .create(&PostParams::default(), &source)
+        .await
+        .unwrap();
+    let group = pod_group_in_phase(&groups, "train", "Pending").await;
+    assert_eq!(group.spec.min_member, 4);
+    eventually("the Volcano PodGroup Pending", 30, || async {
+        (volcano_phase(&sources, "train").await.as_deref() == Some("Pending")).then_some(())
+    })
+    .await;
+    holds_for(10, "the Volcano PodGroup still Pending", async || {
+        volcano_phase(&sources, "train").await.as_deref() == Some("Pending")
+    })
+    .await;
+
+    pods.delete("filler", &DeleteParams::default())
+        .await
+        .unwrap();
+    eventually(
+        "the Volcano PodGroup Inqueue with no pod yet",
+        60,
+        || async {
+            (volcano_phase(&sources, "train").await.as_deref() == Some("Inqueue")).then_some(())
+        },
+    )
+    .await;
+    for i in 0..4 {
+        let created = pods
+            .create(
+                &PostParams::default(),
+                &volcano_pod(&format!("train-{i}"), "train", 32),
+            )
+            .await
+            .unwrap();
+        let gates = created.spec.unwrap().scheduling_gates.unwrap_or_default();
+        assert!(gates.is_empty(), "train-{i} was gated: {gates:?}");
+    }
+    eventually("all four members of train bound", 60, || async {
+        (bound_with_prefix(&pods, "train").await.len() == 4).then_some(())
+    })
+    .await;
+    eventually("the Volcano PodGroup Running", 60, || async {
+        (volcano_phase(&sources, "train").await.as_deref() == Some("Running")).then_some(())
+    })
+    .await;
+
+    sources
+        .delete("train", &DeleteParams::background())
+        .await
+        .unwrap();
+    eventually(
+        "Gangplank's PodGroup train collected with its source",
+        60,
+        || async {
+            groups
+                .get_opt("train")
+                .await
+                .unwrap()
+                .is_none()
+                .then_some(())
+        },
+    )
+    .await;
+    ns.delete().await;
+}
+
 /// Fails unless e2e/up runs `name` beside the cluster (e2e/test asks for the operators the
 /// suite tests; `e2e/up --operators`).
 fn operator_runs(cluster: &Cluster, name: &str) {
@@ -171,24 +275,63 @@ fn ray_cluster(name: &str, workers: u32, cpu: u32) -> DynamicObject {
     .unwrap()
 }
 
+/// How an operator asks for a gang: the dialect of PodGroup it writes, and the scheduler name
+/// it puts on its pods.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Dialect {
+    /// A scheduler-plugins PodGroup; the pods are created at once.
+    SchedulerPlugins,
+    /// A Volcano PodGroup; the pods are created only once its phase leaves Pending.
+    Volcano,
+}
+
+impl Dialect {
+    fn scheduler_name(self) -> &'static str {
+        match self {
+            Dialect::SchedulerPlugins => "scheduler-plugins-scheduler",
+            Dialect::Volcano => "volcano",
+        }
+    }
+}
+
+/// The phase of the Volcano PodGroup `name`, as Gangplank wrote it.
+async fn volcano_phase(volcano: &Api<VolcanoPodGroup>, name: &str) -> Option<String> {
+    volcano.get_opt(name).await.ok()??.status?.phase
+}
+
+/// The pods of `pods` whose names start with `prefix`.
+async fn pods_with_prefix(pods: &Api<Pod>, prefix: &str) -> usize {
+    let list = pods.list(&Default::default()).await.unwrap();
+    list.items
+        .iter()
+        .filter(|p| {
+            p.metadata
+                .name
+                .as_deref()
+                .is_some_and(|n| n.starts_with(prefix))
+        })
+        .count()
+}
+
 /// The story every operator row of the README's table tells: the workload `workload` (of
 /// `kind`), whose four pods (names starting with `prefix`) each take a whole node, is created
-/// while one node is full. Its scheduler-plugins PodGroup `group` becomes a Gangplank gang of
-/// four in the namespace's queue; none of its pods binds while only three nodes are free, and
-/// the PodGroup says why; once the node is free all four bind, on the scheduler name the
+/// in namespace `ns` while one node is full. Its PodGroup (in `dialect`) becomes a Gangplank
+/// gang of four in the namespace's queue; none of its pods binds while only three nodes are
+/// free (in Volcano's dialect none is even created, and the Volcano PodGroup stays Pending),
+/// and the PodGroup says why; once the node is free all four bind, on the scheduler name the
 /// operator set; deleting the workload deletes its PodGroups.
 async fn waits_whole_then_runs_whole(
-    operator: &str,
+    cluster: &Cluster,
+    ns: TestNamespace,
+    dialect: Dialect,
     (group, version, kind): (&str, &str, &str),
     workload: DynamicObject,
     prefix: &str,
 ) {
-    let cluster = Cluster::connect().await;
-    operator_runs(&cluster, operator);
-    let ns = cluster.namespace(operator).await;
-    default_queue(&cluster, &ns.name, "default").await;
+    default_queue(cluster, &ns.name, "default").await;
     let pods = ns.api::<Pod>();
     let groups = ns.api::<PodGroup>();
+    let volcano = ns.api::<VolcanoPodGroup>();
     let resource = ApiResource::from_gvk(&GroupVersionKind::gvk(group, version, kind));
     let workloads: Api<DynamicObject> =
         Api::namespaced_with(cluster.client.clone(), &ns.name, &resource);
@@ -202,21 +345,34 @@ async fn waits_whole_then_runs_whole(
     let gang = pod_group_in_phase(&groups, &name, "Pending").await;
     assert_eq!(gang.spec.min_member, 4);
     assert_eq!(gang.spec.queue.as_deref(), Some("default"));
-    eventually(&format!("the {kind}'s four pods"), 60, || async {
-        let list = pods.list(&Default::default()).await.ok()?;
-        let members = list.items.iter().filter(|p| {
-            p.metadata
-                .name
-                .as_deref()
-                .is_some_and(|n| n.starts_with(prefix))
-        });
-        (members.count() == 4).then_some(())
-    })
-    .await;
-    holds_for(10, &format!("no pod of {name} bound"), async || {
-        bound_with_prefix(&pods, prefix).await.is_empty()
-    })
-    .await;
+    match dialect {
+        Dialect::SchedulerPlugins => {
+            eventually(&format!("the {kind}'s four pods"), 60, || async {
+                (pods_with_prefix(&pods, prefix).await == 4).then_some(())
+            })
+            .await;
+            holds_for(10, &format!("no pod of {name} bound"), async || {
+                bound_with_prefix(&pods, prefix).await.is_empty()
+            })
+            .await;
+        }
+        Dialect::Volcano => {
+            eventually(
+                &format!("{name}'s Volcano PodGroup Pending"),
+                30,
+                || async {
+                    (volcano_phase(&volcano, &name).await.as_deref() == Some("Pending"))
+                        .then_some(())
+                },
+            )
+            .await;
+            holds_for(10, &format!("no pod of {name} created"), async || {
+                pods_with_prefix(&pods, prefix).await == 0
+                    && volcano_phase(&volcano, &name).await.as_deref() == Some("Pending")
+            })
+            .await;
+        }
+    }
     let conditions = groups.get(&name).await.unwrap().status.unwrap().conditions;
     let admitted = conditions.iter().find(|c| c.type_ == "Admitted").unwrap();
     assert_eq!(admitted.status, "False", "{admitted:?}");
@@ -224,7 +380,7 @@ async fn waits_whole_then_runs_whole(
     pods.delete("filler", &DeleteParams::default())
         .await
         .unwrap();
-    let bound = eventually(&format!("all four pods of {name} bound"), 60, || async {
+    let bound = eventually(&format!("all four pods of {name} bound"), 90, || async {
         let bound = bound_with_prefix(&pods, prefix).await;
         (bound.len() == 4).then_some(bound)
     })
@@ -233,8 +389,18 @@ async fn waits_whole_then_runs_whole(
         let spec = pods.get(pod).await.unwrap().spec.unwrap();
         assert_eq!(
             spec.scheduler_name.as_deref(),
-            Some("scheduler-plugins-scheduler")
+            Some(dialect.scheduler_name())
         );
+    }
+    if dialect == Dialect::Volcano {
+        eventually(
+            &format!("{name}'s Volcano PodGroup Running"),
+            60,
+            || async {
+                (volcano_phase(&volcano, &name).await.as_deref() == Some("Running")).then_some(())
+            },
+        )
+        .await;
     }
 
     workloads
@@ -254,8 +420,34 @@ async fn waits_whole_then_runs_whole(
 #[ignore = "needs the local control plane: run e2e/test"]
 async fn a_pytorch_job_of_training_operator_in_scheduler_plugins_mode_waits_whole_then_runs_whole()
 {
+    let cluster = Cluster::connect().await;
+    operator_runs(&cluster, "training-operator");
+    // e2e/up runs the operator in this mode for this namespace only.
+    let ns = cluster.namespace_named("training-operator".into()).await;
     waits_whole_then_runs_whole(
-        "training-operator",
+        &cluster,
+        ns,
+        Dialect::SchedulerPlugins,
+        ("kubeflow.org", "v1", "PyTorchJob"),
+        pytorch_job("train", 3, 32),
+        "train-",
+    )
+    .await;
+}
+
+#[tokio::test]
+#[ignore = "needs the local control plane: run e2e/test"]
+async fn a_pytorch_job_of_training_operator_in_volcano_mode_waits_uncreated_then_runs_whole() {
+    let cluster = Cluster::connect().await;
+    operator_runs(&cluster, "training-operator");
+    // e2e/up runs the operator in this mode for this namespace only.
+    let ns = cluster
+        .namespace_named("training-operator-volcano".into())
+        .await;
+    waits_whole_then_runs_whole(
+        &cluster,
+        ns,
+        Dialect::Volcano,
         ("kubeflow.org", "v1", "PyTorchJob"),
         pytorch_job("train", 3, 32),
         "train-",
@@ -266,8 +458,13 @@ async fn a_pytorch_job_of_training_operator_in_scheduler_plugins_mode_waits_whol
 #[tokio::test]
 #[ignore = "needs the local control plane: run e2e/test"]
 async fn a_ray_cluster_of_kuberay_in_scheduler_plugins_mode_waits_whole_then_runs_whole() {
+    let cluster = Cluster::connect().await;
+    operator_runs(&cluster, "kuberay");
+    let ns = cluster.namespace("kuberay").await;
     waits_whole_then_runs_whole(
-        "kuberay",
+        &cluster,
+        ns,
+        Dialect::SchedulerPlugins,
         ("ray.io", "v1", "RayCluster"),
         ray_cluster("ray", 3, 32),
         "ray-",

@@ -86,15 +86,26 @@ impl Cluster {
 
     /// Creates a namespace named after the test, with a random suffix so reruns never collide.
     pub async fn namespace(&self, prefix: &str) -> TestNamespace {
-        let name = unique(prefix);
+        self.namespace_named(unique(prefix)).await
+    }
+
+    /// A namespace of exactly `name` (for a process e2e/up confines to that namespace),
+    /// deleted by [`TestNamespace::delete`]; waits while an earlier one of that name is still
+    /// being deleted.
+    pub async fn namespace_named(&self, name: String) -> TestNamespace {
         let ns: Namespace = serde_json::from_value(serde_json::json!({
             "apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}
         }))
         .unwrap();
-        Api::<Namespace>::all(self.client.clone())
-            .create(&PostParams::default(), &ns)
-            .await
-            .expect("failed to create the test namespace");
+        let namespaces = Api::<Namespace>::all(self.client.clone());
+        eventually(&format!("namespace {name} created"), 120, || async {
+            match namespaces.create(&PostParams::default(), &ns).await {
+                Ok(_) => Some(()),
+                Err(kube::Error::Api(s)) if s.code == 409 => None,
+                Err(e) => panic!("failed to create the test namespace {name}: {e}"),
+            }
+        })
+        .await;
         // Pods are refused until the service-account controller made the default account.
         let accounts: Api<k8s_openapi::api::core::v1::ServiceAccount> =
             Api::namespaced(self.client.clone(), &name);
