@@ -242,8 +242,12 @@ fn cluster_role_grants_exactly_what_gangplank_calls() {
             }
         }
     }
+    let workloads = gangplank::api::workloads::KINDS
+        .iter()
+        .map(|k| (k.group, k.plural, "get"));
     let calls: BTreeSet<(String, String, String)> = calls
         .into_iter()
+        .chain(workloads)
         .map(|(g, r, v)| (g.to_owned(), r.to_owned(), v.to_owned()))
         .collect();
     assert_eq!(granted, calls);

@@ -49,22 +49,24 @@ build_operator() {
   printf '%s_BIN=%q\n' "${1//-/_}" "$bin"
 }
 
-# Namespaces the two training-operator instances watch, one per gang mode (the suite's tests of
+# Namespaces the training-operator instances watch, one per gang mode (the suite's tests of
 # that operator create their jobs there).
-TRAINING_OPERATOR_NAMESPACES="training-operator training-operator-volcano"
+TRAINING_OPERATOR_NAMESPACES="training-operator training-operator-volcano training-operator-plain"
 
-# Kubeflow's training-operator for PyTorchJobs, run twice, once per gang mode users set, each
-# confined to its own namespace (--namespace) so that the two never reconcile the same job:
+# Kubeflow's training-operator for PyTorchJobs, run three times, once per gang mode users set,
+# each confined to its own namespace (--namespace) so that no two reconcile the same job:
 # - in namespace training-operator, --gang-scheduler-name scheduler-plugins-scheduler: it
 #   creates a scheduling.x-k8s.io PodGroup per job and names that scheduler on the pods;
 # - in namespace training-operator-volcano, --gang-scheduler-name volcano: it creates a
 #   scheduling.volcano.sh PodGroup per job, creates the pods only once that PodGroup's phase
-#   leaves Pending, and names the scheduler volcano on them.
+#   leaves Pending, and names the scheduler volcano on them;
+# - in namespace training-operator-plain, no gang flag: no PodGroup, pods on the default
+#   scheduler (Gangplank groups them by the job that controls them).
 # (The shipped scheduler configuration serves both names.) Their webhook servers run: the first
-# generates the certificates into the namespace kubeflow's Secret, both wait for them in
+# generates the certificates into the namespace kubeflow's Secret, all wait for them in
 # /tmp/k8s-webhook-server/serving-certs (in a pod, the Secret mounted there; here, copied there
 # from the Secret) and until they have put the CA into their ValidatingWebhookConfiguration; the
-# second finds them valid and keeps them. So that configuration exists, but with a rule no
+# others find them valid and keep them. So that configuration exists, but with a rule no
 # request matches (its certificate names a Service, not 127.0.0.1): the suite tests
 # scheduling, not the operator's validation.
 start_training_operator() {
@@ -94,12 +96,13 @@ EOF
   for namespace in $TRAINING_OPERATOR_NAMESPACES; do
     case $namespace in
       *-volcano) gang=volcano ;;
+      *-plain) gang= ;;
       *) gang=scheduler-plugins-scheduler ;;
     esac
     health=$(free_port)
     if [[ $first ]]; then port=$webhook; else port=$(free_port); fi
-    log "starting training-operator (PyTorchJob in namespace $namespace, gang scheduler name $gang)"
-    MY_POD_NAMESPACE=kubeflow KUBECONFIG="$RUN_DIR/kubeconfig" start "training-operator-$gang" \
+    log "starting training-operator (PyTorchJob in namespace $namespace, gang scheduler name '$gang')"
+    MY_POD_NAMESPACE=kubeflow KUBECONFIG="$RUN_DIR/kubeconfig" start "$namespace" \
       "$training_operator_BIN" --enable-scheme=pytorchjob --namespace="$namespace" \
       --gang-scheduler-name="$gang" \
       --metrics-bind-address="127.0.0.1:$(free_port)" --health-probe-bind-address="127.0.0.1:$health" \

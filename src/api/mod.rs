@@ -31,6 +31,7 @@ pub mod pod_group;
 pub mod queue;
 pub mod scheduler_plugins;
 pub mod volcano;
+pub mod workloads;
 
 use std::collections::BTreeMap;
 

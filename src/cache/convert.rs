@@ -11,13 +11,13 @@ use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use gangplank_core::model::quantity::{self, Scale};
 use gangplank_core::model::{
     Ahead, GroupKey, Node, Pod, PodGroup, PodPhase, Queue, ResourceId, Resources, Taint,
-    TaintEffect,
+    TaintEffect, Workload,
 };
 use gangplank_core::policy::fair_share::Capability;
 
 use super::Error;
 use crate::api;
-use crate::api::{labels, volcano};
+use crate::api::{labels, volcano, workloads};
 
 /// Converts a Node. Fails only on a missing name or an unparsable quantity, which the API
 /// server never lets through.
@@ -134,7 +134,26 @@ pub fn pod(pod: &core::Pod) -> Result<Pod, Error> {
             .filter(|n| *n > 0),
         deleting: meta.deletion_timestamp.is_some(),
         marked,
+        workload: workload_of(meta),
     })
+}
+
+/// The pod's controller, when Gangplank groups pods by its kind ([`workloads::kind_of`]).
+fn workload_of(
+    meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
+) -> Option<std::sync::Arc<Workload>> {
+    let owner = meta
+        .owner_references
+        .iter()
+        .flatten()
+        .find(|o| o.controller == Some(true))?;
+    workloads::kind_of(&owner.api_version, &owner.kind)?;
+    Some(std::sync::Arc::new(Workload {
+        api_version: owner.api_version.clone(),
+        kind: owner.kind.clone(),
+        name: owner.name.clone(),
+        uid: owner.uid.clone(),
+    }))
 }
 
 /// Converts a PodGroup. A `minMember` below 1 (refused by the CRD schema) counts as 1.

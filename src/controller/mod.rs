@@ -40,6 +40,7 @@ pub mod orphans;
 pub mod queues;
 pub mod status;
 pub mod waits;
+pub mod workloads;
 pub mod writes;
 
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -51,7 +52,7 @@ use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
-use kube::api::{Api, Patch, PatchParams, PostParams};
+use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams, PostParams};
 use kube::runtime::reflector::ObjectRef;
 use kube::{Client, Resource, ResourceExt};
 use tokio::time::Instant;
@@ -110,7 +111,7 @@ pub fn register_metrics() {
                 .absolute(0);
         }
     }
-    for source in ["job", "scheduler-plugins", "volcano", "pods"] {
+    for source in ["job", "scheduler-plugins", "volcano", "workload", "pods"] {
         for outcome in ["ok", "exists", "error"] {
             ::metrics::counter!(metrics::CONTROLLER_POD_GROUPS_CREATED_TOTAL, "source" => source, "outcome" => outcome)
                 .absolute(0);
@@ -224,6 +225,8 @@ struct Controller {
     volcano_writes: Writes<VolcanoPodGroupStatus>,
     /// PodGroups (`namespace/name`) whose creation was attempted recently.
     created: HashMap<String, Instant>,
+    /// Workloads read for groups without a PodGroup, by UID, with when ([`workloads`]).
+    workloads: HashMap<String, (Instant, Result<Arc<DynamicObject>, String>)>,
 }
 
 impl Controller {
@@ -238,6 +241,7 @@ impl Controller {
             queue_writes: Writes::default(),
             volcano_writes: Writes::default(),
             created: HashMap::new(),
+            workloads: HashMap::new(),
         }
     }
 
@@ -264,6 +268,7 @@ impl Controller {
         let mut wanted = Vec::new();
         let (mut creations, mut sourced) = self.job_pod_groups(&mut wanted);
         creations.extend(self.foreign_pod_groups(&mut sourced, &mut wanted));
+        self.read_workloads(&observation, now).await;
         let orphans = self.orphan_pod_groups(&observation, &sourced, &mut wanted);
         let mut transitions = self
             .create(creations.into_iter().chain(orphans).collect(), now)
@@ -512,16 +517,33 @@ impl Controller {
                 continue; // the cache's own watch lags behind
             }
             let namespace_queue = self.stores.namespace_queue(&key.namespace).ok().flatten();
-            match orphans::plan(key, asked, namespace_queue.as_deref()) {
-                Some(orphans::Plan::Create(group)) => creations.push(Creation {
-                    group: *group,
-                    source: "pods",
-                    regarding: asked.waiting[0].reference(),
-                    note: format!(
+            let (plan, source, note) = match &asked.workload {
+                Some(workload) => {
+                    let Some((_, object)) = self.workloads.get(&workload.uid) else {
+                        continue; // not read yet
+                    };
+                    let object = object.as_deref().map_err(String::as_str);
+                    let plan =
+                        workloads::plan(key, asked, workload, object, namespace_queue.as_deref());
+                    let note = format!("sized from {} {}", workload.kind, workload.name);
+                    (plan, "workload", note)
+                }
+                None => {
+                    let plan = orphans::plan(key, asked, namespace_queue.as_deref());
+                    let note = format!(
                         "minMember {} from the annotation {} on the group's pods",
                         asked.min_member.unwrap_or(1),
                         labels::MIN_MEMBER_ANNOTATION
-                    ),
+                    );
+                    (plan, "pods", note)
+                }
+            };
+            match plan {
+                Some(orphans::Plan::Create(group)) => creations.push(Creation {
+                    note: format!("minMember {}, {note}", group.spec.min_member),
+                    group: *group,
+                    source,
+                    regarding: asked.waiting[0].reference(),
                     warning: false,
                 }),
                 Some(orphans::Plan::Missing { pods, message }) => {
@@ -537,6 +559,52 @@ impl Controller {
             }
         }
         creations
+    }
+
+    /// Reads the workloads that control pods of groups without a PodGroup (see [`workloads`]),
+    /// unless read within [`CREATE_RETRY_AFTER`].
+    async fn read_workloads(&mut self, observation: &Observation, now: Instant) {
+        self.workloads
+            .retain(|_, (at, _)| now.duration_since(*at) < CREATE_RETRY_AFTER);
+        let mut wanted: Vec<(String, Arc<model::Workload>)> = observation
+            .groups
+            .iter()
+            .filter(|(_, view)| !view.has_pod_group)
+            .filter_map(|(key, view)| {
+                let workload = view.asked.as_ref()?.workload.clone()?;
+                Some((key.namespace.to_string(), workload))
+            })
+            .filter(|(_, w)| !self.workloads.contains_key(&w.uid))
+            .collect();
+        wanted.dedup_by(|a, b| a.1.uid == b.1.uid);
+        let client = &self.client;
+        let read: Vec<(String, Result<Arc<DynamicObject>, String>)> = futures::stream::iter(wanted)
+            .map(|(namespace, w)| async move {
+                let (group, version) = w.api_version.split_once('/').unwrap_or(("", ""));
+                let plural =
+                    api::workloads::kind_of(&w.api_version, &w.kind).map_or("", |k| k.plural);
+                let resource = ApiResource {
+                    group: group.to_owned(),
+                    version: version.to_owned(),
+                    api_version: w.api_version.clone(),
+                    kind: w.kind.clone(),
+                    plural: plural.to_owned(),
+                };
+                let api: Api<DynamicObject> =
+                    Api::namespaced_with(client.clone(), &namespace, &resource);
+                let object = api
+                    .get(&w.name)
+                    .await
+                    .map(Arc::new)
+                    .map_err(|e| api_message_of(&e));
+                (w.uid.clone(), object)
+            })
+            .buffer_unordered(WRITE_CONCURRENCY)
+            .collect()
+            .await;
+        for (uid, object) in read {
+            self.workloads.insert(uid, (now, object));
+        }
     }
 
     /// Creates PodGroups not attempted recently; returns the Events that say how it went.
@@ -944,12 +1012,17 @@ async fn create_pod_group(client: &Client, group: &PodGroup) -> Result<(), Error
 /// What the API server said, for an Event a user reads.
 fn api_message(error: &Error) -> String {
     match error {
-        Error::CreatePodGroup {
-            group,
-            why: kube::Error::Api(status),
-        } if !status.message.is_empty() => {
-            format!("failed to create PodGroup {group}: {}", status.message)
+        Error::CreatePodGroup { group, why } => {
+            format!("failed to create PodGroup {group}: {}", api_message_of(why))
         }
+        other => other.to_string(),
+    }
+}
+
+/// What the API server said about a read, for an Event a user reads.
+fn api_message_of(error: &kube::Error) -> String {
+    match error {
+        kube::Error::Api(status) if !status.message.is_empty() => status.message.clone(),
         other => other.to_string(),
     }
 }

@@ -4,11 +4,12 @@
 //! Kept to counting and summing; every decision is taken on the [`Observation`] afterwards.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::ObjectReference;
 
 use crate::api::PodGroupPhase;
-use gangplank_core::model::{GroupKey, Pod, PodPhase, Resources, State};
+use gangplank_core::model::{GroupKey, Pod, PodPhase, Resources, State, Workload};
 
 use super::status::Members;
 
@@ -44,6 +45,9 @@ pub struct Asked {
     pub queue: Option<String>,
     /// Members not finished and not bound, oldest first: the pods that wait for the group.
     pub waiting: Vec<PodRef>,
+    /// The workload of the group's name that controls the oldest member controlled by one
+    /// (see `crate::api::workloads`).
+    pub workload: Option<Arc<Workload>>,
 }
 
 /// One group as the cache shows it.
@@ -97,7 +101,7 @@ pub fn observe(state: &State) -> Observation {
             }
         }
         if group.spec.is_none() && view.members.live > 0 {
-            view.asked = Some(asked(live_unbound));
+            view.asked = Some(asked(&key.name, live_unbound));
         }
         out.groups.insert(key.clone(), view);
     }
@@ -176,12 +180,17 @@ fn oldest_first(pods: &mut [&Pod]) {
     pods.sort_by(|a, b| (a.created, &a.name).cmp(&(b.created, &b.name)));
 }
 
-fn asked(mut pods: Vec<&Pod>) -> Asked {
+fn asked(group: &str, mut pods: Vec<&Pod>) -> Asked {
     oldest_first(&mut pods);
     Asked {
         min_member: pods.iter().find_map(|p| p.min_member),
         queue: pods.iter().find_map(|p| p.queue.clone()),
         waiting: pods.iter().map(|p| PodRef::of(p)).collect(),
+        workload: pods
+            .iter()
+            .filter_map(|p| p.workload.as_ref())
+            .find(|w| w.name == group)
+            .cloned(),
     }
 }
 

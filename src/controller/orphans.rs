@@ -76,6 +76,7 @@ mod tests {
                 name: "w-0".into(),
                 uid: "u0".into(),
             }],
+            workload: None,
         }
     }
 

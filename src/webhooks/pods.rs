@@ -16,6 +16,11 @@
 //! Job's template, which the Job webhook fills from the Job's queue label) joins the group
 //! named after the Job, the PodGroup the controller creates for that Job. This is how Jobs
 //! created with `generateName` (whose name the Job webhook cannot know) still form one gang.
+//! Likewise a pod whose controller is a workload of a kind Gangplank groups by
+//! ([`workloads::KINDS`]: Kubeflow's training jobs, KubeRay's RayCluster) and that names a queue
+//! or lives in a namespace with a default queue joins the group named after the workload, which
+//! the controller creates sized from the workload's spec (`crate::controller::workloads`): its
+//! operator needs no gang flag.
 //!
 //! **Mutation** (CREATE only; gates can only be added at creation, and resources and most of a
 //! pod are immutable after it):
@@ -65,7 +70,7 @@ use super::patch::Patcher;
 use super::queues::{check_open, unavailable};
 use super::review::{Denial, FieldErrors, Verdict};
 use super::{Webhooks, name_problem};
-use crate::api::labels;
+use crate::api::{labels, workloads};
 use crate::cache::convert;
 use crate::metrics;
 use gangplank_core::model::GroupKey;
@@ -77,6 +82,9 @@ pub enum Source {
     Annotation(&'static str),
     /// The pod's controller is the Job of that name.
     JobOwner,
+    /// The pod's controller is the workload of that name, of a kind Gangplank groups by
+    /// ([`workloads::KINDS`]).
+    WorkloadOwner(&'static str),
     /// The pod's namespace's default queue.
     Namespace(String),
 }
@@ -88,6 +96,7 @@ impl Source {
             Source::Label(key) => format!("metadata.labels[{key}]"),
             Source::Annotation(key) => format!("metadata.annotations[{key}]"),
             Source::JobOwner => "metadata.ownerReferences (controller Job)".to_owned(),
+            Source::WorkloadOwner(kind) => format!("metadata.ownerReferences (controller {kind})"),
             Source::Namespace(ns) => format!("the label {} of namespace {ns}", labels::QUEUE_LABEL),
         }
     }
@@ -136,18 +145,27 @@ impl Membership {
             ),
         });
         match (group, queue) {
-            (None, None) => Ok(Membership {
-                group: None,
-                queue: namespaces.namespace_queue(namespace)?.map(|name| Named {
+            (None, None) => {
+                let queue = namespaces.namespace_queue(namespace)?.map(|name| Named {
                     name,
                     source: Source::Namespace(namespace.to_owned()),
-                }),
-            }),
+                });
+                // A workload's pod keeps no namespace default (see the module docs).
+                match queue.as_ref().and_then(|_| controller_workload(pod)) {
+                    Some(group) => Ok(Membership {
+                        group: Some(group),
+                        queue: None,
+                    }),
+                    None => Ok(Membership { group: None, queue }),
+                }
+            }
             (None, Some(queue)) => Ok(Membership {
-                group: controller_job(pod).map(|job| Named {
-                    name: job.to_owned(),
-                    source: Source::JobOwner,
-                }),
+                group: controller_job(pod)
+                    .map(|job| Named {
+                        name: job.to_owned(),
+                        source: Source::JobOwner,
+                    })
+                    .or_else(|| controller_workload(pod)),
                 queue: Some(queue),
             }),
             (group, queue) => Ok(Membership { group, queue }),
@@ -193,6 +211,22 @@ fn controller_job(pod: &Pod) -> Option<&str> {
         .find(|o| o.controller == Some(true) && o.kind == "Job" && o.api_version == "batch/v1")
         .map(|o| o.name.as_str())
         .filter(|name| !name.is_empty())
+}
+
+/// The workload that controls the pod, as its group, if its kind is one Gangplank groups by.
+fn controller_workload(pod: &Pod) -> Option<Named> {
+    let owner = pod
+        .metadata
+        .owner_references
+        .iter()
+        .flatten()
+        .find(|o| o.controller == Some(true))?;
+    let kind = workloads::kind_of(&owner.api_version, &owner.kind)?;
+    Some(Named {
+        name: owner.name.clone(),
+        source: Source::WorkloadOwner(kind.kind),
+    })
+    .filter(|n| !n.name.is_empty())
 }
 
 /// `POST /webhooks/mutate/pods`.
@@ -405,6 +439,24 @@ mod tests {
             "ownerReferences": [{"apiVersion": "batch/v1", "kind": "Job", "name": "train", "uid": "u"}]
         })));
         assert_eq!(m.group, None);
+    }
+
+    #[test]
+    fn a_pod_of_a_ray_cluster_in_a_queue_s_scope_joins_the_group_of_its_cluster() {
+        let owned = json!({"name": "ray-head", "ownerReferences": [{"apiVersion": "ray.io/v1",
+            "kind": "RayCluster", "name": "ray", "uid": "u", "controller": true}]});
+        let m = membership(&pod(owned.clone()));
+        assert_eq!(
+            m.group,
+            Some(Named {
+                name: "ray".into(),
+                source: Source::WorkloadOwner("RayCluster")
+            })
+        );
+        assert_eq!(m.queue, None, "a pod of a group takes no namespace default");
+        // Out of every queue's scope it is left alone.
+        let m = Membership::of(&pod(owned), "plain", &StaticLookup::default()).unwrap();
+        assert!(m.is_empty());
     }
 
     #[test]

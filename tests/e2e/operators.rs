@@ -256,15 +256,19 @@ fn pytorch_job(name: &str, workers: u32, cpu: u32) -> DynamicObject {
 }
 
 /// A RayCluster of a head and `workers` workers, each asking for `cpu` CPUs, with KubeRay's
-/// gang label.
-fn ray_cluster(name: &str, workers: u32, cpu: u32) -> DynamicObject {
+/// gang label when `gang`.
+fn ray_cluster(name: &str, workers: u32, cpu: u32, gang: bool) -> DynamicObject {
     let template = |container: &str| {
         json!({"spec": {"containers": [{"name": container, "image": "rayproject/ray",
             "resources": {"requests": {"cpu": cpu.to_string()}}}]}})
     };
     serde_json::from_value(json!({
         "apiVersion": "ray.io/v1", "kind": "RayCluster",
-        "metadata": {"name": name, "labels": {"ray.io/gang-scheduling-enabled": "true"}},
+        "metadata": {"name": name, "labels": if gang {
+            json!({"ray.io/gang-scheduling-enabled": "true"})
+        } else {
+            json!({})
+        }},
         "spec": {
             "headGroupSpec": {"rayStartParams": {}, "template": template("ray-head")},
             "workerGroupSpecs": [{"groupName": "workers", "replicas": workers,
@@ -279,6 +283,8 @@ fn ray_cluster(name: &str, workers: u32, cpu: u32) -> DynamicObject {
 /// it puts on its pods.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Dialect {
+    /// None: no gang flag on the operator; the pods are created at once.
+    Plain,
     /// A scheduler-plugins PodGroup; the pods are created at once.
     SchedulerPlugins,
     /// A Volcano PodGroup; the pods are created only once its phase leaves Pending.
@@ -288,6 +294,7 @@ enum Dialect {
 impl Dialect {
     fn scheduler_name(self) -> &'static str {
         match self {
+            Dialect::Plain => "default-scheduler",
             Dialect::SchedulerPlugins => "scheduler-plugins-scheduler",
             Dialect::Volcano => "volcano",
         }
@@ -315,8 +322,8 @@ async fn pods_with_prefix(pods: &Api<Pod>, prefix: &str) -> usize {
 
 /// The story every operator row of the README's table tells: the workload `workload` (of
 /// `kind`), whose four pods (names starting with `prefix`) each take a whole node, is created
-/// in namespace `ns` while one node is full. Its PodGroup (in `dialect`) becomes a Gangplank
-/// gang of four in the namespace's queue; none of its pods binds while only three nodes are
+/// in namespace `ns` while one node is full. Its PodGroup (in `dialect`; with no gang flag,
+/// the workload itself) becomes a Gangplank gang of four in the namespace's queue; none of its pods binds while only three nodes are
 /// free (in Volcano's dialect none is even created, and the Volcano PodGroup stays Pending),
 /// and the PodGroup says why; once the node is free all four bind, on the scheduler name the
 /// operator set; deleting the workload deletes its PodGroups.
@@ -346,7 +353,7 @@ async fn waits_whole_then_runs_whole(
     assert_eq!(gang.spec.min_member, 4);
     assert_eq!(gang.spec.queue.as_deref(), Some("default"));
     match dialect {
-        Dialect::SchedulerPlugins => {
+        Dialect::Plain | Dialect::SchedulerPlugins => {
             eventually(&format!("the {kind}'s four pods"), 60, || async {
                 (pods_with_prefix(&pods, prefix).await == 4).then_some(())
             })
@@ -466,8 +473,45 @@ async fn a_ray_cluster_of_kuberay_in_scheduler_plugins_mode_waits_whole_then_run
         ns,
         Dialect::SchedulerPlugins,
         ("ray.io", "v1", "RayCluster"),
-        ray_cluster("ray", 3, 32),
+        ray_cluster("ray", 3, 32, true),
         "ray-",
+    )
+    .await;
+}
+
+#[tokio::test]
+#[ignore = "needs the local control plane: run e2e/test"]
+async fn a_ray_cluster_without_kuberay_s_gang_label_is_one_gang_all_the_same() {
+    let cluster = Cluster::connect().await;
+    operator_runs(&cluster, "kuberay");
+    let ns = cluster.namespace("kuberay-plain").await;
+    waits_whole_then_runs_whole(
+        &cluster,
+        ns,
+        Dialect::Plain,
+        ("ray.io", "v1", "RayCluster"),
+        ray_cluster("ray", 3, 32, false),
+        "ray-",
+    )
+    .await;
+}
+
+#[tokio::test]
+#[ignore = "needs the local control plane: run e2e/test"]
+async fn a_pytorch_job_of_training_operator_without_a_gang_flag_is_one_gang_all_the_same() {
+    let cluster = Cluster::connect().await;
+    operator_runs(&cluster, "training-operator");
+    // e2e/up runs the operator without a gang flag for this namespace only.
+    let ns = cluster
+        .namespace_named("training-operator-plain".into())
+        .await;
+    waits_whole_then_runs_whole(
+        &cluster,
+        ns,
+        Dialect::Plain,
+        ("kubeflow.org", "v1", "PyTorchJob"),
+        pytorch_job("train", 3, 32),
+        "train-",
     )
     .await;
 }

@@ -14,7 +14,7 @@ pub use ledger::{Claim, Ledger, Reservation, Slot};
 pub use nodes::{NodeSlot, Nodes};
 pub use objects::{
     Ahead, GroupKey, NODE_CONDITION_TAINT_PREFIX, Node, Pod, PodGroup, PodPhase, Queue, Taint,
-    TaintEffect,
+    TaintEffect, Workload,
 };
 pub use resources::{ResourceId, Resources};
 pub use state::{Group, Member, State};

@@ -117,6 +117,18 @@ pub struct Pod {
     /// `spec.nodeSelector`: admission keeps a gang with a `topologyKey` in the domain a member
     /// already names, and adds the chosen domain to it when releasing.
     pub node_selector: BTreeMap<String, String>,
+    /// The workload that controls the pod, when the adapter groups pods by its kind (a Kubeflow
+    /// training job, a RayCluster): the controller sizes a missing PodGroup from it.
+    pub workload: Option<Arc<Workload>>,
+}
+
+/// An object that controls pods, as their ownerReference names it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Workload {
+    pub api_version: String,
+    pub kind: String,
+    pub name: String,
+    pub uid: String,
 }
 
 /// Prefix of a placeholder's UID; no API object's UID has it.

@@ -1,0 +1,159 @@
+//! Groups named after a workload Gangplank groups by (`crate::api::workloads`: a Kubeflow
+//! training job, a RayCluster) get their PodGroup from the workload itself: its operator runs
+//! with no gang flag, so nobody else writes one.
+//!
+//! The pod webhook puts such a workload's pods in the group named after it; while that group
+//! has no PodGroup, the controller reads the workload (one GET, not a watch: only workloads
+//! whose pods wait are read) and creates a PodGroup of the workload's name, owned by it
+//! (`controller: true`, so deleted with it), with `minMember` from the workload's spec and the
+//! queue named on the workload (label `scheduling.gangplank.dev/queue` or Volcano's queue
+//! annotation), else on its pods, else its namespace's default, else `default`. A workload
+//! whose spec gives no size leaves its pods waiting, with a `PodGroupMissing` Event saying so.
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+use kube::api::DynamicObject;
+
+use super::observe::Asked;
+use super::orphans::Plan;
+use crate::api::{PodGroup, PodGroupSpec, labels, workloads};
+use gangplank_core::model::{GroupKey, Workload};
+
+/// What to do for the group `key`, whose pods asked `asked` and are controlled by `workload`,
+/// read as `object` (or the error reading it), in a namespace whose default queue is
+/// `namespace_queue`.
+pub fn plan(
+    key: &GroupKey,
+    asked: &Asked,
+    workload: &Workload,
+    object: Result<&DynamicObject, &str>,
+    namespace_queue: Option<&str>,
+) -> Option<Plan> {
+    if asked.waiting.is_empty() {
+        return None;
+    }
+    let kind = workloads::kind_of(&workload.api_version, &workload.kind)?;
+    let missing = |why: String| {
+        Some(Plan::Missing {
+            pods: asked.waiting.clone(),
+            message: format!(
+                "PodGroup {key} does not exist, so this pod waits: Gangplank makes it from {} {}/{}, but {why}. Create a PodGroup named {} in namespace {} (spec.minMember is the gang size) instead.",
+                workload.kind, key.namespace, workload.name, key.name, key.namespace
+            ),
+        })
+    };
+    let object = match object {
+        Ok(object) if object.metadata.uid.as_deref() == Some(workload.uid.as_str()) => object,
+        Ok(_) => return missing("it was replaced by another of that name".to_owned()),
+        Err(why) => return missing(format!("it could not be read ({why})")),
+    };
+    let Some(size) = kind.size(&object.data) else {
+        return missing("its spec gives no gang size".to_owned());
+    };
+    let meta = &object.metadata;
+    let queue = labels::queue_of(meta.labels.as_ref(), meta.annotations.as_ref())
+        .or(asked.queue.as_deref())
+        .or(namespace_queue)
+        .unwrap_or(labels::DEFAULT_QUEUE)
+        .to_owned();
+    let mut spec = PodGroupSpec::with_min_member(i32::try_from(size).unwrap_or(i32::MAX));
+    spec.queue = Some(queue.clone());
+    let mut group = PodGroup::new(&key.name, spec);
+    group.metadata.namespace = Some(key.namespace.to_string());
+    group.metadata.labels = Some([(labels::QUEUE_LABEL.to_owned(), queue)].into());
+    group.metadata.owner_references = Some(vec![OwnerReference {
+        api_version: workload.api_version.clone(),
+        kind: workload.kind.clone(),
+        name: workload.name.clone(),
+        uid: workload.uid.clone(),
+        controller: Some(true),
+        block_owner_deletion: None,
+    }]);
+    Some(Plan::Create(Box::new(group)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::controller::observe::PodRef;
+    use serde_json::json;
+
+    fn ray() -> Workload {
+        Workload {
+            api_version: "ray.io/v1".into(),
+            kind: "RayCluster".into(),
+            name: "ray".into(),
+            uid: "ray-uid".into(),
+        }
+    }
+
+    fn asked() -> Asked {
+        Asked {
+            waiting: vec![PodRef {
+                namespace: "ml".into(),
+                name: "ray-head".into(),
+                uid: "p0".into(),
+            }],
+            ..Asked::default()
+        }
+    }
+
+    fn object(labels: serde_json::Value, spec: serde_json::Value) -> DynamicObject {
+        serde_json::from_value(json!({
+            "apiVersion": "ray.io/v1", "kind": "RayCluster",
+            "metadata": {"name": "ray", "namespace": "ml", "uid": "ray-uid", "labels": labels},
+            "spec": spec
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn a_ray_cluster_gets_a_gang_of_its_head_and_minimum_workers_owned_by_it() {
+        let key = GroupKey::new("ml", "ray");
+        let cluster = object(
+            json!({(labels::QUEUE_LABEL): "research"}),
+            json!({"workerGroupSpecs": [{"minReplicas": 3}]}),
+        );
+        let Some(Plan::Create(group)) = plan(&key, &asked(), &ray(), Ok(&cluster), Some("team"))
+        else {
+            panic!("expected a PodGroup");
+        };
+        assert_eq!(group.spec.min_member, 4);
+        assert_eq!(group.spec.queue.as_deref(), Some("research"));
+        let owner = &group.metadata.owner_references.as_ref().unwrap()[0];
+        assert_eq!(
+            (owner.kind.as_str(), owner.uid.as_str(), owner.controller),
+            ("RayCluster", "ray-uid", Some(true))
+        );
+
+        let unlabelled = object(json!({}), json!({"workerGroupSpecs": [{"minReplicas": 3}]}));
+        let Some(Plan::Create(group)) = plan(&key, &asked(), &ray(), Ok(&unlabelled), Some("team"))
+        else {
+            panic!("expected a PodGroup");
+        };
+        assert_eq!(group.spec.queue.as_deref(), Some("team"));
+    }
+
+    #[test]
+    fn a_workload_that_cannot_be_read_or_sized_leaves_its_pods_told_why() {
+        let key = GroupKey::new("ml", "ray");
+        let message = |p: Option<Plan>| match p {
+            Some(Plan::Missing { message, .. }) => message,
+            other => panic!("expected an event, got {other:?}"),
+        };
+        let why = message(plan(&key, &asked(), &ray(), Err("forbidden"), None));
+        assert!(why.contains("could not be read (forbidden)"), "{why}");
+        let odd = object(
+            json!({}),
+            json!({"workerGroupSpecs": [{"minReplicas": "three"}]}),
+        );
+        let why = message(plan(&key, &asked(), &ray(), Ok(&odd), None));
+        assert!(why.contains("its spec gives no gang size"), "{why}");
+        let other = Workload {
+            uid: "another".into(),
+            ..ray()
+        };
+        let cluster = object(json!({}), json!({}));
+        let why = message(plan(&key, &asked(), &other, Ok(&cluster), None));
+        assert!(why.contains("replaced"), "{why}");
+    }
+}
