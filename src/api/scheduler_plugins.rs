@@ -2,7 +2,7 @@
 //! such as Kubeflow's training-operator (`--gang-scheduler-name` other than `volcano`) write it.
 //!
 //! Gangplank only reads it: the controller gives each one a Gangplank PodGroup of the same
-//! name that it owns (`crate::controller::scheduler_plugins`), and its pods, labelled
+//! name that it owns (`crate::controller::foreign_groups`), and its pods, labelled
 //! `scheduling.x-k8s.io/pod-group`, join that group through the webhook. The type has only the
 //! fields Gangplank reads; its CRD is upstream's, shipped as
 //! `manifests/crds/third-party/scheduling.x-k8s.io_podgroups.yaml` for clusters without it.

@@ -1,12 +1,14 @@
-//! The controller: PodGroups for Jobs, for scheduler-plugins' PodGroups and for pods that ask
-//! for one, PodGroup and Queue status, Events, and the `default` Queue.
+//! The controller: PodGroups for Jobs, for scheduler-plugins' and Volcano's PodGroups, for
+//! workloads of known kinds and for pods that ask for one, PodGroup, Queue and Volcano PodGroup
+//! status, Events, and the `default` Queue.
 //!
 //! Why a loop over snapshots rather than a reconciler per object: every status here is a
 //! function of many objects at once (a PodGroup's counts come from its pods, a Queue's from
 //! every group and pod in it), and the cluster cache already holds them all. So each pass reads
 //! the cache once ([`observe`]), reads the controller's own stores of Jobs, PodGroups and
-//! Queues ([`crate::cache::stores`]), decides everything with pure functions ([`jobs`],
-//! [`scheduler_plugins`], [`orphans`], [`status`], [`queues`]) and then writes only what differs. What admission decided (each
+//! Queues ([`crate::cache::stores`]), reads the workloads whose pods wait for a group
+//! ([`workloads`]), decides everything with pure functions ([`jobs`], [`foreign_groups`],
+//! [`workloads`], [`orphans`], [`status`], [`queues`]) and then writes only what differs. What admission decided (each
 //! waiting group's reason, each queue's shares) is the admission loop's latest published
 //! outcome ([`crate::admission_loop::published`]), not computed again here.
 //!
@@ -23,7 +25,7 @@
 //!   and the same creation is not retried within [`CREATE_RETRY_AFTER`].
 //!
 //! Events: on a PodGroup when its phase changes (reason = the new phase), on a Job or a
-//! scheduler-plugins PodGroup ([`scheduler_plugins`]) when its PodGroup is created or cannot be (reasons `PodGroupCreated`, `PodGroupConflict`,
+//! scheduler-plugins or Volcano PodGroup ([`foreign_groups`]) when its PodGroup is created or cannot be (reasons `PodGroupCreated`, `PodGroupConflict`,
 //! `PodGroupCreateFailed`), on pods whose group has no PodGroup (`PodGroupMissing`), on a
 //! waiting gang's PodGroup and unbound members (`WaitingForAdmission`, `WaitingForRoom`, see
 //! [`waits`]), and on waiting pods of a queue in no group (`WaitingForAdmission`), all through

@@ -96,11 +96,15 @@ pub fn observe(state: &State) -> Observation {
             if let Some(queue) = spec_queue.or(pod.queue.as_deref()) {
                 add_usage(&mut out.queues, queue, pod);
             }
-            if group.spec.is_none() && !pod.phase.is_terminal() && pod.node_name.is_none() {
+            // Only pods Gangplank holds (its webhook gated or marked them) wait for the group:
+            // others, such as pods with Volcano's annotation that never reached the webhook,
+            // get no PodGroup and no Event.
+            let held = pod.awaits_admission() || pod.marked;
+            if group.spec.is_none() && held && !pod.phase.is_terminal() && pod.node_name.is_none() {
                 live_unbound.push(pod);
             }
         }
-        if group.spec.is_none() && view.members.live > 0 {
+        if group.spec.is_none() && !live_unbound.is_empty() {
             view.asked = Some(asked(&key.name, live_unbound));
         }
         out.groups.insert(key.clone(), view);
@@ -312,5 +316,23 @@ mod tests {
         assert_eq!(asked.queue.as_deref(), Some("q1"));
         let names: Vec<&str> = asked.waiting.iter().map(|p| p.name.as_str()).collect();
         assert_eq!(names, ["early", "late"]);
+    }
+
+    #[test]
+    fn pods_gangplank_does_not_hold_ask_for_no_pod_group() {
+        let mut s = State::default();
+        // Named by Volcano's annotation, but never through the webhook: no gate, no marker.
+        s.apply_pod(pod("stray", Some("ghost"), None));
+        let view = &observe(&s).groups[&GroupKey::new("ns", "ghost")];
+        assert_eq!(view.asked, None);
+        s.apply_pod(Pod {
+            marked: true,
+            ..pod("ungated", Some("ghost"), None)
+        });
+        let view = &observe(&s).groups[&GroupKey::new("ns", "ghost")];
+        let names: Vec<&str> = (view.asked.as_ref().unwrap().waiting.iter())
+            .map(|p| p.name.as_str())
+            .collect();
+        assert_eq!(names, ["ungated"]);
     }
 }

@@ -279,8 +279,7 @@ fn ray_cluster(name: &str, workers: u32, cpu: u32, gang: bool) -> DynamicObject 
     .unwrap()
 }
 
-/// How an operator asks for a gang: the dialect of PodGroup it writes, and the scheduler name
-/// it puts on its pods.
+/// How an operator asks for a gang: the dialect of PodGroup it writes.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Dialect {
     /// None: no gang flag on the operator; the pods are created at once.
@@ -289,16 +288,6 @@ enum Dialect {
     SchedulerPlugins,
     /// A Volcano PodGroup; the pods are created only once its phase leaves Pending.
     Volcano,
-}
-
-impl Dialect {
-    fn scheduler_name(self) -> &'static str {
-        match self {
-            Dialect::Plain => "default-scheduler",
-            Dialect::SchedulerPlugins => "scheduler-plugins-scheduler",
-            Dialect::Volcano => "volcano",
-        }
-    }
 }
 
 /// The phase of the Volcano PodGroup `name`, as Gangplank wrote it.
@@ -326,11 +315,11 @@ async fn pods_with_prefix(pods: &Api<Pod>, prefix: &str) -> usize {
 /// the workload itself) becomes a Gangplank gang of four in the namespace's queue; none of its pods binds while only three nodes are
 /// free (in Volcano's dialect none is even created, and the Volcano PodGroup stays Pending),
 /// and the PodGroup says why; once the node is free all four bind, on the scheduler name the
-/// operator set; deleting the workload deletes its PodGroups.
+/// operator set (`scheduler`); deleting the workload deletes its PodGroups.
 async fn waits_whole_then_runs_whole(
     cluster: &Cluster,
     ns: TestNamespace,
-    dialect: Dialect,
+    (dialect, scheduler): (Dialect, &str),
     (group, version, kind): (&str, &str, &str),
     workload: DynamicObject,
     prefix: &str,
@@ -394,10 +383,7 @@ async fn waits_whole_then_runs_whole(
     .await;
     for pod in &bound {
         let spec = pods.get(pod).await.unwrap().spec.unwrap();
-        assert_eq!(
-            spec.scheduler_name.as_deref(),
-            Some(dialect.scheduler_name())
-        );
+        assert_eq!(spec.scheduler_name.as_deref(), Some(scheduler));
     }
     if dialect == Dialect::Volcano {
         eventually(
@@ -434,7 +420,7 @@ async fn a_pytorch_job_of_training_operator_in_scheduler_plugins_mode_waits_whol
     waits_whole_then_runs_whole(
         &cluster,
         ns,
-        Dialect::SchedulerPlugins,
+        (Dialect::SchedulerPlugins, "scheduler-plugins-scheduler"),
         ("kubeflow.org", "v1", "PyTorchJob"),
         pytorch_job("train", 3, 32),
         "train-",
@@ -454,7 +440,7 @@ async fn a_pytorch_job_of_training_operator_in_volcano_mode_waits_uncreated_then
     waits_whole_then_runs_whole(
         &cluster,
         ns,
-        Dialect::Volcano,
+        (Dialect::Volcano, "volcano"),
         ("kubeflow.org", "v1", "PyTorchJob"),
         pytorch_job("train", 3, 32),
         "train-",
@@ -471,7 +457,7 @@ async fn a_ray_cluster_of_kuberay_in_scheduler_plugins_mode_waits_whole_then_run
     waits_whole_then_runs_whole(
         &cluster,
         ns,
-        Dialect::SchedulerPlugins,
+        (Dialect::SchedulerPlugins, "scheduler-plugins-scheduler"),
         ("ray.io", "v1", "RayCluster"),
         ray_cluster("ray", 3, 32, true),
         "ray-",
@@ -488,7 +474,8 @@ async fn a_ray_cluster_without_kuberay_s_gang_label_is_one_gang_all_the_same() {
     waits_whole_then_runs_whole(
         &cluster,
         ns,
-        Dialect::Plain,
+        // KubeRay names its batch scheduler on every RayCluster's pods, gang label or not.
+        (Dialect::Plain, "scheduler-plugins-scheduler"),
         ("ray.io", "v1", "RayCluster"),
         ray_cluster("ray", 3, 32, false),
         "ray-",
@@ -508,7 +495,7 @@ async fn a_pytorch_job_of_training_operator_without_a_gang_flag_is_one_gang_all_
     waits_whole_then_runs_whole(
         &cluster,
         ns,
-        Dialect::Plain,
+        (Dialect::Plain, "default-scheduler"),
         ("kubeflow.org", "v1", "PyTorchJob"),
         pytorch_job("train", 3, 32),
         "train-",
