@@ -186,6 +186,20 @@ pub struct ServeArgs {
     )]
     pub place_arrivals: bool,
 
+    /// The scheduler names the cluster's schedulers serve, comma-separated: the profiles of
+    /// the kube-scheduler's configuration (the shipped one serves these three) and any other
+    /// scheduler that runs. A managed pod that names another is placed by nobody: the webhook
+    /// warns when it is created, and its gang waits, reason `SchedulerNotServed`, holding no
+    /// room. An empty list trusts every name.
+    #[arg(
+        long,
+        env = "GANGPLANK_SCHEDULER_NAMES",
+        value_name = "NAMES",
+        value_delimiter = ',',
+        default_value = "default-scheduler,scheduler-plugins-scheduler,volcano"
+    )]
+    pub scheduler_names: Vec<String>,
+
     /// Whether the extender's bind verb also binds pods that do not carry the marker resource
     /// `scheduling.gangplank.dev/managed`. Only the every-pod scheduler configuration
     /// (`scheduler-config/gangplank-all-pods.yaml`) needs `true`: there the scheduler sends the
@@ -210,6 +224,19 @@ pub enum Error {
 }
 
 impl ServeArgs {
+    /// The scheduler names served (`--scheduler-names`; none listed: every name).
+    pub fn schedulers(&self) -> gangplank_core::model::Schedulers {
+        let names: Vec<String> = (self.scheduler_names.iter())
+            .map(|n| n.trim().to_owned())
+            .filter(|n| !n.is_empty())
+            .collect();
+        if names.is_empty() {
+            gangplank_core::model::Schedulers::default()
+        } else {
+            gangplank_core::model::Schedulers::only(names)
+        }
+    }
+
     /// Settings of gang claims and held binds.
     pub fn gang_settings(&self) -> gangplank_core::claims::Settings {
         gangplank_core::claims::Settings {
@@ -274,6 +301,29 @@ mod tests {
     #[test]
     fn cli_definition_is_consistent() {
         Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn the_shipped_scheduler_names_are_served_unless_others_are_listed_and_none_means_any() {
+        use gangplank_core::model::Pod;
+        let asking = |name: &str| Pod {
+            scheduler: (name != "default-scheduler").then(|| name.into()),
+            ..Pod::default()
+        };
+        let shipped = serve(&[]).schedulers();
+        for name in [
+            "default-scheduler",
+            "scheduler-plugins-scheduler",
+            "volcano",
+        ] {
+            assert_eq!(shipped.unserved(&asking(name)), None, "{name}");
+        }
+        assert_eq!(shipped.unserved(&asking("nobody")), Some("nobody"));
+        let only = serve(&["--scheduler-names", "default-scheduler, batch"]).schedulers();
+        assert_eq!(only.unserved(&asking("batch")), None);
+        assert_eq!(only.unserved(&asking("volcano")), Some("volcano"));
+        let any = serve(&["--scheduler-names", ""]).schedulers();
+        assert_eq!(any.unserved(&asking("nobody")), None);
     }
 
     #[test]

@@ -74,7 +74,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     config.default_retry = false;
     let eviction_client = kube::Client::try_from(config)
         .context("failed to create Kubernetes client (in-cluster config or KUBECONFIG)")?;
-    let (cache, mirror) = Cache::new();
+    let (cache, mirror) = Cache::serving(args.schedulers());
     let changes = mirror.changes();
 
     let mut extender = Extender::new(
@@ -92,6 +92,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     let settings = webhooks::Settings {
         gate_pods: args.gate_pods,
         place_arrivals: args.place_arrivals,
+        schedulers: args.schedulers(),
         ..Default::default()
     };
     let mut webhooks = webhooks::Webhooks::new(stores.clone(), settings);

@@ -257,10 +257,11 @@ fn the_routes_each_entry_calls_handle_the_operations_it_sends() {
     }
 }
 
-const GROUP_KEYS: [&str; 3] = [
+const GROUP_KEYS: [&str; 4] = [
     labels::POD_GROUP_LABEL,
     labels::SCHEDULER_PLUGINS_POD_GROUP_LABEL,
     labels::QUEUE_LABEL,
+    labels::VOLCANO_QUEUE_NAME_LABEL,
 ];
 
 /// A CREATE review of `pod` in `namespace`.
@@ -282,11 +283,11 @@ fn label_map(value: &Value) -> BTreeMap<String, String> {
     serde_json::from_value(value.clone()).unwrap_or_default()
 }
 
-/// Every pod variant: each subset of the three selectable keys, with and without Volcano's
+/// Every pod variant: each subset of the four selectable keys, with and without Volcano's
 /// group annotation, in a namespace with and without a default queue, and in kube-system.
 fn pod_variants() -> Vec<(Value, String, BTreeMap<String, String>, bool)> {
     let mut variants = Vec::new();
-    for mask in 0..8u8 {
+    for mask in 0..16u8 {
         for volcano in [false, true] {
             for (namespace, default_queue) in
                 [("team", false), ("team", true), ("kube-system", true)]
@@ -340,7 +341,7 @@ fn every_managed_pod_is_mutated_exactly_once_and_every_other_pod_never() {
         .into_iter()
         .filter(|e| e.covers("pods", "CREATE"))
         .collect();
-    assert_eq!(entries.len(), 4);
+    assert_eq!(entries.len(), 5);
     for (mut pod, namespace, ns_labels, managed) in pod_variants() {
         let before = pod.clone();
         let mut calls = Vec::new();

@@ -36,6 +36,7 @@ fn settings() -> Settings {
         place_arrivals: false,
         // Tests look up static data: nothing appears later, so do not wait for it.
         lookup_grace: Duration::ZERO,
+        schedulers: gangplank_core::model::Schedulers::only(["default-scheduler".to_owned()]),
     }
 }
 
@@ -359,6 +360,32 @@ async fn a_member_admitted_on_arrival_that_may_preempt_gets_both_markers() {
     assert_eq!(
         arrival_patch(settings(), Some(1000)).await,
         json!(both_markers())
+    );
+}
+
+#[tokio::test]
+async fn a_pod_naming_a_scheduler_nobody_serves_is_gated_even_at_an_open_door_and_warned() {
+    let webhooks = Webhooks::new(Arc::new(cluster()), settings()).with_arrivals(Arc::new(OpenDoor));
+    let mut pod = a_pod(json!({"scheduling.gangplank.dev/pod-group": "g"}));
+    pod["spec"]["schedulerName"] = json!("nobody");
+    let answer = post(
+        webhooks::router(Arc::new(webhooks)),
+        MUTATE_PODS,
+        &create("pods", pod),
+    )
+    .await;
+    let ops = patch(&answer).as_array().unwrap().clone();
+    assert!(
+        ops.iter().any(|op| op["path"] == "/spec/schedulingGates"
+            && op["value"] == json!([{"name": "scheduling.gangplank.dev/admission"}])),
+        "{ops:?}"
+    );
+    let warnings = &answer["response"]["warnings"];
+    assert!(
+        warnings[0]
+            .as_str()
+            .is_some_and(|w| w.starts_with("spec.schedulerName \"nobody\" is not a scheduler")),
+        "{warnings}"
     );
 }
 

@@ -117,22 +117,40 @@ EOF
   done
 }
 
-# KubeRay's ray-operator for RayClusters, with --batch-scheduler=scheduler-plugins: a RayCluster
-# labelled ray.io/gang-scheduling-enabled gets a scheduling.x-k8s.io PodGroup (head plus the
-# workers' desired replicas) and its pods name scheduler-plugins-scheduler. Leader election and
-# the webhooks are off (the defaults when run outside a cluster).
+# Namespaces the KubeRay instances watch (the suite's tests of that operator create their
+# RayClusters there): the first list for --batch-scheduler=scheduler-plugins, the second for
+# --batch-scheduler=volcano.
+KUBERAY_NAMESPACES="kuberay,kuberay-plain kuberay-volcano"
+
+# KubeRay's ray-operator for RayClusters, run twice, each confined to its namespaces
+# (--watch-namespace) so that the two never reconcile the same cluster:
+# - --batch-scheduler=scheduler-plugins (namespaces kuberay and kuberay-plain): a RayCluster
+#   labelled ray.io/gang-scheduling-enabled gets a scheduling.x-k8s.io PodGroup (head plus the
+#   workers' desired replicas), and every RayCluster's pods name scheduler-plugins-scheduler;
+# - --batch-scheduler=volcano (namespace kuberay-volcano): every RayCluster gets a
+#   scheduling.volcano.sh PodGroup named ray-<cluster>-pg, with the queue of the RayCluster's
+#   label volcano.sh/queue-name, and its pods carry that label, Volcano's group annotation and
+#   the scheduler name volcano.
+# Leader election and the webhooks are off (the defaults when run outside a cluster).
 start_kuberay() {
-  local dir health
+  local dir health namespaces scheduler
   dir=$(module_dir kuberay github.com/ray-project/kuberay/ray-operator)
   # All three kinds: the operator runs a controller for each and stops when one never syncs.
   for kind in rayclusters rayjobs rayservices; do
     kubectl apply --server-side -f "$dir/config/crd/bases/ray.io_$kind.yaml" >/dev/null
     wait_for 60 "the $kind CRD" established "$kind.ray.io"
   done
-  health=$(free_port)
-  log "starting kuberay (RayCluster, batch scheduler scheduler-plugins)"
-  KUBECONFIG="$RUN_DIR/kubeconfig" start kuberay "$kuberay_BIN" --batch-scheduler=scheduler-plugins \
-    --enable-leader-election=false --metrics-addr="127.0.0.1:$(free_port)" \
-    --health-probe-bind-address="127.0.0.1:$health"
-  wait_for 120 "kuberay /readyz" curl -fsS "http://127.0.0.1:$health/readyz"
+  for namespaces in $KUBERAY_NAMESPACES; do
+    case $namespaces in
+      *volcano*) scheduler=volcano ;;
+      *) scheduler=scheduler-plugins ;;
+    esac
+    health=$(free_port)
+    log "starting kuberay (RayCluster in namespaces $namespaces, batch scheduler $scheduler)"
+    KUBECONFIG="$RUN_DIR/kubeconfig" start "kuberay-$scheduler" "$kuberay_BIN" \
+      --batch-scheduler="$scheduler" --watch-namespace="$namespaces" \
+      --enable-leader-election=false --metrics-addr="127.0.0.1:$(free_port)" \
+      --health-probe-bind-address="127.0.0.1:$health"
+    wait_for 120 "kuberay ($scheduler) /readyz" curl -fsS "http://127.0.0.1:$health/readyz"
+  done
 }

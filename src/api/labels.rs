@@ -14,7 +14,8 @@
 //!
 //! and for the queue:
 //! 1. label `scheduling.gangplank.dev/queue` (ours),
-//! 2. annotation `scheduling.volcano.sh/queue-name` (Volcano).
+//! 2. label `volcano.sh/queue-name` (Volcano; KubeRay in Volcano mode sets it),
+//! 3. annotation `scheduling.volcano.sh/queue-name` (Volcano).
 //!
 //! Our own keys win so that an operator can override what a third-party integration wrote
 //! without having to remove it. Empty values count as absent: `kubectl label pod p
@@ -60,6 +61,9 @@ pub const SCHEDULER_PLUGINS_POD_GROUP_LABEL: &str = "scheduling.x-k8s.io/pod-gro
 /// Volcano pod annotation naming the pod's PodGroup. Accepted as an alias of [`POD_GROUP_LABEL`].
 pub const VOLCANO_GROUP_NAME_ANNOTATION: &str = "scheduling.k8s.io/group-name";
 
+/// Volcano label naming the queue. Accepted as an alias of [`QUEUE_LABEL`].
+pub const VOLCANO_QUEUE_NAME_LABEL: &str = "volcano.sh/queue-name";
+
 /// Volcano annotation naming the queue. Accepted as an alias of [`QUEUE_LABEL`].
 pub const VOLCANO_QUEUE_NAME_ANNOTATION: &str = "scheduling.volcano.sh/queue-name";
 
@@ -80,7 +84,9 @@ pub fn queue_of<'a>(
     labels: Option<&'a BTreeMap<String, String>>,
     annotations: Option<&'a BTreeMap<String, String>>,
 ) -> Option<&'a str> {
-    non_empty(labels, QUEUE_LABEL).or_else(|| non_empty(annotations, VOLCANO_QUEUE_NAME_ANNOTATION))
+    non_empty(labels, QUEUE_LABEL)
+        .or_else(|| non_empty(labels, VOLCANO_QUEUE_NAME_LABEL))
+        .or_else(|| non_empty(annotations, VOLCANO_QUEUE_NAME_ANNOTATION))
 }
 
 fn non_empty<'a>(map: Option<&'a BTreeMap<String, String>>, key: &str) -> Option<&'a str> {

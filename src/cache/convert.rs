@@ -10,8 +10,8 @@ use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 
 use gangplank_core::model::quantity::{self, Scale};
 use gangplank_core::model::{
-    Ahead, GroupKey, Node, Pod, PodGroup, PodPhase, Queue, ResourceId, Resources, Taint,
-    TaintEffect, Workload,
+    Ahead, DEFAULT_SCHEDULER, GroupKey, Node, Pod, PodGroup, PodPhase, Queue, ResourceId,
+    Resources, Taint, TaintEffect, Workload,
 };
 use gangplank_core::policy::fair_share::Capability;
 
@@ -135,6 +135,12 @@ pub fn pod(pod: &core::Pod) -> Result<Pod, Error> {
         deleting: meta.deletion_timestamp.is_some(),
         marked,
         workload: workload_of(meta),
+        scheduler: pod
+            .spec
+            .as_ref()
+            .and_then(|s| s.scheduler_name.as_deref())
+            .filter(|n| !n.is_empty() && *n != DEFAULT_SCHEDULER)
+            .map(std::sync::Arc::from),
     })
 }
 

@@ -6,7 +6,8 @@
 //!   [`Mirror`] task, applying the watches' changes in order;
 //! - the ledger (reservations, claims, the head's reservation, lent groups, wait reasons):
 //!   only through the [`Ledger`]'s methods, which the extender, the claim-expiry timer and
-//!   the admission loop call.
+//!   the admission loop call;
+//! - the scheduler names the cluster serves: only [`Cache::serving`], once, before any watch.
 //!
 //! Readers hold the lock only inside [`Cache::read`], a synchronous closure, so it can never
 //! be held across an `.await`; the admission loop and the controller work on a
@@ -24,7 +25,7 @@ pub mod watch;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, PoisonError, RwLock};
 
-use gangplank_core::model::State;
+use gangplank_core::model::{Schedulers, State};
 
 pub use ledger::Ledger;
 pub use mirror::{Change, Changes, Mirror};
@@ -89,7 +90,18 @@ pub struct Cache {
 impl Cache {
     /// An empty cache and its one mirror writer, which the watches feed.
     pub fn new() -> (Cache, Mirror) {
+        Cache::serving(Schedulers::default())
+    }
+
+    /// [`Cache::new`] for a cluster whose schedulers serve `schedulers` (set once, here).
+    pub fn serving(schedulers: Schedulers) -> (Cache, Mirror) {
         let cache = Cache::default();
+        cache
+            .inner
+            .state
+            .write()
+            .unwrap_or_else(PoisonError::into_inner)
+            .schedulers = schedulers;
         let mirror = Mirror::new(cache.clone());
         (cache, mirror)
     }

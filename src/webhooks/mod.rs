@@ -143,7 +143,7 @@ impl fmt::Display for Hook {
 }
 
 /// Switches of the webhooks.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Settings {
     /// Put the scheduling gate on new managed pods (`--gate-pods`).
     pub gate_pods: bool,
@@ -151,6 +151,8 @@ pub struct Settings {
     pub place_arrivals: bool,
     /// How long a "does not exist" denial is re-checked before it is sent.
     pub lookup_grace: Duration,
+    /// The scheduler names served (`--scheduler-names`).
+    pub schedulers: gangplank_core::model::Schedulers,
 }
 
 impl Default for Settings {
@@ -159,6 +161,7 @@ impl Default for Settings {
             gate_pods: true,
             place_arrivals: false,
             lookup_grace: DEFAULT_LOOKUP_GRACE,
+            schedulers: Default::default(),
         }
     }
 }
@@ -206,8 +209,8 @@ impl Webhooks {
         self.arrivals.as_deref()
     }
 
-    pub fn settings(&self) -> Settings {
-        self.settings
+    pub fn settings(&self) -> &Settings {
+        &self.settings
     }
 }
 

@@ -26,7 +26,7 @@
 //! pod are immutable after it):
 //! 1. labels normalised: `scheduling.gangplank.dev/pod-group` set to the group, whatever key
 //!    named it; `scheduling.gangplank.dev/queue` set when the queue came from Volcano's
-//!    annotation or from the namespace. A pod of a group keeps no namespace default: its
+//!    label or annotation or from the namespace. A pod of a group keeps no namespace default: its
 //!    PodGroup's `spec.queue` decides its queue.
 //! 2. the scheduling gate `scheduling.gangplank.dev/admission`, unless already there,
 //!    `--gate-pods=false`, or the pod's gang is admitted on arrival: while nothing waits for
@@ -140,7 +140,7 @@ impl Membership {
                 name,
                 labels_map,
                 annotations,
-                &[labels::QUEUE_LABEL],
+                &[labels::QUEUE_LABEL, labels::VOLCANO_QUEUE_NAME_LABEL],
                 &[labels::VOLCANO_QUEUE_NAME_ANNOTATION],
             ),
         });
@@ -273,14 +273,23 @@ pub fn mutate(w: &Webhooks, request: &AdmissionRequest<Pod>) -> Result<Verdict, 
             "spec.nodeName is set, so this pod bypasses the scheduler: Gangplank neither gates it nor schedules it with its group",
         ));
     }
+    let unserved = (w.settings().schedulers)
+        .unserved_name(spec.and_then(|s| s.scheduler_name.as_deref()))
+        .map(|name| {
+            format!(
+                "spec.schedulerName {name:?} is not a scheduler this cluster serves (Gangplank's --scheduler-names): nobody will place this pod, so Gangplank keeps it gated and its gang waits (reason SchedulerNotServed) without holding room"
+            )
+        });
     let mut arrived = false;
     if w.settings().gate_pods {
         let gated = spec
             .and_then(|s| s.scheduling_gates.as_ref())
             .is_some_and(|gates| gates.iter().any(|g| g.name == labels::ADMISSION_GATE));
         // A dry run must change nothing, and admission on arrival takes room.
-        arrived =
-            !gated && !request.dry_run && admitted_on_arrival(w, namespace, &membership, spec);
+        arrived = !gated
+            && !request.dry_run
+            && unserved.is_none()
+            && admitted_on_arrival(w, namespace, &membership, spec);
         if arrived {
             ::metrics::counter!(metrics::ADMISSION_ARRIVED_PODS_TOTAL).increment(1);
         } else if !gated {
@@ -318,7 +327,11 @@ pub fn mutate(w: &Webhooks, request: &AdmissionRequest<Pod>) -> Result<Verdict, 
             }
         }
     }
-    Ok(Verdict::patch(patch.into_patch()))
+    let verdict = Verdict::patch(patch.into_patch());
+    Ok(match unserved {
+        Some(warning) => verdict.warn(warning),
+        None => verdict,
+    })
 }
 
 /// Whether the pod's gang is admitted on arrival, so the pod is created without the gate.

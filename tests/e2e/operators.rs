@@ -16,8 +16,8 @@ use kube::api::{
 use serde_json::json;
 
 use crate::support::{
-    Cluster, TestNamespace, bound_with_prefix, eventually, fill_one_node, holds_for, pod,
-    pod_group_in_phase,
+    Cluster, TestNamespace, bound_with_prefix, eventually, fill_one_node, holds_for, managed_pod,
+    pod, pod_group, pod_group_in_phase,
 };
 
 /// A pod as an operator in scheduler-plugins mode makes it: only the coscheduling label names
@@ -215,6 +215,52 @@ async fn a_volcano_pod_group_is_admitted_on_its_min_resources_before_its_pods_ex
     ns.delete().await;
 }
 
+#[tokio::test]
+#[ignore = "needs the local control plane: run e2e/test"]
+async fn a_gang_naming_a_scheduler_nobody_serves_waits_saying_so_and_holds_no_room() {
+    let cluster = Cluster::connect().await;
+    let ns = cluster.namespace("unserved").await;
+    let pods = ns.api::<Pod>();
+    let groups = ns.api::<PodGroup>();
+    for (group, size) in [("astray", 2), ("next", 4)] {
+        groups
+            .create(&PostParams::default(), &pod_group(group, size, None))
+            .await
+            .unwrap();
+    }
+    // Two whole nodes for a scheduler no profile serves; then the whole cluster for a gang
+    // on the default scheduler, which fits only if astray holds nothing.
+    for i in 0..2 {
+        let mut member = managed_pod(&format!("astray-{i}"), Some("astray"), 32, json!({}));
+        member.spec.as_mut().unwrap().scheduler_name = Some("nobody".into());
+        pods.create(&PostParams::default(), &member).await.unwrap();
+    }
+    let astray = eventually("astray waiting for a scheduler", 30, || async {
+        let status = groups.get("astray").await.ok()?.status?;
+        let admitted = status
+            .conditions
+            .into_iter()
+            .find(|c| c.type_ == "Admitted")?;
+        (admitted.reason == "SchedulerNotServed").then_some(admitted)
+    })
+    .await;
+    assert!(astray.message.contains("\"nobody\""), "{}", astray.message);
+    for i in 0..4 {
+        pods.create(
+            &PostParams::default(),
+            &managed_pod(&format!("next-{i}"), Some("next"), 32, json!({})),
+        )
+        .await
+        .unwrap();
+    }
+    eventually("all four members of next bound", 60, || async {
+        (bound_with_prefix(&pods, "next-").await.len() == 4).then_some(())
+    })
+    .await;
+    assert!(bound_with_prefix(&pods, "astray-").await.is_empty());
+    ns.delete().await;
+}
+
 /// Fails unless e2e/up runs `name` beside the cluster (e2e/test asks for the operators the
 /// suite tests; `e2e/up --operators`).
 fn operator_runs(cluster: &Cluster, name: &str) {
@@ -286,8 +332,21 @@ enum Dialect {
     Plain,
     /// A scheduler-plugins PodGroup; the pods are created at once.
     SchedulerPlugins,
-    /// A Volcano PodGroup; the pods are created only once its phase leaves Pending.
-    Volcano,
+    /// A Volcano PodGroup; the pods are created only once its phase leaves Pending when
+    /// `waits` (the training-operator), at once otherwise (KubeRay).
+    Volcano { waits: bool },
+}
+
+/// What an operator in one of its modes does with a workload.
+struct Mode<'a> {
+    dialect: Dialect,
+    /// The scheduler name it puts on the pods.
+    scheduler: &'a str,
+    /// The name of the PodGroup it asks for: the workload's, unless it says otherwise.
+    group: Option<&'a str>,
+    /// Whether the test labels the namespace with a default queue (else the workload names
+    /// its queue itself).
+    namespace_queue: bool,
 }
 
 /// The phase of the Volcano PodGroup `name`, as Gangplank wrote it.
@@ -311,20 +370,25 @@ async fn pods_with_prefix(pods: &Api<Pod>, prefix: &str) -> usize {
 
 /// The story every operator row of the README's table tells: the workload `workload` (of
 /// `kind`), whose four pods (names starting with `prefix`) each take a whole node, is created
-/// in namespace `ns` while one node is full. Its PodGroup (in `dialect`; with no gang flag,
-/// the workload itself) becomes a Gangplank gang of four in the namespace's queue; none of its pods binds while only three nodes are
-/// free (in Volcano's dialect none is even created, and the Volcano PodGroup stays Pending),
-/// and the PodGroup says why; once the node is free all four bind, on the scheduler name the
-/// operator set (`scheduler`); deleting the workload deletes its PodGroups.
+/// in namespace `ns` while one node is full, by an operator in `mode`. Its PodGroup (in the
+/// mode's dialect; with no gang flag, the workload itself) becomes a Gangplank gang of four in
+/// the queue `default`; none of its pods binds while only three nodes are free (when the
+/// operator waits for a Volcano PodGroup's phase, none is even created), the Volcano PodGroup
+/// stays Pending, and the PodGroup says why; once the node is free all four bind, on the
+/// scheduler name the operator set, and a Volcano PodGroup is Running; deleting the workload
+/// deletes its PodGroups.
 async fn waits_whole_then_runs_whole(
     cluster: &Cluster,
     ns: TestNamespace,
-    (dialect, scheduler): (Dialect, &str),
+    mode: Mode<'_>,
     (group, version, kind): (&str, &str, &str),
     workload: DynamicObject,
     prefix: &str,
 ) {
-    default_queue(cluster, &ns.name, "default").await;
+    let dialect = mode.dialect;
+    if mode.namespace_queue {
+        default_queue(cluster, &ns.name, "default").await;
+    }
     let pods = ns.api::<Pod>();
     let groups = ns.api::<PodGroup>();
     let volcano = ns.api::<VolcanoPodGroup>();
@@ -333,7 +397,8 @@ async fn waits_whole_then_runs_whole(
         Api::namespaced_with(cluster.client.clone(), &ns.name, &resource);
     fill_one_node(&pods).await;
 
-    let name = workload.metadata.name.clone().unwrap();
+    let workload_name = workload.metadata.name.clone().unwrap();
+    let name = mode.group.unwrap_or(&workload_name).to_owned();
     workloads
         .create(&PostParams::default(), &workload)
         .await
@@ -342,17 +407,20 @@ async fn waits_whole_then_runs_whole(
     assert_eq!(gang.spec.min_member, 4);
     assert_eq!(gang.spec.queue.as_deref(), Some("default"));
     match dialect {
-        Dialect::Plain | Dialect::SchedulerPlugins => {
+        Dialect::Plain | Dialect::SchedulerPlugins | Dialect::Volcano { waits: false } => {
             eventually(&format!("the {kind}'s four pods"), 60, || async {
                 (pods_with_prefix(&pods, prefix).await == 4).then_some(())
             })
             .await;
             holds_for(10, &format!("no pod of {name} bound"), async || {
                 bound_with_prefix(&pods, prefix).await.is_empty()
+                    && (dialect == Dialect::Plain
+                        || dialect == Dialect::SchedulerPlugins
+                        || volcano_phase(&volcano, &name).await.as_deref() == Some("Pending"))
             })
             .await;
         }
-        Dialect::Volcano => {
+        Dialect::Volcano { waits: true } => {
             eventually(
                 &format!("{name}'s Volcano PodGroup Pending"),
                 30,
@@ -383,9 +451,9 @@ async fn waits_whole_then_runs_whole(
     .await;
     for pod in &bound {
         let spec = pods.get(pod).await.unwrap().spec.unwrap();
-        assert_eq!(spec.scheduler_name.as_deref(), Some(scheduler));
+        assert_eq!(spec.scheduler_name.as_deref(), Some(mode.scheduler));
     }
-    if dialect == Dialect::Volcano {
+    if matches!(dialect, Dialect::Volcano { .. }) {
         eventually(
             &format!("{name}'s Volcano PodGroup Running"),
             60,
@@ -397,7 +465,7 @@ async fn waits_whole_then_runs_whole(
     }
 
     workloads
-        .delete(&name, &DeleteParams::background())
+        .delete(&workload_name, &DeleteParams::background())
         .await
         .unwrap();
     eventually(
@@ -420,7 +488,12 @@ async fn a_pytorch_job_of_training_operator_in_scheduler_plugins_mode_waits_whol
     waits_whole_then_runs_whole(
         &cluster,
         ns,
-        (Dialect::SchedulerPlugins, "scheduler-plugins-scheduler"),
+        Mode {
+            dialect: Dialect::SchedulerPlugins,
+            scheduler: "scheduler-plugins-scheduler",
+            group: None,
+            namespace_queue: true,
+        },
         ("kubeflow.org", "v1", "PyTorchJob"),
         pytorch_job("train", 3, 32),
         "train-",
@@ -440,7 +513,12 @@ async fn a_pytorch_job_of_training_operator_in_volcano_mode_waits_uncreated_then
     waits_whole_then_runs_whole(
         &cluster,
         ns,
-        (Dialect::Volcano, "volcano"),
+        Mode {
+            dialect: Dialect::Volcano { waits: true },
+            scheduler: "volcano",
+            group: None,
+            namespace_queue: true,
+        },
         ("kubeflow.org", "v1", "PyTorchJob"),
         pytorch_job("train", 3, 32),
         "train-",
@@ -453,11 +531,17 @@ async fn a_pytorch_job_of_training_operator_in_volcano_mode_waits_uncreated_then
 async fn a_ray_cluster_of_kuberay_in_scheduler_plugins_mode_waits_whole_then_runs_whole() {
     let cluster = Cluster::connect().await;
     operator_runs(&cluster, "kuberay");
-    let ns = cluster.namespace("kuberay").await;
+    // e2e/up runs the operator in this mode for this namespace and kuberay-plain only.
+    let ns = cluster.namespace_named("kuberay".into()).await;
     waits_whole_then_runs_whole(
         &cluster,
         ns,
-        (Dialect::SchedulerPlugins, "scheduler-plugins-scheduler"),
+        Mode {
+            dialect: Dialect::SchedulerPlugins,
+            scheduler: "scheduler-plugins-scheduler",
+            group: None,
+            namespace_queue: true,
+        },
         ("ray.io", "v1", "RayCluster"),
         ray_cluster("ray", 3, 32, true),
         "ray-",
@@ -470,12 +554,18 @@ async fn a_ray_cluster_of_kuberay_in_scheduler_plugins_mode_waits_whole_then_run
 async fn a_ray_cluster_without_kuberay_s_gang_label_is_one_gang_all_the_same() {
     let cluster = Cluster::connect().await;
     operator_runs(&cluster, "kuberay");
-    let ns = cluster.namespace("kuberay-plain").await;
+    // e2e/up runs the operator in this mode for this namespace and kuberay only.
+    let ns = cluster.namespace_named("kuberay-plain".into()).await;
     waits_whole_then_runs_whole(
         &cluster,
         ns,
-        // KubeRay names its batch scheduler on every RayCluster's pods, gang label or not.
-        (Dialect::Plain, "scheduler-plugins-scheduler"),
+        Mode {
+            dialect: Dialect::Plain,
+            // KubeRay names its batch scheduler on every RayCluster's pods, gang label or not.
+            scheduler: "scheduler-plugins-scheduler",
+            group: None,
+            namespace_queue: true,
+        },
         ("ray.io", "v1", "RayCluster"),
         ray_cluster("ray", 3, 32, false),
         "ray-",
@@ -495,10 +585,42 @@ async fn a_pytorch_job_of_training_operator_without_a_gang_flag_is_one_gang_all_
     waits_whole_then_runs_whole(
         &cluster,
         ns,
-        (Dialect::Plain, "default-scheduler"),
+        Mode {
+            dialect: Dialect::Plain,
+            scheduler: "default-scheduler",
+            group: None,
+            namespace_queue: true,
+        },
         ("kubeflow.org", "v1", "PyTorchJob"),
         pytorch_job("train", 3, 32),
         "train-",
+    )
+    .await;
+}
+
+#[tokio::test]
+#[ignore = "needs the local control plane: run e2e/test"]
+async fn a_ray_cluster_of_kuberay_in_volcano_mode_in_the_queue_of_its_label_waits_whole_then_runs_whole()
+ {
+    let cluster = Cluster::connect().await;
+    operator_runs(&cluster, "kuberay");
+    // e2e/up runs the operator in this mode for this namespace only.
+    let ns = cluster.namespace_named("kuberay-volcano".into()).await;
+    let mut ray = ray_cluster("ray", 3, 32, false);
+    ray.metadata.labels =
+        Some([(labels::VOLCANO_QUEUE_NAME_LABEL.into(), "default".into())].into());
+    waits_whole_then_runs_whole(
+        &cluster,
+        ns,
+        Mode {
+            dialect: Dialect::Volcano { waits: false },
+            scheduler: "volcano",
+            group: Some("ray-ray-pg"),
+            namespace_queue: false,
+        },
+        ("ray.io", "v1", "RayCluster"),
+        ray,
+        "ray-",
     )
     .await;
 }

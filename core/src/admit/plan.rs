@@ -288,16 +288,17 @@ fn collect<'s>(state: &'s State, groups: &Groups<'s>) -> Book<'s> {
         else {
             continue;
         };
+        candidate.blocked = unserved(state, members);
         if let Some(key) = g.key {
             candidate.group = Some(key);
-            candidate.blocked = match g.spec {
+            candidate.blocked = candidate.blocked.take().or(match g.spec {
                 None => Some(Why::PodGroupMissing { group: key.clone() }),
                 Some(spec) if members.len() < spec.min_member as usize => Some(Why::Members {
                     live: members.len(),
                     min_member: spec.min_member,
                 }),
                 Some(_) => None,
-            };
+            });
             candidate.max_wait = g.spec.and_then(|s| s.max_wait).map(seconds);
             candidate.expected_runtime = g.spec.and_then(|s| s.expected_runtime).map(seconds);
             candidate.topology = g
@@ -308,6 +309,17 @@ fn collect<'s>(state: &'s State, groups: &Groups<'s>) -> Book<'s> {
         book.candidates.push(candidate);
     }
     book
+}
+
+/// A member, not yet placed, that names a scheduler nobody serves: its gang would never run.
+fn unserved(state: &State, members: &[Seen]) -> Option<Why> {
+    members.iter().filter(|m| !m.placed).find_map(|m| {
+        let scheduler = state.schedulers.unserved(&m.member.pod)?;
+        Some(Why::SchedulerNotServed {
+            pod: m.member.pod.name.clone(),
+            scheduler: scheduler.to_owned(),
+        })
+    })
 }
 
 fn seconds(d: std::time::Duration) -> i64 {
@@ -341,7 +353,8 @@ fn hold<'s>(
         if left == 0 {
             break;
         }
-        if !m.placed && !m.gated {
+        // Released to a scheduler nobody serves, it will never be placed: it holds no room.
+        if !m.placed && !m.gated && state.schedulers.unserved(&m.member.pod).is_none() {
             released.add(&m.member.requests);
             left -= 1;
         }
@@ -993,10 +1006,12 @@ fn admit(state: &State, book: Book, shares: Shares, now: i64) -> Decision {
         report.guarantee = guarantee;
     }
     let only_members_lack = decision.hold.is_none()
-        && decision
-            .waiting
-            .iter()
-            .all(|w| matches!(w.why, Why::Members { .. } | Why::PodGroupMissing { .. }));
+        && decision.waiting.iter().all(|w| {
+            matches!(
+                w.why,
+                Why::Members { .. } | Why::PodGroupMissing { .. } | Why::SchedulerNotServed { .. }
+            )
+        });
     if only_members_lack {
         let by_slot = &pass.queues;
         let uncapped = |slot: usize| by_slot[slot].capability.is_unbounded();
@@ -1531,6 +1546,39 @@ mod tests {
         let d = decide_at(&s, &|uid| uid.starts_with("placeholder:"), 161);
         assert!(d.admit.is_empty());
         assert_eq!(d.in_flight.get("cpu"), 6_000);
+    }
+
+    #[test]
+    fn a_gang_whose_member_names_an_unserved_scheduler_waits_and_holds_no_room() {
+        let mut s = cluster();
+        s.schedulers = crate::model::Schedulers::only(["default-scheduler".to_owned()]);
+        gang(&mut s, "astray", "q", 2, 3_000, 10);
+        s.apply_pod(Pod {
+            scheduler: Some("nobody".into()),
+            requests: Resources::from([("cpu", 3_000), ("pods", 1)]),
+            ..pod("astray-1", Some("astray"), true, 10)
+        });
+        gang(&mut s, "next", "q", 2, 4_000, 20);
+        let d = decide_at(&s, &|_| false, 30);
+        assert_eq!(admitted(&d), ["next"]);
+        let why = &d.waiting[0];
+        assert_eq!(why.reason(), Reason::SchedulerNotServed);
+        assert!(why.why.to_string().contains("\"nobody\""), "{}", why.why);
+        assert!(d.door.is_some(), "it does not keep others from arriving");
+
+        // Released to it all the same (by an older Gangplank), it holds no room either.
+        let mut s = cluster();
+        s.schedulers = crate::model::Schedulers::only(["default-scheduler".to_owned()]);
+        group(&mut s, "astray", 1);
+        s.apply_pod(Pod {
+            scheduler: Some("nobody".into()),
+            requests: Resources::from([("cpu", 6_000), ("pods", 1)]),
+            ..pod("astray-0", Some("astray"), false, 10)
+        });
+        gang(&mut s, "next", "q", 1, 6_000, 20);
+        let d = decide_at(&s, &|_| false, 30);
+        assert_eq!(admitted(&d), ["next"]);
+        assert_eq!(d.in_flight.get("cpu"), 0);
     }
 
     #[test]

@@ -18,6 +18,8 @@ pub enum Reason {
     WaitingForMembers,
     /// Pods name a group whose PodGroup does not exist.
     PodGroupMissing,
+    /// A member names a scheduler the cluster does not serve: nobody would place it.
+    SchedulerNotServed,
     QueueMissing,
     QueueClosed,
     /// Admitting it would take its queue over its capability.
@@ -50,6 +52,7 @@ impl Reason {
         match self {
             Reason::WaitingForMembers => "WaitingForMembers",
             Reason::PodGroupMissing => "PodGroupMissing",
+            Reason::SchedulerNotServed => "SchedulerNotServed",
             Reason::QueueMissing => "QueueMissing",
             Reason::QueueClosed => "QueueClosed",
             Reason::CapabilityReached => "CapabilityReached",
@@ -77,6 +80,11 @@ pub enum Why {
     },
     PodGroupMissing {
         group: GroupKey,
+    },
+    SchedulerNotServed {
+        /// A member that names it.
+        pod: String,
+        scheduler: String,
     },
     QueueMissing {
         queue: String,
@@ -134,6 +142,7 @@ impl Why {
         match self {
             Why::Members { .. } => Reason::WaitingForMembers,
             Why::PodGroupMissing { .. } => Reason::PodGroupMissing,
+            Why::SchedulerNotServed { .. } => Reason::SchedulerNotServed,
             Why::QueueMissing { .. } => Reason::QueueMissing,
             Why::QueueClosed { .. } => Reason::QueueClosed,
             Why::Capability { .. } => Reason::CapabilityReached,
@@ -158,6 +167,10 @@ impl fmt::Display for Why {
             Why::PodGroupMissing { group } => write!(
                 f,
                 "no PodGroup {group}: create one (minMember is the gang size), or label a Job with a queue so that Gangplank creates it"
+            ),
+            Why::SchedulerNotServed { pod, scheduler } => write!(
+                f,
+                "pod {pod} names the scheduler {scheduler:?}, which no scheduler of this cluster serves (Gangplank's --scheduler-names), so nobody would place it: the gang is not admitted and holds no room. Recreate the pod with a served spec.schedulerName, or serve that name (a profile of the scheduler's configuration, and --scheduler-names)"
             ),
             Why::QueueMissing { queue } => write!(
                 f,

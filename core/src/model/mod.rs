@@ -13,8 +13,8 @@ pub mod state;
 pub use ledger::{Claim, Ledger, Reservation, Slot};
 pub use nodes::{NodeSlot, Nodes};
 pub use objects::{
-    Ahead, GroupKey, NODE_CONDITION_TAINT_PREFIX, Node, Pod, PodGroup, PodPhase, Queue, Taint,
-    TaintEffect, Workload,
+    Ahead, DEFAULT_SCHEDULER, GroupKey, NODE_CONDITION_TAINT_PREFIX, Node, Pod, PodGroup, PodPhase,
+    Queue, Schedulers, Taint, TaintEffect, Workload,
 };
 pub use resources::{ResourceId, Resources};
 pub use state::{Group, Member, State};

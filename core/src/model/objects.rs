@@ -120,6 +120,36 @@ pub struct Pod {
     /// The workload that controls the pod, when the adapter groups pods by its kind (a Kubeflow
     /// training job, a RayCluster): the controller sizes a missing PodGroup from it.
     pub workload: Option<Arc<Workload>>,
+    /// `spec.schedulerName` when it names another scheduler than `default-scheduler`.
+    pub scheduler: Option<Arc<str>>,
+}
+
+/// The name of the scheduler a pod that names none gets.
+pub const DEFAULT_SCHEDULER: &str = "default-scheduler";
+
+/// The scheduler names the cluster's schedulers serve, as the operator lists them; no list:
+/// every name. A pod that names another is placed by nobody, so admission never lets its gang
+/// hold room (see `crate::admit::plan`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Schedulers(Option<Arc<std::collections::BTreeSet<String>>>);
+
+impl Schedulers {
+    /// Exactly `names`.
+    pub fn only(names: impl IntoIterator<Item = String>) -> Schedulers {
+        Schedulers(Some(Arc::new(names.into_iter().collect())))
+    }
+
+    /// The name `pod` asks for, unless a scheduler serves it.
+    pub fn unserved<'p>(&self, pod: &'p Pod) -> Option<&'p str> {
+        self.unserved_name(pod.scheduler.as_deref())
+    }
+
+    /// `name` (`None`: [`DEFAULT_SCHEDULER`]), unless a scheduler serves it.
+    pub fn unserved_name<'n>(&self, name: Option<&'n str>) -> Option<&'n str> {
+        let name = name.filter(|n| !n.is_empty()).unwrap_or(DEFAULT_SCHEDULER);
+        let served = self.0.as_ref().is_none_or(|names| names.contains(name));
+        (!served).then_some(name)
+    }
 }
 
 /// An object that controls pods, as their ownerReference names it.

@@ -32,7 +32,7 @@ use rustc_hash::FxHashMap;
 
 use super::ledger::Ledger;
 use super::nodes::Nodes;
-use super::objects::{GroupKey, Node, Pod, PodGroup, Queue, Resources};
+use super::objects::{GroupKey, Node, Pod, PodGroup, Queue, Resources, Schedulers};
 
 /// Pods by UID: a persistent map, so that a snapshot of the state shares it.
 pub type PodMap =
@@ -100,6 +100,8 @@ pub struct State {
     pub queues: FxHashMap<String, Arc<Queue>>,
     /// What Gangplank decided itself: reservations, claims, lent groups, wait reasons.
     pub ledger: Ledger,
+    /// The scheduler names served, set when the cache is made.
+    pub schedulers: Schedulers,
 }
 
 /// The node whose `used` counts `pod`: its node while it has not finished.
