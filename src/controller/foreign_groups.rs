@@ -27,7 +27,7 @@
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 
-use super::jobs::Plan;
+use super::jobs::{Plan, made};
 use crate::api::scheduler_plugins::SchedulerPluginsPodGroup;
 use crate::api::volcano::{self, VolcanoPodGroup, VolcanoPodGroupStatus};
 use crate::api::{PodGroup, PodGroupPhase, PodGroupSpec, PodGroupStatus, ResourceList, labels};
@@ -177,20 +177,10 @@ fn pod_group(
     let asked = source.min_member.unwrap_or(0);
     let min_member = asked.max(1);
     let mut spec = PodGroupSpec::with_min_member(min_member);
-    spec.queue = Some(queue.to_owned());
     spec.min_resources = source.min_resources.clone();
     spec.schedule_timeout_seconds = source.schedule_timeout_seconds.filter(|s| *s >= 1);
-    let mut group = PodGroup::new(name, spec);
-    group.metadata.namespace = Some(namespace.to_owned());
-    group.metadata.labels = Some([(labels::QUEUE_LABEL.to_owned(), queue.to_owned())].into());
-    group.metadata.owner_references = Some(vec![OwnerReference {
-        api_version: source.api_version.to_owned(),
-        kind: "PodGroup".to_owned(),
-        name: name.to_owned(),
-        uid: uid.to_owned(),
-        controller: Some(true),
-        block_owner_deletion: None,
-    }]);
+    let owner = (source.api_version, "PodGroup", name, uid);
+    let group = made(name, namespace, spec, queue, Some(owner));
     let dialect = source.dialect();
     let size = if asked >= 1 {
         format!("minMember {min_member} from {dialect} PodGroup {namespace}/{name}")

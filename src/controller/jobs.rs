@@ -170,13 +170,39 @@ fn min_member(job: &Job) -> (i32, String, bool) {
     }
 }
 
+/// A PodGroup Gangplank creates: `spec` put in `queue` (and labelled with it), named `name` in
+/// `namespace`, controlled by `owner` (`(apiVersion, kind, name, uid)`) when it has one. The
+/// Job, scheduler-plugins, Volcano, workload and pod-annotation paths all make theirs here.
+pub fn made(
+    name: &str,
+    namespace: &str,
+    mut spec: PodGroupSpec,
+    queue: &str,
+    owner: Option<(&str, &str, &str, &str)>,
+) -> PodGroup {
+    spec.queue = Some(queue.to_owned());
+    let mut group = PodGroup::new(name, spec);
+    group.metadata.namespace = Some(namespace.to_owned());
+    group.metadata.labels = Some([(labels::QUEUE_LABEL.to_owned(), queue.to_owned())].into());
+    group.metadata.owner_references = owner.map(|(api_version, kind, name, uid)| {
+        vec![OwnerReference {
+            api_version: api_version.to_owned(),
+            kind: kind.to_owned(),
+            name: name.to_owned(),
+            uid: uid.to_owned(),
+            controller: Some(true),
+            block_owner_deletion: None,
+        }]
+    });
+    group
+}
+
 fn pod_group(job: &Job, name: &str, namespace: &str, uid: &str, min_member: i32) -> PodGroup {
     let meta = &job.metadata;
     let queue = labels::queue_of(meta.labels.as_ref(), meta.annotations.as_ref())
         .unwrap_or(labels::DEFAULT_QUEUE)
         .to_owned();
     let mut spec = PodGroupSpec::with_min_member(min_member);
-    spec.queue = Some(queue.clone());
     spec.priority_class_name = job
         .spec
         .as_ref()
@@ -189,18 +215,13 @@ fn pod_group(job: &Job, name: &str, namespace: &str, uid: &str, min_member: i32)
         .and_then(|a| a.get(labels::TOPOLOGY_KEY_ANNOTATION))
         .map(|k| k.trim().to_owned())
         .filter(|k| !k.is_empty());
-    let mut group = PodGroup::new(name, spec);
-    group.metadata.namespace = Some(namespace.to_owned());
-    group.metadata.labels = Some([(labels::QUEUE_LABEL.to_owned(), queue)].into());
-    group.metadata.owner_references = Some(vec![OwnerReference {
-        api_version: "batch/v1".to_owned(),
-        kind: "Job".to_owned(),
-        name: name.to_owned(),
-        uid: uid.to_owned(),
-        controller: Some(true),
-        block_owner_deletion: None,
-    }]);
-    group
+    made(
+        name,
+        namespace,
+        spec,
+        &queue,
+        Some(("batch/v1", "Job", name, uid)),
+    )
 }
 
 #[cfg(test)]

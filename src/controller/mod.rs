@@ -568,7 +568,7 @@ impl Controller {
     async fn read_workloads(&mut self, observation: &Observation, now: Instant) {
         self.workloads
             .retain(|_, (at, _)| now.duration_since(*at) < CREATE_RETRY_AFTER);
-        let mut wanted: Vec<(String, Arc<model::Workload>)> = observation
+        let wanted: Vec<(String, Arc<model::Workload>)> = observation
             .groups
             .iter()
             .filter(|(_, view)| !view.has_pod_group)
@@ -578,7 +578,6 @@ impl Controller {
             })
             .filter(|(_, w)| !self.workloads.contains_key(&w.uid))
             .collect();
-        wanted.dedup_by(|a, b| a.1.uid == b.1.uid);
         let client = &self.client;
         let read: Vec<(String, Result<Arc<DynamicObject>, String>)> = futures::stream::iter(wanted)
             .map(|(namespace, w)| async move {

@@ -55,11 +55,8 @@ pub fn plan(key: &GroupKey, asked: &Asked, namespace_queue: Option<&str>) -> Opt
         .or(namespace_queue)
         .unwrap_or(labels::DEFAULT_QUEUE)
         .to_owned();
-    let mut spec = PodGroupSpec::with_min_member(i32::try_from(min_member).unwrap_or(i32::MAX));
-    spec.queue = Some(queue.clone());
-    let mut group = PodGroup::new(&key.name, spec);
-    group.metadata.namespace = Some(key.namespace.to_string());
-    group.metadata.labels = Some([(labels::QUEUE_LABEL.to_owned(), queue)].into());
+    let spec = PodGroupSpec::with_min_member(i32::try_from(min_member).unwrap_or(i32::MAX));
+    let group = super::jobs::made(&key.name, &key.namespace, spec, &queue, None);
     Some(Plan::Create(Box::new(group)))
 }
 

@@ -10,12 +10,12 @@
 //! annotation), else on its pods, else its namespace's default, else `default`. A workload
 //! whose spec gives no size leaves its pods waiting, with a `PodGroupMissing` Event saying so.
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::api::DynamicObject;
 
+use super::jobs::made;
 use super::observe::Asked;
 use super::orphans::Plan;
-use crate::api::{PodGroup, PodGroupSpec, labels, workloads};
+use crate::api::{PodGroupSpec, labels, workloads};
 use gangplank_core::model::{GroupKey, Workload};
 
 /// What to do for the group `key`, whose pods asked `asked` and are controlled by `workload`,
@@ -55,19 +55,15 @@ pub fn plan(
         .or(namespace_queue)
         .unwrap_or(labels::DEFAULT_QUEUE)
         .to_owned();
-    let mut spec = PodGroupSpec::with_min_member(i32::try_from(size).unwrap_or(i32::MAX));
-    spec.queue = Some(queue.clone());
-    let mut group = PodGroup::new(&key.name, spec);
-    group.metadata.namespace = Some(key.namespace.to_string());
-    group.metadata.labels = Some([(labels::QUEUE_LABEL.to_owned(), queue)].into());
-    group.metadata.owner_references = Some(vec![OwnerReference {
-        api_version: workload.api_version.clone(),
-        kind: workload.kind.clone(),
-        name: workload.name.clone(),
-        uid: workload.uid.clone(),
-        controller: Some(true),
-        block_owner_deletion: None,
-    }]);
+    let spec = PodGroupSpec::with_min_member(i32::try_from(size).unwrap_or(i32::MAX));
+    let w = workload;
+    let owner = (
+        w.api_version.as_str(),
+        w.kind.as_str(),
+        w.name.as_str(),
+        w.uid.as_str(),
+    );
+    let group = made(&key.name, &key.namespace, spec, &queue, Some(owner));
     Some(Plan::Create(Box::new(group)))
 }
 
