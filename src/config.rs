@@ -189,8 +189,8 @@ pub struct ServeArgs {
     /// The scheduler names the cluster's schedulers serve, comma-separated: the profiles of
     /// the kube-scheduler's configuration (the shipped one serves these three) and any other
     /// scheduler that runs. A managed pod that names another is placed by nobody: the webhook
-    /// warns when it is created, and its gang waits, reason `SchedulerNotServed`, holding no
-    /// room. An empty list trusts every name.
+    /// warns when it is created and never admits it on arrival, and its gang waits, reason
+    /// `SchedulerNotServed`, holding no room. An empty list trusts every name.
     #[arg(
         long,
         env = "GANGPLANK_SCHEDULER_NAMES",

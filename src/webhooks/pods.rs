@@ -277,7 +277,7 @@ pub fn mutate(w: &Webhooks, request: &AdmissionRequest<Pod>) -> Result<Verdict, 
         .unserved_name(spec.and_then(|s| s.scheduler_name.as_deref()))
         .map(|name| {
             format!(
-                "spec.schedulerName {name:?} is not a scheduler this cluster serves (Gangplank's --scheduler-names): nobody will place this pod, so Gangplank keeps it gated and its gang waits (reason SchedulerNotServed) without holding room"
+                "spec.schedulerName {name:?} is not a scheduler this cluster serves (Gangplank's --scheduler-names): nobody will place this pod, so Gangplank does not admit its gang (reason SchedulerNotServed), which holds no room"
             )
         });
     let mut arrived = false;
