@@ -9,6 +9,8 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::{Api, Client};
 use serde_json::{Value, json};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 use gangplank::api::{PodGroup, Queue, labels};
 
@@ -745,6 +747,35 @@ async fn rotating_the_serving_certificate_drops_no_webhook_request() {
     }));
     let before = served_certificate(&cluster);
 
+    // Webhook requests go on, one after another, from before the new certificate is written
+    // until after it is served.
+    let gated = gating(&cluster);
+    let sent = Arc::new(AtomicUsize::new(0));
+    let stop = Arc::new(AtomicBool::new(false));
+    let requests = tokio::spawn({
+        let (pods, sent, stop) = (pods.clone(), sent.clone(), stop.clone());
+        async move {
+            while !stop.load(Ordering::SeqCst) {
+                let n = sent.load(Ordering::SeqCst);
+                let created = pods
+                    .create(&dry_run, &member)
+                    .await
+                    .map_err(|e| format!("webhook request {n} failed during the rotation: {e}"))?;
+                if gated && created.spec.unwrap().scheduling_gates.is_none() {
+                    return Err(format!("webhook request {n} was not mutated"));
+                }
+                sent.fetch_add(1, Ordering::SeqCst);
+                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+            }
+            Ok::<_, String>(())
+        }
+    });
+    eventually("a webhook request passes before the rotation", 30, || {
+        let passed = sent.load(Ordering::SeqCst) > 0 || requests.is_finished();
+        async move { passed.then_some(()) }
+    })
+    .await;
+
     // A new serving certificate from the same CA, written in place as cert-manager would.
     let status =
         std::process::Command::new(crate::support::repo_dir().join("webhooks/gen-certs.sh"))
@@ -754,29 +785,25 @@ async fn rotating_the_serving_certificate_drops_no_webhook_request() {
             .expect("failed to run webhooks/gen-certs.sh");
     assert!(status.success());
 
-    // Every request through both webhooks succeeds while Gangplank picks the new one up.
-    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(30);
-    let mut requests = 0;
-    while served_certificate(&cluster) == before {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "Gangplank still serves the old certificate after 30 s"
-        );
-        let created = pods.create(&dry_run, &member).await.unwrap_or_else(|e| {
-            panic!("webhook request {requests} failed during the rotation: {e}")
-        });
-        assert!(created.spec.unwrap().scheduling_gates.is_some() || !gating(&cluster));
-        requests += 1;
-        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-    }
-    for _ in 0..5 {
-        pods.create(&dry_run, &member)
-            .await
-            .expect("a webhook request failed after the rotation");
-    }
-    assert!(
-        requests > 0,
-        "the new certificate was served at once; nothing was tested"
-    );
+    eventually("Gangplank serves the new certificate", 30, || {
+        let changed = served_certificate(&cluster) != before;
+        async move { changed.then_some(()) }
+    })
+    .await;
+    let at_rotation = sent.load(Ordering::SeqCst);
+    eventually(
+        "five more webhook requests pass after the rotation",
+        30,
+        || {
+            let passed = sent.load(Ordering::SeqCst) >= at_rotation + 5 || requests.is_finished();
+            async move { passed.then_some(()) }
+        },
+    )
+    .await;
+    stop.store(true, Ordering::SeqCst);
+    requests
+        .await
+        .expect("the request loop panicked")
+        .unwrap_or_else(|e| panic!("{e}"));
     ns.delete().await;
 }
