@@ -3,7 +3,7 @@
 # Each runs with the admin kubeconfig, its CRDs applied from the same module, in the gang mode
 # users set to get whole gangs. Sourced by e2e/up; needs common.sh and go-build.sh.
 
-KNOWN_OPERATORS="training-operator kuberay"
+KNOWN_OPERATORS="training-operator kuberay mpi-operator jobset"
 
 # established CRD: the CustomResourceDefinition CRD is served (kubectl wait fails on a CRD too
 # new to have conditions).
@@ -44,6 +44,11 @@ build_operator() {
     kuberay)
       bin=$(go_build kuberay "$E2E_DIR/operators/kuberay" \
         github.com/ray-project/kuberay/ray-operator "-s -w") ;;
+    mpi-operator)
+      bin=$(go_build mpi-operator "$E2E_DIR/operators/mpi-operator" \
+        github.com/kubeflow/mpi-operator/cmd/mpi-operator "-s -w") ;;
+    jobset)
+      bin=$(go_build jobset "$E2E_DIR/operators/jobset" sigs.k8s.io/jobset "-s -w") ;;
     *) die "--operators: unknown operator '$1' (known: $KNOWN_OPERATORS)" ;;
   esac
   printf '%s_BIN=%q\n' "${1//-/_}" "$bin"
@@ -153,4 +158,110 @@ start_kuberay() {
       --health-probe-bind-address="127.0.0.1:$health"
     wait_for 120 "kuberay ($scheduler) /readyz" curl -fsS "http://127.0.0.1:$health/readyz"
   done
+}
+
+# Namespaces the MPI operator instances watch, one per gang mode (the suite's tests of that
+# operator create their MPIJobs there); each instance's process is named after its namespace.
+MPI_OPERATOR_NAMESPACES="mpi-operator mpi-operator-volcano mpi-operator-plain"
+
+# The MPI operator (kubeflow.org/v2beta1 MPIJob: a launcher run as a batch/v1 Job the MPIJob
+# controls, and worker pods), run three times, each confined to its namespace (--namespace):
+# - in namespace mpi-operator, --gang-scheduling scheduler-plugins-scheduler: a
+#   scheduling.x-k8s.io PodGroup per MPIJob (launcher plus workers), that scheduler named on
+#   the pods;
+# - in namespace mpi-operator-volcano, --gang-scheduling volcano: a scheduling.volcano.sh
+#   PodGroup, the scheduler volcano;
+# - in namespace mpi-operator-plain, no gang flag (Gangplank groups launcher and workers by the
+#   MPI operator's labels).
+# It always runs leader election: each instance locks in a namespace of its own, made here
+# (NAMESPACE-lock). Its health check, on a fixed port upstream, listens where
+# MPI_OPERATOR_HEALTH_ADDRESS says (e2e/operators/mpi-operator/health-address.sed). It has no
+# webhook.
+start_mpi_operator() {
+  local dir namespace gang health
+  dir=$(module_dir mpi-operator github.com/kubeflow/mpi-operator)
+  kubectl apply --server-side -f "$dir/manifests/base/kubeflow.org_mpijobs.yaml" >/dev/null
+  wait_for 60 "the MPIJob CRD" established mpijobs.kubeflow.org
+  for namespace in $MPI_OPERATOR_NAMESPACES; do
+    case $namespace in
+      *-volcano) gang=volcano ;;
+      *-plain) gang= ;;
+      *) gang=scheduler-plugins-scheduler ;;
+    esac
+    kubectl create namespace "$namespace-lock" >/dev/null
+    health=$(free_port)
+    log "starting mpi-operator (MPIJob in namespace $namespace, gang scheduling '$gang')"
+    MPI_OPERATOR_HEALTH_ADDRESS="127.0.0.1:$health" KUBECONFIG="$RUN_DIR/kubeconfig" \
+      start "$namespace" "$mpi_operator_BIN" \
+      --namespace="$namespace" --lock-namespace="$namespace-lock" --gang-scheduling="$gang" \
+      --kube-api-qps=50 --kube-api-burst=100
+    wait_for 120 "mpi-operator ($namespace) /healthz" curl -fsS "http://127.0.0.1:$health/healthz"
+  done
+}
+
+# JobSet's controller manager (jobset.x-k8s.io/v1alpha2 JobSet: child batch/v1 Jobs it labels
+# with the JobSet's name and UID), which has no gang mode: Gangplank groups all its Jobs' pods
+# by those labels. It runs with its webhooks, as in a cluster: the JobSet defaulting and
+# validating webhooks and its pod webhooks (pods with JobSet's labels only), registered here
+# with a URL on 127.0.0.1 and a certificate made by webhooks/gen-certs.sh (its own certificate
+# management, which needs a Service, is off). Leader election is off and metrics are not served.
+start_jobset() {
+  local dir certs webhook health ca
+  dir=$(module_dir jobset sigs.k8s.io/jobset)
+  kubectl apply --server-side -f "$dir/config/components/crd/bases/jobset.x-k8s.io_jobsets.yaml" >/dev/null
+  wait_for 60 "the JobSet CRD" established jobsets.jobset.x-k8s.io
+  certs="$RUN_DIR/pki/jobset"
+  "$REPO_DIR/webhooks/gen-certs.sh" "$certs" localhost 127.0.0.1 >/dev/null
+  webhook=$(free_port)
+  health=$(free_port)
+  cat >"$RUN_DIR/jobset-config.yaml" <<EOF
+apiVersion: config.jobset.x-k8s.io/v1alpha1
+kind: Configuration
+internalCertManagement: {enable: false}
+webhook: {host: 127.0.0.1, port: $webhook, certDir: "$certs"}
+EOF
+  log "starting jobset (all namespaces)"
+  KUBECONFIG="$RUN_DIR/kubeconfig" start jobset "$jobset_BIN" --config="$RUN_DIR/jobset-config.yaml" \
+    --leader-elect=false --metrics-bind-address=0 --health-probe-bind-address="127.0.0.1:$health"
+  wait_for 120 "jobset /readyz" curl -fsS "http://127.0.0.1:$health/readyz"
+  ca=$(base64 -w0 <"$certs/ca.crt")
+  local url="https://127.0.0.1:$webhook"
+  local pods="objectSelector: {matchExpressions: [{key: jobset.sigs.k8s.io/jobset-name, operator: Exists}]}"
+  kubectl apply -f - >/dev/null <<EOF
+apiVersion: admissionregistration.k8s.io/v1
+kind: MutatingWebhookConfiguration
+metadata: {name: jobset-mutating-webhook-configuration}
+webhooks:
+- name: mjobset.kb.io
+  clientConfig: {url: "$url/mutate-jobset-x-k8s-io-v1alpha2-jobset", caBundle: "$ca"}
+  rules: [{apiGroups: [jobset.x-k8s.io], apiVersions: [v1alpha2], operations: [CREATE], resources: [jobsets]}]
+  admissionReviewVersions: [v1]
+  sideEffects: None
+  failurePolicy: Fail
+- name: mpod.kb.io
+  clientConfig: {url: "$url/mutate--v1-pod", caBundle: "$ca"}
+  rules: [{apiGroups: [""], apiVersions: [v1], operations: [CREATE], resources: [pods]}]
+  $pods
+  admissionReviewVersions: [v1]
+  sideEffects: None
+  failurePolicy: Fail
+---
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingWebhookConfiguration
+metadata: {name: jobset-validating-webhook-configuration}
+webhooks:
+- name: vjobset.kb.io
+  clientConfig: {url: "$url/validate-jobset-x-k8s-io-v1alpha2-jobset", caBundle: "$ca"}
+  rules: [{apiGroups: [jobset.x-k8s.io], apiVersions: [v1alpha2], operations: [CREATE, UPDATE], resources: [jobsets]}]
+  admissionReviewVersions: [v1]
+  sideEffects: None
+  failurePolicy: Fail
+- name: vpod.kb.io
+  clientConfig: {url: "$url/validate--v1-pod", caBundle: "$ca"}
+  rules: [{apiGroups: [""], apiVersions: [v1], operations: [CREATE], resources: [pods]}]
+  $pods
+  admissionReviewVersions: [v1]
+  sideEffects: None
+  failurePolicy: Fail
+EOF
 }
