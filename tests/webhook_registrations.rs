@@ -409,6 +409,42 @@ fn only_jobs_that_name_a_queue_reach_the_job_webhooks() {
 }
 
 #[test]
+fn every_workload_kind_gangplank_groups_by_that_names_a_queue_reaches_the_workload_webhook() {
+    let namespace = BTreeMap::from([(
+        "kubernetes.io/metadata.name".to_string(),
+        "team".to_string(),
+    )]);
+    let entries: Vec<Entry> = mutating()
+        .into_iter()
+        .filter(|e| {
+            e.client.service.as_ref().and_then(|s| s.path.as_deref())
+                == Some(&Hook::MutateWorkloads.path())
+        })
+        .collect();
+    assert_eq!(entries.len(), 1);
+    let entry = &entries[0];
+    for kind in gangplank::api::workloads::KINDS {
+        let covered = entry.rules.iter().any(|rule| {
+            let has = |list: &Option<Vec<String>>, value: &str| {
+                list.iter().flatten().any(|v| v == value || v == "*")
+            };
+            has(&rule.api_groups, kind.group)
+                && has(&rule.resources, kind.plural)
+                && has(&rule.operations, "CREATE")
+        });
+        assert!(
+            covered,
+            "{} ({}) is not sent to the workload webhook",
+            kind.kind, kind.group
+        );
+    }
+    let with_queue = BTreeMap::from([(labels::QUEUE_LABEL.to_string(), "q".to_string())]);
+    assert!(entry.selects(&with_queue, &namespace));
+    let plain = BTreeMap::from([("app".to_string(), "x".to_string())]);
+    assert!(!entry.selects(&plain, &namespace));
+}
+
+#[test]
 fn gangplanks_own_namespace_and_kube_system_are_never_selected_for_pods_or_jobs() {
     for entry in mutating().into_iter().chain(validating()) {
         if !(entry.covers("pods", "CREATE") || entry.covers("jobs", "CREATE")) {

@@ -133,6 +133,8 @@ fn review(resource: &str, operation: &str, object: Value, old: Value) -> Value {
         "jobs" => ("batch", "v1", "Job"),
         "podgroups" => ("scheduling.gangplank.dev", "v1alpha1", "PodGroup"),
         "queues" => ("scheduling.gangplank.dev", "v1alpha1", "Queue"),
+        "jobsets" => ("jobset.x-k8s.io", "v1alpha2", "JobSet"),
+        "pytorchjobs" => ("kubeflow.org", "v1", "PyTorchJob"),
         other => panic!("no such resource {other}"),
     };
     let meta = if object.is_null() { &old } else { &object };
@@ -568,6 +570,83 @@ async fn a_pod_in_an_open_queue_or_a_group_not_created_yet_is_admitted() {
     }
 }
 
+// ---- workloads
+
+const MUTATE_WORKLOADS: &str = "/webhooks/mutate/workloads";
+
+/// A JobSet labelled with `queue`, of a leader Job and a workers Job whose pod template has
+/// `worker_labels`.
+fn a_jobset(queue: &str, worker_labels: Value) -> Value {
+    let job = |name: &str, labels: Value| {
+        json!({"name": name, "template": {"spec": {"template": {
+            "metadata": {"labels": labels},
+            "spec": {"containers": [{"name": "main", "image": "busybox"}]}}}}})
+    };
+    json!({
+        "apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet",
+        "metadata": {"name": "train", "namespace": "ml",
+            "labels": {"scheduling.gangplank.dev/queue": queue}},
+        "spec": {"replicatedJobs": [job("leader", Value::Null), job("workers", worker_labels)]}
+    })
+}
+
+#[tokio::test]
+async fn a_workload_naming_a_queue_puts_it_on_every_pod_template_that_names_none() {
+    let jobset = a_jobset(
+        "research",
+        json!({"scheduling.gangplank.dev/queue": "default"}),
+    );
+    let answer = post(router(), MUTATE_WORKLOADS, &create("jobsets", jobset)).await;
+    assert_eq!(
+        patch(&answer),
+        &json!([{"op": "add",
+            "path": "/spec/replicatedJobs/0/template/spec/template/metadata/labels",
+            "value": {"scheduling.gangplank.dev/queue": "research"}}])
+    );
+
+    let pytorch = json!({
+        "apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob",
+        "metadata": {"name": "train", "namespace": "ml",
+            "labels": {"scheduling.gangplank.dev/queue": "research"}},
+        "spec": {"pytorchReplicaSpecs": {
+            "Master": {"template": {"metadata": {"labels": {"app": "x"}}, "spec": {}}},
+            "Worker": {"replicas": 3, "template": {"spec": {}}}}}
+    });
+    let answer = post(router(), MUTATE_WORKLOADS, &create("pytorchjobs", pytorch)).await;
+    assert_eq!(
+        patch(&answer),
+        &json!([
+            {"op": "add",
+                "path": "/spec/pytorchReplicaSpecs/Master/template/metadata/labels/scheduling.gangplank.dev~1queue",
+                "value": "research"},
+            {"op": "add", "path": "/spec/pytorchReplicaSpecs/Worker/template/metadata",
+                "value": {"labels": {"scheduling.gangplank.dev/queue": "research"}}}
+        ])
+    );
+}
+
+#[tokio::test]
+async fn a_workload_naming_a_closed_missing_or_invalid_queue_is_refused_naming_its_label() {
+    for (queue, code, says) in [
+        ("archive", 403, "is Closed"),
+        ("nowhere", 404, "does not exist"),
+        ("Not_A_Name", 422, "lowercase"),
+    ] {
+        let answer = post(
+            router(),
+            MUTATE_WORKLOADS,
+            &create("jobsets", a_jobset(queue, Value::Null)),
+        )
+        .await;
+        let message = denial(&answer, code);
+        assert!(
+            message.contains("metadata.labels[scheduling.gangplank.dev/queue]"),
+            "{message}"
+        );
+        assert!(message.contains(says), "{message}");
+    }
+}
+
 // ---- jobs
 
 #[tokio::test]
@@ -580,6 +659,19 @@ async fn a_job_created_with_generate_name_gets_only_the_queue_on_its_template() 
     let mut job = a_job(json!({}), json!({}));
     job["metadata"]["name"] = Value::Null;
     job["metadata"]["generateName"] = json!("train-");
+    let answer = post(router(), MUTATE_JOBS, &create("jobs", job)).await;
+    assert_eq!(
+        patch(&answer),
+        &json!([{"op": "add", "path": "/spec/template/metadata/labels",
+            "value": {"scheduling.gangplank.dev/queue": "research"}}])
+    );
+}
+
+#[tokio::test]
+async fn a_job_of_a_jobset_gets_only_the_queue_so_its_pods_join_the_jobset() {
+    let mut job = a_job(json!({}), json!({}));
+    job["metadata"]["labels"]["jobset.sigs.k8s.io/jobset-name"] = json!("train");
+    job["metadata"]["labels"]["jobset.sigs.k8s.io/jobset-uid"] = json!("u1");
     let answer = post(router(), MUTATE_JOBS, &create("jobs", job)).await;
     assert_eq!(
         patch(&answer),

@@ -1,15 +1,36 @@
 //! The workload kinds whose pods form one gang without any gang flag on their operator: a pod
-//! controlled by one of them, in a queue's scope, joins the group named after it, and the
-//! controller sizes that group from the workload's spec (`crate::controller::workloads`).
+//! of one of them, in a queue's scope, joins the group named after it, and the controller sizes
+//! that group from the workload's spec (`crate::controller::workloads`).
+//!
+//! A pod (or a batch/v1 Job) belongs to a workload ([`of`]) when:
+//! - its controller (ownerReference with `controller: true`) is of a kind listed here;
+//! - or it carries JobSet's labels `jobset.sigs.k8s.io/jobset-name` and `jobset-uid` (JobSet's
+//!   pods are controlled by its child Jobs, which JobSet labels so);
+//! - or it carries the MPI operator's labels (`training.kubeflow.org/operator-name:
+//!   mpi-operator` and `training.kubeflow.org/job-name`): its launcher runs as a batch/v1 Job
+//!   the MPIJob controls, so the launcher pod's controller is that Job.
 //!
 //! Sizes, read from the spec as the operators define their workloads:
 //! - Kubeflow training jobs (`kubeflow.org`: PyTorchJob, TFJob, MPIJob, XGBoostJob, PaddleJob,
 //!   JAXJob): `spec.runPolicy.schedulingPolicy.minAvailable` when set, else the sum of
 //!   `replicas` (1 when unset) over the job's `*ReplicaSpecs`;
 //! - KubeRay's RayCluster (`ray.io`): its head plus each worker group's `minReplicas` (workers
-//!   above that are elastic members).
+//!   above that are elastic members);
+//! - JobSet (`jobset.x-k8s.io`): over its `replicatedJobs`, `replicas` (1 when unset) times the
+//!   pods each Job runs at once, `min(parallelism, completions)` (parallelism 1 when unset).
 
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde_json::Value;
+
+/// JobSet's labels on its child Jobs and their pods.
+pub const JOBSET_NAME_LABEL: &str = "jobset.sigs.k8s.io/jobset-name";
+pub const JOBSET_UID_LABEL: &str = "jobset.sigs.k8s.io/jobset-uid";
+const JOBSET_API_VERSION: &str = "jobset.x-k8s.io/v1alpha2";
+/// The MPI operator's labels on its launcher and worker pods.
+pub const KUBEFLOW_OPERATOR_LABEL: &str = "training.kubeflow.org/operator-name";
+pub const KUBEFLOW_JOB_NAME_LABEL: &str = "training.kubeflow.org/job-name";
+const MPI_OPERATOR: &str = "mpi-operator";
+const MPI_JOB_API_VERSION: &str = "kubeflow.org/v2beta1";
 
 /// A workload kind Gangplank groups by.
 #[derive(Debug, Clone, Copy)]
@@ -20,6 +41,7 @@ pub struct Kind {
     /// Resource name, for the API path.
     pub plural: &'static str,
     size: fn(&Value) -> Option<u32>,
+    templates: fn(&Value) -> Vec<Vec<String>>,
 }
 
 impl Kind {
@@ -27,6 +49,12 @@ impl Kind {
     /// say (a field of the wrong type, or no replicas at all).
     pub fn size(&self, object: &Value) -> Option<u32> {
         (self.size)(object.get("spec")?).filter(|n| *n >= 1)
+    }
+
+    /// The paths (object keys and array indices, from the root of `object`) of each pod
+    /// template the workload's operator makes its pods from.
+    pub fn templates(&self, object: &Value) -> Vec<Vec<String>> {
+        (self.templates)(object)
     }
 }
 
@@ -36,11 +64,12 @@ const fn kubeflow(kind: &'static str, plural: &'static str) -> Kind {
         kind,
         plural,
         size: kubeflow_size,
+        templates: kubeflow_templates,
     }
 }
 
 /// Every kind Gangplank groups by.
-pub const KINDS: [Kind; 7] = [
+pub const KINDS: [Kind; 8] = [
     kubeflow("PyTorchJob", "pytorchjobs"),
     kubeflow("TFJob", "tfjobs"),
     kubeflow("MPIJob", "mpijobs"),
@@ -52,8 +81,72 @@ pub const KINDS: [Kind; 7] = [
         kind: "RayCluster",
         plural: "rayclusters",
         size: ray_cluster_size,
+        templates: ray_cluster_templates,
+    },
+    Kind {
+        group: "jobset.x-k8s.io",
+        kind: "JobSet",
+        plural: "jobsets",
+        size: jobset_size,
+        templates: jobset_templates,
     },
 ];
+
+/// The workload a pod or Job belongs to (see the module docs).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Owner {
+    pub kind: &'static Kind,
+    /// As an ownerReference spells it: the group and the version to read the workload with.
+    pub api_version: String,
+    pub name: String,
+    /// Empty when only the name is known (an MPI launcher's pod).
+    pub uid: String,
+}
+
+impl PartialEq for Kind {
+    fn eq(&self, other: &Self) -> bool {
+        (self.group, self.kind) == (other.group, other.kind)
+    }
+}
+
+impl Eq for Kind {}
+
+/// The workload the object of `meta` (a pod or a batch/v1 Job) belongs to, if any.
+pub fn of(meta: &ObjectMeta) -> Option<Owner> {
+    let owned = meta
+        .owner_references
+        .iter()
+        .flatten()
+        .find(|o| o.controller == Some(true))
+        .and_then(|o| {
+            Some(Owner {
+                kind: kind_of(&o.api_version, &o.kind)?,
+                api_version: o.api_version.clone(),
+                name: o.name.clone(),
+                uid: o.uid.clone(),
+            })
+        });
+    let labelled = || {
+        let labels = meta.labels.as_ref()?;
+        let label = |key: &str| labels.get(key).filter(|v| !v.is_empty());
+        if let (Some(name), Some(uid)) = (label(JOBSET_NAME_LABEL), label(JOBSET_UID_LABEL)) {
+            return Some(Owner {
+                kind: kind_of(JOBSET_API_VERSION, "JobSet")?,
+                api_version: JOBSET_API_VERSION.to_owned(),
+                name: name.clone(),
+                uid: uid.clone(),
+            });
+        }
+        let name = label(KUBEFLOW_JOB_NAME_LABEL)?;
+        (label(KUBEFLOW_OPERATOR_LABEL).map(String::as_str) == Some(MPI_OPERATOR)).then(|| Owner {
+            kind: kind_of(MPI_JOB_API_VERSION, "MPIJob").expect("a known kind"),
+            api_version: MPI_JOB_API_VERSION.to_owned(),
+            name: name.clone(),
+            uid: String::new(),
+        })
+    };
+    owned.or_else(labelled).filter(|o| !o.name.is_empty())
+}
 
 /// The kind an ownerReference of `api_version` and `kind` names, if Gangplank groups by it.
 pub fn kind_of(api_version: &str, kind: &str) -> Option<&'static Kind> {
@@ -95,6 +188,70 @@ fn ray_cluster_size(spec: &Value) -> Option<u32> {
     Some(total)
 }
 
+/// `["spec", ...prefix, i, ...suffix]` for each index `i` of the array at `spec.prefix`.
+fn each(object: &Value, prefix: &[&str], suffix: &[&str]) -> Vec<Vec<String>> {
+    let path: Vec<&str> = std::iter::once("spec")
+        .chain(prefix.iter().copied())
+        .collect();
+    let items = path
+        .iter()
+        .try_fold(object, |v, key| v.get(*key))
+        .and_then(Value::as_array);
+    (0..items.map_or(0, Vec::len))
+        .map(|i| {
+            let index = i.to_string();
+            let tail = std::iter::once(index.as_str()).chain(suffix.iter().copied());
+            path.iter()
+                .copied()
+                .chain(tail)
+                .map(str::to_owned)
+                .collect()
+        })
+        .collect()
+}
+
+fn kubeflow_templates(object: &Value) -> Vec<Vec<String>> {
+    let Some(spec) = object.get("spec").and_then(Value::as_object) else {
+        return Vec::new();
+    };
+    let mut paths = Vec::new();
+    for (key, replicas) in spec.iter().filter(|(k, _)| k.ends_with("ReplicaSpecs")) {
+        for role in replicas.as_object().into_iter().flat_map(|r| r.keys()) {
+            paths.push(["spec", key, role, "template"].map(str::to_owned).to_vec());
+        }
+    }
+    paths
+}
+
+fn ray_cluster_templates(object: &Value) -> Vec<Vec<String>> {
+    let head = ["spec", "headGroupSpec", "template"]
+        .map(str::to_owned)
+        .to_vec();
+    std::iter::once(head)
+        .chain(each(object, &["workerGroupSpecs"], &["template"]))
+        .collect()
+}
+
+fn jobset_templates(object: &Value) -> Vec<Vec<String>> {
+    each(
+        object,
+        &["replicatedJobs"],
+        &["template", "spec", "template"],
+    )
+}
+
+fn jobset_size(spec: &Value) -> Option<u32> {
+    let mut total = 0u32;
+    for job in spec.get("replicatedJobs")?.as_array()? {
+        let replicas = count(job.get("replicas"), 1)?;
+        let spec = job.pointer("/template/spec");
+        let parallelism = count(spec.and_then(|s| s.get("parallelism")), 1)?;
+        let completions = count(spec.and_then(|s| s.get("completions")), u32::MAX)?;
+        total = total.checked_add(replicas.checked_mul(parallelism.min(completions))?)?;
+    }
+    Some(total)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -123,6 +280,95 @@ mod tests {
         let spec = json!({"headGroupSpec": {}, "workerGroupSpecs": [
             {"minReplicas": 3, "replicas": 5}, {"groupName": "small"}]});
         assert_eq!(size("ray.io/v1", "RayCluster", spec), Some(4));
+    }
+
+    #[test]
+    fn a_jobset_is_every_pod_its_jobs_run_at_once() {
+        let spec = json!({"replicatedJobs": [
+            {"name": "leader", "template": {"spec": {}}},
+            {"name": "workers", "replicas": 2,
+             "template": {"spec": {"parallelism": 3, "completions": 2}}}]});
+        assert_eq!(size("jobset.x-k8s.io/v1alpha2", "JobSet", spec), Some(5));
+    }
+
+    #[test]
+    fn each_kind_names_the_pod_templates_its_operator_copies() {
+        let templates = |api_version: &str, kind: &str, spec: Value| {
+            kind_of(api_version, kind)
+                .unwrap()
+                .templates(&json!({ "spec": spec }))
+                .into_iter()
+                .map(|p| p.join("."))
+                .collect::<Vec<_>>()
+        };
+        let spec = json!({"mpiReplicaSpecs": {"Launcher": {}, "Worker": {}}, "slotsPerWorker": 1});
+        assert_eq!(
+            templates("kubeflow.org/v2beta1", "MPIJob", spec),
+            [
+                "spec.mpiReplicaSpecs.Launcher.template",
+                "spec.mpiReplicaSpecs.Worker.template"
+            ]
+        );
+        let spec = json!({"headGroupSpec": {}, "workerGroupSpecs": [{}, {}]});
+        assert_eq!(
+            templates("ray.io/v1", "RayCluster", spec),
+            [
+                "spec.headGroupSpec.template",
+                "spec.workerGroupSpecs.0.template",
+                "spec.workerGroupSpecs.1.template"
+            ]
+        );
+        let spec = json!({"replicatedJobs": [{"name": "leader"}]});
+        assert_eq!(
+            templates("jobset.x-k8s.io/v1alpha2", "JobSet", spec),
+            ["spec.replicatedJobs.0.template.spec.template"]
+        );
+    }
+
+    fn meta(value: Value) -> ObjectMeta {
+        serde_json::from_value(value).unwrap()
+    }
+
+    #[test]
+    fn a_pod_belongs_to_its_controller_or_to_the_workload_its_labels_name() {
+        let worker = meta(json!({"ownerReferences": [{"apiVersion": "ray.io/v1",
+            "kind": "RayCluster", "name": "ray", "uid": "u1", "controller": true}]}));
+        let owner = of(&worker).unwrap();
+        assert_eq!(
+            (owner.kind.kind, owner.name.as_str(), owner.uid.as_str()),
+            ("RayCluster", "ray", "u1")
+        );
+
+        let job_owned = json!([{"apiVersion": "batch/v1", "kind": "Job", "name": "j",
+            "uid": "j1", "controller": true}]);
+        let jobset_pod = meta(json!({"ownerReferences": job_owned, "labels": {
+            JOBSET_NAME_LABEL: "train", JOBSET_UID_LABEL: "s1"}}));
+        let owner = of(&jobset_pod).unwrap();
+        assert_eq!(
+            (
+                owner.kind.kind,
+                owner.api_version.as_str(),
+                owner.uid.as_str()
+            ),
+            ("JobSet", "jobset.x-k8s.io/v1alpha2", "s1")
+        );
+
+        let launcher = meta(json!({"ownerReferences": job_owned, "labels": {
+            KUBEFLOW_OPERATOR_LABEL: "mpi-operator", KUBEFLOW_JOB_NAME_LABEL: "pi"}}));
+        let owner = of(&launcher).unwrap();
+        assert_eq!(
+            (
+                owner.kind.kind,
+                owner.api_version.as_str(),
+                owner.uid.as_str()
+            ),
+            ("MPIJob", "kubeflow.org/v2beta1", "")
+        );
+
+        let training_operator_pod = meta(json!({"ownerReferences": job_owned, "labels": {
+            KUBEFLOW_OPERATOR_LABEL: "pytorchjob-controller", KUBEFLOW_JOB_NAME_LABEL: "p"}}));
+        assert_eq!(of(&training_operator_pod), None);
+        assert_eq!(of(&meta(json!({"ownerReferences": job_owned}))), None);
     }
 
     #[test]

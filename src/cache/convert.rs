@@ -144,21 +144,16 @@ pub fn pod(pod: &core::Pod) -> Result<Pod, Error> {
     })
 }
 
-/// The pod's controller, when Gangplank groups pods by its kind ([`workloads::kind_of`]).
+/// The workload the pod belongs to, when Gangplank groups pods by its kind ([`workloads::of`]).
 fn workload_of(
     meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
 ) -> Option<std::sync::Arc<Workload>> {
-    let owner = meta
-        .owner_references
-        .iter()
-        .flatten()
-        .find(|o| o.controller == Some(true))?;
-    workloads::kind_of(&owner.api_version, &owner.kind)?;
+    let owner = workloads::of(meta)?;
     Some(std::sync::Arc::new(Workload {
-        api_version: owner.api_version.clone(),
-        kind: owner.kind.clone(),
-        name: owner.name.clone(),
-        uid: owner.uid.clone(),
+        api_version: owner.api_version,
+        kind: owner.kind.kind.to_owned(),
+        name: owner.name,
+        uid: owner.uid,
     }))
 }
 

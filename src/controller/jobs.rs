@@ -19,6 +19,8 @@
 //! Jobs), but changing a running gang's size is the user's decision, made on the PodGroup.
 //!
 //! Left alone: finished Jobs (Complete or Failed; their pods do not need a gang any more),
+//! Jobs of a workload Gangplank groups by (a JobSet's, an MPI launcher: their pods join the
+//! workload's group, [`crate::api::workloads::of`]),
 //! Jobs being deleted, Jobs whose template names another group (the user manages that group),
 //! and a PodGroup of the Job's name that the Job does not own. That one is the user's: it is
 //! neither changed nor adopted, and the Job gets a Warning event saying so. A PodGroup owned
@@ -27,7 +29,7 @@
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 
-use crate::api::{PodGroup, PodGroupSpec, labels};
+use crate::api::{PodGroup, PodGroupSpec, labels, workloads};
 
 use super::status::JobState;
 
@@ -48,7 +50,7 @@ pub enum Plan {
 /// The Job's name when it takes part in gang scheduling and is not finished or deleted.
 pub fn gang_name(job: &Job) -> Option<&str> {
     let meta = &job.metadata;
-    if meta.deletion_timestamp.is_some() || finished(job) {
+    if meta.deletion_timestamp.is_some() || finished(job) || workloads::of(meta).is_some() {
         return None;
     }
     labels::queue_of(meta.labels.as_ref(), meta.annotations.as_ref())?;

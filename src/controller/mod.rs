@@ -227,7 +227,8 @@ struct Controller {
     volcano_writes: Writes<VolcanoPodGroupStatus>,
     /// PodGroups (`namespace/name`) whose creation was attempted recently.
     created: HashMap<String, Instant>,
-    /// Workloads read for groups without a PodGroup, by UID, with when ([`workloads`]).
+    /// Workloads read for groups without a PodGroup, by [`workload_key`], with when
+    /// ([`workloads`]).
     workloads: HashMap<String, (Instant, Result<Arc<DynamicObject>, String>)>,
 }
 
@@ -521,7 +522,8 @@ impl Controller {
             let namespace_queue = self.stores.namespace_queue(&key.namespace).ok().flatten();
             let (plan, source, note) = match &asked.workload {
                 Some(workload) => {
-                    let Some((_, object)) = self.workloads.get(&workload.uid) else {
+                    let read = self.workloads.get(&workload_key(&key.namespace, workload));
+                    let Some((_, object)) = read else {
                         continue; // not read yet
                     };
                     let object = object.as_deref().map_err(String::as_str);
@@ -576,7 +578,7 @@ impl Controller {
                 let workload = view.asked.as_ref()?.workload.clone()?;
                 Some((key.namespace.to_string(), workload))
             })
-            .filter(|(_, w)| !self.workloads.contains_key(&w.uid))
+            .filter(|(namespace, w)| !self.workloads.contains_key(&workload_key(namespace, w)))
             .collect();
         let client = &self.client;
         let read: Vec<(String, Result<Arc<DynamicObject>, String>)> = futures::stream::iter(wanted)
@@ -598,13 +600,13 @@ impl Controller {
                     .await
                     .map(Arc::new)
                     .map_err(|e| api_message_of(&e));
-                (w.uid.clone(), object)
+                (workload_key(&namespace, &w), object)
             })
             .buffer_unordered(WRITE_CONCURRENCY)
             .collect()
             .await;
-        for (uid, object) in read {
-            self.workloads.insert(uid, (now, object));
+        for (key, object) in read {
+            self.workloads.insert(key, (now, object));
         }
     }
 
@@ -1075,6 +1077,12 @@ async fn create_default_queue(api: &Api<Queue>) -> Result<bool, Error> {
         Err(kube::Error::Api(status)) if status.is_already_exists() => Ok(false),
         Err(e) => Err(Error::DefaultQueue(e)),
     }
+}
+
+/// Where [`Controller::read_workloads`] keeps a workload read for a group of `namespace`: by
+/// kind and name, since a workload known only by its labels has no UID.
+fn workload_key(namespace: &str, workload: &model::Workload) -> String {
+    format!("{namespace}/{}/{}", workload.kind, workload.name)
 }
 
 #[cfg(test)]

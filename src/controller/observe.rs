@@ -45,8 +45,8 @@ pub struct Asked {
     pub queue: Option<String>,
     /// Members not finished and not bound, oldest first: the pods that wait for the group.
     pub waiting: Vec<PodRef>,
-    /// The workload of the group's name that controls the oldest member controlled by one
-    /// (see `crate::api::workloads`).
+    /// The workload of the group's name that the oldest member belonging to one belongs to
+    /// (see `crate::api::workloads::of`).
     pub workload: Option<Arc<Workload>>,
 }
 

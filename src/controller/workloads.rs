@@ -1,5 +1,5 @@
 //! Groups named after a workload Gangplank groups by (`crate::api::workloads`: a Kubeflow
-//! training job, a RayCluster) get their PodGroup from the workload itself: its operator runs
+//! training job, an MPIJob, a RayCluster, a JobSet) get their PodGroup from the workload itself: its operator runs
 //! with no gang flag, so nobody else writes one.
 //!
 //! The pod webhook puts such a workload's pods in the group named after it; while that group
@@ -41,9 +41,11 @@ pub fn plan(
             ),
         })
     };
-    let object = match object {
-        Ok(object) if object.metadata.uid.as_deref() == Some(workload.uid.as_str()) => object,
-        Ok(_) => return missing("it was replaced by another of that name".to_owned()),
+    let (object, uid) = match object {
+        Ok(object) => match object.metadata.uid.as_deref() {
+            Some(uid) if workload.uid.is_empty() || uid == workload.uid => (object, uid),
+            _ => return missing("it was replaced by another of that name".to_owned()),
+        },
         Err(why) => return missing(format!("it could not be read ({why})")),
     };
     let Some(size) = kind.size(&object.data) else {
@@ -61,7 +63,7 @@ pub fn plan(
         w.api_version.as_str(),
         w.kind.as_str(),
         w.name.as_str(),
-        w.uid.as_str(),
+        uid,
     );
     let group = made(&key.name, &key.namespace, spec, &queue, Some(owner));
     Some(Plan::Create(Box::new(group)))
@@ -151,5 +153,20 @@ mod tests {
         let cluster = object(json!({}), json!({}));
         let why = message(plan(&key, &asked(), &other, Ok(&cluster), None));
         assert!(why.contains("replaced"), "{why}");
+    }
+
+    #[test]
+    fn a_workload_known_by_name_only_is_owned_by_the_object_read() {
+        let key = GroupKey::new("ml", "ray");
+        let by_name = Workload {
+            uid: String::new(),
+            ..ray()
+        };
+        let cluster = object(json!({}), json!({"workerGroupSpecs": [{"minReplicas": 1}]}));
+        let Some(Plan::Create(group)) = plan(&key, &asked(), &by_name, Ok(&cluster), None) else {
+            panic!("expected a PodGroup");
+        };
+        let owner = &group.metadata.owner_references.as_ref().unwrap()[0];
+        assert_eq!(owner.uid, "ray-uid");
     }
 }

@@ -9,7 +9,9 @@
 //! `scheduling.gangplank.dev/pod-group: <job name>` and `scheduling.gangplank.dev/queue:
 //! <queue>`, each unless the template already names a group or a queue. A Job created with
 //! `generateName` has no name yet when the mutating webhook sees it; its template gets only
-//! the queue, and the pod webhook puts each pod in the group of its controlling Job.
+//! the queue, and the pod webhook puts each pod in the group of its controlling Job. A Job
+//! that belongs to a workload Gangplank groups by (a JobSet's child Job, an MPI launcher:
+//! [`workloads::of`]) gets only the queue too: its pods join the workload's group.
 //!
 //! **Validation** (CREATE and UPDATE):
 //! - `scheduling.gangplank.dev/min-member`, when present, is a positive integer and at most
@@ -28,7 +30,7 @@ use super::patch::Patcher;
 use super::queues::check_open;
 use super::review::{Denial, FieldErrors, Verdict};
 use super::{Webhooks, name_problem};
-use crate::api::labels;
+use crate::api::{labels, workloads};
 
 /// `POST /webhooks/mutate/jobs`.
 pub fn mutate(_: &Webhooks, request: &AdmissionRequest<Job>) -> Result<Verdict, Denial> {
@@ -55,7 +57,8 @@ pub fn mutate(_: &Webhooks, request: &AdmissionRequest<Job>) -> Result<Verdict, 
         .name
         .as_deref()
         .filter(|n| !n.is_empty())
-        .or(Some(request.name.as_str()).filter(|n| !n.is_empty()));
+        .or(Some(request.name.as_str()).filter(|n| !n.is_empty()))
+        .filter(|_| workloads::of(&job.metadata).is_none());
 
     let mut patch = Patcher::new(job);
     let path = |key| ["spec", "template", "metadata", "labels", key];
@@ -156,18 +159,5 @@ pub fn validate(w: &Webhooks, request: &AdmissionRequest<Job>) -> Result<Verdict
 
 /// The Job's field that named its queue.
 fn queue_field(job: &Job) -> String {
-    let own = job
-        .metadata
-        .labels
-        .as_ref()
-        .and_then(|l| l.get(labels::QUEUE_LABEL))
-        .is_some_and(|q| !q.is_empty());
-    if own {
-        format!("metadata.labels[{}]", labels::QUEUE_LABEL)
-    } else {
-        format!(
-            "metadata.annotations[{}]",
-            labels::VOLCANO_QUEUE_NAME_ANNOTATION
-        )
-    }
+    super::queue_field(&job.metadata)
 }

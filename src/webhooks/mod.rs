@@ -3,7 +3,8 @@
 //! Why they exist: the extender only sees pods the scheduler sends it, and only pods that
 //! carry the marker resource are sent (DESIGN "Which pods reach Gangplank"). The mutating
 //! webhook is what puts the marker, the scheduling gate and normalised labels on every pod of
-//! a group or queue, gives Jobs' pod templates their group, and defaults PodGroups' queue.
+//! a group or queue, gives Jobs' pod templates their group and the pod templates of workloads
+//! ([`workloads`]) their queue, and defaults PodGroups' queue.
 //! The validating webhooks (and the queue check of the mutating pod webhook) turn mistakes that
 //! would otherwise surface as a gang that never starts (a queue that does not exist, a gang
 //! size larger than the Job's parallelism) into a refusal at `kubectl apply` time, with a
@@ -11,7 +12,7 @@
 //!
 //! Shape, after linkerd's policy controller: one route per resource and direction, each a
 //! thin adapter that decodes the typed AdmissionReview ([`review`]), calls a rule in the
-//! resource's file ([`pods`], [`jobs`], [`pod_groups`], [`queues`]) and encodes its
+//! resource's file ([`pods`], [`jobs`], [`workloads`], [`pod_groups`], [`queues`]) and encodes its
 //! [`Verdict`]. Every decision is answered with HTTP 200 and the verdict in the body; only a
 //! body that is not an AdmissionReview gets HTTP 400. The rules read the cluster through the
 //! [`lookup`] traits and never call the API server, so a webhook call costs microseconds and
@@ -35,6 +36,7 @@ pub mod pod_groups;
 pub mod pods;
 pub mod queues;
 pub mod review;
+pub mod workloads;
 
 use std::convert::Infallible;
 use std::fmt;
@@ -87,16 +89,18 @@ pub enum Hook {
     MutatePods,
     MutateJobs,
     MutatePodGroups,
+    MutateWorkloads,
     ValidateJobs,
     ValidatePodGroups,
     ValidateQueues,
 }
 
 impl Hook {
-    pub const ALL: [Hook; 6] = [
+    pub const ALL: [Hook; 7] = [
         Hook::MutatePods,
         Hook::MutateJobs,
         Hook::MutatePodGroups,
+        Hook::MutateWorkloads,
         Hook::ValidateJobs,
         Hook::ValidatePodGroups,
         Hook::ValidateQueues,
@@ -108,6 +112,7 @@ impl Hook {
             Hook::MutatePods => "mutate-pods",
             Hook::MutateJobs => "mutate-jobs",
             Hook::MutatePodGroups => "mutate-podgroups",
+            Hook::MutateWorkloads => "mutate-workloads",
             Hook::ValidateJobs => "validate-jobs",
             Hook::ValidatePodGroups => "validate-podgroups",
             Hook::ValidateQueues => "validate-queues",
@@ -127,7 +132,7 @@ impl Hook {
     /// start-up).
     pub fn operations(self) -> &'static [&'static str] {
         match self {
-            Hook::MutatePods | Hook::MutateJobs => &["CREATE"],
+            Hook::MutatePods | Hook::MutateJobs | Hook::MutateWorkloads => &["CREATE"],
             Hook::MutatePodGroups | Hook::ValidateJobs | Hook::ValidatePodGroups => {
                 &["CREATE", "UPDATE"]
             }
@@ -226,6 +231,7 @@ pub fn router(webhooks: Arc<Webhooks>) -> Router {
         route(Hook::MutatePods, post(mutate_pods)),
         route(Hook::MutateJobs, post(mutate_jobs)),
         route(Hook::MutatePodGroups, post(mutate_pod_groups)),
+        route(Hook::MutateWorkloads, post(mutate_workloads)),
         route(Hook::ValidateJobs, post(validate_jobs)),
         route(Hook::ValidatePodGroups, post(validate_pod_groups)),
         route(Hook::ValidateQueues, post(validate_queues)),
@@ -251,6 +257,13 @@ async fn mutate_jobs(
     Review(r): Review<k8s_openapi::api::batch::v1::Job>,
 ) -> Response {
     decide(&w, &r, jobs::mutate).await
+}
+
+async fn mutate_workloads(
+    State(w): State<Arc<Webhooks>>,
+    Review(r): Review<kube::api::DynamicObject>,
+) -> Response {
+    decide(&w, &r, workloads::mutate).await
 }
 
 async fn validate_jobs(
@@ -515,6 +528,13 @@ fn bad_request(error: Error) -> Response {
     (StatusCode::BAD_REQUEST, format!("{error}\n")).into_response()
 }
 
+/// The field of an object's metadata that named its queue ([`crate::api::labels::queue_of`]).
+pub fn queue_field(meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta) -> String {
+    let (labels, annotations) = (meta.labels.as_ref(), meta.annotations.as_ref());
+    let queue = crate::api::labels::queue_of(labels, annotations).unwrap_or_default();
+    pods::queue_source(queue, labels, annotations).field()
+}
+
 /// Why `name` cannot name a PodGroup or a Queue (a DNS-1123 subdomain that also fits a label
 /// value: at most 63 lowercase letters, digits, `-` and `.`, starting and ending with a letter
 /// or digit), or `None` when it can.
@@ -598,6 +618,7 @@ mod tests {
                 "/webhooks/mutate/pods",
                 "/webhooks/mutate/jobs",
                 "/webhooks/mutate/podgroups",
+                "/webhooks/mutate/workloads",
                 "/webhooks/validate/jobs",
                 "/webhooks/validate/podgroups",
                 "/webhooks/validate/queues",

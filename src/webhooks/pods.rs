@@ -16,11 +16,13 @@
 //! Job's template, which the Job webhook fills from the Job's queue label) joins the group
 //! named after the Job, the PodGroup the controller creates for that Job. This is how Jobs
 //! created with `generateName` (whose name the Job webhook cannot know) still form one gang.
-//! Likewise a pod whose controller is a workload of a kind Gangplank groups by
-//! ([`workloads::KINDS`]: Kubeflow's training jobs, KubeRay's RayCluster) and that names a queue
-//! or lives in a namespace with a default queue joins the group named after the workload, which
-//! the controller creates sized from the workload's spec (`crate::controller::workloads`): its
-//! operator needs no gang flag.
+//! Likewise a pod of a workload of a kind Gangplank groups by ([`workloads::of`]: its
+//! controller is a Kubeflow training job or a RayCluster, or JobSet's or the MPI operator's
+//! labels name its JobSet or MPIJob) that names a queue or lives in a namespace with a default
+//! queue joins the group named after the workload, which the controller creates sized from the
+//! workload's spec (`crate::controller::workloads`): its operator needs no gang flag. The
+//! workload comes before a controlling Job (a JobSet's pods and an MPI launcher are controlled
+//! by Jobs of the workload).
 //!
 //! **Mutation** (CREATE only; gates can only be added at creation, and resources and most of a
 //! pod are immutable after it):
@@ -82,8 +84,8 @@ pub enum Source {
     Annotation(&'static str),
     /// The pod's controller is the Job of that name.
     JobOwner,
-    /// The pod's controller is the workload of that name, of a kind Gangplank groups by
-    /// ([`workloads::KINDS`]).
+    /// The pod belongs to the workload of that name, of a kind Gangplank groups by
+    /// ([`workloads::of`]).
     WorkloadOwner(&'static str),
     /// The pod's namespace's default queue.
     Namespace(String),
@@ -96,7 +98,9 @@ impl Source {
             Source::Label(key) => format!("metadata.labels[{key}]"),
             Source::Annotation(key) => format!("metadata.annotations[{key}]"),
             Source::JobOwner => "metadata.ownerReferences (controller Job)".to_owned(),
-            Source::WorkloadOwner(kind) => format!("metadata.ownerReferences (controller {kind})"),
+            Source::WorkloadOwner(kind) => {
+                format!("metadata.ownerReferences or labels (the pod's {kind})")
+            }
             Source::Namespace(ns) => format!("the label {} of namespace {ns}", labels::QUEUE_LABEL),
         }
     }
@@ -136,13 +140,7 @@ impl Membership {
         });
         let queue = labels::queue_of(labels_map, annotations).map(|name| Named {
             name: name.to_owned(),
-            source: source_of(
-                name,
-                labels_map,
-                annotations,
-                &[labels::QUEUE_LABEL, labels::VOLCANO_QUEUE_NAME_LABEL],
-                &[labels::VOLCANO_QUEUE_NAME_ANNOTATION],
-            ),
+            source: queue_source(name, labels_map, annotations),
         });
         match (group, queue) {
             (None, None) => {
@@ -160,12 +158,12 @@ impl Membership {
                 }
             }
             (None, Some(queue)) => Ok(Membership {
-                group: controller_job(pod)
-                    .map(|job| Named {
+                group: controller_workload(pod).or_else(|| {
+                    controller_job(pod).map(|job| Named {
                         name: job.to_owned(),
                         source: Source::JobOwner,
                     })
-                    .or_else(|| controller_workload(pod)),
+                }),
                 queue: Some(queue),
             }),
             (group, queue) => Ok(Membership { group, queue }),
@@ -175,6 +173,21 @@ impl Membership {
     pub fn is_empty(&self) -> bool {
         self.group.is_none() && self.queue.is_none()
     }
+}
+
+/// The key that named the queue `name` ([`labels::queue_of`]).
+pub fn queue_source(
+    name: &str,
+    labels_map: Option<&BTreeMap<String, String>>,
+    annotations: Option<&BTreeMap<String, String>>,
+) -> Source {
+    source_of(
+        name,
+        labels_map,
+        annotations,
+        &[labels::QUEUE_LABEL, labels::VOLCANO_QUEUE_NAME_LABEL],
+        &[labels::VOLCANO_QUEUE_NAME_ANNOTATION],
+    )
 }
 
 /// The first key, in precedence order, holding `value`: the one `pod_group_of`/`queue_of`
@@ -213,20 +226,13 @@ fn controller_job(pod: &Pod) -> Option<&str> {
         .filter(|name| !name.is_empty())
 }
 
-/// The workload that controls the pod, as its group, if its kind is one Gangplank groups by.
+/// The workload the pod belongs to ([`workloads::of`]), as its group.
 fn controller_workload(pod: &Pod) -> Option<Named> {
-    let owner = pod
-        .metadata
-        .owner_references
-        .iter()
-        .flatten()
-        .find(|o| o.controller == Some(true))?;
-    let kind = workloads::kind_of(&owner.api_version, &owner.kind)?;
+    let owner = workloads::of(&pod.metadata)?;
     Some(Named {
-        name: owner.name.clone(),
-        source: Source::WorkloadOwner(kind.kind),
+        name: owner.name,
+        source: Source::WorkloadOwner(owner.kind.kind),
     })
-    .filter(|n| !n.name.is_empty())
 }
 
 /// `POST /webhooks/mutate/pods`.

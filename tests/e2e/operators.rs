@@ -16,8 +16,8 @@ use kube::api::{
 use serde_json::json;
 
 use crate::support::{
-    Cluster, TestNamespace, bound_with_prefix, eventually, fill_one_node, holds_for, managed_pod,
-    pod, pod_group, pod_group_in_phase,
+    Cluster, bound_with_prefix, eventually, fill_one_node, holds_for, managed_pod, pod, pod_group,
+    pod_group_in_phase,
 };
 
 /// A pod as an operator in scheduler-plugins mode makes it: only the coscheduling label names
@@ -325,6 +325,39 @@ fn ray_cluster(name: &str, workers: u32, cpu: u32, gang: bool) -> DynamicObject 
     .unwrap()
 }
 
+/// An MPIJob (kubeflow.org/v2beta1) of one launcher and `workers` workers, each asking for
+/// `cpu` CPUs.
+fn mpi_job(name: &str, workers: u32, cpu: u32) -> DynamicObject {
+    let replica = |replicas: u32, container: &str| {
+        json!({"replicas": replicas, "template": {"spec": {
+            "containers": [{"name": container, "image": "mpioperator/openmpi",
+                "resources": {"requests": {"cpu": cpu.to_string()}}}]}}})
+    };
+    serde_json::from_value(json!({
+        "apiVersion": "kubeflow.org/v2beta1", "kind": "MPIJob", "metadata": {"name": name},
+        "spec": {"slotsPerWorker": 1, "mpiReplicaSpecs": {
+            "Launcher": replica(1, "launcher"), "Worker": replica(workers, "worker")}}
+    }))
+    .unwrap()
+}
+
+/// A JobSet of a leader Job of one pod and a workers Job of `workers` pods, each asking for
+/// `cpu` CPUs.
+fn jobset(name: &str, workers: u32, cpu: u32) -> DynamicObject {
+    let job = |name: &str, pods: u32| {
+        json!({"name": name, "replicas": 1, "template": {"spec": {
+            "parallelism": pods, "completions": pods, "backoffLimit": 0,
+            "template": {"spec": {"restartPolicy": "Never",
+                "containers": [{"name": name, "image": "busybox",
+                    "resources": {"requests": {"cpu": cpu.to_string()}}}]}}}}})
+    };
+    serde_json::from_value(json!({
+        "apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet", "metadata": {"name": name},
+        "spec": {"replicatedJobs": [job("leader", 1), job("workers", workers)]}
+    }))
+    .unwrap()
+}
+
 /// How an operator asks for a gang: the dialect of PodGroup it writes.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Dialect {
@@ -368,9 +401,18 @@ async fn pods_with_prefix(pods: &Api<Pod>, prefix: &str) -> usize {
         .count()
 }
 
+/// Where an operator test runs.
+enum Place {
+    /// The namespace of that name, where e2e/up runs the operator in the test's mode (and in no
+    /// other namespace).
+    Operators(&'static str),
+    /// A new namespace named from that prefix (the operator serves every namespace).
+    Fresh(&'static str),
+}
+
 /// The story every operator row of the README's table tells: the workload `workload` (of
 /// `kind`), whose four pods (names starting with `prefix`) each take a whole node, is created
-/// in namespace `ns` while one node is full, by an operator in `mode`. Its PodGroup (in the
+/// in the namespace of `place` while one node is full, by `operator` (which e2e/up must run) in `mode`. Its PodGroup (in the
 /// mode's dialect; with no gang flag, the workload itself) becomes a Gangplank gang of four in
 /// the queue `default`; none of its pods binds while only three nodes are free (when the
 /// operator waits for a Volcano PodGroup's phase, none is even created), the Volcano PodGroup
@@ -378,13 +420,19 @@ async fn pods_with_prefix(pods: &Api<Pod>, prefix: &str) -> usize {
 /// scheduler name the operator set, and a Volcano PodGroup is Running; deleting the workload
 /// deletes its PodGroups.
 async fn waits_whole_then_runs_whole(
-    cluster: &Cluster,
-    ns: TestNamespace,
+    operator: &str,
+    place: Place,
     mode: Mode<'_>,
     (group, version, kind): (&str, &str, &str),
     workload: DynamicObject,
     prefix: &str,
 ) {
+    let cluster = &Cluster::connect().await;
+    operator_runs(cluster, operator);
+    let ns = match place {
+        Place::Operators(name) => cluster.namespace_named(name.into()).await,
+        Place::Fresh(prefix) => cluster.namespace(prefix).await,
+    };
     let dialect = mode.dialect;
     if mode.namespace_queue {
         default_queue(cluster, &ns.name, "default").await;
@@ -481,13 +529,9 @@ async fn waits_whole_then_runs_whole(
 #[ignore = "needs the local control plane: run e2e/test"]
 async fn a_pytorch_job_of_training_operator_in_scheduler_plugins_mode_waits_whole_then_runs_whole()
 {
-    let cluster = Cluster::connect().await;
-    operator_runs(&cluster, "training-operator");
-    // e2e/up runs the operator in this mode for this namespace only.
-    let ns = cluster.namespace_named("training-operator".into()).await;
     waits_whole_then_runs_whole(
-        &cluster,
-        ns,
+        "training-operator",
+        Place::Operators("training-operator"),
         Mode {
             dialect: Dialect::SchedulerPlugins,
             scheduler: "scheduler-plugins-scheduler",
@@ -504,15 +548,9 @@ async fn a_pytorch_job_of_training_operator_in_scheduler_plugins_mode_waits_whol
 #[tokio::test]
 #[ignore = "needs the local control plane: run e2e/test"]
 async fn a_pytorch_job_of_training_operator_in_volcano_mode_waits_uncreated_then_runs_whole() {
-    let cluster = Cluster::connect().await;
-    operator_runs(&cluster, "training-operator");
-    // e2e/up runs the operator in this mode for this namespace only.
-    let ns = cluster
-        .namespace_named("training-operator-volcano".into())
-        .await;
     waits_whole_then_runs_whole(
-        &cluster,
-        ns,
+        "training-operator",
+        Place::Operators("training-operator-volcano"),
         Mode {
             dialect: Dialect::Volcano { waits: true },
             scheduler: "volcano",
@@ -529,13 +567,9 @@ async fn a_pytorch_job_of_training_operator_in_volcano_mode_waits_uncreated_then
 #[tokio::test]
 #[ignore = "needs the local control plane: run e2e/test"]
 async fn a_ray_cluster_of_kuberay_in_scheduler_plugins_mode_waits_whole_then_runs_whole() {
-    let cluster = Cluster::connect().await;
-    operator_runs(&cluster, "kuberay");
-    // e2e/up runs the operator in this mode for this namespace and kuberay-plain only.
-    let ns = cluster.namespace_named("kuberay".into()).await;
     waits_whole_then_runs_whole(
-        &cluster,
-        ns,
+        "kuberay",
+        Place::Operators("kuberay"),
         Mode {
             dialect: Dialect::SchedulerPlugins,
             scheduler: "scheduler-plugins-scheduler",
@@ -552,13 +586,9 @@ async fn a_ray_cluster_of_kuberay_in_scheduler_plugins_mode_waits_whole_then_run
 #[tokio::test]
 #[ignore = "needs the local control plane: run e2e/test"]
 async fn a_ray_cluster_without_kuberay_s_gang_label_is_one_gang_all_the_same() {
-    let cluster = Cluster::connect().await;
-    operator_runs(&cluster, "kuberay");
-    // e2e/up runs the operator in this mode for this namespace and kuberay only.
-    let ns = cluster.namespace_named("kuberay-plain".into()).await;
     waits_whole_then_runs_whole(
-        &cluster,
-        ns,
+        "kuberay",
+        Place::Operators("kuberay-plain"),
         Mode {
             dialect: Dialect::Plain,
             // KubeRay names its batch scheduler on every RayCluster's pods, gang label or not.
@@ -576,15 +606,9 @@ async fn a_ray_cluster_without_kuberay_s_gang_label_is_one_gang_all_the_same() {
 #[tokio::test]
 #[ignore = "needs the local control plane: run e2e/test"]
 async fn a_pytorch_job_of_training_operator_without_a_gang_flag_is_one_gang_all_the_same() {
-    let cluster = Cluster::connect().await;
-    operator_runs(&cluster, "training-operator");
-    // e2e/up runs the operator without a gang flag for this namespace only.
-    let ns = cluster
-        .namespace_named("training-operator-plain".into())
-        .await;
     waits_whole_then_runs_whole(
-        &cluster,
-        ns,
+        "training-operator",
+        Place::Operators("training-operator-plain"),
         Mode {
             dialect: Dialect::Plain,
             scheduler: "default-scheduler",
@@ -602,16 +626,12 @@ async fn a_pytorch_job_of_training_operator_without_a_gang_flag_is_one_gang_all_
 #[ignore = "needs the local control plane: run e2e/test"]
 async fn a_ray_cluster_of_kuberay_in_volcano_mode_in_the_queue_of_its_label_waits_whole_then_runs_whole()
  {
-    let cluster = Cluster::connect().await;
-    operator_runs(&cluster, "kuberay");
-    // e2e/up runs the operator in this mode for this namespace only.
-    let ns = cluster.namespace_named("kuberay-volcano".into()).await;
     let mut ray = ray_cluster("ray", 3, 32, false);
     ray.metadata.labels =
         Some([(labels::VOLCANO_QUEUE_NAME_LABEL.into(), "default".into())].into());
     waits_whole_then_runs_whole(
-        &cluster,
-        ns,
+        "kuberay",
+        Place::Operators("kuberay-volcano"),
         Mode {
             dialect: Dialect::Volcano { waits: false },
             scheduler: "volcano",
@@ -621,6 +641,84 @@ async fn a_ray_cluster_of_kuberay_in_volcano_mode_in_the_queue_of_its_label_wait
         ("ray.io", "v1", "RayCluster"),
         ray,
         "ray-",
+    )
+    .await;
+}
+
+#[tokio::test]
+#[ignore = "needs the local control plane: run e2e/test"]
+async fn an_mpi_job_in_scheduler_plugins_mode_waits_whole_then_runs_whole_launcher_included() {
+    waits_whole_then_runs_whole(
+        "mpi-operator",
+        Place::Operators("mpi-operator"),
+        Mode {
+            dialect: Dialect::SchedulerPlugins,
+            scheduler: "scheduler-plugins-scheduler",
+            group: None,
+            namespace_queue: true,
+        },
+        ("kubeflow.org", "v2beta1", "MPIJob"),
+        mpi_job("train", 3, 32),
+        "train-",
+    )
+    .await;
+}
+
+#[tokio::test]
+#[ignore = "needs the local control plane: run e2e/test"]
+async fn an_mpi_job_in_volcano_mode_waits_whole_then_runs_whole_launcher_included() {
+    waits_whole_then_runs_whole(
+        "mpi-operator",
+        Place::Operators("mpi-operator-volcano"),
+        Mode {
+            dialect: Dialect::Volcano { waits: false },
+            scheduler: "volcano",
+            group: None,
+            namespace_queue: true,
+        },
+        ("kubeflow.org", "v2beta1", "MPIJob"),
+        mpi_job("train", 3, 32),
+        "train-",
+    )
+    .await;
+}
+
+#[tokio::test]
+#[ignore = "needs the local control plane: run e2e/test"]
+async fn an_mpi_job_without_a_gang_flag_is_one_gang_of_its_launcher_job_and_its_workers() {
+    waits_whole_then_runs_whole(
+        "mpi-operator",
+        Place::Operators("mpi-operator-plain"),
+        Mode {
+            dialect: Dialect::Plain,
+            scheduler: "default-scheduler",
+            group: None,
+            namespace_queue: true,
+        },
+        ("kubeflow.org", "v2beta1", "MPIJob"),
+        mpi_job("train", 3, 32),
+        "train-",
+    )
+    .await;
+}
+
+#[tokio::test]
+#[ignore = "needs the local control plane: run e2e/test"]
+async fn a_jobset_labelled_with_a_queue_is_one_gang_of_all_its_jobs_in_that_queue() {
+    let mut jobset = jobset("train", 3, 32);
+    jobset.metadata.labels = Some([(labels::QUEUE_LABEL.into(), "default".into())].into());
+    waits_whole_then_runs_whole(
+        "jobset",
+        Place::Fresh("jobset"),
+        Mode {
+            dialect: Dialect::Plain,
+            scheduler: "default-scheduler",
+            group: None,
+            namespace_queue: false,
+        },
+        ("jobset.x-k8s.io", "v1alpha2", "JobSet"),
+        jobset,
+        "train-",
     )
     .await;
 }

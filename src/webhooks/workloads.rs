@@ -1,0 +1,74 @@
+//! Workloads of the kinds Gangplank groups by (`crate::api::workloads`: Kubeflow's training
+//! jobs and MPIJob, KubeRay's RayCluster, JobSet) that name a queue: their pod templates get
+//! that queue, so that their pods come to the pod webhook and join the workload's group even in
+//! a namespace without a default queue. Their operators copy a template's labels onto the pods
+//! they make from it, but not the workload's own labels.
+//!
+//! **Mutation** (CREATE; the operators make pods from the templates as they are later): a
+//! workload naming its queue like a Job does ([`labels::queue_of`] on its metadata) gets, on
+//! each pod template of its kind ([`workloads::Kind::templates`]), the label
+//! `scheduling.gangplank.dev/queue: <queue>`, unless the template names a group or a queue
+//! already (the user decided). Refused: a queue name that cannot name a Queue, and a queue that
+//! does not exist or is Closed, each naming the workload's field.
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::api::DynamicObject;
+use kube::core::admission::{AdmissionRequest, Operation};
+use serde_json::json;
+
+use super::patch::Patcher;
+use super::queues::check_open;
+use super::review::{Denial, Verdict};
+use super::{Webhooks, name_problem, queue_field};
+use crate::api::{labels, workloads};
+
+/// `POST /webhooks/mutate/workloads`.
+pub fn mutate(w: &Webhooks, request: &AdmissionRequest<DynamicObject>) -> Result<Verdict, Denial> {
+    if request.operation != Operation::Create {
+        return Ok(Verdict::allow());
+    }
+    let object = request.object.as_ref().expect("checked when decoded");
+    let gvk = &request.kind;
+    let api_version = format!("{}/{}", gvk.group, gvk.version);
+    let Some(kind) = workloads::kind_of(&api_version, &gvk.kind) else {
+        return Ok(Verdict::allow());
+    };
+    let meta = &object.metadata;
+    let Some(queue) = labels::queue_of(meta.labels.as_ref(), meta.annotations.as_ref()) else {
+        return Ok(Verdict::allow());
+    };
+    let field = queue_field(meta);
+    if let Some(problem) = name_problem(queue) {
+        return Err(Denial::invalid(field, problem));
+    }
+    check_open(w.lookup(), queue, &field)?;
+
+    let mut patch = Patcher::new(object);
+    for template in kind.templates(patch.doc()) {
+        let at = |tail: &[&'static str]| -> Vec<String> {
+            template
+                .iter()
+                .cloned()
+                .chain(tail.iter().map(|k| (*k).to_owned()))
+                .collect()
+        };
+        let path = at(&["metadata"]);
+        let path: Vec<&str> = path.iter().map(String::as_str).collect();
+        let template_meta: ObjectMeta = patch
+            .get(&path)
+            .and_then(|m| serde_json::from_value(m.clone()).ok())
+            .unwrap_or_default();
+        let (template_labels, template_annotations) = (
+            template_meta.labels.as_ref(),
+            template_meta.annotations.as_ref(),
+        );
+        let decided = labels::pod_group_of(template_labels, template_annotations).is_some()
+            || labels::queue_of(template_labels, template_annotations).is_some();
+        if !decided {
+            let path = at(&["metadata", "labels", labels::QUEUE_LABEL]);
+            let path: Vec<&str> = path.iter().map(String::as_str).collect();
+            patch.set(&path, json!(queue));
+        }
+    }
+    Ok(Verdict::patch(patch.into_patch()))
+}
