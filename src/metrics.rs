@@ -70,7 +70,7 @@ pub const QUEUE_WAITING_GROUPS: &str = "gangplank_queue_waiting_groups";
 pub const BUILD_INFO: &str = "gangplank_build_info";
 /// Counter: status writes by the controller, by `kind` (`podgroup`, `queue`) and `outcome`.
 pub const CONTROLLER_STATUS_WRITES_TOTAL: &str = "gangplank_controller_status_writes_total";
-/// Counter: PodGroups the controller created, by `source` (`job`, `pods`) and `outcome`.
+/// Counter: PodGroups the controller created, by `source` and `outcome`.
 pub const CONTROLLER_POD_GROUPS_CREATED_TOTAL: &str =
     "gangplank_controller_pod_groups_created_total";
 /// Counter: Events the controller emitted, by `outcome`.
@@ -301,7 +301,7 @@ pub const CATALOGUE: &[Doc] = &[
         name: CONTROLLER_POD_GROUPS_CREATED_TOTAL,
         kind: Kind::Counter,
         labels: &["source", "outcome"],
-        help: "PodGroups the controller created, by source (job: for a Job that names a queue; scheduler-plugins: for a scheduling.x-k8s.io PodGroup; pods: for pods that name a missing group and carry the min-member annotation) and outcome (ok; exists: someone created it first; error).",
+        help: "PodGroups the controller created, by source (job: for a Job that names a queue; scheduler-plugins: for a scheduling.x-k8s.io PodGroup; volcano: for a scheduling.volcano.sh PodGroup; workload-api: for a scheduling.k8s.io PodGroup; workload: for a Kubeflow job, MPIJob, RayCluster or JobSet whose operator has no gang flag; pods: for pods that name a missing group and carry the min-member annotation) and outcome (ok; exists: someone created it first; error).",
     },
     Doc {
         name: CONTROLLER_EVENTS_TOTAL,

@@ -228,6 +228,8 @@ fn cluster_role_grants_exactly_what_gangplank_calls() {
         ("scheduling.volcano.sh", "podgroups", "watch"),
         ("scheduling.volcano.sh", "podgroups", "patch"),
         ("scheduling.volcano.sh", "podgroups/status", "patch"),
+        ("scheduling.k8s.io", "podgroups", "list"),
+        ("scheduling.k8s.io", "podgroups", "watch"),
         ("events.k8s.io", "events", "create"),
     ]
     .into();

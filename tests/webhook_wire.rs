@@ -458,6 +458,20 @@ async fn volcano_annotations_become_our_labels() {
 }
 
 #[tokio::test]
+async fn a_pod_naming_a_kubernetes_pod_group_in_its_scheduling_group_joins_that_group() {
+    let mut pod = a_pod(json!({}));
+    pod["metadata"]["namespace"] = json!("team");
+    pod["spec"]["schedulingGroup"] = json!({"podGroupName": "train"});
+    let mut review = create("pods", pod);
+    review["request"]["namespace"] = json!("team");
+    let answer = post(router(), MUTATE_PODS, &review).await;
+    assert_eq!(
+        patch(&answer)[0],
+        json!({"op": "add", "path": "/metadata/labels/scheduling.gangplank.dev~1pod-group", "value": "train"})
+    );
+}
+
+#[tokio::test]
 async fn a_volcano_group_name_that_cannot_name_a_pod_group_is_refused() {
     let mut pod = a_pod(json!({}));
     pod["metadata"]["annotations"] = json!({"scheduling.k8s.io/group-name": "Spark_App"});

@@ -1,7 +1,8 @@
 //! Reflector stores of API objects as the API shows them, shared by the controller and the
 //! webhooks: Jobs, PodGroups, Queues, the Namespaces that carry a default queue label
-//! (metadata only), and scheduler-plugins' and Volcano's PodGroups (each watched only while its
-//! CRD is installed, and not needed for the controller to act). One watch per kind for the whole
+//! (metadata only), and scheduler-plugins', Volcano's and Kubernetes' own
+//! (`scheduling.k8s.io/v1alpha2`) PodGroups (each watched only while its API is served, and not
+//! needed for the controller to act). One watch per kind for the whole
 //! process.
 //!
 //! The cluster cache keeps only what scheduling needs (a PodGroup's spec, no status, no
@@ -42,6 +43,7 @@ use crate::api::volcano::VolcanoPodGroup;
 use crate::api::{PodGroup, Queue, labels};
 use crate::cache::watch::{Relay, relisting};
 use crate::cache::{Change, Changes, Watched};
+use k8s_openapi::api::scheduling::v1alpha2::PodGroup as UpstreamPodGroup;
 
 pub struct Stores {
     pub jobs: Store<Job>,
@@ -53,8 +55,10 @@ pub struct Stores {
     pub scheduler_plugins_pod_groups: Store<SchedulerPluginsPodGroup>,
     /// Volcano's PodGroups, watched while their CRD is installed.
     pub volcano_pod_groups: Store<VolcanoPodGroup>,
+    /// Kubernetes' `scheduling.k8s.io/v1alpha2` PodGroups, watched while that API is served.
+    pub upstream_pod_groups: Store<UpstreamPodGroup>,
     changed: Notify,
-    synced: [AtomicBool; 6],
+    synced: [AtomicBool; 7],
     /// The cluster model, for the node capacity the Queue webhook checks guarantees against.
     pub cache: crate::cache::Cache,
 }
@@ -67,6 +71,7 @@ pub struct Writers {
     namespaces: Writer<PartialObjectMeta<Namespace>>,
     scheduler_plugins_pod_groups: Writer<SchedulerPluginsPodGroup>,
     volcano_pod_groups: Writer<VolcanoPodGroup>,
+    upstream_pod_groups: Writer<UpstreamPodGroup>,
 }
 
 /// The kinds the stores hold, for [`Stores::synced`].
@@ -80,6 +85,8 @@ pub enum Kind {
     SchedulerPluginsPodGroups = 4,
     /// Optional: not part of [`Stores::is_synced`].
     VolcanoPodGroups = 5,
+    /// Optional: not part of [`Stores::is_synced`].
+    UpstreamPodGroups = 6,
 }
 
 /// The kinds the controller needs listed before it acts.
@@ -96,6 +103,7 @@ impl Stores {
         let (namespaces, namespaces_writer) = reflector::store();
         let (scheduler_plugins_pod_groups, scheduler_plugins_writer) = reflector::store();
         let (volcano_pod_groups, volcano_writer) = reflector::store();
+        let (upstream_pod_groups, upstream_writer) = reflector::store();
         let stores = Arc::new(Stores {
             jobs,
             pod_groups,
@@ -103,6 +111,7 @@ impl Stores {
             namespaces,
             scheduler_plugins_pod_groups,
             volcano_pod_groups,
+            upstream_pod_groups,
             changed: Notify::new(),
             synced: Default::default(),
             cache,
@@ -114,6 +123,7 @@ impl Stores {
             namespaces: namespaces_writer,
             scheduler_plugins_pod_groups: scheduler_plugins_writer,
             volcano_pod_groups: volcano_writer,
+            upstream_pod_groups: upstream_writer,
         };
         (stores, writers)
     }
@@ -123,8 +133,8 @@ impl Stores {
         self.changed.notified().await;
     }
 
-    /// Every required kind is synced (see [`Stores::synced`]); scheduler-plugins' and
-    /// Volcano's PodGroups are optional: their CRDs may not be installed.
+    /// Every required kind is synced (see [`Stores::synced`]); the other schedulers' PodGroups
+    /// are optional: their APIs may not be served.
     pub fn is_synced(&self) -> bool {
         REQUIRED.iter().all(|kind| self.synced(*kind))
     }
@@ -145,8 +155,8 @@ impl Stores {
             .collect()
     }
 
-    /// Watches the five kinds cluster-wide until `shutdown` (scheduler-plugins' PodGroups only
-    /// while their CRD is installed, [`Stores::reflect_optional`]), and mirrors the PodGroups and
+    /// Watches the seven kinds cluster-wide until `shutdown` (the other schedulers' PodGroups
+    /// only while their API is served, [`Stores::reflect_optional`]), and mirrors the PodGroups and
     /// Queues it sees into the cache's mirror (`changes`) from the same watches (the cache
     /// watches nodes and pods itself, [`crate::cache::watch::run`]): one watch per kind for
     /// the whole process.
@@ -162,7 +172,8 @@ impl Stores {
         let queues = Api::<Queue>::all(client.clone());
         let namespaces = Api::<PartialObjectMeta<Namespace>>::all(client.clone());
         let scheduler_plugins = Api::<SchedulerPluginsPodGroup>::all(client.clone());
-        let volcano = Api::<VolcanoPodGroup>::all(client);
+        let volcano = Api::<VolcanoPodGroup>::all(client.clone());
+        let upstream = Api::<UpstreamPodGroup>::all(client);
         let all = watcher::Config::default;
         let mut pod_group_relay = Relay::<PodGroup>::new(changes.clone());
         let mut queue_relay = Relay::<Queue>::new(changes.clone());
@@ -221,6 +232,13 @@ impl Stores {
                 Kind::VolcanoPodGroups,
                 writers.volcano_pod_groups,
                 volcano,
+                &shutdown,
+            ),
+            self.reflect_optional(
+                "scheduling.k8s.io podgroups",
+                Kind::UpstreamPodGroups,
+                writers.upstream_pod_groups,
+                upstream,
                 &shutdown,
             ),
         );

@@ -1,5 +1,5 @@
 //! Other schedulers' PodGroups get a Gangplank PodGroup: which one, and when to leave things
-//! alone. Two dialects, read into one [`Foreign`] view:
+//! alone. Three dialects, read into one [`Foreign`] view:
 //! - scheduler-plugins' (`scheduling.x-k8s.io/v1alpha1`): operators in that mode (Kubeflow's
 //!   training-operator with a `--gang-scheduler-name` other than `volcano`, KubeRay with
 //!   `--batch-scheduler=scheduler-plugins`) create it and label their pods
@@ -8,9 +8,13 @@
 //!   their pods `scheduling.k8s.io/group-name: <name>`, and some (the training-operator) create
 //!   the pods only once its `status.phase` leaves `Pending`. Its Gangplank PodGroup is admitted
 //!   ahead of its members on `minResources` (`gangplank_core::model::Ahead`), and
-//!   [`volcano_status`] is the status Gangplank writes back.
+//!   [`volcano_status`] is the status Gangplank writes back;
+//! - Kubernetes' own (`scheduling.k8s.io/v1alpha2`, served with the `GenericWorkload` feature
+//!   gate): its pods name it in `spec.schedulingGroup.podGroupName`, and its
+//!   `spec.schedulingPolicy.gang.minCount` is the gang size (a `basic` policy: 1). The scheduler
+//!   writes its status.
 //!
-//! The pod webhook already reads both pod keys as the group's name. So Gangplank creates its
+//! The pod webhook already reads every dialect's pod key as the group's name. So Gangplank creates its
 //! own PodGroup of the same name, in the same namespace, owned by the source (`controller:
 //! true`, so the garbage collector deletes it with its source), with:
 //! - `minMember` = the source's `minMember` (1 when absent or below 1);
@@ -25,6 +29,7 @@
 //! copied. A Gangplank PodGroup of that name that the source does not own is the user's: its
 //! pods join it, and the source gets a Warning event saying so.
 
+use k8s_openapi::api::scheduling::v1alpha2::PodGroup as UpstreamPodGroup;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 
 use super::jobs::{Plan, made};
@@ -33,6 +38,10 @@ use crate::api::volcano::{self, VolcanoPodGroup, VolcanoPodGroupStatus};
 use crate::api::{PodGroup, PodGroupPhase, PodGroupSpec, PodGroupStatus, ResourceList, labels};
 
 const SCHEDULER_PLUGINS: &str = "scheduling.x-k8s.io/v1alpha1";
+const UPSTREAM: &str = "scheduling.k8s.io/v1alpha2";
+
+/// The `minResources` of a dialect that has none.
+static NO_RESOURCES: ResourceList = ResourceList::new();
 
 /// What Gangplank reads of another scheduler's PodGroup.
 #[derive(Debug, Clone, Copy)]
@@ -72,6 +81,24 @@ impl<'a> From<&'a VolcanoPodGroup> for Foreign<'a> {
                 .queue
                 .as_deref()
                 .filter(|q| !q.is_empty() && *q != labels::DEFAULT_QUEUE),
+        }
+    }
+}
+
+impl<'a> From<&'a UpstreamPodGroup> for Foreign<'a> {
+    fn from(source: &'a UpstreamPodGroup) -> Self {
+        Foreign {
+            meta: &source.metadata,
+            api_version: UPSTREAM,
+            min_member: source
+                .spec
+                .scheduling_policy
+                .gang
+                .as_ref()
+                .map(|g| g.min_count),
+            min_resources: &NO_RESOURCES,
+            schedule_timeout_seconds: None,
+            queue: None,
         }
     }
 }
@@ -125,7 +152,7 @@ pub fn owner(group: &PodGroup) -> Option<&OwnerReference> {
     group.metadata.owner_references.iter().flatten().find(|o| {
         o.controller == Some(true)
             && o.kind == "PodGroup"
-            && (o.api_version == SCHEDULER_PLUGINS || o.api_version == volcano::API_VERSION)
+            && [SCHEDULER_PLUGINS, volcano::API_VERSION, UPSTREAM].contains(&o.api_version.as_str())
     })
 }
 
@@ -233,6 +260,28 @@ mod tests {
             note,
             "minMember 4 from scheduling.x-k8s.io PodGroup ml/train; queue research (named on it)"
         );
+    }
+
+    #[test]
+    fn a_kubernetes_pod_group_is_a_gang_of_its_min_count_and_a_basic_one_a_gang_of_one() {
+        let upstream = |policy: serde_json::Value| -> UpstreamPodGroup {
+            serde_json::from_value(json!({"apiVersion": UPSTREAM, "kind": "PodGroup",
+                "metadata": {"name": "train", "namespace": "ml", "uid": "pg-uid"},
+                "spec": {"schedulingPolicy": policy}}))
+            .unwrap()
+        };
+        let gang = upstream(json!({"gang": {"minCount": 4}}));
+        let (group, note) = created(plan((&gang).into(), None, Some("team")));
+        assert_eq!(group.spec.min_member, 4);
+        assert_eq!(group.spec.queue.as_deref(), Some("team"));
+        assert_eq!(owner(&group).unwrap().api_version, UPSTREAM);
+        assert!(
+            note.starts_with("minMember 4 from scheduling.k8s.io PodGroup ml/train"),
+            "{note}"
+        );
+        let basic = upstream(json!({"basic": {}}));
+        let (group, _) = created(plan((&basic).into(), None, None));
+        assert_eq!(group.spec.min_member, 1);
     }
 
     #[test]

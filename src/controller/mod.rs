@@ -113,7 +113,14 @@ pub fn register_metrics() {
                 .absolute(0);
         }
     }
-    for source in ["job", "scheduler-plugins", "volcano", "workload", "pods"] {
+    for source in [
+        "job",
+        "scheduler-plugins",
+        "volcano",
+        "workload-api",
+        "workload",
+        "pods",
+    ] {
         for outcome in ["ok", "exists", "error"] {
             ::metrics::counter!(metrics::CONTROLLER_POD_GROUPS_CREATED_TOTAL, "source" => source, "outcome" => outcome)
                 .absolute(0);
@@ -375,7 +382,7 @@ impl Controller {
         (creations, groups)
     }
 
-    /// PodGroups to create for scheduler-plugins' and Volcano's PodGroups, and Conflict
+    /// PodGroups to create for the other schedulers' PodGroups, and Conflict
     /// events; adds the groups they account for to `sourced`.
     fn foreign_pod_groups(
         &self,
@@ -385,6 +392,7 @@ impl Controller {
         let mut creations = Vec::new();
         let scheduler_plugins = self.stores.scheduler_plugins_pod_groups.state();
         let volcano = self.stores.volcano_pod_groups.state();
+        let upstream = self.stores.upstream_pod_groups.state();
         let sources = (scheduler_plugins.iter())
             .map(|s| {
                 (
@@ -398,6 +406,13 @@ impl Controller {
                     Foreign::from(s.as_ref()),
                     events::reference(s.as_ref()),
                     "volcano",
+                )
+            }))
+            .chain(upstream.iter().map(|s| {
+                (
+                    Foreign::from(s.as_ref()),
+                    events::reference(s.as_ref()),
+                    "workload-api",
                 )
             }));
         for (source, regarding, dialect) in sources {

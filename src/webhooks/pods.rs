@@ -3,7 +3,8 @@
 //! pod (a second, validating call would cost every managed pod another round trip).
 //!
 //! **Which pods are Gangplank's.** A pod belongs to a group when it names one
-//! ([`labels::pod_group_of`]: our label, scheduler-plugins' label, Volcano's annotation), and
+//! ([`labels::pod_group_of`]: our label, scheduler-plugins' label, Volcano's annotation; else
+//! Kubernetes' `spec.schedulingGroup.podGroupName`), and
 //! to a queue when it names one ([`labels::queue_of`]) or, naming neither, when its namespace
 //! carries a default queue (label `scheduling.gangplank.dev/queue` on the Namespace). A pod
 //! with neither is not Gangplank's and is admitted untouched.
@@ -89,6 +90,8 @@ pub enum Source {
     WorkloadOwner(&'static str),
     /// The pod's namespace's default queue.
     Namespace(String),
+    /// Kubernetes' own reference to the pod's PodGroup (`scheduling.k8s.io`).
+    SchedulingGroup,
 }
 
 impl Source {
@@ -102,6 +105,7 @@ impl Source {
                 format!("metadata.ownerReferences or labels (the pod's {kind})")
             }
             Source::Namespace(ns) => format!("the label {} of namespace {ns}", labels::QUEUE_LABEL),
+            Source::SchedulingGroup => "spec.schedulingGroup.podGroupName".to_owned(),
         }
     }
 }
@@ -125,19 +129,21 @@ impl Membership {
     pub fn of(pod: &Pod, namespace: &str, namespaces: &dyn NamespaceLookup) -> Lookup<Self> {
         let meta = &pod.metadata;
         let (labels_map, annotations) = (meta.labels.as_ref(), meta.annotations.as_ref());
-        let group = labels::pod_group_of(labels_map, annotations).map(|name| Named {
-            name: name.to_owned(),
-            source: source_of(
-                name,
-                labels_map,
-                annotations,
-                &[
-                    labels::POD_GROUP_LABEL,
-                    labels::SCHEDULER_PLUGINS_POD_GROUP_LABEL,
-                ],
-                &[labels::VOLCANO_GROUP_NAME_ANNOTATION],
-            ),
-        });
+        let group = labels::pod_group_of(labels_map, annotations)
+            .map(|name| Named {
+                name: name.to_owned(),
+                source: source_of(
+                    name,
+                    labels_map,
+                    annotations,
+                    &[
+                        labels::POD_GROUP_LABEL,
+                        labels::SCHEDULER_PLUGINS_POD_GROUP_LABEL,
+                    ],
+                    &[labels::VOLCANO_GROUP_NAME_ANNOTATION],
+                ),
+            })
+            .or_else(|| scheduling_group(pod));
         let queue = labels::queue_of(labels_map, annotations).map(|name| Named {
             name: name.to_owned(),
             source: queue_source(name, labels_map, annotations),
@@ -213,6 +219,16 @@ fn source_of(
                 .map(|key| Source::Annotation(key))
         })
         .unwrap_or(Source::Label(label_keys[0]))
+}
+
+/// The `scheduling.k8s.io` PodGroup the pod names in `spec.schedulingGroup`, if any.
+fn scheduling_group(pod: &Pod) -> Option<Named> {
+    let spec = pod.spec.as_ref()?.scheduling_group.as_ref()?;
+    let name = spec.pod_group_name.as_deref().filter(|n| !n.is_empty())?;
+    Some(Named {
+        name: name.to_owned(),
+        source: Source::SchedulingGroup,
+    })
 }
 
 /// The name of the batch/v1 Job that controls the pod, if one does.

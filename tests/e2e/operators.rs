@@ -722,3 +722,91 @@ async fn a_jobset_labelled_with_a_queue_is_one_gang_of_all_its_jobs_in_that_queu
     )
     .await;
 }
+
+#[tokio::test]
+#[ignore = "needs the local control plane: run e2e/test"]
+async fn a_kubernetes_pod_group_of_the_workload_api_waits_whole_then_runs_whole() {
+    use k8s_openapi::api::scheduling::v1alpha2::PodGroup as KubernetesPodGroup;
+    let cluster = Cluster::connect().await;
+    let gates = cluster
+        .env
+        .get("GP_FEATURE_GATES")
+        .cloned()
+        .unwrap_or_default();
+    assert!(
+        gates.contains("GenericWorkload=true"),
+        "this test needs the Workload API: bring the cluster up with e2e/up --feature-gates GenericWorkload=true (e2e/test does), not {gates:?}"
+    );
+    let ns = cluster.namespace("workload-api").await;
+    default_queue(&cluster, &ns.name, "default").await;
+    let pods = ns.api::<Pod>();
+    let groups = ns.api::<PodGroup>();
+    let sources = ns.api::<KubernetesPodGroup>();
+    fill_one_node(&pods).await;
+
+    let source: KubernetesPodGroup = serde_json::from_value(json!({
+        "apiVersion": "scheduling.k8s.io/v1alpha2", "kind": "PodGroup",
+        "metadata": {"name": "train"},
+        "spec": {"schedulingPolicy": {"gang": {"minCount": 4}}}
+    }))
+    .unwrap();
+    let source = sources
+        .create(&PostParams::default(), &source)
+        .await
+        .unwrap();
+    let group = pod_group_in_phase(&groups, "train", "Pending").await;
+    assert_eq!(group.spec.min_member, 4);
+    assert_eq!(group.spec.queue.as_deref(), Some("default"));
+    let owner = &group.metadata.owner_references.as_ref().unwrap()[0];
+    assert_eq!(owner.uid.as_str(), source.metadata.uid.as_deref().unwrap());
+
+    // A whole node each, named only by spec.schedulingGroup: three nodes are free.
+    for i in 0..4 {
+        let member = pod(json!({
+            "apiVersion": "v1", "kind": "Pod", "metadata": {"name": format!("train-{i}")},
+            "spec": {"schedulingGroup": {"podGroupName": "train"},
+                "containers": [{"name": "main", "image": "busybox",
+                    "resources": {"requests": {"cpu": "32"}}}]}
+        }));
+        pods.create(&PostParams::default(), &member).await.unwrap();
+    }
+    holds_for(10, "no member of train bound", async || {
+        bound_with_prefix(&pods, "train-").await.is_empty()
+    })
+    .await;
+    pods.delete("filler", &DeleteParams::default())
+        .await
+        .unwrap();
+    eventually("all four members of train bound", 60, || async {
+        (bound_with_prefix(&pods, "train-").await.len() == 4).then_some(())
+    })
+    .await;
+
+    // Kubernetes keeps its PodGroup while pods name it; then Gangplank's goes with it.
+    for i in 0..4 {
+        pods.delete(
+            &format!("train-{i}"),
+            &DeleteParams::default().grace_period(0),
+        )
+        .await
+        .unwrap();
+    }
+    sources
+        .delete("train", &DeleteParams::background())
+        .await
+        .unwrap();
+    eventually(
+        "Gangplank's PodGroup train collected with its source",
+        60,
+        || async {
+            groups
+                .get_opt("train")
+                .await
+                .unwrap()
+                .is_none()
+                .then_some(())
+        },
+    )
+    .await;
+    ns.delete().await;
+}
