@@ -98,6 +98,14 @@ pub fn pod(pod: &core::Pod) -> Result<Pod, Error> {
     let marked = requests.amount(ResourceId::MANAGED) > 0;
     requests = on_node(requests);
     let (pod_labels, pod_annotations) = (meta.labels.as_ref(), meta.annotations.as_ref());
+    let min_member = pod_annotations
+        .and_then(|a| a.get(labels::MIN_MEMBER_ANNOTATION))
+        .and_then(|v| v.trim().parse::<u32>().ok())
+        .filter(|n| *n > 0);
+    let workload = workload_of(meta);
+    let controller = (min_member.is_some() && workload.is_none())
+        .then(|| controller_of(meta))
+        .flatten();
     Ok(Pod {
         uid,
         namespace,
@@ -128,13 +136,11 @@ pub fn pod(pod: &core::Pod) -> Result<Pod, Error> {
             .as_ref()
             .and_then(|s| s.start_time.as_ref())
             .map(|t| t.0.as_second()),
-        min_member: pod_annotations
-            .and_then(|a| a.get(labels::MIN_MEMBER_ANNOTATION))
-            .and_then(|v| v.trim().parse::<u32>().ok())
-            .filter(|n| *n > 0),
+        min_member,
         deleting: meta.deletion_timestamp.is_some(),
         marked,
-        workload: workload_of(meta),
+        workload,
+        controller,
         scheduler: pod
             .spec
             .as_ref()
@@ -154,6 +160,23 @@ fn workload_of(
         kind: owner.kind.kind.to_owned(),
         name: owner.name,
         uid: owner.uid,
+    }))
+}
+
+/// The pod's controller, as its ownerReference names it.
+fn controller_of(
+    meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
+) -> Option<std::sync::Arc<Workload>> {
+    let owner = meta
+        .owner_references
+        .iter()
+        .flatten()
+        .find(|o| o.controller == Some(true))?;
+    Some(std::sync::Arc::new(Workload {
+        api_version: owner.api_version.clone(),
+        kind: owner.kind.clone(),
+        name: owner.name.clone(),
+        uid: owner.uid.clone(),
     }))
 }
 

@@ -48,6 +48,9 @@ pub struct Asked {
     /// The workload of the group's name that the oldest member belonging to one belongs to
     /// (see `crate::api::workloads::of`).
     pub workload: Option<Arc<Workload>>,
+    /// The controller every member carrying the min-member annotation names, when they all
+    /// name the same one (`Pod::controller`).
+    pub controller: Option<Arc<Workload>>,
 }
 
 /// One group as the cache shows it.
@@ -184,6 +187,15 @@ fn oldest_first(pods: &mut [&Pod]) {
     pods.sort_by(|a, b| (a.created, &a.name).cmp(&(b.created, &b.name)));
 }
 
+/// The controller all `pods` that ask by annotation name, if they name the same one.
+fn common_controller(pods: &[&Pod]) -> Option<Arc<Workload>> {
+    let mut asking = pods.iter().filter(|p| p.min_member.is_some());
+    let first = asking.next()?.controller.clone()?;
+    asking
+        .all(|p| p.controller.as_ref().is_some_and(|c| c.uid == first.uid))
+        .then_some(first)
+}
+
 fn asked(group: &str, mut pods: Vec<&Pod>) -> Asked {
     oldest_first(&mut pods);
     Asked {
@@ -195,6 +207,7 @@ fn asked(group: &str, mut pods: Vec<&Pod>) -> Asked {
             .filter_map(|p| p.workload.as_ref())
             .find(|w| w.name == group)
             .cloned(),
+        controller: common_controller(&pods),
     }
 }
 
@@ -238,6 +251,26 @@ mod tests {
             schedule_timeout: Duration::from_secs(60),
             ..PodGroup::new(GroupKey::new("ns", name), 2, queue)
         });
+    }
+
+    #[test]
+    fn members_asking_by_annotation_share_their_controller_only_when_they_all_name_it() {
+        let controlled = |uid: &str, controller: &str| Pod {
+            min_member: Some(2),
+            controller: Some(Arc::new(Workload {
+                kind: "StatefulSet".into(),
+                uid: controller.into(),
+                ..Workload::default()
+            })),
+            ..pod(uid, Some("ring"), None)
+        };
+        let (a, b) = (controlled("a", "sts"), controlled("b", "sts"));
+        let shared = common_controller(&[&a, &b]).expect("one controller");
+        assert_eq!(shared.uid, "sts");
+        let other = controlled("c", "another");
+        assert_eq!(common_controller(&[&a, &other]), None);
+        let by_hand = pod("d", Some("ring"), None);
+        assert_eq!(common_controller(&[&by_hand]), None);
     }
 
     #[test]

@@ -3,9 +3,12 @@
 //!
 //! A pod that carries the annotation `scheduling.gangplank.dev/min-member` next to its group
 //! label says everything a PodGroup needs: the gang size, and its queue (the pod's queue label,
-//! else its namespace's default queue, else `default`). Gangplank creates that PodGroup, unowned: it outlives any one member (a
-//! pod as owner would take the group with it when it ends), so deleting it is the user's, as
-//! for a PodGroup written by hand. When members disagree, the oldest member's annotation wins.
+//! else its namespace's default queue, else `default`). Gangplank creates that PodGroup, owned
+//! by the controller of those pods (a StatefulSet, a ReplicaSet, an operator's object) when they
+//! all name the same one, so that the garbage collector deletes it with them; pods made by hand
+//! (or by several controllers) leave it unowned, for the user to delete, as a PodGroup written
+//! by hand (a pod as owner would take the group with it when that member ends). When members
+//! disagree, the oldest member's annotation wins.
 //!
 //! Without the annotation the pods keep waiting (the admission loop does not release a group
 //! without its PodGroup), and each waiting member gets a Warning event, reason
@@ -56,7 +59,15 @@ pub fn plan(key: &GroupKey, asked: &Asked, namespace_queue: Option<&str>) -> Opt
         .unwrap_or(labels::DEFAULT_QUEUE)
         .to_owned();
     let spec = PodGroupSpec::with_min_member(i32::try_from(min_member).unwrap_or(i32::MAX));
-    let group = super::jobs::made(&key.name, &key.namespace, spec, &queue, None);
+    let owner = asked.controller.as_deref().map(|c| {
+        (
+            c.api_version.as_str(),
+            c.kind.as_str(),
+            c.name.as_str(),
+            c.uid.as_str(),
+        )
+    });
+    let group = super::jobs::made(&key.name, &key.namespace, spec, &queue, owner);
     Some(Plan::Create(Box::new(group)))
 }
 
@@ -74,6 +85,7 @@ mod tests {
                 uid: "u0".into(),
             }],
             workload: None,
+            controller: None,
         }
     }
 
@@ -89,6 +101,28 @@ mod tests {
         assert_eq!(group.spec.min_member, 3);
         assert_eq!(group.spec.queue.as_deref(), Some("research"));
         assert_eq!(group.metadata.owner_references, None);
+    }
+
+    #[test]
+    fn pods_of_one_controller_get_a_pod_group_that_controller_owns() {
+        let key = GroupKey::new("ml", "ring");
+        let of_a_stateful_set = Asked {
+            controller: Some(std::sync::Arc::new(gangplank_core::model::Workload {
+                api_version: "apps/v1".into(),
+                kind: "StatefulSet".into(),
+                name: "ring".into(),
+                uid: "sts-uid".into(),
+            })),
+            ..asked(Some(3), None)
+        };
+        let Some(Plan::Create(group)) = plan(&key, &of_a_stateful_set, None) else {
+            panic!("expected a PodGroup");
+        };
+        let owner = &group.metadata.owner_references.as_ref().unwrap()[0];
+        assert_eq!(
+            (owner.kind.as_str(), owner.uid.as_str(), owner.controller),
+            ("StatefulSet", "sts-uid", Some(true))
+        );
     }
 
     #[test]

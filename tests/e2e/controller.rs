@@ -6,6 +6,7 @@
 use std::collections::BTreeMap;
 
 use futures::StreamExt;
+use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{DeleteParams, PostParams};
@@ -393,6 +394,60 @@ async fn pods_naming_a_missing_group_wait_with_an_event_or_get_it_when_they_give
     );
     // Gangplank creates the group, so deleting it is the user's: no owner to collect it.
     let _ = groups.delete("ring", &DeleteParams::default()).await;
+    ns.delete().await;
+}
+
+#[tokio::test]
+#[ignore = "needs the local control plane: run e2e/test"]
+async fn pods_of_a_stateful_set_that_give_the_gang_size_get_a_pod_group_it_owns_and_takes_along() {
+    let cluster = Cluster::connect().await;
+    let ns = cluster.namespace("ctrl-owned").await;
+    let groups = ns.api::<PodGroup>();
+    let sets: Api<StatefulSet> = Api::namespaced(cluster.client.clone(), &ns.name);
+    let set: StatefulSet = serde_json::from_value(json!({
+        "apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": {"name": "ring"},
+        "spec": {"replicas": 2, "podManagementPolicy": "Parallel", "serviceName": "ring",
+            "selector": {"matchLabels": {"app": "ring"}},
+            "template": {
+                "metadata": {"labels": {"app": "ring", (labels::POD_GROUP_LABEL): "ring"},
+                    "annotations": {(labels::MIN_MEMBER_ANNOTATION): "2"}},
+                "spec": {"containers": [{"name": "main", "image": "busybox",
+                    "resources": {"requests": {"cpu": "1"}}}]}}}
+    }))
+    .unwrap();
+    let set = sets.create(&PostParams::default(), &set).await.unwrap();
+
+    let ring = eventually("the PodGroup the set's pods asked for", 30, || async {
+        groups.get_opt("ring").await.ok().flatten()
+    })
+    .await;
+    assert_eq!(ring.spec.min_member, 2);
+    let owner = &ring.metadata.owner_references.as_ref().unwrap()[0];
+    assert_eq!(
+        (owner.kind.as_str(), owner.uid.as_str()),
+        ("StatefulSet", set.metadata.uid.as_deref().unwrap())
+    );
+    eventually("the ring to run", 60, || async {
+        (phase_of(&groups, "ring").await? == PodGroupPhase::Running).then_some(())
+    })
+    .await;
+
+    sets.delete("ring", &DeleteParams::background())
+        .await
+        .unwrap();
+    eventually(
+        "the PodGroup collected with its StatefulSet",
+        60,
+        || async {
+            groups
+                .get_opt("ring")
+                .await
+                .unwrap()
+                .is_none()
+                .then_some(())
+        },
+    )
+    .await;
     ns.delete().await;
 }
 

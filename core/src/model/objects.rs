@@ -122,6 +122,10 @@ pub struct Pod {
     pub workload: Option<Arc<Workload>>,
     /// `spec.schedulerName` when it names another scheduler than `default-scheduler`.
     pub scheduler: Option<Arc<str>>,
+    /// The pod's controller (ownerReference with `controller: true`), kept only for a pod that
+    /// asks for its PodGroup by annotation ([`Pod::min_member`]) and belongs to no
+    /// [`Pod::workload`]: the PodGroup made for it is owned by that controller.
+    pub controller: Option<Arc<Workload>>,
 }
 
 /// The name of the scheduler a pod that names none gets.
