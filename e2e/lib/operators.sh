@@ -174,9 +174,10 @@ MPI_OPERATOR_NAMESPACES="mpi-operator mpi-operator-volcano mpi-operator-plain"
 # - in namespace mpi-operator-plain, no gang flag (Gangplank groups launcher and workers by the
 #   MPI operator's labels).
 # It always runs leader election: each instance locks in a namespace of its own, made here
-# (NAMESPACE-lock). Its health check, on a fixed port upstream, listens where
-# MPI_OPERATOR_HEALTH_ADDRESS says (e2e/operators/mpi-operator/health-address.sed). It has no
-# webhook.
+# (NAMESPACE-lock), and exits when it cannot renew its Lease (the suite's fault tests restart
+# the API server), so it runs under e2e/lib/restarting, restarted as its pod would be. Its
+# health check, on a fixed port upstream, listens where MPI_OPERATOR_HEALTH_ADDRESS says
+# (e2e/operators/mpi-operator/health-address.sed). It has no webhook.
 start_mpi_operator() {
   local dir namespace gang health
   dir=$(module_dir mpi-operator github.com/kubeflow/mpi-operator)
@@ -192,7 +193,7 @@ start_mpi_operator() {
     health=$(free_port)
     log "starting mpi-operator (MPIJob in namespace $namespace, gang scheduling '$gang')"
     MPI_OPERATOR_HEALTH_ADDRESS="127.0.0.1:$health" KUBECONFIG="$RUN_DIR/kubeconfig" \
-      start "$namespace" "$mpi_operator_BIN" \
+      start "$namespace" "$E2E_DIR/lib/restarting" "$mpi_operator_BIN" \
       --namespace="$namespace" --lock-namespace="$namespace-lock" --gang-scheduling="$gang" \
       --kube-api-qps=50 --kube-api-burst=100
     wait_for 120 "mpi-operator ($namespace) /healthz" curl -fsS "http://127.0.0.1:$health/healthz"
