@@ -4,7 +4,9 @@
 //! storage bytes, pods, GPUs and other extended resources) in whole units. Like the API
 //! machinery's `MilliValue()`/`Value()`, a fraction that does not fit the unit is rounded up
 //! (towards positive infinity): `0.5m` CPU is 1 millicore, `1.5` GPUs are 2. Amounts beyond
-//! `i64` saturate.
+//! `i64` saturate at `±i64::MAX`, as Kubernetes caps quantities. As in Kubernetes, a sign or
+//! suffix without digits (`+`, `Gi`) is zero. `tests/quantity_fuzz.rs` checks all this against
+//! Kubernetes' own parser.
 //!
 //! Grammar (from `k8s.io/apimachinery/pkg/api/resource`):
 //! `<sign><digits>[.<digits>]<suffix>` where suffix is a binary SI suffix (`Ki` … `Ei`), a
@@ -70,33 +72,8 @@ pub fn parse(input: &str, scale: Scale) -> Result<i64, QuantityError> {
         Some((i, f)) => (i, f),
         None => (number, ""),
     };
-    if (int_part.is_empty() && frac_part.is_empty()) || frac_part.contains('.') {
+    if frac_part.contains('.') {
         return Err(QuantityError::NoDigits(input.to_owned()));
-    }
-
-    // value = mantissa * 10^exp10 * 1024^exp1024. The mantissa keeps 20 significant digits,
-    // more than an i64 has; later digits can only make the result round up.
-    let mut mantissa: i128 = 0;
-    let mut exp10: i32 = 0;
-    let mut dropped_nonzero = false;
-    for (i, c) in int_part.chars().chain(frac_part.chars()).enumerate() {
-        let d = i128::from(c as u8 - b'0');
-        let is_frac = i >= int_part.len();
-        match mantissa.checked_mul(10).and_then(|m| m.checked_add(d)) {
-            Some(m) if m < MANTISSA_LIMIT => {
-                mantissa = m;
-                if is_frac {
-                    exp10 -= 1;
-                }
-            }
-            _ => {
-                // Too many digits: keep the magnitude, remember we lost precision.
-                dropped_nonzero |= d != 0;
-                if !is_frac {
-                    exp10 += 1;
-                }
-            }
-        }
     }
 
     let (suffix_exp10, exp1024) = match suffix {
@@ -126,11 +103,12 @@ pub fn parse(input: &str, scale: Scale) -> Result<i64, QuantityError> {
             }
         },
     };
-    exp10 = exp10
-        .saturating_add(suffix_exp10)
-        .saturating_add(scale.exponent());
-
-    let magnitude = scaled_ceil(mantissa, exp10, exp1024, dropped_nonzero);
+    // value = digits * 10^exp10 * 1024^exp1024, the digits read as one integer.
+    let digits: smallvec::SmallVec<[u8; 32]> = (int_part.bytes().chain(frac_part.bytes()))
+        .map(|b| b - b'0')
+        .collect();
+    let exp10 = i64::from(suffix_exp10) + i64::from(scale.exponent()) - frac_part.len() as i64;
+    let magnitude = scaled_ceil(&digits, exp10, 1024i128.pow(exp1024));
     let signed = if negative {
         // Rounding up a negative amount moves towards zero: ceil(-x) = -floor(x).
         let floor = if magnitude.exact {
@@ -142,7 +120,7 @@ pub fn parse(input: &str, scale: Scale) -> Result<i64, QuantityError> {
     } else {
         magnitude.value
     };
-    Ok(signed.clamp(i128::from(i64::MIN), i128::from(i64::MAX)) as i64)
+    Ok(signed.clamp(-i128::from(i64::MAX), i128::from(i64::MAX)) as i64)
 }
 
 /// `e3`, `E-2`, `e+6`: a decimal exponent suffix.
@@ -159,57 +137,69 @@ fn parse_exponent(suffix: &str) -> Option<i32> {
 }
 
 struct Magnitude {
-    /// ceil(mantissa * 10^exp10 * 1024^exp1024), capped a little above `i64::MAX`.
+    /// The amount rounded up, capped a little above `i64::MAX`.
     value: i128,
     /// Whether `value` is exact (no rounding happened).
     exact: bool,
 }
 
-/// Largest mantissa kept: 20 significant digits, so `mantissa * 1024^6` still fits an i128.
-const MANTISSA_LIMIT: i128 = 10i128.pow(20);
-/// Anything above this saturates to `i64::MAX` anyway.
+/// Anything above this saturates anyway.
 const CAP: i128 = i64::MAX as i128 + 1;
 
-fn scaled_ceil(mantissa: i128, exp10: i32, exp1024: u32, dropped_nonzero: bool) -> Magnitude {
-    if mantissa == 0 {
-        return Magnitude {
-            value: i128::from(dropped_nonzero),
-            exact: !dropped_nonzero,
+/// `digits` (most significant first) as an integer, saturated at `CAP`.
+fn integer(digits: &[u8]) -> i128 {
+    digits
+        .iter()
+        .fold(0, |n: i128, d| (n * 10 + i128::from(*d)).min(CAP))
+}
+
+/// ceil(digits * 10^exp10 * factor), exactly, for any number of digits; `factor` is at most
+/// 1024^6. A negative `exp10` splits the digits into a whole part and a fraction; the fraction
+/// times `factor` is computed by long multiplication from its last digit, so no digit is lost.
+fn scaled_ceil(digits: &[u8], exp10: i64, factor: i128) -> Magnitude {
+    let saturated = Magnitude {
+        value: CAP,
+        exact: true,
+    };
+    if exp10 >= 0 {
+        let mut value = integer(digits) * factor;
+        for _ in 0..exp10 {
+            if value == 0 || value >= CAP {
+                break;
+            }
+            value *= 10;
+        }
+        return if value >= CAP {
+            saturated
+        } else {
+            Magnitude { value, exact: true }
         };
     }
-    // mantissa < 10^20 and 1024^6 < 1.2 * 10^18: no overflow.
-    let mut value = mantissa * 1024i128.pow(exp1024);
-    if exp10 >= 0 {
-        for _ in 0..exp10 {
-            value *= 10;
-            if value > CAP {
-                // Saturated: rounding no longer means anything.
-                return Magnitude {
-                    value: CAP,
-                    exact: true,
-                };
-            }
+    let shift = usize::try_from(exp10.unsigned_abs()).unwrap_or(usize::MAX);
+    let (whole, fraction) = digits.split_at(digits.len().saturating_sub(shift));
+    // fraction * factor = carry + 0.(out digits), where the fraction is 0.(zeros)(fraction)
+    // with `shift - fraction.len()` leading zeros.
+    let mut carry: i128 = 0;
+    let mut exact = true;
+    for d in fraction.iter().rev() {
+        let t = i128::from(*d) * factor + carry;
+        exact &= t % 10 == 0;
+        carry = t / 10;
+    }
+    for _ in fraction.len()..shift {
+        if carry == 0 {
+            break;
         }
-        Magnitude {
-            value: value.min(CAP),
-            exact: !dropped_nonzero,
-        }
-    } else {
-        let shift = exp10.unsigned_abs();
-        if shift > 38 {
-            // Smaller than one unit, but not zero.
-            return Magnitude {
-                value: 1,
-                exact: false,
-            };
-        }
-        let divisor = 10i128.pow(shift);
-        let exact = value % divisor == 0 && !dropped_nonzero;
-        let quotient = value / divisor;
-        Magnitude {
-            value: (if exact { quotient } else { quotient + 1 }).min(CAP),
-            exact,
-        }
+        exact &= carry % 10 == 0;
+        carry /= 10;
+    }
+    let value = integer(whole) * factor + carry;
+    if value >= CAP {
+        return saturated;
+    }
+    Magnitude {
+        value: if exact { value } else { value + 1 },
+        exact,
     }
 }
 
@@ -286,8 +276,14 @@ mod tests {
         assert_eq!(units("100Ei"), i64::MAX);
         assert_eq!(units("1e30"), i64::MAX);
         assert_eq!(units("99999999999999999999999999999999999999999"), i64::MAX);
-        assert_eq!(units("-1e30"), i64::MIN);
+        assert_eq!(units("-1e30"), -i64::MAX);
         assert_eq!(milli("1e-40"), 1);
+    }
+
+    #[test]
+    fn a_sign_or_suffix_without_digits_is_zero_as_in_kubernetes() {
+        assert_eq!(units("Gi"), 0);
+        assert_eq!(milli("+"), 0);
     }
 
     #[test]
@@ -295,10 +291,6 @@ mod tests {
         assert_eq!(
             parse("", Scale::Units),
             Err(QuantityError::Empty(String::new()))
-        );
-        assert_eq!(
-            parse("Gi", Scale::Units),
-            Err(QuantityError::NoDigits("Gi".into()))
         );
         assert_eq!(
             parse("1.2.3", Scale::Units),
