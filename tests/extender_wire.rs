@@ -24,6 +24,8 @@ use pretty_assertions::assert_eq;
 use serde_json::Value;
 use tower::ServiceExt;
 
+mod fuzzing;
+
 /// A binder that records what it was asked and answers as told.
 #[derive(Default)]
 struct FakeBinder {
@@ -585,4 +587,33 @@ async fn a_pod_of_a_queue_in_no_group_is_kept_out_of_room_a_gang_claimed() {
     let (_, body) = post(router, "filter", request.to_string()).await;
     let answer: Value = serde_json::from_str(&body).unwrap();
     assert_eq!(answer["NodeNames"], request["NodeNames"]);
+}
+
+#[tokio::test]
+async fn mutated_requests_get_an_answer_or_a_400_never_a_crash() {
+    let (seed, cases) = fuzzing::budget(3_000);
+    let mut noise = fuzzing::Noise::new(seed);
+    let fixtures = [
+        ("filter", "filter-nodes"),
+        ("filter", "filter-node-names"),
+        ("prioritize", "prioritize"),
+        ("preempt", "preempt-victims"),
+        ("preempt", "preempt-meta-victims"),
+        ("bind", "bind"),
+    ];
+    for case in 0..cases {
+        let (verb, fixture) = fixtures[case % fixtures.len()];
+        let request = golden_json(&format!("{fixture}.request.json"));
+        let body = fuzzing::mutate(&request, &mut noise);
+        let sent = String::from_utf8_lossy(&body).into_owned();
+        let (status, answer) = post(router(), verb, body).await;
+        assert!(
+            status == StatusCode::OK || status == StatusCode::BAD_REQUEST,
+            "seed {seed}, case {case}: {verb} answered {status} to {sent}: {answer}"
+        );
+        if status == StatusCode::OK {
+            serde_json::from_str::<Value>(&answer)
+                .unwrap_or_else(|e| panic!("seed {seed}, case {case}: not JSON ({e}): {answer}"));
+        }
+    }
 }

@@ -30,6 +30,8 @@ use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
 use tower::ServiceExt;
 
+mod fuzzing;
+
 fn settings() -> Settings {
     Settings {
         gate_pods: true,
@@ -1326,4 +1328,47 @@ fn every_webhook_operation_and_outcome_is_exported_before_the_first_request() {
         assert!(text.contains(series), "{series} missing from\n{text}");
     }
     assert!(!text.contains(r#"webhook="mutate-pods",operation="DELETE""#));
+}
+
+// ---- fuzzing
+
+#[tokio::test]
+async fn mutated_reviews_get_a_verdict_or_a_400_never_a_crash() {
+    let (seed, cases) = fuzzing::budget(3_000);
+    let mut noise = fuzzing::Noise::new(seed);
+    let golden_request = |name: &str| golden(&format!("{name}.request.json"));
+    let reviews = [
+        (MUTATE_PODS, golden_request("pod-coscheduling-label")),
+        (MUTATE_PODS, golden_request("pod-of-a-job")),
+        (MUTATE_JOBS, golden_request("job-with-queue")),
+        (VALIDATE_JOBS, golden_request("job-with-queue")),
+        (MUTATE_PODGROUPS, golden_request("podgroup-without-queue")),
+        (VALIDATE_PODGROUPS, golden_request("podgroup-without-queue")),
+        (
+            VALIDATE_QUEUES,
+            create("queues", a_queue("q", json!({"weight": 2}), json!({}))),
+        ),
+        (
+            MUTATE_WORKLOADS,
+            create("jobsets", a_jobset("research", Value::Null)),
+        ),
+    ];
+    for case in 0..cases {
+        let (path, review) = &reviews[case % reviews.len()];
+        let body = fuzzing::mutate(review, &mut noise);
+        let (status, answer) = post_raw(router(), path, body.clone()).await;
+        let sent = String::from_utf8_lossy(&body);
+        assert!(
+            status == StatusCode::OK || status == StatusCode::BAD_REQUEST,
+            "seed {seed}, case {case}: {path} answered {status} to {sent}: {answer}"
+        );
+        if status == StatusCode::OK {
+            let answer: Value = serde_json::from_str(&answer)
+                .unwrap_or_else(|e| panic!("seed {seed}, case {case}: not JSON ({e}): {answer}"));
+            assert!(
+                answer["response"]["allowed"].is_boolean(),
+                "seed {seed}, case {case}: {answer}"
+            );
+        }
+    }
 }

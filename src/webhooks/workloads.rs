@@ -8,8 +8,9 @@
 //! workload naming its queue like a Job does ([`labels::queue_of`] on its metadata) gets, on
 //! each pod template of its kind ([`workloads::Kind::templates`]), the label
 //! `scheduling.gangplank.dev/queue: <queue>`, unless the template names a group or a queue
-//! already (the user decided). Refused: a queue name that cannot name a Queue, and a queue that
-//! does not exist or is Closed, each naming the workload's field.
+//! already (the user decided). Refused: a queue name that cannot name a Queue, a queue that does
+//! not exist or is Closed, each naming the workload's field, and a pod template, its metadata or
+//! its labels that is not an object (the kind's schema refuses those too, after the webhooks).
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::DynamicObject;
@@ -52,6 +53,11 @@ pub fn mutate(w: &Webhooks, request: &AdmissionRequest<DynamicObject>) -> Result
                 .chain(tail.iter().map(|k| (*k).to_owned()))
                 .collect()
         };
+        let labels_path = at(&["metadata", "labels"]);
+        let labels_path: Vec<&str> = labels_path.iter().map(String::as_str).collect();
+        if let Some(field) = not_an_object(patch.doc(), &labels_path) {
+            return Err(Denial::invalid(field, "must be an object".to_owned()));
+        }
         let path = at(&["metadata"]);
         let path: Vec<&str> = path.iter().map(String::as_str).collect();
         let template_meta: ObjectMeta = patch
@@ -71,4 +77,25 @@ pub fn mutate(w: &Webhooks, request: &AdmissionRequest<DynamicObject>) -> Result
         }
     }
     Ok(Verdict::patch(patch.into_patch()))
+}
+
+/// The first value along `path` (from the root of `doc`) that is there but is not a JSON object
+/// (or, before an index, an array), as a field path; `None` when every value is an object or
+/// missing, so that the labels can be added there.
+fn not_an_object(doc: &serde_json::Value, path: &[&str]) -> Option<String> {
+    let mut value = doc;
+    for (depth, key) in path.iter().enumerate() {
+        let next = match value {
+            serde_json::Value::Object(map) => map.get(*key),
+            serde_json::Value::Array(items) if key.parse::<usize>().is_ok() => {
+                key.parse::<usize>().ok().and_then(|i| items.get(i))
+            }
+            _ => return Some(path[..depth].join(".")),
+        };
+        match next {
+            None => return None,
+            Some(v) => value = v,
+        }
+    }
+    (!value.is_object()).then(|| path.join("."))
 }
