@@ -598,7 +598,7 @@ mod tests {
         .unwrap();
         assert_eq!(
             node(&k8s).unwrap_err().to_string(),
-            "failed to convert node n1: cpu: failed to parse quantity \"lots\": expected a number"
+            "failed to convert node n1: cpu: failed to parse quantity \"lots\": unknown suffix \"lots\""
         );
     }
 

@@ -81,7 +81,7 @@ pub fn mutate(w: &Webhooks, request: &AdmissionRequest<DynamicObject>) -> Result
 
 /// The first value along `path` (from the root of `doc`) that is there but is not a JSON object
 /// (or, before an index, an array), as a field path; `None` when every value is an object or
-/// missing, so that the labels can be added there.
+/// missing (or null), so that the labels can be added there.
 fn not_an_object(doc: &serde_json::Value, path: &[&str]) -> Option<String> {
     let mut value = doc;
     for (depth, key) in path.iter().enumerate() {
@@ -93,7 +93,7 @@ fn not_an_object(doc: &serde_json::Value, path: &[&str]) -> Option<String> {
             _ => return Some(path[..depth].join(".")),
         };
         match next {
-            None => return None,
+            None | Some(serde_json::Value::Null) => return None,
             Some(v) => value = v,
         }
     }
