@@ -33,6 +33,14 @@ pub enum Command {
         #[arg(long)]
         configmap: bool,
     },
+    /// Each queue's weight, deserved share, use, borrowing and groups, as a tree (also
+    /// `kubectl gangplank queues`).
+    Queues(crate::cli::Common),
+    /// PodGroups with their phase, members placed, queue, age and why they wait.
+    Groups(crate::cli::GroupsArgs),
+    /// Why a pod, PodGroup or Job waits: the group's conditions, the Events about it and its
+    /// pods, and the scheduler's last word on each pod.
+    Why(crate::cli::WhyArgs),
 }
 
 /// Flags of `gangplank serve`.

@@ -8,6 +8,7 @@
 pub mod admission_loop;
 pub mod api;
 pub mod cache;
+pub mod cli;
 pub mod config;
 pub mod controller;
 pub mod crdgen;

@@ -12,5 +12,8 @@ async fn main() -> anyhow::Result<()> {
         }
         Command::Crdgen => gangplank::crdgen::run(),
         Command::Dashboard { configmap } => gangplank::dashboard::run(configmap),
+        Command::Queues(args) => gangplank::cli::queues::run(args).await,
+        Command::Groups(args) => gangplank::cli::groups::run(args).await,
+        Command::Why(args) => gangplank::cli::why::run(args).await,
     }
 }

@@ -5,6 +5,7 @@
 
 mod support;
 
+mod cli;
 mod control_plane;
 mod controller;
 mod dashboard;

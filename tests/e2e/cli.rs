@@ -1,0 +1,117 @@
+//! The commands users run (`gangplank queues`, `groups`, `why`), as the built binary and as a
+//! kubectl plugin, against the local control plane.
+
+use std::process::Command;
+
+use gangplank::api::PodGroup;
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::PostParams;
+use serde_json::{Value, json};
+
+use crate::support::{Cluster, eventually, managed_pod, pod_group, run_dir};
+
+/// Runs the `gangplank` binary with `args` on the local cluster's kubeconfig; its stdout.
+fn gangplank(args: &[&str]) -> String {
+    let output = Command::new(env!("CARGO_BIN_EXE_gangplank"))
+        .args(args)
+        .env("KUBECONFIG", run_dir().join("kubeconfig"))
+        .output()
+        .expect("failed to run gangplank");
+    assert!(
+        output.status.success(),
+        "gangplank {args:?} failed: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8(output.stdout).unwrap()
+}
+
+#[tokio::test]
+#[ignore = "needs the local control plane: run e2e/test"]
+async fn groups_why_and_queues_tell_a_user_why_a_gang_waits() {
+    let cluster = Cluster::connect().await;
+    let ns = cluster.namespace("cli").await;
+    let pods = ns.api::<Pod>();
+    let groups = ns.api::<PodGroup>();
+    // Eight pods of a whole node each on four nodes: it never fits.
+    groups
+        .create(&PostParams::default(), &pod_group("huge", 8, None))
+        .await
+        .unwrap();
+    for i in 0..8 {
+        pods.create(
+            &PostParams::default(),
+            &managed_pod(&format!("huge-{i}"), Some("huge"), 32, json!({})),
+        )
+        .await
+        .unwrap();
+    }
+    let reason = eventually("huge refused admission with a reason", 30, || async {
+        let status = groups.get("huge").await.ok()?.status?;
+        let admitted = status
+            .conditions
+            .into_iter()
+            .find(|c| c.type_ == "Admitted")?;
+        (admitted.status == "False").then_some(admitted.reason)
+    })
+    .await;
+
+    let table = gangplank(&["groups", "-n", &ns.name]);
+    let row = table
+        .lines()
+        .find(|l| l.starts_with("huge "))
+        .unwrap_or_else(|| panic!("no row for huge in:\n{table}"));
+    assert!(table.starts_with("NAME "), "{table}");
+    for cell in ["default", "Pending", "0/8", &format!("{reason}: ")] {
+        assert!(row.contains(cell), "{cell:?} missing from {row:?}");
+    }
+
+    let story = gangplank(&["why", "pg/huge", "-n", &ns.name]);
+    assert!(
+        story.starts_with(&format!(
+            "PodGroup {}/huge: Pending, 0/8 members placed, queue default",
+            ns.name
+        )),
+        "{story}"
+    );
+    assert!(
+        story.contains(&format!("Admitted=False {reason}: ")),
+        "{story}"
+    );
+    assert!(story.contains("huge-7   Pending"), "{story}");
+    let from_a_pod: Value =
+        serde_json::from_str(&gangplank(&["why", "huge-3", "-n", &ns.name, "-o", "json"])).unwrap();
+    assert_eq!(from_a_pod["groupName"], "huge");
+    assert_eq!(from_a_pod["members"].as_array().unwrap().len(), 8);
+
+    // As a kubectl plugin: kubectl runs kubectl-gangplank from PATH.
+    let plugins = tempdir("plugins");
+    std::os::unix::fs::symlink(
+        env!("CARGO_BIN_EXE_gangplank"),
+        plugins.join("kubectl-gangplank"),
+    )
+    .unwrap();
+    let path = format!("{}:{}", plugins.display(), std::env::var("PATH").unwrap());
+    let output = Command::new(run_dir().join("bin/kubectl"))
+        .args(["gangplank", "queues", "-o", "yaml"])
+        .env("KUBECONFIG", run_dir().join("kubeconfig"))
+        .env("PATH", path)
+        .output()
+        .unwrap();
+    std::fs::remove_dir_all(&plugins).unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let queues: Vec<Value> = serde_yaml::from_slice(&output.stdout).unwrap();
+    let default = queues.iter().find(|q| q["name"] == "default").unwrap();
+    assert!(default["waiting"].as_i64().unwrap() >= 1, "{default:?}");
+    ns.delete().await;
+}
+
+/// A new empty directory under the system's temporary directory.
+fn tempdir(prefix: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(crate::support::unique(prefix));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
