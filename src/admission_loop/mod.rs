@@ -304,7 +304,7 @@ mod tests {
                 allocated: Resources::from([("cpu", allocated), ("memory", 1 << 30)]),
                 demand: Resources::new(),
                 waiting_groups: waiting,
-                guarantee: Resources::new(),
+                ..Default::default()
             };
             outcome.decision.queues.insert(name.to_owned(), report);
         }

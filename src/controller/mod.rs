@@ -295,8 +295,13 @@ impl Controller {
             &mut due,
             (&mut waits, &mut volcano_desired),
         );
-        let queue_writes =
-            self.queue_statuses(&observation, &decision.queues, &counts, now, &mut due);
+        let queue_writes = self.queue_statuses(
+            &observation,
+            &decision.queues,
+            &counts,
+            (now, &wall),
+            &mut due,
+        );
         let volcano_writes = self.volcano_statuses(&volcano_desired, now, &mut due);
         transitions.extend(self.write_pod_group_statuses(pod_group_writes, now).await);
         self.write_queue_statuses(queue_writes, now).await;
@@ -791,7 +796,7 @@ impl Controller {
         observation: &Observation,
         shares: &BTreeMap<String, plan::QueueReport>,
         counts: &HashMap<String, GroupCounts>,
-        now: Instant,
+        (now, wall): (Instant, &Time),
         due: &mut Option<Instant>,
     ) -> Vec<StatusWrite<QueueStatus>> {
         let mut out = Vec::new();
@@ -799,14 +804,12 @@ impl Controller {
             let Some(uid) = queue.uid() else { continue };
             let name = queue.name_any();
             let usage = observation.queues.get(&name).cloned().unwrap_or_default();
-            let deserved = shares
-                .get(&name)
-                .map(|r| r.deserved.clone())
-                .unwrap_or_default();
             let desired = queues::queue_status(
+                &queue,
                 &usage,
-                &deserved,
+                shares.get(&name),
                 counts.get(&name).copied().unwrap_or_default(),
+                wall,
             );
             let stored = owned_queue_status(&queue);
             match self

@@ -11,7 +11,11 @@
 //!   PodGroups' phases once both are written), plus its live pods in no group, each a group of
 //!   one: pending while gated, admitted once released, running once bound. Groups in phase
 //!   Unknown are in none of them.
-//! - `conditions` are left to whoever sets them; the controller writes none.
+//! - `conditions`: `ParentIgnored` (status True) while the admission pass does not follow the
+//!   queue's `spec.parent`, because no queue has that name (reason `ParentMissing`) or following
+//!   parents from it comes back to it (`ParentCycle`: the webhook refuses cycles, but two
+//!   concurrent updates can each pass its check); the queue is then shared out as a top-level
+//!   queue, and the condition says so. Absent otherwise.
 //!
 //! Amounts are written as a user would write them (`cpu: 1500m`, `memory: 4Gi`), and a
 //! resource at zero is left out, so the same usage always produces the same status and an
@@ -19,8 +23,11 @@
 
 use crate::api::labels::DEFAULT_QUEUE;
 use crate::api::{PodGroupPhase, Queue, QueueSpec, QueueStatus, ResourceList};
+use gangplank_core::admit::plan::QueueReport;
 use gangplank_core::model::resources::{Resources, human};
+use gangplank_core::policy::fair_share::ParentIgnored;
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 
 use super::observe::QueueUsage;
 
@@ -43,15 +50,54 @@ impl GroupCounts {
     }
 }
 
-/// The status a queue should have (without conditions, see the module docs).
-pub fn queue_status(usage: &QueueUsage, deserved: &Resources, counts: GroupCounts) -> QueueStatus {
+/// Type of the condition a queue whose parent is not followed carries.
+pub const PARENT_IGNORED: &str = "ParentIgnored";
+
+/// The status a queue should have (see the module docs): `queue` as stored (its parent, and
+/// its conditions' transition times to keep), its usage and share, and `now` for a condition
+/// that appears.
+pub fn queue_status(
+    queue: &Queue,
+    usage: &QueueUsage,
+    report: Option<&QueueReport>,
+    counts: GroupCounts,
+    now: &Time,
+) -> QueueStatus {
+    let deserved = report.map(|r| r.deserved.clone()).unwrap_or_default();
+    let parent = queue.spec.parent.as_deref().unwrap_or_default();
+    let ignored = report.and_then(|r| r.parent_ignored).map(|why| {
+        let (reason, message) = match why {
+            ParentIgnored::Missing => (
+                "ParentMissing",
+                format!("no queue is named {parent:?} (spec.parent), so this queue is shared out as a top-level queue; create that queue or change spec.parent"),
+            ),
+            ParentIgnored::Cycle => (
+                "ParentCycle",
+                format!("following spec.parent from this queue ({parent:?}, then its parents) comes back to it, so every queue on that cycle is shared out as a top-level queue; change spec.parent of one of them"),
+            ),
+        };
+        let kept = queue
+            .status
+            .as_ref()
+            .and_then(|s| s.conditions.iter().find(|c| c.type_ == PARENT_IGNORED))
+            .filter(|c| c.reason == reason)
+            .map(|c| c.last_transition_time.clone());
+        Condition {
+            type_: PARENT_IGNORED.to_owned(),
+            status: "True".to_owned(),
+            reason: reason.to_owned(),
+            message,
+            last_transition_time: kept.unwrap_or_else(|| now.clone()),
+            observed_generation: None,
+        }
+    });
     QueueStatus {
         allocated: resource_list(&usage.allocated),
-        deserved: resource_list(deserved),
+        deserved: resource_list(&deserved),
         pending: counts.pending + usage.lone.pending,
         admitted: counts.admitted + usage.lone.admitted,
         running: counts.running + usage.lone.running,
-        conditions: Vec::new(),
+        conditions: ignored.into_iter().collect(),
     }
 }
 
@@ -93,8 +139,11 @@ mod tests {
             admitted: 0,
             running: 1,
         };
-        let deserved = Resources::from([("cpu", 6_000), ("memory", 8 << 30), ("pods", 8)]);
-        let status = queue_status(&usage, &deserved, counts);
+        let report = QueueReport {
+            deserved: Resources::from([("cpu", 6_000), ("memory", 8 << 30), ("pods", 8)]),
+            ..QueueReport::default()
+        };
+        let status = queue_status(&queue(None), &usage, Some(&report), counts, &now());
         assert_eq!(
             status.allocated,
             quantities(&[("cpu", "4"), ("memory", "4Gi"), ("pods", "4")])
@@ -121,7 +170,7 @@ mod tests {
             admitted: 0,
             running: 2,
         };
-        let status = queue_status(&usage, &Resources::new(), counts);
+        let status = queue_status(&queue(None), &usage, None, counts, &now());
         assert_eq!(
             (status.pending, status.admitted, status.running),
             (21, 1, 21)
@@ -131,11 +180,90 @@ mod tests {
     #[test]
     fn an_idle_queue_reports_nothing_allocated_or_deserved() {
         let status = queue_status(
+            &queue(None),
             &QueueUsage::default(),
-            &Resources::new(),
+            None,
             GroupCounts::default(),
+            &now(),
         );
         assert_eq!(status, QueueStatus::default());
+    }
+
+    fn queue(parent: Option<&str>) -> Queue {
+        Queue::new(
+            "vision",
+            QueueSpec {
+                parent: parent.map(Into::into),
+                ..QueueSpec::default()
+            },
+        )
+    }
+
+    fn now() -> Time {
+        Time("2026-11-26T10:00:00Z".parse().unwrap())
+    }
+
+    #[test]
+    fn a_queue_whose_parent_is_not_followed_says_why_and_keeps_the_time_it_first_said_so() {
+        let cycle = QueueReport {
+            parent_ignored: Some(ParentIgnored::Cycle),
+            ..QueueReport::default()
+        };
+        let mut stored = queue(Some("research"));
+        let status = queue_status(
+            &stored,
+            &QueueUsage::default(),
+            Some(&cycle),
+            GroupCounts::default(),
+            &now(),
+        );
+        let condition = &status.conditions[0];
+        assert_eq!(
+            (
+                condition.type_.as_str(),
+                condition.status.as_str(),
+                condition.reason.as_str()
+            ),
+            (PARENT_IGNORED, "True", "ParentCycle")
+        );
+        assert!(
+            condition.message.contains("\"research\""),
+            "{}",
+            condition.message
+        );
+
+        stored.status = Some(status.clone());
+        let later = Time("2026-11-26T11:00:00Z".parse().unwrap());
+        let again = queue_status(
+            &stored,
+            &QueueUsage::default(),
+            Some(&cycle),
+            GroupCounts::default(),
+            &later,
+        );
+        assert_eq!(again, status, "unchanged, so not written again");
+
+        let missing = QueueReport {
+            parent_ignored: Some(ParentIgnored::Missing),
+            ..QueueReport::default()
+        };
+        let moved = queue_status(
+            &stored,
+            &QueueUsage::default(),
+            Some(&missing),
+            GroupCounts::default(),
+            &later,
+        );
+        assert_eq!(moved.conditions[0].reason, "ParentMissing");
+        assert_eq!(moved.conditions[0].last_transition_time, later);
+        let fixed = queue_status(
+            &stored,
+            &QueueUsage::default(),
+            None,
+            GroupCounts::default(),
+            &later,
+        );
+        assert!(fixed.conditions.is_empty());
     }
 
     #[test]

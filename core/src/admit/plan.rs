@@ -99,6 +99,9 @@ pub struct QueueReport {
     /// Its guarantee as admission honours it: scaled down with every other queue's when
     /// together they exceed the cluster ([`fair_share::fitted_guarantees`]).
     pub guarantee: Resources,
+    /// Set when its `parent` was not followed (a missing queue, or a cycle that concurrent
+    /// updates made): it was shared out as a top-level queue.
+    pub parent_ignored: Option<fair_share::ParentIgnored>,
 }
 
 /// Room held for the group at the head of the line (see the module docs).
@@ -493,6 +496,7 @@ fn share(state: &State, book: &mut Book) -> Shares {
     for (name, share) in shares {
         if let Some(report) = queues.get_mut(&name) {
             report.deserved = share.deserved;
+            report.parent_ignored = share.parent_ignored;
         }
         own.insert(name, share.own);
     }
