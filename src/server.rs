@@ -30,6 +30,14 @@ use crate::{admission_loop, controller, health, metrics, tls, webhooks};
 /// How long open extender requests may run after the shutdown signal.
 pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(20);
 
+/// How long the admission loop may go without waking before `/livez` fails: it wakes at least
+/// every 5 s, and a pass takes seconds at 100,000 pods.
+pub const ADMISSION_LOOP_LIMIT: Duration = Duration::from_secs(120);
+
+/// The same for the controller, which wakes at least every 30 s and whose pass may write many
+/// statuses through a rate-limited client.
+pub const CONTROLLER_LIMIT: Duration = Duration::from_secs(300);
+
 /// How long a client of the extender or webhook port may take, so that connections that send
 /// nothing, or trickle their headers or body, are closed instead of held.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -114,14 +122,20 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         let published = published.clone();
         move |out: &mut String| admission_loop::queue_series(&published, out)
     });
-    let metrics_router = health::router(health::watches(cache.clone(), stores.clone()))
-        .merge(metrics::router(prometheus.clone(), queue_series));
+    let admission_beat = health::Heartbeat::new("the admission loop", ADMISSION_LOOP_LIMIT);
+    let controller_beat = health::Heartbeat::new("the controller", CONTROLLER_LIMIT);
+    let metrics_router = health::router(
+        health::watches(cache.clone(), stores.clone()),
+        vec![admission_beat.clone(), controller_beat.clone()],
+    )
+    .merge(metrics::router(prometheus.clone(), queue_series));
 
     let admission_loop = tokio::spawn(admission_loop::run(
         client.clone(),
         eviction_client,
         cache.clone(),
         published.clone(),
+        admission_beat,
         shutdown.clone(),
     ));
     let controller_loop = tokio::spawn(controller::run(
@@ -129,6 +143,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         cache.clone(),
         stores.clone(),
         published,
+        controller_beat,
         shutdown.clone(),
     ));
     let (

@@ -44,6 +44,7 @@ use tokio_util::sync::CancellationToken;
 use crate::api::PodGroup;
 use crate::api::labels::{self, ADMISSION_GATE};
 use crate::cache::Cache;
+use crate::health::Heartbeat;
 use crate::metrics;
 use gangplank_core::admit::groups::Groups;
 use gangplank_core::admit::plan::{self, PodRef};
@@ -72,13 +73,15 @@ pub enum Error {
     AdmitAhead { group: String, why: kube::Error },
 }
 
-/// Runs admission passes until `shutdown`, publishing each one's outcome in `published`;
+/// Runs admission passes until `shutdown`, publishing each one's outcome in `published` and
+/// beating `heartbeat` each time it wakes (`crate::health`);
 /// `evictions` is a client that does not retry HTTP 429 (see [`evictions::Reclaimer::new`]).
 pub async fn run(
     client: Client,
     evictions: Client,
     cache: Cache,
     published: published::Published,
+    heartbeat: std::sync::Arc<Heartbeat>,
     shutdown: CancellationToken,
 ) {
     let ledger = cache.ledger();
@@ -91,6 +94,7 @@ pub async fn run(
             _ = cache.changed() => {}
             _ = tokio::time::sleep(MAX_PASS_INTERVAL) => {}
         }
+        heartbeat.beat();
         if !cache.is_ready() {
             continue;
         }

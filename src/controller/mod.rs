@@ -66,6 +66,7 @@ use crate::api::{self, PodGroup, PodGroupPhase, PodGroupStatus, Queue, QueueStat
 use crate::cache::Cache;
 use crate::cache::stores::Stores;
 use crate::events::{self, Event, Limiter, Publisher};
+use crate::health::Heartbeat;
 use crate::metrics;
 use crate::webhooks::lookup::NamespaceLookup;
 use foreign_groups::Foreign;
@@ -134,12 +135,14 @@ pub fn register_metrics() {
 
 /// Runs the controller until `shutdown`; `stores` must be running ([`Stores::run`]), and the
 /// admission loop publishing in `published` (the controller waits for its first pass, see
-/// [`crate::admission_loop::published`]).
+/// [`crate::admission_loop::published`]); it beats `heartbeat` each time it wakes
+/// (`crate::health`).
 pub async fn run(
     client: Client,
     cache: Cache,
     stores: Arc<Stores>,
     published: Published,
+    heartbeat: Arc<Heartbeat>,
     shutdown: CancellationToken,
 ) {
     tokio::spawn(ensure_default_queue(client.clone(), shutdown.clone()));
@@ -158,6 +161,7 @@ pub async fn run(
             _ = outcomes.changed() => {}
             _ = tokio::time::sleep_until(wake) => {}
         }
+        heartbeat.beat();
         if !cache.is_ready() || !stores.is_synced() {
             continue;
         }
