@@ -1118,6 +1118,13 @@ mod tests {
                 }
                 next.gangs.retain(|g| !g.members.is_empty());
                 for (victim, reclaimer) in pairs {
+                    // A reclaim never takes its queue above its deserved share, but a later
+                    // group of that queue may fit in free room (room another queue's
+                    // preemption left, say) and borrow: what is borrowed may be reclaimed.
+                    let reclaimer_queue = &next.queues[reclaimer];
+                    if reclaimer_queue.allocated.get("cpu") > reclaimer_queue.deserved.get("cpu") {
+                        continue;
+                    }
                     let s = super::starved("", victim, back.0, back.1 * 1_000);
                     next.starved = vec![Starved { key: 999, queue: victim, need: s.need, requests: s.requests, priority: 0, capped: false }];
                     for e in evictions(&plan(&next), false) {
