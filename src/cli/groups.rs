@@ -7,7 +7,7 @@ use kube::api::ListParams;
 use serde::Serialize;
 
 use super::render::{age, table};
-use super::{GroupsArgs, client, print};
+use super::{GroupsArgs, client, print, repeat};
 use crate::api::PodGroup;
 use crate::controller::status::{ADMITTED, FAILED, SCHEDULED};
 
@@ -94,14 +94,17 @@ pub async fn run(args: GroupsArgs) -> anyhow::Result<()> {
         let namespace = args.namespace.unwrap_or(default_namespace);
         Api::namespaced(client, &namespace)
     };
-    let mut groups = api.list(&ListParams::default()).await?.items;
-    groups.sort_by_key(|g| (g.metadata.namespace.clone(), g.metadata.name.clone()));
-    let now = Timestamp::now();
-    let views: Vec<GroupView> = groups.iter().map(|g| view(g, now)).collect();
-    print(args.common.output, &views, || {
-        render(&views, args.all_namespaces)
-    });
-    Ok(())
+    repeat(args.common.watch, || async {
+        let mut groups = api.list(&ListParams::default()).await?.items;
+        groups.sort_by_key(|g| (g.metadata.namespace.clone(), g.metadata.name.clone()));
+        let now = Timestamp::now();
+        let views: Vec<GroupView> = groups.iter().map(|g| view(g, now)).collect();
+        print(args.common.output, &views, || {
+            render(&views, args.all_namespaces)
+        });
+        Ok(())
+    })
+    .await
 }
 
 #[cfg(test)]

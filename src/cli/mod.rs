@@ -23,6 +23,9 @@ pub struct Common {
     /// Output format.
     #[arg(short = 'o', long, value_enum, default_value_t = Output::Table)]
     pub output: Output,
+    /// Show it again every 2 seconds until interrupted (a terminal is redrawn in place).
+    #[arg(short = 'w', long)]
+    pub watch: bool,
 }
 
 /// Flags of `gangplank groups`.
@@ -71,6 +74,36 @@ pub async fn client(context: Option<&str>) -> anyhow::Result<(Client, String)> {
     };
     let namespace = config.default_namespace.clone();
     Ok((Client::try_from(config)?, namespace))
+}
+
+/// How often `--watch` shows it again.
+pub const WATCH_EVERY: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// Runs `show` once, or with `watch` again every [`WATCH_EVERY`] until interrupted: on a
+/// terminal each time on a cleared screen, in a pipe one after the other, a blank line apart.
+pub async fn repeat<F, Fut>(watch: bool, mut show: F) -> anyhow::Result<()>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = anyhow::Result<()>>,
+{
+    use std::io::IsTerminal;
+    let terminal = std::io::stdout().is_terminal();
+    loop {
+        if watch && terminal {
+            print!("\x1b[H\x1b[2J");
+        }
+        show().await?;
+        if !watch {
+            return Ok(());
+        }
+        if !terminal {
+            println!();
+        }
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => return Ok(()),
+            _ = tokio::time::sleep(WATCH_EVERY) => {}
+        }
+    }
 }
 
 /// Prints `value` as JSON or YAML, or `table()` for a table.

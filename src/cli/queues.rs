@@ -9,7 +9,7 @@ use kube::api::ListParams;
 use serde::Serialize;
 
 use super::render::{above, resources, table, written};
-use super::{Common, client, print};
+use super::{Common, client, print, repeat};
 use crate::api::{Queue, QueueState};
 
 /// One queue as the command shows it.
@@ -136,13 +136,14 @@ pub fn render(views: &[QueueView]) -> String {
 
 pub async fn run(args: Common) -> anyhow::Result<()> {
     let (client, _) = client(args.context.as_deref()).await?;
-    let queues = Api::<Queue>::all(client)
-        .list(&ListParams::default())
-        .await?
-        .items;
-    let views = views(&queues);
-    print(args.output, &views, || render(&views));
-    Ok(())
+    let api = Api::<Queue>::all(client);
+    repeat(args.watch, || async {
+        let queues = api.list(&ListParams::default()).await?.items;
+        let views = views(&queues);
+        print(args.output, &views, || render(&views));
+        Ok(())
+    })
+    .await
 }
 
 #[cfg(test)]

@@ -6,13 +6,13 @@
 
 use k8s_openapi::api::core::v1::{Event, Pod};
 use k8s_openapi::jiff::Timestamp;
-use kube::Api;
 use kube::api::ListParams;
+use kube::{Api, Client};
 use serde::Serialize;
 
 use super::groups::{GroupView, view};
 use super::render::{age, table};
-use super::{WhyArgs, client, print};
+use super::{WhyArgs, client, print, repeat};
 use crate::api::{PodGroup, labels};
 
 /// What `why` found.
@@ -256,8 +256,18 @@ pub async fn run(args: WhyArgs) -> anyhow::Result<()> {
     let (client, default_namespace) = client(args.common.context.as_deref()).await?;
     let namespace = args.namespace.unwrap_or(default_namespace);
     let (kind, name) = target(&args.target)?;
-    let pods_api: Api<Pod> = Api::namespaced(client.clone(), &namespace);
-    let groups: Api<PodGroup> = Api::namespaced(client.clone(), &namespace);
+    repeat(args.common.watch, || async {
+        let story = fetch(&client, &namespace, kind, name).await?;
+        print(args.common.output, &story, || render(&story));
+        Ok(())
+    })
+    .await
+}
+
+/// Reads what the story of `kind`/`name` needs and tells it.
+async fn fetch(client: &Client, namespace: &str, kind: &str, name: &str) -> anyhow::Result<Story> {
+    let pods_api: Api<Pod> = Api::namespaced(client.clone(), namespace);
+    let groups: Api<PodGroup> = Api::namespaced(client.clone(), namespace);
     let (group_name, lone) = match kind {
         "pod" => {
             let pod = pods_api.get(name).await?;
@@ -285,22 +295,20 @@ pub async fn run(args: WhyArgs) -> anyhow::Result<()> {
         (None, Some(pod)) => vec![pod],
         (None, None) => Vec::new(),
     };
-    let events = Api::<Event>::namespaced(client, &namespace)
+    let events = Api::<Event>::namespaced(client.clone(), namespace)
         .list(&ListParams::default())
         .await?
         .items;
     let also = (kind == "job").then_some(("Job", name));
-    let story = story(
-        &namespace,
+    Ok(story(
+        namespace,
         group_name.as_deref(),
         group.as_ref(),
         &pods,
         &events,
         also,
         Timestamp::now(),
-    );
-    print(args.common.output, &story, || render(&story));
-    Ok(())
+    ))
 }
 
 #[cfg(test)]
