@@ -35,12 +35,18 @@ pub enum Command {
     },
     /// Each queue's weight, deserved share, use, borrowing and groups, as a tree (also
     /// `kubectl gangplank queues`).
-    Queues(crate::cli::Common),
+    Queues(crate::cli::QueuesArgs),
     /// PodGroups with their phase, members placed, queue, age and why they wait.
     Groups(crate::cli::GroupsArgs),
+    /// The workloads that own a PodGroup (Jobs, JobSets, training jobs, RayClusters, other
+    /// schedulers' PodGroups) with their group's phase, members placed and why they wait.
+    Jobs(crate::cli::GroupsArgs),
     /// Why a pod, PodGroup or Job waits: the group's conditions, the Events about it and its
     /// pods, and the scheduler's last word on each pod.
     Why(crate::cli::WhyArgs),
+    /// A live view, shown again every 2 seconds until interrupted: the queues, then every
+    /// group waiting for admission by queue, oldest first, with why it waits.
+    Top(crate::cli::Common),
 }
 
 /// Flags of `gangplank serve`.

@@ -14,6 +14,8 @@ async fn main() -> anyhow::Result<()> {
         Command::Dashboard { configmap } => gangplank::dashboard::run(configmap),
         Command::Queues(args) => gangplank::cli::queues::run(args).await,
         Command::Groups(args) => gangplank::cli::groups::run(args).await,
+        Command::Jobs(args) => gangplank::cli::groups::run_jobs(args).await,
         Command::Why(args) => gangplank::cli::why::run(args).await,
+        Command::Top(args) => gangplank::cli::top::run(args).await,
     }
 }

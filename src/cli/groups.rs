@@ -1,5 +1,6 @@
 //! `gangplank groups`: PodGroups with their phase, members placed of `minMember`, queue, age
-//! and, when they wait or failed, the condition that says why.
+//! and, when they wait or failed, the condition that says why; `gangplank jobs`: the same for
+//! the groups a workload owns, named by that workload (`Job/train`, `JobSet/llm`).
 
 use k8s_openapi::jiff::Timestamp;
 use kube::Api;
@@ -25,6 +26,9 @@ pub struct GroupView {
     pub age_seconds: i64,
     /// The condition that says why it waits or failed: `Reason: message`.
     pub why: Option<String>,
+    /// The object that controls the group, as `Kind/name` (a Job, a JobSet, an operator's
+    /// PodGroup); none for a PodGroup written by hand.
+    pub owner: Option<String>,
 }
 
 /// The condition of `group` that explains it, if one does: a failure, else a refused
@@ -58,15 +62,28 @@ pub fn view(group: &PodGroup, now: Timestamp) -> GroupView {
         min_member: group.spec.min_member,
         age_seconds: now.as_second() - created.as_second(),
         why: why(group),
+        owner: group
+            .metadata
+            .owner_references
+            .iter()
+            .flatten()
+            .find(|o| o.controller == Some(true))
+            .map(|o| format!("{}/{}", o.kind, o.name)),
     }
 }
 
-pub fn render(views: &[GroupView], all_namespaces: bool) -> String {
+/// The table of `views`: a namespace column with `all_namespaces`, and the first column the
+/// group's name, or with `by_owner` its owner's.
+pub fn render(views: &[GroupView], all_namespaces: bool, by_owner: bool) -> String {
     let rows: Vec<Vec<String>> = views
         .iter()
         .map(|v| {
+            let first = match (&v.owner, by_owner) {
+                (Some(owner), true) => owner.clone(),
+                _ => v.name.clone(),
+            };
             let mut row = vec![
-                v.name.clone(),
+                first,
                 v.queue.clone(),
                 v.phase.clone(),
                 format!("{}/{}", v.placed, v.min_member),
@@ -79,7 +96,8 @@ pub fn render(views: &[GroupView], all_namespaces: bool) -> String {
             row
         })
         .collect();
-    let mut headers = vec!["NAME", "QUEUE", "PHASE", "PLACED", "AGE", "WHY"];
+    let first = if by_owner { "WORKLOAD" } else { "NAME" };
+    let mut headers = vec![first, "QUEUE", "PHASE", "PLACED", "AGE", "WHY"];
     if all_namespaces {
         headers.insert(0, "NAMESPACE");
     }
@@ -87,6 +105,15 @@ pub fn render(views: &[GroupView], all_namespaces: bool) -> String {
 }
 
 pub async fn run(args: GroupsArgs) -> anyhow::Result<()> {
+    list(args, false).await
+}
+
+pub async fn run_jobs(args: GroupsArgs) -> anyhow::Result<()> {
+    list(args, true).await
+}
+
+/// Lists the groups, or with `jobs` only those a workload owns, by that workload.
+async fn list(args: GroupsArgs, jobs: bool) -> anyhow::Result<()> {
     let (client, default_namespace) = client(args.common.context.as_deref()).await?;
     let api: Api<PodGroup> = if args.all_namespaces {
         Api::all(client)
@@ -94,13 +121,17 @@ pub async fn run(args: GroupsArgs) -> anyhow::Result<()> {
         let namespace = args.namespace.unwrap_or(default_namespace);
         Api::namespaced(client, &namespace)
     };
-    repeat(args.common.watch, || async {
+    repeat(args.watch, || async {
         let mut groups = api.list(&ListParams::default()).await?.items;
         groups.sort_by_key(|g| (g.metadata.namespace.clone(), g.metadata.name.clone()));
         let now = Timestamp::now();
-        let views: Vec<GroupView> = groups.iter().map(|g| view(g, now)).collect();
+        let views: Vec<GroupView> = groups
+            .iter()
+            .map(|g| view(g, now))
+            .filter(|v| !jobs || v.owner.is_some())
+            .collect();
         print(args.common.output, &views, || {
-            render(&views, args.all_namespaces)
+            render(&views, args.all_namespaces, jobs)
         });
         Ok(())
     })
@@ -128,9 +159,29 @@ mod tests {
         let now: Timestamp = "2026-11-26T10:05:00Z".parse().unwrap();
         let views = [view(&group, now)];
         assert_eq!(
-            render(&views, true),
+            render(&views, true, false),
             "NAMESPACE  NAME   QUEUE     PHASE    PLACED  AGE  WHY\n\
              ml         train  research  Pending  0/4     5m   WaitingForAdmission: does not fit now: 4 pods of {cpu: 32}; only 3 fit\n"
+        );
+    }
+
+    #[test]
+    fn jobs_are_named_by_the_workload_that_owns_their_group() {
+        let group: PodGroup = serde_json::from_value(json!({
+            "apiVersion": "scheduling.gangplank.dev/v1alpha1", "kind": "PodGroup",
+            "metadata": {"name": "train", "namespace": "ml",
+                "creationTimestamp": "2026-11-26T10:00:00Z",
+                "ownerReferences": [{"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet",
+                    "name": "train", "uid": "u1", "controller": true}]},
+            "spec": {"minMember": 4, "queue": "research"},
+            "status": {"phase": "Running", "scheduled": 4}
+        }))
+        .unwrap();
+        let now: Timestamp = "2026-11-26T12:00:00Z".parse().unwrap();
+        assert_eq!(
+            render(&[view(&group, now)], false, true),
+            "WORKLOAD      QUEUE     PHASE    PLACED  AGE  WHY\n\
+             JobSet/train  research  Running  4/4     2h\n"
         );
     }
 }

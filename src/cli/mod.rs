@@ -1,5 +1,5 @@
 //! The commands operators and users run against a cluster (`gangplank queues`, `groups`,
-//! `why`), also a kubectl plugin when the binary is installed as `kubectl-gangplank`. They read
+//! `jobs`, `why`, `top`), also a kubectl plugin when the binary is installed as `kubectl-gangplank`. They read
 //! what the controller writes (Queue and PodGroup status, Events) with the user's kubeconfig
 //! and never write. Each command fetches, then renders with a pure function of what it fetched
 //! (unit-tested), as a table for people or as JSON or YAML for scripts.
@@ -7,6 +7,7 @@
 pub mod groups;
 pub mod queues;
 pub mod render;
+pub mod top;
 pub mod why;
 
 use clap::{Args, ValueEnum};
@@ -23,6 +24,13 @@ pub struct Common {
     /// Output format.
     #[arg(short = 'o', long, value_enum, default_value_t = Output::Table)]
     pub output: Output,
+}
+
+/// Flags of `gangplank queues`.
+#[derive(Debug, Clone, Args)]
+pub struct QueuesArgs {
+    #[command(flatten)]
+    pub common: Common,
     /// Show it again every 2 seconds until interrupted (a terminal is redrawn in place).
     #[arg(short = 'w', long)]
     pub watch: bool,
@@ -39,6 +47,9 @@ pub struct GroupsArgs {
     /// Every namespace.
     #[arg(short = 'A', long, conflicts_with = "namespace")]
     pub all_namespaces: bool,
+    /// Show it again every 2 seconds until interrupted (a terminal is redrawn in place).
+    #[arg(short = 'w', long)]
+    pub watch: bool,
 }
 
 /// Flags of `gangplank why`.
@@ -51,6 +62,9 @@ pub struct WhyArgs {
     pub namespace: Option<String>,
     /// What to explain: `pod/NAME` (or just `NAME`), `podgroup/NAME` (`pg/NAME`) or `job/NAME`.
     pub target: String,
+    /// Show it again every 2 seconds until interrupted (a terminal is redrawn in place).
+    #[arg(short = 'w', long)]
+    pub watch: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]

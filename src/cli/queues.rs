@@ -9,7 +9,7 @@ use kube::api::ListParams;
 use serde::Serialize;
 
 use super::render::{above, resources, table, written};
-use super::{Common, client, print, repeat};
+use super::{QueuesArgs, client, print, repeat};
 use crate::api::{Queue, QueueState};
 
 /// One queue as the command shows it.
@@ -134,13 +134,13 @@ pub fn render(views: &[QueueView]) -> String {
     )
 }
 
-pub async fn run(args: Common) -> anyhow::Result<()> {
-    let (client, _) = client(args.context.as_deref()).await?;
+pub async fn run(args: QueuesArgs) -> anyhow::Result<()> {
+    let (client, _) = client(args.common.context.as_deref()).await?;
     let api = Api::<Queue>::all(client);
     repeat(args.watch, || async {
         let queues = api.list(&ListParams::default()).await?.items;
         let views = views(&queues);
-        print(args.output, &views, || render(&views));
+        print(args.common.output, &views, || render(&views));
         Ok(())
     })
     .await

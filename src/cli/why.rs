@@ -256,7 +256,7 @@ pub async fn run(args: WhyArgs) -> anyhow::Result<()> {
     let (client, default_namespace) = client(args.common.context.as_deref()).await?;
     let namespace = args.namespace.unwrap_or(default_namespace);
     let (kind, name) = target(&args.target)?;
-    repeat(args.common.watch, || async {
+    repeat(args.watch, || async {
         let story = fetch(&client, &namespace, kind, name).await?;
         print(args.common.output, &story, || render(&story));
         Ok(())

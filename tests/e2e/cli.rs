@@ -3,7 +3,8 @@
 
 use std::process::Command;
 
-use gangplank::api::PodGroup;
+use gangplank::api::{PodGroup, labels};
+use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::PostParams;
 use serde_json::{Value, json};
@@ -84,6 +85,57 @@ async fn groups_why_and_queues_tell_a_user_why_a_gang_waits() {
         serde_json::from_str(&gangplank(&["why", "huge-3", "-n", &ns.name, "-o", "json"])).unwrap();
     assert_eq!(from_a_pod["groupName"], "huge");
     assert_eq!(from_a_pod["members"].as_array().unwrap().len(), 8);
+
+    // A Job's group is listed by its Job.
+    let job: Job = serde_json::from_value(json!({
+        "apiVersion": "batch/v1", "kind": "Job",
+        "metadata": {"name": "train", "labels": {(labels::QUEUE_LABEL): "default"}},
+        "spec": {"parallelism": 2, "completions": 2, "template": {"spec": {
+            "restartPolicy": "Never",
+            "containers": [{"name": "main", "image": "busybox"}]}}}
+    }))
+    .unwrap();
+    ns.api::<Job>()
+        .create(&PostParams::default(), &job)
+        .await
+        .unwrap();
+    eventually("the Job's PodGroup", 30, || async {
+        groups.get_opt("train").await.ok().flatten()
+    })
+    .await;
+    let jobs = gangplank(&["jobs", "-n", &ns.name]);
+    assert!(jobs.starts_with("WORKLOAD "), "{jobs}");
+    assert!(jobs.lines().any(|l| l.starts_with("Job/train ")), "{jobs}");
+    assert!(
+        !jobs.contains("huge"),
+        "a hand-made PodGroup is no job: {jobs}"
+    );
+
+    // top refreshes until interrupted; in a pipe each view follows the last after a blank line.
+    let mut top = Command::new(env!("CARGO_BIN_EXE_gangplank"))
+        .args(["top", "-o", "json"])
+        .env("KUBECONFIG", run_dir().join("kubeconfig"))
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut first = String::new();
+    for line in std::io::BufRead::lines(std::io::BufReader::new(top.stdout.take().unwrap())) {
+        let line = line.unwrap();
+        if line.is_empty() {
+            break;
+        }
+        first.push_str(&line);
+    }
+    top.kill().unwrap();
+    top.wait().unwrap();
+    let view: Value = serde_json::from_str(&first).unwrap();
+    let waiting = view["waiting"].as_array().unwrap();
+    assert!(
+        waiting
+            .iter()
+            .any(|g| g["name"] == "huge" && g["namespace"] == ns.name.as_str()),
+        "{view}"
+    );
 
     // As a kubectl plugin: kubectl runs kubectl-gangplank from PATH.
     let plugins = tempdir("plugins");
