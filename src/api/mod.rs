@@ -288,3 +288,14 @@ mod tests {
         assert_eq!(reflow("single line"), "single line");
     }
 }
+
+/// The ownerReference of an object that is its controller (`controller: true`; the API server
+/// allows one at most), if any.
+pub fn controller(
+    meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
+) -> Option<&k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference> {
+    meta.owner_references
+        .iter()
+        .flatten()
+        .find(|o| o.controller == Some(true))
+}

@@ -113,19 +113,14 @@ impl Eq for Kind {}
 
 /// The workload the object of `meta` (a pod or a batch/v1 Job) belongs to, if any.
 pub fn of(meta: &ObjectMeta) -> Option<Owner> {
-    let owned = meta
-        .owner_references
-        .iter()
-        .flatten()
-        .find(|o| o.controller == Some(true))
-        .and_then(|o| {
-            Some(Owner {
-                kind: kind_of(&o.api_version, &o.kind)?,
-                api_version: o.api_version.clone(),
-                name: o.name.clone(),
-                uid: o.uid.clone(),
-            })
-        });
+    let owned = super::controller(meta).and_then(|o| {
+        Some(Owner {
+            kind: kind_of(&o.api_version, &o.kind)?,
+            api_version: o.api_version.clone(),
+            name: o.name.clone(),
+            uid: o.uid.clone(),
+        })
+    });
     let labelled = || {
         let labels = meta.labels.as_ref()?;
         let label = |key: &str| labels.get(key).filter(|v| !v.is_empty());

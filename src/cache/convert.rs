@@ -167,11 +167,7 @@ fn workload_of(
 fn controller_of(
     meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
 ) -> Option<std::sync::Arc<Workload>> {
-    let owner = meta
-        .owner_references
-        .iter()
-        .flatten()
-        .find(|o| o.controller == Some(true))?;
+    let owner = api::controller(meta)?;
     Some(std::sync::Arc::new(Workload {
         api_version: owner.api_version.clone(),
         kind: owner.kind.clone(),

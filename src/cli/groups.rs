@@ -62,13 +62,7 @@ pub fn view(group: &PodGroup, now: Timestamp) -> GroupView {
         min_member: group.spec.min_member,
         age_seconds: now.as_second() - created.as_second(),
         why: why(group),
-        owner: group
-            .metadata
-            .owner_references
-            .iter()
-            .flatten()
-            .find(|o| o.controller == Some(true))
-            .map(|o| format!("{}/{}", o.kind, o.name)),
+        owner: crate::api::controller(&group.metadata).map(|o| format!("{}/{}", o.kind, o.name)),
     }
 }
 

@@ -120,12 +120,8 @@ pub fn state(job: &Job) -> JobState {
 
 /// The batch/v1 Job that controls `group`, if one does.
 pub fn controller_job(group: &PodGroup) -> Option<&OwnerReference> {
-    group
-        .metadata
-        .owner_references
-        .iter()
-        .flatten()
-        .find(|o| o.controller == Some(true) && o.kind == "Job" && o.api_version == "batch/v1")
+    crate::api::controller(&group.metadata)
+        .filter(|o| o.kind == "Job" && o.api_version == "batch/v1")
 }
 
 /// `minMember` for the Job's PodGroup, a phrase saying where it came from, and whether a bad

@@ -233,11 +233,8 @@ fn scheduling_group(pod: &Pod) -> Option<Named> {
 
 /// The name of the batch/v1 Job that controls the pod, if one does.
 fn controller_job(pod: &Pod) -> Option<&str> {
-    pod.metadata
-        .owner_references
-        .iter()
-        .flatten()
-        .find(|o| o.controller == Some(true) && o.kind == "Job" && o.api_version == "batch/v1")
+    crate::api::controller(&pod.metadata)
+        .filter(|o| o.kind == "Job" && o.api_version == "batch/v1")
         .map(|o| o.name.as_str())
         .filter(|name| !name.is_empty())
 }
