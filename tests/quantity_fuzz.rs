@@ -18,6 +18,10 @@ use gangplank_core::model::quantity::{Scale, parse};
 use proptest::strategy::{Strategy, ValueTree};
 use proptest::test_runner::{Config, RngAlgorithm, TestRng, TestRunner};
 
+// Only its budget (seed and cases) is used here; the request mutations serve the wire tests.
+#[allow(dead_code)]
+mod fuzzing;
+
 /// A quantity-like string: sign, digits, a point and digits, a suffix or an exponent, and at
 /// times a character that has no place in a quantity.
 fn quantity_like() -> impl Strategy<Value = String> {
@@ -108,20 +112,7 @@ fn oracle(inputs: &[String]) -> Vec<Kubernetes> {
 #[test]
 #[ignore = "needs the Go oracle: run scripts/fuzz (test.sh does)"]
 fn gangplank_reads_every_quantity_kubernetes_accepts_as_kubernetes_does() {
-    let seed: u64 = std::env::var("GANGPLANK_FUZZ_SEED")
-        .ok()
-        .map(|s| s.parse().expect("GANGPLANK_FUZZ_SEED is a number"))
-        .unwrap_or_else(|| {
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .unwrap()
-                .as_nanos() as u64
-        });
-    let cases: usize = std::env::var("GANGPLANK_FUZZ_CASES")
-        .ok()
-        .map(|s| s.parse().expect("GANGPLANK_FUZZ_CASES is a number"))
-        .unwrap_or(100_000);
-    println!("quantity fuzz: seed {seed}, {cases} strings (GANGPLANK_FUZZ_SEED replays it)");
+    let (seed, cases) = fuzzing::budget(100_000);
     let mut bytes = [0u8; 32];
     bytes[..8].copy_from_slice(&seed.to_le_bytes());
     let rng = TestRng::from_seed(RngAlgorithm::ChaCha, &bytes);
