@@ -17,7 +17,8 @@ use serde_json::{Value, json};
 use gangplank::api::{PodGroup, PodGroupPhase, Queue, QueueSpec, labels};
 
 use crate::support::{
-    Cluster, TestNamespace, events_about, eventually, gangplank_ctl, managed_pod, repo_dir,
+    Cluster, TestNamespace, events_about, eventually, gangplank_ctl, managed_pod,
+    pod_group_collected, repo_dir,
 };
 
 /// A cluster-scoped Queue of the test's own, so its status counts only the test's groups.
@@ -435,19 +436,7 @@ async fn pods_of_a_stateful_set_that_give_the_gang_size_get_a_pod_group_it_owns_
     sets.delete("ring", &DeleteParams::background())
         .await
         .unwrap();
-    eventually(
-        "the PodGroup collected with its StatefulSet",
-        60,
-        || async {
-            groups
-                .get_opt("ring")
-                .await
-                .unwrap()
-                .is_none()
-                .then_some(())
-        },
-    )
-    .await;
+    pod_group_collected(&groups, "ring", "its StatefulSet").await;
     ns.delete().await;
 }
 

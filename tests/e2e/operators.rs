@@ -17,7 +17,7 @@ use serde_json::json;
 
 use crate::support::{
     Cluster, bound_with_prefix, eventually, fill_one_node, holds_for, managed_pod, pod, pod_group,
-    pod_group_in_phase,
+    pod_group_collected, pod_group_in_phase,
 };
 
 /// A pod as an operator in scheduler-plugins mode makes it: only the coscheduling label names
@@ -99,19 +99,7 @@ async fn a_scheduler_plugins_pod_group_waits_whole_without_room_runs_whole_with_
         .delete("train", &DeleteParams::background())
         .await
         .unwrap();
-    eventually(
-        "Gangplank's PodGroup train collected with its source",
-        60,
-        || async {
-            groups
-                .get_opt("train")
-                .await
-                .unwrap()
-                .is_none()
-                .then_some(())
-        },
-    )
-    .await;
+    pod_group_collected(&groups, "train", "its source").await;
     ns.delete().await;
 }
 
@@ -199,19 +187,7 @@ async fn a_volcano_pod_group_is_admitted_on_its_min_resources_before_its_pods_ex
         .delete("train", &DeleteParams::background())
         .await
         .unwrap();
-    eventually(
-        "Gangplank's PodGroup train collected with its source",
-        60,
-        || async {
-            groups
-                .get_opt("train")
-                .await
-                .unwrap()
-                .is_none()
-                .then_some(())
-        },
-    )
-    .await;
+    pod_group_collected(&groups, "train", "its source").await;
     ns.delete().await;
 }
 
@@ -516,12 +492,7 @@ async fn waits_whole_then_runs_whole(
         .delete(&workload_name, &DeleteParams::background())
         .await
         .unwrap();
-    eventually(
-        &format!("{name}'s PodGroups collected with it"),
-        60,
-        || async { groups.get_opt(&name).await.unwrap().is_none().then_some(()) },
-    )
-    .await;
+    pod_group_collected(&groups, &name, &format!("{kind} {workload_name}")).await;
     ns.delete().await;
 }
 
@@ -795,18 +766,6 @@ async fn a_kubernetes_pod_group_of_the_workload_api_waits_whole_then_runs_whole(
         .delete("train", &DeleteParams::background())
         .await
         .unwrap();
-    eventually(
-        "Gangplank's PodGroup train collected with its source",
-        60,
-        || async {
-            groups
-                .get_opt("train")
-                .await
-                .unwrap()
-                .is_none()
-                .then_some(())
-        },
-    )
-    .await;
+    pod_group_collected(&groups, "train", "its source").await;
     ns.delete().await;
 }

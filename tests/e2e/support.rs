@@ -365,6 +365,17 @@ pub async fn pod_group_in_phase(
     .await
 }
 
+/// Waits until PodGroup `name` is gone (the garbage collector deleted it with its owner);
+/// `owner` says which, for the timeout message.
+pub async fn pod_group_collected(groups: &Api<gangplank::api::PodGroup>, name: &str, owner: &str) {
+    eventually(
+        &format!("PodGroup {name} collected with {owner}"),
+        60,
+        || async { groups.get_opt(name).await.unwrap().is_none().then_some(()) },
+    )
+    .await;
+}
+
 /// The names of the pods in `pods` whose name starts with `prefix` and that are bound.
 pub async fn bound_with_prefix(pods: &Api<Pod>, prefix: &str) -> Vec<String> {
     let list = pods
