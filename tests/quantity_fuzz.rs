@@ -4,11 +4,12 @@
 //! `e2e/oracles/quantity`.
 //!
 //! Each run sends a batch of generated strings (mostly of the quantity grammar, with noise) to
-//! the oracle and checks, for every string Kubernetes accepts, that Gangplank accepts it too and
-//! reads the same amount: Kubernetes' exact amount rounded up to whole thousandths (CPU) and to
-//! whole units (everything else), saturated to `±i64::MAX` as Gangplank documents. Strings Kubernetes
+//! the oracle and checks, for every string Kubernetes accepts as a non-negative amount
+//! (requests and PodGroups hold no other), that Gangplank accepts it too and reads the same
+//! amount: Kubernetes' exact amount rounded up to whole thousandths (CPU) and to whole units
+//! (everything else), saturated to `±i64::MAX` as Gangplank documents. Strings Kubernetes
 //! refuses never reach Gangplank (the API server validates quantities), so Gangplank may read
-//! them or refuse them, but must not panic. The seed is printed; `GANGPLANK_FUZZ_SEED` replays
+//! them or refuse them; on no string may it panic. The seed is printed; `GANGPLANK_FUZZ_SEED` replays
 //! one, `GANGPLANK_FUZZ_CASES` sets the budget.
 
 use std::io::Write;
@@ -132,6 +133,12 @@ fn gangplank_reads_every_quantity_kubernetes_accepts_as_kubernetes_does() {
             continue;
         };
         accepted += 1;
+        // Kubernetes first rounds a negative amount away from zero to whole nanos, then this
+        // ceiling; Gangplank takes the ceiling only. No request or PodGroup may hold a negative
+        // amount, so only those are left out.
+        if input.trim_start().starts_with('-') {
+            continue;
+        }
         let agrees = matches!(&ours, (Ok(m), Ok(v)) if m == milli && v == value);
         if !agrees {
             wrong.push(format!(

@@ -6,7 +6,8 @@
 //! (towards positive infinity): `0.5m` CPU is 1 millicore, `1.5` GPUs are 2. Amounts beyond
 //! `i64` saturate at `±i64::MAX`, as Kubernetes caps quantities. As in Kubernetes, a sign or
 //! suffix without digits (`+`, `Gi`) is zero. `tests/quantity_fuzz.rs` checks all this against
-//! Kubernetes' own parser.
+//! Kubernetes' own parser for non-negative amounts; a negative one (which no request holds)
+//! Kubernetes first rounds away from zero to whole nanos, so below a nano the two may differ.
 //!
 //! Grammar (from `k8s.io/apimachinery/pkg/api/resource`):
 //! `<sign><digits>[.<digits>]<suffix>` where suffix is a binary SI suffix (`Ki` … `Ei`), a
