@@ -183,6 +183,7 @@ impl Drop for TestNamespace {
             return;
         }
         let run = run_dir();
+        describe_failure(&run, &self.name);
         let status = std::process::Command::new(run.join("bin/kubectl"))
             .arg("--kubeconfig")
             .arg(run.join("kubeconfig"))
@@ -199,6 +200,40 @@ impl Drop for TestNamespace {
             self.name
         );
     }
+}
+
+/// Prints what a failed test leaves: the pods that hold the nodes in every namespace, the
+/// queues, and its namespace's groups with the reason each waits, as `gangplank` tells them.
+fn describe_failure(run: &Path, namespace: &str) {
+    let kubeconfig = run.join("kubeconfig");
+    let show = |what: &str, command: &mut std::process::Command| {
+        let output = command.env("KUBECONFIG", &kubeconfig).output();
+        match output {
+            Ok(o) => eprintln!(
+                "{what} when the test failed:\n{}{}",
+                String::from_utf8_lossy(&o.stdout),
+                String::from_utf8_lossy(&o.stderr)
+            ),
+            Err(e) => eprintln!("could not show {what}: {e}"),
+        }
+    };
+    show(
+        "pods not finished, in every namespace,",
+        std::process::Command::new(run.join("bin/kubectl")).args([
+            "get",
+            "pods",
+            "-A",
+            "-o",
+            "wide",
+            "--field-selector=status.phase!=Succeeded,status.phase!=Failed",
+        ]),
+    );
+    let gangplank = || std::process::Command::new(env!("CARGO_BIN_EXE_gangplank"));
+    show("the queues", gangplank().arg("queues"));
+    show(
+        "the failed test's groups",
+        gangplank().args(["groups", "-n", namespace]),
+    );
 }
 
 impl TestNamespace {
