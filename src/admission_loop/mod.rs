@@ -119,6 +119,15 @@ pub async fn run(
         ::metrics::gauge!(metrics::ADMISSION_WAITING_GROUPS).set(decision.waiting.len() as f64);
         ::metrics::gauge!(metrics::ADMISSION_DOOR_OPEN)
             .set(f64::from(u8::from(decision.door.is_some())));
+        if tracing::enabled!(tracing::Level::DEBUG) {
+            let admitted: Vec<String> = decision
+                .admit
+                .iter()
+                .flat_map(|a| &a.pods)
+                .map(|p| format!("{}/{}", p.namespace, p.name))
+                .collect();
+            tracing::debug!(?admitted, hold = ?decision.hold, "admission pass");
+        }
         ledger.hold(held.as_ref(), &decision, now.into_std());
         held = decision.hold.clone();
         let due: Vec<PodRef> = decision

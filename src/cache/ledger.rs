@@ -82,7 +82,18 @@ impl Ledger {
     /// Records what an admission pass decided (`decision`) about the head's reservation,
     /// where the previous pass held `before` ([`hold::record`]).
     pub fn hold(&self, before: Option<&plan::Hold>, decision: &plan::Decision, now: Instant) {
-        self.write(|s| hold::record(s, before, decision, now));
+        self.write(|s| {
+            hold::record(s, before, decision, now);
+            if tracing::enabled!(tracing::Level::DEBUG) {
+                let claims: Vec<_> = s
+                    .ledger
+                    .claims
+                    .iter()
+                    .map(|(k, c)| (k.to_string(), c.reservation(), c.per_node()))
+                    .collect();
+                tracing::debug!(?claims, "claims after the pass");
+            }
+        });
     }
 
     /// Whether a new member of `group` asking `requests` is created ungated, its gang admitted

@@ -357,7 +357,10 @@ pub async fn bind(
     Wire(args): Wire<ExtenderBindingArgs>,
 ) -> Response {
     let result = match bind_request(args) {
-        Ok(request) => extender.permits.bind(request).await,
+        Ok(request) => {
+            tracing::debug!(pod = %format!("{}/{}", request.namespace, request.name), node = %request.node, "bind");
+            extender.permits.bind(request).await
+        }
         Err(e) => Err(e),
     };
     match result {

@@ -74,5 +74,6 @@ fn hold_room(
                 lacking: slots(&now.lacking),
             },
         );
+        state.fill_lacking(&now.group);
     }
 }

@@ -2049,6 +2049,52 @@ mod tests {
         );
     }
 
+    #[test]
+    fn room_freeing_on_a_reserved_node_while_a_pass_runs_stays_reserved() {
+        let at = std::time::Instant::now();
+        let mut s = State::default();
+        s.apply_queue(Queue::new("q"));
+        group_in(&mut s, "fill", 2, "q");
+        for n in ["n0", "n1"] {
+            node(&mut s, n, 32_000);
+            running(
+                &mut s,
+                &format!("fill-{n}"),
+                Some("fill"),
+                n,
+                24_000,
+                NOW - 10,
+            );
+        }
+        gang(&mut s, "big", "q", 2, 32_000, NOW - 8);
+        let first = decide_at(&s, &|_| false, NOW);
+        crate::admit::hold::record(&mut s, None, &first, at);
+        let finish = |s: &mut State, uid: &str| {
+            let pod = s.pods[uid].as_ref().clone();
+            s.apply_pod(Pod {
+                phase: PodPhase::Succeeded,
+                ..pod
+            });
+        };
+        // The filler of n1 finishes and a pass starts on a snapshot; while it runs, the filler
+        // of n0 finishes too, and its room joins the reservation at once.
+        finish(&mut s, "fill-n1");
+        let snapshot = s.clone();
+        finish(&mut s, "fill-n0");
+        assert_eq!(s.nodes.slot("n0").unwrap().free.get("cpu"), 0);
+        let second = decide_at(&snapshot, &|_| false, NOW);
+        assert_eq!(reason(&second, "big"), Reason::Reserved, "n0 was busy then");
+        crate::admit::hold::record(&mut s, first.hold.as_ref(), &second, at);
+        assert_eq!(
+            s.nodes.slot("n0").unwrap().free.get("cpu"),
+            0,
+            "what freed on n0 after the snapshot stays in the reservation: {:?}",
+            s.ledger.claims
+        );
+        let third = decide_at(&s, &|_| false, NOW);
+        assert_eq!(admitted(&third), vec!["big"]);
+    }
+
     mod properties {
         use proptest::prelude::*;
 

@@ -206,25 +206,35 @@ impl State {
     /// elsewhere, and the scheduler favours emptier nodes). No-op unless `key` holds a
     /// reservation.
     pub fn place_reservation(&mut self, key: &GroupKey, deadline: std::time::Instant) {
-        let Some(claim) = self.ledger.claims.get(key).filter(|c| c.reservation()) else {
+        if !self.ledger.claims.get(key).is_some_and(Claim::reservation) {
+            return;
+        }
+        self.fill_lacking(key);
+        if let Some(claim) = self.ledger.claims.get_mut(key) {
+            claim.lacking.clear();
+            claim.deadline = Some(deadline);
+        }
+    }
+
+    /// Grows each slot of the claim of `key` by what the head lacks on its node, as far as the
+    /// node has room nobody else holds now; what it still lacks stays in `lacking`. An
+    /// admission pass decides on a snapshot, so room that freed on a reserved node since then
+    /// (and joined the old claim at once) is taken again as its decision replaces the claim.
+    pub fn fill_lacking(&mut self, key: &GroupKey) {
+        let Some(claim) = self.ledger.claims.get(key) else {
             return;
         };
         let mut claim = claim.clone();
-        for lack in std::mem::take(&mut claim.lacking) {
+        for lack in &mut claim.lacking {
             let Some(free) = self.nodes.slot(&lack.node).map(|n| n.free.positive()) else {
                 continue;
             };
             let grown = free.min_of(&lack.requests);
-            match claim.slots.iter_mut().find(|s| s.node == lack.node) {
-                Some(slot) => slot.requests.add(&grown),
-                None => claim.slots.push(Slot {
-                    node: lack.node,
-                    requests: grown,
-                }),
-            }
+            lack.requests.sub(&grown);
+            grow(&mut claim.slots, &lack.node, grown);
         }
         claim.slots.retain(|s| !s.requests.is_empty());
-        claim.deadline = Some(deadline);
+        claim.lacking.retain(|l| !l.requests.is_empty());
         self.set_claim(key, claim);
     }
 
@@ -260,13 +270,7 @@ impl State {
             return;
         }
         lack.requests.sub(&taken);
-        match claim.slots.iter_mut().find(|s| s.node == node) {
-            Some(slot) => slot.requests.add(&taken),
-            None => claim.slots.push(Slot {
-                node: node.to_owned(),
-                requests: taken.clone(),
-            }),
-        }
+        grow(&mut claim.slots, node, taken.clone());
         self.nodes.add(node, Sum::Claimed, &taken);
     }
 
@@ -276,5 +280,16 @@ impl State {
             self.nodes.sub(&slot.node, Sum::Claimed, &slot.requests);
         }
         Some(claim)
+    }
+}
+
+/// Adds `by` to the slot on `node`, or a new slot there.
+fn grow(slots: &mut Vec<Slot>, node: &str, by: Resources) {
+    match slots.iter_mut().find(|s| s.node == node) {
+        Some(slot) => slot.requests.add(&by),
+        None => slots.push(Slot {
+            node: node.to_owned(),
+            requests: by,
+        }),
     }
 }
