@@ -1023,6 +1023,7 @@ const SMALL_JOBS: usize = 12;
 async fn small_jobs_backfill_around_a_waiting_large_gang_without_delaying_it() {
     let cluster = Cluster::connect().await;
     let queue = create_queue(&cluster.client, "backfill", QueueSpec::default()).await;
+    let _guard = QueueGuard(queue.clone());
     let ns = cluster.namespace("queues-backfill").await;
     let pods = ns.api::<Pod>();
     let groups = ns.api::<PodGroup>();
