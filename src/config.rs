@@ -226,6 +226,52 @@ pub struct ServeArgs {
         action = clap::ArgAction::Set
     )]
     pub bind_unmarked_pods: bool,
+
+    /// Whether replicas elect a leader with a Lease: only the leader runs the admission loop,
+    /// the controller and the scheduler extender; every replica serves the webhooks. With
+    /// `false` this process does all of it at once: run exactly one.
+    #[arg(
+        long,
+        env = "GANGPLANK_LEADER_ELECT",
+        value_name = "BOOL",
+        default_value_t = true,
+        action = clap::ArgAction::Set
+    )]
+    pub leader_elect: bool,
+
+    /// Namespace of the leader Lease: the pod's own (the Deployment sets POD_NAMESPACE).
+    #[arg(
+        long,
+        env = "POD_NAMESPACE",
+        value_name = "NAMESPACE",
+        default_value = "gangplank-system"
+    )]
+    pub leader_election_namespace: String,
+
+    /// Name of the leader Lease.
+    #[arg(
+        long,
+        env = "GANGPLANK_LEADER_ELECTION_LEASE",
+        value_name = "NAME",
+        default_value = "gangplank"
+    )]
+    pub leader_election_lease: String,
+
+    /// This replica's name in the Lease, unique among the replicas: the pod's name (the
+    /// Deployment sets POD_NAME); by default the host name.
+    #[arg(long, env = "POD_NAME", value_name = "NAME")]
+    pub leader_election_identity: Option<String>,
+
+    /// How long the Lease lasts unrenewed before another replica takes over: the longest a
+    /// failover takes when the leader dies without giving it up. The leader renews every fifth
+    /// of it and stops leading when it could not renew for two thirds of it.
+    #[arg(
+        long,
+        env = "GANGPLANK_LEADER_ELECTION_LEASE_SECONDS",
+        value_name = "SECONDS",
+        default_value_t = 15
+    )]
+    pub leader_election_lease_seconds: u64,
 }
 
 /// A combination of flags Gangplank refuses to start with.
@@ -258,6 +304,20 @@ impl ServeArgs {
             max_hold: std::time::Duration::from_secs(self.max_bind_hold_seconds),
             bind_unmarked: self.bind_unmarked_pods,
         }
+    }
+
+    /// The leader election's settings, or `None` when it is off.
+    pub fn leader_election(&self) -> Option<crate::leader::Settings> {
+        self.leader_elect.then(|| crate::leader::Settings {
+            namespace: self.leader_election_namespace.clone(),
+            name: self.leader_election_lease.clone(),
+            identity: self
+                .leader_election_identity
+                .clone()
+                .unwrap_or_else(host_name),
+            duration: std::time::Duration::from_secs(self.leader_election_lease_seconds.max(3)),
+            pod: own_pod(),
+        })
     }
 
     /// Refuses an extender that anyone on the network could call.
@@ -304,6 +364,24 @@ fn strategy_parser() -> impl clap::builder::TypedValueParser<Value = Strategy> {
     use clap::builder::TypedValueParser;
     clap::builder::PossibleValuesParser::new(Strategy::ALL.map(Strategy::as_str))
         .map(|name| Strategy::named(&name).expect("clap accepts only the names of the strategies"))
+}
+
+/// The pod this process runs in, from the downward API's POD_NAMESPACE and POD_NAME (the
+/// Deployment sets both); `None` outside a pod.
+fn own_pod() -> Option<(String, String)> {
+    let namespace = std::env::var("POD_NAMESPACE").ok()?;
+    let name = std::env::var("POD_NAME").ok()?;
+    Some((namespace, name))
+}
+
+/// This machine's host name (a pod's name in Kubernetes), or "gangplank" if none can be read.
+fn host_name() -> String {
+    std::env::var("HOSTNAME")
+        .ok()
+        .or_else(|| std::fs::read_to_string("/proc/sys/kernel/hostname").ok())
+        .map(|h| h.trim().to_owned())
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "gangplank".to_owned())
 }
 
 #[cfg(test)]

@@ -382,6 +382,16 @@ pub fn rows() -> Vec<Row> {
                         )],
                     )
                 },
+                Panel {
+                    chart: Chart::Stat,
+                    ..panel(
+                        "Leaders",
+                        "Replicas that hold the leader Lease: 1 when healthy, 0 during a \
+                         failover.",
+                        "short",
+                        vec![query(format!("sum({})", m::LEADER), "leaders")],
+                    )
+                },
             ],
         },
     ]

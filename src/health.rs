@@ -4,7 +4,8 @@
 //! loop, the controller) has gone round recently: each beats its [`Heartbeat`] every time it
 //! wakes (at least every 5 s and 30 s, ready or not), so a loop stuck in a pass (a deadlock, a
 //! call that never returns) turns `/livez` to 503 after its limit and the kubelet restarts the
-//! process. A loop that ends or panics ends the process already (`server.rs`). `/readyz` answers 200 only while every watch (the cache's and the stores')
+//! process; a loop at rest (a replica that does not lead runs neither, `crate::leader`) is
+//! never late. A loop that ends or panics ends the process already (`server.rs`). `/readyz` answers 200 only while every watch (the cache's and the stores')
 //! has completed a list since it started or last failed, because decisions made from a
 //! half-filled or stale cache would be wrong; otherwise it answers 503 and says which watches
 //! are listing again. Both live on the metrics port and are not traced (kubelets probe every
@@ -34,6 +35,9 @@ pub fn watches(cache: Cache, stores: Arc<crate::cache::stores::Stores>) -> Unsyn
     })
 }
 
+/// [`Heartbeat::last`] of a loop that is not running.
+const RESTING: u64 = u64::MAX;
+
 /// When one background loop last went round.
 #[derive(Debug)]
 pub struct Heartbeat {
@@ -56,6 +60,19 @@ impl Heartbeat {
         })
     }
 
+    /// A heartbeat of a loop that does not run yet: it counts as on time until its first
+    /// beat (a replica's loops run only while it leads, `crate::leader`).
+    pub fn idle(name: &'static str, limit: Duration) -> Arc<Heartbeat> {
+        let heartbeat = Heartbeat::new(name, limit);
+        heartbeat.rest();
+        heartbeat
+    }
+
+    /// The loop stopped on purpose (its term as the leader ended): on time until it beats again.
+    pub fn rest(&self) {
+        self.last.store(RESTING, Ordering::Relaxed);
+    }
+
     /// A heartbeat last beaten `ago` (tests).
     #[cfg(test)]
     fn beaten_ago(name: &'static str, limit: Duration, ago: Duration) -> Arc<Heartbeat> {
@@ -76,10 +93,14 @@ impl Heartbeat {
 
     /// How long since the last beat, when longer than the limit.
     fn late(&self) -> Option<Duration> {
+        let last = self.last.load(Ordering::Relaxed);
+        if last == RESTING {
+            return None;
+        }
         let since = self
             .start
             .elapsed()
-            .saturating_sub(Duration::from_millis(self.last.load(Ordering::Relaxed)));
+            .saturating_sub(Duration::from_millis(last));
         (since > self.limit).then_some(since)
     }
 }
@@ -174,6 +195,17 @@ mod tests {
         );
         stuck.beat();
         assert_eq!(get(probes(), "/livez").await.0, StatusCode::OK);
+    }
+
+    #[tokio::test]
+    async fn a_loop_at_rest_on_a_follower_keeps_the_process_live_however_long() {
+        let limit = Duration::from_secs(2);
+        let resting = Heartbeat::beaten_ago("admission loop", limit, Duration::from_secs(5));
+        resting.rest();
+        let probes = || router(of(Cache::new().0), vec![resting.clone()]);
+        assert_eq!(get(probes(), "/livez").await.0, StatusCode::OK);
+        let idle = Heartbeat::idle("controller", limit);
+        assert_eq!(idle.late(), None, "not started yet");
     }
 
     /// Readiness from the cache's watches alone.

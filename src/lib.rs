@@ -16,6 +16,7 @@ pub mod dashboard;
 pub mod events;
 pub mod extender;
 pub mod health;
+pub mod leader;
 pub mod metrics;
 pub mod server;
 pub mod telemetry;

@@ -68,6 +68,8 @@ pub const QUEUE_ALLOCATED: &str = "gangplank_queue_allocated";
 pub const QUEUE_WAITING_GROUPS: &str = "gangplank_queue_waiting_groups";
 /// Gauge: always 1, labelled with the running `version`.
 pub const BUILD_INFO: &str = "gangplank_build_info";
+/// Gauge: 1 while this replica holds the leader Lease.
+pub const LEADER: &str = "gangplank_leader";
 /// Counter: status writes by the controller, by `kind` (`podgroup`, `queue`) and `outcome`.
 pub const CONTROLLER_STATUS_WRITES_TOTAL: &str = "gangplank_controller_status_writes_total";
 /// Counter: PodGroups the controller created, by `source` and `outcome`.
@@ -111,6 +113,7 @@ pub fn install() -> Result<PrometheusHandle, Error> {
     metrics::gauge!(CACHE_PODS).set(0.0);
     metrics::gauge!(CACHE_POD_GROUPS).set(0.0);
     metrics::gauge!(CACHE_QUEUES).set(0.0);
+    metrics::gauge!(LEADER).set(0.0);
     metrics::gauge!(GANG_BINDS_HELD).set(0.0);
     metrics::gauge!(GANG_CLAIMS).set(0.0);
     metrics::counter!(ADMISSION_RELEASED_PODS_TOTAL).absolute(0);
@@ -320,6 +323,12 @@ pub const CATALOGUE: &[Doc] = &[
         kind: Kind::Gauge,
         labels: &["version"],
         help: "Always 1; the version label tells which Gangplank build is running.",
+    },
+    Doc {
+        name: LEADER,
+        kind: Kind::Gauge,
+        labels: &[],
+        help: "1 while this replica holds the leader Lease and runs the admission loop, the controller and the extender; 0 while it follows.",
     },
 ];
 

@@ -24,8 +24,8 @@ use tokio_util::sync::CancellationToken;
 use crate::cache::stores::Stores;
 use crate::cache::{self, Cache};
 use crate::config::ServeArgs;
-use crate::extender::{self, Capture, Extender, KubeBinder};
-use crate::{admission_loop, controller, health, metrics, tls, webhooks};
+use crate::extender::{self, Capture, Extender, KubeBinder, Permits};
+use crate::{admission_loop, controller, health, leader, metrics, tls, webhooks};
 
 /// How long open extender requests may run after the shutdown signal.
 pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(20);
@@ -108,13 +108,6 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         webhooks = webhooks.with_arrivals(Arc::new(cache.ledger()));
     }
     let permits = extender.permits();
-    tokio::spawn({
-        let shutdown = shutdown.clone();
-        async move {
-            shutdown.cancelled().await;
-            permits.fail_all("Gangplank is shutting down; the scheduler will retry the gang");
-        }
-    });
     let extender_router = extender::router(Arc::new(extender));
     let webhook_router = webhooks::router(Arc::new(webhooks));
     let published = admission_loop::published::Published::new();
@@ -122,69 +115,40 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         let published = published.clone();
         move |out: &mut String| admission_loop::queue_series(&published, out)
     });
-    let admission_beat = health::Heartbeat::new("the admission loop", ADMISSION_LOOP_LIMIT);
-    let controller_beat = health::Heartbeat::new("the controller", CONTROLLER_LIMIT);
+    let admission_beat = health::Heartbeat::idle("the admission loop", ADMISSION_LOOP_LIMIT);
+    let controller_beat = health::Heartbeat::idle("the controller", CONTROLLER_LIMIT);
     let metrics_router = health::router(
         health::watches(cache.clone(), stores.clone()),
         vec![admission_beat.clone(), controller_beat.clone()],
     )
     .merge(metrics::router(prometheus.clone(), queue_series));
 
-    let admission_loop = tokio::spawn(admission_loop::run(
-        client.clone(),
-        eviction_client,
-        cache.clone(),
-        published.clone(),
-        admission_beat,
-        shutdown.clone(),
-    ));
-    let controller_loop = tokio::spawn(controller::run(
-        client.clone(),
-        cache.clone(),
-        stores.clone(),
-        published,
-        controller_beat,
-        shutdown.clone(),
-    ));
-    let (
-        (),
-        watch,
-        webhook_watch,
-        upkeep,
-        (),
-        admission_loop,
-        controller_loop,
-        metrics_server,
-        extender_server,
-        webhook_server,
-    ) = tokio::join!(
+    let leading = lead(
+        Leader {
+            elector: args
+                .leader_election()
+                .map(|settings| leader::Elector::new(client.clone(), settings)),
+            client: client.clone(),
+            eviction_client,
+            cache: cache.clone(),
+            stores: stores.clone(),
+            published,
+            extender_router,
+            extender_addr: args.extender_addr,
+            extender_tls: args.extender_tls(),
+            permits,
+            heartbeats: [admission_beat, controller_beat],
+        },
+        &shutdown,
+    );
+    let ((), watch, webhook_watch, upkeep, leading, metrics_server, webhook_server) = tokio::join!(
         mirror.run(shutdown.clone()),
         cache::watch::run(client.clone(), changes.clone(), shutdown.clone()),
         stores.run(store_writers, client, changes, shutdown.clone()),
         metrics::run_upkeep(prometheus, shutdown.clone()),
-        extender::expiry::run(cache.ledger(), shutdown.clone()),
-        cancel_on_error(
-            supervise("admission loop", admission_loop, &shutdown),
-            &shutdown
-        ),
-        cancel_on_error(
-            supervise("controller", controller_loop, &shutdown),
-            &shutdown
-        ),
+        cancel_on_error(leading, &shutdown),
         cancel_on_error(
             serve_plain(args.metrics_addr, metrics_router, shutdown.clone()),
-            &shutdown
-        ),
-        cancel_on_error(
-            serve(
-                "extender",
-                args.extender_addr,
-                extender_router,
-                args.extender_tls(),
-                Deadlines::SERVE,
-                axum_server::Handle::new(),
-                shutdown.clone()
-            ),
             &shutdown
         ),
         cancel_on_error(
@@ -201,13 +165,128 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         ),
     );
     let ((), (), ()) = (watch, webhook_watch, upkeep);
-    admission_loop?;
-    controller_loop?;
+    leading?;
     metrics_server.context("metrics server failed")?;
-    extender_server.context("extender server failed")?;
     webhook_server.context("webhook server failed")?;
     tracing::info!("stopped");
     Ok(())
+}
+
+/// What only the leader runs, and what it needs.
+struct Leader {
+    /// `None` without leader election: lead at once.
+    elector: Option<leader::Elector>,
+    client: kube::Client,
+    eviction_client: kube::Client,
+    cache: Cache,
+    stores: Arc<Stores>,
+    published: admission_loop::published::Published,
+    extender_router: Router,
+    extender_addr: SocketAddr,
+    extender_tls: Option<tls::Files>,
+    permits: Arc<Permits>,
+    /// The admission loop's and the controller's: beaten while a term runs, idle between.
+    heartbeats: [Arc<health::Heartbeat>; 2],
+}
+
+/// Leads whenever this replica holds the Lease, until shutdown: waits for it, runs a term
+/// ([`term`]), and when a term ends because the Lease was lost (not renewed in time, or taken),
+/// follows again and waits for the Lease to come free. Gives the Lease up at shutdown, once
+/// the term's work has stopped.
+async fn lead(mut leader: Leader, shutdown: &CancellationToken) -> anyhow::Result<()> {
+    loop {
+        if let Some(elector) = leader.elector.as_mut()
+            && !elector.acquire(shutdown).await
+        {
+            return Ok(());
+        }
+        match term(&mut leader, shutdown).await? {
+            Some(lost) => {
+                tracing::warn!(error = %lost, "stopped leading; following until the Lease is free");
+            }
+            None => {
+                if let Some(elector) = leader.elector.as_mut() {
+                    elector.release().await;
+                }
+                return Ok(());
+            }
+        }
+    }
+}
+
+/// One term as the leader: the admission loop, the controller, the claim-expiry timer and the
+/// extender run, and the Lease is renewed, until shutdown or until the Lease is lost; then
+/// held binds are answered with errors (the scheduler retries them) and the term's work
+/// stops. A term starts from an empty ledger (no claim, reservation or door of an earlier
+/// term). Returns why the Lease was lost, or `None` at shutdown. A part that fails is an error
+/// that shuts the process down.
+async fn term(
+    leader: &mut Leader,
+    shutdown: &CancellationToken,
+) -> anyhow::Result<Option<leader::Error>> {
+    let term = shutdown.child_token();
+    leader.cache.ledger().forget();
+    for heartbeat in &leader.heartbeats {
+        heartbeat.beat();
+    }
+    let [admission_beat, controller_beat] = leader.heartbeats.clone();
+    let admission_loop = tokio::spawn(admission_loop::run(
+        leader.client.clone(),
+        leader.eviction_client.clone(),
+        leader.cache.clone(),
+        leader.published.clone(),
+        admission_beat,
+        term.clone(),
+    ));
+    let controller_loop = tokio::spawn(controller::run(
+        leader.client.clone(),
+        leader.cache.clone(),
+        leader.stores.clone(),
+        leader.published.clone(),
+        controller_beat,
+        term.clone(),
+    ));
+    let elector = &mut leader.elector;
+    let permits = leader.permits.clone();
+    let holding = async {
+        let lost = match elector.as_mut() {
+            Some(elector) => elector.hold(&term).await.err(),
+            None => {
+                term.cancelled().await;
+                None
+            }
+        };
+        term.cancel();
+        permits.fail_all(
+            "this Gangplank stopped leading or is shutting down; the scheduler will retry the gang",
+        );
+        lost
+    };
+    let (lost, (), admission_loop, controller_loop, extender_server) = tokio::join!(
+        holding,
+        extender::expiry::run(leader.cache.ledger(), term.clone()),
+        cancel_on_error(supervise("admission loop", admission_loop, &term), shutdown),
+        cancel_on_error(supervise("controller", controller_loop, &term), shutdown),
+        cancel_on_error(
+            serve(
+                "extender",
+                leader.extender_addr,
+                leader.extender_router.clone(),
+                leader.extender_tls.clone(),
+                Deadlines::SERVE,
+                axum_server::Handle::new(),
+                term.clone()
+            ),
+            shutdown
+        ),
+    );
+    for heartbeat in &leader.heartbeats {
+        heartbeat.rest();
+    }
+    admission_loop?;
+    controller_loop?;
+    extender_server.context("extender server failed")?;
+    Ok(lost)
 }
 
 async fn cancel_on_error<T>(

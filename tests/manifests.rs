@@ -5,7 +5,7 @@
 
 mod common;
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 
 use clap::Parser;
@@ -14,7 +14,7 @@ use gangplank::config::{Cli, Command};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{Namespace, Pod, PodSpec, Service, ServiceAccount};
 use k8s_openapi::api::flowcontrol::v1::FlowSchema;
-use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
+use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
 use k8s_openapi::api::scheduling::v1::PriorityClass;
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
@@ -108,7 +108,13 @@ fn default_queue_manifest_is_the_queue_created_at_start_up() {
 fn deployment_serves_tls_from_the_mounted_secret_and_probes_the_metrics_port() {
     assert_eq!(
         kinds("deployment.yaml"),
-        ["PriorityClass", "Deployment", "Service"]
+        [
+            "PriorityClass",
+            "Deployment",
+            "PodDisruptionBudget",
+            "Service",
+            "Service"
+        ]
     );
     let _: PriorityClass = object("deployment.yaml", "PriorityClass", "gangplank-critical");
     let deployment: Deployment = object("deployment.yaml", "Deployment", "gangplank");
@@ -157,24 +163,75 @@ fn deployment_serves_tls_from_the_mounted_secret_and_probes_the_metrics_port() {
     );
 }
 
-#[test]
-fn service_exposes_the_extender_webhook_and_metrics_ports() {
-    let service: Service = object("deployment.yaml", "Service", "gangplank");
+/// The named Service's port names and numbers, and its selector.
+fn service(name: &str) -> (Vec<(String, i32)>, BTreeMap<String, String>) {
+    let all: Vec<Service> = documents("deployment.yaml")
+        .into_iter()
+        .filter(|d| d["kind"] == "Service")
+        .map(|d| serde_json::from_value(d).unwrap())
+        .collect();
+    let service = all
+        .into_iter()
+        .find(|s| s.metadata.name.as_deref() == Some(name))
+        .unwrap_or_else(|| panic!("no Service {name}"));
     assert_eq!(service.metadata.namespace.as_deref(), Some(NAMESPACE));
-    let ports: Vec<(String, i32)> = service
-        .spec
-        .unwrap()
+    let spec = service.spec.unwrap();
+    let ports = spec
         .ports
         .unwrap()
         .into_iter()
         .map(|p| (p.name.unwrap(), p.port))
         .collect();
+    (ports, spec.selector.unwrap())
+}
+
+#[test]
+fn every_replica_serves_the_webhooks_and_only_the_leader_the_extender() {
+    let (ports, selector) = service("gangplank");
     assert_eq!(
         ports,
         [
-            ("extender".to_string(), 8443),
             ("webhooks".to_string(), 9443),
             ("metrics".to_string(), 8080)
+        ]
+    );
+    assert_eq!(
+        selector,
+        BTreeMap::from([(
+            "app.kubernetes.io/name".to_string(),
+            "gangplank".to_string()
+        )])
+    );
+    let (ports, selector) = service("gangplank-extender");
+    assert_eq!(ports, [("extender".to_string(), 8443)]);
+    assert_eq!(
+        selector.get(labels::LEADER_LABEL).map(String::as_str),
+        Some("true")
+    );
+
+    let deployment: Deployment = object("deployment.yaml", "Deployment", "gangplank");
+    let spec = deployment.spec.unwrap();
+    assert_eq!(spec.replicas, Some(2));
+    let pod = spec.template.spec.unwrap();
+    let args = serve_args(&pod, "gangplank");
+    assert!(args.leader_elect);
+    let env: Vec<(String, String)> = pod.containers[0]
+        .env
+        .iter()
+        .flatten()
+        .map(|e| {
+            let field = e.value_from.as_ref().unwrap().field_ref.as_ref().unwrap();
+            (e.name.clone(), field.field_path.clone())
+        })
+        .collect();
+    assert_eq!(
+        env,
+        [
+            (
+                "POD_NAMESPACE".to_string(),
+                "metadata.namespace".to_string()
+            ),
+            ("POD_NAME".to_string(), "metadata.name".to_string())
         ]
     );
 }
@@ -192,7 +249,13 @@ fn sidecar_example_flags_parse_and_listen_on_loopback() {
 fn cluster_role_grants_exactly_what_gangplank_calls() {
     assert_eq!(
         kinds("rbac.yaml"),
-        ["ServiceAccount", "ClusterRole", "ClusterRoleBinding"]
+        [
+            "ServiceAccount",
+            "ClusterRole",
+            "ClusterRoleBinding",
+            "Role",
+            "RoleBinding"
+        ]
     );
     let _: ServiceAccount = object("rbac.yaml", "ServiceAccount", "gangplank");
     let role: ClusterRole = object("rbac.yaml", "ClusterRole", "gangplank");
@@ -255,6 +318,30 @@ fn cluster_role_grants_exactly_what_gangplank_calls() {
     assert_eq!(granted, calls);
 
     let binding: ClusterRoleBinding = object("rbac.yaml", "ClusterRoleBinding", "gangplank");
+    let subject = &binding.subjects.unwrap()[0];
+    assert_eq!(
+        (subject.name.as_str(), subject.namespace.as_deref()),
+        ("gangplank", Some(NAMESPACE))
+    );
+}
+
+#[test]
+fn the_leader_election_role_grants_exactly_the_lease_calls_in_gangplanks_namespace() {
+    let role: Role = object("rbac.yaml", "Role", "gangplank-leader-election");
+    assert_eq!(role.metadata.namespace.as_deref(), Some(NAMESPACE));
+    let rules = role.rules.unwrap();
+    assert_eq!(rules.len(), 1);
+    assert_eq!(
+        rules[0].api_groups.as_deref(),
+        Some(&["coordination.k8s.io".to_string()][..])
+    );
+    assert_eq!(
+        rules[0].resources.as_deref(),
+        Some(&["leases".to_string()][..])
+    );
+    assert_eq!(rules[0].verbs, ["get", "create", "update"]);
+    let binding: RoleBinding = object("rbac.yaml", "RoleBinding", "gangplank-leader-election");
+    assert_eq!(binding.role_ref.name, "gangplank-leader-election");
     let subject = &binding.subjects.unwrap()[0];
     assert_eq!(
         (subject.name.as_str(), subject.namespace.as_deref()),

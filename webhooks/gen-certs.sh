@@ -21,7 +21,7 @@ out=${1:?usage: gen-certs.sh OUT [HOST...]}
 shift
 hosts=("$@")
 if ((${#hosts[@]} == 0)); then
-  hosts=(gangplank.gangplank-system.svc gangplank.gangplank-system.svc.cluster.local localhost 127.0.0.1)
+  hosts=(gangplank.gangplank-system.svc gangplank.gangplank-system.svc.cluster.local gangplank-extender.gangplank-system.svc gangplank-extender.gangplank-system.svc.cluster.local localhost 127.0.0.1)
 fi
 days=${GANGPLANK_CERT_DAYS:-365}
 mkdir -p "$out"

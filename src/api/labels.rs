@@ -50,6 +50,10 @@ pub const TOPOLOGY_KEY_ANNOTATION: &str = "scheduling.gangplank.dev/topology-key
 /// for a Volcano PodGroup, see `gangplank_core::model::Ahead`): when, in RFC 3339.
 pub const ADMITTED_AHEAD_ANNOTATION: &str = "scheduling.gangplank.dev/admitted-ahead";
 
+/// Label on the pod of the Gangplank replica that holds the leader Lease (`"true"`): the
+/// extender's Service selects it, so the scheduler's calls reach the leader only.
+pub const LEADER_LABEL: &str = "scheduling.gangplank.dev/leader";
+
 pub use gangplank_core::model::names::{
     ADMISSION_GATE, DEFAULT_QUEUE, MANAGED_RESOURCE, PLACEMENT_RESOURCE,
 };

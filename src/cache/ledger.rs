@@ -96,6 +96,11 @@ impl Ledger {
         });
     }
 
+    /// Forgets every claim, reservation and admission on arrival ([`State::forget_ledger`]).
+    pub fn forget(&self) {
+        self.write(State::forget_ledger);
+    }
+
     /// Whether a new member of `group` asking `requests` is created ungated, its gang admitted
     /// on arrival (the mutating webhook; [`State::admit_on_arrival`]).
     pub fn admit_on_arrival(&self, group: &GroupKey, requests: &Resources, now: Instant) -> bool {

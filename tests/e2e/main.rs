@@ -11,6 +11,7 @@ mod controller;
 mod dashboard;
 mod faults;
 mod gangs;
+mod leader;
 mod operators;
 mod queues;
 mod security;

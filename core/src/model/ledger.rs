@@ -274,6 +274,20 @@ impl State {
         self.nodes.add(node, Sum::Claimed, &taken);
     }
 
+    /// Forgets every decision of the ledger (a new leader's term starts from none: the
+    /// scheduler retries what an earlier term held, and the next admission pass decides again).
+    pub fn forget_ledger(&mut self) {
+        let claims: Vec<GroupKey> = self.ledger.claims.keys().cloned().collect();
+        for key in &claims {
+            self.drop_claim(key);
+        }
+        let reserved: Vec<String> = self.ledger.reservations.keys().cloned().collect();
+        for uid in &reserved {
+            self.release(uid);
+        }
+        self.ledger = Ledger::default();
+    }
+
     pub fn drop_claim(&mut self, key: &GroupKey) -> Option<Claim> {
         let claim = self.ledger.claims.remove(key)?;
         for slot in &claim.slots {
