@@ -32,8 +32,8 @@
 //! the rate limiter in [`events`].
 //!
 //! The controller acts only once the cache and its stores have listed everything (a partial
-//! list would make it create PodGroups that exist and report empty queues). It does not elect
-//! a leader: run one replica, as for the admission loop.
+//! list would make it create PodGroups that exist and report empty queues). It runs only in
+//! the replica that leads, as the admission loop does ([`crate::leader`]).
 
 pub mod foreign_groups;
 pub mod jobs;
