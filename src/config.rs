@@ -272,6 +272,20 @@ pub struct ServeArgs {
         default_value_t = 15
     )]
     pub leader_election_lease_seconds: u64,
+
+    /// The scheduler's own leader Lease, as `NAMESPACE/NAME` (kubeadm's scheduler:
+    /// `kube-system/kube-scheduler`), for Gangplank run as a sidecar of each scheduler: this
+    /// replica competes for Gangplank's Lease only while that Lease names the scheduler beside
+    /// it (its holder is `<identity>_<uuid>`, as kube-scheduler writes it, so the identity must
+    /// be the node's host name), and gives Gangplank's Lease up when the scheduler's moves to
+    /// another node. Unset: any replica may lead.
+    #[arg(
+        long,
+        env = "GANGPLANK_LEADER_ELECTION_FOLLOW",
+        value_name = "NAMESPACE/NAME",
+        value_parser = namespaced_name
+    )]
+    pub leader_election_follow: Option<(String, String)>,
 }
 
 /// A combination of flags Gangplank refuses to start with.
@@ -281,6 +295,10 @@ pub enum Error {
         "refusing to serve the scheduler extender on {addr} without --extender-client-ca-file: anyone who reaches that address could bind pods; give the CA of the scheduler's client certificate, or listen on a loopback address (sidecar layout)"
     )]
     UnauthenticatedExtender { addr: SocketAddr },
+    #[error(
+        "--leader-election-follow needs --leader-elect=true: without an election every copy leads, whichever scheduler leads"
+    )]
+    FollowWithoutElection,
 }
 
 impl ServeArgs {
@@ -317,18 +335,21 @@ impl ServeArgs {
                 .unwrap_or_else(host_name),
             duration: std::time::Duration::from_secs(self.leader_election_lease_seconds.max(3)),
             pod: own_pod(),
+            follow: self.leader_election_follow.clone(),
         })
     }
 
     /// Refuses an extender that anyone on the network could call.
     pub fn check(&self) -> Result<(), Error> {
-        if self.extender_addr.ip().is_loopback() || self.extender_client_ca_file.is_some() {
-            Ok(())
-        } else {
-            Err(Error::UnauthenticatedExtender {
+        if !self.extender_addr.ip().is_loopback() && self.extender_client_ca_file.is_none() {
+            return Err(Error::UnauthenticatedExtender {
                 addr: self.extender_addr,
-            })
+            });
         }
+        if self.leader_election_follow.is_some() && !self.leader_elect {
+            return Err(Error::FollowWithoutElection);
+        }
+        Ok(())
     }
 
     /// The extender port's TLS files (client CA included), when TLS is configured.
@@ -364,6 +385,20 @@ fn strategy_parser() -> impl clap::builder::TypedValueParser<Value = Strategy> {
     use clap::builder::TypedValueParser;
     clap::builder::PossibleValuesParser::new(Strategy::ALL.map(Strategy::as_str))
         .map(|name| Strategy::named(&name).expect("clap accepts only the names of the strategies"))
+}
+
+/// `NAMESPACE/NAME`, both parts non-empty.
+fn namespaced_name(text: &str) -> Result<(String, String), String> {
+    match text.split_once('/') {
+        Some((namespace, name))
+            if !namespace.is_empty() && !name.is_empty() && !name.contains('/') =>
+        {
+            Ok((namespace.to_owned(), name.to_owned()))
+        }
+        _ => Err(format!(
+            "{text:?} is not NAMESPACE/NAME (for kubeadm's scheduler: kube-system/kube-scheduler)"
+        )),
+    }
 }
 
 /// The pod this process runs in, from the downward API's POD_NAMESPACE and POD_NAME (the
@@ -459,6 +494,33 @@ mod tests {
                 .contains("without --extender-client-ca-file"),
             "{err}"
         );
+    }
+
+    #[test]
+    fn a_sidecar_follows_the_lease_it_names_and_only_with_an_election() {
+        let args = serve(&["--leader-election-follow", "kube-system/kube-scheduler"]);
+        args.check().unwrap();
+        let settings = args.leader_election().unwrap();
+        assert_eq!(
+            settings.follow,
+            Some(("kube-system".to_owned(), "kube-scheduler".to_owned()))
+        );
+        let without = serve(&[
+            "--leader-election-follow",
+            "kube-system/kube-scheduler",
+            "--leader-elect",
+            "false",
+        ]);
+        assert!(matches!(without.check(), Err(Error::FollowWithoutElection)));
+        let err = Cli::try_parse_from([
+            "gangplank",
+            "serve",
+            "--leader-election-follow",
+            "kube-scheduler",
+        ])
+        .unwrap_err()
+        .to_string();
+        assert!(err.contains("is not NAMESPACE/NAME"), "{err}");
     }
 
     #[test]

@@ -14,6 +14,12 @@
 //! may find it left there) and does not listen on the extender port, so a call that still
 //! reaches it is refused and the scheduler retries the pod.
 //!
+//! In the sidecar layout (one copy beside each scheduler, `--leader-election-follow` naming the
+//! scheduler's own Lease), a copy competes for the Lease only while the scheduler's Lease names
+//! the scheduler beside it, and a leader whose scheduler's Lease moves to another node gives
+//! Gangplank's Lease up at its next renewal, so the copy beside the new leading scheduler takes
+//! it: the scheduler that schedules calls the Gangplank that decides.
+//!
 //! As in client-go, a Lease counts as expired when its record (holder, renew time) has not
 //! changed for its `leaseDurationSeconds` as this replica observed it on its own clock, so the
 //! replicas' clocks need not agree. Writes carry the Lease's `resourceVersion`, so of two
@@ -45,6 +51,9 @@ pub struct Settings {
     /// The pod this replica runs in (namespace, name), to label as the leader's; `None` outside
     /// a pod.
     pub pod: Option<(String, String)>,
+    /// The scheduler's leader Lease (namespace, name) when this replica is the sidecar of a
+    /// scheduler: it leads only while that Lease names the scheduler beside it.
+    pub follow: Option<(String, String)>,
 }
 
 impl Settings {
@@ -96,6 +105,10 @@ pub enum Error {
         seconds: u64,
         last: String,
     },
+    #[error(
+        "the scheduler beside this replica no longer leads (its Lease {lease} names {holder:?})"
+    )]
+    SchedulerMoved { lease: String, holder: String },
     #[error("leader Lease {namespace}/{name} is now held by {holder}")]
     Taken {
         namespace: String,
@@ -119,7 +132,12 @@ impl Elector {
         self.label_pod(false).await;
         let mut logged = false;
         loop {
-            match self.try_hold().await {
+            let attempt = match self.scheduler_here().await {
+                Ok(true) => self.try_hold().await,
+                Ok(false) => Ok(false),
+                Err(e) => Err(e),
+            };
+            match attempt {
                 Ok(true) => {
                     tracing::info!(lease = %self.settings.name, identity = %self.settings.identity, "leading");
                     ::metrics::gauge!(metrics::LEADER).set(1.0);
@@ -128,7 +146,7 @@ impl Elector {
                 }
                 Ok(false) if !logged => {
                     let holder = self.holder().unwrap_or_default();
-                    tracing::info!(lease = %self.settings.name, %holder, "following: another replica leads");
+                    tracing::info!(lease = %self.settings.name, %holder, follow = ?self.settings.follow, "following: another replica leads, or the scheduler beside this one does not");
                     logged = true;
                 }
                 Ok(false) => {}
@@ -152,6 +170,15 @@ impl Elector {
             tokio::select! {
                 () = shutdown.cancelled() => return Ok(()),
                 () = tokio::time::sleep(self.settings.retry_every()) => {}
+            }
+            if let Some(holder) = self.scheduler_elsewhere().await {
+                ::metrics::gauge!(metrics::LEADER).set(0.0);
+                self.release().await;
+                let (namespace, name) = self.settings.follow.clone().unwrap_or_default();
+                return Err(Error::SchedulerMoved {
+                    lease: format!("{namespace}/{name}"),
+                    holder,
+                });
             }
             match tokio::time::timeout(self.settings.retry_every(), self.try_hold()).await {
                 Ok(Ok(true)) => renewed = Instant::now(),
@@ -192,6 +219,32 @@ impl Elector {
         {
             tracing::warn!(pod = %name, leading, error = %e, "failed to label Gangplank's own pod");
         }
+    }
+
+    /// Whether this replica may lead as far as the scheduler's Lease goes: it follows none, or
+    /// that Lease names the scheduler beside it.
+    async fn scheduler_here(&self) -> Result<bool, kube::Error> {
+        let Some((namespace, name)) = &self.settings.follow else {
+            return Ok(true);
+        };
+        let leases: Api<Lease> = Api::namespaced(self.api.clone().into_client(), namespace);
+        let holder = leases
+            .get_opt(name)
+            .await?
+            .and_then(|l| l.spec?.holder_identity);
+        Ok(scheduler_beside(holder.as_deref(), &self.settings.identity))
+    }
+
+    /// The holder of the scheduler's Lease when it names another scheduler than the one beside
+    /// this replica; `None` while it names this one, or cannot be read (the API server away:
+    /// renewing Gangplank's own Lease fails then too, and decides).
+    async fn scheduler_elsewhere(&self) -> Option<String> {
+        let (namespace, name) = self.settings.follow.as_ref()?;
+        let leases: Api<Lease> = Api::namespaced(self.api.clone().into_client(), namespace);
+        let lease = leases.get_opt(name).await.ok()?;
+        let holder = lease.and_then(|l| l.spec?.holder_identity);
+        (!scheduler_beside(holder.as_deref(), &self.settings.identity))
+            .then(|| holder.unwrap_or_default())
     }
 
     fn holder(&self) -> Option<String> {
@@ -298,6 +351,14 @@ impl Elector {
     }
 }
 
+/// Whether the scheduler Lease's `holder` is the scheduler on the host named `identity`:
+/// kube-scheduler writes `<host name>_<uuid>` (host names have no `_`).
+fn scheduler_beside(holder: Option<&str>, identity: &str) -> bool {
+    holder
+        .and_then(|h| h.rsplit_once('_'))
+        .is_some_and(|(host, _)| host == identity)
+}
+
 /// The merge patch that puts the leader label on a pod (`leading`) or takes it off.
 fn leader_label_patch(leading: bool) -> serde_json::Value {
     let value = if leading {
@@ -325,6 +386,22 @@ mod tests {
     }
 
     #[test]
+    fn a_sidecar_leads_only_beside_the_scheduler_its_lease_names() {
+        let holder = Some("cp-1_0b6e4c1a-8d2f-4e8e-9a51-6f0d1c2b3a4d");
+        assert!(scheduler_beside(holder, "cp-1"));
+        assert!(!scheduler_beside(holder, "cp-2"));
+        assert!(
+            !scheduler_beside(holder, "cp"),
+            "a prefix of the host name is another host"
+        );
+        assert!(
+            !scheduler_beside(Some("cp-1"), "cp-1"),
+            "not written by a kube-scheduler"
+        );
+        assert!(!scheduler_beside(None, "cp-1"), "no scheduler leads");
+    }
+
+    #[test]
     fn the_leader_renews_often_and_gives_up_well_before_another_may_take_over() {
         let settings = Settings {
             namespace: "gangplank-system".into(),
@@ -332,6 +409,7 @@ mod tests {
             identity: "a".into(),
             duration: Duration::from_secs(15),
             pod: None,
+            follow: None,
         };
         assert_eq!(settings.retry_every(), Duration::from_secs(3));
         assert_eq!(settings.renew_deadline(), Duration::from_secs(10));

@@ -254,6 +254,8 @@ fn cluster_role_grants_exactly_what_gangplank_calls() {
             "ClusterRole",
             "ClusterRoleBinding",
             "Role",
+            "RoleBinding",
+            "Role",
             "RoleBinding"
         ]
     );
@@ -323,6 +325,25 @@ fn cluster_role_grants_exactly_what_gangplank_calls() {
         (subject.name.as_str(), subject.namespace.as_deref()),
         ("gangplank", Some(NAMESPACE))
     );
+}
+
+#[test]
+fn a_sidecar_may_read_the_schedulers_lease_and_nothing_else_in_kube_system() {
+    let role: Role = object("rbac.yaml", "Role", "gangplank-scheduler-lease");
+    assert_eq!(role.metadata.namespace.as_deref(), Some("kube-system"));
+    let rules = role.rules.unwrap();
+    assert_eq!(rules.len(), 1);
+    assert_eq!(
+        rules[0].resources.as_deref(),
+        Some(&["leases".to_string()][..])
+    );
+    assert_eq!(
+        rules[0].resource_names.as_deref(),
+        Some(&["kube-scheduler".to_string()][..])
+    );
+    assert_eq!(rules[0].verbs, ["get"]);
+    let binding: RoleBinding = object("rbac.yaml", "RoleBinding", "gangplank-scheduler-lease");
+    assert_eq!(binding.role_ref.name, "gangplank-scheduler-lease");
 }
 
 #[test]

@@ -1,7 +1,8 @@
 //! Two replicas and one Lease: a second `gangplank serve`, started beside the one `e2e/up` runs
 //! with the same flags but its own ports and name, follows while the first leads, takes over
 //! when the first is killed (the first comes back as a follower), and hands back when it is
-//! stopped.
+//! stopped. And two sidecars of schedulers: each leads only while the scheduler's Lease names
+//! the scheduler beside it.
 
 use std::process::{Child, Command, Stdio};
 
@@ -26,6 +27,11 @@ struct Standby {
 
 impl Standby {
     fn start() -> Standby {
+        Standby::start_with("standby", &[])
+    }
+
+    /// A second Gangplank named `prefix-<random>`, with `extra` flags.
+    fn start_with(prefix: &str, extra: &[&str]) -> Standby {
         let args = std::fs::read_to_string(run_dir().join("gangplank.args")).unwrap();
         let mut args: Vec<String> = args.lines().map(str::to_owned).collect();
         let mut own = |flag: &str| {
@@ -36,9 +42,11 @@ impl Standby {
         let extender_addr = own("--extender-addr");
         own("--webhook-addr");
         let metrics_addr = own("--metrics-addr");
-        let identity = crate::support::unique("standby");
+        let identity = crate::support::unique(prefix);
         args.extend(["--leader-election-identity".to_owned(), identity.clone()]);
-        let log = std::fs::File::create(run_dir().join("logs/gangplank-standby.log")).unwrap();
+        args.extend(extra.iter().map(|a| a.to_string()));
+        let log = std::fs::File::create(run_dir().join(format!("logs/gangplank-{identity}.log")))
+            .unwrap();
         let child = Command::new(run_dir().join("bin/gangplank"))
             .args(&args)
             .env("KUBECONFIG", run_dir().join("gangplank.kubeconfig"))
@@ -55,15 +63,18 @@ impl Standby {
         }
     }
 
-    async fn leads(&self) -> Option<bool> {
+    async fn metrics(&self) -> Option<crate::support::Metrics> {
         let body = reqwest::get(format!("{}/metrics", self.metrics_url))
             .await
             .ok()?
             .text()
             .await
             .ok()?;
-        let leader = crate::support::Metrics::parse(&body).sum("gangplank_leader", &[]);
-        Some(leader == 1.0)
+        Some(crate::support::Metrics::parse(&body))
+    }
+
+    async fn leads(&self) -> Option<bool> {
+        Some(self.metrics().await?.sum("gangplank_leader", &[]) == 1.0)
     }
 
     /// SIGTERM, and wait for it to exit: a graceful stop gives the Lease up.
@@ -184,4 +195,85 @@ async fn a_second_replica_follows_takes_over_when_the_leader_dies_and_hands_back
     })
     .await;
     ns.delete().await;
+}
+
+/// The scheduler's Lease as kube-scheduler writes it: `<host>_<uuid>`.
+fn scheduler_lease(host: &str) -> Lease {
+    serde_json::from_value(json!({
+        "metadata": {"name": "kube-scheduler", "namespace": "kube-system"},
+        "spec": {
+            "holderIdentity": format!("{host}_{}", crate::support::unique("uuid")),
+            "leaseDurationSeconds": 15,
+        },
+    }))
+    .unwrap()
+}
+
+/// Brings the suite's Gangplank back and removes the test's scheduler Lease, also when the
+/// test fails.
+struct SidecarsGuard;
+
+impl Drop for SidecarsGuard {
+    fn drop(&mut self) {
+        let run = run_dir();
+        let _ = Command::new(run.join("bin/kubectl"))
+            .arg("--kubeconfig")
+            .arg(run.join("kubeconfig"))
+            .args([
+                "-n",
+                "kube-system",
+                "delete",
+                "lease",
+                "kube-scheduler",
+                "--ignore-not-found",
+            ])
+            .status();
+        gangplank_ctl("start");
+    }
+}
+
+#[tokio::test]
+#[ignore = "needs the local control plane: run e2e/test"]
+async fn a_sidecar_leads_only_while_the_scheduler_beside_it_leads() {
+    let cluster = Cluster::connect().await;
+    let leases: Api<Lease> = Api::namespaced(cluster.client.clone(), LEASE_NAMESPACE);
+    let schedulers: Api<Lease> = Api::namespaced(cluster.client.clone(), "kube-system");
+    // The suite's Gangplank gives its Lease up; two sidecars take part instead.
+    gangplank_ctl("stop");
+    let _guard = SidecarsGuard;
+    let follow = ["--leader-election-follow", "kube-system/kube-scheduler"];
+    let a = Standby::start_with("side-a", &follow);
+    let b = Standby::start_with("side-b", &follow);
+    schedulers
+        .create(&PostParams::default(), &scheduler_lease(&a.identity))
+        .await
+        .unwrap();
+    eventually(
+        "the sidecar beside the leading scheduler leads",
+        30,
+        || async {
+            let holds = holder(&leases).await.as_deref() == Some(a.identity.as_str());
+            (holds && a.leads().await == Some(true)).then_some(())
+        },
+    )
+    .await;
+    assert_eq!(b.leads().await, Some(false), "the other sidecar follows");
+
+    // The scheduler's Lease moves to the other node: its sidecar takes over.
+    let moved = std::time::Instant::now();
+    let mut lease = schedulers.get("kube-scheduler").await.unwrap();
+    lease.spec = scheduler_lease(&b.identity).spec;
+    schedulers
+        .replace("kube-scheduler", &PostParams::default(), &lease)
+        .await
+        .unwrap();
+    eventually("the sidecar beside the new scheduler leads", 30, || async {
+        let holds = holder(&leases).await.as_deref() == Some(b.identity.as_str());
+        let only_b = b.leads().await == Some(true) && a.leads().await == Some(false);
+        (holds && only_b).then_some(())
+    })
+    .await;
+    eprintln!("the lead followed the scheduler in {:?}", moved.elapsed());
+    b.stop();
+    a.stop();
 }
