@@ -266,7 +266,8 @@ pub fn rows() -> Vec<Row> {
                 panel(
                     "Extender requests",
                     "Calls from kube-scheduler per second, by verb and outcome (`error`: answered \
-                     with an Error; `bad_request`: a body that is not the expected JSON).",
+                     with an Error; `bad_request`: a body that is not the expected JSON; \
+                     `too_large`: a body over 16 MiB).",
                     "reqps",
                     vec![query(
                         rate(m::EXTENDER_REQUESTS_TOTAL, "", "verb, outcome"),
@@ -279,6 +280,13 @@ pub fn rows() -> Vec<Row> {
                      latency includes the gang's wait.",
                     "s",
                     p50_p99(m::EXTENDER_REQUEST_DURATION_SECONDS, "verb", "{{verb}} "),
+                ),
+                panel(
+                    "Extender: wait for a decision slot",
+                    "Time filter, prioritize and preempt calls waited for one of the 8 calls \
+                     decided at once, by verb: near zero unless calls arrive in a flood.",
+                    "s",
+                    p50_p99(m::EXTENDER_DECISION_WAIT_SECONDS, "verb", "{{verb}} "),
                 ),
                 panel(
                     "Preempt: refused victim nodes",

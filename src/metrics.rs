@@ -21,6 +21,8 @@ use tokio_util::sync::CancellationToken;
 pub const EXTENDER_REQUESTS_TOTAL: &str = "gangplank_extender_requests_total";
 /// Histogram: extender request latency in seconds, by `verb`.
 pub const EXTENDER_REQUEST_DURATION_SECONDS: &str = "gangplank_extender_request_duration_seconds";
+/// Histogram: how long a filter, prioritize or preempt call waited for a decision slot, by `verb`.
+pub const EXTENDER_DECISION_WAIT_SECONDS: &str = "gangplank_extender_decision_wait_seconds";
 /// Counter: admission webhook requests by `webhook`, `operation` and `outcome` (`allowed`,
 /// `denied`, `patched`, `error`).
 pub const WEBHOOK_REQUESTS_TOTAL: &str = "gangplank_webhook_requests_total";
@@ -160,7 +162,13 @@ pub const CATALOGUE: &[Doc] = &[
         name: EXTENDER_REQUESTS_TOTAL,
         kind: Kind::Counter,
         labels: &["verb", "outcome"],
-        help: "Scheduler extender requests, by verb (filter, prioritize, preempt, bind) and outcome (ok; error: answered with a non-empty Error; bad_request: HTTP 400 for a body that is not the expected JSON).",
+        help: "Scheduler extender requests, by verb (filter, prioritize, preempt, bind) and outcome (ok; error: answered with a non-empty Error; bad_request: HTTP 400 for a body that is not the expected JSON or did not arrive within 30 s; too_large: HTTP 413 for a body over 16 MiB).",
+    },
+    Doc {
+        name: EXTENDER_DECISION_WAIT_SECONDS,
+        kind: Kind::Histogram,
+        labels: &["verb"],
+        help: "Time a filter, prioritize or preempt call waited for one of the 8 calls decided at once before its body was read; above a millisecond only when more than 8 arrive together (a flood).",
     },
     Doc {
         name: EXTENDER_REQUEST_DURATION_SECONDS,

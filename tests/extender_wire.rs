@@ -416,6 +416,9 @@ async fn every_request_is_counted_by_verb_and_outcome() {
 
     post(router(), "filter", golden("filter-node-names.request.json")).await;
     post(router(), "filter", "not json").await;
+    let too_large = " ".repeat(gangplank::extender::MAX_BODY_BYTES + 1);
+    let (status, _) = post(router(), "prioritize", too_large).await;
+    assert_eq!(status, StatusCode::PAYLOAD_TOO_LARGE);
     post(
         router(),
         "bind",
@@ -427,8 +430,10 @@ async fn every_request_is_counted_by_verb_and_outcome() {
     for line in [
         r#"gangplank_extender_requests_total{verb="filter",outcome="ok"} 1"#,
         r#"gangplank_extender_requests_total{verb="filter",outcome="bad_request"} 1"#,
+        r#"gangplank_extender_requests_total{verb="prioritize",outcome="too_large"} 1"#,
         r#"gangplank_extender_requests_total{verb="bind",outcome="error"} 1"#,
         r#"gangplank_extender_request_duration_seconds_count{verb="filter"} 2"#,
+        r#"gangplank_extender_decision_wait_seconds_count{verb="filter"} 2"#,
     ] {
         assert!(text.contains(line), "missing {line} in\n{text}");
     }

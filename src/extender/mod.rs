@@ -27,6 +27,7 @@ mod scan;
 mod split;
 pub mod wire;
 
+use std::convert::Infallible;
 use std::fmt;
 use std::sync::Arc;
 use std::time::Instant;
@@ -167,9 +168,11 @@ pub fn router(extender: Arc<Extender>) -> Router {
     };
     let deciding = Arc::new(tokio::sync::Semaphore::new(MAX_CONCURRENT_DECISIONS));
     let limited = |route: MethodRouter<Arc<Extender>>| {
-        route.layer(GlobalConcurrencyLimitLayer::with_semaphore(
-            deciding.clone(),
-        ))
+        route
+            .layer::<_, Infallible>(middleware::from_fn(waited))
+            .layer(GlobalConcurrencyLimitLayer::with_semaphore(
+                deciding.clone(),
+            ))
     };
     let routes = [
         verb(Verb::Filter, limited(post(handlers::filter))),
@@ -193,8 +196,10 @@ pub enum Outcome {
     Ok,
     /// Answered with a non-empty `Error`, or failed on our side.
     Error,
-    /// HTTP 4xx: the body was not the expected JSON.
+    /// HTTP 4xx: the body was not the expected JSON (or did not arrive in time).
     BadRequest,
+    /// HTTP 413: the body was larger than [`MAX_BODY_BYTES`].
+    TooLarge,
 }
 
 impl Outcome {
@@ -203,6 +208,7 @@ impl Outcome {
             Outcome::Ok => "ok",
             Outcome::Error => "error",
             Outcome::BadRequest => "bad_request",
+            Outcome::TooLarge => "too_large",
         }
     }
 }
@@ -211,7 +217,12 @@ impl Outcome {
 /// metric table see them before the first request.
 pub fn register_metrics() {
     for verb in Verb::ALL {
-        for outcome in [Outcome::Ok, Outcome::Error, Outcome::BadRequest] {
+        for outcome in [
+            Outcome::Ok,
+            Outcome::Error,
+            Outcome::BadRequest,
+            Outcome::TooLarge,
+        ] {
             ::metrics::counter!(
                 metrics::EXTENDER_REQUESTS_TOTAL,
                 "verb" => verb.as_str(),
@@ -221,16 +232,36 @@ pub fn register_metrics() {
         }
         // Registering is enough for the exporter to render empty buckets.
         let _ = ::metrics::histogram!(metrics::EXTENDER_REQUEST_DURATION_SECONDS, "verb" => verb.as_str());
+        if verb != Verb::Bind {
+            let _ = ::metrics::histogram!(metrics::EXTENDER_DECISION_WAIT_SECONDS, "verb" => verb.as_str());
+        }
     }
+}
+
+/// When a request reached the extender, before it waited for a decision slot.
+#[derive(Debug, Clone, Copy)]
+struct Arrived(Instant);
+
+/// Records how long a filter, prioritize or preempt call waited for one of the
+/// [`MAX_CONCURRENT_DECISIONS`] slots.
+async fn waited(request: Request, next: Next) -> Response {
+    let extensions = request.extensions();
+    if let (Some(Arrived(at)), Some(verb)) = (extensions.get(), extensions.get::<Verb>()) {
+        ::metrics::histogram!(metrics::EXTENDER_DECISION_WAIT_SECONDS, "verb" => verb.as_str())
+            .record(at.elapsed().as_secs_f64());
+    }
+    next.run(request).await
 }
 
 /// Records the verb's count and latency; tells handlers their verb through an extension.
 async fn observe(State(verb): State<Verb>, mut request: Request, next: Next) -> Response {
     let started = Instant::now();
     request.extensions_mut().insert(verb);
+    request.extensions_mut().insert(Arrived(started));
     let response = next.run(request).await;
     let outcome = match response.extensions().get::<Outcome>() {
         Some(outcome) => *outcome,
+        None if response.status() == axum::http::StatusCode::PAYLOAD_TOO_LARGE => Outcome::TooLarge,
         None if response.status().is_client_error() => Outcome::BadRequest,
         None if response.status().is_success() => Outcome::Ok,
         None => Outcome::Error,

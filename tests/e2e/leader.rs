@@ -12,7 +12,12 @@ use kube::Api;
 use kube::api::PostParams;
 use serde_json::json;
 
-use crate::support::{Cluster, bound_with_prefix, eventually, gangplank_ctl, managed_pod, run_dir};
+use crate::queues::{QueueGuard, create_gang, create_queue};
+use crate::support::{
+    Cluster, TestNamespace, bound_with_prefix, delete_queue, eventually, gangplank_ctl,
+    managed_pod, pod_group, run_dir,
+};
+use gangplank::api::PodGroup;
 
 const LEASE_NAMESPACE: &str = "gangplank-system";
 const LEASE: &str = "gangplank";
@@ -32,11 +37,19 @@ impl Standby {
 
     /// A second Gangplank named `prefix-<random>`, with `extra` flags.
     fn start_with(prefix: &str, extra: &[&str]) -> Standby {
+        Standby::start_as(prefix, extra, false)
+    }
+
+    /// With `shared_extender`, on the first's extender address, where only the replica that
+    /// leads listens: as the `gangplank-extender` Service sends the scheduler to the leader.
+    fn start_as(prefix: &str, extra: &[&str], shared_extender: bool) -> Standby {
         let args = std::fs::read_to_string(run_dir().join("gangplank.args")).unwrap();
         let mut args: Vec<String> = args.lines().map(str::to_owned).collect();
         let mut own = |flag: &str| {
             let at = args.iter().position(|a| a == flag).unwrap() + 1;
-            args[at] = format!("127.0.0.1:{}", free_port());
+            if !(shared_extender && flag == "--extender-addr") {
+                args[at] = format!("127.0.0.1:{}", free_port());
+            }
             args[at].clone()
         };
         let extender_addr = own("--extender-addr");
@@ -276,4 +289,207 @@ async fn a_sidecar_leads_only_while_the_scheduler_beside_it_leads() {
     eprintln!("the lead followed the scheduler in {:?}", moved.elapsed());
     b.stop();
     a.stop();
+}
+
+/// How many times the campaign kills the leader: `GP_LEADER_KILLS`, or 3 (the suite's run;
+/// `e2e/campaign` runs 20).
+fn leader_kills() -> usize {
+    std::env::var("GP_LEADER_KILLS")
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(3)
+}
+
+/// Gangs of the campaign's stream: 4 members of 2 CPUs that run 4 s once all are bound.
+const STREAM_GANG: usize = 4;
+
+/// Creates a gang `s<i>` every second in `queue` until `stop`; returns how many it made. The
+/// webhooks are registered at the suite's Gangplank, so while it is killed creations are
+/// refused (they fail closed): each is tried again until it is made.
+async fn stream_of_gangs(
+    ns: &TestNamespace,
+    queue: &str,
+    stop: tokio::sync::watch::Receiver<bool>,
+) -> usize {
+    let mut made = 0;
+    while !*stop.borrow() {
+        let name = format!("s{made:03}");
+        let mut group = pod_group(&name, STREAM_GANG as i32, None);
+        group.spec.queue = Some(queue.to_owned());
+        create_until_made(&ns.api::<PodGroup>(), &group).await;
+        let run_for = json!({"annotations": {"pod-complete.stage.kwok.x-k8s.io/delay": "4s"}});
+        for i in 0..STREAM_GANG {
+            let member = managed_pod(&format!("{name}-{i}"), Some(&name), 2, run_for.clone());
+            create_until_made(&ns.api::<Pod>(), &member).await;
+        }
+        made += 1;
+        tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+    }
+    made
+}
+
+/// Creates `object`, again after each refusal, for at most a minute; one that exists already
+/// (a create whose answer was lost) counts as made.
+async fn create_until_made<K>(api: &Api<K>, object: &K)
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + serde::Serialize + std::fmt::Debug,
+{
+    let name = object.meta().name.clone().unwrap_or_default();
+    eventually(&format!("{name} to be created"), 60, || async {
+        match api.create(&PostParams::default(), object).await {
+            Ok(_) => Some(()),
+            Err(kube::Error::Api(e)) if e.code == 409 => Some(()),
+            Err(_) => None,
+        }
+    })
+    .await;
+}
+
+/// Per gang of the stream (by name prefix before `-`): when its members were bound (their
+/// `PodScheduled` condition), earliest and latest, and how many are bound.
+async fn bind_times(pods: &Api<Pod>) -> std::collections::BTreeMap<String, (usize, i64, i64)> {
+    let mut gangs = std::collections::BTreeMap::new();
+    for pod in pods.list(&Default::default()).await.unwrap().items {
+        let name = pod.metadata.name.clone().unwrap_or_default();
+        let gang = name.split('-').next().unwrap_or_default().to_owned();
+        let entry = gangs.entry(gang).or_insert((0, i64::MAX, i64::MIN));
+        let scheduled = pod
+            .status
+            .as_ref()
+            .and_then(|s| s.conditions.as_ref())
+            .and_then(|c| {
+                c.iter()
+                    .find(|c| c.type_ == "PodScheduled" && c.status == "True")
+            })
+            .and_then(|c| c.last_transition_time.as_ref())
+            .map(|t| t.0.as_second());
+        if let Some(at) = scheduled {
+            entry.0 += 1;
+            entry.1 = entry.1.min(at);
+            entry.2 = entry.2.max(at);
+        }
+    }
+    gangs
+}
+
+/// Kills the replica that leads: the suite's Gangplank (then starts it again, to follow) or the
+/// standby (then starts another); waits until another replica holds the Lease.
+async fn kill_the_leader(
+    leases: &Api<Lease>,
+    main: &str,
+    standby: &mut Option<Standby>,
+) -> std::time::Duration {
+    let before = eventually("a leader", 60, || holder(leases)).await;
+    let killed = std::time::Instant::now();
+    let main_led = before == main;
+    if main_led {
+        gangplank_ctl("kill");
+    } else {
+        drop(standby.take());
+    }
+    eventually("another replica takes the Lease", 60, || async {
+        let now = holder(leases).await?;
+        (now != before).then_some(())
+    })
+    .await;
+    let failover = killed.elapsed();
+    if main_led {
+        gangplank_ctl("start");
+    } else {
+        *standby = Some(Standby::start_as("standby", &[], true));
+    }
+    failover
+}
+
+#[tokio::test]
+#[ignore = "needs the local control plane: run e2e/test"]
+async fn killing_the_leader_during_a_stream_of_gangs_leaves_every_gang_whole_and_counted() {
+    let cluster = Cluster::connect().await;
+    let leases: Api<Lease> = Api::namespaced(cluster.client.clone(), LEASE_NAMESPACE);
+    let main = eventually("a leader holds the Lease", 30, || holder(&leases)).await;
+    let queue = create_queue(&cluster.client, "kills", Default::default()).await;
+    let _guard = QueueGuard(queue.clone());
+    let ns = cluster.namespace("leader-kills").await;
+    let pods = ns.api::<Pod>();
+    let mut standby = Some(Standby::start_as("standby", &[], true));
+    let (stop, stopped) = tokio::sync::watch::channel(false);
+    let mut failovers = Vec::new();
+    let made = {
+        let stream = stream_of_gangs(&ns, &queue, stopped);
+        let kills = async {
+            for _ in 0..leader_kills() {
+                let ran = finished_gangs(&pods).await;
+                failovers.push(kill_the_leader(&leases, &main, &mut standby).await);
+                // Gangs keep coming and running whole under the new leader before the next kill.
+                eventually("two more gangs to run whole", 90, || async {
+                    (finished_gangs(&pods).await >= ran + 2).then_some(())
+                })
+                .await;
+            }
+            stop.send(true).unwrap();
+        };
+        let (made, ()) = tokio::join!(stream, kills);
+        made
+    };
+    eventually(
+        "every gang of the stream to run whole and finish",
+        180,
+        || async { (finished_gangs(&pods).await == made).then_some(()) },
+    )
+    .await;
+    let timeout = 60;
+    let times = bind_times(&pods).await;
+    failovers.sort();
+    eprintln!(
+        "{} leader kills: failover (kill to a new Lease holder) min {:?}, max {:?}; {made} gangs, \
+         all bound whole; members bound at most {} s apart",
+        failovers.len(),
+        failovers.first(),
+        failovers.last(),
+        times
+            .values()
+            .map(|(_, first, last)| last - first)
+            .max()
+            .unwrap_or(0)
+    );
+    for (gang, (bound, first, last)) in times {
+        assert_eq!(bound, STREAM_GANG, "{gang} was bound whole");
+        assert!(
+            last - first <= timeout,
+            "{gang}'s members were bound {}s apart, more than its schedule timeout",
+            last - first
+        );
+    }
+    // The accounting of the leader now in charge: a gang that keeps running is what the
+    // queue's status counts, no more (nothing left over from the killed leaders).
+    create_gang(&ns, &queue, "last", STREAM_GANG, 2, None, None).await;
+    let queues = kube::Api::<gangplank::api::Queue>::all(cluster.client.clone());
+    eventually("the queue to count the running gang alone", 60, || async {
+        let status = queues.get(&queue).await.ok()?.status?;
+        let cpu = status.allocated.get("cpu")?.0.clone();
+        (cpu == (2 * STREAM_GANG).to_string() && status.running == 1).then_some(())
+    })
+    .await;
+    drop(standby);
+    eventually("the suite's Gangplank leads again", 60, || async {
+        (holder(&leases).await? == main).then_some(())
+    })
+    .await;
+    ns.delete().await;
+    delete_queue(&cluster.client, &queue).await;
+}
+
+/// How many of the stream's gangs have all their members succeeded.
+async fn finished_gangs(pods: &Api<Pod>) -> usize {
+    let mut done: std::collections::BTreeMap<String, usize> = Default::default();
+    for pod in pods.list(&Default::default()).await.unwrap().items {
+        let name = pod.metadata.name.clone().unwrap_or_default();
+        let phase = pod.status.as_ref().and_then(|s| s.phase.as_deref());
+        if name.starts_with('s') && phase == Some("Succeeded") {
+            *done
+                .entry(name.split('-').next().unwrap_or_default().to_owned())
+                .or_default() += 1;
+        }
+    }
+    done.values().filter(|&&n| n == STREAM_GANG).count()
 }

@@ -74,6 +74,6 @@ fn hold_room(
                 lacking: slots(&now.lacking),
             },
         );
-        state.fill_lacking(&now.group);
+        state.fill_lacking(&now.group, &now.seen);
     }
 }

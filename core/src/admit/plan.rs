@@ -112,9 +112,13 @@ pub struct Hold {
     pub overdue: bool,
     /// What it holds, per node, in node name order.
     pub nodes: Vec<(String, Resources)>,
-    /// Per node of the reservation: what its members assigned there need beyond what it
-    /// holds, i.e. what must free up there before it can start.
+    /// Per node of the reservation: what its members assigned there need beyond what is free
+    /// there, i.e. what must free up there before it can start.
     pub lacking: Vec<(String, Resources)>,
+    /// Per node of the reservation: what the pass saw free there (allocatable less what is
+    /// used and reserved). Room beyond it freed after the pass's snapshot, and joins the
+    /// reservation as it is recorded ([`super::hold`]).
+    pub seen: Vec<(String, Resources)>,
 }
 
 /// What one admission pass decided.
@@ -944,6 +948,12 @@ fn admit(state: &State, book: Book, shares: Shares, now: i64) -> Decision {
                 .lacking
                 .iter()
                 .map(|(at, lack)| (pass.room.names[*at].to_owned(), lack.clone()))
+                .collect(),
+            seen: pass
+                .room
+                .seen
+                .iter()
+                .map(|(at, free)| (pass.room.names[*at].to_owned(), free.clone()))
                 .collect(),
         }),
         ..Decision::default()
@@ -1876,6 +1886,10 @@ mod tests {
                 overdue: false,
                 nodes: vec![("n2".into(), Resources::from([("cpu", 4_000), ("pods", 1)]))],
                 lacking: vec![("n2".into(), Resources::from([("cpu", 4_000)]))],
+                seen: vec![(
+                    "n2".into(),
+                    Resources::from([("cpu", 4_000), ("pods", 109)])
+                )],
             }),
             "big waits on the node closest to fitting it"
         );
@@ -2093,6 +2107,27 @@ mod tests {
         );
         let third = decide_at(&s, &|_| false, NOW);
         assert_eq!(admitted(&third), vec!["big"]);
+    }
+
+    #[test]
+    fn a_reservation_never_takes_room_another_queues_guarantee_keeps_even_after_a_pass() {
+        let at = std::time::Instant::now();
+        let mut s = cluster();
+        s.apply_queue(Queue {
+            guarantee: Resources::from([("cpu", 4_000)]),
+            ..Queue::new("g")
+        });
+        running(&mut s, "half", None, "n1", 4_000, NOW - 10);
+        gang(&mut s, "big", "q", 1, 8_000, NOW - 8);
+        let d = decide_at(&s, &|_| false, NOW);
+        assert_eq!(reason(&d, "big"), Reason::Reserved);
+        crate::admit::hold::record(&mut s, None, &d, at);
+        assert_eq!(
+            s.nodes.slot("n1").unwrap().free.get("cpu"),
+            4_000,
+            "the 4 free CPUs are g's guarantee, not big's: {:?}",
+            s.ledger.claims
+        );
     }
 
     mod properties {

@@ -33,6 +33,9 @@ pub(super) struct Room<'s> {
     /// Per node of the reservation: what the head's members assigned there still lack (their
     /// requests beyond what is free now), i.e. what must free up before the head can start.
     pub lacking: Vec<(usize, Resources)>,
+    /// Per node of the reservation: what was free there (allocatable less what is used and
+    /// reserved) when the pass held it.
+    pub seen: Vec<(usize, Resources)>,
     /// Per pod shape (requests) seen in this pass: the first node that may still fit it. Room
     /// only shrinks during a pass, so nodes before it stay too full for that shape, and a
     /// shape whose cursor reached the end fits nowhere, nor does any pod asking at least as
@@ -76,6 +79,7 @@ impl<'s> Room<'s> {
             held: Vec::new(),
             held_total: Resources::new(),
             lacking: Vec::new(),
+            seen: Vec::new(),
             cursors: Vec::new(),
             available: vec![None; queues],
         };
@@ -332,17 +336,19 @@ impl<'s> Room<'s> {
             let Some((at, _)) = best else {
                 return false;
             };
-            let taken = at_least_zero(find(&free, at).unwrap_or(&self.nodes[at]))
-                .min_of(pod)
-                .min_of(&budget);
+            // What is free of the member's requests here; the reservation holds it within the
+            // budget. It lacks only what pods on the node must free: room the budget keeps for
+            // other queues stays free, and is not lacking.
+            let here = at_least_zero(find(&free, at).unwrap_or(&self.nodes[at])).min_of(pod);
+            let taken = here.min_of(&budget);
             budget.sub(&taken);
             let left = find(&capacity, at)
                 .unwrap_or(self.allocatable[at])
                 .minus(pod);
-            let now = find(&free, at).unwrap_or(&self.nodes[at]).minus(&taken);
+            let now = find(&free, at).unwrap_or(&self.nodes[at]).minus(&here);
             upsert(&mut capacity, at, left);
             upsert(&mut free, at, now);
-            let lack = pod.minus(&taken);
+            let lack = pod.minus(&here);
             match held.iter_mut().find(|(i, _)| *i == at) {
                 Some((_, h)) => h.add(&taken),
                 None => held.push((at, taken)),
@@ -360,6 +366,10 @@ impl<'s> Room<'s> {
         self.changed();
         held.sort_by_key(|(at, _)| *at);
         lacking.sort_by_key(|(at, _)| *at);
+        self.seen = held
+            .iter()
+            .map(|(at, h)| (*at, self.nodes[*at].plus(h)))
+            .collect();
         self.held = held;
         self.lacking = lacking;
         true

@@ -209,7 +209,7 @@ impl State {
         if !self.ledger.claims.get(key).is_some_and(Claim::reservation) {
             return;
         }
-        self.fill_lacking(key);
+        self.fill_lacking(key, &[]);
         if let Some(claim) = self.ledger.claims.get_mut(key) {
             claim.lacking.clear();
             claim.deadline = Some(deadline);
@@ -217,19 +217,31 @@ impl State {
     }
 
     /// Grows each slot of the claim of `key` by what the head lacks on its node, as far as the
-    /// node has room nobody else holds now; what it still lacks stays in `lacking`. An
-    /// admission pass decides on a snapshot, so room that freed on a reserved node since then
-    /// (and joined the old claim at once) is taken again as its decision replaces the claim.
-    pub fn fill_lacking(&mut self, key: &GroupKey) {
+    /// node has room nobody else holds now; on a node listed in `seen` (what an admission pass
+    /// saw free there: allocatable less used and reserved), only by what freed since. What it
+    /// still lacks stays in `lacking`. A pass decides on a snapshot, so room that freed on a
+    /// reserved node after it (and joined the old claim at once) is taken again as its
+    /// decision replaces the claim; room the pass saw free and left out (other queues'
+    /// guarantees) stays out.
+    pub fn fill_lacking(&mut self, key: &GroupKey, seen: &[(String, Resources)]) {
         let Some(claim) = self.ledger.claims.get(key) else {
             return;
         };
         let mut claim = claim.clone();
         for lack in &mut claim.lacking {
-            let Some(free) = self.nodes.slot(&lack.node).map(|n| n.free.positive()) else {
+            let Some(slot) = self.nodes.slot(&lack.node) else {
                 continue;
             };
-            let grown = free.min_of(&lack.requests);
+            let mut grown = slot.free.positive().min_of(&lack.requests);
+            if let Some((_, then)) = seen.iter().find(|(node, _)| *node == lack.node) {
+                let Some(node) = slot.node.as_ref() else {
+                    continue;
+                };
+                let mut freed = node.allocatable.minus(&slot.used);
+                freed.sub(&slot.reserved);
+                freed.sub(then);
+                grown = grown.min_of(&freed.positive());
+            }
             lack.requests.sub(&grown);
             grow(&mut claim.slots, &lack.node, grown);
         }
