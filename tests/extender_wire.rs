@@ -562,6 +562,7 @@ async fn a_pod_of_a_queue_in_no_group_is_kept_out_of_room_a_gang_claimed() {
             Resources::from([("cpu", 32_000), ("pods", 1)]),
         )],
         lacking: vec![],
+        seen: vec![],
     };
     let decision = Decision {
         hold: Some(hold),
