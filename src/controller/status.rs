@@ -293,7 +293,7 @@ fn scheduled<'a>(inputs: &'a Inputs, phase: PodGroupPhase) -> Judgement<'a> {
             "the gang is waiting for admission; no member is scheduled before it is admitted"
                 .to_owned(),
         ),
-        PodGroupPhase::Unknown => (
+        PodGroupPhase::Unknown | PodGroupPhase::Failed => (
             false,
             "BelowMinMember",
             format!(
@@ -626,6 +626,30 @@ mod tests {
         assert!(warning);
         assert_eq!(reason, "Failed");
         assert_eq!(message, failed.message);
+    }
+
+    #[test]
+    fn a_gang_that_lost_a_member_says_it_is_below_min_member_not_that_the_rest_are_placed() {
+        // Three members still run; the fourth failed with its node, and nothing replaces it.
+        let status = pod_group_status(&inputs(members(3, 0, 3, 0, 1), &PODS), None, &at(0));
+        assert_eq!(status.phase, Failed);
+        let scheduled = status
+            .conditions
+            .iter()
+            .find(|c| c.type_ == SCHEDULED)
+            .unwrap();
+        assert_eq!(
+            (
+                scheduled.status.as_str(),
+                scheduled.reason.as_str(),
+                scheduled.message.as_str()
+            ),
+            (
+                "False",
+                "BelowMinMember",
+                "only 3 member pods are bound or succeeded, below minMember 4; 1 failed"
+            )
+        );
     }
 
     #[test]
