@@ -361,7 +361,7 @@ pub fn rows() -> Vec<Row> {
             ],
         },
         Row {
-            title: "Cache",
+            title: "Process",
             panels: vec![
                 Panel {
                     chart: Chart::Stat,
@@ -400,6 +400,23 @@ pub fn rows() -> Vec<Row> {
                         vec![query(format!("sum({})", m::LEADER), "leaders")],
                     )
                 },
+                panel(
+                    "Connections",
+                    "Connections open on the extender's and the webhooks' port, and those closed \
+                     as they came because 1024 were open (a flood, not the scheduler or the API \
+                     server), per second.",
+                    "short",
+                    vec![
+                        query(
+                            format!("sum by (server) ({})", m::SERVER_CONNECTIONS),
+                            "{{server}} open",
+                        ),
+                        query(
+                            rate(m::SERVER_CONNECTIONS_REFUSED_TOTAL, "", "server"),
+                            "{{server}} refused",
+                        ),
+                    ],
+                ),
             ],
         },
     ]

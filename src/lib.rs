@@ -10,6 +10,7 @@ pub mod api;
 pub mod cache;
 pub mod cli;
 pub mod config;
+pub mod connections;
 pub mod controller;
 pub mod crdgen;
 pub mod dashboard;

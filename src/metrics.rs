@@ -23,6 +23,10 @@ pub const EXTENDER_REQUESTS_TOTAL: &str = "gangplank_extender_requests_total";
 pub const EXTENDER_REQUEST_DURATION_SECONDS: &str = "gangplank_extender_request_duration_seconds";
 /// Histogram: how long a filter, prioritize or preempt call waited for a decision slot, by `verb`.
 pub const EXTENDER_DECISION_WAIT_SECONDS: &str = "gangplank_extender_decision_wait_seconds";
+/// Gauge: connections open, by `server` (extender, webhooks).
+pub const SERVER_CONNECTIONS: &str = "gangplank_server_connections";
+/// Counter: connections closed as they came because the server held its most, by `server`.
+pub const SERVER_CONNECTIONS_REFUSED_TOTAL: &str = "gangplank_server_connections_refused_total";
 /// Counter: admission webhook requests by `webhook`, `operation` and `outcome` (`allowed`,
 /// `denied`, `patched`, `error`).
 pub const WEBHOOK_REQUESTS_TOTAL: &str = "gangplank_webhook_requests_total";
@@ -175,6 +179,18 @@ pub const CATALOGUE: &[Doc] = &[
         kind: Kind::Histogram,
         labels: &["verb"],
         help: "Time to answer a scheduler extender request, by verb, including a held bind.",
+    },
+    Doc {
+        name: SERVER_CONNECTIONS,
+        kind: Kind::Gauge,
+        labels: &["server"],
+        help: "Connections open on the extender's and the webhooks' port, by server (extender, webhooks); at most 1024 each.",
+    },
+    Doc {
+        name: SERVER_CONNECTIONS_REFUSED_TOTAL,
+        kind: Kind::Counter,
+        labels: &["server"],
+        help: "Connections closed as soon as they were accepted because the server already held 1024 open, by server: a flood of clients, not the scheduler or the API server, which keep a few.",
     },
     Doc {
         name: WEBHOOK_REQUESTS_TOTAL,

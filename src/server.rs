@@ -24,6 +24,7 @@ use tokio_util::sync::CancellationToken;
 use crate::cache::stores::Stores;
 use crate::cache::{self, Cache};
 use crate::config::ServeArgs;
+use crate::connections::Limited;
 use crate::extender::{self, Capture, Extender, KubeBinder, Permits};
 use crate::{admission_loop, controller, health, leader, metrics, tls, webhooks};
 
@@ -39,9 +40,10 @@ pub const ADMISSION_LOOP_LIMIT: Duration = Duration::from_secs(120);
 pub const CONTROLLER_LIMIT: Duration = Duration::from_secs(300);
 
 /// How long a client of the extender or webhook port may take, so that connections that send
-/// nothing, or trickle their headers or body, are closed instead of held.
+/// nothing, or trickle their headers or body, are closed instead of held; and how many may be
+/// open at once ([`crate::connections`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Deadlines {
+pub struct Bounds {
     /// The TLS handshake.
     pub handshake: Duration,
     /// A request's headers (HTTP/1), counted from when the server starts waiting for them, so
@@ -49,15 +51,18 @@ pub struct Deadlines {
     pub headers: Duration,
     /// A request's body.
     pub body: Duration,
+    /// Connections open at once; more are closed as they come.
+    pub connections: usize,
 }
 
-impl Deadlines {
+impl Bounds {
     /// What `gangplank serve` uses: far above what a scheduler or an API server on a working
     /// network needs (their requests arrive in milliseconds), far below "held forever".
-    pub const SERVE: Deadlines = Deadlines {
+    pub const SERVE: Bounds = Bounds {
         handshake: Duration::from_secs(10),
         headers: Duration::from_secs(30),
         body: Duration::from_secs(30),
+        connections: crate::connections::MAX_CONNECTIONS,
     };
 }
 
@@ -157,7 +162,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
                 args.webhook_addr,
                 webhook_router,
                 args.webhook_tls(),
-                Deadlines::SERVE,
+                Bounds::SERVE,
                 axum_server::Handle::new(),
                 shutdown.clone()
             ),
@@ -273,7 +278,7 @@ async fn term(
                 leader.extender_addr,
                 leader.extender_router.clone(),
                 leader.extender_tls.clone(),
-                Deadlines::SERVE,
+                Bounds::SERVE,
                 axum_server::Handle::new(),
                 term.clone()
             ),
@@ -355,14 +360,14 @@ async fn serve_plain(
 
 /// Serves `router` on `addr` until shutdown: over HTTPS from `tls` (reloaded when the files
 /// change, client certificates demanded when it names a client CA), else plain HTTP, closing
-/// connections that miss `deadlines`. `name` labels the logs; `handle` tells when the server
+/// connections that miss `bounds` or come beyond its number. `name` labels the logs; `handle` tells when the server
 /// listens, and where.
 pub async fn serve(
     name: &'static str,
     addr: SocketAddr,
     router: Router,
     tls: Option<tls::Files>,
-    deadlines: Deadlines,
+    bounds: Bounds,
     handle: axum_server::Handle<SocketAddr>,
     shutdown: CancellationToken,
 ) -> anyhow::Result<()> {
@@ -375,7 +380,7 @@ pub async fn serve(
     });
     let service = router
         .layer(tower_http::timeout::RequestBodyTimeoutLayer::new(
-            deadlines.body,
+            bounds.body,
         ))
         .into_make_service();
     let mut server = axum_server::bind(addr).handle(handle);
@@ -383,7 +388,7 @@ pub async fn serve(
         .http_builder()
         .http1()
         .timer(hyper_util::rt::TokioTimer::new())
-        .header_read_timeout(deadlines.headers);
+        .header_read_timeout(bounds.headers);
     match tls {
         Some(files) => {
             let config = tls::load(&files).await?;
@@ -400,12 +405,19 @@ pub async fn serve(
             ));
             tracing::info!(%addr, clients, "{name} listening (https)");
             let acceptor = axum_server::tls_rustls::RustlsAcceptor::new(config)
-                .handshake_timeout(deadlines.handshake);
-            server.acceptor(acceptor).serve(service).await
+                .handshake_timeout(bounds.handshake);
+            server
+                .acceptor(Limited::new(acceptor, bounds.connections, name))
+                .serve(service)
+                .await
         }
         None => {
             tracing::info!(%addr, "{name} listening (http)");
-            server.serve(service).await
+            let acceptor = axum_server::accept::DefaultAcceptor::new();
+            server
+                .acceptor(Limited::new(acceptor, bounds.connections, name))
+                .serve(service)
+                .await
         }
     }
     .with_context(|| format!("failed to serve the {name} on {addr}"))

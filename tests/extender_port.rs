@@ -3,7 +3,7 @@
 //! - with `--extender-client-ca-file`, only a client holding a certificate that CA signed gets
 //!   an answer; anyone else is refused during the TLS handshake, before any verb runs;
 //! - connections that would otherwise be held are closed: silence during the TLS handshake,
-//!   headers or a body trickled past their deadline (short deadlines here); and bodies larger
+//!   headers or a body trickled past their deadline (short bounds here); and bodies larger
 //!   than a scheduler sends are refused before they are read whole.
 
 use std::net::SocketAddr;
@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use gangplank::cache::Cache;
 use gangplank::extender::{self, BindRequest, Binder, Extender, MAX_BODY_BYTES};
-use gangplank::server::{self, Deadlines};
+use gangplank::server::{self, Bounds};
 use gangplank::tls::Files;
 use gangplank_core::claims::Settings;
 use gangplank_core::policy::placement::Strategy;
@@ -27,10 +27,11 @@ use tokio_util::sync::CancellationToken;
 
 const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/tls");
 
-const SHORT: Deadlines = Deadlines {
+const SHORT: Bounds = Bounds {
     handshake: Duration::from_millis(300),
     headers: Duration::from_millis(300),
     body: Duration::from_millis(300),
+    connections: 16,
 };
 
 fn fixture(name: &str) -> PathBuf {
@@ -49,21 +50,21 @@ impl Binder for NeverBinds {
 }
 
 /// An extender with an empty cache on a free loopback port, over TLS from `tls` if given.
-async fn extender(tls: Option<Files>, deadlines: Deadlines) -> (SocketAddr, CancellationToken) {
+async fn extender(tls: Option<Files>, bounds: Bounds) -> (SocketAddr, CancellationToken) {
     let settings = Settings {
         strategy: Strategy::Binpack,
         max_hold: Duration::from_secs(60),
         bind_unmarked: false,
     };
     let extender = Extender::new(Cache::new().0, Arc::new(NeverBinds), settings);
-    serve(extender, tls, deadlines).await
+    serve(extender, tls, bounds).await
 }
 
 /// `extender` on a free loopback port, as `gangplank serve` serves it.
 async fn serve(
     extender: Extender,
     tls: Option<Files>,
-    deadlines: Deadlines,
+    bounds: Bounds,
 ) -> (SocketAddr, CancellationToken) {
     gangplank::tls::install_crypto_provider();
     let handle = axum_server::Handle::new();
@@ -73,7 +74,7 @@ async fn serve(
         "127.0.0.1:0".parse().unwrap(),
         extender::router(Arc::new(extender)),
         tls,
-        deadlines,
+        bounds,
         handle.clone(),
         shutdown.clone(),
     ));
@@ -136,7 +137,7 @@ async fn bind_over_tls(addr: SocketAddr, identity: Option<(&str, &str)>) -> Resu
 
 #[tokio::test]
 async fn the_schedulers_certificate_gets_an_answer() {
-    let (addr, shutdown) = extender(tls(true), Deadlines::SERVE).await;
+    let (addr, shutdown) = extender(tls(true), Bounds::SERVE).await;
     let answer = bind_over_tls(addr, Some(("client.crt", "client.key")))
         .await
         .unwrap();
@@ -150,7 +151,7 @@ async fn the_schedulers_certificate_gets_an_answer() {
 
 #[tokio::test]
 async fn a_client_without_a_certificate_is_refused_before_any_verb_runs() {
-    let (addr, shutdown) = extender(tls(true), Deadlines::SERVE).await;
+    let (addr, shutdown) = extender(tls(true), Bounds::SERVE).await;
     let err = bind_over_tls(addr, None).await.unwrap_err();
     assert!(err.contains("CertificateRequired"), "{err}");
     shutdown.cancel();
@@ -158,7 +159,7 @@ async fn a_client_without_a_certificate_is_refused_before_any_verb_runs() {
 
 #[tokio::test]
 async fn a_certificate_from_another_ca_is_refused_before_any_verb_runs() {
-    let (addr, shutdown) = extender(tls(true), Deadlines::SERVE).await;
+    let (addr, shutdown) = extender(tls(true), Bounds::SERVE).await;
     let err = bind_over_tls(addr, Some(("stranger.crt", "stranger.key")))
         .await
         .unwrap_err();
@@ -199,7 +200,7 @@ async fn a_held_bind_whose_connection_closes_is_no_longer_held() {
     };
     let extender = Extender::new(cache, Arc::new(NeverBinds), settings);
     let permits = extender.permits();
-    let (addr, shutdown) = serve(extender, None, Deadlines::SERVE).await;
+    let (addr, shutdown) = serve(extender, None, Bounds::SERVE).await;
 
     let body = r#"{"PodName":"g-0","PodNamespace":"ns","PodUID":"u0","Node":"n1"}"#;
     let mut scheduler = TcpStream::connect(addr).await.unwrap();
@@ -233,7 +234,7 @@ async fn a_held_bind_whose_connection_closes_is_no_longer_held() {
     shutdown.cancel();
 }
 
-// ---- deadlines and sizes
+// ---- bounds and sizes
 
 /// Writes `sent` while reading until the server closes the connection (at most 30 s);
 /// returns what it answered. The server may stop reading early (a refused body).
@@ -298,5 +299,36 @@ async fn a_body_larger_than_a_scheduler_sends_is_refused_with_413() {
     request.resize(request.len() + MAX_BODY_BYTES + 1, b' ');
     let answer = answer_to(addr, &request).await;
     assert!(answer.starts_with("HTTP/1.1 413"), "{answer}");
+    shutdown.cancel();
+}
+
+#[tokio::test]
+async fn connections_beyond_the_bound_are_closed_as_they_come_and_counted() {
+    let recorder = metrics_exporter_prometheus::PrometheusBuilder::new().build_recorder();
+    let handle = recorder.handle();
+    let _guard = metrics::set_default_local_recorder(&recorder);
+    let bounds = Bounds {
+        connections: 4,
+        ..Bounds::SERVE
+    };
+    let (addr, shutdown) = extender(None, bounds).await;
+    // Four clients that say nothing (the header deadline is 30 s) take every place; the server
+    // accepts connections in the order they came.
+    let mut open = Vec::new();
+    for _ in 0..bounds.connections {
+        open.push(TcpStream::connect(addr).await.unwrap());
+    }
+    let held = answer_to(
+        addr,
+        b"POST /scheduler/filter HTTP/1.1\r\nhost: x\r\ncontent-length: 2\r\nconnection: close\r\n\r\n{}",
+    )
+    .await;
+    assert_eq!(held, "", "a fifth connection is closed unanswered: {held}");
+    drop(open);
+    let text = handle.render();
+    assert!(
+        text.contains(r#"gangplank_server_connections_refused_total{server="extender"} 1"#),
+        "{text}"
+    );
     shutdown.cancel();
 }

@@ -1,6 +1,6 @@
 //! Faults of the parts around Gangplank, and of Gangplank itself: the scheduler restarting
-//! while binds are held, the API server restarting under Gangplank's watches, and Gangplank
-//! hanging while the scheduler places its pods. Components are killed and started
+//! while binds are held, the API server restarting under Gangplank's watches, Gangplank
+//! hanging while the scheduler places its pods, and a node deleted under a running gang. Components are killed and started
 //! again with `e2e/component`.
 
 use gangplank::api::{PodGroup, labels};
@@ -145,5 +145,143 @@ async fn while_gangplank_hangs_a_plain_pod_schedules_past_the_managed_pods_befor
         started.elapsed()
     );
     drop(frozen);
+    ns.delete().await;
+}
+
+/// Puts a deleted node back as it was (its labels, annotations and capacity), also when the
+/// test fails, so the tests after it find four nodes.
+struct NodeBack(Option<k8s_openapi::api::core::v1::Node>);
+
+impl Drop for NodeBack {
+    fn drop(&mut self) {
+        let Some(node) = self.0.take() else {
+            return;
+        };
+        let run = crate::support::run_dir();
+        let mut child = std::process::Command::new(run.join("bin/kubectl"))
+            .arg("--kubeconfig")
+            .arg(run.join("kubeconfig"))
+            .args(["create", "-f", "-"])
+            .stdin(std::process::Stdio::piped())
+            .spawn()
+            .expect("failed to run kubectl");
+        use std::io::Write;
+        let manifest = serde_json::to_vec(&node).unwrap();
+        child.stdin.take().unwrap().write_all(&manifest).unwrap();
+        let _ = child.wait();
+    }
+}
+
+/// The node as it can be created again: no identity, version or conditions of the old one.
+fn as_new(node: &k8s_openapi::api::core::v1::Node) -> k8s_openapi::api::core::v1::Node {
+    let mut node = node.clone();
+    node.metadata = kube::api::ObjectMeta {
+        name: node.metadata.name.clone(),
+        labels: node.metadata.labels.clone(),
+        annotations: node.metadata.annotations.clone(),
+        ..Default::default()
+    };
+    if let Some(status) = node.status.as_mut() {
+        status.conditions = None;
+    }
+    node
+}
+
+#[tokio::test]
+#[ignore = "needs the local control plane: run e2e/test"]
+async fn a_node_deleted_under_a_running_gang_leaves_it_below_min_member_and_counted_and_its_return_brings_room_back()
+ {
+    let cluster = Cluster::connect().await;
+    let ns = cluster.namespace("fault-node").await;
+    let pods = ns.api::<Pod>();
+    let groups = ns.api::<PodGroup>();
+    let nodes = kube::Api::<k8s_openapi::api::core::v1::Node>::all(cluster.client.clone());
+    // A gang of a whole node per member, on all four nodes.
+    groups
+        .create(&PostParams::default(), &pod_group("wide", 4, None))
+        .await
+        .unwrap();
+    for i in 0..4 {
+        pods.create(
+            &PostParams::default(),
+            &managed_pod(&format!("wide-{i}"), Some("wide"), 32, json!({})),
+        )
+        .await
+        .unwrap();
+    }
+    eventually("the gang running on all four nodes", 60, || async {
+        (bound_with_prefix(&pods, "wide").await.len() == 4).then_some(())
+    })
+    .await;
+    crate::support::pod_group_in_phase(&groups, "wide", "Running").await;
+
+    // Its first member's node goes away; the pod garbage collector deletes the pod.
+    let victim = pods
+        .get("wide-0")
+        .await
+        .unwrap()
+        .spec
+        .unwrap()
+        .node_name
+        .unwrap();
+    let node = nodes.get(&victim).await.unwrap();
+    let back = NodeBack(Some(as_new(&node)));
+    nodes.delete(&victim, &Default::default()).await.unwrap();
+    let group = eventually("the gang below minMember, saying so", 120, || async {
+        let group = groups.get("wide").await.ok()?;
+        let status = group.status.clone()?;
+        let scheduled = status.conditions.iter().find(|c| c.type_ == "Scheduled")?;
+        (scheduled.reason == "BelowMinMember").then_some(group)
+    })
+    .await;
+    let status = group.status.unwrap();
+    assert!(
+        matches!(status.phase.as_str(), "Unknown" | "Failed"),
+        "{status:?}"
+    );
+    assert_eq!(status.running, 3, "{status:?}");
+    let metrics = cluster.gangplank_metrics().await;
+    assert_eq!(
+        metrics.sum("gangplank_cache_nodes", &[]),
+        3.0,
+        "the node left the model"
+    );
+    assert_eq!(gangplank_readyz(&cluster).await, Some(200));
+
+    // A gang of one whole node has no room while the node is gone, and runs once it is back.
+    groups
+        .create(&PostParams::default(), &pod_group("next", 1, None))
+        .await
+        .unwrap();
+    pods.create(
+        &PostParams::default(),
+        &managed_pod("next-0", Some("next"), 32, json!({})),
+    )
+    .await
+    .unwrap();
+    eventually("the new gang waiting for room", 30, || async {
+        let status = groups.get("next").await.ok()?.status?;
+        let admitted = status.conditions.iter().find(|c| c.type_ == "Admitted")?;
+        let waits = matches!(admitted.reason.as_str(), "DoesNotFit" | "Reserved");
+        (admitted.status == "False" && waits).then_some(())
+    })
+    .await;
+    drop(back);
+    eventually("the node back and ready", 60, || async {
+        let node = nodes.get(&victim).await.ok()?;
+        let ready = node
+            .status?
+            .conditions?
+            .into_iter()
+            .any(|c| c.type_ == "Ready" && c.status == "True");
+        ready.then_some(())
+    })
+    .await;
+    eventually(
+        "the new gang running on the node that came back",
+        60,
+        || async { (bound_with_prefix(&pods, "next").await.len() == 1).then_some(()) },
+    )
+    .await;
     ns.delete().await;
 }
