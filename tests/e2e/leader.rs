@@ -43,6 +43,12 @@ impl Standby {
     /// With `shared_extender`, on the first's extender address, where only the replica that
     /// leads listens: as the `gangplank-extender` Service sends the scheduler to the leader.
     fn start_as(prefix: &str, extra: &[&str], shared_extender: bool) -> Standby {
+        Standby::start_in(prefix, extra, shared_extender, None)
+    }
+
+    /// With `pod`, as if it ran in that pod of gangplank-system (the downward API's POD_NAME
+    /// and POD_NAMESPACE): it labels the pod while it leads.
+    fn start_in(prefix: &str, extra: &[&str], shared_extender: bool, pod: Option<&str>) -> Standby {
         let args = std::fs::read_to_string(run_dir().join("gangplank.args")).unwrap();
         let mut args: Vec<String> = args.lines().map(str::to_owned).collect();
         let mut own = |flag: &str| {
@@ -60,7 +66,13 @@ impl Standby {
         args.extend(extra.iter().map(|a| a.to_string()));
         let log = std::fs::File::create(run_dir().join(format!("logs/gangplank-{identity}.log")))
             .unwrap();
-        let child = Command::new(run_dir().join("bin/gangplank"))
+        let mut command = Command::new(run_dir().join("bin/gangplank"));
+        if let Some(pod) = pod {
+            command
+                .env("POD_NAMESPACE", LEASE_NAMESPACE)
+                .env("POD_NAME", pod);
+        }
+        let child = command
             .args(&args)
             .env("KUBECONFIG", run_dir().join("gangplank.kubeconfig"))
             .stdin(Stdio::null())
@@ -492,4 +504,127 @@ async fn finished_gangs(pods: &Api<Pod>) -> usize {
         }
     }
     done.values().filter(|&&n| n == STREAM_GANG).count()
+}
+
+/// The `gangplank-extender` Service of `manifests/deployment.yaml`, as shipped.
+fn extender_service() -> k8s_openapi::api::core::v1::Service {
+    let text =
+        std::fs::read_to_string(crate::support::repo_dir().join("manifests/deployment.yaml"))
+            .unwrap();
+    serde_yaml::Deserializer::from_str(&text)
+        .filter_map(|doc| {
+            let doc: serde_json::Value = serde::Deserialize::deserialize(doc).ok()?;
+            (doc["kind"] == "Service" && doc["metadata"]["name"] == "gangplank-extender")
+                .then(|| serde_json::from_value(doc).unwrap())
+        })
+        .next()
+        .expect("deployment.yaml has the gangplank-extender Service")
+}
+
+/// A stand-in for a Gangplank replica's pod, run by kwok on a fake node (nothing runs in it:
+/// the replica is a process of the test, told this pod is its own).
+fn replica_pod(name: &str) -> Pod {
+    crate::support::pod(json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": name, "namespace": LEASE_NAMESPACE,
+                     "labels": {"app.kubernetes.io/name": "gangplank"}},
+        "spec": {"nodeName": "kwok-node-0",
+                 "containers": [{"name": "gangplank", "image": "gangplank",
+                                 "ports": [{"name": "extender", "containerPort": 8443}]}]}
+    }))
+}
+
+/// The pods behind the `gangplank-extender` Service now, by name, from its EndpointSlices.
+async fn extender_endpoints(
+    slices: &Api<k8s_openapi::api::discovery::v1::EndpointSlice>,
+) -> Vec<String> {
+    let params =
+        kube::api::ListParams::default().labels("kubernetes.io/service-name=gangplank-extender");
+    let mut names: Vec<String> = slices
+        .list(&params)
+        .await
+        .map(|l| l.items)
+        .unwrap_or_default()
+        .into_iter()
+        .flat_map(|s| s.endpoints.unwrap_or_default())
+        .filter(|e| e.conditions.as_ref().and_then(|c| c.ready) != Some(false))
+        .filter_map(|e| e.target_ref?.name)
+        .collect();
+    names.sort();
+    names
+}
+
+/// Deletes what the Service test made in gangplank-system, also when it fails.
+struct ServiceGuard;
+
+impl Drop for ServiceGuard {
+    fn drop(&mut self) {
+        let run = run_dir();
+        let _ = Command::new(run.join("bin/kubectl"))
+            .arg("--kubeconfig")
+            .arg(run.join("kubeconfig"))
+            .args([
+                "-n",
+                LEASE_NAMESPACE,
+                "delete",
+                "service/gangplank-extender",
+                "pod/replica-a",
+                "pod/replica-b",
+                "--ignore-not-found",
+                "--wait=false",
+            ])
+            .status();
+        gangplank_ctl("start");
+    }
+}
+
+#[tokio::test]
+#[ignore = "needs the local control plane: run e2e/test"]
+async fn the_extender_service_sends_the_scheduler_to_the_leaders_pod_only() {
+    let cluster = Cluster::connect().await;
+    let leases: Api<Lease> = Api::namespaced(cluster.client.clone(), LEASE_NAMESPACE);
+    let pods: Api<Pod> = Api::namespaced(cluster.client.clone(), LEASE_NAMESPACE);
+    let services: Api<k8s_openapi::api::core::v1::Service> =
+        Api::namespaced(cluster.client.clone(), LEASE_NAMESPACE);
+    let slices: Api<k8s_openapi::api::discovery::v1::EndpointSlice> =
+        Api::namespaced(cluster.client.clone(), LEASE_NAMESPACE);
+    // The suite's Gangplank gives its Lease up; two replicas "in" pods take part instead.
+    gangplank_ctl("stop");
+    let _guard = ServiceGuard;
+    services
+        .create(&PostParams::default(), &extender_service())
+        .await
+        .unwrap();
+    for name in ["replica-a", "replica-b"] {
+        pods.create(&PostParams::default(), &replica_pod(name))
+            .await
+            .unwrap();
+    }
+    let a = Standby::start_in("a", &[], false, Some("replica-a"));
+    eventually("a leads", 30, || async {
+        (holder(&leases).await? == a.identity).then_some(())
+    })
+    .await;
+    let b = Standby::start_in("b", &[], false, Some("replica-b"));
+    eventually("the Service selecting a's pod alone", 60, || async {
+        (extender_endpoints(&slices).await == ["replica-a"]).then_some(())
+    })
+    .await;
+    assert_eq!(b.leads().await, Some(false));
+
+    // a dies; b takes over and labels its pod. a's container comes back (as the kubelet
+    // restarts it) and takes the label off its own pod as it starts to follow.
+    drop(a);
+    eventually("b leads", 60, || async {
+        (holder(&leases).await? == b.identity).then_some(())
+    })
+    .await;
+    let a = Standby::start_in("a", &[], false, Some("replica-a"));
+    eventually("the Service selecting b's pod alone", 60, || async {
+        (extender_endpoints(&slices).await == ["replica-b"]).then_some(())
+    })
+    .await;
+    assert_eq!(a.leads().await, Some(false));
+    b.stop();
+    a.stop();
 }
