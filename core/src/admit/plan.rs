@@ -115,9 +115,9 @@ pub struct Hold {
     /// Per node of the reservation: what its members assigned there need beyond what is free
     /// there, i.e. what must free up there before it can start.
     pub lacking: Vec<(String, Resources)>,
-    /// Per node of the reservation: what the pass saw free there (allocatable less what is
-    /// used and reserved). Room beyond it freed after the pass's snapshot, and joins the
-    /// reservation as it is recorded ([`super::hold`]).
+    /// Per node of the reservation: what was free there in the pass's snapshot (allocatable
+    /// less what is used and reserved; not less what the pass itself admitted). Room beyond it
+    /// freed after the snapshot, and joins the reservation as it is recorded ([`super::hold`]).
     pub seen: Vec<(String, Resources)>,
 }
 
@@ -951,9 +951,13 @@ fn admit(state: &State, book: Book, shares: Shares, now: i64) -> Decision {
                 .collect(),
             seen: pass
                 .room
-                .seen
+                .held
                 .iter()
-                .map(|(at, free)| (pass.room.names[*at].to_owned(), free.clone()))
+                .filter_map(|(at, _)| {
+                    let name = pass.room.names[*at];
+                    let node = state.nodes.slot(name)?.node.as_ref()?;
+                    Some((name.to_owned(), state.free_on(node)))
+                })
                 .collect(),
         }),
         ..Decision::default()
@@ -2126,6 +2130,30 @@ mod tests {
             s.nodes.slot("n1").unwrap().free.get("cpu"),
             4_000,
             "the 4 free CPUs are g's guarantee, not big's: {:?}",
+            s.ledger.claims
+        );
+    }
+
+    #[test]
+    fn room_a_pass_admits_another_queue_into_does_not_count_as_freed_for_the_reservation() {
+        let at = std::time::Instant::now();
+        let mut s = cluster();
+        s.apply_queue(Queue {
+            guarantee: Resources::from([("cpu", 4_000)]),
+            ..Queue::new("g")
+        });
+        running(&mut s, "half", None, "n1", 4_000, NOW - 10);
+        gang(&mut s, "big", "q", 1, 8_000, NOW - 8);
+        // g's first job takes its guarantee, the 4 free CPUs, in the pass that reserves for big.
+        gang(&mut s, "first", "g", 1, 4_000, NOW - 5);
+        let d = decide_at(&s, &|_| false, NOW);
+        assert_eq!(admitted(&d), vec!["first"]);
+        assert_eq!(reason(&d, "big"), Reason::Reserved);
+        crate::admit::hold::record(&mut s, None, &d, at);
+        assert_eq!(
+            s.nodes.slot("n1").unwrap().free.get("cpu"),
+            4_000,
+            "nothing freed on n1 since the snapshot: its free CPUs are first's, not big's: {:?}",
             s.ledger.claims
         );
     }

@@ -33,9 +33,6 @@ pub(super) struct Room<'s> {
     /// Per node of the reservation: what the head's members assigned there still lack (their
     /// requests beyond what is free now), i.e. what must free up before the head can start.
     pub lacking: Vec<(usize, Resources)>,
-    /// Per node of the reservation: what was free there (allocatable less what is used and
-    /// reserved) when the pass held it.
-    pub seen: Vec<(usize, Resources)>,
     /// Per pod shape (requests) seen in this pass: the first node that may still fit it. Room
     /// only shrinks during a pass, so nodes before it stay too full for that shape, and a
     /// shape whose cursor reached the end fits nowhere, nor does any pod asking at least as
@@ -79,7 +76,6 @@ impl<'s> Room<'s> {
             held: Vec::new(),
             held_total: Resources::new(),
             lacking: Vec::new(),
-            seen: Vec::new(),
             cursors: Vec::new(),
             available: vec![None; queues],
         };
@@ -366,10 +362,6 @@ impl<'s> Room<'s> {
         self.changed();
         held.sort_by_key(|(at, _)| *at);
         lacking.sort_by_key(|(at, _)| *at);
-        self.seen = held
-            .iter()
-            .map(|(at, h)| (*at, self.nodes[*at].plus(h)))
-            .collect();
         self.held = held;
         self.lacking = lacking;
         true
