@@ -522,14 +522,19 @@ fn extender_service() -> k8s_openapi::api::core::v1::Service {
 }
 
 /// A stand-in for a Gangplank replica's pod, run by kwok on a fake node (nothing runs in it:
-/// the replica is a process of the test, told this pod is its own).
+/// the replica is a process of the test, told this pod is its own); restricted, as
+/// gangplank-system enforces.
 fn replica_pod(name: &str) -> Pod {
     crate::support::pod(json!({
         "apiVersion": "v1", "kind": "Pod",
         "metadata": {"name": name, "namespace": LEASE_NAMESPACE,
                      "labels": {"app.kubernetes.io/name": "gangplank"}},
         "spec": {"nodeName": "kwok-node-0",
+                 "securityContext": {"runAsNonRoot": true, "runAsUser": 65532,
+                                     "seccompProfile": {"type": "RuntimeDefault"}},
                  "containers": [{"name": "gangplank", "image": "gangplank",
+                                 "securityContext": {"allowPrivilegeEscalation": false,
+                                                     "capabilities": {"drop": ["ALL"]}},
                                  "ports": [{"name": "extender", "containerPort": 8443}]}]}
     }))
 }
@@ -610,7 +615,10 @@ async fn the_extender_service_sends_the_scheduler_to_the_leaders_pod_only() {
         (extender_endpoints(&slices).await == ["replica-a"]).then_some(())
     })
     .await;
-    assert_eq!(b.leads().await, Some(false));
+    eventually("b following", 30, || async {
+        (b.leads().await == Some(false)).then_some(())
+    })
+    .await;
 
     // a dies; b takes over and labels its pod. a's container comes back (as the kubelet
     // restarts it) and takes the label off its own pod as it starts to follow.
@@ -624,7 +632,10 @@ async fn the_extender_service_sends_the_scheduler_to_the_leaders_pod_only() {
         (extender_endpoints(&slices).await == ["replica-b"]).then_some(())
     })
     .await;
-    assert_eq!(a.leads().await, Some(false));
+    eventually("a following", 30, || async {
+        (a.leads().await == Some(false)).then_some(())
+    })
+    .await;
     b.stop();
     a.stop();
 }
