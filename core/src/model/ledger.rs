@@ -237,9 +237,7 @@ impl State {
                 let Some(node) = slot.node.as_ref() else {
                     continue;
                 };
-                let mut freed = node.allocatable.minus(&slot.used);
-                freed.sub(&slot.reserved);
-                freed.sub(then);
+                let freed = self.free_on(node).minus(then);
                 grown = grown.min_of(&freed.positive());
             }
             lack.requests.sub(&grown);
