@@ -32,23 +32,15 @@ struct Standby {
 
 impl Standby {
     fn start() -> Standby {
-        Standby::start_with("standby", &[])
+        Standby::launch("standby", &[], false, None)
     }
 
-    /// A second Gangplank named `prefix-<random>`, with `extra` flags.
-    fn start_with(prefix: &str, extra: &[&str]) -> Standby {
-        Standby::start_as(prefix, extra, false)
-    }
-
-    /// With `shared_extender`, on the first's extender address, where only the replica that
-    /// leads listens: as the `gangplank-extender` Service sends the scheduler to the leader.
-    fn start_as(prefix: &str, extra: &[&str], shared_extender: bool) -> Standby {
-        Standby::start_in(prefix, extra, shared_extender, None)
-    }
-
+    /// A second Gangplank named `prefix-<random>`, with `extra` flags. With `shared_extender`,
+    /// on the first's extender address, where only the replica that leads listens: as the
+    /// `gangplank-extender` Service sends the scheduler to the leader.
     /// With `pod`, as if it ran in that pod of gangplank-system (the downward API's POD_NAME
     /// and POD_NAMESPACE): it labels the pod while it leads.
-    fn start_in(prefix: &str, extra: &[&str], shared_extender: bool, pod: Option<&str>) -> Standby {
+    fn launch(prefix: &str, extra: &[&str], shared_extender: bool, pod: Option<&str>) -> Standby {
         let args = std::fs::read_to_string(run_dir().join("gangplank.args")).unwrap();
         let mut args: Vec<String> = args.lines().map(str::to_owned).collect();
         let mut own = |flag: &str| {
@@ -102,6 +94,14 @@ impl Standby {
         Some(self.metrics().await?.sum("gangplank_leader", &[]) == 1.0)
     }
 
+    /// Waits until it answers and follows.
+    async fn until_following(&self) {
+        eventually(&format!("{} to follow", self.identity), 30, || async {
+            (self.leads().await == Some(false)).then_some(())
+        })
+        .await;
+    }
+
     /// SIGTERM, and wait for it to exit: a graceful stop gives the Lease up.
     fn stop(mut self) {
         let pid = self.child.id().to_string();
@@ -129,6 +129,14 @@ fn free_port() -> u16 {
 
 async fn holder(leases: &Api<Lease>) -> Option<String> {
     leases.get_opt(LEASE).await.ok()??.spec?.holder_identity
+}
+
+/// Waits at most `seconds` until the replica named `identity` holds the Lease.
+async fn until_held_by(leases: &Api<Lease>, identity: &str, seconds: u64, what: &str) {
+    eventually(what, seconds, || async {
+        (holder(leases).await? == identity).then_some(())
+    })
+    .await;
 }
 
 #[tokio::test]
@@ -267,8 +275,8 @@ async fn a_sidecar_leads_only_while_the_scheduler_beside_it_leads() {
     gangplank_ctl("stop");
     let _guard = SidecarsGuard;
     let follow = ["--leader-election-follow", "kube-system/kube-scheduler"];
-    let a = Standby::start_with("side-a", &follow);
-    let b = Standby::start_with("side-b", &follow);
+    let a = Standby::launch("side-a", &follow, false, None);
+    let b = Standby::launch("side-b", &follow, false, None);
     schedulers
         .create(&PostParams::default(), &scheduler_lease(&a.identity))
         .await
@@ -408,7 +416,7 @@ async fn kill_the_leader(
     if main_led {
         gangplank_ctl("start");
     } else {
-        *standby = Some(Standby::start_as("standby", &[], true));
+        *standby = Some(Standby::launch("standby", &[], true, None));
     }
     failover
 }
@@ -423,7 +431,7 @@ async fn killing_the_leader_during_a_stream_of_gangs_leaves_every_gang_whole_and
     let _guard = QueueGuard(queue.clone());
     let ns = cluster.namespace("leader-kills").await;
     let pods = ns.api::<Pod>();
-    let mut standby = Some(Standby::start_as("standby", &[], true));
+    let mut standby = Some(Standby::launch("standby", &[], true, None));
     let (stop, stopped) = tokio::sync::watch::channel(false);
     let mut failovers = Vec::new();
     let made = {
@@ -483,10 +491,7 @@ async fn killing_the_leader_during_a_stream_of_gangs_leaves_every_gang_whole_and
     })
     .await;
     drop(standby);
-    eventually("the suite's Gangplank leads again", 60, || async {
-        (holder(&leases).await? == main).then_some(())
-    })
-    .await;
+    until_held_by(&leases, &main, 60, "the suite's Gangplank leads again").await;
     ns.delete().await;
     delete_queue(&cluster.client, &queue).await;
 }
@@ -605,37 +610,25 @@ async fn the_extender_service_sends_the_scheduler_to_the_leaders_pod_only() {
             .await
             .unwrap();
     }
-    let a = Standby::start_in("a", &[], false, Some("replica-a"));
-    eventually("a leads", 30, || async {
-        (holder(&leases).await? == a.identity).then_some(())
-    })
-    .await;
-    let b = Standby::start_in("b", &[], false, Some("replica-b"));
+    let a = Standby::launch("a", &[], false, Some("replica-a"));
+    until_held_by(&leases, &a.identity, 30, "a leads").await;
+    let b = Standby::launch("b", &[], false, Some("replica-b"));
     eventually("the Service selecting a's pod alone", 60, || async {
         (extender_endpoints(&slices).await == ["replica-a"]).then_some(())
     })
     .await;
-    eventually("b following", 30, || async {
-        (b.leads().await == Some(false)).then_some(())
-    })
-    .await;
+    b.until_following().await;
 
     // a dies; b takes over and labels its pod. a's container comes back (as the kubelet
     // restarts it) and takes the label off its own pod as it starts to follow.
     drop(a);
-    eventually("b leads", 60, || async {
-        (holder(&leases).await? == b.identity).then_some(())
-    })
-    .await;
-    let a = Standby::start_in("a", &[], false, Some("replica-a"));
+    until_held_by(&leases, &b.identity, 60, "b leads").await;
+    let a = Standby::launch("a", &[], false, Some("replica-a"));
     eventually("the Service selecting b's pod alone", 60, || async {
         (extender_endpoints(&slices).await == ["replica-b"]).then_some(())
     })
     .await;
-    eventually("a following", 30, || async {
-        (a.leads().await == Some(false)).then_some(())
-    })
-    .await;
+    a.until_following().await;
     b.stop();
     a.stop();
 }

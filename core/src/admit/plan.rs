@@ -2113,9 +2113,9 @@ mod tests {
         assert_eq!(admitted(&third), vec!["big"]);
     }
 
-    #[test]
-    fn a_reservation_never_takes_room_another_queues_guarantee_keeps_even_after_a_pass() {
-        let at = std::time::Instant::now();
+    /// n1 (8 CPUs) half used, queue g's unused guarantee of 4 CPUs, and `big` of queue q asking
+    /// for the whole node.
+    fn big_behind_a_guarantee() -> State {
         let mut s = cluster();
         s.apply_queue(Queue {
             guarantee: Resources::from([("cpu", 4_000)]),
@@ -2123,6 +2123,13 @@ mod tests {
         });
         running(&mut s, "half", None, "n1", 4_000, NOW - 10);
         gang(&mut s, "big", "q", 1, 8_000, NOW - 8);
+        s
+    }
+
+    #[test]
+    fn a_reservation_never_takes_room_another_queues_guarantee_keeps_even_after_a_pass() {
+        let at = std::time::Instant::now();
+        let mut s = big_behind_a_guarantee();
         let d = decide_at(&s, &|_| false, NOW);
         assert_eq!(reason(&d, "big"), Reason::Reserved);
         crate::admit::hold::record(&mut s, None, &d, at);
@@ -2137,13 +2144,7 @@ mod tests {
     #[test]
     fn room_a_pass_admits_another_queue_into_does_not_count_as_freed_for_the_reservation() {
         let at = std::time::Instant::now();
-        let mut s = cluster();
-        s.apply_queue(Queue {
-            guarantee: Resources::from([("cpu", 4_000)]),
-            ..Queue::new("g")
-        });
-        running(&mut s, "half", None, "n1", 4_000, NOW - 10);
-        gang(&mut s, "big", "q", 1, 8_000, NOW - 8);
+        let mut s = big_behind_a_guarantee();
         // g's first job takes its guarantee, the 4 free CPUs, in the pass that reserves for big.
         gang(&mut s, "first", "g", 1, 4_000, NOW - 5);
         let d = decide_at(&s, &|_| false, NOW);
