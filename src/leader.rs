@@ -6,7 +6,8 @@
 //! leading before any other replica may take the Lease (its loops and extender stop, held binds
 //! are answered with errors) and follows until the Lease is free again, so two replicas never
 //! decide at once for longer than the clock drift between them; on shutdown the leader gives
-//! the Lease up so another takes over at once.
+//! the Lease up, so another takes it at its next try ([`Settings::retry_every`]) instead of
+//! waiting for it to expire.
 //!
 //! The scheduler reaches the leader only: the leader labels its own pod
 //! ([`crate::api::labels::LEADER_LABEL`]) and the extender's Service selects that label; a
