@@ -417,6 +417,18 @@ pub fn rows() -> Vec<Row> {
                         ),
                     ],
                 ),
+                panel(
+                    "Connections closed",
+                    "Connections closed per second, by server and how: by the client, by \
+                     Gangplank between requests (idle past the header deadline) or in the middle \
+                     of one (headers trickled past it), or in the TLS handshake (a timeout, or a \
+                     failure: a client without the scheduler's certificate).",
+                    "short",
+                    vec![query(
+                        rate(m::SERVER_CONNECTIONS_CLOSED_TOTAL, "", "server, reason"),
+                        "{{server}} {{reason}}",
+                    )],
+                ),
             ],
         },
     ]

@@ -27,6 +27,8 @@ pub const EXTENDER_DECISION_WAIT_SECONDS: &str = "gangplank_extender_decision_wa
 pub const SERVER_CONNECTIONS: &str = "gangplank_server_connections";
 /// Counter: connections closed as they came because the server held its most, by `server`.
 pub const SERVER_CONNECTIONS_REFUSED_TOTAL: &str = "gangplank_server_connections_refused_total";
+/// Counter: connections closed, by `server` and `reason` ([`crate::connections::Ending`]).
+pub const SERVER_CONNECTIONS_CLOSED_TOTAL: &str = "gangplank_server_connections_closed_total";
 /// Counter: admission webhook requests by `webhook`, `operation` and `outcome` (`allowed`,
 /// `denied`, `patched`, `error`).
 pub const WEBHOOK_REQUESTS_TOTAL: &str = "gangplank_webhook_requests_total";
@@ -191,6 +193,12 @@ pub const CATALOGUE: &[Doc] = &[
         kind: Kind::Counter,
         labels: &["server"],
         help: "Connections closed as soon as they were accepted because the server already held 1024 open, by server: a flood of clients, not the scheduler or the API server, which keep a few.",
+    },
+    Doc {
+        name: SERVER_CONNECTIONS_CLOSED_TOTAL,
+        kind: Kind::Counter,
+        labels: &["server", "reason"],
+        help: "Connections closed after they were accepted, by server and reason: client (the client closed it), server_between_requests (Gangplank closed it with no request arriving: idle past the 30 s header deadline, after answering a body that missed its deadline, or at shutdown), server_mid_request (Gangplank closed it while a request arrived: headers trickled past their deadline), handshake_timeout (no TLS handshake within 10 s), handshake_failed (no client certificate, one the client CA did not sign, or not TLS).",
     },
     Doc {
         name: WEBHOOK_REQUESTS_TOTAL,

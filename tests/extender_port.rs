@@ -4,7 +4,8 @@
 //!   an answer; anyone else is refused during the TLS handshake, before any verb runs;
 //! - connections that would otherwise be held are closed: silence during the TLS handshake,
 //!   headers or a body trickled past their deadline (short bounds here); and bodies larger
-//!   than a scheduler sends are refused before they are read whole.
+//!   than a scheduler sends are refused before they are read whole;
+//! - every connection closed for those reasons is counted by reason.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -92,6 +93,38 @@ fn tls(clients: bool) -> Option<Files> {
     })
 }
 
+/// Prometheus' text of the metrics recorded on this thread (the tests' runtime has one) while
+/// it lives.
+struct Recorded {
+    handle: metrics_exporter_prometheus::PrometheusHandle,
+    _guard: metrics::LocalRecorderGuard<'static>,
+}
+
+impl Recorded {
+    fn start() -> Recorded {
+        let recorder = Box::leak(Box::new(
+            metrics_exporter_prometheus::PrometheusBuilder::new().build_recorder(),
+        ));
+        Recorded {
+            handle: recorder.handle(),
+            _guard: metrics::set_default_local_recorder(recorder),
+        }
+    }
+
+    /// Connections the extender closed for `reason`.
+    fn closed(&self, reason: &str) -> u64 {
+        let line = format!(
+            r#"gangplank_server_connections_closed_total{{server="extender",reason="{reason}"}} "#
+        );
+        let text = self.handle.render();
+        text.lines()
+            .find_map(|l| l.strip_prefix(&line))
+            .unwrap_or_else(|| panic!("no {line}in {text}"))
+            .parse()
+            .unwrap()
+    }
+}
+
 // ---- client certificates
 
 /// POSTs a bind of a pod nobody knows over TLS, presenting `identity` (certificate and key
@@ -150,10 +183,12 @@ async fn the_schedulers_certificate_gets_an_answer() {
 }
 
 #[tokio::test]
-async fn a_client_without_a_certificate_is_refused_before_any_verb_runs() {
+async fn a_client_without_a_certificate_is_refused_before_any_verb_runs_and_counted() {
+    let metrics = Recorded::start();
     let (addr, shutdown) = extender(tls(true), Bounds::SERVE).await;
     let err = bind_over_tls(addr, None).await.unwrap_err();
     assert!(err.contains("CertificateRequired"), "{err}");
+    assert_eq!(metrics.closed("handshake_failed"), 1);
     shutdown.cancel();
 }
 
@@ -255,10 +290,12 @@ async fn answer_to(addr: SocketAddr, sent: &[u8]) -> String {
 }
 
 #[tokio::test]
-async fn a_client_that_stops_in_the_middle_of_its_headers_is_cut_off() {
+async fn a_client_that_stops_in_the_middle_of_its_headers_is_cut_off_and_counted() {
+    let metrics = Recorded::start();
     let (addr, shutdown) = extender(None, SHORT).await;
     let answer = answer_to(addr, b"POST /scheduler/filter HTTP/1.1\r\nhost: x\r\n").await;
     assert!(!answer.contains("200 OK"), "{answer}");
+    assert_eq!(metrics.closed("server_mid_request"), 1);
     shutdown.cancel();
 }
 
@@ -278,13 +315,30 @@ async fn a_client_that_never_sends_the_body_it_announced_is_answered_and_cut_off
 }
 
 #[tokio::test]
-async fn a_client_silent_during_the_tls_handshake_is_cut_off() {
+async fn a_client_silent_during_the_tls_handshake_is_cut_off_and_counted() {
+    let metrics = Recorded::start();
     let (addr, shutdown) = extender(tls(false), SHORT).await;
     let answer = answer_to(addr, b"").await;
     assert_eq!(
         answer, "",
         "nothing is answered to a client that never said hello"
     );
+    assert_eq!(metrics.closed("handshake_timeout"), 1);
+    shutdown.cancel();
+}
+
+#[tokio::test]
+async fn a_connection_idle_after_its_answer_is_closed_by_the_header_deadline_and_counted() {
+    let metrics = Recorded::start();
+    let (addr, shutdown) = extender(None, SHORT).await;
+    let answer = answer_to(
+        addr,
+        b"POST /scheduler/filter HTTP/1.1\r\nhost: x\r\ncontent-length: 2\r\n\r\n{}",
+    )
+    .await;
+    assert!(answer.starts_with("HTTP/1.1 400"), "{answer}");
+    assert_eq!(metrics.closed("server_between_requests"), 1);
+    assert_eq!(metrics.closed("server_mid_request"), 0);
     shutdown.cancel();
 }
 
@@ -304,9 +358,7 @@ async fn a_body_larger_than_a_scheduler_sends_is_refused_with_413() {
 
 #[tokio::test]
 async fn connections_beyond_the_bound_are_closed_as_they_come_and_counted() {
-    let recorder = metrics_exporter_prometheus::PrometheusBuilder::new().build_recorder();
-    let handle = recorder.handle();
-    let _guard = metrics::set_default_local_recorder(&recorder);
+    let metrics = Recorded::start();
     let bounds = Bounds {
         connections: 4,
         ..Bounds::SERVE
@@ -325,7 +377,7 @@ async fn connections_beyond_the_bound_are_closed_as_they_come_and_counted() {
     .await;
     assert_eq!(held, "", "a fifth connection is closed unanswered: {held}");
     drop(open);
-    let text = handle.render();
+    let text = metrics.handle.render();
     assert!(
         text.contains(r#"gangplank_server_connections_refused_total{server="extender"} 1"#),
         "{text}"
