@@ -1,7 +1,7 @@
 //! Faults of the parts around Gangplank, and of Gangplank itself: the scheduler restarting
 //! while binds are held, the API server restarting under Gangplank's watches, Gangplank
-//! hanging while the scheduler places its pods, and a node deleted under a running gang. Components are killed and started
-//! again with `e2e/component`.
+//! hanging while the scheduler places its pods, and a node deleted or NotReady under a running
+//! gang. Components are killed and started again with `e2e/component`.
 
 use gangplank::api::{PodGroup, labels};
 use k8s_openapi::api::core::v1::{Pod, PodSchedulingGate};
@@ -9,8 +9,8 @@ use kube::api::{ListParams, Patch, PatchParams, PostParams};
 use serde_json::json;
 
 use crate::support::{
-    Cluster, Frozen, bound_with_prefix, complete_the_held_gang, component_ctl, eventually,
-    gang_with_three_binds_held, gangplank_readyz, managed_pod, pod, pod_group, running,
+    Cluster, Frozen, bound_with_prefix, complete_the_held_gang, component_ctl, delete_queue,
+    eventually, gang_with_three_binds_held, gangplank_readyz, managed_pod, pod, pod_group, running,
 };
 
 #[tokio::test]
@@ -284,4 +284,133 @@ async fn a_node_deleted_under_a_running_gang_leaves_it_below_min_member_and_coun
     )
     .await;
     ns.delete().await;
+}
+
+/// Takes a node out of kwok's hands and marks it NotReady, as a kubelet that stops being
+/// ready does; gives it back to kwok (which makes it Ready again) when dropped, also when the
+/// test fails.
+struct NotReady(String);
+
+/// The annotation kwok manages nodes by (`e2e/up`'s `--manage-nodes-with-annotation-selector`).
+const KWOK_NODE: &str = "kwok.x-k8s.io/node";
+
+impl NotReady {
+    async fn make(nodes: &kube::Api<k8s_openapi::api::core::v1::Node>, name: &str) -> NotReady {
+        let unmanaged = json!({"metadata": {"annotations": {KWOK_NODE: null}}});
+        nodes
+            .patch(name, &PatchParams::default(), &Patch::Merge(unmanaged))
+            .await
+            .unwrap();
+        let not_ready = json!({"status": {"conditions": [{
+            "type": "Ready", "status": "False", "reason": "KubeletNotReady",
+            "message": "the e2e suite stopped this node's kubelet"}]}});
+        nodes
+            .patch_status(name, &PatchParams::default(), &Patch::Strategic(not_ready))
+            .await
+            .unwrap();
+        NotReady(name.to_owned())
+    }
+}
+
+impl Drop for NotReady {
+    fn drop(&mut self) {
+        let run = crate::support::run_dir();
+        let status = std::process::Command::new(run.join("bin/kubectl"))
+            .arg("--kubeconfig")
+            .arg(run.join("kubeconfig"))
+            .args(["annotate", "node", &self.0, &format!("{KWOK_NODE}=fake")])
+            .status();
+        assert!(
+            status.is_ok_and(|s| s.success()),
+            "kubectl annotate node {} failed",
+            self.0
+        );
+    }
+}
+
+#[tokio::test]
+#[ignore = "needs the local control plane: run e2e/test"]
+async fn a_node_not_ready_under_a_running_gang_keeps_it_running_and_counted_but_is_no_room_for_another()
+ {
+    let cluster = Cluster::connect().await;
+    let queue = crate::queues::create_queue(
+        &cluster.client,
+        "fault-notready",
+        gangplank::api::QueueSpec::default(),
+    )
+    .await;
+    let _guard = crate::queues::QueueGuard(queue.clone());
+    let ns = cluster.namespace("fault-notready").await;
+    let pods = ns.api::<Pod>();
+    let groups = ns.api::<PodGroup>();
+    let nodes = kube::Api::<k8s_openapi::api::core::v1::Node>::all(cluster.client.clone());
+    // A gang of 24 of each node's 32 CPUs on all four nodes: 8 CPUs free on each.
+    crate::queues::create_gang(&ns, &queue, "wide", 4, 24, None, None).await;
+    eventually("the gang running on all four nodes", 60, || async {
+        (bound_with_prefix(&pods, "wide").await.len() == 4).then_some(())
+    })
+    .await;
+    crate::support::pod_group_in_phase(&groups, "wide", "Running").await;
+
+    let victim = pods
+        .get("wide-0")
+        .await
+        .unwrap()
+        .spec
+        .unwrap()
+        .node_name
+        .unwrap();
+    let not_ready = NotReady::make(&nodes, &victim).await;
+    // The node lifecycle controller taints it a moment after it saw the status; Gangplank,
+    // watching the same node, saw the status before.
+    eventually("the node tainted not-ready", 60, || async {
+        let taints = nodes.get(&victim).await.ok()?.spec?.taints?;
+        taints
+            .iter()
+            .any(|t| t.key == "node.kubernetes.io/not-ready")
+            .then_some(())
+    })
+    .await;
+    // A gang of four 8-CPU members fits only if the NotReady node's 8 free CPUs count.
+    crate::queues::create_gang(&ns, &queue, "next", 4, 8, None, None).await;
+    eventually("the new gang waiting for room", 30, || async {
+        let status = groups.get("next").await.ok()?.status?;
+        let admitted = status.conditions.iter().find(|c| c.type_ == "Admitted")?;
+        let waits = matches!(admitted.reason.as_str(), "DoesNotFit" | "Reserved");
+        (admitted.status == "False" && waits).then_some(())
+    })
+    .await;
+    // The running gang is untouched and counted whole; Gangplank stays ready.
+    let group = groups.get("wide").await.unwrap().status.unwrap();
+    assert_eq!(
+        (group.phase.as_str(), group.running),
+        ("Running", 4),
+        "{group:?}"
+    );
+    let queues = kube::Api::<gangplank::api::Queue>::all(cluster.client.clone());
+    eventually(
+        "the queue to count the running gang, no more",
+        30,
+        || async {
+            let status = queues.get(&queue).await.ok()?.status?;
+            let cpu = status.allocated.get("cpu")?.0.clone();
+            (cpu == "96" && status.running == 1).then_some(())
+        },
+    )
+    .await;
+    assert_eq!(gangplank_readyz(&cluster).await, Some(200));
+    assert!(
+        bound_with_prefix(&pods, "next").await.is_empty(),
+        "no member of the new gang is placed while it waits"
+    );
+
+    drop(not_ready);
+    eventually(
+        "the new gang running whole once the node is Ready again",
+        90,
+        || async { (bound_with_prefix(&pods, "next").await.len() == 4).then_some(()) },
+    )
+    .await;
+    ns.delete().await;
+    delete_queue(&cluster.client, &queue).await;
 }
