@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The test command: formatting, lints, unit and handler tests, the generated-files check, a
-# fixed budget of differential fuzzing against Kubernetes' own code, then the end-to-end suite on the local control plane (built from Go modules on first use), and
-# its gang and operator tests again on a cluster whose scheduler sends every pod to Gangplank.
+# fixed budget of differential fuzzing against Kubernetes' own code, the Helm chart's lint and
+# its agreement with manifests/, then the end-to-end suite on the local control plane (built
+# from Go modules on first use, set up from the chart), and its gang and operator tests again on
+# a cluster whose scheduler sends every pod to Gangplank.
 # Options after the script name are passed to e2e/test (for example --nodes 8).
 set -euo pipefail
 cd "$(dirname "$0")"
@@ -15,6 +17,8 @@ step "cargo test --workspace (unit, handler and generated-file tests)"
 cargo test --workspace
 step "fuzzing against Kubernetes' own parsers (scripts/fuzz)"
 scripts/fuzz
+step "the Helm chart: lint, generated certificates, manifests/ rendered from it (scripts/chart)"
+scripts/chart
 step "end-to-end suite (e2e/test)"
 e2e/test "$@"
 # The every-pod scheduler configuration on a cluster of its own: gangs still bind whole when

@@ -14,6 +14,8 @@ use promql_parser::parser::{self, Expr, LabelModifier};
 
 const JSON: &str = "manifests/grafana/gangplank-dashboard.json";
 const CONFIGMAP: &str = "manifests/grafana/gangplank-dashboard-configmap.yaml";
+/// The Helm chart's copy, which its ConfigMap template wraps.
+const IN_THE_CHART: &str = "charts/gangplank/files/gangplank-dashboard.json";
 const UPDATE: &str = "GANGPLANK_UPDATE_DASHBOARD";
 
 #[test]
@@ -23,6 +25,12 @@ fn checked_in_dashboard_files_are_current() {
         &dashboard::render().unwrap(),
         UPDATE,
         &format!("cargo run -- dashboard > {JSON}"),
+    );
+    checked_in::assert_current(
+        IN_THE_CHART,
+        &dashboard::render().unwrap(),
+        UPDATE,
+        &format!("cargo run -- dashboard > {IN_THE_CHART}"),
     );
     checked_in::assert_current(
         CONFIGMAP,

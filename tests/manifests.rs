@@ -110,10 +110,10 @@ fn deployment_serves_tls_from_the_mounted_secret_and_probes_the_metrics_port() {
         kinds("deployment.yaml"),
         [
             "PriorityClass",
-            "Deployment",
             "PodDisruptionBudget",
             "Service",
-            "Service"
+            "Service",
+            "Deployment"
         ]
     );
     let _: PriorityClass = object("deployment.yaml", "PriorityClass", "gangplank-critical");
@@ -254,8 +254,8 @@ fn cluster_role_grants_exactly_what_gangplank_calls() {
             "ClusterRole",
             "ClusterRoleBinding",
             "Role",
-            "RoleBinding",
             "Role",
+            "RoleBinding",
             "RoleBinding"
         ]
     );

@@ -6,9 +6,11 @@
 #   - kwok from e2e/kwok, keyed the same way;
 #   - Prometheus from e2e/prometheus, keyed the same way (it scrapes Gangplank so the e2e suite
 #     can run the Grafana dashboard's queries);
+#   - Helm from e2e/tools/helm, keyed the same way (e2e/up installs Gangplank's objects from the
+#     chart);
 #   - gangplank itself with cargo (profile from GANGPLANK_PROFILE, default debug).
 # Prints the paths as shell assignments (K8S_BIN=..., KWOK_BIN=..., PROMETHEUS_BIN=...,
-# GANGPLANK_BIN=...).
+# HELM_BIN=..., GANGPLANK_BIN=...).
 set -euo pipefail
 source "$(dirname "$0")/common.sh"
 
@@ -18,6 +20,7 @@ k8s_minor=$(echo "$K8S_VERSION" | cut -d. -f2)
   die "Cargo.toml builds against Kubernetes 1.$cargo_minor (k8s-openapi feature v1_$cargo_minor) but e2e/versions.env pins $K8S_VERSION: make them name the same minor"
 
 source "$(dirname "$0")/go-build.sh"
+source "$(dirname "$0")/helm.sh"
 
 major=${K8S_VERSION%%.*}
 stamp=""
@@ -31,6 +34,7 @@ KWOK_BIN=$(go_build kwok "$E2E_DIR/kwok" sigs.k8s.io/kwok/cmd/kwok \
 # Only the file, HTTP and static service discovery: the cloud ones are most of the build.
 PROMETHEUS_BIN=$(go_build prometheus "$E2E_DIR/prometheus" github.com/prometheus/prometheus/cmd/prometheus \
   "-s -w" remove_all_sd)
+HELM_BIN=$(helm_binary)
 
 profile=${GANGPLANK_PROFILE:-debug}
 log "building gangplank ($profile)"
@@ -40,5 +44,5 @@ cargo_flags=()
 target_dir=$(cd "$REPO_DIR" && cargo metadata --format-version 1 --no-deps | python3 -c 'import json,sys; print(json.load(sys.stdin)["target_directory"])')
 GANGPLANK_BIN="$target_dir/$profile/gangplank"
 
-printf 'K8S_BIN=%q\nKWOK_BIN=%q\nPROMETHEUS_BIN=%q\nGANGPLANK_BIN=%q\n' \
-  "$K8S_BIN" "$KWOK_BIN" "$PROMETHEUS_BIN" "$GANGPLANK_BIN"
+printf 'K8S_BIN=%q\nKWOK_BIN=%q\nPROMETHEUS_BIN=%q\nHELM_BIN=%q\nGANGPLANK_BIN=%q\n' \
+  "$K8S_BIN" "$KWOK_BIN" "$PROMETHEUS_BIN" "$HELM_BIN" "$GANGPLANK_BIN"
