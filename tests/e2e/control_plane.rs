@@ -137,3 +137,56 @@ async fn pod_with_the_marker_resources_is_filtered_and_bound_through_gangplank()
     assert_eq!(ok_binds, 1.0);
     ns.delete().await;
 }
+
+#[tokio::test]
+#[ignore = "needs the local control plane: run e2e/test"]
+async fn the_charts_deployment_layout_is_accepted_by_the_api_server_without_a_warning() {
+    // e2e/up applied the sidecar layout; the Deployment layout's objects (its Deployment under
+    // the namespace's restricted Pod Security level, Services, PodDisruptionBudget,
+    // PriorityClass, generated certificates) are checked by the API server's dry run.
+    let run = run_dir();
+    let pinned = read_env_file(&repo_dir().join("e2e/versions.env"))["K8S_VERSION"].clone();
+    let rendered = std::process::Command::new(run.join("bin/helm"))
+        .args(["template", "gangplank"])
+        .arg(repo_dir().join("charts/gangplank"))
+        .args(["--namespace", "gangplank-system", "--kube-version", &pinned])
+        .output()
+        .expect("failed to run helm");
+    assert!(
+        rendered.status.success(),
+        "{}",
+        String::from_utf8_lossy(&rendered.stderr)
+    );
+    let mut apply = std::process::Command::new(run.join("bin/kubectl"))
+        .arg("--kubeconfig")
+        .arg(run.join("kubeconfig"))
+        .args(["apply", "--server-side", "--dry-run=server", "-f", "-"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("failed to run kubectl");
+    use std::io::Write;
+    apply
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(&rendered.stdout)
+        .unwrap();
+    let applied = apply.wait_with_output().unwrap();
+    let (out, err) = (
+        String::from_utf8_lossy(&applied.stdout),
+        String::from_utf8_lossy(&applied.stderr),
+    );
+    assert!(applied.status.success(), "{err}");
+    assert!(!err.contains("Warning"), "{err}");
+    for object in [
+        "deployment.apps/gangplank",
+        "service/gangplank-extender",
+        "poddisruptionbudget.policy/gangplank",
+        "secret/gangplank-scheduler-client",
+        "mutatingwebhookconfiguration.admissionregistration.k8s.io/gangplank",
+    ] {
+        assert!(out.contains(object), "{object} not applied: {out}");
+    }
+}

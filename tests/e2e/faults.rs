@@ -29,8 +29,13 @@ async fn binds_held_for_a_scheduler_that_restarted_count_toward_no_quorum() {
 
     // The scheduler dies with the three binds held and comes back knowing nothing of them;
     // the gang's last member now fits.
+    let restarted = std::time::Instant::now();
     component_ctl("kube-scheduler", "restart");
     complete_the_held_gang(&pods).await;
+    eprintln!(
+        "the gang bound whole {:.1?} after the scheduler was restarted",
+        restarted.elapsed()
+    );
     assert_eq!(
         abandoned().await - before,
         3.0,
@@ -44,22 +49,30 @@ async fn binds_held_for_a_scheduler_that_restarted_count_toward_no_quorum() {
 async fn gangplank_is_unready_while_the_api_server_restarts_and_current_after() {
     let cluster = Cluster::connect().await;
     assert_eq!(gangplank_readyz(&cluster).await, Some(200));
+    let mut unready_after = Vec::new();
     for _ in 0..3 {
+        let killed = std::time::Instant::now();
         component_ctl("kube-apiserver", "kill");
         eventually("Gangplank unready without its API server", 30, || async {
             (gangplank_readyz(&cluster).await == Some(503)).then_some(())
         })
         .await;
+        unready_after.push(killed.elapsed());
         component_ctl("kube-apiserver", "start");
         eventually("the API server back", 60, || async {
             cluster.client.apiserver_version().await.ok()
         })
         .await;
     }
+    let back = std::time::Instant::now();
     eventually("Gangplank ready again", 60, || async {
         (gangplank_readyz(&cluster).await == Some(200)).then_some(())
     })
     .await;
+    eprintln!(
+        "unready {unready_after:.1?} after each kill; ready {:.1?} after the API server answered again",
+        back.elapsed()
+    );
 
     // Its cache is current: it counts the pods the API server lists, and a new gang runs whole.
     let ns = cluster.namespace("fault-apiserver").await;
