@@ -17,6 +17,8 @@ step "cargo test --workspace (unit, handler and generated-file tests)"
 cargo test --workspace
 step "fuzzing against Kubernetes' own parsers (scripts/fuzz)"
 scripts/fuzz
+step "the HTML report in headless Chromium (tests/report_in_a_browser.rs)"
+cargo test --test report_in_a_browser -- --ignored
 step "the Helm chart: lint, generated certificates, manifests/ rendered from it (scripts/chart)"
 scripts/chart
 step "end-to-end suite (e2e/test)"

@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # Installs what the demo and the tests use, on a fresh Debian machine with Go and Rust (rustup)
 # already present: openssl (certificates), curl (readiness probes), python3 (free ports, JSON),
-# rustfmt and clippy. Go modules and crates are fetched by the builds themselves.
+# chromium (the test that opens the HTML report in a real browser), rustfmt and clippy. Go modules and crates are fetched by the builds themselves.
 # Idempotent and quick when everything is there.
 set -euo pipefail
 need=()
-for tool in openssl:openssl curl:curl python3:python3 setsid:util-linux sha256sum:coreutils base64:coreutils; do
+for tool in openssl:openssl curl:curl python3:python3 setsid:util-linux sha256sum:coreutils base64:coreutils chromium:chromium; do
   command -v "${tool%%:*}" >/dev/null 2>&1 || need+=("${tool#*:}")
 done
 if ((${#need[@]})); then

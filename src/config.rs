@@ -47,6 +47,10 @@ pub enum Command {
     /// A live view, shown again every 2 seconds until interrupted: the queues, then every
     /// group waiting for admission by queue, oldest first, with why it waits.
     Top(crate::cli::Common),
+    /// Record the queues and groups every 2 seconds for a while, then write what happened: a
+    /// text report and an HTML page with charts (shares over time, waiting groups, each
+    /// group's timeline and why it waited).
+    Report(crate::cli::report::ReportArgs),
 }
 
 /// Flags of `gangplank serve`.

@@ -17,5 +17,6 @@ async fn main() -> anyhow::Result<()> {
         Command::Jobs(args) => gangplank::cli::groups::run_jobs(args).await,
         Command::Why(args) => gangplank::cli::why::run(args).await,
         Command::Top(args) => gangplank::cli::top::run(args).await,
+        Command::Report(args) => gangplank::cli::report::run(&args).await,
     }
 }

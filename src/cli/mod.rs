@@ -1,5 +1,5 @@
 //! The commands operators and users run against a cluster (`gangplank queues`, `groups`,
-//! `jobs`, `why`, `top`), also a kubectl plugin when the binary is installed as `kubectl-gangplank`. They read
+//! `jobs`, `why`, `top`, `report`), also a kubectl plugin when the binary is installed as `kubectl-gangplank`. They read
 //! what the controller writes (Queue and PodGroup status, Events) with the user's kubeconfig
 //! and never write. Each command fetches, then renders with a pure function of what it fetched
 //! (unit-tested), as a table for people or as JSON or YAML for scripts.
@@ -7,6 +7,7 @@
 pub mod groups;
 pub mod queues;
 pub mod render;
+pub mod report;
 pub mod top;
 pub mod why;
 

@@ -1,5 +1,5 @@
-//! The commands users run (`gangplank queues`, `groups`, `why`), as the built binary and as a
-//! kubectl plugin, against the local control plane.
+//! The commands users run (`gangplank queues`, `groups`, `why`, `report`), as the built binary
+//! and as a kubectl plugin, against the local control plane.
 
 use std::process::Command;
 
@@ -168,4 +168,72 @@ fn tempdir(prefix: &str) -> std::path::PathBuf {
     let dir = std::env::temp_dir().join(crate::support::unique(prefix));
     std::fs::create_dir_all(&dir).unwrap();
     dir
+}
+
+#[tokio::test]
+#[ignore = "needs the local control plane: run e2e/test"]
+async fn report_records_a_waiting_and_a_running_gang_and_writes_text_html_and_the_recording() {
+    let cluster = Cluster::connect().await;
+    let ns = cluster.namespace("cli-report").await;
+    let pods = ns.api::<Pod>();
+    let groups = ns.api::<PodGroup>();
+    // A gang of one that runs, and one member of a gang of two, which waits for the other.
+    for (group, size) in [("solo", 1), ("pair", 2)] {
+        groups
+            .create(&PostParams::default(), &pod_group(group, size, None))
+            .await
+            .unwrap();
+        pods.create(
+            &PostParams::default(),
+            &managed_pod(&format!("{group}-0"), Some(group), 4, json!({})),
+        )
+        .await
+        .unwrap();
+    }
+    crate::support::pod_group_in_phase(&groups, "solo", "Running").await;
+    eventually("the pair saying it waits for its members", 30, || async {
+        let why = gangplank::cli::groups::why(&groups.get("pair").await.ok()?)?;
+        why.starts_with("WaitingForMembers").then_some(())
+    })
+    .await;
+
+    let out = tempdir("report");
+    let args = [
+        "report",
+        "--record-seconds",
+        "4",
+        "--out",
+        out.to_str().unwrap(),
+    ]
+    .map(str::to_owned);
+    let printed = tokio::task::spawn_blocking(move || {
+        gangplank(&args.iter().map(String::as_str).collect::<Vec<_>>())
+    })
+    .await
+    .unwrap();
+    let text = std::fs::read_to_string(out.join("report.txt")).unwrap();
+    assert!(printed.starts_with(&text), "it prints what it writes");
+    let story = |group: &str| {
+        let name = format!("  {}/{group} ", ns.name);
+        text.lines()
+            .skip_while(|l| !l.starts_with(&name))
+            .take_while(|l| l.starts_with(&name) || l.starts_with("    "))
+            .collect::<Vec<_>>()
+            .join("\n")
+    };
+    assert!(
+        story("pair").contains("Pending: WaitingForMembers: 1 of minMember 2"),
+        "{text}"
+    );
+    assert!(story("solo").contains("Running"), "{text}");
+    let html = std::fs::read_to_string(out.join("report.html")).unwrap();
+    assert!(
+        html.contains(&format!("{}/pair", ns.name)),
+        "the page embeds the recording"
+    );
+    let recorded: gangplank::cli::report::Recording =
+        serde_json::from_slice(&std::fs::read(out.join("report.json")).unwrap()).unwrap();
+    assert!(recorded.samples.len() >= 2, "{}", recorded.samples.len());
+    std::fs::remove_dir_all(&out).ok();
+    ns.delete().await;
 }

@@ -1,0 +1,126 @@
+#!/usr/bin/env python3
+"""The demo's workload, one wave at a time, as YAML for `kubectl apply -f -`:
+
+  setup   three queues (research weight 3; production weight 2 with a guarantee of 32 GPUs;
+          analytics weight 1), their namespaces, a PriorityClass for urgent jobs, and a plain
+          web Deployment Gangplank never sees
+  start   research fills the idle cluster (two 32-GPU pretraining gangs, two 16-GPU fine-tunes,
+          an elastic search of 8 to 24 GPUs, small sweeps), production runs two 8-GPU jobs
+  big     production's 48-GPU training job: within its share but more than is free, so
+          research's borrowed room is reclaimed, and the big job holds a reservation while
+          short sweeps backfill beside it
+  late    analytics arrives late and reclaims its share
+  urgent  a research job of higher priority preempts research's own lower-priority gangs
+
+Each job is a batch/v1 Job whose pods finish after `runs` (kwok's completion stage), in a
+PodGroup written out with that runtime as `expectedRuntimeSeconds` (so Gangplank can tell when
+a reservation's room frees, and which short jobs finish before it does). Nodes: 16 of 8 GPUs
+and 32 CPUs (e2e/demo starts them).
+"""
+import json
+import sys
+
+GPU = "nvidia.com/gpu"
+
+
+def doc(obj):
+    return json.dumps(obj)
+
+
+def job(ns, name, queue, pods, runs, gpu=1, cpu=2, min_member=None, priority=None):
+    """A Job of `pods` pods of `gpu` GPUs that run `runs` seconds, in a PodGroup of its own:
+    elastic when `min_member` is below `pods`."""
+    spec = {"minMember": min_member or pods, "queue": queue, "expectedRuntimeSeconds": runs}
+    if min_member is not None:
+        spec["maxMember"] = pods
+    out = [{"apiVersion": "scheduling.gangplank.dev/v1alpha1", "kind": "PodGroup",
+            "metadata": {"name": name, "namespace": ns}, "spec": spec}]
+    # The queue and group on the pods only: a Job labelled with a queue would get a PodGroup
+    # made from it, and this one is written out.
+    template_labels = {"scheduling.gangplank.dev/queue": queue,
+                       "scheduling.gangplank.dev/pod-group": name}
+    pod_spec = {
+        "restartPolicy": "Never",
+        "containers": [{"name": "main", "image": f"{name}:demo", "resources": {
+            "requests": {"cpu": str(cpu), "memory": "8Gi", GPU: str(gpu)},
+            "limits": {GPU: str(gpu)}}}],
+    }
+    if priority:
+        pod_spec["priorityClassName"] = priority
+    out.append({
+        "apiVersion": "batch/v1", "kind": "Job",
+        "metadata": {"name": name, "namespace": ns},
+        "spec": {
+            "parallelism": pods, "completions": pods, "backoffLimit": 3,
+            # An evicted pod (reclaim, preemption) does not count as a failure; the Job
+            # controller makes it again after its usual backoff.
+            "podFailurePolicy": {"rules": [{"action": "Ignore",
+                                            "onPodConditions": [{"type": "DisruptionTarget"}]}]},
+            "template": {
+                "metadata": {"labels": template_labels,
+                             "annotations": {"pod-complete.stage.kwok.x-k8s.io/delay": f"{runs}s"}},
+                "spec": pod_spec,
+            },
+        },
+    })
+    return out
+
+
+def queue(name, weight, guarantee=None):
+    spec = {"weight": weight}
+    if guarantee:
+        spec["guarantee"] = {GPU: str(guarantee)}
+    return [
+        {"apiVersion": "v1", "kind": "Namespace",
+         "metadata": {"name": name, "labels": {"scheduling.gangplank.dev/queue": name}}},
+        {"apiVersion": "scheduling.gangplank.dev/v1alpha1", "kind": "Queue",
+         "metadata": {"name": name}, "spec": spec},
+    ]
+
+
+WAVES = {
+    "setup": lambda: [
+        *queue("research", 3),
+        *queue("production", 2, guarantee=32),
+        *queue("analytics", 1),
+        {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
+         "metadata": {"name": "demo-urgent"}, "value": 1000,
+         "description": "Urgent jobs of the demo: they preempt their own queue's other jobs."},
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "web"}},
+        {"apiVersion": "apps/v1", "kind": "Deployment",
+         "metadata": {"name": "web", "namespace": "web"},
+         "spec": {"replicas": 6, "selector": {"matchLabels": {"app": "web"}},
+                  "template": {"metadata": {"labels": {"app": "web"}},
+                               "spec": {"containers": [{"name": "web", "image": "nginx",
+                                        "resources": {"requests": {"cpu": "1"}}}]}}}},
+    ],
+    "start": lambda: [
+        *job("research", "pretrain-a", "research", 32, 200),
+        *job("research", "pretrain-b", "research", 32, 170),
+        *job("research", "finetune-1", "research", 16, 60),
+        *job("research", "finetune-2", "research", 16, 110),
+        *job("research", "hpo", "research", 24, 150, min_member=8),
+        *job("research", "sweep-1", "research", 4, 30),
+        *job("research", "sweep-2", "research", 4, 50),
+        *job("production", "etl", "production", 8, 70),
+        *job("production", "serve-batch", "production", 8, 130),
+    ],
+    "big": lambda: [
+        *job("production", "train-xl", "production", 48, 90),
+        *job("research", "sweep-3", "research", 4, 20),
+        *job("research", "sweep-4", "research", 4, 20),
+    ],
+    "late": lambda: [
+        *job("analytics", "report-1", "analytics", 8, 60),
+        *job("analytics", "report-2", "analytics", 8, 80),
+        *job("analytics", "report-3", "analytics", 4, 40),
+    ],
+    "urgent": lambda: [
+        *job("research", "hotfix", "research", 16, 40, priority="demo-urgent"),
+    ],
+}
+
+if __name__ == "__main__":
+    if len(sys.argv) != 2 or sys.argv[1] not in WAVES:
+        sys.exit(f"usage: {sys.argv[0]} {'|'.join(WAVES)}")
+    print("\n---\n".join(doc(d) for d in WAVES[sys.argv[1]]()))

@@ -1,0 +1,153 @@
+//! The HTML report of `gangplank report` opened in a real browser (headless Chromium, from
+//! Debian's package): rendered from a recording of the demo (`e2e/demo`), its script draws a
+//! chart of allocated against deserved share for each queue, one of the waiting groups, and the
+//! timeline of every group, with data in each; and the screenshot shows them.
+//!
+//! Needs Chromium (`scripts/install-deps.sh` installs it; `GANGPLANK_CHROMIUM` names another
+//! binary), so it is ignored by default and run by `./test.sh`:
+//! `cargo test --test report_in_a_browser -- --ignored`.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use gangplank::cli::report::{Recording, html, timelines};
+
+const RECORDING: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/tests/golden/report/demo-recording.json"
+);
+
+fn chromium(dir: &Path, args: &[&str]) -> std::process::Output {
+    let binary = std::env::var("GANGPLANK_CHROMIUM").unwrap_or_else(|_| "chromium".into());
+    Command::new(&binary)
+        .args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-quic",
+            "--no-first-run",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            "--hide-scrollbars",
+        ])
+        .arg(format!("--user-data-dir={}", dir.join("profile").display()))
+        .args(args)
+        .output()
+        .unwrap_or_else(|e| {
+            panic!("failed to run {binary} ({e}): install chromium (scripts/install-deps.sh)")
+        })
+}
+
+/// The rendered page in a fresh directory, and that directory.
+fn page() -> (Recording, PathBuf, tempfile::TempDir) {
+    let recording: Recording = serde_json::from_slice(&std::fs::read(RECORDING).unwrap()).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("report.html");
+    std::fs::write(&path, html(&recording)).unwrap();
+    (recording, path, dir)
+}
+
+/// The `data-points` of every polyline the script drew in the chart `id`.
+fn series_points(dom: &str, id: &str) -> Vec<usize> {
+    let start = dom
+        .find(&format!(r#"data-chart="{id}""#))
+        .unwrap_or_else(|| panic!("no chart {id} in the page"));
+    let chart = &dom[start..start + dom[start..].find("</svg>").unwrap()];
+    chart
+        .match_indices(r#"data-points=""#)
+        .map(|(i, m)| {
+            let rest = &chart[i + m.len()..];
+            rest[..rest.find('"').unwrap()].parse().unwrap()
+        })
+        .collect()
+}
+
+#[test]
+#[ignore = "needs Chromium: run by ./test.sh"]
+fn the_browser_draws_every_queues_share_the_waiting_groups_and_each_groups_timeline() {
+    let (recording, path, dir) = page();
+    let shown = chromium(
+        dir.path(),
+        &["--dump-dom", &format!("file://{}", path.display())],
+    );
+    let dom = String::from_utf8_lossy(&shown.stdout);
+    assert!(
+        shown.status.success() && dom.contains("data-chart"),
+        "Chromium drew no chart: {}",
+        String::from_utf8_lossy(&shown.stderr)
+    );
+    let samples = recording.samples.len();
+    let queues: Vec<&str> = recording.samples[0]
+        .queues
+        .iter()
+        .map(|q| q.name.as_str())
+        .filter(|q| *q != "default")
+        .collect();
+    assert!(queues.len() >= 3, "{queues:?}");
+    for queue in &queues {
+        assert_eq!(
+            series_points(&dom, &format!("share-{queue}")),
+            [samples, samples],
+            "queue {queue}: allocated and deserved, a point per sample"
+        );
+    }
+    assert!(series_points(&dom, "waiting").iter().all(|&n| n == samples));
+    let groups = timelines(&recording).len();
+    let timeline = &dom[dom.find(r#"data-chart="timeline""#).unwrap()..];
+    let timeline = &timeline[..timeline.find("</svg>").unwrap()];
+    let stretches = timeline.matches("data-phase=").count();
+    assert!(
+        stretches >= groups,
+        "{stretches} stretches for {groups} groups"
+    );
+    for phase in ["Pending", "Running", "Completed"] {
+        assert!(
+            timeline.contains(&format!(r#"data-phase="{phase}""#)),
+            "no {phase} stretch drawn"
+        );
+    }
+    assert!(timeline.contains("data-event="), "no eviction drawn");
+}
+
+#[test]
+#[ignore = "needs Chromium: run by ./test.sh"]
+fn the_screenshot_of_the_report_shows_its_charts() {
+    let (_, path, dir) = page();
+    let shot = dir.path().join("report.png");
+    let taken = chromium(
+        dir.path(),
+        &[
+            &format!("--screenshot={}", shot.display()),
+            "--window-size=1280,1600",
+            &format!("file://{}", path.display()),
+        ],
+    );
+    assert!(
+        shot.exists(),
+        "no screenshot: {}",
+        String::from_utf8_lossy(&taken.stderr)
+    );
+    let decoder = png::Decoder::new(std::io::BufReader::new(std::fs::File::open(&shot).unwrap()));
+    let mut reader = decoder.read_info().unwrap();
+    let mut pixels = vec![0; reader.output_buffer_size().unwrap()];
+    let info = reader.next_frame(&mut pixels).unwrap();
+    let channels = info.color_type.samples();
+    let colored = pixels[..info.buffer_size()]
+        .chunks(channels)
+        .filter(|p| {
+            let (r, g, b) = (i32::from(p[0]), i32::from(p[1]), i32::from(p[2]));
+            (r - g).abs() > 40 || (g - b).abs() > 40 || (r - b).abs() > 40
+        })
+        .count();
+    let share = colored as f64 / (info.width * info.height) as f64;
+    // Text and grid lines are grey; the series, the phases' bars and the ticks are colored.
+    assert!(
+        share > 0.01,
+        "only {:.2}% of the screenshot is colored",
+        share * 100.0
+    );
+    if let Ok(keep) = std::env::var("GANGPLANK_REPORT_SCREENSHOT") {
+        std::fs::copy(&shot, keep).unwrap();
+    }
+}
