@@ -138,6 +138,15 @@ pub fn pod(pod: &core::Pod) -> Result<Pod, Error> {
             .map(|t| t.0.as_second()),
         min_member,
         deleting: meta.deletion_timestamp.is_some(),
+        disrupted: pod
+            .status
+            .as_ref()
+            .and_then(|s| s.conditions.as_ref())
+            .is_some_and(|conditions| {
+                conditions
+                    .iter()
+                    .any(|c| c.type_ == "DisruptionTarget" && c.status == "True")
+            }),
         marked,
         workload,
         controller,
@@ -444,6 +453,26 @@ mod tests {
                 ("memory", (8 << 30) + (64 << 20)),
                 ("pods", 1)
             ])
+        );
+    }
+
+    #[test]
+    fn an_evicted_pod_is_disrupted_and_one_that_failed_by_itself_is_not() {
+        let failed = |conditions: serde_json::Value| -> Pod {
+            let k8s: core::Pod = serde_json::from_value(serde_json::json!({
+                "metadata": {"name": "p", "namespace": "ml", "uid": "u"},
+                "spec": {"containers": [{"name": "c"}]},
+                "status": {"phase": "Failed", "conditions": conditions}
+            }))
+            .unwrap();
+            pod(&k8s).unwrap()
+        };
+        let evicted = serde_json::json!([{"type": "DisruptionTarget", "status": "True",
+            "reason": "EvictionByEvictionAPI"}]);
+        assert!(failed(evicted).disrupted);
+        assert!(!failed(serde_json::json!([{"type": "Ready", "status": "False"}])).disrupted);
+        assert!(
+            !failed(serde_json::json!([{"type": "DisruptionTarget", "status": "False"}])).disrupted
         );
     }
 

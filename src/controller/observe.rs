@@ -132,6 +132,11 @@ pub fn observe(state: &State) -> Observation {
 }
 
 fn count(m: &mut Members, pod: &Pod) {
+    if pod.phase == PodPhase::Failed && pod.disrupted {
+        // Evicted: no longer part of what the gang placed or released.
+        m.evicted += 1;
+        return;
+    }
     let bound = pod.node_name.is_some();
     if !pod.awaits_admission() {
         m.admitted += 1;
@@ -282,6 +287,9 @@ mod tests {
         s.apply_pod(bound(pod("c", Some("g"), None), PodPhase::Running));
         s.apply_pod(bound(pod("d", Some("g"), None), PodPhase::Succeeded));
         s.apply_pod(bound(pod("e", Some("g"), None), PodPhase::Failed));
+        let mut evicted = bound(pod("f", Some("g"), None), PodPhase::Failed);
+        evicted.disrupted = true;
+        s.apply_pod(evicted);
         let view = &observe(&s).groups[&GroupKey::new("ns", "g")];
         assert_eq!(
             view.members,
@@ -294,6 +302,7 @@ mod tests {
                 running: 1,
                 succeeded: 1,
                 failed: 1,
+                evicted: 1,
             }
         );
         assert!(view.has_pod_group);

@@ -40,6 +40,8 @@ pub const FAILED: &str = "Failed";
 /// `Admitted` reasons of a group that is not held back: it has no member pods yet, or the
 /// admission loop releases it on its next pass.
 pub const NO_MEMBERS: &str = "NoMembers";
+/// Why a group that was evicted whole waits: its replacements have not come yet.
+pub const EVICTED: &str = "Evicted";
 pub const ADMITTING: &str = "Admitting";
 /// `Admitted` reason of a group admitted ahead of its members, before any exists.
 pub const ADMITTED_AHEAD: &str = "AdmittedAhead";
@@ -62,6 +64,10 @@ pub struct Members {
     pub running: u32,
     pub succeeded: u32,
     pub failed: u32,
+    /// Members that ended Failed because they were evicted (the pod's `disrupted`), counted
+    /// here only: not failures of the gang, which waits to be admitted again once it has no
+    /// member left released.
+    pub evicted: u32,
 }
 
 /// How a batch/v1 Job that owns the group stands.
@@ -126,6 +132,9 @@ pub fn phase(
         PodGroupPhase::Completed
     } else if m.running + m.succeeded >= n {
         PodGroupPhase::Running
+    } else if m.evicted > 0 && m.live == m.gated {
+        // Evicted, with no member left released: its replacements wait for admission anew.
+        PodGroupPhase::Pending
     } else if matches!(previous, PodGroupPhase::Running | PodGroupPhase::Unknown) {
         PodGroupPhase::Unknown
     } else if m.live > m.gated || inputs.ahead == Some(Ahead::Holds) {
@@ -256,6 +265,14 @@ fn admitted<'a>(inputs: &'a Inputs, phase: PodGroupPhase) -> Judgement<'a> {
             ),
             _ => (false, reason, why.to_owned()),
         },
+        None if m.live == 0 && m.evicted > 0 => (
+            false,
+            EVICTED,
+            format!(
+                "{} member pods were evicted (reclaim or preemption); waiting for their replacements (minMember {}), which are admitted again like a new gang",
+                m.evicted, inputs.min_member
+            ),
+        ),
         None if m.live == 0 => (
             false,
             NO_MEMBERS,
@@ -287,6 +304,14 @@ fn scheduled<'a>(inputs: &'a Inputs, phase: PodGroupPhase) -> Judgement<'a> {
         );
     }
     match phase {
+        PodGroupPhase::Pending if m.evicted > 0 => (
+            false,
+            EVICTED,
+            format!(
+                "{} member pods were evicted; none is scheduled again before the gang is admitted again",
+                m.evicted
+            ),
+        ),
         PodGroupPhase::Pending => (
             false,
             "NotAdmitted",
@@ -414,6 +439,7 @@ mod tests {
             running,
             succeeded,
             failed,
+            evicted: 0,
         }
     }
 
@@ -715,5 +741,46 @@ mod tests {
             "{}",
             admitted.message
         );
+    }
+
+    #[test]
+    fn a_gang_evicted_whole_waits_to_be_admitted_again_instead_of_failing() {
+        let finisher = Finisher::Members;
+        let mut m = members(0, 0, 0, 0, 0);
+        m.evicted = 4;
+        let i = inputs(m, &finisher);
+        assert_eq!(phase(&i, Running), (Pending, None));
+        let status = pod_group_status(&i, None, &at(0));
+        let admitted = &status.conditions[0];
+        assert_eq!(
+            (admitted.status.as_str(), admitted.reason.as_str()),
+            ("False", EVICTED)
+        );
+        assert!(
+            admitted.message.starts_with("4 member pods were evicted"),
+            "{}",
+            admitted.message
+        );
+
+        // Its replacements arrive gated: still waiting for admission, saying why.
+        let mut m = members(4, 4, 0, 0, 0);
+        m.evicted = 4;
+        assert_eq!(phase(&inputs(m, &finisher), Pending), (Pending, None));
+    }
+
+    #[test]
+    fn a_gang_whose_elastic_extras_were_evicted_keeps_running() {
+        let finisher = Finisher::Members;
+        let mut m = members(4, 0, 4, 0, 0);
+        m.evicted = 2;
+        assert_eq!(phase(&inputs(m, &finisher), Running), (Running, None));
+    }
+
+    #[test]
+    fn a_member_that_failed_on_its_own_still_fails_the_gang() {
+        let finisher = Finisher::Members;
+        let mut m = members(3, 0, 3, 0, 1);
+        m.evicted = 1;
+        assert_eq!(phase(&inputs(m, &finisher), Running).0, Failed);
     }
 }

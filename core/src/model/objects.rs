@@ -111,6 +111,9 @@ pub struct Pod {
     /// `metadata.deletionTimestamp` is set: the pod is going away (evicted or deleted) and is
     /// not a candidate for reclaim again.
     pub deleting: bool,
+    /// Its condition `DisruptionTarget` is True: it was ended to make room (an eviction for
+    /// reclaim or preemption, a node going away), so a Failed phase is no failure of its own.
+    pub disrupted: bool,
     /// It requests the marker resource `scheduling.gangplank.dev/managed` (Gangplank's mutating
     /// webhook put it there): the only pods the extender binds, unless told otherwise.
     pub marked: bool,
