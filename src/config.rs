@@ -45,7 +45,7 @@ pub enum Command {
     /// pods, and the scheduler's last word on each pod.
     Why(crate::cli::WhyArgs),
     /// A live view, shown again every 2 seconds until interrupted: the queues, then every
-    /// group waiting for admission by queue, oldest first, with why it waits.
+    /// group waiting for admission by queue, the head of the line first, then oldest first.
     Top(crate::cli::Common),
     /// Record the queues and groups every 2 seconds for a while, then write what happened: a
     /// text report and an HTML page with charts (shares over time, waiting groups, each
