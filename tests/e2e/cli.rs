@@ -177,10 +177,11 @@ async fn report_records_a_waiting_and_a_running_gang_and_writes_text_html_and_th
     let ns = cluster.namespace("cli-report").await;
     let pods = ns.api::<Pod>();
     let groups = ns.api::<PodGroup>();
-    // A gang of one that runs, and one member of a gang of two, which waits for the other.
-    for (group, size) in [("solo", 1), ("pair", 2)] {
+    // A gang of one that runs, and one member of an elastic gang of two (never admitted on
+    // arrival), which waits for the other.
+    for (group, size, max) in [("solo", 1, None), ("pair", 2, Some(3))] {
         groups
-            .create(&PostParams::default(), &pod_group(group, size, None))
+            .create(&PostParams::default(), &pod_group(group, size, max))
             .await
             .unwrap();
         pods.create(
