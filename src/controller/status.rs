@@ -202,7 +202,12 @@ pub fn pod_group_status(
         .map(|p| p.conditions.as_slice())
         .unwrap_or_default();
     let mut conditions = vec![
-        condition(old, now, ADMITTED, admitted(inputs, phase)),
+        condition(
+            old,
+            now,
+            ADMITTED,
+            admitted(inputs, phase, was_evicted(old)),
+        ),
         condition(old, now, SCHEDULED, scheduled(inputs, phase)),
     ];
     if phase == PodGroupPhase::Completed {
@@ -231,7 +236,14 @@ fn count(n: u32) -> i32 {
 /// `(status, reason, message)` of a condition.
 type Judgement<'a> = (bool, &'a str, String);
 
-fn admitted<'a>(inputs: &'a Inputs, phase: PodGroupPhase) -> Judgement<'a> {
+/// Whether the group's last status said it waits because it was evicted: its evicted pods may
+/// be gone since, and it still waits for their replacements.
+fn was_evicted(old: &[Condition]) -> bool {
+    old.iter()
+        .any(|c| c.type_ == ADMITTED && c.reason == EVICTED)
+}
+
+fn admitted<'a>(inputs: &'a Inputs, phase: PodGroupPhase, was_evicted: bool) -> Judgement<'a> {
     let m = &inputs.members;
     if m.admitted == 0 && phase == PodGroupPhase::Inqueue && inputs.ahead == Some(Ahead::Holds) {
         return (
@@ -265,12 +277,12 @@ fn admitted<'a>(inputs: &'a Inputs, phase: PodGroupPhase) -> Judgement<'a> {
             ),
             _ => (false, reason, why.to_owned()),
         },
-        None if m.live == 0 && m.evicted > 0 => (
+        None if m.live == 0 && (m.evicted > 0 || was_evicted) => (
             false,
             EVICTED,
             format!(
-                "{} member pods were evicted (reclaim or preemption); waiting for their replacements (minMember {}), which are admitted again like a new gang",
-                m.evicted, inputs.min_member
+                "its member pods were evicted (reclaim or preemption); waiting for replacements (minMember {}), which are admitted again like a new gang",
+                inputs.min_member
             ),
         ),
         None if m.live == 0 => (
@@ -757,10 +769,20 @@ mod tests {
             ("False", EVICTED)
         );
         assert!(
-            admitted.message.starts_with("4 member pods were evicted"),
+            admitted.message.starts_with("its member pods were evicted"),
             "{}",
             admitted.message
         );
+
+        // Its evicted pods are gone, none has come back yet: it still says so.
+        let gone = pod_group_status(
+            &inputs(members(0, 0, 0, 0, 0), &finisher),
+            Some(&status),
+            &at(5),
+        );
+        assert_eq!(gone.phase, Pending);
+        assert_eq!(gone.conditions[0].reason, EVICTED);
+        assert_eq!(gone.conditions[0].last_transition_time, at(0));
 
         // Its replacements arrive gated: still waiting for admission, saying why.
         let mut m = members(4, 4, 0, 0, 0);
