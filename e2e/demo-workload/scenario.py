@@ -7,8 +7,9 @@
   start   research fills the idle cluster (two 32-GPU pretraining gangs, two 16-GPU fine-tunes,
           an elastic search of 8 to 24 GPUs, small sweeps), production runs two 8-GPU jobs
   big     production's 48-GPU training job: within its share but more than is free, so
-          research's borrowed room is reclaimed, and the big job holds a reservation while
-          short sweeps backfill beside it
+          research's borrowed room is reclaimed while the big job holds a reservation; short
+          sweeps declare their runtime, which lets them backfill a reservation that frees
+          later than they finish
   late    analytics arrives late and reclaims its share
   urgent  a research job of higher priority preempts research's own lower-priority gangs
 
