@@ -132,8 +132,9 @@ pub fn observe(state: &State) -> Observation {
 }
 
 fn count(m: &mut Members, pod: &Pod) {
-    if pod.phase == PodPhase::Failed && pod.disrupted {
-        // Evicted: no longer part of what the gang placed or released.
+    if pod.disrupted && (pod.phase == PodPhase::Failed || pod.deleting) {
+        // Evicted, stopped or on its way out: no longer part of what the gang placed or
+        // released.
         m.evicted += 1;
         return;
     }
@@ -290,6 +291,9 @@ mod tests {
         let mut evicted = bound(pod("f", Some("g"), None), PodPhase::Failed);
         evicted.disrupted = true;
         s.apply_pod(evicted);
+        let mut leaving = bound(pod("h", Some("g"), None), PodPhase::Running);
+        (leaving.disrupted, leaving.deleting) = (true, true);
+        s.apply_pod(leaving);
         let view = &observe(&s).groups[&GroupKey::new("ns", "g")];
         assert_eq!(
             view.members,
@@ -302,7 +306,7 @@ mod tests {
                 running: 1,
                 succeeded: 1,
                 failed: 1,
-                evicted: 1,
+                evicted: 2,
             }
         );
         assert!(view.has_pod_group);

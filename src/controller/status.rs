@@ -64,9 +64,9 @@ pub struct Members {
     pub running: u32,
     pub succeeded: u32,
     pub failed: u32,
-    /// Members that ended Failed because they were evicted (the pod's `disrupted`), counted
-    /// here only: not failures of the gang, which waits to be admitted again once it has no
-    /// member left released.
+    /// Members evicted (the pod's `disrupted`), being deleted or ended Failed, counted here
+    /// only: not failures of the gang, which waits to be admitted again once it has no member
+    /// left released.
     pub evicted: u32,
 }
 
