@@ -20,15 +20,16 @@ const UPDATE: &str = "GANGPLANK_UPDATE_DASHBOARD";
 
 #[test]
 fn checked_in_dashboard_files_are_current() {
+    let rendered = dashboard::render().unwrap();
     checked_in::assert_current(
         JSON,
-        &dashboard::render().unwrap(),
+        &rendered,
         UPDATE,
         &format!("cargo run -- dashboard > {JSON}"),
     );
     checked_in::assert_current(
         IN_THE_CHART,
-        &dashboard::render().unwrap(),
+        &rendered,
         UPDATE,
         &format!("cargo run -- dashboard > {IN_THE_CHART}"),
     );

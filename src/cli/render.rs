@@ -50,18 +50,22 @@ pub fn written(list: &BTreeMap<String, Quantity>) -> BTreeMap<String, String> {
     list.iter().map(|(k, v)| (k.clone(), v.0.clone())).collect()
 }
 
+/// The amount of `resource` in `list` as the cache holds it (CPU in millicores, the rest in
+/// units); 0 when absent or unreadable.
+pub fn held(list: &BTreeMap<String, Quantity>, resource: &str) -> i64 {
+    list.get(resource)
+        .and_then(|q| quantity::parse(&q.0, Scale::for_resource(resource)).ok())
+        .unwrap_or(0)
+}
+
 /// What `used` holds above `share`, per resource, where it holds more.
 pub fn above(
     used: &BTreeMap<String, Quantity>,
     share: &BTreeMap<String, Quantity>,
 ) -> BTreeMap<String, String> {
-    let read = |name: &str, q: Option<&Quantity>| {
-        q.and_then(|q| quantity::parse(&q.0, Scale::for_resource(name)).ok())
-            .unwrap_or(0)
-    };
-    used.iter()
-        .filter_map(|(name, q)| {
-            let over = read(name, Some(q)).saturating_sub(read(name, share.get(name)));
+    used.keys()
+        .filter_map(|name| {
+            let over = held(used, name).saturating_sub(held(share, name));
             (over > 0).then(|| (name.clone(), amount(name, over)))
         })
         .collect()

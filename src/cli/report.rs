@@ -13,14 +13,16 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::Args;
-use gangplank_core::model::quantity::{self, Scale};
+use gangplank_core::model::quantity::Scale;
 use k8s_openapi::api::events::v1::Event;
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::jiff::Timestamp;
 use kube::Api;
 use kube::api::ListParams;
 use serde::{Deserialize, Serialize};
 
 use super::groups::why;
+use super::render::held;
 use crate::api::{PodGroup, Queue};
 
 /// Flags of `gangplank report`.
@@ -101,16 +103,14 @@ pub struct Marked {
     pub note: String,
 }
 
-/// `q` in units of `resource` (CPUs for `cpu`), 0 when absent or unreadable.
-fn amount(
-    list: &BTreeMap<String, k8s_openapi::apimachinery::pkg::api::resource::Quantity>,
-    resource: &str,
-) -> f64 {
-    let scale = Scale::for_resource(resource);
-    let divisor = if scale == Scale::Milli { 1000.0 } else { 1.0 };
-    list.get(resource)
-        .and_then(|q| quantity::parse(&q.0, scale).ok())
-        .map_or(0.0, |v| v as f64 / divisor)
+/// The amount of `resource` in `list`, in its units (CPUs for `cpu`); 0 when absent or
+/// unreadable.
+fn amount(list: &BTreeMap<String, Quantity>, resource: &str) -> f64 {
+    let divisor = match Scale::for_resource(resource) {
+        Scale::Milli => 1000.0,
+        Scale::Units => 1.0,
+    };
+    held(list, resource) as f64 / divisor
 }
 
 pub fn sample(queues: &[Queue], groups: &[PodGroup], t: f64, resource: &str) -> Sample {

@@ -5,7 +5,7 @@
 
 use gangplank::api::{PodGroup, labels};
 use k8s_openapi::api::core::v1::{Pod, PodSchedulingGate};
-use kube::api::{ListParams, Patch, PatchParams, PostParams};
+use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use serde_json::json;
 
 use crate::support::{
@@ -185,6 +185,23 @@ impl Drop for NodeBack {
     }
 }
 
+/// Waits for the gang `wide` of four members to run on all four nodes; the node of its first
+/// member.
+async fn wide_gang_running_on_all_four_nodes(pods: &Api<Pod>, groups: &Api<PodGroup>) -> String {
+    eventually("the gang running on all four nodes", 60, || async {
+        (bound_with_prefix(pods, "wide").await.len() == 4).then_some(())
+    })
+    .await;
+    crate::support::pod_group_in_phase(groups, "wide", "Running").await;
+    pods.get("wide-0")
+        .await
+        .unwrap()
+        .spec
+        .unwrap()
+        .node_name
+        .unwrap()
+}
+
 /// The node as it can be created again: no identity, version or conditions of the old one.
 fn as_new(node: &k8s_openapi::api::core::v1::Node) -> k8s_openapi::api::core::v1::Node {
     let mut node = node.clone();
@@ -222,21 +239,8 @@ async fn a_node_deleted_under_a_running_gang_leaves_it_below_min_member_and_coun
         .await
         .unwrap();
     }
-    eventually("the gang running on all four nodes", 60, || async {
-        (bound_with_prefix(&pods, "wide").await.len() == 4).then_some(())
-    })
-    .await;
-    crate::support::pod_group_in_phase(&groups, "wide", "Running").await;
-
+    let victim = wide_gang_running_on_all_four_nodes(&pods, &groups).await;
     // Its first member's node goes away; the pod garbage collector deletes the pod.
-    let victim = pods
-        .get("wide-0")
-        .await
-        .unwrap()
-        .spec
-        .unwrap()
-        .node_name
-        .unwrap();
     let node = nodes.get(&victim).await.unwrap();
     let back = NodeBack(Some(as_new(&node)));
     nodes.delete(&victim, &Default::default()).await.unwrap();
@@ -359,20 +363,7 @@ async fn a_node_not_ready_under_a_running_gang_keeps_it_running_and_counted_but_
     let nodes = kube::Api::<k8s_openapi::api::core::v1::Node>::all(cluster.client.clone());
     // A gang of 24 of each node's 32 CPUs on all four nodes: 8 CPUs free on each.
     crate::queues::create_gang(&ns, &queue, "wide", 4, 24, None, None).await;
-    eventually("the gang running on all four nodes", 60, || async {
-        (bound_with_prefix(&pods, "wide").await.len() == 4).then_some(())
-    })
-    .await;
-    crate::support::pod_group_in_phase(&groups, "wide", "Running").await;
-
-    let victim = pods
-        .get("wide-0")
-        .await
-        .unwrap()
-        .spec
-        .unwrap()
-        .node_name
-        .unwrap();
+    let victim = wide_gang_running_on_all_four_nodes(&pods, &groups).await;
     let not_ready = NotReady::make(&nodes, &victim).await;
     // The node lifecycle controller taints it a moment after it saw the status; Gangplank,
     // watching the same node, saw the status before.
