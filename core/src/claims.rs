@@ -26,7 +26,8 @@ use std::time::{Duration, Instant};
 use rustc_hash::{FxHashMap, FxHashSet};
 
 use crate::model::{
-    Claim, GroupKey, Node, NodeSlot, Pod, PodGroup, Reservation, ResourceId, Resources, Slot, State,
+    Claim, GroupKey, Node, NodeSlot, Pod, PodGroup, PodPhase, Reservation, ResourceId, Resources,
+    Slot, State,
 };
 use crate::policy::constraints::{Constraints, feasible};
 use crate::policy::fit::{first_fit, size};
@@ -325,12 +326,19 @@ pub fn release(state: &mut State, key: &GroupKey, uids: &[String]) {
     state.drop_claim(key);
 }
 
-/// Members bound (and not finished) or reserved, other than `except`.
+/// Members bound (running, or succeeded: they ran as part of the gang) or reserved, other than
+/// `except`. A member that succeeded still counts: a gang whose binds were cut short (its
+/// leader died between two members' binds) and whose bound members then finished must bind the
+/// rest, not wait for a quorum it already had.
 pub fn placed_members(state: &State, key: &GroupKey, except: &str) -> usize {
     state.group(key).map_or(0, |g| {
         g.members
             .iter()
-            .filter(|(uid, m)| *uid != except && m.live && state.holds_room(uid, m))
+            .filter(|(uid, m)| {
+                *uid != except
+                    && ((m.live && state.holds_room(uid, m))
+                        || (m.bound && m.pod.phase == PodPhase::Succeeded))
+            })
             .count()
     })
 }
@@ -1150,14 +1158,46 @@ mod tests {
     }
 
     #[test]
-    fn finished_members_do_not_count_towards_quorum() {
+    fn members_that_succeeded_count_towards_quorum_and_failed_ones_do_not() {
         let mut s = cluster(2, 4);
-        let key = group(&mut s, "g", 2);
-        let mut done = member(&mut s, "g", 0, 1);
-        done.node_name = Some("n0".into());
-        done.phase = PodPhase::Succeeded;
-        s.apply_pod(done);
-        assert_eq!(placed_members(&s, &key, ""), 0);
+        let key = group(&mut s, "g", 3);
+        for (i, phase) in [PodPhase::Succeeded, PodPhase::Failed]
+            .into_iter()
+            .enumerate()
+        {
+            let mut done = member(&mut s, "g", i, 1);
+            done.node_name = Some("n0".into());
+            done.phase = phase;
+            s.apply_pod(done);
+        }
+        assert_eq!(placed_members(&s, &key, ""), 1);
+    }
+
+    #[test]
+    fn the_rest_of_a_gang_whose_bound_members_already_succeeded_reaches_quorum_without_them_running()
+     {
+        let mut s = cluster(2, 4);
+        let key = group(&mut s, "g", 4);
+        for i in 0..2 {
+            let mut done = member(&mut s, "g", i, 1);
+            done.node_name = Some("n0".into());
+            done.phase = PodPhase::Succeeded;
+            s.apply_pod(done);
+        }
+        let now = Instant::now();
+        let third = member(&mut s, "g", 2, 1);
+        run(&mut s, &third, now);
+        let (_, quorum) = reserve(&mut s, "g-2", "ns/g-2", "n1", &SETTINGS, now)
+            .unwrap()
+            .unwrap();
+        assert!(!quorum, "two succeeded and one reserved make three of four");
+        let fourth = member(&mut s, "g", 3, 1);
+        run(&mut s, &fourth, now);
+        let (_, quorum) = reserve(&mut s, "g-3", "ns/g-3", "n1", &SETTINGS, now)
+            .unwrap()
+            .unwrap();
+        assert!(quorum, "two succeeded and two reserved make four");
+        assert!(!s.ledger.claims.contains_key(&key));
     }
 
     mod properties {

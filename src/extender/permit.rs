@@ -9,8 +9,11 @@
 //! PodGroup's `scheduleTimeoutSeconds`, capped by `--max-bind-hold-seconds`, which must stay
 //! below the scheduler's `httpTimeout`), every held call is answered with an `Error` saying how
 //! many members were placed out of how many: the scheduler forgets those pods, frees their
-//! room and retries them with backoff. Nothing is bound until quorum, so a gang is never bound
-//! partially. A restart loses held calls: the scheduler sees them fail and retries.
+//! room and retries them with backoff. Nothing is bound until quorum. A restart loses held
+//! calls: the scheduler sees them fail and retries. Kubernetes binds one pod per request, so a
+//! process killed while it sends a gang's Bindings leaves it bound in part until the scheduler
+//! places the rest again; members that succeeded meanwhile still count towards quorum
+//! ([`gangplank_core::claims::placed_members`]).
 //!
 //! A held call belongs to the scheduler that made it. When that scheduler goes away (it
 //! restarted, or its connection dropped), the server drops the call's handler, and the call
