@@ -7,6 +7,7 @@
 
 pub mod admission_loop;
 pub mod api;
+pub mod batch;
 pub mod cache;
 pub mod cli;
 pub mod config;

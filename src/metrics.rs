@@ -204,7 +204,7 @@ pub const CATALOGUE: &[Doc] = &[
         name: WEBHOOK_REQUESTS_TOTAL,
         kind: Kind::Counter,
         labels: &["webhook", "operation", "outcome"],
-        help: "Admission webhook requests, by webhook (mutate-pods, mutate-jobs, mutate-podgroups, mutate-workloads, validate-jobs, validate-podgroups, validate-queues), operation (CREATE, UPDATE, DELETE; unknown for a body that is not an AdmissionReview) and outcome (allowed: admitted unchanged; patched: admitted with a patch; denied: refused by a rule; error: a body that is not an AdmissionReview, or Gangplank could not decide yet).",
+        help: "Admission webhook requests, by webhook (mutate-pods, mutate-jobs, mutate-podgroups, mutate-workloads, validate-jobs, validate-podgroups, validate-queues, validate-batchjobs), operation (CREATE, UPDATE, DELETE; unknown for a body that is not an AdmissionReview) and outcome (allowed: admitted unchanged; patched: admitted with a patch; denied: refused by a rule; error: a body that is not an AdmissionReview, or Gangplank could not decide yet).",
     },
     Doc {
         name: WEBHOOK_REQUEST_DURATION_SECONDS,

@@ -26,7 +26,7 @@ use crate::cache::{self, Cache};
 use crate::config::ServeArgs;
 use crate::connections::Limited;
 use crate::extender::{self, Capture, Extender, KubeBinder, Permits};
-use crate::{admission_loop, controller, health, leader, metrics, tls, webhooks};
+use crate::{admission_loop, batch, controller, health, leader, metrics, tls, webhooks};
 
 /// How long open extender requests may run after the shutdown signal.
 pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(20);
@@ -219,8 +219,8 @@ async fn lead(mut leader: Leader, shutdown: &CancellationToken) -> anyhow::Resul
     }
 }
 
-/// One term as the leader: the admission loop, the controller, the claim-expiry timer and the
-/// extender run, and the Lease is renewed, until shutdown or until the Lease is lost; then
+/// One term as the leader: the admission loop, the controller, the batch Job controller, the
+/// claim-expiry timer and the extender run, and the Lease is renewed, until shutdown or until the Lease is lost; then
 /// held binds are answered with errors (the scheduler retries them) and the term's work
 /// stops. A term starts from an empty ledger (no claim, reservation or door of an earlier
 /// term). Returns why the Lease was lost, or `None` at shutdown. A part that fails is an error
@@ -251,6 +251,7 @@ async fn term(
         controller_beat,
         term.clone(),
     ));
+    let batch_loop = tokio::spawn(batch::run(leader.client.clone(), term.clone()));
     let elector = &mut leader.elector;
     let permits = leader.permits.clone();
     let holding = async {
@@ -267,11 +268,15 @@ async fn term(
         );
         lost
     };
-    let (lost, (), admission_loop, controller_loop, extender_server) = tokio::join!(
+    let (lost, (), admission_loop, controller_loop, batch_loop, extender_server) = tokio::join!(
         holding,
         extender::expiry::run(leader.cache.ledger(), term.clone()),
         cancel_on_error(supervise("admission loop", admission_loop, &term), shutdown),
         cancel_on_error(supervise("controller", controller_loop, &term), shutdown),
+        cancel_on_error(
+            supervise("batch job controller", batch_loop, &term),
+            shutdown
+        ),
         cancel_on_error(
             serve(
                 "extender",
@@ -290,6 +295,7 @@ async fn term(
     }
     admission_loop?;
     controller_loop?;
+    batch_loop?;
     extender_server.context("extender server failed")?;
     Ok(lost)
 }

@@ -263,7 +263,8 @@ fn cluster_role_grants_exactly_what_gangplank_calls() {
     let role: ClusterRole = object("rbac.yaml", "ClusterRole", "gangplank");
     // Every API call in src/, by (group, resource, verb): the watches of the cache and the
     // stores, the gate-release patch, Bindings, Evictions, PodGroup and default-Queue creation,
-    // the admitted-ahead annotation, status applies (Volcano's by merge patch) and Events. The end-to-end suite runs Gangplank as this ServiceAccount,
+    // the admitted-ahead annotation, status applies (Volcano's by merge patch), Events, and the
+    // batch Job controller's pods, plugin objects, Job statuses and TTL deletions. The end-to-end suite runs Gangplank as this ServiceAccount,
     // which shows the list is enough.
     let calls: BTreeSet<(&str, &str, &str)> = [
         ("", "nodes", "list"),
@@ -296,6 +297,14 @@ fn cluster_role_grants_exactly_what_gangplank_calls() {
         ("scheduling.k8s.io", "podgroups", "list"),
         ("scheduling.k8s.io", "podgroups", "watch"),
         ("events.k8s.io", "events", "create"),
+        ("batch.gangplank.dev", "jobs", "list"),
+        ("batch.gangplank.dev", "jobs", "watch"),
+        ("batch.gangplank.dev", "jobs", "delete"),
+        ("batch.gangplank.dev", "jobs/status", "patch"),
+        ("", "pods", "create"),
+        ("", "pods", "delete"),
+        ("", "services", "create"),
+        ("", "configmaps", "create"),
     ]
     .into();
     let mut granted = BTreeSet::new();

@@ -122,6 +122,15 @@ impl Entry {
         })
     }
 
+    /// Whether the entry is called for `operation` on `resource` of API group `group`.
+    fn covers_in(&self, group: &str, resource: &str, operation: &str) -> bool {
+        self.rules.iter().any(|r| {
+            r.api_groups.iter().flatten().any(|g| g == group)
+                && r.resources.iter().flatten().any(|x| x == resource)
+                && r.operations.iter().flatten().any(|o| o == operation)
+        })
+    }
+
     /// Whether the API server would call this entry for an object with `labels` in a
     /// namespace with `namespace_labels`.
     fn selects(
@@ -398,7 +407,7 @@ fn only_jobs_that_name_a_queue_reach_the_job_webhooks() {
         "team".to_string(),
     )]);
     for entry in mutating().into_iter().chain(validating()) {
-        if !entry.covers("jobs", "CREATE") {
+        if !entry.covers_in("batch", "jobs", "CREATE") {
             continue;
         }
         let with_queue = BTreeMap::from([(labels::QUEUE_LABEL.to_string(), "q".to_string())]);
@@ -447,7 +456,7 @@ fn every_workload_kind_gangplank_groups_by_that_names_a_queue_reaches_the_worklo
 #[test]
 fn gangplanks_own_namespace_and_kube_system_are_never_selected_for_pods_or_jobs() {
     for entry in mutating().into_iter().chain(validating()) {
-        if !(entry.covers("pods", "CREATE") || entry.covers("jobs", "CREATE")) {
+        if !(entry.covers("pods", "CREATE") || entry.covers_in("batch", "jobs", "CREATE")) {
             continue;
         }
         for system in ["kube-system", "gangplank-system"] {
@@ -473,14 +482,19 @@ fn gangplanks_own_namespace_and_kube_system_are_never_selected_for_pods_or_jobs(
 
 #[test]
 fn gangplanks_own_resources_are_all_sent_without_selectors() {
-    for (resource, operations) in [
-        ("podgroups", &["CREATE", "UPDATE"][..]),
-        ("queues", &["CREATE", "UPDATE", "DELETE"][..]),
+    for (group, resource, operations) in [
+        (labels::GROUP, "podgroups", &["CREATE", "UPDATE"][..]),
+        (labels::GROUP, "queues", &["CREATE", "UPDATE", "DELETE"][..]),
+        (
+            gangplank::api::batch_job::GROUP,
+            "jobs",
+            &["CREATE", "UPDATE"][..],
+        ),
     ] {
         for operation in operations {
             let entries: Vec<Entry> = validating()
                 .into_iter()
-                .filter(|e| e.covers(resource, operation))
+                .filter(|e| e.covers_in(group, resource, operation))
                 .collect();
             assert_eq!(entries.len(), 1, "{resource} {operation}");
             assert!(entries[0].object_selector.is_none());

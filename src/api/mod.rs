@@ -26,6 +26,7 @@
 //!   it, and CEL rules such as `!has(self.maxMember) || ...` never see a null) and reflows the
 //!   doc comments' hard line breaks so `kubectl explain` can wrap descriptions to the terminal.
 
+pub mod batch_job;
 pub mod labels;
 pub mod pod_group;
 pub mod queue;

@@ -123,6 +123,14 @@ pub struct PodGroupSpec {
     pub topology_key: Option<String>,
 }
 
+impl PodGroup {
+    /// Admitted on `minResources` before its members exist: its controller (a Volcano PodGroup
+    /// or a batch Job) creates the pods only once the group is admitted.
+    pub fn admitted_ahead_of_members(&self) -> bool {
+        super::volcano::controls(self) || super::batch_job::controls(self)
+    }
+}
+
 impl PodGroupSpec {
     /// A gang of `min_member` with every optional field unset.
     pub fn with_min_member(min_member: i32) -> Self {

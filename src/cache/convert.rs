@@ -206,7 +206,7 @@ pub fn pod_group(group: &api::PodGroup) -> Result<PodGroup, Error> {
         max_wait: seconds(spec.max_wait_seconds),
         expected_runtime: seconds(spec.expected_runtime_seconds),
         topology_key: spec.topology_key.clone().filter(|k| !k.is_empty()),
-        ahead: volcano::controls(group).then(|| {
+        ahead: group.admitted_ahead_of_members().then(|| {
             let min_member = spec.min_member.max(1).unsigned_abs();
             let mut share = min_resources.part(min_member);
             share.set("pods", 1);

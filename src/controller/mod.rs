@@ -929,7 +929,7 @@ impl Controller {
 
 /// Where `group` stands when admitted ahead of its members, at `now` (Unix seconds).
 fn ahead(group: &PodGroup, now: i64) -> Option<status::Ahead> {
-    if !api::volcano::controls(group) {
+    if !group.admitted_ahead_of_members() {
         return None;
     }
     let at = api::volcano::admitted_ahead_at(group)?;

@@ -12,7 +12,8 @@
 //!
 //! Shape, after linkerd's policy controller: one route per resource and direction, each a
 //! thin adapter that decodes the typed AdmissionReview ([`review`]), calls a rule in the
-//! resource's file ([`pods`], [`jobs`], [`workloads`], [`pod_groups`], [`queues`]) and encodes its
+//! resource's file ([`pods`], [`jobs`], [`workloads`], [`pod_groups`], [`queues`],
+//! [`batch_jobs`]) and encodes its
 //! [`Verdict`]. Every decision is answered with HTTP 200 and the verdict in the body; only a
 //! body that is not an AdmissionReview gets HTTP 400. The rules read the cluster through the
 //! [`lookup`] traits and never call the API server, so a webhook call costs microseconds and
@@ -29,6 +30,7 @@
 //! decide which objects ever reach these routes, and their comments explain the failure
 //! policies.
 
+pub mod batch_jobs;
 pub mod jobs;
 pub mod lookup;
 pub mod patch;
@@ -93,10 +95,11 @@ pub enum Hook {
     ValidateJobs,
     ValidatePodGroups,
     ValidateQueues,
+    ValidateBatchJobs,
 }
 
 impl Hook {
-    pub const ALL: [Hook; 7] = [
+    pub const ALL: [Hook; 8] = [
         Hook::MutatePods,
         Hook::MutateJobs,
         Hook::MutatePodGroups,
@@ -104,6 +107,7 @@ impl Hook {
         Hook::ValidateJobs,
         Hook::ValidatePodGroups,
         Hook::ValidateQueues,
+        Hook::ValidateBatchJobs,
     ];
 
     /// The `webhook` metric label, also the route's last two path segments joined by `-`.
@@ -116,6 +120,7 @@ impl Hook {
             Hook::ValidateJobs => "validate-jobs",
             Hook::ValidatePodGroups => "validate-podgroups",
             Hook::ValidateQueues => "validate-queues",
+            Hook::ValidateBatchJobs => "validate-batchjobs",
         }
     }
 
@@ -133,9 +138,10 @@ impl Hook {
     pub fn operations(self) -> &'static [&'static str] {
         match self {
             Hook::MutatePods | Hook::MutateJobs | Hook::MutateWorkloads => &["CREATE"],
-            Hook::MutatePodGroups | Hook::ValidateJobs | Hook::ValidatePodGroups => {
-                &["CREATE", "UPDATE"]
-            }
+            Hook::MutatePodGroups
+            | Hook::ValidateJobs
+            | Hook::ValidatePodGroups
+            | Hook::ValidateBatchJobs => &["CREATE", "UPDATE"],
             Hook::ValidateQueues => &["CREATE", "UPDATE", "DELETE"],
         }
     }
@@ -235,6 +241,7 @@ pub fn router(webhooks: Arc<Webhooks>) -> Router {
         route(Hook::ValidateJobs, post(validate_jobs)),
         route(Hook::ValidatePodGroups, post(validate_pod_groups)),
         route(Hook::ValidateQueues, post(validate_queues)),
+        route(Hook::ValidateBatchJobs, post(validate_batch_jobs)),
     ]
     .into_iter()
     .fold(Router::new(), |router, (path, method)| {
@@ -292,6 +299,13 @@ async fn validate_queues(
     Review(r): Review<crate::api::Queue>,
 ) -> Response {
     decide(&w, &r, queues::validate).await
+}
+
+async fn validate_batch_jobs(
+    State(w): State<Arc<Webhooks>>,
+    Review(r): Review<crate::api::batch_job::BatchJob>,
+) -> Response {
+    decide(&w, &r, batch_jobs::validate).await
 }
 
 /// A rule: the verdict on one request, or the denial that ends it early.
@@ -622,6 +636,7 @@ mod tests {
                 "/webhooks/validate/jobs",
                 "/webhooks/validate/podgroups",
                 "/webhooks/validate/queues",
+                "/webhooks/validate/batchjobs",
             ]
         );
     }

@@ -5,6 +5,7 @@
 
 mod support;
 
+mod batch_jobs;
 mod cli;
 mod control_plane;
 mod controller;

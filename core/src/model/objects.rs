@@ -266,7 +266,8 @@ pub struct PodGroup {
 }
 
 /// A group admitted before its members exist: one made for a Volcano PodGroup, whose operator
-/// creates the pods only once the PodGroup leaves `Pending`. While it has no live member,
+/// creates the pods only once the PodGroup leaves `Pending`, or for a batch Job, whose
+/// controller creates them only once the group is admitted. While it has no live member,
 /// admission sees `minMember` placeholders, each asking an equal part of `minResources`
 /// (`crate::model::State::apply_pod_group` makes them); admitted, the placeholders of the
 /// members not created yet keep their room (counted like released members) until

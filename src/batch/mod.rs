@@ -1,0 +1,361 @@
+//! The batch Job controller: turns each `batch.gangplank.dev` Job into its PodGroup, its pods
+//! and its plugins' objects, and keeps its status, by Volcano's lifecycle.
+//!
+//! A reconciler per Job (kube's `Controller`) rather than the snapshot passes of
+//! [`crate::controller`]: a Job's state is a function of its own PodGroup and pods only. It reads
+//! them from its own stores (pods and PodGroups labelled with the job's name, so the watches
+//! carry nothing else), decides with the pure [`plan::decide`], and writes: the PodGroup
+//! ([`objects::pod_group`], admitted ahead of its pods), the pods once the group is admitted
+//! (so a waiting Job costs the API server nothing), deletions the policies ask for, and the
+//! status (server-side apply). After writing it waits, with a deadline, until its stores show
+//! its writes, so the next reconcile of the same Job never decides twice on the same pod.
+//!
+//! Writer of: Jobs' status, their pods, PodGroups, Services and ConfigMaps. It runs only in
+//! the replica that leads ([`crate::leader`]).
+
+pub mod objects;
+pub mod plan;
+pub mod plugins;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::{StreamExt, TryStreamExt};
+use k8s_openapi::api::core::v1::{ConfigMap, Pod, Service};
+use k8s_openapi::jiff::Timestamp;
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
+use kube::runtime::controller::{Action, Controller};
+use kube::runtime::reflector::{self, ObjectRef, Store};
+use kube::runtime::{WatchStreamExt, watcher};
+use kube::{Client, ResourceExt};
+use tokio_util::sync::CancellationToken;
+
+use crate::api::batch_job::{BatchJob, BatchJobStatus};
+use crate::api::{PodGroup, PodGroupPhase};
+use objects::{JOB_NAME_LABEL, JOB_VERSION_LABEL, TASK_INDEX_LABEL, TASK_NAME_LABEL};
+use plan::{GroupView, PodView};
+
+/// Field manager of the Job status writes.
+const FIELD_MANAGER: &str = "gangplank-batch";
+/// Longest wait for the stores to show this reconcile's writes.
+const SETTLE_DEADLINE: Duration = Duration::from_secs(10);
+/// Pods created or deleted at once.
+const WRITE_CONCURRENCY: usize = 8;
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("failed to {what} for Job {job}: {why}")]
+    Write {
+        what: String,
+        job: String,
+        why: kube::Error,
+    },
+}
+
+struct Context {
+    client: Client,
+    pods: Store<Pod>,
+    groups: Store<PodGroup>,
+    jobs: Store<BatchJob>,
+}
+
+/// Runs the controller until `shutdown`.
+pub async fn run(client: Client, shutdown: CancellationToken) {
+    let jobs: Api<BatchJob> = Api::all(client.clone());
+    let labelled = watcher::Config::default().labels(JOB_NAME_LABEL);
+    let (pods, pod_writer) = reflector::store();
+    let pod_events = reflector::reflector(
+        pod_writer,
+        watcher(Api::<Pod>::all(client.clone()), labelled.clone()),
+    )
+    .default_backoff()
+    .touched_objects();
+    let (groups, group_writer) = reflector::store();
+    let group_events = reflector::reflector(
+        group_writer,
+        watcher(Api::<PodGroup>::all(client.clone()), labelled),
+    )
+    .default_backoff()
+    .touched_objects();
+    let controller = Controller::new(jobs, watcher::Config::default());
+    let context = Arc::new(Context {
+        client,
+        pods,
+        groups,
+        jobs: controller.store(),
+    });
+    controller
+        .owns_stream(pod_events)
+        .owns_stream(group_events)
+        .graceful_shutdown_on(shutdown.cancelled_owned())
+        .run(reconcile, error_policy, context)
+        .for_each(|result| async move {
+            if let Err(e) = result {
+                tracing::debug!(error = %e, "batch job reconcile");
+            }
+        })
+        .await;
+}
+
+fn error_policy(_job: Arc<BatchJob>, error: &Error, _: Arc<Context>) -> Action {
+    tracing::warn!(error = %error, "batch job");
+    Action::requeue(Duration::from_secs(5))
+}
+
+async fn reconcile(job: Arc<BatchJob>, ctx: Arc<Context>) -> Result<Action, Error> {
+    let namespace = job.namespace().unwrap_or_default();
+    let name = job.name_any();
+    let uid = job.metadata.uid.clone().unwrap_or_default();
+    if job.metadata.deletion_timestamp.is_some() {
+        return Ok(Action::await_change());
+    }
+    let ours =
+        |owners: Option<&Vec<k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference>>| {
+            owners
+                .into_iter()
+                .flatten()
+                .any(|o| o.controller == Some(true) && o.uid == uid)
+        };
+    let group = ctx
+        .groups
+        .get(&ObjectRef::new(&name).within(&namespace))
+        .filter(|g| ours(g.metadata.owner_references.as_ref()));
+    let pods: Vec<Arc<Pod>> = ctx
+        .pods
+        .state()
+        .into_iter()
+        .filter(|p| {
+            p.namespace().as_deref() == Some(namespace.as_str())
+                && p.labels().get(JOB_NAME_LABEL) == Some(&name)
+                && ours(p.metadata.owner_references.as_ref())
+        })
+        .collect();
+    let now = Timestamp::now().as_second();
+    let views: Vec<PodView> = pods.iter().filter_map(|p| pod_view(p)).collect();
+    let group_view = group.as_deref().map(|g| group_view(g, now));
+    let decision = plan::decide(&job, group_view.as_ref(), &views, now);
+    let queue = job.spec.queue.clone();
+    let write = |what: &str, why: kube::Error| Error::Write {
+        what: what.to_owned(),
+        job: format!("{namespace}/{name}"),
+        why,
+    };
+
+    if decision.delete_job {
+        let api: Api<BatchJob> = Api::namespaced(ctx.client.clone(), &namespace);
+        ignore_missing(api.delete(&name, &DeleteParams::background()).await)
+            .map_err(|e| write("delete the finished job", e))?;
+        return Ok(Action::await_change());
+    }
+    if decision.create_group {
+        let mut group = objects::pod_group(&job, queue.as_deref().unwrap_or_default());
+        if queue.is_none() {
+            group.spec.queue = None;
+            if let Some(labels) = group.metadata.labels.as_mut() {
+                labels.remove(crate::api::labels::QUEUE_LABEL);
+            }
+        }
+        let api: Api<PodGroup> = Api::namespaced(ctx.client.clone(), &namespace);
+        ignore_exists(api.create(&PostParams::default(), &group).await)
+            .map_err(|e| write("create the PodGroup", e))?;
+    }
+    let mut status = decision.status.clone();
+    if !decision.create.is_empty() {
+        create_plugin_objects(&ctx.client, &job, &namespace, &mut status)
+            .await
+            .map_err(|e| write("create the plugins' objects", e))?;
+    }
+    let version = status.version;
+    let made: Vec<Pod> = decision
+        .create
+        .iter()
+        .map(|n| {
+            objects::pod(
+                &job,
+                n.task,
+                n.index,
+                version,
+                queue.as_deref().unwrap_or_default(),
+            )
+        })
+        .map(|mut pod| {
+            if queue.is_none()
+                && let Some(labels) = pod.metadata.labels.as_mut()
+            {
+                labels.remove(crate::api::labels::QUEUE_LABEL);
+            }
+            pod
+        })
+        .collect();
+    let pod_api: Api<Pod> = Api::namespaced(ctx.client.clone(), &namespace);
+    let made_names: Vec<String> = made.iter().map(ResourceExt::name_any).collect();
+    futures::stream::iter(made)
+        .map(|pod| {
+            let api = pod_api.clone();
+            async move { ignore_exists(api.create(&PostParams::default(), &pod).await) }
+        })
+        .buffer_unordered(WRITE_CONCURRENCY)
+        .try_collect::<Vec<()>>()
+        .await
+        .map_err(|e| write("create pods", e))?;
+    futures::stream::iter(decision.delete.clone())
+        .map(|pod| {
+            let api = pod_api.clone();
+            async move { ignore_missing(api.delete(&pod, &DeleteParams::default()).await) }
+        })
+        .buffer_unordered(WRITE_CONCURRENCY)
+        .try_collect::<Vec<()>>()
+        .await
+        .map_err(|e| write("delete pods", e))?;
+
+    let mut written = None;
+    if job.status.as_ref() != Some(&status) {
+        let api: Api<BatchJob> = Api::namespaced(ctx.client.clone(), &namespace);
+        let patch = serde_json::json!({
+            "apiVersion": crate::api::batch_job::API_VERSION,
+            "kind": "Job",
+            "status": status,
+        });
+        let params = PatchParams::apply(FIELD_MANAGER).force();
+        let after = api
+            .patch_status(&name, &params, &Patch::Apply(&patch))
+            .await
+            .map_err(|e| write("write the status", e))?;
+        written = after.metadata.resource_version;
+    }
+    settle(
+        &ctx,
+        &job,
+        &namespace,
+        &made_names,
+        &decision.delete,
+        written,
+    )
+    .await;
+    Ok(match decision.recheck_after {
+        Some(seconds) => Action::requeue(Duration::from_secs(seconds.max(1))),
+        None => Action::requeue(Duration::from_secs(300)),
+    })
+}
+
+/// Waits, at most [`SETTLE_DEADLINE`], until the stores show the pods created and deleted and
+/// the status written at `written`.
+async fn settle(
+    ctx: &Context,
+    job: &BatchJob,
+    namespace: &str,
+    created: &[String],
+    deleted: &[String],
+    written: Option<String>,
+) {
+    let shown = || {
+        let pod = |name: &str| ctx.pods.get(&ObjectRef::new(name).within(namespace));
+        created.iter().all(|name| pod(name).is_some())
+            && deleted
+                .iter()
+                .all(|name| pod(name).is_none_or(|p| p.metadata.deletion_timestamp.is_some()))
+            && written.as_ref().is_none_or(|rv| {
+                ctx.jobs
+                    .get(&ObjectRef::from_obj(job))
+                    .is_none_or(|j| j.metadata.resource_version.as_ref() == Some(rv))
+            })
+    };
+    let deadline = tokio::time::Instant::now() + SETTLE_DEADLINE;
+    while !shown() && tokio::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// Creates the plugins' Service and ConfigMap if missing, and records them in `status`.
+async fn create_plugin_objects(
+    client: &Client,
+    job: &BatchJob,
+    namespace: &str,
+    status: &mut BatchJobStatus,
+) -> Result<(), kube::Error> {
+    let (service, config_map) = plugins::objects(job);
+    if let Some(service) = service {
+        let api: Api<Service> = Api::namespaced(client.clone(), namespace);
+        ignore_exists(api.create(&PostParams::default(), &service).await)?;
+        status
+            .controlled_resources
+            .insert("plugin-svc".into(), service.name_any());
+    }
+    if let Some(config_map) = config_map {
+        let api: Api<ConfigMap> = Api::namespaced(client.clone(), namespace);
+        ignore_exists(api.create(&PostParams::default(), &config_map).await)?;
+        status
+            .controlled_resources
+            .insert("plugin-svc-hosts".into(), config_map.name_any());
+    }
+    Ok(())
+}
+
+/// One of the job's pods as [`plan::decide`] reads it; `None` for a pod without the job's
+/// labels (not made by this controller).
+fn pod_view(pod: &Pod) -> Option<PodView> {
+    let labels = pod.labels();
+    let status = pod.status.as_ref();
+    let exit_code = status
+        .into_iter()
+        .flat_map(|s| s.container_statuses.iter().flatten())
+        .filter_map(|c| c.state.as_ref()?.terminated.as_ref())
+        .map(|t| t.exit_code)
+        .find(|code| *code != 0);
+    Some(PodView {
+        name: pod.name_any(),
+        task: labels.get(TASK_NAME_LABEL)?.clone(),
+        index: labels.get(TASK_INDEX_LABEL)?.parse().ok()?,
+        version: labels.get(JOB_VERSION_LABEL)?.parse().ok()?,
+        phase: status
+            .and_then(|s| s.phase.clone())
+            .unwrap_or_else(|| "Pending".into()),
+        deleting: pod.metadata.deletion_timestamp.is_some(),
+        evicted: status
+            .into_iter()
+            .flat_map(|s| s.conditions.iter().flatten())
+            .any(|c| c.type_ == "DisruptionTarget" && c.status == "True"),
+        exit_code,
+        created: pod
+            .metadata
+            .creation_timestamp
+            .as_ref()
+            .map_or(0, |t| t.0.as_second()),
+    })
+}
+
+/// The job's PodGroup as [`plan::decide`] reads it at `now` (Unix seconds).
+fn group_view(group: &PodGroup, now: i64) -> GroupView {
+    let ahead = crate::api::volcano::admitted_ahead_at(group).is_some_and(|at| {
+        gangplank_core::model::Ahead::admission_holds(at, now, group.spec.schedule_timeout())
+    });
+    let status = group.status.as_ref();
+    let released = status.is_some_and(|s| {
+        matches!(s.phase, PodGroupPhase::Inqueue | PodGroupPhase::Running) && s.admitted > 0
+    });
+    let waiting = status
+        .into_iter()
+        .flat_map(|s| s.conditions.iter())
+        .find(|c| c.type_ == "Admitted" && c.status == "False")
+        .map(|c| c.message.clone());
+    GroupView {
+        admitted: ahead || released,
+        waiting,
+    }
+}
+
+fn ignore_exists<T>(result: Result<T, kube::Error>) -> Result<(), kube::Error> {
+    match result {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(e)) if e.code == 409 => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
+fn ignore_missing<T>(result: Result<T, kube::Error>) -> Result<(), kube::Error> {
+    match result {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(e)) if e.code == 404 => Ok(()),
+        Err(e) => Err(e),
+    }
+}

@@ -1,0 +1,355 @@
+//! Batch Jobs (`batch.gangplank.dev`): the rules that refuse a Job that could never run as
+//! written, each naming the field and what it accepts, all listed in one denial.
+//!
+//! On CREATE: the scheduler name (absent, `volcano`, `gangplank` or `default-scheduler`), task
+//! names (unique DNS labels whose pod names `<job>-<task>-<index>` stay host names of at most
+//! 63 characters), `minAvailable` and `minSuccess` within the replicas, each task's
+//! `minAvailable` within its replicas, `dependsOn` naming other tasks of the job, every
+//! policy's events and action (and `exitCode` instead of an event, never 0; `timeout` only with
+//! `PodPending`), the plugins Gangplank has, durations it can read, volumes with an absolute
+//! mount path, and the queue (the spec's, else the namespace's) existing and Open.
+//!
+//! On UPDATE: the spec is fixed once created, apart from `maxRetry` and
+//! `ttlSecondsAfterFinished` (a running gang's size and pods are what admission reserved room
+//! for): delete the Job and create it again.
+
+use std::collections::BTreeSet;
+
+use kube::core::admission::{AdmissionRequest, Operation};
+
+use super::Webhooks;
+use super::queues::{check_open, looked_up};
+use super::review::{Denial, FieldErrors, Verdict};
+use crate::api::batch_job::{BatchJob, BatchJobSpec, LifecyclePolicy, duration_seconds};
+use crate::api::labels;
+use crate::batch::plan::{ACTIONS, EVENTS};
+use crate::batch::plugins::PLUGINS;
+
+/// Scheduler names a Job may give: Gangplank serves the job through the stock scheduler.
+const SCHEDULERS: [&str; 3] = ["volcano", "gangplank", "default-scheduler"];
+
+/// `POST /webhooks/validate/batchjobs`.
+pub fn validate(w: &Webhooks, request: &AdmissionRequest<BatchJob>) -> Result<Verdict, Denial> {
+    let job = request.object.as_ref().expect("checked when decoded");
+    if request.operation == Operation::Update
+        && let Some(old) = request.old_object.as_ref()
+    {
+        let fixed = |spec: &BatchJobSpec| BatchJobSpec {
+            max_retry: None,
+            ttl_seconds_after_finished: None,
+            ..spec.clone()
+        };
+        if fixed(&old.spec) != fixed(&job.spec) {
+            return Err(Denial::invalid(
+                "spec",
+                "a Job's spec cannot change once created, apart from maxRetry and ttlSecondsAfterFinished; delete the Job and create it again",
+            ));
+        }
+        return Ok(Verdict::allow());
+    }
+    let name = job.metadata.name.as_deref().unwrap_or(&request.name);
+    check_spec(name, &job.spec)?;
+    let namespace = request.namespace.as_deref().unwrap_or_default();
+    match job.spec.queue.as_deref().filter(|q| !q.is_empty()) {
+        Some(queue) => check_open(w.lookup(), queue, "spec.queue")?,
+        None => {
+            let queue = looked_up(w.lookup().namespace_queue(namespace))?
+                .unwrap_or_else(|| labels::DEFAULT_QUEUE.to_owned());
+            check_open(
+                w.lookup(),
+                &queue,
+                &format!("spec.queue (absent: namespace {namespace}'s queue)"),
+            )?;
+        }
+    }
+    Ok(Verdict::allow())
+}
+
+/// Every rule on the spec alone; see the module docs.
+pub fn check_spec(name: &str, spec: &BatchJobSpec) -> Result<(), Denial> {
+    let mut errors = FieldErrors::new();
+    if let Some(scheduler) = spec.scheduler_name.as_deref()
+        && !scheduler.is_empty()
+        && !SCHEDULERS.contains(&scheduler)
+    {
+        errors.add(
+            "spec.schedulerName",
+            format!(
+                "{scheduler:?} is not served here; leave it out or use one of {SCHEDULERS:?} (the stock scheduler places the pods, with Gangplank)"
+            ),
+        );
+    }
+    let total: i32 = spec.tasks.iter().map(|t| t.replicas.max(0)).sum();
+    if spec.tasks.is_empty() {
+        errors.add("spec.tasks", "list at least one task");
+    }
+    let names: BTreeSet<&str> = spec.tasks.iter().map(|t| t.name.as_str()).collect();
+    let mut seen = BTreeSet::new();
+    for (i, task) in spec.tasks.iter().enumerate() {
+        let field = format!("spec.tasks[{i}]");
+        if !seen.insert(task.name.as_str()) {
+            errors.add(
+                format!("{field}.name"),
+                format!(
+                    "{:?} is used by an earlier task; task names are unique",
+                    task.name
+                ),
+            );
+        }
+        if !dns_label(&task.name) {
+            errors.add(
+                format!("{field}.name"),
+                format!(
+                    "{:?} is not a DNS label (lower-case letters, digits and '-', starting and ending with a letter or digit)",
+                    task.name
+                ),
+            );
+        }
+        let longest = format!("{name}-{}-{}", task.name, task.replicas.max(1) - 1);
+        if longest.len() > 63 {
+            errors.add(
+                format!("{field}.name"),
+                format!(
+                    "the pod name {longest:?} would be longer than 63 characters (a host name); shorten the job or task name"
+                ),
+            );
+        }
+        if let Some(min) = task.min_available
+            && min > task.replicas
+        {
+            errors.add(
+                format!("{field}.minAvailable"),
+                format!("{min} is more than the task's {} replicas", task.replicas),
+            );
+        }
+        if let Some(depends) = &task.depends_on {
+            for (d, other) in depends.name.iter().enumerate() {
+                if other == &task.name || !names.contains(other.as_str()) {
+                    errors.add(
+                        format!("{field}.dependsOn.name[{d}]"),
+                        format!("{other:?} is not another task of this job"),
+                    );
+                }
+            }
+            if let Some(iteration) = depends.iteration.as_deref()
+                && !matches!(iteration, "all" | "any")
+            {
+                errors.add(
+                    format!("{field}.dependsOn.iteration"),
+                    format!("{iteration:?} is neither \"all\" nor \"any\""),
+                );
+            }
+        }
+        for (p, policy) in task.policies.iter().enumerate() {
+            check_policy(&mut errors, &format!("{field}.policies[{p}]"), policy);
+        }
+    }
+    if let Some(min) = spec.min_available
+        && min > total
+    {
+        errors.add(
+            "spec.minAvailable",
+            format!("{min} is more than the job's {total} replicas: the gang could never gather"),
+        );
+    }
+    if let Some(min) = spec.min_success
+        && min > total
+    {
+        errors.add(
+            "spec.minSuccess",
+            format!("{min} is more than the job's {total} replicas: the job could never complete"),
+        );
+    }
+    for (p, policy) in spec.policies.iter().enumerate() {
+        check_policy(&mut errors, &format!("spec.policies[{p}]"), policy);
+    }
+    for plugin in spec.plugins.keys() {
+        if !PLUGINS.contains(&plugin.as_str()) {
+            errors.add(
+                format!("spec.plugins.{plugin}"),
+                format!("not a plugin Gangplank has; use {PLUGINS:?}"),
+            );
+        }
+    }
+    if let Some(estimate) = spec.running_estimate.as_deref()
+        && let Err(why) = duration_seconds(estimate)
+    {
+        errors.add("spec.runningEstimate", why);
+    }
+    for (v, volume) in spec.volumes.iter().enumerate() {
+        if !volume.mount_path.starts_with('/') {
+            errors.add(
+                format!("spec.volumes[{v}].mountPath"),
+                format!("{:?} is not an absolute path", volume.mount_path),
+            );
+        }
+        if volume.volume_claim_name.is_empty() {
+            errors.add(
+                format!("spec.volumes[{v}].volumeClaimName"),
+                "name an existing PersistentVolumeClaim",
+            );
+        }
+    }
+    errors.into_result()
+}
+
+fn check_policy(errors: &mut FieldErrors, field: &str, policy: &LifecyclePolicy) {
+    if !ACTIONS.contains(&policy.action.as_str()) {
+        errors.add(
+            format!("{field}.action"),
+            format!(
+                "{:?} is not an action Gangplank takes; use one of {ACTIONS:?}",
+                policy.action
+            ),
+        );
+    }
+    let events: Vec<&str> = policy
+        .event
+        .as_deref()
+        .into_iter()
+        .chain(policy.events.iter().map(String::as_str))
+        .collect();
+    for event in &events {
+        if !EVENTS.contains(event) {
+            errors.add(
+                format!("{field}.event"),
+                format!("{event:?} is not an event Gangplank reports; use one of {EVENTS:?}"),
+            );
+        }
+    }
+    match (policy.exit_code, events.is_empty()) {
+        (Some(_), false) => errors.add(
+            format!("{field}.exitCode"),
+            "give either an exit code or events, not both",
+        ),
+        (Some(0), true) => errors.add(
+            format!("{field}.exitCode"),
+            "0 is success; name a failing code",
+        ),
+        (None, true) => errors.add(format!("{field}.event"), "name an event or an exit code"),
+        _ => {}
+    }
+    if let Some(timeout) = policy.timeout.as_deref() {
+        if let Err(why) = duration_seconds(timeout) {
+            errors.add(format!("{field}.timeout"), why);
+        } else if !events.contains(&"PodPending") {
+            errors.add(
+                format!("{field}.timeout"),
+                "only a PodPending policy takes a timeout (how long a pod may wait for a node)",
+            );
+        }
+    }
+}
+
+/// Whether `name` is an RFC 1123 label.
+fn dns_label(name: &str) -> bool {
+    let bytes = name.as_bytes();
+    !bytes.is_empty()
+        && bytes.len() <= 63
+        && bytes
+            .iter()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || *b == b'-')
+        && bytes[0] != b'-'
+        && bytes[bytes.len() - 1] != b'-'
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::batch_job::{DependsOn, TaskSpec};
+
+    fn spec(tasks: Vec<TaskSpec>) -> BatchJobSpec {
+        BatchJobSpec::of_tasks(tasks)
+    }
+
+    fn task(name: &str, replicas: i32) -> TaskSpec {
+        TaskSpec {
+            name: name.into(),
+            replicas,
+            ..TaskSpec::default()
+        }
+    }
+
+    #[test]
+    fn a_job_of_a_master_and_workers_with_known_policies_and_plugins_passes() {
+        let mut s = spec(vec![task("master", 1), task("worker", 3)]);
+        s.min_available = Some(4);
+        s.plugins
+            .insert("pytorch".into(), vec!["--port=23456".into()]);
+        s.policies.push(LifecyclePolicy {
+            action: "RestartJob".into(),
+            event: Some("PodFailed".into()),
+            ..LifecyclePolicy::default()
+        });
+        s.tasks[1].depends_on = Some(DependsOn {
+            name: vec!["master".into()],
+            iteration: Some("any".into()),
+        });
+        assert_eq!(check_spec("train", &s), Ok(()));
+    }
+
+    #[test]
+    fn every_mistake_is_named_in_one_denial() {
+        let mut s = spec(vec![
+            task("worker", 2),
+            task("worker", 1),
+            task("Bad_Name", 1),
+        ]);
+        s.scheduler_name = Some("kube-batch".into());
+        s.min_available = Some(9);
+        s.plugins.insert("ssh".into(), vec![]);
+        s.policies.push(LifecyclePolicy {
+            action: "Explode".into(),
+            event: Some("PodFailed".into()),
+            exit_code: Some(1),
+            ..LifecyclePolicy::default()
+        });
+        s.tasks[0].depends_on = Some(DependsOn {
+            name: vec!["worker".into()],
+            iteration: None,
+        });
+        let message = check_spec("train", &s).unwrap_err().message;
+        for expected in [
+            "spec.schedulerName: \"kube-batch\" is not served here",
+            "spec.tasks[1].name: \"worker\" is used by an earlier task",
+            "spec.tasks[2].name: \"Bad_Name\" is not a DNS label",
+            "spec.tasks[0].dependsOn.name[0]: \"worker\" is not another task of this job",
+            "spec.minAvailable: 9 is more than the job's 4 replicas",
+            "spec.plugins.ssh: not a plugin Gangplank has",
+            "spec.policies[0].action: \"Explode\" is not an action",
+            "spec.policies[0].exitCode: give either an exit code or events, not both",
+        ] {
+            assert!(message.contains(expected), "{expected} in {message}");
+        }
+    }
+
+    #[test]
+    fn a_timeout_belongs_to_pod_pending_and_must_read_as_a_duration() {
+        let mut s = spec(vec![task("worker", 1)]);
+        s.policies.push(LifecyclePolicy {
+            action: "RestartJob".into(),
+            event: Some("PodFailed".into()),
+            timeout: Some("5m".into()),
+            ..LifecyclePolicy::default()
+        });
+        s.running_estimate = Some("soon".into());
+        let message = check_spec("train", &s).unwrap_err().message;
+        assert!(
+            message.contains("only a PodPending policy takes a timeout"),
+            "{message}"
+        );
+        assert!(
+            message.contains("spec.runningEstimate: 'soon' is not a duration"),
+            "{message}"
+        );
+    }
+
+    #[test]
+    fn a_pod_name_longer_than_a_host_name_is_refused() {
+        let job = "j".repeat(47);
+        let message = check_spec(&job, &spec(vec![task("worker-replicas-xx", 100)]))
+            .unwrap_err()
+            .message;
+        assert!(message.contains("longer than 63 characters"), "{message}");
+    }
+}

@@ -1,0 +1,304 @@
+//! Batch Jobs (`batch.gangplank.dev`) through a real API server and the stock scheduler: one
+//! gang per Job, pods named by task and index with what their plugins inject, a Job that waits
+//! for its queue without creating a pod, lifecycle policies, and the webhook's refusals. kwok
+//! runs the pods: they succeed or fail after the delays their annotations give
+//! (`e2e/kwok/stages.yaml`).
+
+use std::collections::BTreeMap;
+
+use gangplank::api::batch_job::{BatchJob, JobPhase};
+use gangplank::api::{PodGroup, QueueSpec};
+use k8s_openapi::api::core::v1::{ConfigMap, Pod, Service};
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use kube::api::{ListParams, PostParams};
+use kube::{Api, ResourceExt};
+use serde_json::{Value, json};
+
+use crate::queues::{QueueGuard, create_gang, create_queue, delete_queue};
+use crate::support::{Cluster, TestNamespace, eventually, holds_for};
+
+/// A task of `replicas` pods of one CPU, whose pods finish as `annotations` say.
+fn task(name: &str, replicas: i32, annotations: Value) -> Value {
+    json!({
+        "name": name,
+        "replicas": replicas,
+        "template": {
+            "metadata": {"annotations": annotations},
+            "spec": {
+                "restartPolicy": "Never",
+                "containers": [{"name": "main", "image": "trainer",
+                                "resources": {"requests": {"cpu": "1"}}}],
+            },
+        },
+    })
+}
+
+/// Creates a Job named `name` in `ns` with `spec`.
+async fn create_job(ns: &TestNamespace, name: &str, spec: Value) -> Api<BatchJob> {
+    let job: BatchJob = serde_json::from_value(json!({
+        "apiVersion": "batch.gangplank.dev/v1alpha1",
+        "kind": "Job",
+        "metadata": {"name": name},
+        "spec": spec,
+    }))
+    .unwrap();
+    let jobs = ns.api::<BatchJob>();
+    jobs.create(&PostParams::default(), &job)
+        .await
+        .unwrap_or_else(|e| panic!("failed to create Job {name}: {e}"));
+    jobs
+}
+
+/// Waits until the Job is in `phase`; returns it.
+async fn job_in_phase(jobs: &Api<BatchJob>, name: &str, phase: JobPhase, seconds: u64) -> BatchJob {
+    eventually(
+        &format!("Job {name} to be {}", phase.as_str()),
+        seconds,
+        || async {
+            let job = jobs.get(name).await.ok()?;
+            (job.status.as_ref()?.state.phase == phase).then_some(job)
+        },
+    )
+    .await
+}
+
+/// The Job's pods by name.
+async fn pods_of(pods: &Api<Pod>, job: &str) -> BTreeMap<String, Pod> {
+    let list = pods
+        .list(&ListParams::default().labels(&format!("batch.gangplank.dev/job-name={job}")))
+        .await
+        .unwrap();
+    list.items.into_iter().map(|p| (p.name_any(), p)).collect()
+}
+
+fn env(pod: &Pod) -> BTreeMap<String, String> {
+    pod.spec.as_ref().unwrap().containers[0]
+        .env
+        .iter()
+        .flatten()
+        .map(|v| (v.name.clone(), v.value.clone().unwrap_or_default()))
+        .collect()
+}
+
+#[tokio::test]
+#[ignore = "needs the local control plane: run e2e/test"]
+async fn a_pytorch_job_runs_as_one_gang_with_ranks_and_the_masters_stable_name_then_completes() {
+    let cluster = Cluster::connect().await;
+    let queue = create_queue(&cluster.client, "jobs", QueueSpec::default()).await;
+    let ns = cluster.namespace("batch-pytorch").await;
+    let run = json!({"pod-complete.stage.kwok.x-k8s.io/delay": "8s"});
+    let jobs = create_job(
+        &ns,
+        "train",
+        json!({
+            "queue": queue,
+            "tasks": [task("master", 1, run.clone()), task("worker", 3, run)],
+            "plugins": {"pytorch": ["--port=29500"]},
+        }),
+    )
+    .await;
+    let job = job_in_phase(&jobs, "train", JobPhase::Running, 60).await;
+    assert_eq!(job.status.as_ref().unwrap().min_available, 4);
+    let group = ns.api::<PodGroup>().get("train").await.unwrap();
+    assert_eq!(group.spec.min_member, 4);
+    assert_eq!(group.spec.min_resources["cpu"], Quantity("4".into()));
+    assert_eq!(
+        group.metadata.owner_references.unwrap()[0].uid,
+        job.metadata.uid.clone().unwrap()
+    );
+    let pods = pods_of(&ns.api::<Pod>(), "train").await;
+    assert_eq!(
+        pods.keys().collect::<Vec<_>>(),
+        [
+            "train-master-0",
+            "train-worker-0",
+            "train-worker-1",
+            "train-worker-2"
+        ]
+    );
+    for (name, rank) in [("train-master-0", "0"), ("train-worker-2", "3")] {
+        let pod = &pods[name];
+        let env = env(pod);
+        assert_eq!(env["RANK"], rank, "{name}");
+        assert_eq!(env["WORLD_SIZE"], "4", "{name}");
+        assert_eq!(env["MASTER_ADDR"], "train-master-0.train", "{name}");
+        assert_eq!(env["MASTER_PORT"], "29500", "{name}");
+        let spec = pod.spec.as_ref().unwrap();
+        assert_eq!(spec.subdomain.as_deref(), Some("train"));
+        assert!(spec.node_name.is_some(), "{name} is bound");
+    }
+    let service = ns.api::<Service>().get("train").await.unwrap();
+    assert_eq!(service.spec.unwrap().cluster_ip.as_deref(), Some("None"));
+    let hosts = ns.api::<ConfigMap>().get("train-svc").await.unwrap();
+    assert_eq!(
+        hosts.data.unwrap()["worker.host"],
+        "train-worker-0.train\ntrain-worker-1.train\ntrain-worker-2.train"
+    );
+    let done = job_in_phase(&jobs, "train", JobPhase::Completed, 90).await;
+    assert_eq!(done.status.unwrap().succeeded, 4);
+    ns.delete().await;
+    delete_queue(&cluster.client, &queue).await;
+}
+
+#[tokio::test]
+#[ignore = "needs the local control plane: run e2e/test"]
+async fn a_job_in_a_full_queue_waits_without_a_pod_and_says_why_then_runs_once_there_is_room() {
+    let cluster = Cluster::connect().await;
+    let capped = QueueSpec {
+        capability: [("cpu".to_string(), Quantity("4".into()))].into(),
+        ..QueueSpec::default()
+    };
+    let queue = create_queue(&cluster.client, "full", capped).await;
+    let _guard = QueueGuard(queue.clone());
+    let ns = cluster.namespace("batch-full").await;
+    create_gang(&ns, &queue, "blocker", 4, 1, None, None).await;
+    eventually("the blocking gang to run", 60, || async {
+        let group = ns.api::<PodGroup>().get("blocker").await.ok()?;
+        (group.status?.running == 4).then_some(())
+    })
+    .await;
+    let jobs = create_job(
+        &ns,
+        "waits",
+        json!({"queue": queue, "tasks": [task("worker", 2, json!({"pod-complete.stage.kwok.x-k8s.io/delay": "1s"}))]}),
+    )
+    .await;
+    let reason = eventually("the Job to say it waits for admission", 60, || async {
+        let state = jobs.get("waits").await.ok()?.status?.state;
+        (state.reason == "WaitingForAdmission").then_some(state.message)
+    })
+    .await;
+    assert!(reason.contains("reached its capability"), "{reason}");
+    holds_for(3, "the waiting Job to have no pod", async || {
+        pods_of(&ns.api::<Pod>(), "waits").await.is_empty()
+    })
+    .await;
+    ns.api::<PodGroup>()
+        .delete("blocker", &Default::default())
+        .await
+        .unwrap();
+    for i in 0..4 {
+        let _ = ns
+            .api::<Pod>()
+            .delete(&format!("blocker-{i}"), &Default::default())
+            .await;
+    }
+    job_in_phase(&jobs, "waits", JobPhase::Completed, 90).await;
+    ns.delete().await;
+    delete_queue(&cluster.client, &queue).await;
+}
+
+#[tokio::test]
+#[ignore = "needs the local control plane: run e2e/test"]
+async fn a_failing_worker_restarts_the_whole_gang_until_max_retry_then_the_job_fails() {
+    let cluster = Cluster::connect().await;
+    let queue = create_queue(&cluster.client, "retry", QueueSpec::default()).await;
+    let ns = cluster.namespace("batch-retry").await;
+    let jobs = create_job(
+        &ns,
+        "flaky",
+        json!({
+            "queue": queue,
+            "maxRetry": 2,
+            "policies": [{"event": "PodFailed", "action": "RestartJob"}],
+            "tasks": [
+                task("master", 1, json!({"pod-complete.stage.kwok.x-k8s.io/delay": "600s"})),
+                task("worker", 2, json!({"pod-fail.stage.kwok.x-k8s.io/delay": "2s",
+                                          "pod-fail.stage.kwok.x-k8s.io/exit-code": "3"})),
+            ],
+        }),
+    )
+    .await;
+    let failed = job_in_phase(&jobs, "flaky", JobPhase::Failed, 180).await;
+    let status = failed.status.unwrap();
+    assert_eq!(status.state.reason, "MaxRetryExceeded");
+    assert!(
+        status.state.message.contains("failed with exit code 3"),
+        "{}",
+        status.state.message
+    );
+    assert_eq!((status.retry_count, status.version), (2, 2));
+    let restarts: Vec<_> = status
+        .conditions
+        .iter()
+        .filter(|c| c.status == JobPhase::Restarting)
+        .collect();
+    assert_eq!(restarts.len(), 2, "{:?}", status.conditions);
+    ns.delete().await;
+    delete_queue(&cluster.client, &queue).await;
+}
+
+#[tokio::test]
+#[ignore = "needs the local control plane: run e2e/test"]
+async fn a_launcher_that_completes_completes_the_job_and_its_workers_are_removed() {
+    let cluster = Cluster::connect().await;
+    let queue = create_queue(&cluster.client, "launch", QueueSpec::default()).await;
+    let ns = cluster.namespace("batch-launch").await;
+    let mut launcher = task(
+        "launcher",
+        1,
+        json!({"pod-complete.stage.kwok.x-k8s.io/delay": "3s"}),
+    );
+    launcher["policies"] = json!([{"event": "TaskCompleted", "action": "CompleteJob"}]);
+    let jobs = create_job(
+        &ns,
+        "mpi",
+        json!({
+            "queue": queue,
+            "plugins": {"mpi": [], "env": []},
+            "tasks": [launcher, task("worker", 3, json!({"pod-complete.stage.kwok.x-k8s.io/delay": "600s"}))],
+        }),
+    )
+    .await;
+    let running = job_in_phase(&jobs, "mpi", JobPhase::Running, 60).await;
+    drop(running);
+    let launcher = ns.api::<Pod>().get("mpi-launcher-0").await.unwrap();
+    let env = env(&launcher);
+    assert_eq!(
+        env["MPI_HOST"],
+        "mpi-worker-0.mpi,mpi-worker-1.mpi,mpi-worker-2.mpi"
+    );
+    assert_eq!(env["VC_TASK_INDEX"], "0");
+    let done = job_in_phase(&jobs, "mpi", JobPhase::Completed, 90).await;
+    assert_eq!(done.status.unwrap().state.reason, "CompleteJob");
+    eventually("the workers to be removed", 60, || async {
+        let left = pods_of(&ns.api::<Pod>(), "mpi").await;
+        (!left.keys().any(|n| n.contains("worker"))).then_some(())
+    })
+    .await;
+    ns.delete().await;
+    delete_queue(&cluster.client, &queue).await;
+}
+
+#[tokio::test]
+#[ignore = "needs the local control plane: run e2e/test"]
+async fn the_webhook_refuses_a_job_naming_each_wrong_field() {
+    let cluster = Cluster::connect().await;
+    let ns = cluster.namespace("batch-refused").await;
+    let job: BatchJob = serde_json::from_value(json!({
+        "apiVersion": "batch.gangplank.dev/v1alpha1",
+        "kind": "Job",
+        "metadata": {"name": "bad"},
+        "spec": {
+            "minAvailable": 5,
+            "queue": "no-such-queue-anywhere",
+            "plugins": {"horovod": []},
+            "tasks": [task("worker", 2, json!({})), task("worker", 1, json!({}))],
+        },
+    }))
+    .unwrap();
+    let error = ns
+        .api::<BatchJob>()
+        .create(&PostParams::default(), &job)
+        .await
+        .unwrap_err()
+        .to_string();
+    for expected in [
+        "spec.tasks[1].name: \"worker\" is used by an earlier task",
+        "spec.minAvailable: 5 is more than the job's 3 replicas",
+        "spec.plugins.horovod: not a plugin Gangplank has",
+    ] {
+        assert!(error.contains(expected), "{expected} in {error}");
+    }
+    ns.delete().await;
+}
