@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # Installs what the demo and the tests use, on a fresh Debian machine with Go and Rust (rustup)
 # already present: openssl (certificates), curl (readiness probes), python3 (free ports, JSON),
-# chromium (the test that opens the HTML report in a real browser), rustfmt and clippy. Go modules and crates are fetched by the builds themselves.
+# chromium (the test that opens the HTML report in a real browser), ssh-keygen (the test that
+# reads the batch Job ssh plugin's key), rustfmt and clippy. Go modules and crates are fetched by the builds themselves.
 # Idempotent and quick when everything is there.
 set -euo pipefail
 need=()
-for tool in openssl:openssl curl:curl python3:python3 setsid:util-linux sha256sum:coreutils base64:coreutils chromium:chromium; do
+for tool in openssl:openssl curl:curl python3:python3 setsid:util-linux sha256sum:coreutils base64:coreutils chromium:chromium ssh-keygen:openssh-client; do
   command -v "${tool%%:*}" >/dev/null 2>&1 || need+=("${tool#*:}")
 done
 if ((${#need[@]})); then

@@ -305,6 +305,7 @@ fn cluster_role_grants_exactly_what_gangplank_calls() {
         ("", "pods", "delete"),
         ("", "services", "create"),
         ("", "configmaps", "create"),
+        ("", "secrets", "create"),
     ]
     .into();
     let mut granted = BTreeSet::new();

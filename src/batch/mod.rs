@@ -10,18 +10,19 @@
 //! status (server-side apply). After writing it waits, with a deadline, until its stores show
 //! its writes, so the next reconcile of the same Job never decides twice on the same pod.
 //!
-//! Writer of: Jobs' status, their pods, PodGroups, Services and ConfigMaps. It runs only in
+//! Writer of: Jobs' status, their pods, PodGroups, Services, ConfigMaps and Secrets. It runs only in
 //! the replica that leads ([`crate::leader`]).
 
 pub mod objects;
 pub mod plan;
 pub mod plugins;
+pub mod ssh;
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use futures::{StreamExt, TryStreamExt};
-use k8s_openapi::api::core::v1::{ConfigMap, Pod, Service};
+use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret, Service};
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use kube::runtime::controller::{Action, Controller};
@@ -266,7 +267,8 @@ async fn settle(
     }
 }
 
-/// Creates the plugins' Service and ConfigMap if missing, and records them in `status`.
+/// Creates the plugins' Service, ConfigMap and ssh Secret if missing (an existing Secret keeps
+/// its key), and records them in `status`.
 async fn create_plugin_objects(
     client: &Client,
     job: &BatchJob,
@@ -280,6 +282,20 @@ async fn create_plugin_objects(
         status
             .controlled_resources
             .insert("plugin-svc".into(), service.name_any());
+    }
+    if job.spec.plugins.contains_key("ssh") {
+        let mut seed = [0u8; 32];
+        let mut check = [0u8; 4];
+        let random = ring::rand::SystemRandom::new();
+        ring::rand::SecureRandom::fill(&random, &mut seed)
+            .and_then(|()| ring::rand::SecureRandom::fill(&random, &mut check))
+            .expect("the system's random source works");
+        let secret = ssh::secret(job, &seed, u32::from_be_bytes(check));
+        let api: Api<Secret> = Api::namespaced(client.clone(), namespace);
+        ignore_exists(api.create(&PostParams::default(), &secret).await)?;
+        status
+            .controlled_resources
+            .insert("plugin-ssh".into(), secret.name_any());
     }
     if let Some(config_map) = config_map {
         let api: Api<ConfigMap> = Api::namespaced(client.clone(), namespace);

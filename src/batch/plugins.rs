@@ -13,12 +13,14 @@
 //!   `TF_CONFIG` with the cluster's hosts and the pod's task and index.
 //! - `mpi` (`--master`, `--worker`, `--port`, defaults `master`, `worker`, 22): `MPI_HOST`, the
 //!   workers' host names, comma separated.
+//! - `ssh` (`--ssh-key-file-path`, default `/root/.ssh`): the job's key pair ([`super::ssh`]),
+//!   a Secret mounted there in every container, so the pods log into each other.
 
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{
-    ConfigMap, ConfigMapVolumeSource, Container, EnvVar, Pod, Service, ServicePort, ServiceSpec,
-    Volume, VolumeMount,
+    ConfigMap, ConfigMapVolumeSource, Container, EnvVar, Pod, SecretVolumeSource, Service,
+    ServicePort, ServiceSpec, Volume, VolumeMount,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::ResourceExt;
@@ -28,7 +30,7 @@ use super::objects::{JOB_NAME_LABEL, owned_by, pod_name};
 use crate::api::batch_job::BatchJob;
 
 /// Every plugin Gangplank knows.
-pub const PLUGINS: [&str; 5] = ["env", "svc", "pytorch", "tensorflow", "mpi"];
+pub const PLUGINS: [&str; 6] = ["env", "svc", "ssh", "pytorch", "tensorflow", "mpi"];
 
 /// Where the `svc` plugin mounts its ConfigMap.
 pub const HOSTS_DIRECTORY: &str = "/etc/volcano";
@@ -91,25 +93,34 @@ pub fn inject(job: &BatchJob, task: usize, index: i32, pod: &mut Pod) {
             env.push((env_name(&t.name, "HOSTS"), hosts(job, &t.name).join(",")));
             env.push((env_name(&t.name, "NUM"), t.replicas.max(0).to_string()));
         }
-        let volume = "job-hosts".to_owned();
-        spec.volumes.get_or_insert_with(Vec::new).push(Volume {
-            name: volume.clone(),
-            config_map: Some(ConfigMapVolumeSource {
-                name: format!("{job_name}-svc"),
-                ..ConfigMapVolumeSource::default()
-            }),
-            ..Volume::default()
-        });
-        for container in &mut spec.containers {
-            container
-                .volume_mounts
-                .get_or_insert_with(Vec::new)
-                .push(VolumeMount {
-                    name: volume.clone(),
-                    mount_path: HOSTS_DIRECTORY.into(),
-                    ..VolumeMount::default()
-                });
-        }
+        mount(
+            spec,
+            Volume {
+                name: "job-hosts".into(),
+                config_map: Some(ConfigMapVolumeSource {
+                    name: format!("{job_name}-svc"),
+                    ..ConfigMapVolumeSource::default()
+                }),
+                ..Volume::default()
+            },
+            HOSTS_DIRECTORY,
+        );
+    }
+    if let Some(args) = plugins.get("ssh") {
+        let path = arg(args, "ssh-key-file-path", super::ssh::SSH_DIRECTORY);
+        mount(
+            spec,
+            Volume {
+                name: "job-ssh".into(),
+                secret: Some(SecretVolumeSource {
+                    secret_name: Some(super::ssh::secret_name(&job_name)),
+                    default_mode: Some(0o600),
+                    ..SecretVolumeSource::default()
+                }),
+                ..Volume::default()
+            },
+            path,
+        );
     }
     if let Some(args) = plugins.get("pytorch") {
         let master = arg(args, "master", "master");
@@ -167,6 +178,21 @@ pub fn inject(job: &BatchJob, task: usize, index: i32, pod: &mut Pod) {
     for container in containers {
         set_env(container, &env);
     }
+}
+
+/// Adds `volume` to the pod and mounts it at `path` in every container.
+fn mount(spec: &mut k8s_openapi::api::core::v1::PodSpec, volume: Volume, path: &str) {
+    for container in &mut spec.containers {
+        container
+            .volume_mounts
+            .get_or_insert_with(Vec::new)
+            .push(VolumeMount {
+                name: volume.name.clone(),
+                mount_path: path.to_owned(),
+                ..VolumeMount::default()
+            });
+    }
+    spec.volumes.get_or_insert_with(Vec::new).push(volume);
 }
 
 /// Sets `env` in `container`, replacing variables of the same names.

@@ -297,7 +297,7 @@ mod tests {
         ]);
         s.scheduler_name = Some("kube-batch".into());
         s.min_available = Some(9);
-        s.plugins.insert("ssh".into(), vec![]);
+        s.plugins.insert("horovod".into(), vec![]);
         s.policies.push(LifecyclePolicy {
             action: "Explode".into(),
             event: Some("PodFailed".into()),
@@ -315,7 +315,7 @@ mod tests {
             "spec.tasks[2].name: \"Bad_Name\" is not a DNS label",
             "spec.tasks[0].dependsOn.name[0]: \"worker\" is not another task of this job",
             "spec.minAvailable: 9 is more than the job's 4 replicas",
-            "spec.plugins.ssh: not a plugin Gangplank has",
+            "spec.plugins.horovod: not a plugin Gangplank has",
             "spec.policies[0].action: \"Explode\" is not an action",
             "spec.policies[0].exitCode: give either an exit code or events, not both",
         ] {

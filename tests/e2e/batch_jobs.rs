@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 
 use gangplank::api::batch_job::{BatchJob, JobPhase};
 use gangplank::api::{PodGroup, QueueSpec};
-use k8s_openapi::api::core::v1::{ConfigMap, Pod, Service};
+use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret, Service};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use kube::api::{ListParams, PostParams};
 use kube::{Api, ResourceExt};
@@ -230,7 +230,7 @@ async fn a_failing_worker_restarts_the_whole_gang_until_max_retry_then_the_job_f
 
 #[tokio::test]
 #[ignore = "needs the local control plane: run e2e/test"]
-async fn a_launcher_that_completes_completes_the_job_and_its_workers_are_removed() {
+async fn an_mpi_launcher_with_ssh_that_completes_completes_the_job_and_its_workers_are_removed() {
     let cluster = Cluster::connect().await;
     let queue = create_queue(&cluster.client, "launch", QueueSpec::default()).await;
     let ns = cluster.namespace("batch-launch").await;
@@ -245,7 +245,7 @@ async fn a_launcher_that_completes_completes_the_job_and_its_workers_are_removed
         "mpi",
         json!({
             "queue": queue,
-            "plugins": {"mpi": [], "env": []},
+            "plugins": {"mpi": [], "env": [], "ssh": []},
             "tasks": [launcher, task("worker", 3, json!({"pod-complete.stage.kwok.x-k8s.io/delay": "600s"}))],
         }),
     )
@@ -259,6 +259,21 @@ async fn a_launcher_that_completes_completes_the_job_and_its_workers_are_removed
         "mpi-worker-0.mpi,mpi-worker-1.mpi,mpi-worker-2.mpi"
     );
     assert_eq!(env["VC_TASK_INDEX"], "0");
+    let mounts = launcher.spec.as_ref().unwrap().containers[0]
+        .volume_mounts
+        .clone()
+        .unwrap_or_default();
+    assert!(
+        mounts.iter().any(|m| m.mount_path == "/root/.ssh"),
+        "{mounts:?}"
+    );
+    let keys = ns.api::<Secret>().get("mpi-ssh").await.unwrap();
+    let keys = keys.data.unwrap();
+    assert_eq!(keys["authorized_keys"], keys["id_ed25519.pub"]);
+    assert!(
+        String::from_utf8_lossy(&keys["id_ed25519"].0)
+            .starts_with("-----BEGIN OPENSSH PRIVATE KEY-----")
+    );
     let done = job_in_phase(&jobs, "mpi", JobPhase::Completed, 90).await;
     assert_eq!(done.status.unwrap().state.reason, "CompleteJob");
     eventually("the workers to be removed", 60, || async {
