@@ -163,12 +163,17 @@ async fn a_job_in_a_full_queue_waits_without_a_pod_and_says_why_then_runs_once_t
         json!({"queue": queue, "tasks": [task("worker", 2, json!({"pod-complete.stage.kwok.x-k8s.io/delay": "1s"}))]}),
     )
     .await;
-    let reason = eventually("the Job to say it waits for admission", 60, || async {
-        let state = jobs.get("waits").await.ok()?.status?.state;
-        (state.reason == "WaitingForAdmission").then_some(state.message)
-    })
+    eventually(
+        "the Job to say it waits for admission, with the queue's reason",
+        60,
+        || async {
+            let state = jobs.get("waits").await.ok()?.status?.state;
+            (state.reason == "WaitingForAdmission"
+                && state.message.contains("reached its capability"))
+            .then_some(())
+        },
+    )
     .await;
-    assert!(reason.contains("reached its capability"), "{reason}");
     holds_for(3, "the waiting Job to have no pod", async || {
         pods_of(&ns.api::<Pod>(), "waits").await.is_empty()
     })
