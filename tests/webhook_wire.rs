@@ -316,7 +316,7 @@ async fn with_gating_off_a_pod_gets_labels_and_markers_but_no_gate() {
 struct OpenDoor;
 
 impl webhooks::Arrivals for OpenDoor {
-    fn admit_on_arrival(&self, _: &GroupKey, _: &Resources) -> bool {
+    fn admit_on_arrival(&self, _: &GroupKey, _: &str, _: &Resources) -> bool {
         true
     }
 }

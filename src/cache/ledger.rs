@@ -104,8 +104,14 @@ impl Ledger {
 
     /// Whether a new member of `group` asking `requests` is created ungated, its gang admitted
     /// on arrival (the mutating webhook; [`State::admit_on_arrival`]).
-    pub fn admit_on_arrival(&self, group: &GroupKey, requests: &Resources, now: Instant) -> bool {
-        self.write(|s| s.admit_on_arrival(group, requests, now, plan::unix_now()))
+    pub fn admit_on_arrival(
+        &self,
+        group: &GroupKey,
+        name: &str,
+        requests: &Resources,
+        now: Instant,
+    ) -> bool {
+        self.write(|s| s.admit_on_arrival(group, name, requests, now, plan::unix_now()))
     }
 
     fn write<T>(&self, f: impl FnOnce(&mut State) -> T) -> T {

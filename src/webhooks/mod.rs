@@ -179,14 +179,19 @@ impl Default for Settings {
 
 /// Admission on arrival ([`gangplank_core::admit::door`]), as the pod webhook asks for it.
 pub trait Arrivals: Send + Sync {
-    /// Whether a new member of `group` asking `requests` (as they count against a node) is
-    /// created without the admission gate.
-    fn admit_on_arrival(&self, group: &GroupKey, requests: &Resources) -> bool;
+    /// Whether a new member `name` of `group` asking `requests` (as they count against a
+    /// node) is created without the admission gate.
+    fn admit_on_arrival(&self, group: &GroupKey, name: &str, requests: &Resources) -> bool;
 }
 
 impl Arrivals for crate::cache::Ledger {
-    fn admit_on_arrival(&self, group: &GroupKey, requests: &Resources) -> bool {
-        self.admit_on_arrival(group, requests, tokio::time::Instant::now().into_std())
+    fn admit_on_arrival(&self, group: &GroupKey, name: &str, requests: &Resources) -> bool {
+        self.admit_on_arrival(
+            group,
+            name,
+            requests,
+            tokio::time::Instant::now().into_std(),
+        )
     }
 }
 

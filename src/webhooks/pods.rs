@@ -37,7 +37,9 @@
 //!    pass left admits the gang, and it and its later members are created ungated
 //!    ([`gangplank_core::admit::door`]; `--admit-on-arrival`); so are, under the same flag,
 //!    the first `minMember` members of a group admitted ahead of its members while that
-//!    admission holds (a Volcano PodGroup's, [`gangplank_core::model::Ahead`]);
+//!    admission holds (a Volcano PodGroup's or a batch Job's, [`gangplank_core::model::Ahead`];
+//!    members it let in that the watch does not show yet count, so pods created at once
+//!    cannot all pass);
 //! 3. one unit of each marker, `scheduling.gangplank.dev/managed` (the scheduler's binding
 //!    extender) and `scheduling.gangplank.dev/placement` (its placing extender; DESIGN "Which
 //!    pods reach Gangplank"), in the requests and limits of the first container, unless already
@@ -308,7 +310,7 @@ pub fn mutate(w: &Webhooks, request: &AdmissionRequest<Pod>) -> Result<Verdict, 
         arrived = !gated
             && !request.dry_run
             && unserved.is_none()
-            && admitted_on_arrival(w, namespace, &membership, spec);
+            && admitted_on_arrival(w, namespace, &request.name, &membership, spec);
         if arrived {
             ::metrics::counter!(metrics::ADMISSION_ARRIVED_PODS_TOTAL).increment(1);
         } else if !gated {
@@ -357,6 +359,7 @@ pub fn mutate(w: &Webhooks, request: &AdmissionRequest<Pod>) -> Result<Verdict, 
 fn admitted_on_arrival(
     w: &Webhooks,
     namespace: &str,
+    name: &str,
     membership: &Membership,
     spec: Option<&PodSpec>,
 ) -> bool {
@@ -368,6 +371,7 @@ fn admitted_on_arrival(
     };
     arrivals.admit_on_arrival(
         &GroupKey::new(namespace, group.name.as_str()),
+        name,
         &convert::on_node(requests),
     )
 }

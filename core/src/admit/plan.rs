@@ -558,6 +558,13 @@ struct Pass<'s> {
     lent: Vec<usize>,
     /// Per admitted group with a `topologyKey`: the domain (the key's value) chosen for it.
     domains: FxHashMap<usize, &'s str>,
+    /// The first queue below its fair share whose group this pass left waiting for room that
+    /// reclaim could free (see `reclaimable`): while there is one, queues at or above their
+    /// share admit nothing (what they took, reclaim would take back for it).
+    starved: Option<usize>,
+    /// What queues hold above their deserved shares at the start of the pass: the most that
+    /// reclaim could free.
+    reclaimable: Resources,
 }
 
 impl<'s> Pass<'s> {
@@ -580,6 +587,47 @@ impl<'s> Pass<'s> {
         if let Some(why) = over_capability(queue, &self.held[slot], &c.requests) {
             return Err(why);
         }
+        if let (Some(share), Some(starved)) = (share, self.starved)
+            && share >= FAIR
+            && starved != slot
+        {
+            return Err(Why::Yields {
+                queue: self.names[slot].clone(),
+                share,
+                starved: self.names[starved].clone(),
+            });
+        }
+        // Whether reclaim could make room for it, judged on the room before this candidate
+        // takes any of it for a reservation.
+        let reclaim_helps = share.is_some_and(|share| share < FAIR) && self.starved.is_none() && {
+            let mut needed = Resources::new();
+            c.need().for_each(|pod| needed.add(pod));
+            needed.fits_in(&self.room.available_to(slot).plus(&self.reclaimable))
+        };
+        let refusal = self.place(i, c, slot, share, overdue);
+        if reclaim_helps
+            && refusal
+                .as_ref()
+                .is_err_and(|why| why.reason().short_of_room())
+        {
+            self.starved = Some(slot);
+        }
+        refusal
+    }
+
+    /// The rest of [`Pass::consider`]: room for candidate `i`, a reservation, or why not.
+    #[expect(
+        clippy::result_large_err,
+        reason = "as for consider: the refusal's reason is kept"
+    )]
+    fn place(
+        &mut self,
+        i: usize,
+        c: &Candidate<'s>,
+        slot: usize,
+        share: Option<DominantShare>,
+        overdue: Option<(i64, i64)>,
+    ) -> Result<(), Why> {
         for &p in &self.ancestors[slot] {
             if let Some(why) = over_capability(self.queues[p], &self.subtree[p], &c.requests) {
                 return Err(why);
@@ -822,6 +870,10 @@ fn admit(state: &State, book: Book, shares: Shares, now: i64) -> Decision {
             subtree[p].add(&held[slot]);
         }
     }
+    let mut reclaimable = Resources::new();
+    for report in &reports {
+        reclaimable.add(&report.allocated.minus(&report.deserved).positive());
+    }
     let mut pass = Pass {
         state,
         now,
@@ -837,6 +889,8 @@ fn admit(state: &State, book: Book, shares: Shares, now: i64) -> Decision {
         admitted: Vec::new(),
         lent: Vec::new(),
         domains: FxHashMap::default(),
+        starved: None,
+        reclaimable,
     };
     let candidates = &book.candidates;
     // Why each candidate left waiting waits (by candidate), and those in the pass's order.
@@ -1214,27 +1268,33 @@ mod tests {
         crate::admit::hold::record(&mut s, None, &d, now);
 
         let g = GroupKey::new("ns", "g");
-        assert!(s.admit_on_arrival(&g, &cpu, now, 0), "3 × 2 of 8 CPUs fit");
-        assert!(s.admit_on_arrival(&g, &cpu, now, 0), "a later member of g");
         assert!(
-            !s.admit_on_arrival(&GroupKey::new("ns", "late"), &cpu, now, 0),
+            s.admit_on_arrival(&g, "p", &cpu, now, 0),
+            "3 × 2 of 8 CPUs fit"
+        );
+        assert!(
+            s.admit_on_arrival(&g, "p", &cpu, now, 0),
+            "a later member of g"
+        );
+        assert!(
+            !s.admit_on_arrival(&GroupKey::new("ns", "late"), "p", &cpu, now, 0),
             "late's first member arrived gated"
         );
-        assert!(!s.admit_on_arrival(&GroupKey::new("ns", "zoned"), &cpu, now, 0));
-        assert!(!s.admit_on_arrival(&GroupKey::new("ns", "unknown"), &cpu, now, 0));
+        assert!(!s.admit_on_arrival(&GroupKey::new("ns", "zoned"), "p", &cpu, now, 0));
+        assert!(!s.admit_on_arrival(&GroupKey::new("ns", "unknown"), "p", &cpu, now, 0));
         group(&mut s, "h", 2);
         assert!(
-            !s.admit_on_arrival(&GroupKey::new("ns", "h"), &cpu, now, 0),
+            !s.admit_on_arrival(&GroupKey::new("ns", "h"), "p", &cpu, now, 0),
             "2 of 8 CPUs are left"
         );
 
         // The next pass does not see g's members yet: its door keeps their room out.
         let d = decide(&s);
         crate::admit::hold::record(&mut s, None, &d, now);
-        assert!(!s.admit_on_arrival(&GroupKey::new("ns", "h"), &cpu, now, 0));
+        assert!(!s.admit_on_arrival(&GroupKey::new("ns", "h"), "p", &cpu, now, 0));
         let later = now + crate::admit::door::ARRIVAL_ROOM_KEPT;
         crate::admit::hold::record(&mut s, None, &d, later);
-        assert!(s.admit_on_arrival(&GroupKey::new("ns", "h"), &cpu, later, 0));
+        assert!(s.admit_on_arrival(&GroupKey::new("ns", "h"), "p", &cpu, later, 0));
     }
 
     #[test]
@@ -1525,6 +1585,24 @@ mod tests {
     }
 
     #[test]
+    fn members_of_a_group_admitted_ahead_created_at_once_pass_ungated_only_up_to_min_member() {
+        let mut s = cluster();
+        ahead(&mut s, "vc", 4, 6_000, Some(100));
+        let (vc, cpu) = (GroupKey::new("ns", "vc"), Resources::from([("cpu", 1_500)]));
+        let now = std::time::Instant::now();
+        // Eight members created before the watch shows any: the first four pass.
+        let passed: Vec<bool> = (0..8)
+            .map(|i| s.admit_on_arrival(&vc, &format!("vc-{i}"), &cpu, now, 120))
+            .collect();
+        assert_eq!(passed, [true, true, true, true, false, false, false, false]);
+        // Once the watch shows them, they count as live members, not twice.
+        for i in 0..4 {
+            s.apply_pod(pod(&format!("vc-{i}"), Some("vc"), false, 110));
+        }
+        assert!(!s.admit_on_arrival(&vc, "vc-4", &cpu, now, 120));
+    }
+
+    #[test]
     fn an_admission_ahead_keeps_its_room_until_it_lapses() {
         let mut s = cluster();
         ahead(&mut s, "vc", 4, 6_000, Some(100));
@@ -1536,8 +1614,8 @@ mod tests {
         // Its members are created without the gate while it holds; not after it lapsed.
         let (vc, cpu) = (GroupKey::new("ns", "vc"), Resources::from([("cpu", 1_500)]));
         let now = std::time::Instant::now();
-        assert!(s.admit_on_arrival(&vc, &cpu, now, 150));
-        assert!(!s.admit_on_arrival(&vc, &cpu, now, 161));
+        assert!(s.admit_on_arrival(&vc, "p", &cpu, now, 150));
+        assert!(!s.admit_on_arrival(&vc, "p", &cpu, now, 161));
         // One member created: it and three placeholders hold the room.
         s.apply_pod(Pod {
             scheduling_gates: vec![],
@@ -1656,6 +1734,46 @@ mod tests {
             started: Some(started),
             ..pod(uid, group, false, started)
         });
+    }
+
+    /// Queue `q` runs `big` (6 CPUs on n1, 2 on n2, two nodes of 8) and has `more` (2 CPUs)
+    /// waiting; queue `other` has a gang of two members of `cpu` waiting.
+    fn borrower_and_starved(cpu: i64) -> State {
+        let mut s = cluster();
+        node(&mut s, "n2", 8_000);
+        s.apply_queue(Queue::new("other"));
+        group_in(&mut s, "big", 2, "q");
+        running(&mut s, "big-0", Some("big"), "n1", 6_000, NOW - 100);
+        running(&mut s, "big-1", Some("big"), "n2", 2_000, NOW - 100);
+        gang(&mut s, "more", "q", 1, 2_000, NOW - 50);
+        gang(&mut s, "starved", "other", 2, cpu, NOW - 40);
+        for i in 0..2 {
+            let mut pod = (*s.pods[&format!("starved-{i}")]).clone();
+            pod.queue = Some("other".into());
+            s.apply_pod(pod);
+        }
+        s
+    }
+
+    #[test]
+    fn a_queue_above_its_share_admits_nothing_while_a_queue_below_waits_for_room_reclaim_frees() {
+        // One 4-CPU member fits on n2 and heads the line there; `more` would fit beside it.
+        let s = borrower_and_starved(4_000);
+        let d = decide_at(&s, &|_| false, NOW);
+        assert_eq!(admitted(&d), Vec::<String>::new());
+        assert_eq!(reason(&d, "more"), Reason::QueueOverShare);
+        assert!(
+            why(&d, "more").contains("while queue other, below its share, waits for room"),
+            "{}",
+            why(&d, "more")
+        );
+    }
+
+    #[test]
+    fn a_queue_above_its_share_still_borrows_room_no_reclaim_could_give_the_waiting_queue() {
+        let s = borrower_and_starved(9_000);
+        let d = decide_at(&s, &|_| false, NOW);
+        assert_eq!(admitted(&d), vec!["more"]);
     }
 
     #[test]

@@ -121,6 +121,13 @@ pub enum Why {
         share: DominantShare,
         room: Box<Why>,
     },
+    /// Its queue holds at least its deserved share while a group of `starved`, a queue below
+    /// its share, waits for room: the room reclaim frees goes to that one.
+    Yields {
+        queue: Arc<str>,
+        share: DominantShare,
+        starved: Arc<str>,
+    },
     Behind {
         head: GroupKey,
         /// What the head's reservation holds, summed over its nodes.
@@ -147,7 +154,7 @@ impl Why {
             Why::QueueClosed { .. } => Reason::QueueClosed,
             Why::Capability { .. } => Reason::CapabilityReached,
             Why::Room { .. } | Why::NoNode { .. } | Why::NoDomain { .. } => Reason::DoesNotFit,
-            Why::OverShare { .. } => Reason::QueueOverShare,
+            Why::OverShare { .. } | Why::Yields { .. } => Reason::QueueOverShare,
             Why::Behind { .. } => Reason::BehindReservation,
             Why::Reserved { overdue: None, .. } => Reason::Reserved,
             Why::Reserved {
@@ -233,6 +240,14 @@ impl fmt::Display for Why {
             Why::OverShare { queue, share, room } => write!(
                 f,
                 "queue {queue} holds {share} (at or above its fair share, so queues below theirs go first); {room}"
+            ),
+            Why::Yields {
+                queue,
+                share,
+                starved,
+            } => write!(
+                f,
+                "queue {queue} holds {share} (at or above its fair share) while queue {starved}, below its share, waits for room: the room that frees goes to {starved} first"
             ),
             Why::Behind { head, held, room } => write!(
                 f,

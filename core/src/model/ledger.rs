@@ -36,6 +36,11 @@ pub struct Ledger {
     pub door: Option<Door>,
     /// Gangs admitted on arrival, by group: their later members are created ungated too.
     pub arrivals: FxHashMap<GroupKey, Arrival>,
+    /// Members of groups admitted ahead that the webhook let in ungated, by pod name and when,
+    /// until the watch shows them (or [`crate::admit::door::ARRIVAL_ROOM_KEPT`] passes): pods
+    /// created at once all find fewer than `minMember` live members, and only `minMember` of
+    /// them may pass.
+    pub ahead_arrivals: FxHashMap<GroupKey, Vec<(String, Instant)>>,
 }
 
 /// A pod the scheduler asked the extender to bind, not yet shown bound by the API.
@@ -103,11 +108,12 @@ impl State {
     /// door lets `minMember` copies of it in (`crate::admit::door`), which admits the gang.
     /// Only a gang whose PodGroup the model knows, without a `topologyKey` and not elastic.
     /// Also a member of a group admitted ahead ([`crate::model::Ahead`]) while the admission
-    /// holds at `wall` (Unix seconds) and fewer than `minMember` members exist: its
-    /// placeholder kept its room.
+    /// holds at `wall` (Unix seconds) and fewer than `minMember` members exist or were let in
+    /// (by `name`) and are not shown yet: its placeholder kept its room.
     pub fn admit_on_arrival(
         &mut self,
         key: &GroupKey,
+        name: &str,
         requests: &Resources,
         now: Instant,
         wall: i64,
@@ -122,8 +128,23 @@ impl State {
             return false;
         };
         if let Some(ahead) = &spec.ahead {
-            let live = group.members.values().filter(|m| m.live).count();
-            return ahead.holds_at(wall, spec.schedule_timeout) && live < spec.min_member as usize;
+            let live: Vec<&str> = group
+                .members
+                .values()
+                .filter(|m| m.live)
+                .map(|m| m.pod.name.as_str())
+                .collect();
+            let recent = self.ledger.ahead_arrivals.entry(key.clone()).or_default();
+            recent.retain(|(pod, at)| {
+                now.saturating_duration_since(*at) < ARRIVAL_ROOM_KEPT
+                    && !live.contains(&pod.as_str())
+            });
+            let admit = ahead.holds_at(wall, spec.schedule_timeout)
+                && live.len() + recent.len() < spec.min_member as usize;
+            if admit {
+                recent.push((name.to_owned(), now));
+            }
+            return admit;
         }
         let elastic = spec.max_member.is_some_and(|max| max > spec.min_member);
         let first = !group.members.values().any(|m| m.live);
