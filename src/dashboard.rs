@@ -361,6 +361,42 @@ pub fn rows() -> Vec<Row> {
             ],
         },
         Row {
+            title: "Batch Jobs",
+            panels: vec![
+                panel(
+                    "Jobs by phase",
+                    "Batch Jobs (batch.gangplank.dev) of the selected queues by phase, as the \
+                     leading replica's batch Job controller counts them every 5 s.",
+                    "short",
+                    vec![query(
+                        format!("sum by (phase) ({}{QUEUES})", m::BATCH_JOBS),
+                        "{{phase}}",
+                    )],
+                ),
+                panel(
+                    "Jobs running and waiting by queue",
+                    "Batch Jobs running (Running) and waiting (Pending, Restarting) per queue.",
+                    "short",
+                    vec![
+                        query(
+                            format!(
+                                r#"sum by (queue) ({}{{queue=~"$queue", phase="Running"}})"#,
+                                m::BATCH_JOBS
+                            ),
+                            "{{queue}} running",
+                        ),
+                        query(
+                            format!(
+                                r#"sum by (queue) ({}{{queue=~"$queue", phase=~"Pending|Restarting"}})"#,
+                                m::BATCH_JOBS
+                            ),
+                            "{{queue}} waiting",
+                        ),
+                    ],
+                ),
+            ],
+        },
+        Row {
             title: "Process",
             panels: vec![
                 Panel {

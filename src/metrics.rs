@@ -74,6 +74,8 @@ pub const QUEUE_DESERVED: &str = "gangplank_queue_deserved";
 pub const QUEUE_ALLOCATED: &str = "gangplank_queue_allocated";
 /// Gauge: a queue's groups waiting for admission, by `queue`.
 pub const QUEUE_WAITING_GROUPS: &str = "gangplank_queue_waiting_groups";
+/// Gauge: batch Jobs by `queue` and `phase`, as the leader's batch Job controller sees them.
+pub const BATCH_JOBS: &str = "gangplank_batch_jobs";
 /// Gauge: always 1, labelled with the running `version`.
 pub const BUILD_INFO: &str = "gangplank_build_info";
 /// Gauge: 1 while this replica holds the leader Lease.
@@ -327,6 +329,12 @@ pub const CATALOGUE: &[Doc] = &[
         help: "A queue's groups (and queue-only pods) that the last admission pass left waiting.",
     },
     Doc {
+        name: BATCH_JOBS,
+        kind: Kind::Gauge,
+        labels: &["queue", "phase"],
+        help: "Batch Jobs (batch.gangplank.dev) by queue and phase (Pending, Running, Restarting, Completing, Completed, Aborting, Aborted, Terminating, Terminated, Failed), counted every 5 s by the batch Job controller of the replica that leads; other replicas export none. A deleted Job's series end with it.",
+    },
+    Doc {
         name: CONTROLLER_STATUS_WRITES_TOTAL,
         kind: Kind::Counter,
         labels: &["kind", "outcome"],
@@ -404,10 +412,16 @@ pub fn markdown_table() -> String {
 pub type Extra = Arc<dyn Fn(&mut String) + Send + Sync>;
 
 /// The metrics written by an [`Extra`] rather than through the `metrics` facade. Decision:
-/// per-queue gauges are a view of the latest admission pass, rendered from it on each scrape,
-/// because the facade cannot remove a series: a deleted queue's gauges would stay on
-/// `/metrics` (and in the dashboard's queue list) for the life of the process.
-pub const FROM_STATE: [&str; 3] = [QUEUE_DESERVED, QUEUE_ALLOCATED, QUEUE_WAITING_GROUPS];
+/// per-queue gauges are a view of the latest admission pass, and the batch Jobs a view of the
+/// batch Job controller's last count, rendered on each scrape, because the facade cannot remove
+/// a series: a deleted queue's gauges would stay on `/metrics` (and in the dashboard's queue
+/// list) for the life of the process.
+pub const FROM_STATE: [&str; 4] = [
+    QUEUE_DESERVED,
+    QUEUE_ALLOCATED,
+    QUEUE_WAITING_GROUPS,
+    BATCH_JOBS,
+];
 
 pub fn router(handle: PrometheusHandle, extra: Extra) -> Router {
     Router::new()

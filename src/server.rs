@@ -116,9 +116,13 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     let extender_router = extender::router(Arc::new(extender));
     let webhook_router = webhooks::router(Arc::new(webhooks));
     let published = admission_loop::published::Published::new();
+    let census = batch::Census::default();
     let queue_series: metrics::Extra = Arc::new({
-        let published = published.clone();
-        move |out: &mut String| admission_loop::queue_series(&published, out)
+        let (published, census) = (published.clone(), census.clone());
+        move |out: &mut String| {
+            admission_loop::queue_series(&published, out);
+            census.render(out);
+        }
     });
     let admission_beat = health::Heartbeat::idle("the admission loop", ADMISSION_LOOP_LIMIT);
     let controller_beat = health::Heartbeat::idle("the controller", CONTROLLER_LIMIT);
@@ -143,6 +147,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
             extender_tls: args.extender_tls(),
             permits,
             heartbeats: [admission_beat, controller_beat],
+            census,
         },
         &shutdown,
     );
@@ -192,6 +197,7 @@ struct Leader {
     permits: Arc<Permits>,
     /// The admission loop's and the controller's: beaten while a term runs, idle between.
     heartbeats: [Arc<health::Heartbeat>; 2],
+    census: batch::Census,
 }
 
 /// Leads whenever this replica holds the Lease, until shutdown: waits for it, runs a term
@@ -251,7 +257,11 @@ async fn term(
         controller_beat,
         term.clone(),
     ));
-    let batch_loop = tokio::spawn(batch::run(leader.client.clone(), term.clone()));
+    let batch_loop = tokio::spawn(batch::run(
+        leader.client.clone(),
+        leader.census.clone(),
+        term.clone(),
+    ));
     let elector = &mut leader.elector;
     let permits = leader.permits.clone();
     let holding = async {

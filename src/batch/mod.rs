@@ -18,6 +18,7 @@ pub mod plan;
 pub mod plugins;
 pub mod ssh;
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -60,8 +61,74 @@ struct Context {
     jobs: Store<BatchJob>,
 }
 
-/// Runs the controller until `shutdown`.
-pub async fn run(client: Client, shutdown: CancellationToken) {
+/// How often the controller counts its Jobs for [`Census`].
+const CENSUS_EVERY: Duration = Duration::from_secs(5);
+
+/// The batch Jobs by queue and phase, counted by the controller of the replica that leads and
+/// rendered on each scrape of `/metrics` ([`crate::metrics::BATCH_JOBS`]). Writer: [`run`].
+#[derive(Clone, Default)]
+pub struct Census(Arc<std::sync::Mutex<BTreeMap<(String, &'static str), usize>>>);
+
+impl Census {
+    fn set(&self, counts: BTreeMap<(String, &'static str), usize>) {
+        *self
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = counts;
+    }
+
+    /// Writes the gauge family, one series per queue and phase with Jobs in it.
+    pub fn render(&self, out: &mut String) {
+        let counts = self
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let labels: Vec<([(&str, &str); 2], f64)> = counts
+            .iter()
+            .map(|((queue, phase), n)| ([("queue", queue.as_str()), ("phase", *phase)], *n as f64))
+            .collect();
+        crate::metrics::write_gauges(
+            out,
+            crate::metrics::BATCH_JOBS,
+            labels.iter().map(|(l, n)| (&l[..], *n)),
+        );
+    }
+}
+
+/// Counts the Jobs of `jobs` by queue (the spec's, else their PodGroup's, else `default`) and
+/// phase.
+fn count(
+    jobs: &Store<BatchJob>,
+    groups: &Store<PodGroup>,
+) -> BTreeMap<(String, &'static str), usize> {
+    let mut counts = BTreeMap::new();
+    for job in jobs.state() {
+        let queue = job
+            .spec
+            .queue
+            .clone()
+            .filter(|q| !q.is_empty())
+            .unwrap_or_else(|| {
+                let namespace = job.namespace().unwrap_or_default();
+                groups
+                    .get(&ObjectRef::new(&job.name_any()).within(&namespace))
+                    .map_or(crate::api::labels::DEFAULT_QUEUE.to_owned(), |g| {
+                        g.spec.queue_name().to_owned()
+                    })
+            });
+        let phase = job
+            .status
+            .as_ref()
+            .map(|s| s.state.phase)
+            .unwrap_or_default();
+        *counts.entry((queue, phase.as_str())).or_default() += 1;
+    }
+    counts
+}
+
+/// Runs the controller until `shutdown`, counting its Jobs into `census` meanwhile (emptied
+/// when it stops: a follower exports no Jobs).
+pub async fn run(client: Client, census: Census, shutdown: CancellationToken) {
     let jobs: Api<BatchJob> = Api::all(client.clone());
     let labelled = watcher::Config::default().labels(JOB_NAME_LABEL);
     let (pods, pod_writer) = reflector::store();
@@ -85,7 +152,21 @@ pub async fn run(client: Client, shutdown: CancellationToken) {
         groups,
         jobs: controller.store(),
     });
-    controller
+    let counting = {
+        let (jobs, groups, census, shutdown) = (
+            context.jobs.clone(),
+            context.groups.clone(),
+            census.clone(),
+            shutdown.clone(),
+        );
+        async move {
+            let mut every = tokio::time::interval(CENSUS_EVERY);
+            while shutdown.run_until_cancelled(every.tick()).await.is_some() {
+                census.set(count(&jobs, &groups));
+            }
+        }
+    };
+    let reconciling = controller
         .owns_stream(pod_events)
         .owns_stream(group_events)
         .graceful_shutdown_on(shutdown.cancelled_owned())
@@ -94,8 +175,9 @@ pub async fn run(client: Client, shutdown: CancellationToken) {
             if let Err(e) = result {
                 tracing::debug!(error = %e, "batch job reconcile");
             }
-        })
-        .await;
+        });
+    tokio::join!(reconciling, counting);
+    census.set(BTreeMap::new());
 }
 
 fn error_policy(_job: Arc<BatchJob>, error: &Error, _: Arc<Context>) -> Action {

@@ -322,3 +322,64 @@ async fn the_webhook_refuses_a_job_naming_each_wrong_field() {
     }
     ns.delete().await;
 }
+
+#[tokio::test]
+#[ignore = "needs the local control plane: run e2e/test"]
+async fn an_elastic_job_of_four_to_eight_on_room_for_six_runs_six_and_gives_its_extras_back_first()
+{
+    let cluster = Cluster::connect().await;
+    let elastic = create_queue(&cluster.client, "elastic", QueueSpec::default()).await;
+    let other = create_queue(&cluster.client, "other", QueueSpec::default()).await;
+    let ns = cluster.namespace("batch-elastic").await;
+    let pods = ns.api::<Pod>();
+    // One node's worth taken by a pod of the other queue: room for six of the Job's workers.
+    let filler = crate::support::pod(json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": "filler", "labels": {"scheduling.gangplank.dev/queue": other}},
+        "spec": {"containers": [{"name": "main", "image": "busybox",
+            "resources": {"requests": {"cpu": "32"}}}]}
+    }));
+    pods.create(&PostParams::default(), &filler).await.unwrap();
+    crate::support::running(&pods, "filler", 60).await;
+    let mut worker = task(
+        "worker",
+        8,
+        json!({"pod-complete.stage.kwok.x-k8s.io/delay": "600s"}),
+    );
+    worker["template"]["spec"]["containers"][0]["resources"]["requests"]["cpu"] = json!("16");
+    let jobs = create_job(
+        &ns,
+        "wide",
+        json!({"queue": elastic, "minAvailable": 4, "tasks": [worker]}),
+    )
+    .await;
+    job_in_phase(&jobs, "wide", JobPhase::Running, 60).await;
+    let bound = || async {
+        pods_of(&pods, "wide")
+            .await
+            .values()
+            .filter(|p| p.spec.as_ref().is_some_and(|s| s.node_name.is_some()))
+            .count()
+    };
+    eventually("6 of the 8 workers bound", 60, || async {
+        (bound().await == 6).then_some(())
+    })
+    .await;
+    holds_for(3, "exactly 6 bound", async || bound().await == 6).await;
+    // The other queue asks for its share (half of the 128 CPUs, it holds 32): two of the
+    // extras go, the gang of four keeps running.
+    create_gang(&ns, &other, "share", 2, 16, None, None).await;
+    eventually("the other queue's gang to run", 90, || async {
+        let group = ns.api::<PodGroup>().get("share").await.ok()?;
+        (group.status?.running == 2).then_some(())
+    })
+    .await;
+    let job = jobs.get("wide").await.unwrap();
+    let status = job.status.unwrap();
+    assert_eq!(status.state.phase, JobPhase::Running);
+    assert_eq!(status.retry_count, 0);
+    assert!(bound().await >= 4, "the gang of four kept running");
+    ns.delete().await;
+    delete_queue(&cluster.client, &elastic).await;
+    delete_queue(&cluster.client, &other).await;
+}
