@@ -565,6 +565,9 @@ struct Pass<'s> {
     /// What queues hold above their deserved shares at the start of the pass: the most that
     /// reclaim could free.
     reclaimable: Resources,
+    /// Per admitted candidate of extra members only (its gang has quorum): how many of its
+    /// gated members, in order, fit and are released.
+    extras: FxHashMap<usize, usize>,
 }
 
 impl<'s> Pass<'s> {
@@ -586,6 +589,11 @@ impl<'s> Pass<'s> {
         let queue = self.queues[slot];
         if let Some(why) = over_capability(queue, &self.held[slot], &c.requests) {
             return Err(why);
+        }
+        for &p in &self.ancestors[slot] {
+            if let Some(why) = over_capability(self.queues[p], &self.subtree[p], &c.requests) {
+                return Err(why);
+            }
         }
         if let (Some(share), Some(starved)) = (share, self.starved)
             && share >= FAIR
@@ -628,10 +636,8 @@ impl<'s> Pass<'s> {
         share: Option<DominantShare>,
         overdue: Option<(i64, i64)>,
     ) -> Result<(), Why> {
-        for &p in &self.ancestors[slot] {
-            if let Some(why) = over_capability(self.queues[p], &self.subtree[p], &c.requests) {
-                return Err(why);
-            }
+        if c.missing == 0 && c.topology.is_none() {
+            return self.place_extras(i, c, slot);
         }
         // No node to place it on, now or after anything finishes: it must not head the line.
         if let Some((key, pinned)) = c.topology
@@ -724,10 +730,51 @@ impl<'s> Pass<'s> {
         }
     }
 
+    /// Extra members of a gang that has quorum: as many of them, in order, as fit the free
+    /// room (each on some node) are released; they never head the line. Released all at once
+    /// without room, they would race in the scheduler with gangs admitted for that room.
+    #[expect(
+        clippy::result_large_err,
+        reason = "as for consider: the refusal's reason is kept"
+    )]
+    fn place_extras(&mut self, i: usize, c: &Candidate<'s>, slot: usize) -> Result<(), Why> {
+        let available = self.room.available_to(slot);
+        let mut taken = Resources::new();
+        let mut released = 0;
+        for member in &c.gated {
+            let with = taken.plus(&member.requests);
+            if !with.fits_in(&available) || self.room.place(&[&member.requests]).is_err() {
+                break;
+            }
+            taken = with;
+            released += 1;
+        }
+        if released == 0 {
+            let first = c
+                .gated
+                .first()
+                .map(|m| m.requests.clone())
+                .unwrap_or_default();
+            return Err(refused(
+                first.clone(),
+                available,
+                Some(Why::NoNode { member: first }),
+            ));
+        }
+        self.extras.insert(i, released);
+        self.admitted_with(i, slot, &taken);
+        Ok(())
+    }
+
     fn admitted(&mut self, i: usize, c: &Candidate<'s>, slot: usize) {
-        self.held[slot].add(&c.requests);
+        self.admitted_with(i, slot, &c.requests);
+    }
+
+    /// Records candidate `i` of queue `slot` admitted, holding `requests`.
+    fn admitted_with(&mut self, i: usize, slot: usize, requests: &Resources) {
+        self.held[slot].add(requests);
         for &p in &self.ancestors[slot] {
-            self.subtree[p].add(&c.requests);
+            self.subtree[p].add(requests);
         }
         self.room
             .set_unused_guarantee(slot, &self.guarantees[slot], &self.held[slot]);
@@ -891,6 +938,7 @@ fn admit(state: &State, book: Book, shares: Shares, now: i64) -> Decision {
         domains: FxHashMap::default(),
         starved: None,
         reclaimable,
+        extras: FxHashMap::default(),
     };
     let candidates = &book.candidates;
     // Why each candidate left waiting waits (by candidate), and those in the pass's order.
@@ -1018,8 +1066,9 @@ fn admit(state: &State, book: Book, shares: Shares, now: i64) -> Decision {
     };
     for &i in &pass.admitted {
         let c = &candidates[i];
+        let released = pass.extras.get(&i).map_or(&c.gated[..], |&n| &c.gated[..n]);
         let (placeholders, gated): (Vec<&Member>, Vec<&Member>) =
-            c.gated.iter().partition(|m| m.pod.is_placeholder());
+            released.iter().partition(|m| m.pod.is_placeholder());
         let pods = match (c.topology, pass.domains.get(&i)) {
             (Some((key, _)), Some(value)) => gated
                 .iter()
@@ -1774,6 +1823,39 @@ mod tests {
         let s = borrower_and_starved(9_000);
         let d = decide_at(&s, &|_| false, NOW);
         assert_eq!(admitted(&d), vec!["more"]);
+    }
+
+    #[test]
+    fn extra_members_of_a_gang_with_quorum_are_released_only_as_many_as_fit() {
+        let mut s = cluster();
+        s.apply_queue(Queue::new("other"));
+        group_in(&mut s, "wide", 1, "q");
+        running(&mut s, "wide-0", Some("wide"), "n1", 2_000, NOW - 100);
+        for i in 1..4 {
+            s.apply_pod(Pod {
+                requests: Resources::from([("cpu", 2_000), ("pods", 1)]),
+                ..pod(&format!("wide-{i}"), Some("wide"), true, NOW - 50)
+            });
+        }
+        gang(&mut s, "share", "other", 2, 2_000, NOW - 40);
+        for i in 0..2 {
+            let mut member = (*s.pods[&format!("share-{i}")]).clone();
+            member.queue = Some("other".into());
+            s.apply_pod(member);
+        }
+        let d = decide_at(&s, &|_| false, NOW);
+        assert_eq!(admitted(&d), vec!["share", "wide"]);
+        let wide = d
+            .admit
+            .iter()
+            .find(|a| a.group.as_ref().is_some_and(|g| g.name.as_ref() == "wide"))
+            .unwrap();
+        let pods: Vec<&str> = wide.pods.iter().map(|p| p.name.as_str()).collect();
+        assert_eq!(
+            pods,
+            ["wide-1"],
+            "6 CPUs free, 4 of them for share: one extra fits"
+        );
     }
 
     #[test]
