@@ -10,7 +10,8 @@
           research's borrowed room is reclaimed while the big job holds a reservation; short
           sweeps declare their runtime, which lets them backfill a reservation that frees
           later than they finish
-  late    analytics arrives late and reclaims its share
+  late    analytics arrives late and reclaims its share; production submits a batch Job
+          (batch.gangplank.dev: a PyTorch master and three workers, the pytorch plugin)
   urgent  a research job of higher priority preempts research's own lower-priority gangs
 
 Each job is a batch/v1 Job whose pods finish after `runs` (kwok's completion stage), in a
@@ -67,6 +68,25 @@ def job(ns, name, queue, pods, runs, gpu=1, cpu=2, min_member=None, priority=Non
     return out
 
 
+def batch_job(ns, name, queue, workers, runs, gpu=1, cpu=2):
+    """A batch.gangplank.dev Job of a PyTorch master and `workers` workers of `gpu` GPUs that
+    run `runs` seconds; its pytorch plugin gives each pod its RANK, WORLD_SIZE and the
+    master's address."""
+    def task(name, replicas):
+        return {"name": name, "replicas": replicas, "template": {
+            "metadata": {"annotations": {"pod-complete.stage.kwok.x-k8s.io/delay": f"{runs}s"}},
+            "spec": {"restartPolicy": "Never", "containers": [{
+                "name": "main", "image": "trainer:demo", "resources": {
+                    "requests": {"cpu": str(cpu), "memory": "8Gi", GPU: str(gpu)},
+                    "limits": {GPU: str(gpu)}}}]}}}
+    return [{"apiVersion": "batch.gangplank.dev/v1alpha1", "kind": "Job",
+             "metadata": {"name": name, "namespace": ns},
+             "spec": {"queue": queue, "runningEstimate": f"{runs}s",
+                      "plugins": {"pytorch": ["--port=29500"]},
+                      "policies": [{"event": "PodFailed", "action": "RestartJob"}],
+                      "tasks": [task("master", 1), task("worker", workers)]}}]
+
+
 def queue(name, weight, guarantee=None):
     spec = {"weight": weight}
     if guarantee:
@@ -115,6 +135,7 @@ WAVES = {
         *job("analytics", "report-1", "analytics", 8, 60),
         *job("analytics", "report-2", "analytics", 8, 80),
         *job("analytics", "report-3", "analytics", 4, 40),
+        *batch_job("production", "llm-tune", "production", 3, 60),
     ],
     "urgent": lambda: [
         *job("research", "hotfix", "research", 16, 40, priority="demo-urgent"),

@@ -18,7 +18,7 @@ use crate::queues::{QueueGuard, create_gang, create_queue, delete_queue};
 use crate::support::{Cluster, TestNamespace, eventually, holds_for};
 
 /// A task of `replicas` pods of one CPU, whose pods finish as `annotations` say.
-fn task(name: &str, replicas: i32, annotations: Value) -> Value {
+pub fn task(name: &str, replicas: i32, annotations: Value) -> Value {
     json!({
         "name": name,
         "replicas": replicas,
@@ -34,7 +34,7 @@ fn task(name: &str, replicas: i32, annotations: Value) -> Value {
 }
 
 /// Creates a Job named `name` in `ns` with `spec`.
-async fn create_job(ns: &TestNamespace, name: &str, spec: Value) -> Api<BatchJob> {
+pub async fn create_job(ns: &TestNamespace, name: &str, spec: Value) -> Api<BatchJob> {
     let job: BatchJob = serde_json::from_value(json!({
         "apiVersion": "batch.gangplank.dev/v1alpha1",
         "kind": "Job",
@@ -382,4 +382,50 @@ async fn an_elastic_job_of_four_to_eight_on_room_for_six_runs_six_and_gives_its_
     ns.delete().await;
     delete_queue(&cluster.client, &elastic).await;
     delete_queue(&cluster.client, &other).await;
+}
+
+#[tokio::test]
+#[ignore = "needs the local control plane: run e2e/test"]
+async fn workers_that_depend_on_the_master_are_created_once_it_runs() {
+    let cluster = Cluster::connect().await;
+    let queue = create_queue(&cluster.client, "depends", QueueSpec::default()).await;
+    let ns = cluster.namespace("batch-depends").await;
+    let long = json!({"pod-complete.stage.kwok.x-k8s.io/delay": "600s"});
+    let mut worker = task("worker", 2, long.clone());
+    worker["dependsOn"] = json!({"name": ["master"]});
+    let jobs = create_job(
+        &ns,
+        "staged",
+        json!({"queue": queue, "tasks": [task("master", 1, long), worker]}),
+    )
+    .await;
+    let pods = ns.api::<Pod>();
+    let master_started = eventually("the master to run", 60, || async {
+        let master = pods.get("staged-master-0").await.ok()?;
+        let status = master.status?;
+        (status.phase.as_deref() == Some("Running")).then_some(status.start_time?.0)
+    })
+    .await;
+    let workers = eventually("both workers to exist", 60, || async {
+        let made: Vec<Pod> = pods_of(&pods, "staged")
+            .await
+            .into_values()
+            .filter(|p| p.name_any().contains("worker"))
+            .collect();
+        (made.len() == 2).then_some(made)
+    })
+    .await;
+    for worker in &workers {
+        let created = worker.metadata.creation_timestamp.clone().unwrap().0;
+        assert!(
+            created >= master_started,
+            "{} was created at {created}, before the master ran at {master_started}",
+            worker.name_any()
+        );
+    }
+    let group = ns.api::<PodGroup>().get("staged").await.unwrap();
+    assert_eq!(group.spec.min_member, 1, "the gang is the master alone");
+    job_in_phase(&jobs, "staged", JobPhase::Running, 60).await;
+    ns.delete().await;
+    delete_queue(&cluster.client, &queue).await;
 }

@@ -93,6 +93,30 @@ async fn every_dashboard_query_runs_on_prometheus_and_the_queue_panels_show_a_ru
         "share used {share}, want 8 / {deserved}"
     );
 
+    // A batch Job of the queue, running: the Jobs panels count it.
+    crate::batch_jobs::create_job(
+        &ns,
+        "dash-job",
+        serde_json::json!({"queue": queue, "tasks": [crate::batch_jobs::task(
+            "worker", 1, serde_json::json!({"pod-complete.stage.kwok.x-k8s.io/delay": "600s"}))]}),
+    )
+    .await;
+    let by_phase = &panel("Jobs by phase").queries[0];
+    eventually("Prometheus to count the running batch Job", 60, || {
+        let expr = grafana(by_phase, &queue, "cpu");
+        let cluster = &cluster;
+        async move {
+            let series = cluster.prometheus_query(&expr).await;
+            series
+                .iter()
+                .any(|(labels, value)| {
+                    labels.get("phase").map(String::as_str) == Some("Running") && *value == 1.0
+                })
+                .then_some(())
+        }
+    })
+    .await;
+
     // Every query with every queue: accepted, and every panel but the quiet ones shows data.
     let mut empty = Vec::new();
     for p in rows.iter().flat_map(|r| &r.panels) {
