@@ -15,7 +15,9 @@
 //!      `minMember` (the gang can no longer reach quorum with the pods it has).
 //! 3. **Running** when running plus succeeded members reach `minMember` (members that finished
 //!    their work count: a gang whose first workers are done is still a gang that ran).
-//! 4. **Unknown** when the group was Running (or Unknown) and fell below that.
+//! 4. **Unknown** when the group was Running (or Unknown) and fell below that with a member
+//!    still released; **Pending** when none is (its pods were evicted or are gone, and its
+//!    replacements wait at the admission gate).
 //! 5. **Inqueue** when a member that has not finished is released (no admission gate), or the
 //!    group is admitted ahead of its members and the admission holds
 //!    (`gangplank_core::model::Ahead`).
@@ -132,8 +134,11 @@ pub fn phase(
         PodGroupPhase::Completed
     } else if m.running + m.succeeded >= n {
         PodGroupPhase::Running
-    } else if m.evicted > 0 && m.live == m.gated {
-        // Evicted, with no member left released: its replacements wait for admission anew.
+    } else if m.live == m.gated
+        && (m.evicted > 0 || matches!(previous, PodGroupPhase::Running | PodGroupPhase::Unknown))
+    {
+        // Evicted, or its pods gone, with no member left released: its replacements wait for
+        // admission anew (the evicted pods may be gone before the cache saw them evicted).
         PodGroupPhase::Pending
     } else if matches!(previous, PodGroupPhase::Running | PodGroupPhase::Unknown) {
         PodGroupPhase::Unknown
@@ -498,6 +503,14 @@ mod tests {
         // A Job replaces its failed member: not Failed, Unknown until the new one runs.
         assert_eq!(phase_of(members(4, 1, 3, 0, 1), &JOB, Running), Unknown);
         assert_eq!(phase_of(members(4, 0, 4, 0, 1), &JOB, Unknown), Running);
+    }
+
+    #[test]
+    fn a_running_gang_whose_pods_are_gone_and_replacements_gated_waits_pending_again() {
+        // Reclaim evicted every member and the pods were deleted before the cache saw them
+        // evicted; the Job made four new ones, gated.
+        assert_eq!(phase_of(members(4, 4, 0, 0, 0), &JOB, Running), Pending);
+        assert_eq!(phase_of(Members::default(), &JOB, Unknown), Pending);
     }
 
     #[test]
