@@ -209,6 +209,29 @@ async fn bind_creates_the_binding_for_that_pod_uid_and_node() {
 }
 
 #[tokio::test]
+async fn a_bind_that_comes_before_the_pod_watch_shows_the_pod_waits_for_it_and_binds() {
+    let (cache, mut mirror) = fixture_cache();
+    let fixture = cache.read(|s| (*s.pods["6b1d7c1e-3f0a-4a57-9a55-2f4f6f0e8b11"]).clone());
+    mirror.delete_pod(&fixture.uid);
+    let binder = Arc::new(FakeBinder::default());
+    let router = extender::router(Arc::new(extender_over(cache, binder.clone())));
+    let bind = post(router, "bind", golden("bind.request.json"));
+    tokio::pin!(bind);
+    assert!(
+        futures::poll!(&mut bind).is_pending(),
+        "the bind waits for the pod"
+    );
+    mirror.apply_pod(fixture);
+    let (status, body) = bind.await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(
+        serde_json::from_str::<Value>(&body).unwrap(),
+        golden_json("bind.response.json")
+    );
+    assert_eq!(binder.calls.lock().unwrap().len(), 1);
+}
+
+#[tokio::test]
 async fn a_refused_bind_puts_the_reason_in_error() {
     let binder = Arc::new(FakeBinder {
         refuse_with: Some("pods \"train-worker-1\" not found".into()),

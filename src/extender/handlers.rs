@@ -359,6 +359,7 @@ pub async fn bind(
     let result = match bind_request(args) {
         Ok(request) => {
             tracing::debug!(pod = %format!("{}/{}", request.namespace, request.name), node = %request.node, "bind");
+            extender.pod_seen(&request.uid).await;
             extender.permits.bind(request).await
         }
         Err(e) => Err(e),

@@ -134,7 +134,24 @@ pub struct Extender {
     capture: Option<Capture>,
 }
 
+/// How long a bind waits for Gangplank's pod watch to show a pod the scheduler already placed.
+pub const POD_WATCH_GRACE: std::time::Duration = std::time::Duration::from_secs(2);
+
 impl Extender {
+    /// Waits, at most [`POD_WATCH_GRACE`], until the cache holds pod `uid`: the scheduler's
+    /// own watch may show a new pod before Gangplank's does, and a bind refused for that costs
+    /// the pod a retry after the scheduler's backoff.
+    pub async fn pod_seen(&self, uid: &str) {
+        let mut changes = self.cache.subscribe();
+        let deadline = tokio::time::Instant::now() + POD_WATCH_GRACE;
+        while !self.cache.read(|s| s.pods.contains_key(uid)) {
+            match tokio::time::timeout_at(deadline, changes.changed()).await {
+                Ok(Ok(())) => {}
+                Ok(Err(_)) | Err(_) => return,
+            }
+        }
+    }
+
     /// An extender deciding from `cache` and binding through `binder`.
     pub fn new(cache: Cache, binder: Arc<dyn Binder>, settings: Settings) -> Self {
         Self {

@@ -127,14 +127,16 @@ async fn pod_with_the_marker_resources_is_filtered_and_bound_through_gangplank()
         delta("filter") >= 1.0,
         "filter was not called for the managed pod"
     );
-    assert_eq!(
-        delta("bind"),
-        1.0,
-        "the managed pod was not bound by Gangplank exactly once"
+    assert!(
+        delta("bind") >= 1.0,
+        "bind was not called for the managed pod"
     );
     let ok_binds = after.sum(EXTENDER_REQUESTS, &[("verb", "bind"), ("outcome", "ok")])
         - before.sum(EXTENDER_REQUESTS, &[("verb", "bind"), ("outcome", "ok")]);
-    assert_eq!(ok_binds, 1.0);
+    assert_eq!(
+        ok_binds, 1.0,
+        "the managed pod was not bound by Gangplank exactly once"
+    );
     ns.delete().await;
 }
 
