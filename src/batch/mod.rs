@@ -34,6 +34,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::api::batch_job::{BatchJob, BatchJobStatus};
 use crate::api::{PodGroup, PodGroupPhase};
+use crate::controller::status;
 use objects::{JOB_NAME_LABEL, JOB_VERSION_LABEL, TASK_INDEX_LABEL, TASK_NAME_LABEL};
 use plan::{GroupView, PodView};
 
@@ -103,19 +104,17 @@ fn count(
 ) -> BTreeMap<(String, &'static str), usize> {
     let mut counts = BTreeMap::new();
     for job in jobs.state() {
-        let queue = job
-            .spec
-            .queue
-            .clone()
-            .filter(|q| !q.is_empty())
-            .unwrap_or_else(|| {
+        let queue = objects::queue(&job).map_or_else(
+            || {
                 let namespace = job.namespace().unwrap_or_default();
                 groups
                     .get(&ObjectRef::new(&job.name_any()).within(&namespace))
                     .map_or(crate::api::labels::DEFAULT_QUEUE.to_owned(), |g| {
                         g.spec.queue_name().to_owned()
                     })
-            });
+            },
+            str::to_owned,
+        );
         let phase = job
             .status
             .as_ref()
@@ -217,7 +216,6 @@ async fn reconcile(job: Arc<BatchJob>, ctx: Arc<Context>) -> Result<Action, Erro
     let views: Vec<PodView> = pods.iter().filter_map(|p| pod_view(p)).collect();
     let group_view = group.as_deref().map(|g| group_view(g, now));
     let decision = plan::decide(&job, group_view.as_ref(), &views, now);
-    let queue = job.spec.queue.clone();
     let write = |what: &str, why: kube::Error| Error::Write {
         what: what.to_owned(),
         job: format!("{namespace}/{name}"),
@@ -231,13 +229,7 @@ async fn reconcile(job: Arc<BatchJob>, ctx: Arc<Context>) -> Result<Action, Erro
         return Ok(Action::await_change());
     }
     if decision.create_group {
-        let mut group = objects::pod_group(&job, queue.as_deref().unwrap_or_default());
-        if queue.is_none() {
-            group.spec.queue = None;
-            if let Some(labels) = group.metadata.labels.as_mut() {
-                labels.remove(crate::api::labels::QUEUE_LABEL);
-            }
-        }
+        let group = objects::pod_group(&job);
         let api: Api<PodGroup> = Api::namespaced(ctx.client.clone(), &namespace);
         ignore_exists(api.create(&PostParams::default(), &group).await)
             .map_err(|e| write("create the PodGroup", e))?;
@@ -252,23 +244,7 @@ async fn reconcile(job: Arc<BatchJob>, ctx: Arc<Context>) -> Result<Action, Erro
     let made: Vec<Pod> = decision
         .create
         .iter()
-        .map(|n| {
-            objects::pod(
-                &job,
-                n.task,
-                n.index,
-                version,
-                queue.as_deref().unwrap_or_default(),
-            )
-        })
-        .map(|mut pod| {
-            if queue.is_none()
-                && let Some(labels) = pod.metadata.labels.as_mut()
-            {
-                labels.remove(crate::api::labels::QUEUE_LABEL);
-            }
-            pod
-        })
+        .map(|n| objects::pod(&job, n.task, n.index, version))
         .collect();
     let pod_api: Api<Pod> = Api::namespaced(ctx.client.clone(), &namespace);
     let made_names: Vec<String> = made.iter().map(ResourceExt::name_any).collect();
@@ -424,9 +400,7 @@ fn pod_view(pod: &Pod) -> Option<PodView> {
 
 /// The job's PodGroup as [`plan::decide`] reads it at `now` (Unix seconds).
 fn group_view(group: &PodGroup, now: i64) -> GroupView {
-    let ahead = crate::api::volcano::admitted_ahead_at(group).is_some_and(|at| {
-        gangplank_core::model::Ahead::admission_holds(at, now, group.spec.schedule_timeout())
-    });
+    let ahead = crate::controller::ahead(group, now) == Some(status::Ahead::Holds);
     let status = group.status.as_ref();
     let released = status.is_some_and(|s| {
         matches!(s.phase, PodGroupPhase::Inqueue | PodGroupPhase::Running) && s.admitted > 0
@@ -434,7 +408,7 @@ fn group_view(group: &PodGroup, now: i64) -> GroupView {
     let waiting = status
         .into_iter()
         .flat_map(|s| s.conditions.iter())
-        .find(|c| c.type_ == "Admitted" && c.status == "False")
+        .find(|c| c.type_ == status::ADMITTED && c.status == "False")
         .map(|c| c.message.clone());
     GroupView {
         admitted: ahead || released,

@@ -61,8 +61,9 @@ pub fn gang_size(job: &BatchJob) -> i32 {
 
 /// The Job's PodGroup: named after it, owned by it, `minMember` the gang ([`gang_size`]),
 /// `maxMember` every replica, `minResources` the requests of the gang's pods (each task's
-/// first pods, in task order), the job's queue, priority and running estimate.
-pub fn pod_group(job: &BatchJob, queue: &str) -> PodGroup {
+/// first pods, in task order), the job's queue (absent: the PodGroup webhook gives it the
+/// namespace's), priority and running estimate.
+pub fn pod_group(job: &BatchJob) -> PodGroup {
     let spec = &job.spec;
     let min_member = gang_size(job);
     let total: i32 = spec.tasks.iter().map(|t| t.replicas.max(0)).sum();
@@ -86,7 +87,7 @@ pub fn pod_group(job: &BatchJob, queue: &str) -> PodGroup {
                     (r, q)
                 })
                 .collect::<ResourceList>(),
-            queue: Some(queue.to_owned()),
+            queue: queue(job).map(str::to_owned),
             priority_class_name: spec.priority_class_name.clone(),
             expected_runtime_seconds: spec
                 .running_estimate
@@ -98,11 +99,17 @@ pub fn pod_group(job: &BatchJob, queue: &str) -> PodGroup {
     );
     group.metadata.namespace = job.namespace();
     group.metadata.owner_references = Some(vec![owned_by(job)]);
-    group.metadata.labels = Some(BTreeMap::from([
-        (labels::QUEUE_LABEL.to_owned(), queue.to_owned()),
-        (JOB_NAME_LABEL.to_owned(), job.name_any()),
-    ]));
+    let mut group_labels = BTreeMap::from([(JOB_NAME_LABEL.to_owned(), job.name_any())]);
+    if let Some(queue) = queue(job) {
+        group_labels.insert(labels::QUEUE_LABEL.to_owned(), queue.to_owned());
+    }
+    group.metadata.labels = Some(group_labels);
     group
+}
+
+/// The queue the Job names, if any.
+pub fn queue(job: &BatchJob) -> Option<&str> {
+    job.spec.queue.as_deref().filter(|q| !q.is_empty())
 }
 
 /// What one pod of `task` requests, per resource, in the cache's scale (millicores of CPU,
@@ -152,8 +159,9 @@ fn quantity_of(resource: &str, amount: i64) -> Quantity {
     })
 }
 
-/// Pod `index` of task number `task` of `job`, for the job's current `version`, in `queue`.
-pub fn pod(job: &BatchJob, task: usize, index: i32, version: i32, queue: &str) -> Pod {
+/// Pod `index` of task number `task` of `job`, for the job's current `version`; labelled with
+/// the job's queue when it names one (else its group's queue decides).
+pub fn pod(job: &BatchJob, task: usize, index: i32, version: i32) -> Pod {
     let spec = &job.spec;
     let t = &spec.tasks[task];
     let job_name = job.name_any();
@@ -167,8 +175,10 @@ pub fn pod(job: &BatchJob, task: usize, index: i32, version: i32, queue: &str) -
         (TASK_INDEX_LABEL.to_owned(), index.to_string()),
         (JOB_VERSION_LABEL.to_owned(), version.to_string()),
         (labels::POD_GROUP_LABEL.to_owned(), job_name.clone()),
-        (labels::QUEUE_LABEL.to_owned(), queue.to_owned()),
     ]);
+    if let Some(queue) = queue(job) {
+        labels_of_pod.insert(labels::QUEUE_LABEL.to_owned(), queue.to_owned());
+    }
     let mut annotations = meta.annotations.take().unwrap_or_default();
     annotations.insert(TASK_INDEX_LABEL.to_owned(), index.to_string());
     let mut pod_spec: PodSpec = template.spec.unwrap_or_default();
@@ -255,6 +265,7 @@ mod tests {
             BatchJobSpec {
                 min_available,
                 running_estimate: Some("10m".into()),
+                queue: Some("q".into()),
                 priority_class_name: Some("high".into()),
                 ..BatchJobSpec::of_tasks(tasks)
             },
@@ -269,7 +280,7 @@ mod tests {
             vec![task("master", 1, "500m"), task("worker", 4, "2")],
             Some(3),
         );
-        let group = pod_group(&job, "q");
+        let group = pod_group(&job);
         let spec = &group.spec;
         assert_eq!((spec.min_member, spec.max_member), (3, Some(5)));
         assert_eq!(
@@ -292,6 +303,6 @@ mod tests {
         });
         let job = job(vec![task("master", 1, "1"), worker], None);
         assert_eq!(gang_size(&job), 1);
-        assert_eq!(pod_group(&job, "q").spec.max_member, Some(5));
+        assert_eq!(pod_group(&job).spec.max_member, Some(5));
     }
 }

@@ -502,7 +502,7 @@ fn job_task<'j>(job: &'j BatchJob, task: &str) -> &'j str {
 }
 
 /// The events a policy names.
-fn names(policy: &LifecyclePolicy) -> impl Iterator<Item = &str> {
+pub fn names(policy: &LifecyclePolicy) -> impl Iterator<Item = &str> {
     policy
         .event
         .as_deref()

@@ -309,7 +309,7 @@ mod tests {
     #[test]
     fn pytorch_gives_every_pod_its_rank_the_world_size_and_the_masters_stable_name() {
         let job = job(&[("pytorch", &["--port=29500"])]);
-        let worker = crate::batch::objects::pod(&job, 1, 2, 0, "q");
+        let worker = crate::batch::objects::pod(&job, 1, 2, 0);
         let env = env(&worker);
         assert_eq!(env["MASTER_ADDR"], "train-master-0.train");
         assert_eq!(env["MASTER_PORT"], "29500");
@@ -319,14 +319,14 @@ mod tests {
         assert_eq!(spec.hostname.as_deref(), Some("train-worker-2"));
         assert_eq!(spec.subdomain.as_deref(), Some("train"));
         assert_eq!(worker.metadata.name.as_deref(), Some("train-worker-2"));
-        let master = crate::batch::objects::pod(&job, 0, 0, 0, "q");
+        let master = crate::batch::objects::pod(&job, 0, 0, 0);
         assert_eq!(self::env(&master)["RANK"], "0");
     }
 
     #[test]
     fn svc_lists_every_tasks_hosts_in_env_and_in_its_config_map() {
         let job = job(&[("svc", &[]), ("env", &[])]);
-        let pod = crate::batch::objects::pod(&job, 1, 0, 0, "q");
+        let pod = crate::batch::objects::pod(&job, 1, 0, 0);
         let env = env(&pod);
         assert_eq!(
             env["VC_WORKER_HOSTS"],
@@ -347,7 +347,7 @@ mod tests {
     #[test]
     fn tensorflow_describes_the_cluster_and_the_pods_own_task() {
         let job = job(&[("tensorflow", &["--ps=master"])]);
-        let pod = crate::batch::objects::pod(&job, 0, 0, 0, "q");
+        let pod = crate::batch::objects::pod(&job, 0, 0, 0);
         let config: serde_json::Value = serde_json::from_str(&env(&pod)["TF_CONFIG"]).unwrap();
         assert_eq!(config["task"], json!({"type": "ps", "index": 0}));
         assert_eq!(config["cluster"]["worker"][2], "train-worker-2.train:2222");
@@ -356,7 +356,7 @@ mod tests {
     #[test]
     fn the_pods_carry_the_job_task_index_group_and_queue_and_are_owned_by_the_job() {
         let job = job(&[]);
-        let pod = crate::batch::objects::pod(&job, 1, 1, 3, "q");
+        let pod = crate::batch::objects::pod(&job, 1, 1, 3);
         let labels = pod.metadata.labels.clone().unwrap();
         for (key, value) in [
             (JOB_NAME_LABEL, "train"),

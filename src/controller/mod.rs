@@ -928,7 +928,7 @@ impl Controller {
 }
 
 /// Where `group` stands when admitted ahead of its members, at `now` (Unix seconds).
-fn ahead(group: &PodGroup, now: i64) -> Option<status::Ahead> {
+pub(crate) fn ahead(group: &PodGroup, now: i64) -> Option<status::Ahead> {
     if !group.admitted_ahead_of_members() {
         return None;
     }

@@ -22,7 +22,7 @@ use super::queues::{check_open, looked_up};
 use super::review::{Denial, FieldErrors, Verdict};
 use crate::api::batch_job::{BatchJob, BatchJobSpec, LifecyclePolicy, duration_seconds};
 use crate::api::labels;
-use crate::batch::plan::{ACTIONS, EVENTS};
+use crate::batch::plan::{self, ACTIONS, EVENTS};
 use crate::batch::plugins::PLUGINS;
 
 /// Scheduler names a Job may give: Gangplank serves the job through the stock scheduler.
@@ -203,12 +203,7 @@ fn check_policy(errors: &mut FieldErrors, field: &str, policy: &LifecyclePolicy)
             ),
         );
     }
-    let events: Vec<&str> = policy
-        .event
-        .as_deref()
-        .into_iter()
-        .chain(policy.events.iter().map(String::as_str))
-        .collect();
+    let events: Vec<&str> = plan::names(policy).collect();
     for event in &events {
         if !EVENTS.contains(event) {
             errors.add(
@@ -241,16 +236,10 @@ fn check_policy(errors: &mut FieldErrors, field: &str, policy: &LifecyclePolicy)
     }
 }
 
-/// Whether `name` is an RFC 1123 label.
+/// Whether `name` is an RFC 1123 label: a name that fits a label value ([`super::name_problem`])
+/// without dots.
 fn dns_label(name: &str) -> bool {
-    let bytes = name.as_bytes();
-    !bytes.is_empty()
-        && bytes.len() <= 63
-        && bytes
-            .iter()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || *b == b'-')
-        && bytes[0] != b'-'
-        && bytes[bytes.len() - 1] != b'-'
+    super::name_problem(name).is_none() && !name.contains('.')
 }
 
 #[cfg(test)]

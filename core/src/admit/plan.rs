@@ -208,6 +208,13 @@ impl<'s> Candidate<'s> {
         self.gated[..self.missing].iter().map(|m| &m.requests)
     }
 
+    /// The sum of [`Candidate::need`].
+    fn needed(&self) -> Resources {
+        let mut needed = Resources::new();
+        self.need().for_each(|pod| needed.add(pod));
+        needed
+    }
+
     /// Its group's key, or its pod's as a group of one.
     fn group_key(&self) -> GroupKey {
         match (self.group, self.gated.first()) {
@@ -607,11 +614,10 @@ impl<'s> Pass<'s> {
         }
         // Whether reclaim could make room for it, judged on the room before this candidate
         // takes any of it for a reservation.
-        let reclaim_helps = share.is_some_and(|share| share < FAIR) && self.starved.is_none() && {
-            let mut needed = Resources::new();
-            c.need().for_each(|pod| needed.add(pod));
-            needed.fits_in(&self.room.available_to(slot).plus(&self.reclaimable))
-        };
+        let reclaim_helps = share.is_some_and(|share| share < FAIR)
+            && self.starved.is_none()
+            && c.needed()
+                .fits_in(&self.room.available_to(slot).plus(&self.reclaimable));
         let refusal = self.place(i, c, slot, share, overdue);
         if reclaim_helps
             && refusal
@@ -649,10 +655,7 @@ impl<'s> Pass<'s> {
                 member: None,
             });
         }
-        let mut needed = Resources::new();
-        for pod in c.need() {
-            needed.add(pod);
-        }
+        let needed = c.needed();
         let available = self.room.available_to(slot);
         // Why it does not fit the free room, built only once the pass knows it waits (moving
         // what it reports rather than copying it for every waiting group).
