@@ -75,6 +75,17 @@ pub fn pod_reference(namespace: &str, name: &str, uid: &str) -> ObjectReference 
     }
 }
 
+/// A Gangplank PodGroup, by its key, as an Event's `regarding`.
+pub fn pod_group_reference(group: &gangplank_core::model::GroupKey) -> ObjectReference {
+    ObjectReference {
+        api_version: Some(crate::api::PodGroup::api_version(&()).into_owned()),
+        kind: Some(crate::api::PodGroup::kind(&()).into_owned()),
+        namespace: Some(group.namespace.to_string()),
+        name: Some(group.name.to_string()),
+        ..ObjectReference::default()
+    }
+}
+
 /// Decides which Events may be emitted now (see the module docs).
 #[derive(Debug, Default)]
 pub struct Limiter {

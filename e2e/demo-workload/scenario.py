@@ -4,12 +4,16 @@
   setup   three queues (research weight 3; production weight 2 with a guarantee of 32 GPUs;
           analytics weight 1), their namespaces, a PriorityClass for urgent jobs, and a plain
           web Deployment Gangplank never sees
-  start   research fills the idle cluster (two 32-GPU pretraining gangs, two 16-GPU fine-tunes,
-          an elastic search of 8 to 24 GPUs, small sweeps), production runs two 8-GPU jobs
+  start   research fills the idle cluster (two 32-GPU pretraining gangs, a 16-GPU fine-tune,
+          an elastic search of 8 to 12 GPUs), production runs two 8-GPU jobs (within its
+          guarantee, whose unused part research may not take): 4 GPUs stay free for research
+  line    research's second 16-GPU fine-tune does not fit: it heads the line and holds a
+          reservation of the 4 free GPUs, lacking 12 that run jobs expected to end in a minute
+  sweeps  two short research sweeps of 4 GPUs: the 20-second one finishes before the fine-tune
+          could start, so it backfills the reservation; the other then waits behind it
   big     production's 48-GPU training job: within its share but more than is free, so
-          research's borrowed room is reclaimed while the big job holds a reservation; short
-          sweeps declare their runtime, which lets them backfill a reservation that frees
-          later than they finish
+          research's borrowed room is reclaimed while the big job holds a reservation (nothing
+          backfills a reservation whose room reclaim is freeing)
   late    analytics arrives late and reclaims its share; production submits a batch Job
           (batch.gangplank.dev: a PyTorch master and three workers, the pytorch plugin)
   urgent  a research job of higher priority preempts research's own lower-priority gangs
@@ -119,12 +123,16 @@ WAVES = {
         *job("research", "pretrain-a", "research", 32, 200),
         *job("research", "pretrain-b", "research", 32, 170),
         *job("research", "finetune-1", "research", 16, 60),
-        *job("research", "finetune-2", "research", 16, 110),
-        *job("research", "hpo", "research", 24, 150, min_member=8),
-        *job("research", "sweep-1", "research", 4, 30),
-        *job("research", "sweep-2", "research", 4, 50),
+        *job("research", "hpo", "research", 12, 150, min_member=8),
         *job("production", "etl", "production", 8, 70),
         *job("production", "serve-batch", "production", 8, 130),
+    ],
+    "line": lambda: [
+        *job("research", "finetune-2", "research", 16, 110),
+    ],
+    "sweeps": lambda: [
+        *job("research", "sweep-1", "research", 4, 20),
+        *job("research", "sweep-2", "research", 4, 50),
     ],
     "big": lambda: [
         *job("production", "train-xl", "production", 48, 90),

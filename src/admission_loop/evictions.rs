@@ -26,14 +26,14 @@ use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{ObjectReference, Pod};
+use kube::Client;
 use kube::api::{Api, PostParams};
-use kube::{Client, Resource};
 use tokio::time::Instant;
 
 use gangplank_core::admit::reclaim::{Cause, GangVictim, Plan, Reclaim, Victim};
 use gangplank_core::model::{GroupKey, State};
 
-use crate::events::{Event, Publisher};
+use crate::events::{Event, Publisher, pod_group_reference};
 use crate::metrics;
 
 /// How long a gang whose eviction a PodDisruptionBudget refused is left out of reclaim.
@@ -264,16 +264,6 @@ fn count(cause: Cause, queue: &str, outcome: &'static str) {
         Cause::Preemption => metrics::PREEMPTION_EVICTIONS_TOTAL,
     };
     ::metrics::counter!(name, "queue" => queue.to_owned(), "outcome" => outcome).increment(1);
-}
-
-fn pod_group_reference(group: &GroupKey) -> ObjectReference {
-    ObjectReference {
-        api_version: Some(crate::api::PodGroup::api_version(&()).into_owned()),
-        kind: Some(crate::api::PodGroup::kind(&()).into_owned()),
-        namespace: Some(group.namespace.to_string()),
-        name: Some(group.name.to_string()),
-        ..ObjectReference::default()
-    }
 }
 
 /// What a victim's Events are about: the pod.

@@ -26,8 +26,10 @@
 //! picks: of queues above their deserved share when a queue below its share has groups that
 //! wait for room, or of lower priority in a queue whose group of higher priority waits.
 //!
-//! Each pass's decision and reclaim's lines are [`published`] for the controller's statuses.
+//! Each pass's decision and reclaim's lines are [`published`] for the controller's statuses;
+//! groups lent room in the head's reservation get a `Backfilled` Event ([`backfills`]).
 
+pub mod backfills;
 pub mod evictions;
 pub mod published;
 
@@ -44,6 +46,7 @@ use tokio_util::sync::CancellationToken;
 use crate::api::PodGroup;
 use crate::api::labels::{self, ADMISSION_GATE};
 use crate::cache::Cache;
+use crate::events::{Limiter, Publisher};
 use crate::health::Heartbeat;
 use crate::metrics;
 use gangplank_core::admit::groups::Groups;
@@ -88,6 +91,8 @@ pub async fn run(
     let mut recently: HashMap<String, Instant> = HashMap::new();
     let mut reclaimer = evictions::Reclaimer::new(evictions);
     let mut held: Option<plan::Hold> = None;
+    let publisher = Publisher::new(client.clone());
+    let mut told = Limiter::default();
     loop {
         tokio::select! {
             _ = shutdown.cancelled() => return,
@@ -115,6 +120,7 @@ pub async fn run(
             &|group| reclaimer.is_refused(group),
         );
         drop(groups);
+        let backfilled = backfills::events(&state, &decision, &mut told, now);
         drop(state);
         ::metrics::gauge!(metrics::ADMISSION_WAITING_GROUPS).set(decision.waiting.len() as f64);
         ::metrics::gauge!(metrics::ADMISSION_DOOR_OPEN)
@@ -169,6 +175,11 @@ pub async fn run(
         }
         for group in &ahead {
             if let Err(e) = admit_ahead(&client, group).await {
+                tracing::warn!(error = %e, "admission");
+            }
+        }
+        for event in &backfilled {
+            if let Err(e) = publisher.publish(event).await {
                 tracing::warn!(error = %e, "admission");
             }
         }

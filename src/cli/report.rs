@@ -49,8 +49,15 @@ pub struct ReportArgs {
 pub const EVERY: Duration = Duration::from_secs(2);
 
 /// Reasons of the Events that mark a group's timeline: its gang evicted for another queue's
-/// share or for a job of higher priority, and the group those evictions made room for.
-const MARKED: [&str; 4] = ["Reclaimed", "Preempted", "Reclaiming", "Preempting"];
+/// share or for a job of higher priority, the group those evictions made room for, and a
+/// group admitted into room reserved for another (backfill).
+const MARKED: [&str; 5] = [
+    "Reclaimed",
+    "Preempted",
+    "Reclaiming",
+    "Preempting",
+    crate::admission_loop::backfills::BACKFILLED,
+];
 
 /// Everything a report is made from.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -625,6 +625,11 @@ impl<'s> Pass<'s> {
                 .is_err_and(|why| why.reason().short_of_room())
         {
             self.starved = Some(slot);
+            // The head's lacking room comes back as soon as reclaim's evictions are done, not
+            // when what runs there was expected to end: none of it may be lent.
+            if self.head.is_some_and(|(head, _)| c.group == Some(head)) {
+                self.shadow = Some(self.now);
+            }
         }
         refusal
     }
@@ -801,9 +806,6 @@ fn refused(needed: Resources, available: Resources, placed: Option<Why>) -> Why 
     placed.unwrap_or(Why::Room { needed, available })
 }
 
-/// The time by which the pods on the head's reserved nodes are expected to have freed what
-/// the head still lacks there: per node, pods in order of expected end (now for a pod whose
-/// start or whose group's runtime is unknown) until the lack is covered; the latest node.
 /// Whether `group` held room on `node` as the head of the line after the previous pass (the
 /// loop keeps a head's reservation as a claim without a deadline, see [`super`]).
 fn held_before(state: &State, group: &GroupKey, node: &str) -> bool {
@@ -814,6 +816,9 @@ fn held_before(state: &State, group: &GroupKey, node: &str) -> bool {
         .is_some_and(|c| c.reservation() && c.slots.iter().any(|s| s.node == node))
 }
 
+/// The time by which the pods on the head's reserved nodes are expected to have freed what
+/// the head still lacks there: per node, pods in order of expected end (now for a pod whose
+/// start or whose group's runtime is unknown) until the lack is covered; the latest node.
 fn shadow_time(state: &State, room: &Room, now: i64) -> i64 {
     let lacking: FxHashMap<&str, &Resources> = room
         .lacking
@@ -2179,6 +2184,33 @@ mod tests {
             vec![("n2".into(), Resources::from([("cpu", 2_000), ("pods", 1)]))],
             "quick took 2 of the 4 CPUs held"
         );
+    }
+
+    #[test]
+    fn nothing_backfills_the_reservation_of_a_head_that_waits_for_reclaim() {
+        let mut s = cluster();
+        node(&mut s, "n2", 8_000);
+        s.apply_queue(Queue::new("lender"));
+        for (name, node, cpu) in [("fill", "n1", 8_000), ("busy", "n2", 4_000)] {
+            group_in(&mut s, name, 1, "lender");
+            running(
+                &mut s,
+                &format!("{name}-0"),
+                Some(name),
+                node,
+                cpu,
+                NOW - 50,
+            );
+            expect_runtime(&mut s, name, 100);
+        }
+        gang(&mut s, "big", "q", 1, 8_000, NOW - 300);
+        gang(&mut s, "quick", "q", 1, 2_000, NOW - 100);
+        expect_runtime(&mut s, "quick", 30);
+        let d = decide_at(&s, &|_| false, NOW);
+        // lender holds 12 CPUs of its 8 deserved: reclaim frees big's room now, not in 50 s.
+        assert_eq!(d.hold.as_ref().map(|h| &*h.group.name), Some("big"));
+        assert!(d.admit.is_empty(), "{d:?}");
+        assert_eq!(reason(&d, "quick"), Reason::BehindReservation);
     }
 
     #[test]
