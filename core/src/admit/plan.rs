@@ -817,47 +817,55 @@ fn held_before(state: &State, group: &GroupKey, node: &str) -> bool {
 }
 
 /// The time by which the pods on the head's reserved nodes are expected to have freed what
-/// the head still lacks there: per node, pods in order of expected end (now for a pod whose
-/// start or whose group's runtime is unknown) until the lack is covered; the latest node.
+/// the head still lacks there (the latest such node), and pods anywhere what its queue's
+/// budget could not hold ([`Room::short`], with what the nodes lack: the budget grows by what
+/// ends anywhere). A pod whose start or whose group's runtime is unknown may end any moment.
 fn shadow_time(state: &State, room: &Room, now: i64) -> i64 {
-    let lacking: FxHashMap<&str, &Resources> = room
-        .lacking
-        .iter()
-        .filter(|(_, lack)| !lack.is_empty())
-        .map(|(at, lack)| (room.names[*at], lack))
-        .collect();
-    let mut ends: FxHashMap<&str, Vec<(i64, &Resources)>> = FxHashMap::default();
-    for (node, pod) in lacking
-        .keys()
-        .flat_map(|&node| state.pods_on(node).iter().map(move |p| (node, p)))
-    {
+    let end = |pod: &Pod| {
         let runtime = GroupKey::of(pod)
             .and_then(|k| state.groups.get(&k))
             .and_then(|g| g.spec.as_ref())
             .and_then(|s| s.expected_runtime)
             .map(seconds);
-        let end = match (pod.started, runtime) {
+        match (pod.started, runtime) {
             (Some(started), Some(runtime)) => started.saturating_add(runtime).max(now),
             _ => now,
-        };
-        ends.entry(node).or_default().push((end, &pod.requests));
-    }
-    let mut shadow = now;
-    for (node, lack) in lacking {
-        let mut pods = ends.remove(node).unwrap_or_default();
-        pods.sort_by_key(|(end, _)| *end);
-        let mut freed = Resources::new();
-        let mut at = now;
-        for (end, requests) in pods {
-            if lack.fits_in(&freed) {
-                break;
-            }
-            freed.add(requests);
-            at = end;
         }
-        shadow = shadow.max(at);
+    };
+    let ending = |nodes: &mut dyn Iterator<Item = &str>| -> Vec<(i64, &Resources)> {
+        nodes
+            .flat_map(|node| state.pods_on(node))
+            .map(|pod| (end(pod), &pod.requests))
+            .collect()
+    };
+    let mut shadow = now;
+    for (at, lack) in room.lacking.iter().filter(|(_, lack)| !lack.is_empty()) {
+        let pods = ending(&mut std::iter::once(room.names[*at]));
+        shadow = shadow.max(freed_by(pods, lack, now));
+    }
+    if !room.short.is_empty() {
+        let mut lack = room.short.clone();
+        room.lacking.iter().for_each(|(_, l)| lack.add(l));
+        let pods = ending(&mut room.names.iter().copied());
+        shadow = shadow.max(freed_by(pods, &lack, now));
     }
     shadow
+}
+
+/// When `pods` (expected end, requests), ending in order, have freed `lack`: the end of the
+/// last one needed (of the last one, if they never free it all).
+fn freed_by(mut pods: Vec<(i64, &Resources)>, lack: &Resources, now: i64) -> i64 {
+    pods.sort_by_key(|(end, _)| *end);
+    let mut freed = Resources::new();
+    let mut at = now;
+    for (end, requests) in pods {
+        if lack.fits_in(&freed) {
+            break;
+        }
+        freed.add(requests);
+        at = end;
+    }
+    at
 }
 
 /// Per queue (by slot): the slots of its ancestors, nearest first. A parent that does not
@@ -2184,6 +2192,39 @@ mod tests {
             vec![("n2".into(), Resources::from([("cpu", 2_000), ("pods", 1)]))],
             "quick took 2 of the 4 CPUs held"
         );
+    }
+
+    /// Queue `q` runs `busy` (all 8 CPUs of n1, for another `left` seconds) and has `big` (8
+    /// CPUs) and `quick` (2 CPUs for 30 s) waiting; n2 is free, but queue `g`'s unused
+    /// guarantee keeps 4 of its CPUs: big is short of budget, not of room on its node.
+    fn big_waits_for_budget(left: u64) -> Decision {
+        let mut s = cluster();
+        node(&mut s, "n2", 8_000);
+        s.apply_queue(Queue {
+            guarantee: Resources::from([("cpu", 4_000)]),
+            ..Queue::new("g")
+        });
+        group_in(&mut s, "busy", 1, "q");
+        running(&mut s, "busy-0", Some("busy"), "n1", 8_000, NOW - 50);
+        expect_runtime(&mut s, "busy", 50 + left);
+        gang(&mut s, "big", "q", 1, 8_000, NOW - 300);
+        gang(&mut s, "quick", "q", 1, 2_000, NOW - 100);
+        expect_runtime(&mut s, "quick", 30);
+        decide_at(&s, &|_| false, NOW)
+    }
+
+    #[test]
+    fn a_head_short_of_its_queues_budget_lends_what_it_holds_until_enough_is_expected_to_end() {
+        let d = big_waits_for_budget(50);
+        assert_eq!(d.hold.as_ref().map(|h| &*h.group.name), Some("big"));
+        assert_eq!(
+            admitted(&d),
+            vec!["quick"],
+            "busy ends in 50 s, quick in 30"
+        );
+        let d = big_waits_for_budget(10);
+        assert!(d.admit.is_empty(), "busy ends in 10 s: {d:?}");
+        assert_eq!(reason(&d, "quick"), Reason::BehindReservation);
     }
 
     #[test]

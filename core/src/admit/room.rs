@@ -33,6 +33,10 @@ pub(super) struct Room<'s> {
     /// Per node of the reservation: what the head's members assigned there still lack (their
     /// requests beyond what is free now), i.e. what must free up before the head can start.
     pub lacking: Vec<(usize, Resources)>,
+    /// What the head's members found free on their nodes but could not hold, because the
+    /// queue's budget (free room less other queues' unused guarantees) ran out: what must
+    /// free up anywhere, besides `lacking`, before the head can start.
+    pub short: Resources,
     /// Per pod shape (requests) seen in this pass: the first node that may still fit it. Room
     /// only shrinks during a pass, so nodes before it stay too full for that shape, and a
     /// shape whose cursor reached the end fits nowhere, nor does any pod asking at least as
@@ -76,6 +80,7 @@ impl<'s> Room<'s> {
             held: Vec::new(),
             held_total: Resources::new(),
             lacking: Vec::new(),
+            short: Resources::new(),
             cursors: Vec::new(),
             available: vec![None; queues],
         };
@@ -313,6 +318,7 @@ impl<'s> Room<'s> {
         let mut held: Vec<(usize, Resources)> = Vec::new();
         let mut free: Vec<(usize, Resources)> = Vec::new();
         let mut lacking: Vec<(usize, Resources)> = Vec::new();
+        let mut short = Resources::new();
         for pod in pods {
             let mut best: Option<(usize, Preference)> = None;
             for at in 0..self.nodes.len() {
@@ -338,6 +344,7 @@ impl<'s> Room<'s> {
             let here = at_least_zero(find(&free, at).unwrap_or(&self.nodes[at])).min_of(pod);
             let taken = here.min_of(&budget);
             budget.sub(&taken);
+            short.add(&here.minus(&taken));
             let left = find(&capacity, at)
                 .unwrap_or(self.allocatable[at])
                 .minus(pod);
@@ -364,6 +371,7 @@ impl<'s> Room<'s> {
         lacking.sort_by_key(|(at, _)| *at);
         self.held = held;
         self.lacking = lacking;
+        self.short = at_least_zero(&short);
         true
     }
 }
