@@ -3,7 +3,8 @@
 # fixed budget of differential fuzzing against Kubernetes' own code, the Helm chart's lint and
 # its agreement with manifests/, then the end-to-end suite on the local control plane (built
 # from Go modules on first use, set up from the chart), and its gang and operator tests again on
-# a cluster whose scheduler sends every pod to Gangplank.
+# a cluster whose scheduler sends every pod to Gangplank; last, the demo (the README's first
+# command) on a cluster of its own, and a check of the report it leaves.
 # Options after the script name are passed to e2e/test (for example --nodes 8).
 set -euo pipefail
 cd "$(dirname "$0")"
@@ -31,3 +32,7 @@ e2e/test --mode all-pods "$@" -- \
   gangs::two_gangs_each_needing_sixty_percent_run_one_after_the_other_whole \
   gangs::an_elastic_gang_of_four_to_eight_on_room_for_six_gets_six \
   operators::
+step "the demo (e2e/demo, what ./demo.sh runs) and its report (scripts/check-demo)"
+e2e/demo
+scripts/check-demo
+e2e/down

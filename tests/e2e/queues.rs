@@ -10,7 +10,7 @@ use gangplank::api::{PodGroup, Queue, QueueSpec};
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::scheduling::v1::PriorityClass;
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
-use kube::api::{DeleteParams, PostParams};
+use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 use kube::{Api, Client};
 use serde_json::json;
 
@@ -1096,6 +1096,77 @@ async fn small_jobs_backfill_around_a_waiting_large_gang_without_delaying_it() {
     .await;
     ns.delete().await;
     delete_queue(&cluster.client, &queue).await;
+}
+
+#[tokio::test]
+#[ignore = "needs the local control plane: run e2e/test"]
+async fn a_short_job_runs_in_a_waiting_gangs_reservation_when_it_ends_before_that_gang_could_start()
+{
+    let cluster = Cluster::connect().await;
+    let queue = create_queue(&cluster.client, "lend", QueueSpec::default()).await;
+    let _guard = QueueGuard(queue.clone());
+    let ns = cluster.namespace("queues-lend").await;
+    let pods = ns.api::<Pod>();
+    let groups = ns.api::<PodGroup>();
+    // 24 of the 32 CPUs of each of the 4 nodes, for 40 s, as its PodGroup says.
+    create_gang(&ns, &queue, "fill", 4, 24, Some("40s"), None).await;
+    expect_runtime(&groups, "fill", 40).await;
+    eventually("the filler bound", 30, || async {
+        (bound(&pods, "fill").await == 4).then_some(())
+    })
+    .await;
+    create_gang(&ns, &queue, "big", 2, 32, None, None).await;
+    eventually("the large gang heading the line", 30, || async {
+        let (reason, _) = not_admitted(&groups, "big").await?;
+        (reason == "Reserved").then_some(())
+    })
+    .await;
+    // The 8 CPUs left on the two nodes big does not hold, taken for longer than the filler.
+    create_gang(&ns, &queue, "side", 2, 8, Some("90s"), None).await;
+    eventually("jobs beside the reservation running", 30, || async {
+        (bound(&pods, "side").await == 2).then_some(())
+    })
+    .await;
+    // 5 s ends well before the filler's 40 s; 90 s does not.
+    create_gang(&ns, &queue, "quick", 1, 4, Some("5s"), None).await;
+    expect_runtime(&groups, "quick", 5).await;
+    create_gang(&ns, &queue, "slow", 1, 4, Some("90s"), None).await;
+    expect_runtime(&groups, "slow", 90).await;
+    let note = eventually("the short job lent reserved room", 30, || async {
+        let events = events_about(&cluster.client, &ns.name, "quick").await;
+        events.get("Backfilled").cloned()
+    })
+    .await;
+    let head = format!("reserved for {}/big", ns.name);
+    assert!(note.contains(&head), "{note}");
+    assert_eq!(
+        bound(&pods, "big").await,
+        0,
+        "big still waits for the filler"
+    );
+    let (reason, _) = not_admitted(&groups, "slow").await.expect("slow waits");
+    assert_eq!(reason, "BehindReservation");
+    eventually("the filler to finish", 60, || async {
+        (finished(&pods, "fill").await == 4).then_some(())
+    })
+    .await;
+    eventually(
+        "the large gang bound within 20 s of the filler finishing",
+        20,
+        || async { (bound(&pods, "big").await == 2).then_some(()) },
+    )
+    .await;
+    ns.delete().await;
+    delete_queue(&cluster.client, &queue).await;
+}
+
+/// Sets the PodGroup's `expectedRuntimeSeconds`.
+async fn expect_runtime(groups: &Api<PodGroup>, name: &str, seconds: i32) {
+    let patch = json!({"spec": {"expectedRuntimeSeconds": seconds}});
+    groups
+        .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .unwrap_or_else(|e| panic!("failed to set {name}'s expected runtime: {e}"));
 }
 
 /// How many of `ns`'s pods starting with `prefix` have succeeded or failed.
