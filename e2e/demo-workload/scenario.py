@@ -18,7 +18,7 @@
           (batch.gangplank.dev: a PyTorch master and three workers, the pytorch plugin)
   urgent  a research job of higher priority preempts research's own lower-priority gangs
 
-Each job is a batch/v1 Job whose pods finish after `runs` (kwok's completion stage), in a
+Each job is an Indexed batch/v1 Job whose pods finish after `runs` (kwok's completion stage), in a
 PodGroup written out with that runtime as `expectedRuntimeSeconds` (so Gangplank can tell when
 a reservation's room frees, and which short jobs finish before it does). Nodes: 16 of 8 GPUs
 and 32 CPUs (e2e/demo starts them).
@@ -57,9 +57,13 @@ def job(ns, name, queue, pods, runs, gpu=1, cpu=2, min_member=None, priority=Non
         "apiVersion": "batch/v1", "kind": "Job",
         "metadata": {"name": name, "namespace": ns},
         "spec": {
-            "parallelism": pods, "completions": pods, "backoffLimit": 3,
-            # An evicted pod (reclaim, preemption) does not count as a failure; the Job
-            # controller makes it again after its usual backoff.
+            # Indexed, with a backoff per index: the Job controller makes an evicted pod
+            # (reclaim, preemption) again 10 s later. With one backoff for the whole Job, each
+            # failed pod doubles the delay (up to 10 minutes), and a gang evicted whole would
+            # be back only after the demo.
+            "parallelism": pods, "completions": pods, "completionMode": "Indexed",
+            "backoffLimitPerIndex": 3,
+            # An evicted pod does not count as a failure.
             "podFailurePolicy": {"rules": [{"action": "Ignore",
                                             "onPodConditions": [{"type": "DisruptionTarget"}]}]},
             "template": {
