@@ -5,8 +5,9 @@
           analytics weight 1), their namespaces, a PriorityClass for urgent jobs, and a plain
           web Deployment Gangplank never sees
   start   research fills the idle cluster (two 32-GPU pretraining gangs, a 16-GPU fine-tune,
-          an elastic search of 8 to 12 GPUs), production runs two 8-GPU jobs (within its
-          guarantee, whose unused part research may not take): 4 GPUs stay free for research
+          an elastic search of 8 to 12 GPUs), production runs an ETL gang of 64 CPU pods and
+          an 8-GPU job (within its guarantee, whose unused part research may not take): 4 GPUs
+          stay free for research
   line    research's second 16-GPU fine-tune does not fit: it heads the line and holds a
           reservation of the 4 free GPUs, lacking 12 that run jobs expected to end in a minute
   sweeps  two short research sweeps of 4 GPUs: the 20-second one finishes before the fine-tune
@@ -34,8 +35,8 @@ def doc(obj):
 
 
 def job(ns, name, queue, pods, runs, gpu=1, cpu=2, min_member=None, priority=None):
-    """A Job of `pods` pods of `gpu` GPUs that run `runs` seconds, in a PodGroup of its own:
-    elastic when `min_member` is below `pods`."""
+    """A Job of `pods` pods of `gpu` GPUs (none: a CPU job) that run `runs` seconds, in a
+    PodGroup of its own: elastic when `min_member` is below `pods`."""
     spec = {"minMember": min_member or pods, "queue": queue, "expectedRuntimeSeconds": runs}
     if min_member is not None:
         spec["maxMember"] = pods
@@ -45,11 +46,13 @@ def job(ns, name, queue, pods, runs, gpu=1, cpu=2, min_member=None, priority=Non
     # made from it, and this one is written out.
     template_labels = {"scheduling.gangplank.dev/queue": queue,
                        "scheduling.gangplank.dev/pod-group": name}
+    resources = {"requests": {"cpu": str(cpu), "memory": "8Gi" if gpu else "2Gi"}}
+    if gpu:
+        resources["requests"][GPU] = str(gpu)
+        resources["limits"] = {GPU: str(gpu)}
     pod_spec = {
         "restartPolicy": "Never",
-        "containers": [{"name": "main", "image": f"{name}:demo", "resources": {
-            "requests": {"cpu": str(cpu), "memory": "8Gi", GPU: str(gpu)},
-            "limits": {GPU: str(gpu)}}}],
+        "containers": [{"name": "main", "image": f"{name}:demo", "resources": resources}],
     }
     if priority:
         pod_spec["priorityClassName"] = priority
@@ -128,7 +131,7 @@ WAVES = {
         *job("research", "pretrain-b", "research", 32, 170),
         *job("research", "finetune-1", "research", 16, 60),
         *job("research", "hpo", "research", 12, 150, min_member=8),
-        *job("production", "etl", "production", 8, 70),
+        *job("production", "etl", "production", 64, 70, gpu=0, cpu=1),
         *job("production", "serve-batch", "production", 8, 130),
     ],
     "line": lambda: [
