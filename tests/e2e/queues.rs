@@ -1144,8 +1144,15 @@ async fn a_short_job_runs_in_a_waiting_gangs_reservation_when_it_ends_before_tha
         0,
         "big still waits for the filler"
     );
-    let (reason, _) = not_admitted(&groups, "slow").await.expect("slow waits");
-    assert_eq!(reason, "BehindReservation");
+    eventually(
+        "the longer job waiting behind the reservation",
+        30,
+        || async {
+            let (reason, _) = not_admitted(&groups, "slow").await?;
+            (reason == "BehindReservation").then_some(())
+        },
+    )
+    .await;
     eventually("the filler to finish", 60, || async {
         (finished(&pods, "fill").await == 4).then_some(())
     })
