@@ -61,9 +61,9 @@ def job(ns, name, queue, pods, runs, gpu=1, cpu=2, min_member=None, priority=Non
         "metadata": {"name": name, "namespace": ns},
         "spec": {
             # Indexed, with a backoff per index: the Job controller makes an evicted pod
-            # (reclaim, preemption) again 10 s later. With one backoff for the whole Job, each
-            # failed pod doubles the delay (up to 10 minutes), and a gang evicted whole would
-            # be back only after the demo.
+            # (reclaim, preemption) again within seconds. With one backoff for the whole Job,
+            # each failed pod doubles the delay (up to 10 minutes), and a gang evicted whole
+            # would be back only after the demo.
             "parallelism": pods, "completions": pods, "completionMode": "Indexed",
             "backoffLimitPerIndex": 3,
             # An evicted pod does not count as a failure.
