@@ -103,14 +103,30 @@ impl Standby {
     }
 
     /// SIGTERM, and wait for it to exit: a graceful stop gives the Lease up.
+    /// A standby that has not exited within [`STOP_DEADLINE`] is killed and the test fails.
     fn stop(mut self) {
         let pid = self.child.id().to_string();
         let status = Command::new("kill").args(["-TERM", &pid]).status().unwrap();
         assert!(status.success());
-        let exited = self.child.wait().unwrap();
+        let deadline = std::time::Instant::now() + STOP_DEADLINE;
+        let exited = loop {
+            if let Some(exited) = self.child.try_wait().unwrap() {
+                break exited;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "{} did not exit within {STOP_DEADLINE:?} of SIGTERM (see its log)",
+                self.identity
+            );
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        };
         assert!(exited.success(), "the standby exited with {exited}");
     }
 }
+
+/// How long a standby may take to exit after SIGTERM: the extender's grace for requests in
+/// flight (`server::SHUTDOWN_GRACE`, 20 s) and the Lease given up, with room to spare.
+const STOP_DEADLINE: std::time::Duration = std::time::Duration::from_secs(60);
 
 impl Drop for Standby {
     fn drop(&mut self) {
