@@ -1027,20 +1027,8 @@ async fn small_jobs_backfill_around_a_waiting_large_gang_without_delaying_it() {
     let ns = cluster.namespace("queues-backfill").await;
     let pods = ns.api::<Pod>();
     let groups = ns.api::<PodGroup>();
-    // 24 of the 32 CPUs of each of the 4 nodes, for 20 s: 8 CPUs free on each.
-    create_gang(&ns, &queue, "fill", 4, 24, Some("20s"), None).await;
-    eventually("the filler bound", 30, || async {
-        (bound(&pods, "fill").await == 4).then_some(())
-    })
-    .await;
-    // Two whole nodes: it waits for the filler, and heads the line holding the free room of
-    // two nodes.
-    create_gang(&ns, &queue, "big", 2, 32, None, None).await;
-    eventually("the large gang heading the line", 30, || async {
-        let (reason, _) = not_admitted(&groups, "big").await?;
-        (reason == "Reserved").then_some(())
-    })
-    .await;
+    // A filler of 20 s, whose runtime admission does not know.
+    large_gang_heads_the_line_behind_a_filler(&ns, &queue, 20, false).await;
     // Small jobs that run for a minute, younger than the large gang: the four that fit beside
     // its reservation run now; the rest would fit in the reserved room and wait behind it.
     // Every other one is a pod of the queue in no group, which the extender must keep out of
@@ -1108,19 +1096,8 @@ async fn a_short_job_runs_in_a_waiting_gangs_reservation_when_it_ends_before_tha
     let ns = cluster.namespace("queues-lend").await;
     let pods = ns.api::<Pod>();
     let groups = ns.api::<PodGroup>();
-    // 24 of the 32 CPUs of each of the 4 nodes, for 40 s, as its PodGroup says.
-    create_gang(&ns, &queue, "fill", 4, 24, Some("40s"), None).await;
-    expect_runtime(&groups, "fill", 40).await;
-    eventually("the filler bound", 30, || async {
-        (bound(&pods, "fill").await == 4).then_some(())
-    })
-    .await;
-    create_gang(&ns, &queue, "big", 2, 32, None, None).await;
-    eventually("the large gang heading the line", 30, || async {
-        let (reason, _) = not_admitted(&groups, "big").await?;
-        (reason == "Reserved").then_some(())
-    })
-    .await;
+    // A filler of 40 s, as its PodGroup says.
+    large_gang_heads_the_line_behind_a_filler(&ns, &queue, 40, true).await;
     // The 8 CPUs left on the two nodes big does not hold, taken for longer than the filler.
     create_gang(&ns, &queue, "side", 2, 8, Some("90s"), None).await;
     eventually("jobs beside the reservation running", 30, || async {
@@ -1165,6 +1142,34 @@ async fn a_short_job_runs_in_a_waiting_gangs_reservation_when_it_ends_before_tha
     .await;
     ns.delete().await;
     delete_queue(&cluster.client, &queue).await;
+}
+
+/// Fills 24 of the 32 CPUs of each of the 4 nodes with gang `fill` for `seconds` (its
+/// PodGroup's `expectedRuntimeSeconds` too when `declared`), then creates gang `big` of two
+/// whole nodes: it waits for the filler, and heads the line holding the free room of two
+/// nodes.
+async fn large_gang_heads_the_line_behind_a_filler(
+    ns: &TestNamespace,
+    queue: &str,
+    seconds: i32,
+    declared: bool,
+) {
+    let pods = ns.api::<Pod>();
+    let groups = ns.api::<PodGroup>();
+    create_gang(ns, queue, "fill", 4, 24, Some(&format!("{seconds}s")), None).await;
+    if declared {
+        expect_runtime(&groups, "fill", seconds).await;
+    }
+    eventually("the filler bound", 30, || async {
+        (bound(&pods, "fill").await == 4).then_some(())
+    })
+    .await;
+    create_gang(ns, queue, "big", 2, 32, None, None).await;
+    eventually("the large gang heading the line", 30, || async {
+        let (reason, _) = not_admitted(&groups, "big").await?;
+        (reason == "Reserved").then_some(())
+    })
+    .await;
 }
 
 /// Sets the PodGroup's `expectedRuntimeSeconds`.

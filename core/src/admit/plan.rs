@@ -832,22 +832,21 @@ fn shadow_time(state: &State, room: &Room, now: i64) -> i64 {
             _ => now,
         }
     };
-    let ending = |nodes: &mut dyn Iterator<Item = &str>| -> Vec<(i64, &Resources)> {
+    let ending = |nodes: &[&str]| -> Vec<(i64, &Resources)> {
         nodes
+            .iter()
             .flat_map(|node| state.pods_on(node))
             .map(|pod| (end(pod), &pod.requests))
             .collect()
     };
     let mut shadow = now;
     for (at, lack) in room.lacking.iter().filter(|(_, lack)| !lack.is_empty()) {
-        let pods = ending(&mut std::iter::once(room.names[*at]));
-        shadow = shadow.max(freed_by(pods, lack, now));
+        shadow = shadow.max(freed_by(ending(&[room.names[*at]]), lack, now));
     }
     if !room.short.is_empty() {
         let mut lack = room.short.clone();
         room.lacking.iter().for_each(|(_, l)| lack.add(l));
-        let pods = ending(&mut room.names.iter().copied());
-        shadow = shadow.max(freed_by(pods, &lack, now));
+        shadow = shadow.max(freed_by(ending(&room.names), &lack, now));
     }
     shadow
 }
