@@ -1,5 +1,5 @@
 //! Events on Jobs, pods and PodGroups, rate-limited: written by the controller and by the
-//! admission loop's evictions.
+//! admission loop (its evictions and its backfills).
 //!
 //! The same Event (same object, reason and message) is emitted at most once per
 //! [`REPEAT_AFTER`] (so a flapping group does not repeat itself either), and at most
