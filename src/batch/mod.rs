@@ -22,7 +22,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures::{StreamExt, TryStreamExt};
+use futures::{FutureExt, StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret, Service};
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
@@ -165,16 +165,33 @@ pub async fn run(client: Client, census: Census, shutdown: CancellationToken) {
             }
         }
     };
+    // kube's runner never ends when it is stopped before its Job store is ready (it waits for
+    // a list the shutdown has already cut off); with no list there is no reconcile in flight.
+    let stopped_before_first_list = {
+        let (jobs, shutdown) = (context.jobs.clone(), shutdown.clone());
+        async move {
+            shutdown.cancelled().await;
+            if jobs.wait_until_ready().now_or_never().is_some() {
+                std::future::pending::<()>().await;
+            }
+        }
+    };
     let reconciling = controller
         .owns_stream(pod_events)
         .owns_stream(group_events)
-        .graceful_shutdown_on(shutdown.cancelled_owned())
+        .graceful_shutdown_on(shutdown.clone().cancelled_owned())
         .run(reconcile, error_policy, context)
         .for_each(|result| async move {
             if let Err(e) = result {
                 tracing::debug!(error = %e, "batch job reconcile");
             }
         });
+    let reconciling = async {
+        tokio::select! {
+            () = reconciling => {}
+            () = stopped_before_first_list => {}
+        }
+    };
     tokio::join!(reconciling, counting);
     census.set(BTreeMap::new());
 }
@@ -429,5 +446,35 @@ fn ignore_missing<T>(result: Result<T, kube::Error>) -> Result<(), kube::Error> 
         Ok(_) => Ok(()),
         Err(kube::Error::Api(e)) if e.code == 404 => Ok(()),
         Err(e) => Err(e),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A client whose API server accepts every request and never answers it, as one does that
+    /// is still listing when the leader it serves is told to stop.
+    fn a_client_that_never_hears_back() -> Client {
+        let service = tower::service_fn(|_: http::Request<kube::client::Body>| {
+            std::future::pending::<Result<http::Response<kube::client::Body>, std::io::Error>>()
+        });
+        Client::new(service, "default")
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_controller_stops_at_shutdown_even_before_its_first_list_of_jobs_has_arrived() {
+        let shutdown = CancellationToken::new();
+        let running = tokio::spawn(run(
+            a_client_that_never_hears_back(),
+            Census::default(),
+            shutdown.clone(),
+        ));
+        tokio::task::yield_now().await;
+        shutdown.cancel();
+        tokio::time::timeout(Duration::from_secs(60), running)
+            .await
+            .expect("the batch Job controller did not stop within 60 s of shutdown")
+            .unwrap();
     }
 }
