@@ -20,6 +20,7 @@ pub mod extender;
 pub mod health;
 pub mod leader;
 pub mod metrics;
+pub mod parts;
 pub mod server;
 pub mod telemetry;
 pub mod tls;

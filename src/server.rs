@@ -9,7 +9,8 @@
 //! One [`CancellationToken`] is the shutdown signal for everything: the watch loops stop, the
 //! metrics server stops accepting, and the extender and webhook servers stop accepting and give
 //! open requests [`SHUTDOWN_GRACE`] to finish (a bind in flight should complete rather than be
-//! cut). If any part fails (a port already taken, unreadable certificates, the admission loop
+//! cut); whatever still runs [`SHUTDOWN_DEADLINE`] after the signal is named in an error and
+//! left behind ([`crate::parts`]). If any part fails (a port already taken, unreadable certificates, the admission loop
 //! or the controller ending or panicking), the token is cancelled too, so the process exits
 //! instead of running half-alive.
 
@@ -26,10 +27,16 @@ use crate::cache::{self, Cache};
 use crate::config::ServeArgs;
 use crate::connections::Limited;
 use crate::extender::{self, Capture, Extender, KubeBinder, Permits};
+use crate::parts::Parts;
 use crate::{admission_loop, batch, controller, health, leader, metrics, tls, webhooks};
 
 /// How long open extender requests may run after the shutdown signal.
 pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(20);
+
+/// How long the whole process may take to stop after the shutdown signal before it exits
+/// with an error naming the parts still running: the extender's grace plus time to give the
+/// Lease up, within the kubelet's default grace of 30 s.
+pub const SHUTDOWN_DEADLINE: Duration = Duration::from_secs(25);
 
 /// How long the admission loop may go without waking before `/livez` fails: it wakes at least
 /// every 5 s, and a pass takes seconds at 100,000 pods.
@@ -132,6 +139,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     )
     .merge(metrics::router(prometheus.clone(), queue_series));
 
+    let parts = Parts::default();
     let leading = lead(
         Leader {
             elector: args
@@ -148,36 +156,59 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
             permits,
             heartbeats: [admission_beat, controller_beat],
             census,
+            parts: parts.clone(),
         },
         &shutdown,
     );
-    let ((), watch, webhook_watch, upkeep, leading, metrics_server, webhook_server) = tokio::join!(
-        mirror.run(shutdown.clone()),
-        cache::watch::run(client.clone(), changes.clone(), shutdown.clone()),
-        stores.run(store_writers, client, changes, shutdown.clone()),
-        metrics::run_upkeep(prometheus, shutdown.clone()),
-        cancel_on_error(leading, &shutdown),
-        cancel_on_error(
-            serve_plain(args.metrics_addr, metrics_router, shutdown.clone()),
-            &shutdown
-        ),
-        cancel_on_error(
-            serve(
-                "webhooks",
-                args.webhook_addr,
-                webhook_router,
-                args.webhook_tls(),
-                Bounds::SERVE,
-                axum_server::Handle::new(),
-                shutdown.clone()
+    let serving = async {
+        let ((), watch, webhook_watch, upkeep, leading, metrics_server, webhook_server) = tokio::join!(
+            parts.run("cache mirror", mirror.run(shutdown.clone())),
+            parts.run(
+                "cache watches",
+                cache::watch::run(client.clone(), changes.clone(), shutdown.clone())
             ),
-            &shutdown
-        ),
-    );
-    let ((), (), ()) = (watch, webhook_watch, upkeep);
-    leading?;
-    metrics_server.context("metrics server failed")?;
-    webhook_server.context("webhook server failed")?;
+            parts.run(
+                "webhook watches",
+                stores.run(store_writers, client, changes, shutdown.clone())
+            ),
+            parts.run(
+                "metrics upkeep",
+                metrics::run_upkeep(prometheus, shutdown.clone())
+            ),
+            parts.run("leadership", cancel_on_error(leading, &shutdown)),
+            parts.run(
+                "metrics server",
+                cancel_on_error(
+                    serve_plain(args.metrics_addr, metrics_router, shutdown.clone()),
+                    &shutdown
+                )
+            ),
+            parts.run(
+                "webhook server",
+                cancel_on_error(
+                    serve(
+                        "webhooks",
+                        args.webhook_addr,
+                        webhook_router,
+                        args.webhook_tls(),
+                        Bounds::SERVE,
+                        axum_server::Handle::new(),
+                        shutdown.clone()
+                    ),
+                    &shutdown
+                )
+            ),
+        );
+        let ((), (), ()) = (watch, webhook_watch, upkeep);
+        leading?;
+        metrics_server.context("metrics server failed")?;
+        webhook_server.context("webhook server failed")?;
+        anyhow::Ok(())
+    };
+    tokio::select! {
+        result = serving => result?,
+        error = parts.overdue(&shutdown, SHUTDOWN_DEADLINE) => return Err(error),
+    }
     tracing::info!("stopped");
     Ok(())
 }
@@ -198,6 +229,7 @@ struct Leader {
     /// The admission loop's and the controller's: beaten while a term runs, idle between.
     heartbeats: [Arc<health::Heartbeat>; 2],
     census: batch::Census,
+    parts: Parts,
 }
 
 /// Leads whenever this replica holds the Lease, until shutdown: waits for it, runs a term
@@ -278,26 +310,42 @@ async fn term(
         );
         lost
     };
+    let parts = &leader.parts;
     let (lost, (), admission_loop, controller_loop, batch_loop, extender_server) = tokio::join!(
-        holding,
-        extender::expiry::run(leader.cache.ledger(), term.clone()),
-        cancel_on_error(supervise("admission loop", admission_loop, &term), shutdown),
-        cancel_on_error(supervise("controller", controller_loop, &term), shutdown),
-        cancel_on_error(
-            supervise("batch job controller", batch_loop, &term),
-            shutdown
+        parts.run("lease", holding),
+        parts.run(
+            "claim expiry",
+            extender::expiry::run(leader.cache.ledger(), term.clone())
         ),
-        cancel_on_error(
-            serve(
-                "extender",
-                leader.extender_addr,
-                leader.extender_router.clone(),
-                leader.extender_tls.clone(),
-                Bounds::SERVE,
-                axum_server::Handle::new(),
-                term.clone()
-            ),
-            shutdown
+        parts.run(
+            "admission loop",
+            cancel_on_error(supervise("admission loop", admission_loop, &term), shutdown)
+        ),
+        parts.run(
+            "controller",
+            cancel_on_error(supervise("controller", controller_loop, &term), shutdown)
+        ),
+        parts.run(
+            "batch job controller",
+            cancel_on_error(
+                supervise("batch job controller", batch_loop, &term),
+                shutdown
+            )
+        ),
+        parts.run(
+            "extender server",
+            cancel_on_error(
+                serve(
+                    "extender",
+                    leader.extender_addr,
+                    leader.extender_router.clone(),
+                    leader.extender_tls.clone(),
+                    Bounds::SERVE,
+                    axum_server::Handle::new(),
+                    term.clone()
+                ),
+                shutdown
+            )
         ),
     );
     for heartbeat in &leader.heartbeats {
