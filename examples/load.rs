@@ -13,7 +13,8 @@
 //! `spec.nodeName`). Around the timed part it reads the API server's own counters
 //! (`apiserver_request_total` and request seconds by verb and resource, with the 429s the
 //! API server's priority and fairness answered counted again apart, webhook calls by name)
-//! and the CPU seconds and peak resident memory of the processes named by `--pid`.
+//! and the CPU seconds and peak resident memory of the processes named by `--pid`, over the
+//! whole run and over the timed part alone (`scheduling_cpu_seconds`; the same for `live`).
 //!
 //! Output: one JSON line with all of it, for the comparison script.
 
@@ -121,7 +122,7 @@ async fn main() -> anyhow::Result<()> {
     );
     let deadline = started + Duration::from_secs(args.timeout);
 
-    let timed_from = if args.variant == "preloaded" {
+    let (timed_from, cpu_at_start) = if args.variant == "preloaded" {
         seen.wait(deadline, |s| s.known == args.pods && s.gated == 0)
             .await;
         if let Some(command) = &args.after_create {
@@ -130,9 +131,9 @@ async fn main() -> anyhow::Result<()> {
                 .status()?;
             anyhow::ensure!(status.success(), "--after-create failed: {status}");
         }
-        Instant::now()
+        (Instant::now(), processes.cpu_seconds())
     } else {
-        started
+        (started, cpu_before.clone())
     };
     let bound = seen
         .wait(deadline, |s| s.bound.len() == args.pods)
@@ -141,7 +142,9 @@ async fn main() -> anyhow::Result<()> {
         .len();
     let all_bound_seconds = timed_from.elapsed().as_secs_f64();
     let api = ApiCounters::read(&client).await?.minus(&api_before);
-    let cpu = processes.cpu_seconds().minus(&cpu_before);
+    let cpu_at_end = processes.cpu_seconds();
+    let scheduling_cpu = cpu_at_end.clone().minus(&cpu_at_start);
+    let cpu = cpu_at_end.minus(&cpu_before);
     let spread = seen.gang_spread_ms(gangs, args.gang_size);
 
     println!(
@@ -161,6 +164,7 @@ async fn main() -> anyhow::Result<()> {
             "api_seconds": api.seconds.into_iter().map(|(k, v)| (k, round(v))).collect::<BTreeMap<_, _>>(),
             "webhook_calls": api.webhooks,
             "cpu_seconds": cpu.0.into_iter().map(|(k, v)| (k, round(v))).collect::<BTreeMap<_, _>>(),
+            "scheduling_cpu_seconds": scheduling_cpu.0.into_iter().map(|(k, v)| (k, round(v))).collect::<BTreeMap<_, _>>(),
             "peak_rss_mib": processes.peak_rss_mib(),
         })
     );
@@ -372,6 +376,7 @@ impl ApiCounters {
 /// The processes named by `--pid`, read from /proc.
 struct Processes(Vec<(String, u32)>);
 
+#[derive(Clone)]
 struct CpuSeconds(BTreeMap<String, f64>);
 
 impl Processes {
