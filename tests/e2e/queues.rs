@@ -220,7 +220,20 @@ async fn two_queues_weighted_two_to_one_share_a_full_cluster_two_to_one_over_tim
         .unwrap();
     }
 
-    tokio::time::sleep(Duration::from_secs(10)).await;
+    eventually(
+        "the queues' gangs running on 90% of the 128 CPUs",
+        60,
+        || async {
+            let cpu = running_cpu_by_prefix(&pods).await;
+            let running: f64 = cpu
+                .iter()
+                .filter(|(k, _)| k != &"filler")
+                .map(|(_, v)| v)
+                .sum();
+            (running >= 0.9 * 128.0).then_some(())
+        },
+    )
+    .await;
     let mut samples = Vec::new();
     for _ in 0..7 {
         let cpu = running_cpu_by_prefix(&pods).await;
@@ -295,14 +308,12 @@ async fn capability_caps_a_queue_on_an_idle_cluster() {
         )),
         "{why}"
     );
-    for _ in 0..8 {
-        assert_eq!(
-            bound(&pods, "c").await,
-            4,
-            "the queue went over its capability"
-        );
-        tokio::time::sleep(Duration::from_secs(1)).await;
-    }
+    holds_for(
+        8,
+        "the queue within its capability (4 pods bound)",
+        async || bound(&pods, "c").await == 4,
+    )
+    .await;
     ns.delete().await;
     delete_queue(&cluster.client, &queue).await;
 }
@@ -378,14 +389,12 @@ async fn an_idle_queues_guarantee_stays_free_for_its_first_job() {
         (bound(&pods, "busy").await == 12).then_some(())
     })
     .await;
-    for _ in 0..5 {
-        tokio::time::sleep(Duration::from_secs(1)).await;
-        assert_eq!(
-            bound(&pods, "busy").await,
-            12,
-            "the busy queue took the idle queue's guarantee"
-        );
-    }
+    holds_for(
+        5,
+        "the idle queue's guarantee free (busy holds 12 pods)",
+        async || bound(&pods, "busy").await == 12,
+    )
+    .await;
     // A guarantee is room in all, not on particular nodes: members of 8 CPUs fit whatever
     // nodes the busy queue's 8-CPU pods left room on.
     let started = tokio::time::Instant::now();
