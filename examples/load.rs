@@ -62,7 +62,8 @@ struct Args {
     /// Shell command run once every pod exists and none is gated (preloaded: starts the scheduler).
     #[arg(long)]
     after_create: Option<String>,
-    /// NAME=PID of a process whose CPU seconds and peak memory to report (repeatable).
+    /// NAME=PID of a process whose CPU seconds and peak memory to report (repeatable), or
+    /// NAME=@FILE to read the PID from FILE at each reading (a process `--after-create` starts).
     #[arg(long = "pid")]
     pids: Vec<String>,
 }
@@ -374,7 +375,22 @@ impl ApiCounters {
 }
 
 /// The processes named by `--pid`, read from /proc.
-struct Processes(Vec<(String, u32)>);
+struct Processes(Vec<(String, Pid)>);
+
+/// A process ID, or the file that holds the current one.
+enum Pid {
+    Fixed(u32),
+    File(std::path::PathBuf),
+}
+
+impl Pid {
+    fn now(&self) -> Option<u32> {
+        match self {
+            Pid::Fixed(pid) => Some(*pid),
+            Pid::File(path) => std::fs::read_to_string(path).ok()?.trim().parse().ok(),
+        }
+    }
+}
 
 #[derive(Clone)]
 struct CpuSeconds(BTreeMap<String, f64>);
@@ -386,19 +402,29 @@ impl Processes {
             .map(|p| {
                 let (name, pid) = p
                     .split_once('=')
-                    .ok_or_else(|| anyhow::anyhow!("--pid {p}: expected NAME=PID"))?;
-                Ok((name.to_string(), pid.parse()?))
+                    .ok_or_else(|| anyhow::anyhow!("--pid {p}: expected NAME=PID or NAME=@FILE"))?;
+                let pid = match pid.strip_prefix('@') {
+                    Some(file) => Pid::File(file.into()),
+                    None => Pid::Fixed(pid.parse()?),
+                };
+                Ok((name.to_string(), pid))
             })
             .collect::<anyhow::Result<_>>()
             .map(Processes)
+    }
+
+    /// Each named process's ID now, leaving out those not running.
+    fn running(&self) -> impl Iterator<Item = (&String, u32)> {
+        self.0
+            .iter()
+            .filter_map(|(name, pid)| Some((name, pid.now()?)))
     }
 
     /// User plus system CPU seconds of each process (fields 14 and 15 of /proc/PID/stat, in
     /// clock ticks of 1/100 s, the value on every Linux this runs on).
     fn cpu_seconds(&self) -> CpuSeconds {
         CpuSeconds(
-            self.0
-                .iter()
+            self.running()
                 .filter_map(|(name, pid)| {
                     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
                     let after_name = &stat[stat.rfind(')')? + 2..];
@@ -413,8 +439,7 @@ impl Processes {
 
     /// Peak resident memory (VmHWM) of each process, in MiB.
     fn peak_rss_mib(&self) -> BTreeMap<String, u64> {
-        self.0
-            .iter()
+        self.running()
             .filter_map(|(name, pid)| {
                 let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
                 let kib: u64 = status
