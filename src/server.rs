@@ -317,21 +317,9 @@ async fn term(
             "claim expiry",
             extender::expiry::run(leader.cache.ledger(), term.clone())
         ),
-        parts.run(
-            "admission loop",
-            cancel_on_error(supervise("admission loop", admission_loop, &term), shutdown)
-        ),
-        parts.run(
-            "controller",
-            cancel_on_error(supervise("controller", controller_loop, &term), shutdown)
-        ),
-        parts.run(
-            "batch job controller",
-            cancel_on_error(
-                supervise("batch job controller", batch_loop, &term),
-                shutdown
-            )
-        ),
+        supervised(parts, "admission loop", admission_loop, &term, shutdown),
+        supervised(parts, "controller", controller_loop, &term, shutdown),
+        supervised(parts, "batch job controller", batch_loop, &term, shutdown),
         parts.run(
             "extender server",
             cancel_on_error(
@@ -368,6 +356,19 @@ async fn cancel_on_error<T>(
         shutdown.cancel();
     }
     result
+}
+
+/// [`supervise`]s one of a term's loops, counted in `parts` under its name while it runs.
+async fn supervised(
+    parts: &Parts,
+    name: &'static str,
+    task: tokio::task::JoinHandle<()>,
+    term: &CancellationToken,
+    shutdown: &CancellationToken,
+) -> anyhow::Result<()> {
+    parts
+        .run(name, cancel_on_error(supervise(name, task, term), shutdown))
+        .await
 }
 
 /// Waits for a background loop that should run until shutdown: one that ends before (it
