@@ -15,6 +15,9 @@
 //! API server's priority and fairness answered counted again apart, webhook calls by name)
 //! and the CPU seconds and peak resident memory of the processes named by `--pid`, over the
 //! whole run and over the timed part alone (`scheduling_cpu_seconds`; the same for `live`).
+//! Once all are bound it tallies the namespace's Events by component and reason (counting
+//! repeats), and the scheduler's `FailedScheduling` messages with digits hidden: what made the
+//! scheduler try a pod again.
 //!
 //! Output: one JSON line with all of it, for the comparison script.
 
@@ -147,6 +150,7 @@ async fn main() -> anyhow::Result<()> {
     let scheduling_cpu = cpu_at_end.clone().minus(&cpu_at_start);
     let cpu = cpu_at_end.minus(&cpu_before);
     let spread = seen.gang_spread_ms(gangs, args.gang_size);
+    let events = EventTally::of_namespace(&client, &ns_name).await?;
 
     println!(
         "{}",
@@ -167,6 +171,8 @@ async fn main() -> anyhow::Result<()> {
             "cpu_seconds": cpu.0.into_iter().map(|(k, v)| (k, round(v))).collect::<BTreeMap<_, _>>(),
             "scheduling_cpu_seconds": scheduling_cpu.0.into_iter().map(|(k, v)| (k, round(v))).collect::<BTreeMap<_, _>>(),
             "peak_rss_mib": processes.peak_rss_mib(),
+            "events": events.reasons,
+            "failed_scheduling": events.failures,
         })
     );
     Api::<Namespace>::all(client)
@@ -466,6 +472,61 @@ impl CpuSeconds {
                 })
                 .collect(),
         )
+    }
+}
+
+/// The load namespace's Events: occurrences by "component reason", and the
+/// `FailedScheduling` messages (digits replaced by `N`), with their occurrences.
+struct EventTally {
+    reasons: BTreeMap<String, u64>,
+    failures: BTreeMap<String, u64>,
+}
+
+impl EventTally {
+    async fn of_namespace(client: &Client, ns: &str) -> anyhow::Result<EventTally> {
+        let events: Api<k8s_openapi::api::core::v1::Event> = Api::namespaced(client.clone(), ns);
+        let mut tally = EventTally {
+            reasons: BTreeMap::new(),
+            failures: BTreeMap::new(),
+        };
+        let mut params = kube::api::ListParams::default().limit(1000);
+        loop {
+            let page = events.list(&params).await?;
+            for event in &page.items {
+                let times = event
+                    .series
+                    .as_ref()
+                    .and_then(|s| s.count)
+                    .or(event.count)
+                    .unwrap_or(1)
+                    .max(1) as u64;
+                let component = event
+                    .reporting_component
+                    .clone()
+                    .filter(|c| !c.is_empty())
+                    .or_else(|| event.source.as_ref().and_then(|s| s.component.clone()))
+                    .unwrap_or_default();
+                let reason = event.reason.clone().unwrap_or_default();
+                if reason == "FailedScheduling" {
+                    let message: String = event
+                        .message
+                        .as_deref()
+                        .unwrap_or_default()
+                        .chars()
+                        .map(|c| if c.is_ascii_digit() { 'N' } else { c })
+                        .collect();
+                    *tally.failures.entry(message).or_default() += times;
+                }
+                *tally
+                    .reasons
+                    .entry(format!("{component} {reason}"))
+                    .or_default() += times;
+            }
+            match page.metadata.continue_.filter(|c| !c.is_empty()) {
+                Some(token) => params = params.continue_token(&token),
+                None => return Ok(tally),
+            }
+        }
     }
 }
 
