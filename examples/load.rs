@@ -14,7 +14,8 @@
 //! (`apiserver_request_total` and request seconds by verb and resource, with the 429s the
 //! API server's priority and fairness answered counted again apart, webhook calls by name)
 //! and the CPU seconds and peak resident memory of the processes named by `--pid`, over the
-//! whole run and over the timed part alone (`scheduling_cpu_seconds`; the same for `live`).
+//! whole run and over the timed part alone (`scheduling_cpu_seconds` and
+//! `scheduling_api_requests`; the same for `live`).
 //! Once all are bound it tallies the namespace's Events by component and reason (counting
 //! repeats), and the scheduler's `FailedScheduling` messages with digits hidden: what made the
 //! scheduler try a pod again.
@@ -126,7 +127,7 @@ async fn main() -> anyhow::Result<()> {
     );
     let deadline = started + Duration::from_secs(args.timeout);
 
-    let (timed_from, cpu_at_start) = if args.variant == "preloaded" {
+    let (timed_from, cpu_at_start, api_at_start) = if args.variant == "preloaded" {
         seen.wait(deadline, |s| s.known == args.pods && s.gated == 0)
             .await;
         if let Some(command) = &args.after_create {
@@ -135,9 +136,10 @@ async fn main() -> anyhow::Result<()> {
                 .status()?;
             anyhow::ensure!(status.success(), "--after-create failed: {status}");
         }
-        (Instant::now(), processes.cpu_seconds())
+        let api_at_start = ApiCounters::read(&client).await?;
+        (Instant::now(), processes.cpu_seconds(), api_at_start)
     } else {
-        (started, cpu_before.clone())
+        (started, cpu_before.clone(), api_before.clone())
     };
     let bound = seen
         .wait(deadline, |s| s.bound.len() == args.pods)
@@ -145,7 +147,9 @@ async fn main() -> anyhow::Result<()> {
         .bound
         .len();
     let all_bound_seconds = timed_from.elapsed().as_secs_f64();
-    let api = ApiCounters::read(&client).await?.minus(&api_before);
+    let api_at_end = ApiCounters::read(&client).await?;
+    let scheduling_api = api_at_end.clone().minus(&api_at_start);
+    let api = api_at_end.minus(&api_before);
     let cpu_at_end = processes.cpu_seconds();
     let scheduling_cpu = cpu_at_end.clone().minus(&cpu_at_start);
     let cpu = cpu_at_end.minus(&cpu_before);
@@ -168,6 +172,7 @@ async fn main() -> anyhow::Result<()> {
             "api_requests": api.requests,
             "api_seconds": api.seconds.into_iter().map(|(k, v)| (k, round(v))).collect::<BTreeMap<_, _>>(),
             "webhook_calls": api.webhooks,
+            "scheduling_api_requests": scheduling_api.requests,
             "cpu_seconds": cpu.0.into_iter().map(|(k, v)| (k, round(v))).collect::<BTreeMap<_, _>>(),
             "scheduling_cpu_seconds": scheduling_cpu.0.into_iter().map(|(k, v)| (k, round(v))).collect::<BTreeMap<_, _>>(),
             "peak_rss_mib": processes.peak_rss_mib(),
@@ -294,7 +299,7 @@ impl Seen {
 }
 
 /// The API server's counters of requests (by verb and resource) and webhook calls (by name).
-#[derive(Default)]
+#[derive(Default, Clone)]
 struct ApiCounters {
     requests: BTreeMap<String, u64>,
     seconds: BTreeMap<String, f64>,
