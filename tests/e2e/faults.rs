@@ -366,7 +366,8 @@ async fn a_node_not_ready_under_a_running_gang_keeps_it_running_and_counted_but_
     let victim = wide_gang_running_on_all_four_nodes(&pods, &groups).await;
     let not_ready = NotReady::make(&nodes, &victim).await;
     // The node lifecycle controller taints it a moment after it saw the status; Gangplank,
-    // watching the same node, saw the status before.
+    // watching the same node, saw the status before, and a door for arrivals counted before
+    // that is shut until the next pass counts the node out.
     eventually("the node tainted not-ready", 60, || async {
         let taints = nodes.get(&victim).await.ok()?.spec?.taints?;
         taints

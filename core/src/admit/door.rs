@@ -9,7 +9,8 @@
 //! member of a gang whose `minMember` copies of it fit in the door is admitted, and the door
 //! shrinks by them until the next pass makes a new one. Recent arrivals are placed again in
 //! each new door (the pass may not see their members yet), so two passes never hand out the
-//! same room. Groups with a `topologyKey` (their domain is chosen at release), elastic groups
+//! same room. A node that stops taking pods, loses allocatable or leaves after the pass shuts
+//! the door until the next pass, so no gang is let in on room that is gone. Groups with a `topologyKey` (their domain is chosen at release), elastic groups
 //! and groups of a queue with a capability (on it or an ancestor) always take the gate.
 //!
 //! What an arrival costs if the estimate is wrong: members are estimated as copies of the first
@@ -36,6 +37,9 @@ pub struct Door {
     total: Resources,
     /// Queues a group may be admitted into on arrival.
     queues: BTreeSet<String>,
+    /// [`crate::model::Nodes::shrunk`] of the state the pass saw: once it has moved, some of
+    /// this room may be gone, and the door lets nobody in until the next pass.
+    nodes_shrunk: u64,
 }
 
 /// A gang admitted on arrival.
@@ -48,12 +52,24 @@ pub struct Arrival {
 }
 
 impl Door {
-    pub fn new(nodes: Vec<Resources>, total: Resources, queues: BTreeSet<String>) -> Door {
+    pub fn new(
+        nodes: Vec<Resources>,
+        total: Resources,
+        queues: BTreeSet<String>,
+        nodes_shrunk: u64,
+    ) -> Door {
         Door {
             nodes,
             total,
             queues,
+            nodes_shrunk,
         }
+    }
+
+    /// Whether the room was counted on the nodes as they are now (`nodes_shrunk` is
+    /// [`crate::model::Nodes::shrunk`] now).
+    pub fn counted_on_current_nodes(&self, nodes_shrunk: u64) -> bool {
+        self.nodes_shrunk == nodes_shrunk
     }
 
     /// Takes room for `need` in `queue`, if the door lets it in.
@@ -112,7 +128,12 @@ mod tests {
         let nodes: Vec<Resources> = nodes.iter().map(|&m| cpu(m)).collect();
         let mut total = Resources::new();
         nodes.iter().for_each(|n| total.add(n));
-        Door::new(nodes, total, queues.iter().map(|q| q.to_string()).collect())
+        Door::new(
+            nodes,
+            total,
+            queues.iter().map(|q| q.to_string()).collect(),
+            0,
+        )
     }
 
     #[test]

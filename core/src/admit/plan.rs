@@ -1160,7 +1160,7 @@ fn admit(state: &State, book: Book, shares: Shares, now: i64) -> Decision {
             .map(|(_, q)| q.name.clone())
             .collect();
         let (nodes, total) = pass.room.left_for_arrivals();
-        decision.door = Some(Door::new(nodes, total, queues));
+        decision.door = Some(Door::new(nodes, total, queues, state.nodes.shrunk()));
     }
     decision.queues = names.into_iter().zip(reports).collect();
     decision
@@ -1361,6 +1361,41 @@ mod tests {
         assert!(s.admit_on_arrival(&GroupKey::new("ns", "h"), "p", &cpu, later, 0));
     }
 
+    #[test]
+    fn a_node_that_goes_not_ready_after_the_pass_shuts_the_door_until_the_next_pass() {
+        let now = std::time::Instant::now();
+        let cpu = Resources::from([("cpu", 2_000), ("pods", 1)]);
+        let mut s = cluster();
+        node(&mut s, "n2", 8_000);
+        group(&mut s, "g", 3);
+        let d = decide(&s);
+        crate::admit::hold::record(&mut s, None, &d, now);
+        let mut not_ready = s.nodes["n2"].clone();
+        not_ready.not_ready = true;
+        s.apply_node(not_ready.clone());
+        let g = GroupKey::new("ns", "g");
+        assert!(
+            !s.admit_on_arrival(&g, "p", &cpu, now, 0),
+            "the door counted n2's room"
+        );
+
+        let d = decide(&s);
+        crate::admit::hold::record(&mut s, None, &d, now);
+        assert!(
+            s.admit_on_arrival(&g, "p", &cpu, now, 0),
+            "3 × 2 of n1's 8 CPUs fit"
+        );
+
+        s.apply_node(not_ready);
+        group(&mut s, "h", 1);
+        assert!(
+            s.admit_on_arrival(&GroupKey::new("ns", "h"), "p", &cpu, now, 0),
+            "an update that takes no room away leaves the door open"
+        );
+        s.delete_node("n1");
+        group(&mut s, "i", 1);
+        assert!(!s.admit_on_arrival(&GroupKey::new("ns", "i"), "p", &cpu, now, 0));
+    }
     #[test]
     fn a_gang_is_released_only_once_min_member_pods_exist_and_then_all_at_once() {
         let mut s = cluster();

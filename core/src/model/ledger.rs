@@ -156,7 +156,7 @@ impl State {
         let Some(door) = self.ledger.door.as_mut() else {
             return false;
         };
-        if !door.admit(&queue, &need) {
+        if !door.counted_on_current_nodes(self.nodes.shrunk()) || !door.admit(&queue, &need) {
             return false;
         }
         let arrival = Arrival {

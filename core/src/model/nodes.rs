@@ -99,6 +99,8 @@ pub struct Nodes {
     vacant: Vec<usize>,
     /// How many records hold a node.
     known: usize,
+    /// How many times a node stopped taking new pods, lost allocatable or left.
+    shrunk: u64,
 }
 
 impl Nodes {
@@ -149,9 +151,22 @@ impl Nodes {
         self.index.values().map(|&i| &self.slots[i])
     }
 
+    /// How many times a node stopped taking new pods, lost allocatable or left: room counted
+    /// from the nodes as they were before may no longer exist.
+    pub fn shrunk(&self) -> u64 {
+        self.shrunk
+    }
+
     /// Records `node`, replacing the node of the same name.
     pub(crate) fn insert(&mut self, node: Node) {
         let i = self.slot_index(&node.name);
+        let lost_room = |was: &Node| {
+            was.takes_new_pods()
+                && (!node.takes_new_pods() || !was.allocatable.fits_in(&node.allocatable))
+        };
+        if self.slots[i].node.as_deref().is_some_and(lost_room) {
+            self.shrunk += 1;
+        }
         if self.slots[i].node.replace(Arc::new(node)).is_none() {
             self.known += 1;
         }
@@ -163,8 +178,11 @@ impl Nodes {
         let Some(&i) = self.index.get(name) else {
             return;
         };
-        if self.slots[i].node.take().is_some() {
+        if let Some(node) = self.slots[i].node.take() {
             self.known -= 1;
+            if node.takes_new_pods() {
+                self.shrunk += 1;
+            }
         }
         self.slots[i].refresh();
         self.vacate_if_unused(name, i);
