@@ -20,7 +20,9 @@
 //!   cannot fight a spec edit; Gangplank owns every status field it writes and nothing else
 //!   (a Queue's `conditions` are left to others);
 //! - throttled: at most one write per object per second, backing off after failures, and a
-//!   status already written is not written again while the watch catches up ([`writes`]);
+//!   status already written is not written again while the watch catches up ([`writes`]); a
+//!   PodGroup status that changes only counts and messages waits five seconds after the last
+//!   write, so a gang costs about one write per phase;
 //! - idempotent: PodGroups are created with a plain create (a 409 means someone was first)
 //!   and the same creation is not retried within [`CREATE_RETRY_AFTER`].
 //!
@@ -251,7 +253,7 @@ impl Controller {
             cache,
             stores,
             limiter: Limiter::default(),
-            pod_group_writes: Writes::default(),
+            pod_group_writes: Writes::coalescing(status::minor_change),
             queue_writes: Writes::default(),
             volcano_writes: Writes::default(),
             created: HashMap::new(),

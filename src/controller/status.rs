@@ -374,6 +374,19 @@ fn condition(old: &[Condition], now: &Time, type_: &str, judged: Judgement) -> C
     }
 }
 
+/// Whether going from `from` to `to` changes only counts and messages: the phase and each
+/// condition's type, status and reason stay (its write may wait, `super::writes`).
+pub fn minor_change(from: &PodGroupStatus, to: &PodGroupStatus) -> bool {
+    from.phase == to.phase
+        && from.last_transition_time == to.last_transition_time
+        && from.conditions.len() == to.conditions.len()
+        && from
+            .conditions
+            .iter()
+            .zip(&to.conditions)
+            .all(|(a, b)| a.type_ == b.type_ && a.status == b.status && a.reason == b.reason)
+}
+
 /// An Event a user wants to see when a group enters `status.phase` from `previous`:
 /// `(warning, reason, message)`. The reason is the phase's name.
 pub fn transition_event(
@@ -444,6 +457,41 @@ mod tests {
 
     fn at(second: i64) -> Time {
         Time(Timestamp::from_second(1_700_000_000 + second).unwrap())
+    }
+
+    #[test]
+    fn counts_and_messages_are_a_minor_change_and_a_phase_or_condition_is_not() {
+        let condition = |status: &str, message: &str| Condition {
+            type_: SCHEDULED.into(),
+            status: status.into(),
+            reason: "Placing".into(),
+            message: message.into(),
+            last_transition_time: at(0),
+            observed_generation: None,
+        };
+        let placing = PodGroupStatus {
+            phase: Inqueue,
+            admitted: 8,
+            scheduled: 2,
+            conditions: vec![condition("False", "2 of 8 bound")],
+            ..Default::default()
+        };
+        let more = PodGroupStatus {
+            scheduled: 5,
+            conditions: vec![condition("False", "5 of 8 bound")],
+            ..placing.clone()
+        };
+        assert!(minor_change(&placing, &more));
+        let running = PodGroupStatus {
+            phase: Running,
+            ..more.clone()
+        };
+        assert!(!minor_change(&more, &running));
+        let scheduled = PodGroupStatus {
+            conditions: vec![condition("True", "8 of 8 bound")],
+            ..more.clone()
+        };
+        assert!(!minor_change(&more, &scheduled));
     }
 
     fn members(live: u32, gated: u32, running: u32, succeeded: u32, failed: u32) -> Members {

@@ -1,6 +1,9 @@
 //! When to write an object's status: only when it differs, at most once per
 //! [`MIN_WRITE_INTERVAL`] per object, backing off after failures, and never twice the same
-//! status while the watch has not caught up with the first write.
+//! status while the watch has not caught up with the first write. A kind made with
+//! [`Writes::coalescing`] writes a minor change (for a PodGroup: counts and messages, the same
+//! phase and conditions) at most once per [`MINOR_WRITE_INTERVAL`], so a gang whose members
+//! are created, bound and started one after the other costs a write per phase, not per member.
 //!
 //! Gangplank is the only writer of these statuses, so what it wrote last is the truth until the
 //! watch shows it: [`Writes::previous`] returns it in preference to the (possibly stale)
@@ -18,6 +21,8 @@ use tokio::time::Instant;
 
 /// Shortest time between two status writes of one object.
 pub const MIN_WRITE_INTERVAL: Duration = Duration::from_secs(1);
+/// Shortest time between a write of one object and a write of a minor change after it.
+pub const MINOR_WRITE_INTERVAL: Duration = Duration::from_secs(5);
 /// Longest back-off after failed writes of one object.
 pub const MAX_BACKOFF: Duration = Duration::from_secs(60);
 /// How long a written status is trusted to show up in the watch before it is written again.
@@ -51,16 +56,41 @@ impl<S> Default for Entry<S> {
     }
 }
 
+/// Whether going from the first status to the second is a minor change.
+pub type Minor<S> = fn(&S, &S) -> bool;
+
 /// Status writes of one kind, by object UID.
 #[derive(Debug, Clone)]
 pub struct Writes<S> {
     entries: HashMap<String, Entry<S>>,
+    minor: Option<Minor<S>>,
 }
 
 impl<S> Default for Writes<S> {
     fn default() -> Self {
         Writes {
             entries: HashMap::new(),
+            minor: None,
+        }
+    }
+}
+
+impl<S> Writes<S> {
+    /// Writes that hold back a `minor` change for [`MINOR_WRITE_INTERVAL`] after the last.
+    pub fn coalescing(minor: Minor<S>) -> Self {
+        Writes {
+            entries: HashMap::new(),
+            minor: Some(minor),
+        }
+    }
+
+    /// How long after an attempt that followed `failures` failures the next may go.
+    fn interval(&self, failures: u32, minor: bool) -> Duration {
+        let after_failures = interval(failures);
+        if minor {
+            after_failures.max(MINOR_WRITE_INTERVAL)
+        } else {
+            after_failures
         }
     }
 }
@@ -88,9 +118,14 @@ impl<S: PartialEq + Clone> Writes<S> {
         {
             return Verdict::InSync;
         }
+        let previous = entry.written.as_ref().map(|(s, _)| s).or(stored);
+        let minor = self
+            .minor
+            .zip(previous)
+            .is_some_and(|(minor, previous)| minor(previous, desired));
         match entry.last_attempt {
-            Some(last) if now < last + interval(entry.failures) => {
-                Verdict::Wait(last + interval(entry.failures))
+            Some(last) if now < last + self.interval(entry.failures, minor) => {
+                Verdict::Wait(last + self.interval(entry.failures, minor))
             }
             _ => Verdict::Write,
         }
@@ -110,11 +145,12 @@ impl<S: PartialEq + Clone> Writes<S> {
 
     /// Forgets objects that are gone, and what the watch already shows (`stored(uid)` is the
     /// stored status of a live object, `None` for a deleted one). Entries still throttling a
-    /// recent attempt are kept.
+    /// recent attempt (a minor change's interval included) are kept.
     pub fn settle<'a>(&mut self, now: Instant, stored: impl Fn(&str) -> Option<Option<&'a S>>)
     where
         S: 'a,
     {
+        let minor = self.minor;
         self.entries.retain(|uid, entry| {
             let Some(current) = stored(uid) else {
                 return false;
@@ -127,9 +163,10 @@ impl<S: PartialEq + Clone> Writes<S> {
                 entry.written = None;
             }
             entry.written.is_some()
-                || entry
-                    .last_attempt
-                    .is_some_and(|last| now < last + interval(entry.failures))
+                || entry.last_attempt.is_some_and(|last| {
+                    now < last + interval(entry.failures)
+                        || (minor.is_some() && now < last + MINOR_WRITE_INTERVAL)
+                })
         });
     }
 
@@ -179,6 +216,30 @@ mod tests {
             writes.decide("a", Some(&2), &3, t0 + secs(1)),
             Verdict::Write
         );
+    }
+
+    #[test]
+    fn a_minor_change_waits_five_seconds_after_the_last_write_and_a_major_one_a_second() {
+        // Tens are the phase: a change within the same ten is minor.
+        let mut writes = Writes::<u32>::coalescing(|from, to| from / 10 == to / 10);
+        let t0 = Instant::now();
+        writes.record("a", 11, true, t0);
+        writes.settle(t0 + secs(1), |_| Some(Some(&11)));
+        assert_eq!(
+            writes.decide("a", Some(&11), &12, t0 + secs(1)),
+            Verdict::Wait(t0 + MINOR_WRITE_INTERVAL),
+            "the watch shows the last write, and the change is still held back"
+        );
+        assert_eq!(
+            writes.decide("a", Some(&11), &21, t0 + secs(1)),
+            Verdict::Write
+        );
+        assert_eq!(
+            writes.decide("a", Some(&11), &12, t0 + MINOR_WRITE_INTERVAL),
+            Verdict::Write
+        );
+        writes.settle(t0 + MINOR_WRITE_INTERVAL, |_| Some(Some(&11)));
+        assert!(writes.is_empty(), "nothing left to hold back");
     }
 
     #[test]
