@@ -124,7 +124,11 @@ pub struct ServeArgs {
     /// Longest time, in seconds, a gang member's bind call is held waiting for the rest of its
     /// gang (quorum). A PodGroup's `scheduleTimeoutSeconds` applies when shorter. Must stay below
     /// the scheduler's extender `httpTimeout` (90s in the shipped configuration), so that held
-    /// calls are answered with an error the scheduler acts on, not cut off.
+    /// calls are answered with an error the scheduler acts on, not cut off. Raise both (and the
+    /// PodGroups' `scheduleTimeoutSeconds`) when the scheduler may have more pods pending than it
+    /// places in that time: a restarted scheduler takes its pending pods in name order, so a
+    /// gang's members can be that far apart, and a gang that times out costs a failed attempt for
+    /// every member placed (see "Performance").
     #[arg(
         long,
         env = "GANGPLANK_MAX_BIND_HOLD_SECONDS",
