@@ -83,16 +83,6 @@ impl<S> Writes<S> {
             minor: Some(minor),
         }
     }
-
-    /// How long after an attempt that followed `failures` failures the next may go.
-    fn interval(&self, failures: u32, minor: bool) -> Duration {
-        let after_failures = interval(failures);
-        if minor {
-            after_failures.max(MINOR_WRITE_INTERVAL)
-        } else {
-            after_failures
-        }
-    }
 }
 
 impl<S: PartialEq + Clone> Writes<S> {
@@ -124,8 +114,8 @@ impl<S: PartialEq + Clone> Writes<S> {
             .zip(previous)
             .is_some_and(|(minor, previous)| minor(previous, desired));
         match entry.last_attempt {
-            Some(last) if now < last + self.interval(entry.failures, minor) => {
-                Verdict::Wait(last + self.interval(entry.failures, minor))
+            Some(last) if now < last + interval(entry.failures, minor) => {
+                Verdict::Wait(last + interval(entry.failures, minor))
             }
             _ => Verdict::Write,
         }
@@ -150,7 +140,7 @@ impl<S: PartialEq + Clone> Writes<S> {
     where
         S: 'a,
     {
-        let minor = self.minor;
+        let minor = self.minor.is_some();
         self.entries.retain(|uid, entry| {
             let Some(current) = stored(uid) else {
                 return false;
@@ -163,10 +153,9 @@ impl<S: PartialEq + Clone> Writes<S> {
                 entry.written = None;
             }
             entry.written.is_some()
-                || entry.last_attempt.is_some_and(|last| {
-                    now < last + interval(entry.failures)
-                        || (minor.is_some() && now < last + MINOR_WRITE_INTERVAL)
-                })
+                || entry
+                    .last_attempt
+                    .is_some_and(|last| now < last + interval(entry.failures, minor))
         });
     }
 
@@ -179,11 +168,17 @@ impl<S: PartialEq + Clone> Writes<S> {
     }
 }
 
-/// Time to wait after an attempt that followed `failures` failures in a row.
-fn interval(failures: u32) -> Duration {
-    MIN_WRITE_INTERVAL
+/// Time to wait after an attempt that followed `failures` failures in a row, before writing a
+/// change (at least [`MINOR_WRITE_INTERVAL`] for a `minor` one).
+fn interval(failures: u32, minor: bool) -> Duration {
+    let after_failures = MIN_WRITE_INTERVAL
         .saturating_mul(1 << failures.min(6))
-        .min(MAX_BACKOFF)
+        .min(MAX_BACKOFF);
+    if minor {
+        after_failures.max(MINOR_WRITE_INTERVAL)
+    } else {
+        after_failures
+    }
 }
 
 #[cfg(test)]

@@ -10,8 +10,9 @@
 //! shrinks by them until the next pass makes a new one. Recent arrivals are placed again in
 //! each new door (the pass may not see their members yet), so two passes never hand out the
 //! same room. A node that stops taking pods, loses allocatable or leaves after the pass shuts
-//! the door until the next pass, so no gang is let in on room that is gone. Groups with a `topologyKey` (their domain is chosen at release), elastic groups
-//! and groups of a queue with a capability (on it or an ancestor) always take the gate.
+//! the door until the next pass, so no gang is let in on room that is gone. Groups with a
+//! `topologyKey` (their domain is chosen at release), elastic groups and groups of a queue
+//! with a capability (on it or an ancestor) always take the gate.
 //!
 //! What an arrival costs if the estimate is wrong: members are estimated as copies of the first
 //! one. The extender's claim still checks the real gang at filter time, so a gang that does not
