@@ -109,11 +109,13 @@ async fn main() -> anyhow::Result<()> {
     let api_before = ApiCounters::read(&client).await?;
     let cpu_before = processes.cpu_seconds();
     let started = Instant::now();
+    let width = args.pods.saturating_sub(1).to_string().len();
     let created = stream::iter(0..args.pods)
         .map(|i| {
             let pods = pods.clone();
             let gang = (i < gang_pods).then(|| format!("gang-{}", i / args.gang_size));
-            async move { pods.create(&PostParams::default(), &pod(i, gang)).await }
+            let name = format!("p-{i:0width$}");
+            async move { pods.create(&PostParams::default(), &pod(name, gang)).await }
         })
         .buffer_unordered(args.concurrency)
         .filter(|r| std::future::ready(r.is_ok()))
@@ -195,13 +197,15 @@ fn round(x: f64) -> f64 {
     (x * 100.0).round() / 100.0
 }
 
-fn pod(i: usize, gang: Option<String>) -> Pod {
+/// A pod named `name` (zero-padded, so that name order is creation order: a scheduler started on
+/// the backlog takes pods in name order, and an operator's gang shares a name prefix).
+fn pod(name: String, gang: Option<String>) -> Pod {
     let mut labels = serde_json::Map::new();
     if let Some(gang) = gang {
         labels.insert("scheduling.gangplank.dev/pod-group".into(), gang.into());
     }
     serde_json::from_value(json!({
-        "metadata": {"name": format!("p-{i}"), "labels": labels},
+        "metadata": {"name": name, "labels": labels},
         "spec": {"containers": [{"name": "main", "image": "busybox",
             "resources": {"requests": {"cpu": "100m", "memory": "128Mi"}}}]}
     }))
