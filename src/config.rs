@@ -121,19 +121,19 @@ pub struct ServeArgs {
     )]
     pub tls_key_file: Option<PathBuf>,
 
-    /// Longest time, in seconds, a gang member's bind call is held waiting for the rest of its
-    /// gang (quorum). A PodGroup's `scheduleTimeoutSeconds` applies when shorter. Must stay below
-    /// the scheduler's extender `httpTimeout` (90s in the shipped configuration), so that held
-    /// calls are answered with an error the scheduler acts on, not cut off. Raise both (and the
-    /// PodGroups' `scheduleTimeoutSeconds`) when the scheduler may have more pods pending than it
-    /// places in that time: a restarted scheduler takes its pending pods in name order, so a
-    /// gang's members can be that far apart, and a gang that times out costs a failed attempt for
-    /// every member placed (see "Performance").
+    /// Longest time, in seconds, a gang's bind calls are held from the first of them while the
+    /// gang gathers quorum (minMember placed), however it progresses. It also caps the gang's own
+    /// timeout, the PodGroup's `scheduleTimeoutSeconds` (60 when unset), which counts from the
+    /// gang's latest member placed. Must stay below the scheduler's extender `httpTimeout` for
+    /// binds (330s in the shipped configuration), so that held calls are answered with an error
+    /// the scheduler acts on, not cut off. A scheduler started on a backlog takes the pending pods
+    /// in no gang order, so a gang's members can be as far apart as the whole backlog takes to
+    /// place: raise both if that may take longer (see "Performance").
     #[arg(
         long,
         env = "GANGPLANK_MAX_BIND_HOLD_SECONDS",
         value_name = "SECONDS",
-        default_value_t = 60,
+        default_value_t = 300,
         value_parser = clap::value_parser!(u64).range(1..=3600)
     )]
     pub max_bind_hold_seconds: u64,

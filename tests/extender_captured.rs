@@ -492,7 +492,8 @@ async fn bind_without_quorum_is_held_until_the_gang_times_out_and_binds_nothing(
         answer,
         json!({
             "Error": "failed to bind pod ml/train-0 to node kwok-node-0: gang ml/train: 1 of 2 \
-                      members placed within 30s; released them so the scheduler retries the gang"
+                      members placed, and no other within 30s; released them so the scheduler \
+                      retries the gang"
         })
     );
     assert!(binder.calls.lock().unwrap().is_empty());

@@ -146,7 +146,7 @@ pub struct Settings {
 }
 
 impl Settings {
-    /// How long members of `group` wait for quorum.
+    /// How long `group` may go with no member placed before its claim and held binds end.
     pub fn timeout(&self, group: &PodGroup) -> Duration {
         group.schedule_timeout.min(self.max_hold)
     }

@@ -91,10 +91,10 @@ pub struct PodGroupSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub priority_class_name: Option<String>,
 
-    /// How long, in seconds, members that have a node wait for the rest of the gang (quorum)
-    /// before all of them are released and the group retries with backoff. Absent: 60,
-    /// applied by Gangplank (not stored), and never longer than the scheduler's extender
-    /// `httpTimeout` allows.
+    /// How long, in seconds, a gang without quorum may go with no member placed before the
+    /// members that have a node are released and the group retries with backoff. Absent: 60,
+    /// applied by Gangplank (not stored), and never longer than Gangplank's
+    /// `--max-bind-hold-seconds`, which also bounds the whole wait from the first member placed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 1))]
     pub schedule_timeout_seconds: Option<i32>,
@@ -156,9 +156,9 @@ impl PodGroupSpec {
         }
     }
 
-    /// How long placed members wait for quorum: `scheduleTimeoutSeconds`, or
-    /// [`DEFAULT_SCHEDULE_TIMEOUT_SECONDS`]. A non-positive value (impossible through the
-    /// apiserver, which enforces the minimum) counts as unset.
+    /// How long the gang may go with no member placed before its placed members are released:
+    /// `scheduleTimeoutSeconds`, or [`DEFAULT_SCHEDULE_TIMEOUT_SECONDS`]. A non-positive value
+    /// (impossible through the apiserver, which enforces the minimum) counts as unset.
     pub fn schedule_timeout(&self) -> Duration {
         let seconds = self
             .schedule_timeout_seconds

@@ -5,11 +5,15 @@
 //! in the scheduler's cache meanwhile. For a member of a gang without quorum the call is held
 //! (a reservation is recorded in the cache, see [`gangplank_core::claims::reserve`]); when
 //! reserved plus bound members reach `minMember`, every held member and this one are bound
-//! together and all calls answered. If quorum does not come within the gang's timeout (the
-//! PodGroup's `scheduleTimeoutSeconds`, capped by `--max-bind-hold-seconds`, which must stay
-//! below the scheduler's `httpTimeout`), every held call is answered with an `Error` saying how
-//! many members were placed out of how many: the scheduler forgets those pods, frees their
-//! room and retries them with backoff. Nothing is bound until quorum. A restart loses held
+//! together and all calls answered. The gang's timeout (the PodGroup's `scheduleTimeoutSeconds`,
+//! capped by `--max-bind-hold-seconds`) counts from its latest member placed, as its claim's
+//! does ([`gangplank_core::claims`]): a gang whose members keep arriving, however far apart
+//! in the scheduler's queue (a scheduler started on a backlog takes pods in no gang order), is
+//! not given up while it progresses. No call is held longer than `--max-bind-hold-seconds`
+//! from the gang's first held call, which must stay below the scheduler's `httpTimeout`. At
+//! either limit every held call is answered with an `Error` saying how many members were
+//! placed out of how many: the scheduler forgets those pods, frees their room and retries them
+//! with backoff. Nothing is bound until quorum. A restart loses held
 //! calls: the scheduler sees them fail and retries. Kubernetes binds one pod per request, so a
 //! process killed while it sends a gang's Bindings leaves it bound in part until the scheduler
 //! places the rest again; members that succeeded meanwhile still count towards quorum
@@ -25,6 +29,7 @@
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
 
 use futures::future::join_all;
 use tokio::sync::oneshot;
@@ -45,9 +50,20 @@ pub struct Permits {
 }
 
 struct Waiting {
+    /// When the first of the held calls arrived.
     since: Instant,
-    deadline: Instant,
+    /// When the latest arrived.
+    latest: Instant,
     held: Vec<Held>,
+}
+
+impl Waiting {
+    /// When the held calls are answered with an error if quorum has not come: the gang's
+    /// timeout after its latest member placed, or `max_hold` after the first, whichever is
+    /// sooner.
+    fn deadline(&self, timeout: Duration, max_hold: Duration) -> Instant {
+        (self.latest + timeout).min(self.since + max_hold)
+    }
 }
 
 struct Held {
@@ -67,13 +83,23 @@ enum Step {
         held: Vec<Held>,
         request: BindRequest,
     },
-    /// Held until `deadline`; `answer` gets the result.
+    /// Held until `deadline` (or later, if more members arrive); `answer` gets the result.
     Held {
         group: PodGroup,
         uid: String,
         deadline: Instant,
         answer: oneshot::Receiver<Result<(), Error>>,
     },
+}
+
+/// What [`Permits::time_out`] found when a held call's deadline came.
+enum Expiry {
+    /// The gang timed out; this call's answer.
+    Failed(Result<(), Error>),
+    /// More members arrived meanwhile: wait until then.
+    Later(Instant),
+    /// Another path (quorum, shutdown) took the call: its answer comes on the channel.
+    Taken,
 }
 
 impl Permits {
@@ -100,16 +126,17 @@ impl Permits {
             Step::Held {
                 group,
                 uid,
-                deadline,
+                mut deadline,
                 mut answer,
-            } => match tokio::time::timeout_at(deadline, &mut answer).await {
-                Ok(result) => result.unwrap_or(Err(Error::Dropped)),
-                Err(_elapsed) => match self.time_out(&group, &uid) {
-                    Some(result) => result,
-                    // Quorum came at the same instant and took this call over: wait for its
-                    // answer.
-                    None => answer.await.unwrap_or(Err(Error::Dropped)),
-                },
+            } => loop {
+                if let Ok(result) = tokio::time::timeout_at(deadline, &mut answer).await {
+                    return result.unwrap_or(Err(Error::Dropped));
+                }
+                match self.time_out(&group, &uid) {
+                    Expiry::Failed(result) => return result,
+                    Expiry::Later(later) => deadline = later,
+                    Expiry::Taken => return answer.await.unwrap_or(Err(Error::Dropped)),
+                }
             },
         }
     }
@@ -151,9 +178,10 @@ impl Permits {
                 let now = Instant::now();
                 let entry = waiting.entry(group.key.clone()).or_insert_with(|| Waiting {
                     since: now,
-                    deadline: now + self.settings.timeout(&group),
+                    latest: now,
                     held: Vec::new(),
                 });
+                entry.latest = now;
                 // A retried call for the same pod replaces the one the scheduler gave up on.
                 if let Some(i) = entry.held.iter().position(|h| h.request.uid == uid) {
                     let old = entry.held.swap_remove(i);
@@ -163,7 +191,7 @@ impl Permits {
                 }
                 entry.held.push(Held { request, reply });
                 Step::Held {
-                    deadline: entry.deadline,
+                    deadline: entry.deadline(self.settings.timeout(&group), self.settings.max_hold),
                     group,
                     uid,
                     answer,
@@ -219,39 +247,56 @@ impl Permits {
             .count()
     }
 
-    /// Fails every held call of the gang if `uid` is still among them; returns this call's
-    /// answer, or `None` when another path already took the call.
-    fn time_out(&self, group: &PodGroup, uid: &str) -> Option<Result<(), Error>> {
+    /// At a held call's deadline: fails every held call of the gang if `uid` is still among
+    /// them and the gang's deadline has come (see [`Expiry`]).
+    fn time_out(&self, group: &PodGroup, uid: &str) -> Expiry {
+        let timeout = self.settings.timeout(group);
+        let max_hold = self.settings.max_hold;
         // The reservations go in the same section as the held calls (see [`Permits::step`]): a
         // member's call in between would otherwise count them towards a quorum nobody binds.
         let (waiting, uids, bound) = {
             let mut all = self.lock();
-            let still_held = all
+            let Some(gang) = all
                 .get(&group.key)
-                .is_some_and(|w| w.held.iter().any(|h| h.request.uid == uid));
-            if !still_held {
-                return None;
+                .filter(|w| w.held.iter().any(|h| h.request.uid == uid))
+            else {
+                return Expiry::Taken;
+            };
+            let deadline = gang.deadline(timeout, max_hold);
+            if Instant::now() < deadline {
+                return Expiry::Later(deadline);
             }
-            let waiting = all.remove(&group.key)?;
+            let Some(waiting) = all.remove(&group.key) else {
+                return Expiry::Taken;
+            };
             set_held_gauge(all.values().map(|w| w.held.len()).sum());
             let uids: Vec<String> = waiting.held.iter().map(|h| h.request.uid.clone()).collect();
             let bound = self.ledger.release_gang(&group.key, &uids);
             (waiting, uids, bound)
         };
-        let why = format!(
-            "gang {}: {} of {} members placed within {}s; released them so the scheduler retries the gang",
-            group.key,
-            bound + uids.len(),
-            group.min_member,
-            self.settings.timeout(group).as_secs()
-        );
+        let placed = bound + uids.len();
+        let why = if waiting.latest + timeout <= waiting.since + max_hold {
+            format!(
+                "gang {}: {placed} of {} members placed, and no other within {}s; released them so the scheduler retries the gang",
+                group.key,
+                group.min_member,
+                timeout.as_secs()
+            )
+        } else {
+            format!(
+                "gang {}: {placed} of {} members placed within {}s (--max-bind-hold-seconds); released them so the scheduler retries the gang",
+                group.key,
+                group.min_member,
+                max_hold.as_secs()
+            )
+        };
         tracing::info!(group = %group.key, held = uids.len(), "gang timed out waiting for quorum");
         ::metrics::counter!(metrics::GANG_TIMEOUTS_TOTAL).increment(1);
-        let mut own = None;
+        let mut own = Expiry::Taken;
         for held in waiting.held {
             let result = Err(held.request.failed(why.clone()));
             if held.request.uid == uid {
-                own = Some(result);
+                own = Expiry::Failed(result);
             } else {
                 let _ = held.reply.send(result);
             }
@@ -307,8 +352,6 @@ fn set_held_gauge(held: usize) {
 
 #[cfg(test)]
 mod tests {
-    use std::time::Duration;
-
     use futures::future::BoxFuture;
 
     use super::*;
@@ -331,6 +374,12 @@ mod tests {
 
     /// `gangs` gangs of two pods each, `g{i}-0` and `g{i}-1`, and a node with room for all.
     fn cluster(gangs: usize) -> Cache {
+        cluster_of(gangs, 2)
+    }
+
+    /// `gangs` gangs of `size` pods each, `g{i}-0` to `g{i}-{size-1}`, with a timeout of 5 s,
+    /// and a node with room for all.
+    fn cluster_of(gangs: usize, size: u32) -> Cache {
         let (cache, mut mirror) = Cache::new();
         mirror.apply_node(Node {
             name: "n".into(),
@@ -341,9 +390,9 @@ mod tests {
             let key = GroupKey::new("ns", format!("g{g}"));
             mirror.apply_pod_group(PodGroup {
                 schedule_timeout: Duration::from_secs(5),
-                ..PodGroup::new(key.clone(), 2, "q")
+                ..PodGroup::new(key.clone(), size, "q")
             });
-            for m in 0..2 {
+            for m in 0..size {
                 mirror.apply_pod(Pod {
                     uid: format!("g{g}-{m}"),
                     namespace: "ns".into(),
@@ -368,12 +417,106 @@ mod tests {
     }
 
     fn permits(cache: Cache, binder: Arc<Counting>) -> Permits {
+        permits_holding(cache, binder, Duration::from_secs(5))
+    }
+
+    fn permits_holding(cache: Cache, binder: Arc<Counting>, max_hold: Duration) -> Permits {
         let settings = Settings {
             strategy: Default::default(),
-            max_hold: Duration::from_secs(5),
+            max_hold,
             bind_unmarked: false,
         };
         Permits::new(cache.ledger(), binder, settings)
+    }
+
+    /// Calls bind for `uid` on a task of its own.
+    fn bind_in_background(
+        permits: &Arc<Permits>,
+        uid: &str,
+    ) -> tokio::task::JoinHandle<Result<(), Error>> {
+        let (permits, uid) = (permits.clone(), uid.to_owned());
+        tokio::spawn(async move { permits.bind(request(&uid)).await })
+    }
+
+    async fn after(seconds: u64) {
+        tokio::time::sleep(Duration::from_secs(seconds)).await;
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_gang_whose_members_keep_arriving_is_held_past_its_timeout_from_the_first() {
+        let binder = Arc::new(Counting::default());
+        let permits = Arc::new(permits_holding(
+            cluster_of(1, 3),
+            binder.clone(),
+            Duration::from_secs(60),
+        ));
+        let first = bind_in_background(&permits, "g0-0");
+        after(4).await;
+        let second = bind_in_background(&permits, "g0-1");
+        after(4).await;
+        // Eight seconds after the first member, three after the second: within the gang's 5 s.
+        permits
+            .bind(request("g0-2"))
+            .await
+            .expect("the last member binds");
+        first.await.unwrap().expect("the first member binds");
+        second.await.unwrap().expect("the second member binds");
+        assert_eq!(binder.0.lock().unwrap().len(), 3);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_gang_with_no_member_placed_for_its_timeout_is_released_whole() {
+        let cache = cluster_of(1, 3);
+        let binder = Arc::new(Counting::default());
+        let permits = Arc::new(permits_holding(
+            cache.clone(),
+            binder.clone(),
+            Duration::from_secs(60),
+        ));
+        let first = bind_in_background(&permits, "g0-0");
+        after(2).await;
+        let second = bind_in_background(&permits, "g0-1");
+        after(4).await;
+        assert!(
+            !first.is_finished(),
+            "released 5 s after the first member, not the latest"
+        );
+        after(2).await;
+        for call in [first, second] {
+            let why = call.await.unwrap().expect_err("released").to_string();
+            assert!(
+                why.contains("2 of 3 members placed, and no other within 5s"),
+                "{why}"
+            );
+        }
+        assert_eq!(permits.held(), 0);
+        assert!(
+            cache.read(|s| s.ledger.reservations.is_empty()),
+            "their room is free"
+        );
+        assert!(binder.0.lock().unwrap().is_empty());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn no_call_is_held_longer_than_the_max_hold_however_the_gang_progresses() {
+        let binder = Arc::new(Counting::default());
+        let permits = Arc::new(permits_holding(
+            cluster_of(1, 3),
+            binder.clone(),
+            Duration::from_secs(6),
+        ));
+        let first = bind_in_background(&permits, "g0-0");
+        after(4).await;
+        let second = bind_in_background(&permits, "g0-1");
+        after(3).await;
+        for call in [first, second] {
+            let why = call.await.unwrap().expect_err("released").to_string();
+            assert!(
+                why.contains("2 of 3 members placed within 6s (--max-bind-hold-seconds)"),
+                "{why}"
+            );
+        }
+        assert!(binder.0.lock().unwrap().is_empty());
     }
 
     #[tokio::test]

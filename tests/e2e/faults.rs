@@ -149,9 +149,9 @@ async fn while_gangplank_hangs_a_plain_pod_schedules_past_the_managed_pods_befor
     .await
     .unwrap();
     // The four are ahead of it in the scheduler's queue. Each placing call to the hung
-    // Gangplank holds the cycle for its 2 s timeout; with one extender and the bind's 90 s,
-    // each held it until the TLS handshake gave up (10 s, measured 25 s for two), or 90 s on
-    // a connection kept alive, so the plain pod would still wait when this gives up.
+    // Gangplank holds the cycle for its 2 s timeout; with one extender and the bind's long timeout,
+    // each held it until the TLS handshake gave up (10 s, measured 25 s for two), or the whole bind timeout
+    // on a connection kept alive, so the plain pod would still wait when this gives up.
     running(&pods, "plain", 25).await;
     eprintln!(
         "plain pod running {:?} after creation, Gangplank still hung",

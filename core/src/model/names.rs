@@ -20,6 +20,6 @@ pub const PLACEMENT_RESOURCE: &str = "scheduling.gangplank.dev/placement";
 /// Name of the queue that always exists and takes every managed pod that names no queue.
 pub const DEFAULT_QUEUE: &str = "default";
 
-/// How long placed members of a gang wait for quorum when `scheduleTimeoutSeconds` is unset
-/// (the same default as scheduler-plugins' coscheduling).
+/// How long a gang may go with no member placed, when `scheduleTimeoutSeconds` is unset (the
+/// same figure as scheduler-plugins' coscheduling, whose timeout counts from each member).
 pub const DEFAULT_SCHEDULE_TIMEOUT_SECONDS: i32 = 60;

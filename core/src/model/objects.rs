@@ -248,7 +248,7 @@ pub struct PodGroup {
     /// Elastic upper bound; members beyond it are refused. `None`: no bound.
     pub max_member: Option<u32>,
     pub queue: String,
-    /// How long placed members are held waiting for quorum.
+    /// How long the gang may go with no member placed before its placed members are released.
     pub schedule_timeout: std::time::Duration,
     pub min_resources: Resources,
     /// `maxWaitSeconds`: how long the group may wait for admission before it jumps the
