@@ -84,8 +84,24 @@ fn namespace_is_gangplank_system() {
 }
 
 #[test]
-fn gangplanks_requests_share_the_schedulers_priority_level() {
-    assert_eq!(kinds("flowschema.yaml"), ["FlowSchema"]);
+fn gangplanks_requests_share_the_schedulers_priority_level_and_its_lease_the_leader_elections() {
+    assert_eq!(kinds("flowschema.yaml"), ["FlowSchema", "FlowSchema"]);
+    let leases: FlowSchema = object("flowschema.yaml", "FlowSchema", "gangplank-leader-election");
+    let spec = leases.spec.unwrap();
+    assert_eq!(spec.priority_level_configuration.name, "leader-election");
+    let rule = &spec.rules.unwrap()[0];
+    let resources = &rule.resource_rules.as_ref().unwrap()[0];
+    assert_eq!(resources.resources, ["leases"]);
+    let account = rule.subjects[0].service_account.as_ref().unwrap();
+    assert_eq!(
+        (account.namespace.as_str(), account.name.as_str()),
+        (NAMESPACE, "gangplank")
+    );
+    assert!(
+        spec.matching_precedence < Some(800),
+        "matched before the schema for the rest"
+    );
+
     let schema: FlowSchema = object("flowschema.yaml", "FlowSchema", "gangplank");
     let spec = schema.spec.unwrap();
     assert_eq!(spec.priority_level_configuration.name, "workload-high");

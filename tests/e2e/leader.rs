@@ -2,7 +2,8 @@
 //! with the same flags but its own ports and name, follows while the first leads, takes over
 //! when the first is killed (the first comes back as a follower), and hands back when it is
 //! stopped. And two sidecars of schedulers: each leads only while the scheduler's Lease names
-//! the scheduler beside it.
+//! the scheduler beside it. The Lease's renewals are served at the API server's leader-election
+//! priority level (the chart's FlowSchema `gangplank-leader-election`).
 
 use std::process::{Child, Command, Stdio};
 
@@ -14,7 +15,7 @@ use serde_json::json;
 
 use crate::queues::{QueueGuard, create_gang, create_queue};
 use crate::support::{
-    Cluster, TestNamespace, bound_with_prefix, delete_queue, eventually, gangplank_ctl,
+    Cluster, Metrics, TestNamespace, bound_with_prefix, delete_queue, eventually, gangplank_ctl,
     managed_pod, pod_group, run_dir,
 };
 use gangplank::api::PodGroup;
@@ -647,4 +648,29 @@ async fn the_extender_service_sends_the_scheduler_to_the_leaders_pod_only() {
     a.until_following().await;
     b.stop();
     a.stop();
+}
+
+#[tokio::test]
+#[ignore = "needs the local control plane: run e2e/test"]
+async fn the_leaders_lease_renewals_are_served_at_the_leader_election_priority_level() {
+    let cluster = Cluster::connect().await;
+    let dispatched = async || {
+        let request = http::Request::get("/metrics").body(Vec::new()).unwrap();
+        let text = cluster.client.request_text(request).await.unwrap();
+        Metrics::parse(&text).sum(
+            "apiserver_flowcontrol_dispatched_requests_total",
+            &[
+                ("flow_schema", "gangplank-leader-election"),
+                ("priority_level", "leader-election"),
+            ],
+        )
+    };
+    let before = dispatched().await;
+    // The leader renews every fifth of its 15 s Lease.
+    eventually(
+        "a renewal of Gangplank's Lease dispatched under the FlowSchema gangplank-leader-election",
+        30,
+        || async { (dispatched().await > before).then_some(()) },
+    )
+    .await;
 }
