@@ -197,8 +197,8 @@ fn round(x: f64) -> f64 {
     (x * 100.0).round() / 100.0
 }
 
-/// A pod named `name` (zero-padded, so that name order is creation order: a scheduler started on
-/// the backlog takes pods in name order, and an operator's gang shares a name prefix).
+/// A pod named `name`: `p-` and its index, zero-padded so that name order is creation order
+/// and a gang's members sort together, as an operator's pods of one job do.
 fn pod(name: String, gang: Option<String>) -> Pod {
     let mut labels = serde_json::Map::new();
     if let Some(gang) = gang {
