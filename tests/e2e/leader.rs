@@ -136,12 +136,23 @@ impl Drop for Standby {
     }
 }
 
+/// A port nothing listens on now, and one this suite has not handed out before: a replica binds
+/// its extender port only once it leads, and the kernel may offer that port again meanwhile (a
+/// sidecar's metrics port once took its twin's extender port).
 fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+    static GIVEN: std::sync::Mutex<Vec<u16>> = std::sync::Mutex::new(Vec::new());
+    let mut given = GIVEN.lock().unwrap();
+    loop {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        if !given.contains(&port) {
+            given.push(port);
+            return port;
+        }
+    }
 }
 
 async fn holder(leases: &Api<Lease>) -> Option<String> {
