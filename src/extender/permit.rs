@@ -275,21 +275,15 @@ impl Permits {
             (waiting, uids, bound)
         };
         let placed = bound + uids.len();
-        let why = if waiting.latest + timeout <= waiting.since + max_hold {
-            format!(
-                "gang {}: {placed} of {} members placed, and no other within {}s; released them so the scheduler retries the gang",
-                group.key,
-                group.min_member,
-                timeout.as_secs()
-            )
+        let limit = if waiting.deadline(timeout, max_hold) == waiting.latest + timeout {
+            format!(", and no other within {}s", timeout.as_secs())
         } else {
-            format!(
-                "gang {}: {placed} of {} members placed within {}s (--max-bind-hold-seconds); released them so the scheduler retries the gang",
-                group.key,
-                group.min_member,
-                max_hold.as_secs()
-            )
+            format!(" within {}s (--max-bind-hold-seconds)", max_hold.as_secs())
         };
+        let why = format!(
+            "gang {}: {placed} of {} members placed{limit}; released them so the scheduler retries the gang",
+            group.key, group.min_member
+        );
         tracing::info!(group = %group.key, held = uids.len(), "gang timed out waiting for quorum");
         ::metrics::counter!(metrics::GANG_TIMEOUTS_TOTAL).increment(1);
         let mut own = Expiry::Taken;
