@@ -343,9 +343,9 @@ async fn a_member_of_a_gang_admitted_on_arrival_gets_no_gate_and_only_the_bindin
         arrival_patch(settings(), None).await,
         json!([
             {"op": "add", "path": "/spec/containers/0/resources/requests",
-                "value": {"scheduling.gangplank.dev/managed": "1"}},
+                "value": {"scheduling.gangplank.dev/managed": "0"}},
             {"op": "add", "path": "/spec/containers/0/resources/limits",
-                "value": {"scheduling.gangplank.dev/managed": "1"}}
+                "value": {"scheduling.gangplank.dev/managed": "0"}}
         ])
     );
 }
@@ -393,17 +393,17 @@ async fn a_pod_naming_a_scheduler_nobody_serves_is_gated_even_at_an_open_door_an
     );
 }
 
-/// The patch operations that give a pod without resources one unit of each marker.
+/// The patch operations that give a pod without resources each marker, at zero units.
 fn both_markers() -> Vec<Value> {
     serde_json::from_value(json!([
             {"op": "add", "path": "/spec/containers/0/resources/requests",
-                "value": {"scheduling.gangplank.dev/managed": "1"}},
+                "value": {"scheduling.gangplank.dev/managed": "0"}},
             {"op": "add", "path": "/spec/containers/0/resources/limits",
-                "value": {"scheduling.gangplank.dev/managed": "1"}},
+                "value": {"scheduling.gangplank.dev/managed": "0"}},
             {"op": "add", "path": "/spec/containers/0/resources/requests/scheduling.gangplank.dev~1placement",
-                "value": "1"},
+                "value": "0"},
             {"op": "add", "path": "/spec/containers/0/resources/limits/scheduling.gangplank.dev~1placement",
-                "value": "1"}
+                "value": "0"}
     ]))
     .unwrap()
 }

@@ -95,7 +95,10 @@ pub fn pod(pod: &core::Pod) -> Result<Pod, Error> {
         })?,
         None => Resources::new(),
     };
-    let marked = requests.amount(ResourceId::MANAGED) > 0;
+    let marked = pod
+        .spec
+        .as_ref()
+        .is_some_and(|spec| names_resource(spec, labels::MANAGED_RESOURCE));
     requests = on_node(requests);
     let (pod_labels, pod_annotations) = (meta.labels.as_ref(), meta.annotations.as_ref());
     let min_member = pod_annotations
@@ -329,6 +332,20 @@ pub fn pod_requests(spec: &core::PodSpec) -> Result<Resources, String> {
     Ok(total)
 }
 
+/// Whether a container or init container of `spec` names `resource` in its requests or limits,
+/// whatever the amount: how the scheduler decides that an extender manages a pod. The webhook
+/// gives the markers zero units (see [`crate::webhooks::pods`]).
+pub fn names_resource(spec: &core::PodSpec, resource: &str) -> bool {
+    let containers = spec
+        .containers
+        .iter()
+        .chain(spec.init_containers.iter().flatten());
+    containers
+        .filter_map(|c| c.resources.as_ref())
+        .flat_map(|r| [&r.requests, &r.limits])
+        .any(|list| list.as_ref().is_some_and(|l| l.contains_key(resource)))
+}
+
 /// `requests` as they count against a node: plus one of its `pods` slots, and without the
 /// marker resources, which are cluster-level: no node advertises them and the scheduler
 /// ignores them (`ignoredByScheduler`).
@@ -400,6 +417,43 @@ mod tests {
             pod_requests(&spec).unwrap(),
             Resources::from([("cpu", 750), ("memory", 1 << 30), ("nvidia.com/gpu", 1)])
         );
+    }
+
+    #[test]
+    fn a_pod_is_marked_by_the_marker_s_name_at_any_amount_as_the_scheduler_picks_extenders() {
+        let marker = labels::MANAGED_RESOURCE;
+        let at_zero = PodSpec {
+            containers: vec![container(&[("cpu", "1"), (marker, "0")])],
+            ..Default::default()
+        };
+        assert!(names_resource(&at_zero, marker));
+        assert_eq!(
+            pod_requests(&at_zero).unwrap(),
+            Resources::from([("cpu", 1_000)])
+        );
+
+        let init_limit_only = PodSpec {
+            containers: vec![container(&[("cpu", "1")])],
+            init_containers: Some(vec![Container {
+                name: "init".into(),
+                resources: Some(ResourceRequirements {
+                    limits: Some(list(&[(marker, "1")])),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            }]),
+            ..Default::default()
+        };
+        assert!(names_resource(&init_limit_only, marker));
+
+        let unmarked = PodSpec {
+            containers: vec![container(&[
+                ("cpu", "1"),
+                (labels::PLACEMENT_RESOURCE, "0"),
+            ])],
+            ..Default::default()
+        };
+        assert!(!names_resource(&unmarked, marker));
     }
 
     #[test]

@@ -41,11 +41,13 @@
 //!    admission holds (a Volcano PodGroup's or a batch Job's, [`gangplank_core::model::Ahead`];
 //!    members it let in that the watch does not show yet count, so pods created at once
 //!    cannot all pass);
-//! 3. one unit of each marker, `scheduling.gangplank.dev/managed` (the scheduler's binding
-//!    extender) and `scheduling.gangplank.dev/placement` (its placing extender; DESIGN "Which
-//!    pods reach Gangplank"), in the requests and limits of the first container, unless already
-//!    there (an extended resource needs equal request and limit, so a lone request or limit is
-//!    completed with the same amount). A member of a gang admitted on arrival gets only
+//! 3. each marker, `scheduling.gangplank.dev/managed` (the scheduler's binding extender) and
+//!    `scheduling.gangplank.dev/placement` (its placing extender; DESIGN "Which pods reach
+//!    Gangplank"), at zero units in the requests and limits of the first container, unless
+//!    already there (an extended resource needs equal request and limit, so a lone request or
+//!    limit is completed with the same amount). The scheduler picks an extender by the name
+//!    alone, and its fit check skips a zero request before any per-node work, where a non-zero
+//!    extended resource costs it a check of the name on every node. A member of a gang admitted on arrival gets only
 //!    `managed`, unless `--place-arrivals` or its priority is above zero: the scheduler places
 //!    it alone and Gangplank holds its bind until quorum.
 //!
@@ -339,7 +341,7 @@ pub fn mutate(w: &Webhooks, request: &AdmissionRequest<Pod>) -> Result<Verdict, 
             let value = request
                 .clone()
                 .or(limit.clone())
-                .unwrap_or_else(|| "1".into());
+                .unwrap_or_else(|| "0".into());
             let marker = |list| ["spec", "containers", "0", "resources", list, name];
             if request.is_none() {
                 patch.set(&marker("requests"), json!(value));

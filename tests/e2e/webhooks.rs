@@ -180,11 +180,11 @@ async fn a_labelled_job_gets_its_group_on_every_pod_and_runs_to_completion() {
         let resources = spec.containers[0].resources.as_ref().unwrap();
         assert_eq!(
             resources.requests.as_ref().unwrap()[labels::MANAGED_RESOURCE].0,
-            "1"
+            "0"
         );
         assert_eq!(
             resources.limits.as_ref().unwrap()[labels::MANAGED_RESOURCE].0,
-            "1"
+            "0"
         );
         // Whether the pods arrived gated is checked from a watch in the controller's test:
         // here the controller's PodGroup can be admitted before the pods are listed. Nor is the
@@ -247,8 +247,8 @@ async fn a_pod_with_the_coscheduling_label_is_normalised_marked_and_scheduled_th
         .unwrap()
         .requests
         .unwrap();
-    assert_eq!(requests[labels::MANAGED_RESOURCE].0, "1");
-    assert_eq!(requests[labels::PLACEMENT_RESOURCE].0, "1");
+    assert_eq!(requests[labels::MANAGED_RESOURCE].0, "0");
+    assert_eq!(requests[labels::PLACEMENT_RESOURCE].0, "0");
     if gating(&cluster) {
         // The group has no PodGroup yet, so the pod waits for one.
         ns.api::<PodGroup>()

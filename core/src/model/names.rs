@@ -6,9 +6,9 @@
 /// the pod's group is admitted.
 pub const ADMISSION_GATE: &str = "scheduling.gangplank.dev/admission";
 
-/// Extended resource (one unit, request and limit) that marks a pod as managed by Gangplank, so
-/// the scheduler sends only those pods' bind calls to Gangplank (the binding extender's
-/// `managedResources`).
+/// Extended resource (named in request and limit; the webhook gives it zero units) that marks a
+/// pod as managed by Gangplank, so the scheduler sends only those pods' bind calls to Gangplank
+/// (the binding extender's `managedResources`, which looks at the name, not the amount).
 pub const MANAGED_RESOURCE: &str = "scheduling.gangplank.dev/managed";
 
 /// Second marker on every managed pod, the placing extender's `managedResources`: its filter,

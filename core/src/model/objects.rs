@@ -114,8 +114,9 @@ pub struct Pod {
     /// Its condition `DisruptionTarget` is True: it was ended to make room (an eviction for
     /// reclaim or preemption, a node going away), so a Failed phase is no failure of its own.
     pub disrupted: bool,
-    /// It requests the marker resource `scheduling.gangplank.dev/managed` (Gangplank's mutating
-    /// webhook put it there): the only pods the extender binds, unless told otherwise.
+    /// A container names the marker resource `scheduling.gangplank.dev/managed`, at any amount
+    /// (Gangplank's mutating webhook put it there): the only pods the extender binds, unless
+    /// told otherwise.
     pub marked: bool,
     /// `spec.nodeSelector`: admission keeps a gang with a `topologyKey` in the domain a member
     /// already names, and adds the chosen domain to it when releasing.
