@@ -377,10 +377,10 @@ fn every_managed_pod_is_mutated_exactly_once_and_every_other_pod_never() {
             let gates = &pod["spec"]["schedulingGates"];
             assert_eq!(gates, &json!([{"name": labels::ADMISSION_GATE}]), "{pod}");
             let resources = &pod["spec"]["containers"][0]["resources"];
-            assert_eq!(resources["requests"][labels::MANAGED_RESOURCE], "1");
-            assert_eq!(resources["limits"][labels::MANAGED_RESOURCE], "1");
-            assert_eq!(resources["requests"][labels::PLACEMENT_RESOURCE], "1");
-            assert_eq!(resources["limits"][labels::PLACEMENT_RESOURCE], "1");
+            assert_eq!(resources["requests"][labels::MANAGED_RESOURCE], "0");
+            assert_eq!(resources["limits"][labels::MANAGED_RESOURCE], "0");
+            assert_eq!(resources["requests"][labels::PLACEMENT_RESOURCE], "0");
+            assert_eq!(resources["limits"][labels::PLACEMENT_RESOURCE], "0");
         }
     }
 }

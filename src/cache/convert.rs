@@ -335,7 +335,7 @@ pub fn pod_requests(spec: &core::PodSpec) -> Result<Resources, String> {
 /// Whether a container or init container of `spec` names `resource` in its requests or limits,
 /// whatever the amount: how the scheduler decides that an extender manages a pod. The webhook
 /// gives the markers zero units (see [`crate::webhooks::pods`]).
-pub fn names_resource(spec: &core::PodSpec, resource: &str) -> bool {
+fn names_resource(spec: &core::PodSpec, resource: &str) -> bool {
     let containers = spec
         .containers
         .iter()
