@@ -47,9 +47,9 @@
 //!    already there (an extended resource needs equal request and limit, so a lone request or
 //!    limit is completed with the same amount). The scheduler picks an extender by the name
 //!    alone, and its fit check skips a zero request before any per-node work, where a non-zero
-//!    extended resource costs it a check of the name on every node. A member of a gang admitted on arrival gets only
-//!    `managed`, unless `--place-arrivals` or its priority is above zero: the scheduler places
-//!    it alone and Gangplank holds its bind until quorum.
+//!    extended resource costs it a check of the name on every node. A member of a gang
+//!    admitted on arrival gets only `managed`, unless `--place-arrivals` or its priority is
+//!    above zero: the scheduler places it alone and Gangplank holds its bind until quorum.
 //!
 //! A pod with `spec.nodeName` set bypasses the scheduler: it gets neither gate (the API server
 //! refuses a gate on a bound pod) nor marker, only labels, and a warning.
