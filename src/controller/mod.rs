@@ -22,7 +22,9 @@
 //! - throttled: at most one write per object per second, backing off after failures, and a
 //!   status already written is not written again while the watch catches up ([`writes`]); a
 //!   PodGroup status that changes only counts and messages waits five seconds after the last
-//!   write, so a gang costs about one write per phase;
+//!   write, so a gang costs about one write per phase; a new group's first status waits until
+//!   it is two seconds old while it is Pending, so a gang admitted as its first pod arrives is
+//!   never written as Pending ([`status::first_status_wait`]);
 //! - idempotent: PodGroups are created with a plain create (a 409 means someone was first)
 //!   and the same creation is not retried within [`CREATE_RETRY_AFTER`].
 //!
@@ -760,7 +762,18 @@ impl Controller {
             if api::volcano::controls(&group) {
                 volcano.insert(key.clone(), desired.clone());
             }
-            match self.pod_group_writes.decide(&uid, stored, &desired, now) {
+            let age = group
+                .metadata
+                .creation_timestamp
+                .as_ref()
+                .map_or(i64::MAX, |created| {
+                    wall.0.as_second() - created.0.as_second()
+                });
+            let verdict = match status::first_status_wait(previous, &desired, age) {
+                Some(wait) => Verdict::Wait(now + wait),
+                None => self.pod_group_writes.decide(&uid, stored, &desired, now),
+            };
+            match verdict {
                 Verdict::InSync => {}
                 Verdict::Wait(at) => *due = Some(due.map_or(at, |d| d.min(at))),
                 Verdict::Write => out.push(StatusWrite {

@@ -30,10 +30,15 @@
 //! `Completed` or `Failed`. A condition's `lastTransitionTime` changes only when its `status`
 //! does; the group's `lastTransitionTime` only when its phase does.
 
+use std::time::Duration;
+
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 
 use crate::api::{PodGroupPhase, PodGroupStatus};
 
+/// How old a group Pending since its creation is when its first status is written
+/// ([`first_status_wait`]).
+pub const FIRST_STATUS_AFTER: Duration = Duration::from_secs(2);
 /// Condition types of a PodGroup.
 pub const ADMITTED: &str = "Admitted";
 pub const SCHEDULED: &str = "Scheduled";
@@ -374,6 +379,20 @@ fn condition(old: &[Condition], now: &Time, type_: &str, judged: Judgement) -> C
     }
 }
 
+/// How long a group that has no status yet waits for its first one: while it is Pending and
+/// younger than [`FIRST_STATUS_AFTER`] (`age`, in whole seconds from its creation). A gang
+/// whose first member comes within that time then gets its first status as Inqueue, which
+/// spares the API server one write per gang; a group that stays Pending gets its status then.
+pub fn first_status_wait(
+    previous: Option<&PodGroupStatus>,
+    desired: &PodGroupStatus,
+    age: i64,
+) -> Option<Duration> {
+    let settle = FIRST_STATUS_AFTER.as_secs() as i64;
+    (previous.is_none() && desired.phase == PodGroupPhase::Pending && age < settle)
+        .then(|| Duration::from_secs((settle - age.max(0)).unsigned_abs()))
+}
+
 /// Whether going from `from` to `to` changes only counts and messages: the phase and each
 /// condition's type, status and reason stay (its write may wait, `super::writes`).
 pub fn minor_change(from: &PodGroupStatus, to: &PodGroupStatus) -> bool {
@@ -650,6 +669,31 @@ mod tests {
             pod_group_status(&inputs(members(4, 0, 0, 0, 0), &PODS), Some(&same), &at(9));
         assert_eq!(released.phase, Inqueue);
         assert_eq!(released.last_transition_time, Some(at(9)));
+    }
+
+    #[test]
+    fn a_new_group_waits_two_seconds_for_its_first_status_unless_its_gang_is_already_in() {
+        let empty = pod_group_status(&inputs(Members::default(), &PODS), None, &at(0));
+        assert_eq!(
+            first_status_wait(None, &empty, 0),
+            Some(Duration::from_secs(2))
+        );
+        assert_eq!(
+            first_status_wait(None, &empty, 1),
+            Some(Duration::from_secs(1))
+        );
+        assert_eq!(first_status_wait(None, &empty, 2), None, "old enough");
+        let released = pod_group_status(&inputs(members(4, 0, 0, 0, 0), &PODS), None, &at(0));
+        assert_eq!(
+            first_status_wait(None, &released, 0),
+            None,
+            "Inqueue is written at once"
+        );
+        assert_eq!(
+            first_status_wait(Some(&empty), &empty, 0),
+            None,
+            "a group with a status is written as it changes"
+        );
     }
 
     #[test]
