@@ -23,8 +23,8 @@
 //!   status already written is not written again while the watch catches up ([`writes`]); a
 //!   PodGroup status that changes only counts and messages waits five seconds after the last
 //!   write, so a gang costs about one write per phase; a new group's first status waits until
-//!   it is two seconds old while it is Pending, so a gang admitted as its first pod arrives is
-//!   never written as Pending ([`status::first_status_wait`]);
+//!   it is two seconds old while it has no member pods, so a gang admitted as its first pod
+//!   arrives is never written as Pending ([`status::first_status_wait`]);
 //! - idempotent: PodGroups are created with a plain create (a 409 means someone was first)
 //!   and the same creation is not retried within [`CREATE_RETRY_AFTER`].
 //!

@@ -379,18 +379,26 @@ fn condition(old: &[Condition], now: &Time, type_: &str, judged: Judgement) -> C
     }
 }
 
-/// How long a group that has no status yet waits for its first one: while it is Pending and
-/// younger than [`FIRST_STATUS_AFTER`] (`age`, in whole seconds from its creation). A gang
-/// whose first member comes within that time then gets its first status as Inqueue, which
-/// spares the API server one write per gang; a group that stays Pending gets its status then.
+/// How long a group that has no status yet waits for its first one: while it has no member
+/// pods (Pending, `Admitted` False for [`NO_MEMBERS`]) and is younger than
+/// [`FIRST_STATUS_AFTER`] (`age`, in whole seconds from its creation by this process's clock;
+/// a negative age, a clock behind the API server's, waits for nothing). A gang whose first
+/// member comes within that time and is admitted on arrival then gets its first status as
+/// Inqueue, which spares the API server one write per gang; a gang whose members wait gets
+/// its status, with why, as soon as they exist; a group still without members gets it then.
 pub fn first_status_wait(
     previous: Option<&PodGroupStatus>,
     desired: &PodGroupStatus,
     age: i64,
 ) -> Option<Duration> {
     let settle = FIRST_STATUS_AFTER.as_secs() as i64;
-    (previous.is_none() && desired.phase == PodGroupPhase::Pending && age < settle)
-        .then(|| Duration::from_secs((settle - age.max(0)).unsigned_abs()))
+    let no_members = desired.phase == PodGroupPhase::Pending
+        && desired
+            .conditions
+            .iter()
+            .any(|c| c.type_ == ADMITTED && c.reason == NO_MEMBERS);
+    (previous.is_none() && no_members && (0..settle).contains(&age))
+        .then(|| Duration::from_secs((settle - age).unsigned_abs()))
 }
 
 /// Whether going from `from` to `to` changes only counts and messages: the phase and each
@@ -672,7 +680,7 @@ mod tests {
     }
 
     #[test]
-    fn a_new_group_waits_two_seconds_for_its_first_status_unless_its_gang_is_already_in() {
+    fn a_new_group_without_members_waits_two_seconds_for_its_first_status() {
         let empty = pod_group_status(&inputs(Members::default(), &PODS), None, &at(0));
         assert_eq!(
             first_status_wait(None, &empty, 0),
@@ -683,6 +691,18 @@ mod tests {
             Some(Duration::from_secs(1))
         );
         assert_eq!(first_status_wait(None, &empty, 2), None, "old enough");
+        assert_eq!(
+            first_status_wait(None, &empty, -30),
+            None,
+            "a clock behind the API server's does not hold the status back"
+        );
+        let waiting = pod_group_status(&inputs(members(4, 4, 0, 0, 0), &PODS), None, &at(0));
+        assert_eq!(waiting.phase, Pending);
+        assert_eq!(
+            first_status_wait(None, &waiting, 0),
+            None,
+            "a gang whose members wait says why at once"
+        );
         let released = pod_group_status(&inputs(members(4, 0, 0, 0, 0), &PODS), None, &at(0));
         assert_eq!(
             first_status_wait(None, &released, 0),
