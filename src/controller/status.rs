@@ -36,7 +36,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 
 use crate::api::{PodGroupPhase, PodGroupStatus};
 
-/// How old a group Pending since its creation is when its first status is written
+/// How old a group without member pods is when its first status is written
 /// ([`first_status_wait`]).
 pub const FIRST_STATUS_AFTER: Duration = Duration::from_secs(2);
 /// Condition types of a PodGroup.
