@@ -474,16 +474,10 @@ fn decode<K: kube::Resource + DeserializeOwned>(
     body: &[u8],
 ) -> Result<AdmissionRequest<K>, Undecodable> {
     // Decoding with paths costs every review a path stack; only a body that fails needs one.
-    let review: AdmissionReview<K> = match serde_json::from_slice(body) {
-        Ok(review) => review,
-        Err(_) => {
-            match serde_path_to_error::deserialize(&mut serde_json::Deserializer::from_slice(body))
-            {
-                Ok(review) => review,
-                Err(e) => return Err(undecodable(body, e)),
-            }
-        }
-    };
+    let review: AdmissionReview<K> = serde_json::from_slice(body).or_else(|_| {
+        serde_path_to_error::deserialize(&mut serde_json::Deserializer::from_slice(body))
+            .map_err(|e| undecodable(body, e))
+    })?;
     if review.types.api_version != review::API_VERSION || review.types.kind != review::KIND {
         return Err(format!(
             "expected apiVersion {} and kind {}, got {:?} and {:?}",
