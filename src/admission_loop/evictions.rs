@@ -90,6 +90,11 @@ impl Reclaimer {
         self.evicting.contains_key(uid)
     }
 
+    /// No eviction is awaited or left unfinished.
+    pub fn is_idle(&self) -> bool {
+        self.evicting.is_empty() && self.unfinished.is_empty()
+    }
+
     pub fn is_refused(&self, group: &GroupKey) -> bool {
         self.refused.contains_key(group) || self.unfinished.contains_key(group)
     }

@@ -6,7 +6,10 @@
 //! does not see a gang's pods one by one as they trickle in; this loop lets a gang through as
 //! a whole once it is complete. It wakes on every cache change (at most every
 //! [`MIN_PASS_INTERVAL`]) and at least every [`MAX_PASS_INTERVAL`], decides on a snapshot of
-//! the cache (a consistent view that holds no lock), and patches the pods.
+//! the cache (a consistent view that holds no lock), and patches the pods. After a pass that
+//! left nothing waiting ([`is_quiet`]), only a change that may want a decision wakes it
+//! ([`Cache::arrived`]: a new or gated pod, a node, PodGroup or Queue), not the binds and
+//! status updates of placed pods.
 //!
 //! Each patch is a JSON patch that first tests that the pod's gates are still the ones the
 //! decision saw, then writes them without Gangplank's gate (and, for a group with a
@@ -93,10 +96,12 @@ pub async fn run(
     let mut held: Option<plan::Hold> = None;
     let publisher = Publisher::new(client.clone());
     let mut told = Limiter::default();
+    let mut quiet = false;
     loop {
         tokio::select! {
             _ = shutdown.cancelled() => return,
-            _ = cache.changed() => {}
+            _ = cache.changed(), if !quiet => {}
+            _ = cache.arrived() => {}
             _ = tokio::time::sleep(MAX_PASS_INTERVAL) => {}
         }
         heartbeat.beat();
@@ -136,6 +141,7 @@ pub async fn run(
         }
         ledger.hold(held.as_ref(), &decision, now.into_std());
         held = decision.hold.clone();
+        let settled = is_quiet(&decision);
         let due: Vec<PodRef> = decision
             .admit
             .iter()
@@ -184,8 +190,17 @@ pub async fn run(
             }
         }
         reclaimer.execute(reclaims).await;
+        quiet = settled && reclaimer.is_idle();
         tokio::time::sleep(MIN_PASS_INTERVAL).await;
     }
+}
+
+/// Whether a pass left nothing to do but wait for a new pod or a change of configuration:
+/// it admitted nothing, left nothing waiting and holds no reservation. A placed pod's updates
+/// and a pod's deletion then give the next pass nothing to decide, so the loop waits for
+/// [`Cache::arrived`] instead of every change.
+fn is_quiet(decision: &plan::Decision) -> bool {
+    decision.admit.is_empty() && decision.waiting.is_empty() && decision.hold.is_none()
 }
 
 /// Writes each queue's deserved share, allocation and waiting groups at the latest pass in

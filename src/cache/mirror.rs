@@ -2,8 +2,9 @@
 //! (nodes and pods in [`super::watch`], PodGroups and Queues in [`super::stores`]) convert
 //! what they see into [`Change`]s and send them here; [`Mirror::run`] applies them in arrival
 //! order, a batch at a time under one write lock, and wakes the loops once per batch that
-//! changed anything. A change that leaves the model as it was (a status write, a heartbeat)
-//! wakes nobody. A kind is marked synced (readiness) when the change that ends its list is
+//! changed anything (and [`super::Cache::arrived`] once per batch with a change that may want
+//! an admission decision). A change that leaves the model as it was (a status write, a
+//! heartbeat) wakes nobody. A kind is marked synced (readiness) when the change that ends its list is
 //! applied, not when the list was read, so `/readyz` never runs ahead of the model.
 
 use std::collections::HashSet;
@@ -127,10 +128,11 @@ impl Mirror {
     }
 
     /// Applies `changes` in order under one write lock; wakes the loops if any changed the
-    /// model; then marks the kinds whose list ended synced (or failed, unsynced).
+    /// model (and the admission loop's [`Cache::arrived`] if any may want a decision); then marks the kinds whose list ended synced (or failed, unsynced).
     pub fn apply_all(&mut self, changes: impl IntoIterator<Item = Change>) {
         let mut ends: Vec<(Watched, bool)> = Vec::new();
         let mut touched: Vec<Watched> = Vec::new();
+        let mut arrived = false;
         let counts = self.cache.write_if_changed(|s| {
             let mut changed = false;
             for change in changes {
@@ -138,7 +140,14 @@ impl Mirror {
                 if !touched.contains(&kind) {
                     touched.push(kind);
                 }
-                changed |= match change {
+                let arrival = match &change {
+                    Change::Pod(pod) => {
+                        !pod.scheduling_gates.is_empty() || !s.pods.contains_key(&pod.uid)
+                    }
+                    Change::PodGone(_) | Change::Failed(_) => false,
+                    _ => true,
+                };
+                let this = match change {
                     Change::Node(node) => s.apply_node(node),
                     Change::NodeGone(name) => s.delete_node(&name),
                     Change::Pod(pod) => s.apply_pod(pod),
@@ -163,11 +172,16 @@ impl Mirror {
                         false
                     }
                 };
+                changed |= this;
+                arrived |= this && arrival;
             }
             let counts: Vec<(Watched, usize)> =
                 touched.iter().map(|&kind| (kind, count(s, kind))).collect();
             (counts, changed)
         });
+        if arrived {
+            self.cache.wake_arrivals();
+        }
         for (kind, listed) in ends {
             if !listed {
                 self.cache.mark_unsynced(kind);

@@ -72,6 +72,8 @@ struct Inner {
     state: RwLock<State>,
     /// Woken on every write, for loops that react to changes (admission).
     changed: tokio::sync::Notify,
+    /// Woken by the mirror's changes that may want an admission decision ([`Cache::arrived`]).
+    arrivals: tokio::sync::Notify,
     /// Counts writes; any number of loops may [`Cache::subscribe`] to it (the controller).
     generation: tokio::sync::watch::Sender<u64>,
     nodes_synced: AtomicBool,
@@ -213,6 +215,18 @@ impl Cache {
         self.inner.changed.notified().await;
     }
 
+    /// Like [`Cache::changed`], for the mirror's changes that may want an admission decision
+    /// alone: a pod that is new or gated, any change to a node, PodGroup or Queue, a completed
+    /// list. A placed pod's updates and a pod's deletion do not count: while nothing waits,
+    /// they give the admission loop nothing to decide.
+    pub async fn arrived(&self) {
+        self.inner.arrivals.notified().await;
+    }
+
+    fn wake_arrivals(&self) {
+        self.inner.arrivals.notify_one();
+    }
+
     /// Every watcher has completed its initial list.
     pub fn is_ready(&self) -> bool {
         self.unsynced().is_empty()
@@ -249,6 +263,45 @@ mod tests {
             changes.has_changed().unwrap(),
             "a new gang size is a change"
         );
+    }
+
+    #[test]
+    fn a_placed_pods_updates_and_deletion_are_no_arrival_but_a_new_or_gated_pod_is() {
+        use futures::FutureExt;
+        let (cache, mut mirror) = Cache::new();
+        let arrived = || cache.arrived().now_or_never().is_some();
+        mirror.apply_node(node("n1"));
+        assert!(arrived(), "a new node may want a decision");
+        mirror.apply_pod(pod("a", None));
+        assert!(arrived(), "a new pod may want a decision");
+        assert!(!arrived(), "one change, one signal");
+
+        mirror.apply_pod(pod("a", Some("n1")));
+        mirror.apply_pod(Pod {
+            phase: PodPhase::Running,
+            ..pod("a", Some("n1"))
+        });
+        mirror.delete_pod("a");
+        assert!(
+            !arrived(),
+            "a bind, a status and a deletion want no decision"
+        );
+        assert!(
+            cache.changed().now_or_never().is_some(),
+            "they still wake the loops that wait for every change"
+        );
+
+        let gated = Pod {
+            scheduling_gates: vec![crate::api::labels::ADMISSION_GATE.into()],
+            ..pod("b", None)
+        };
+        mirror.apply_pod(gated.clone());
+        assert!(arrived());
+        mirror.apply_pod(Pod {
+            priority: 10,
+            ..gated
+        });
+        assert!(arrived(), "a gated pod that changes may want a decision");
     }
 
     fn node(name: &str) -> Node {
