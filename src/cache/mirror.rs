@@ -4,8 +4,8 @@
 //! order, a batch at a time under one write lock, and wakes the loops once per batch that
 //! changed anything (and [`super::Cache::arrived`] once per batch with a change that may want
 //! an admission decision). A change that leaves the model as it was (a status write, a
-//! heartbeat) wakes nobody. A kind is marked synced (readiness) when the change that ends its list is
-//! applied, not when the list was read, so `/readyz` never runs ahead of the model.
+//! heartbeat) wakes nobody. A kind is marked synced (readiness) when the change that ends its
+//! list is applied, not when the list was read, so `/readyz` never runs ahead of the model.
 
 use std::collections::HashSet;
 
@@ -128,7 +128,8 @@ impl Mirror {
     }
 
     /// Applies `changes` in order under one write lock; wakes the loops if any changed the
-    /// model (and the admission loop's [`Cache::arrived`] if any may want a decision); then marks the kinds whose list ended synced (or failed, unsynced).
+    /// model (and the admission loop's [`Cache::arrived`] if any may want a decision); then
+    /// marks the kinds whose list ended synced (or failed, unsynced).
     pub fn apply_all(&mut self, changes: impl IntoIterator<Item = Change>) {
         let mut ends: Vec<(Watched, bool)> = Vec::new();
         let mut touched: Vec<Watched> = Vec::new();

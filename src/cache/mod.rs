@@ -217,8 +217,8 @@ impl Cache {
 
     /// Like [`Cache::changed`], for the mirror's changes that may want an admission decision
     /// alone: a pod that is new or gated, any change to a node, PodGroup or Queue, a completed
-    /// list. A placed pod's updates and a pod's deletion do not count: while nothing waits,
-    /// they give the admission loop nothing to decide.
+    /// list that deleted something. A placed pod's updates and a pod's deletion do not count:
+    /// while nothing waits, they give the admission loop nothing to decide.
     pub async fn arrived(&self) {
         self.inner.arrivals.notified().await;
     }
