@@ -196,7 +196,8 @@ pub fn rows() -> Vec<Row> {
                     "Pods per second whose admission gate was removed, groups that cannot be \
                      admitted at all yet (their PodGroup is missing or they have fewer than \
                      minMember pods), pods per second created ungated by admission on arrival, \
-                     and whether arrivals are admitted now (1) or gated (0).",
+                     whether arrivals are admitted now (1) or gated (0), and admission passes \
+                     per second.",
                     "short",
                     vec![
                         query(
@@ -214,6 +215,10 @@ pub fn rows() -> Vec<Row> {
                         query(
                             format!("max({})", m::ADMISSION_DOOR_OPEN),
                             "admission on arrival open",
+                        ),
+                        query(
+                            rate(m::ADMISSION_PASSES_TOTAL, "", ""),
+                            "admission passes / s",
                         ),
                     ],
                 ),

@@ -48,6 +48,8 @@ pub const GANG_TIMEOUTS_TOTAL: &str = "gangplank_gang_timeouts_total";
 pub const GANG_BINDS_ABANDONED_TOTAL: &str = "gangplank_gang_binds_abandoned_total";
 /// Gauge: gangs holding a claim on capacity.
 pub const GANG_CLAIMS: &str = "gangplank_gang_claims";
+/// Counter: admission passes.
+pub const ADMISSION_PASSES_TOTAL: &str = "gangplank_admission_passes_total";
 /// Counter: pods whose admission gate the admission loop removed.
 pub const ADMISSION_RELEASED_PODS_TOTAL: &str = "gangplank_admission_released_pods_total";
 /// Counter: pods created without the admission gate, their gang admitted on arrival.
@@ -126,6 +128,7 @@ pub fn install() -> Result<PrometheusHandle, Error> {
     metrics::gauge!(LEADER).set(0.0);
     metrics::gauge!(GANG_BINDS_HELD).set(0.0);
     metrics::gauge!(GANG_CLAIMS).set(0.0);
+    metrics::counter!(ADMISSION_PASSES_TOTAL).absolute(0);
     metrics::counter!(ADMISSION_RELEASED_PODS_TOTAL).absolute(0);
     metrics::gauge!(ADMISSION_WAITING_GROUPS).set(0.0);
     metrics::counter!(ADMISSION_ARRIVED_PODS_TOTAL).absolute(0);
@@ -243,6 +246,12 @@ pub const CATALOGUE: &[Doc] = &[
         kind: Kind::Gauge,
         labels: &[],
         help: "Gangs currently holding a claim on capacity while their members are being placed.",
+    },
+    Doc {
+        name: ADMISSION_PASSES_TOTAL,
+        kind: Kind::Counter,
+        labels: &[],
+        help: "Admission passes: after each change of the cluster (at most ten a second) while the last pass left groups waiting, admitted some or evicts; otherwise only after a new or gated pod or a change of a node, PodGroup or Queue; and at least every five seconds.",
     },
     Doc {
         name: ADMISSION_RELEASED_PODS_TOTAL,

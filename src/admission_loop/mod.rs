@@ -108,6 +108,7 @@ pub async fn run(
         if !cache.is_ready() {
             continue;
         }
+        ::metrics::counter!(metrics::ADMISSION_PASSES_TOTAL).increment(1);
         let now = Instant::now();
         recently.retain(|_, at| now.duration_since(*at) < RETRY_AFTER);
         // On a snapshot: the pass and the plan never hold the cache's lock, so filter and
