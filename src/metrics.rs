@@ -251,7 +251,7 @@ pub const CATALOGUE: &[Doc] = &[
         name: ADMISSION_PASSES_TOTAL,
         kind: Kind::Counter,
         labels: &[],
-        help: "Admission passes: after each change of the cluster (at most ten a second) while the last pass left groups waiting, admitted some or evicts; otherwise only after a new or gated pod or a change of a node, PodGroup or Queue; and at least every five seconds.",
+        help: "Admission passes: after each change of Gangplank's cache (watch events and its own claims; at most ten a second) while the last pass left groups waiting, admitted some or evicts; otherwise only after a new or gated pod or a change of a node, PodGroup or Queue; and at least every five seconds.",
     },
     Doc {
         name: ADMISSION_RELEASED_PODS_TOTAL,
