@@ -347,7 +347,7 @@ pub const CATALOGUE: &[Doc] = &[
         name: CONTROLLER_STATUS_WRITES_TOTAL,
         kind: Kind::Counter,
         labels: &["kind", "outcome"],
-        help: "PodGroup and Queue status writes by the controller (to the status subresource: a PodGroup's replaced whole by a JSON patch, a Queue's server-side applied), by kind (podgroup, queue) and outcome (ok, error). Only statuses that differ are written, at most once a second per object; a PodGroup status that changes only counts and messages (same phase and conditions) at most once every five seconds; a new PodGroup without member pods is first written once it is two seconds old.",
+        help: "PodGroup and Queue status writes by the controller (to the status subresource: a PodGroup's replaced whole by a JSON patch, a Queue's server-side applied), by kind (podgroup, queue) and outcome (ok, error). Only statuses that differ are written, at most once a second per object; a PodGroup status that changes only counts and messages (same phase and conditions) at most once every five seconds; any change of a PodGroup's status once it has stood for two seconds, as it is then (a gang admitted, bound and started within them is written once).",
     },
     Doc {
         name: CONTROLLER_POD_GROUPS_CREATED_TOTAL,

@@ -24,9 +24,10 @@
 //! - throttled: at most one write per object per second, backing off after failures, and a
 //!   status already written is not written again while the watch catches up ([`writes`]); a
 //!   PodGroup status that changes only counts and messages waits five seconds after the last
-//!   write, so a gang costs about one write per phase; a new group's first status waits until
-//!   it is two seconds old while it has no member pods, so a gang admitted as its first pod
-//!   arrives is never written as Pending ([`status::first_status_wait`]);
+//!   write, and any change of a PodGroup's status is written once it has stood for two
+//!   seconds ([`writes::DEBOUNCE`]), as it is then: a gang admitted, bound and started within
+//!   them is written once, Running, with one Event, and a new group is never written as
+//!   Pending when its first pod arrives and is admitted within them;
 //! - idempotent: PodGroups are created with a plain create (a 409 means someone was first)
 //!   and the same creation is not retried within [`CREATE_RETRY_AFTER`].
 //!
@@ -257,7 +258,7 @@ impl Controller {
             cache,
             stores,
             limiter: Limiter::default(),
-            pod_group_writes: Writes::coalescing(status::minor_change),
+            pod_group_writes: Writes::coalescing(status::minor_change).debounced(writes::DEBOUNCE),
             queue_writes: Writes::default(),
             volcano_writes: Writes::default(),
             created: HashMap::new(),
@@ -450,7 +451,7 @@ impl Controller {
     /// The Volcano PodGroup statuses to write: each says what the Gangplank PodGroup made for
     /// it says (`desired`, by key, for the groups Volcano PodGroups control).
     fn volcano_statuses(
-        &self,
+        &mut self,
         desired: &HashMap<GroupKey, PodGroupStatus>,
         now: Instant,
         due: &mut Option<Instant>,
@@ -716,7 +717,7 @@ impl Controller {
     /// waiting groups to `waits`, and the desired status of the groups Volcano PodGroups
     /// control to `volcano`.
     fn pod_group_statuses(
-        &self,
+        &mut self,
         observation: &Observation,
         admission_waits: &HashMap<GroupKey, (&'static str, String)>,
         wall: &Time,
@@ -764,18 +765,7 @@ impl Controller {
             if api::volcano::controls(&group) {
                 volcano.insert(key.clone(), desired.clone());
             }
-            let age = group
-                .metadata
-                .creation_timestamp
-                .as_ref()
-                .map_or(i64::MAX, |created| {
-                    wall.0.as_second() - created.0.as_second()
-                });
-            let verdict = match status::first_status_wait(previous, &desired, age) {
-                Some(wait) => Verdict::Wait(now + wait),
-                None => self.pod_group_writes.decide(&uid, stored, &desired, now),
-            };
-            match verdict {
+            match self.pod_group_writes.decide(&uid, stored, &desired, now) {
                 Verdict::InSync => {}
                 Verdict::Wait(at) => *due = Some(due.map_or(at, |d| d.min(at))),
                 Verdict::Write => out.push(StatusWrite {
@@ -813,7 +803,7 @@ impl Controller {
     }
 
     fn queue_statuses(
-        &self,
+        &mut self,
         observation: &Observation,
         shares: &BTreeMap<String, plan::QueueReport>,
         counts: &HashMap<String, GroupCounts>,

@@ -30,15 +30,10 @@
 //! `Completed` or `Failed`. A condition's `lastTransitionTime` changes only when its `status`
 //! does; the group's `lastTransitionTime` only when its phase does.
 
-use std::time::Duration;
-
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 
 use crate::api::{PodGroupPhase, PodGroupStatus};
 
-/// How old a group without member pods is when its first status is written
-/// ([`first_status_wait`]).
-pub const FIRST_STATUS_AFTER: Duration = Duration::from_secs(2);
 /// Condition types of a PodGroup.
 pub const ADMITTED: &str = "Admitted";
 pub const SCHEDULED: &str = "Scheduled";
@@ -379,28 +374,6 @@ fn condition(old: &[Condition], now: &Time, type_: &str, judged: Judgement) -> C
     }
 }
 
-/// How long a group that has no status yet waits for its first one: while it has no member
-/// pods (Pending, `Admitted` False for [`NO_MEMBERS`]) and is younger than
-/// [`FIRST_STATUS_AFTER`] (`age`, in whole seconds from its creation by this process's clock;
-/// a negative age, a clock behind the API server's, waits for nothing). A gang whose first
-/// member comes within that time and is admitted on arrival then gets its first status as
-/// Inqueue, which spares the API server one write per gang; a gang whose members wait gets
-/// its status, with why, as soon as they exist; a group still without members gets it then.
-pub fn first_status_wait(
-    previous: Option<&PodGroupStatus>,
-    desired: &PodGroupStatus,
-    age: i64,
-) -> Option<Duration> {
-    let settle = FIRST_STATUS_AFTER.as_secs() as i64;
-    let no_members = desired.phase == PodGroupPhase::Pending
-        && desired
-            .conditions
-            .iter()
-            .any(|c| c.type_ == ADMITTED && c.reason == NO_MEMBERS);
-    (previous.is_none() && no_members && (0..settle).contains(&age))
-        .then(|| Duration::from_secs((settle - age).unsigned_abs()))
-}
-
 /// Whether going from `from` to `to` changes only counts and messages: the phase and each
 /// condition's type, status and reason stay (its write may wait, `super::writes`).
 pub fn minor_change(from: &PodGroupStatus, to: &PodGroupStatus) -> bool {
@@ -677,43 +650,6 @@ mod tests {
             pod_group_status(&inputs(members(4, 0, 0, 0, 0), &PODS), Some(&same), &at(9));
         assert_eq!(released.phase, Inqueue);
         assert_eq!(released.last_transition_time, Some(at(9)));
-    }
-
-    #[test]
-    fn a_new_group_without_members_waits_two_seconds_for_its_first_status() {
-        let empty = pod_group_status(&inputs(Members::default(), &PODS), None, &at(0));
-        assert_eq!(
-            first_status_wait(None, &empty, 0),
-            Some(Duration::from_secs(2))
-        );
-        assert_eq!(
-            first_status_wait(None, &empty, 1),
-            Some(Duration::from_secs(1))
-        );
-        assert_eq!(first_status_wait(None, &empty, 2), None, "old enough");
-        assert_eq!(
-            first_status_wait(None, &empty, -30),
-            None,
-            "a clock behind the API server's does not hold the status back"
-        );
-        let waiting = pod_group_status(&inputs(members(4, 4, 0, 0, 0), &PODS), None, &at(0));
-        assert_eq!(waiting.phase, Pending);
-        assert_eq!(
-            first_status_wait(None, &waiting, 0),
-            None,
-            "a gang whose members wait says why at once"
-        );
-        let released = pod_group_status(&inputs(members(4, 0, 0, 0, 0), &PODS), None, &at(0));
-        assert_eq!(
-            first_status_wait(None, &released, 0),
-            None,
-            "Inqueue is written at once"
-        );
-        assert_eq!(
-            first_status_wait(Some(&empty), &empty, 0),
-            None,
-            "a group with a status is written as it changes"
-        );
     }
 
     #[test]

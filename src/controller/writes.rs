@@ -4,6 +4,10 @@
 //! [`Writes::coalescing`] writes a minor change (for a PodGroup: counts and messages, the same
 //! phase and conditions) at most once per [`MINOR_WRITE_INTERVAL`], so a gang whose members
 //! are created, bound and started one after the other costs a write per phase, not per member.
+//! A kind made [`Writes::debounced`] also holds every change back until it has stood for
+//! [`DEBOUNCE`] since the object's status first differed from what was written (later changes
+//! do not push that back): a gang admitted, bound and started within it costs one write and
+//! one transition, not one per step.
 //!
 //! Gangplank is the only writer of these statuses, so what it wrote last is the truth until the
 //! watch shows it: [`Writes::previous`] returns it in preference to the (possibly stale)
@@ -25,6 +29,8 @@ pub const MIN_WRITE_INTERVAL: Duration = Duration::from_secs(1);
 pub const MINOR_WRITE_INTERVAL: Duration = Duration::from_secs(5);
 /// Longest back-off after failed writes of one object.
 pub const MAX_BACKOFF: Duration = Duration::from_secs(60);
+/// How long a change of a debounced kind waits, from when the object's status first differed.
+pub const DEBOUNCE: Duration = Duration::from_secs(2);
 /// How long a written status is trusted to show up in the watch before it is written again.
 pub const WATCH_LAG: Duration = Duration::from_secs(10);
 
@@ -44,6 +50,8 @@ struct Entry<S> {
     written: Option<(S, Instant)>,
     last_attempt: Option<Instant>,
     failures: u32,
+    /// Since when the desired status has differed from the written one (debounced kinds only).
+    differs_since: Option<Instant>,
 }
 
 impl<S> Default for Entry<S> {
@@ -52,6 +60,7 @@ impl<S> Default for Entry<S> {
             written: None,
             last_attempt: None,
             failures: 0,
+            differs_since: None,
         }
     }
 }
@@ -64,6 +73,7 @@ pub type Minor<S> = fn(&S, &S) -> bool;
 pub struct Writes<S> {
     entries: HashMap<String, Entry<S>>,
     minor: Option<Minor<S>>,
+    debounce: Option<Duration>,
 }
 
 impl<S> Default for Writes<S> {
@@ -71,6 +81,7 @@ impl<S> Default for Writes<S> {
         Writes {
             entries: HashMap::new(),
             minor: None,
+            debounce: None,
         }
     }
 }
@@ -79,8 +90,17 @@ impl<S> Writes<S> {
     /// Writes that hold back a `minor` change for [`MINOR_WRITE_INTERVAL`] after the last.
     pub fn coalescing(minor: Minor<S>) -> Self {
         Writes {
-            entries: HashMap::new(),
             minor: Some(minor),
+            ..Writes::default()
+        }
+    }
+
+    /// The same writes, each change held back until it has stood for `debounce` (see the
+    /// module docs).
+    pub fn debounced(self, debounce: Duration) -> Self {
+        Writes {
+            debounce: Some(debounce),
+            ..self
         }
     }
 }
@@ -95,28 +115,39 @@ impl<S: PartialEq + Clone> Writes<S> {
             .or(stored)
     }
 
-    pub fn decide(&self, uid: &str, stored: Option<&S>, desired: &S, now: Instant) -> Verdict {
-        if stored == Some(desired) {
+    pub fn decide(&mut self, uid: &str, stored: Option<&S>, desired: &S, now: Instant) -> Verdict {
+        let in_sync = stored == Some(desired)
+            || self.entries.get(uid).is_some_and(|entry| {
+                entry.written.as_ref().is_some_and(|(written, at)| {
+                    written == desired && now.duration_since(*at) < WATCH_LAG
+                })
+            });
+        if in_sync {
+            if let Some(entry) = self.entries.get_mut(uid) {
+                entry.differs_since = None;
+            }
             return Verdict::InSync;
         }
+        let settled_at = match self.debounce {
+            Some(debounce) => {
+                let entry = self.entries.entry(uid.to_owned()).or_default();
+                Some(*entry.differs_since.get_or_insert(now) + debounce)
+            }
+            None => None,
+        };
         let Some(entry) = self.entries.get(uid) else {
             return Verdict::Write;
         };
-        if let Some((written, at)) = &entry.written
-            && written == desired
-            && now.duration_since(*at) < WATCH_LAG
-        {
-            return Verdict::InSync;
-        }
         let previous = entry.written.as_ref().map(|(s, _)| s).or(stored);
         let minor = self
             .minor
             .zip(previous)
             .is_some_and(|(minor, previous)| minor(previous, desired));
-        match entry.last_attempt {
-            Some(last) if now < last + interval(entry.failures, minor) => {
-                Verdict::Wait(last + interval(entry.failures, minor))
-            }
+        let throttled_until = entry
+            .last_attempt
+            .map(|last| last + interval(entry.failures, minor));
+        match throttled_until.into_iter().chain(settled_at).max() {
+            Some(at) if now < at => Verdict::Wait(at),
             _ => Verdict::Write,
         }
     }
@@ -128,6 +159,7 @@ impl<S: PartialEq + Clone> Writes<S> {
         if ok {
             entry.failures = 0;
             entry.written = Some((desired, now));
+            entry.differs_since = None;
         } else {
             entry.failures = entry.failures.saturating_add(1);
         }
@@ -135,7 +167,7 @@ impl<S: PartialEq + Clone> Writes<S> {
 
     /// Forgets objects that are gone, and what the watch already shows (`stored(uid)` is the
     /// stored status of a live object, `None` for a deleted one). Entries still throttling a
-    /// recent attempt (a minor change's interval included) are kept.
+    /// recent attempt (a minor change's interval included) or debouncing a change are kept.
     pub fn settle<'a>(&mut self, now: Instant, stored: impl Fn(&str) -> Option<Option<&'a S>>)
     where
         S: 'a,
@@ -153,6 +185,7 @@ impl<S: PartialEq + Clone> Writes<S> {
                 entry.written = None;
             }
             entry.written.is_some()
+                || entry.differs_since.is_some()
                 || entry
                     .last_attempt
                     .is_some_and(|last| now < last + interval(entry.failures, minor))
@@ -191,7 +224,7 @@ mod tests {
 
     #[test]
     fn an_object_whose_status_is_already_right_is_not_written() {
-        let writes = Writes::<u32>::default();
+        let mut writes = Writes::<u32>::default();
         let now = Instant::now();
         assert_eq!(writes.decide("a", Some(&1), &1, now), Verdict::InSync);
         assert_eq!(writes.decide("a", Some(&1), &2, now), Verdict::Write);
@@ -273,6 +306,49 @@ mod tests {
             writes.decide("a", Some(&2), &3, now + secs(1)),
             Verdict::Write,
             "a success resets the back-off"
+        );
+    }
+
+    #[test]
+    fn a_debounced_change_is_written_once_it_has_stood_and_only_its_latest_state() {
+        // Tens are the phase, as above: 10 -> 20 -> 30 are two major changes in a row.
+        let mut writes =
+            Writes::<u32>::coalescing(|from, to| from / 10 == to / 10).debounced(DEBOUNCE);
+        let t0 = Instant::now();
+        assert_eq!(
+            writes.decide("a", None, &10, t0),
+            Verdict::Wait(t0 + DEBOUNCE),
+            "a new object's first status waits too"
+        );
+        assert_eq!(
+            writes.decide("a", None, &20, t0 + secs(1)),
+            Verdict::Wait(t0 + DEBOUNCE),
+            "a further change does not push the write back"
+        );
+        writes.settle(t0 + secs(1), |_| Some(None));
+        assert_eq!(writes.len(), 1, "a change still standing is remembered");
+        assert_eq!(writes.decide("a", None, &30, t0 + DEBOUNCE), Verdict::Write);
+        writes.record("a", 30, true, t0 + DEBOUNCE);
+        let t1 = t0 + secs(10);
+        assert_eq!(writes.decide("a", Some(&30), &30, t1), Verdict::InSync);
+        assert_eq!(
+            writes.decide("a", Some(&30), &40, t1),
+            Verdict::Wait(t1 + DEBOUNCE),
+            "the next change waits from when it appeared"
+        );
+        assert_eq!(
+            writes.decide("a", Some(&30), &30, t1 + secs(1)),
+            Verdict::InSync,
+            "a change undone before it was written is never written"
+        );
+        assert_eq!(
+            writes.decide("a", Some(&30), &40, t1 + secs(2)),
+            Verdict::Wait(t1 + secs(2) + DEBOUNCE)
+        );
+        writes.settle(t1 + secs(3), |_| None);
+        assert!(
+            writes.is_empty(),
+            "a deleted object is forgotten, pending change and all"
         );
     }
 

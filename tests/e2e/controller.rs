@@ -219,13 +219,14 @@ async fn a_labelled_job_gets_its_pod_group_and_both_statuses_follow_it_to_comple
         reasons["PodGroupCreated"].contains("minMember 3 from spec.parallelism"),
         "{reasons:?}"
     );
-    // At least one write per phase it was seen in: its first status, Running and Completed.
+    // At least a write for Running (its first status when the gang started within the two
+    // seconds a change stands before it is written) and one for Completed, ten seconds later.
     let metrics = cluster.gangplank_metrics().await;
     let writes = metrics.sum(
         "gangplank_controller_status_writes_total",
         &[("kind", "podgroup"), ("outcome", "ok")],
     );
-    assert!(writes >= 3.0, "{writes} PodGroup status writes counted");
+    assert!(writes >= 2.0, "{writes} PodGroup status writes counted");
 
     jobs.delete(
         "train",
