@@ -115,6 +115,8 @@ impl<S: PartialEq + Clone> Writes<S> {
             .or(stored)
     }
 
+    /// Whether to write `desired` for the object `uid` now, its status being `stored`; for a
+    /// debounced kind, also notes since when the object has differed.
     pub fn decide(&mut self, uid: &str, stored: Option<&S>, desired: &S, now: Instant) -> Verdict {
         let in_sync = stored == Some(desired)
             || self.entries.get(uid).is_some_and(|entry| {
