@@ -356,9 +356,11 @@ async fn a_high_priority_group_in_a_full_queue_runs_before_older_low_priority_on
         0,
         "an older low-priority gang went first"
     );
-    let why = not_admitted_because(&groups, "low1")
-        .await
-        .unwrap_or_default();
+    // A status change stands two seconds before it is written.
+    let why = eventually("low1's status to say why it waits", 20, || async {
+        not_admitted_because(&groups, "low1").await
+    })
+    .await;
     assert!(why.contains("has reached its capability"), "{why}");
     ns.delete().await;
     delete_queue(&cluster.client, &queue).await;
