@@ -397,6 +397,7 @@ fn open_queue(name: &str) -> QueueView {
         name: name.into(),
         state: QueueState::Open,
         parent: None,
+        namespaces: None,
     }
 }
 

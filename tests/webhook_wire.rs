@@ -11,6 +11,7 @@
 //! answers such a review: a real API server refuses weight 0 by the CRD's schema before it
 //! would call the webhook).
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
@@ -63,6 +64,7 @@ fn cluster() -> StaticLookup {
             ("nvidia.com/gpu", 16),
             ("pods", 440),
         ]),
+        labelled: Vec::new(),
         unsynced: false,
     }
 }
@@ -72,6 +74,7 @@ fn queue_view(name: &str, state: QueueState, parent: Option<&str>) -> QueueView 
         name: name.into(),
         state,
         parent: parent.map(Into::into),
+        namespaces: None,
     }
 }
 
@@ -908,6 +911,54 @@ async fn a_pod_group_in_a_missing_or_closed_queue_is_refused() {
     );
 }
 
+/// The cluster, with queue `team-a` open only to namespaces labelled `team: a` (`a-train`).
+fn cluster_with_a_team_queue() -> StaticLookup {
+    let mut lookup = cluster();
+    lookup.queues.push(QueueView {
+        namespaces: Some(serde_json::from_value(json!({"matchLabels": {"team": "a"}})).unwrap()),
+        ..queue_view("team-a", QueueState::Open, None)
+    });
+    lookup.labelled = vec![(
+        "a-train".into(),
+        BTreeMap::from([("team".into(), "a".into())]),
+    )];
+    lookup
+}
+
+#[tokio::test]
+async fn pods_and_groups_of_a_namespace_a_queue_does_not_select_are_refused() {
+    let router = || router_with(cluster_with_a_team_queue(), settings());
+    let group = a_pod_group(json!({"minMember": 1, "queue": "team-a"}), None);
+    let answer = post(
+        router(),
+        VALIDATE_PODGROUPS,
+        &create("podgroups", group.clone()),
+    )
+    .await;
+    assert!(
+        denial(&answer, 403).starts_with(
+            "spec.queue: queue \"team-a\" admits work only from namespaces matching its spec.namespaceSelector (team=a), and namespace \"ml\" does not match"
+        ),
+        "{answer}"
+    );
+    let pod = a_pod(json!({"scheduling.gangplank.dev/queue": "team-a"}));
+    let answer = post(router(), MUTATE_PODS, &create("pods", pod.clone())).await;
+    assert!(
+        denial(&answer, 403).contains("namespace \"ml\" does not match"),
+        "{answer}"
+    );
+
+    let mut review = create("podgroups", group);
+    review["request"]["namespace"] = json!("a-train");
+    review["request"]["object"]["metadata"]["namespace"] = json!("a-train");
+    allowed_unchanged(&post(router(), VALIDATE_PODGROUPS, &review).await);
+    let mut review = create("pods", pod);
+    review["request"]["namespace"] = json!("a-train");
+    review["request"]["object"]["metadata"]["namespace"] = json!("a-train");
+    let answer = post(router(), MUTATE_PODS, &review).await;
+    assert_eq!(answer["response"]["allowed"], true, "{answer}");
+}
+
 #[tokio::test]
 async fn the_gang_of_a_running_group_cannot_change_size_or_queue() {
     let old = a_pod_group(
@@ -1210,7 +1261,7 @@ impl CapacityLookup for LateQueue {
 }
 
 impl NamespaceLookup for LateQueue {
-    fn namespace_queue(&self, _: &str) -> Lookup<Option<String>> {
+    fn namespace_labels(&self, _: &str) -> Lookup<Option<BTreeMap<String, String>>> {
         Ok(None)
     }
 }

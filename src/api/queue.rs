@@ -5,11 +5,15 @@
 //! point their namespaces at a queue with the label `scheduling.gangplank.dev/queue`. A queue
 //! name is also used as a label value, so the CRD refuses names longer than 63 characters.
 //!
+//! Who may submit to a queue is the operator's to say too (`spec.namespaceSelector`); tenants
+//! cannot label their own namespaces with the built-in `edit` role, so the rule holds against
+//! them.
+//!
 //! The spec is what the operator writes; the status is written only by Gangplank's controller
 //! (through the status subresource) and is a report, never an input: the admission loop computes
 //! shares from its own cache, not from `status.deserved`.
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, LabelSelector};
 use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -107,6 +111,26 @@ pub struct QueueSpec {
     /// backlog does not starve the others sharing the queue. Default false: oldest first.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub namespace_fair_share: bool,
+
+    /// Which namespaces may submit work to this queue: a label selector over Namespaces
+    /// (`kubernetes.io/metadata.name` names one). A pod, PodGroup or Job of a namespace it does
+    /// not select is refused at creation, naming the queue and this rule. Absent: every
+    /// namespace, as in Volcano; `{}` also selects every namespace.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub namespace_selector: Option<LabelSelector>,
+}
+
+/// A queue's `namespaceSelector` as `kubectl get -l` writes a selector, or `all` when it
+/// selects every namespace (absent or `{}`).
+pub fn namespaces_rule(selector: Option<&LabelSelector>) -> String {
+    let Some(selector) = selector else {
+        return "all".to_owned();
+    };
+    match kube::core::Selector::try_from(selector.clone()) {
+        Ok(s) if s.selects_all() => "all".to_owned(),
+        Ok(s) => s.to_string(),
+        Err(e) => format!("invalid: {e}"),
+    }
 }
 
 fn default_weight() -> i32 {
@@ -132,6 +156,7 @@ impl Default for QueueSpec {
             state: QueueState::default(),
             max_wait_seconds: None,
             namespace_fair_share: false,
+            namespace_selector: None,
         }
     }
 }

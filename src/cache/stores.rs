@@ -1,6 +1,6 @@
 //! Reflector stores of API objects as the API shows them, shared by the controller and the
-//! webhooks: Jobs, PodGroups, Queues, the Namespaces that carry a default queue label
-//! (metadata only), and scheduler-plugins', Volcano's and Kubernetes' own
+//! webhooks: Jobs, PodGroups, Queues, Namespaces (metadata only: their labels name a default
+//! queue and are what queues' `namespaceSelector`s match), and scheduler-plugins', Volcano's and Kubernetes' own
 //! (`scheduling.k8s.io/v1alpha2`) PodGroups (each watched only while its API is served, and not
 //! needed for the controller to act). One watch per kind for the whole
 //! process.
@@ -9,7 +9,7 @@
 //! owners; no Jobs at all). The controller needs the rest: a PodGroup's current status (to
 //! write only differences and to judge transitions) and owner (to leave hand-made PodGroups
 //! alone), a Job's parallelism, annotations and conditions, a Queue's capability and status.
-//! The webhooks read Queues, PodGroup phases and namespace default queues (through the lookup
+//! The webhooks read Queues, PodGroup phases and namespaces' labels (through the lookup
 //! traits in `crate::webhooks::lookup`), and the nodes' capacity from the cluster cache the
 //! stores hold a handle to ([`Stores::cache`]), to refuse a Queue guarantee larger than the
 //! cluster. Jobs are slimmed as they arrive (pod template and
@@ -40,7 +40,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::api::scheduler_plugins::SchedulerPluginsPodGroup;
 use crate::api::volcano::VolcanoPodGroup;
-use crate::api::{PodGroup, Queue, labels};
+use crate::api::{PodGroup, Queue};
 use crate::cache::watch::{Relay, relisting};
 use crate::cache::{Change, Changes, Watched};
 use k8s_openapi::api::scheduling::v1alpha2::PodGroup as UpstreamPodGroup;
@@ -49,7 +49,8 @@ pub struct Stores {
     pub jobs: Store<Job>,
     pub pod_groups: Store<PodGroup>,
     pub queues: Store<Queue>,
-    /// Namespaces labelled with a default queue, metadata only.
+    /// Every Namespace, metadata only: their default queue label, and the labels queues'
+    /// `namespaceSelector`s match.
     pub namespaces: Store<PartialObjectMeta<Namespace>>,
     /// scheduler-plugins' PodGroups, watched while their CRD is installed.
     pub scheduler_plugins_pod_groups: Store<SchedulerPluginsPodGroup>,
@@ -215,7 +216,8 @@ impl Stores {
                 "namespaces",
                 Kind::Namespaces,
                 writers.namespaces,
-                || watcher(namespaces.clone(), all().labels(labels::QUEUE_LABEL)),
+                || watcher(namespaces.clone(), all())
+                    .modify(|ns| ns.metadata.managed_fields = None),
                 &shutdown,
                 |_| {},
                 || {}

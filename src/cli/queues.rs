@@ -1,6 +1,6 @@
 //! `gangplank queues`: every Queue with its weight, deserved share, what its admitted groups
-//! hold, what it borrows (holds above its share), guarantee, capability and groups by phase,
-//! children under their parent.
+//! hold, what it borrows (holds above its share), guarantee, capability, groups by phase and
+//! which namespaces may submit to it, children under their parent.
 
 use std::collections::BTreeMap;
 
@@ -33,6 +33,8 @@ pub struct QueueView {
     pub waiting: i32,
     pub admitted: i32,
     pub running: i32,
+    /// Which namespaces may submit to it (`spec.namespaceSelector`), or `all`.
+    pub namespaces: String,
 }
 
 /// The queues depth first, each parent before its children, siblings by name; a queue whose
@@ -83,6 +85,7 @@ pub fn views(queues: &[Queue]) -> Vec<QueueView> {
             waiting: status.pending,
             admitted: status.admitted,
             running: status.running,
+            namespaces: crate::api::queue::namespaces_rule(q.spec.namespace_selector.as_ref()),
             name: name.clone(),
         });
         for child in children.get(&Some(name)).into_iter().flatten().rev() {
@@ -113,6 +116,7 @@ pub fn render(views: &[QueueView]) -> String {
                 v.waiting.to_string(),
                 v.admitted.to_string(),
                 v.running.to_string(),
+                v.namespaces.clone(),
             ]
         })
         .collect();
@@ -129,6 +133,7 @@ pub fn render(views: &[QueueView]) -> String {
             "WAITING",
             "ADMITTED",
             "RUNNING",
+            "NAMESPACES",
         ],
         &rows,
     )
@@ -171,7 +176,8 @@ mod tests {
             ),
             queue(
                 json!({"apiVersion": "scheduling.gangplank.dev/v1alpha1", "kind": "Queue",
-                "metadata": {"name": "batch"}, "spec": {"weight": 1, "state": "Closed"}}),
+                "metadata": {"name": "batch"}, "spec": {"weight": 1, "state": "Closed",
+                    "namespaceSelector": {"matchLabels": {"team": "batch"}}}}),
             ),
         ];
         let views = views(&queues);
@@ -183,10 +189,10 @@ mod tests {
         );
         assert_eq!(
             render(&views),
-            "QUEUE      STATE   WEIGHT  DESERVED  ALLOCATED  BORROWED  GUARANTEE  CAPABILITY  WAITING  ADMITTED  RUNNING\n\
-             batch      Closed  1       -         -          -         -          -           0        0         0\n\
-             research   Open    2       -         -          -         cpu:4      -           0        0         0\n\
-             └─ vision  Open    1       cpu:8     cpu:12     cpu:4     -          -           2        0         3\n"
+            "QUEUE      STATE   WEIGHT  DESERVED  ALLOCATED  BORROWED  GUARANTEE  CAPABILITY  WAITING  ADMITTED  RUNNING  NAMESPACES\n\
+             batch      Closed  1       -         -          -         -          -           0        0         0        team=batch\n\
+             research   Open    2       -         -          -         cpu:4      -           0        0         0        all\n\
+             └─ vision  Open    1       cpu:8     cpu:12     cpu:4     -          -           2        0         3        all\n"
         );
     }
 }

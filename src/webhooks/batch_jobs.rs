@@ -51,13 +51,14 @@ pub fn validate(w: &Webhooks, request: &AdmissionRequest<BatchJob>) -> Result<Ve
     check_spec(name, &job.spec)?;
     let namespace = request.namespace.as_deref().unwrap_or_default();
     match job.spec.queue.as_deref().filter(|q| !q.is_empty()) {
-        Some(queue) => check_open(w.lookup(), queue, "spec.queue")?,
+        Some(queue) => check_open(w.lookup(), queue, namespace, "spec.queue")?,
         None => {
             let queue = looked_up(w.lookup().namespace_queue(namespace))?
                 .unwrap_or_else(|| labels::DEFAULT_QUEUE.to_owned());
             check_open(
                 w.lookup(),
                 &queue,
+                namespace,
                 &format!("spec.queue (absent: namespace {namespace}'s queue)"),
             )?;
         }

@@ -152,7 +152,8 @@ pub fn validate(w: &Webhooks, request: &AdmissionRequest<Job>) -> Result<Verdict
     errors.into_result()?;
 
     if request.operation == Operation::Create {
-        check_open(w.lookup(), queue, &queue_field(job))?;
+        let namespace = request.namespace.as_deref().unwrap_or_default();
+        check_open(w.lookup(), queue, namespace, &queue_field(job))?;
     }
     Ok(Verdict::allow())
 }

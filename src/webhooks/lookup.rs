@@ -1,4 +1,5 @@
-//! What the webhooks read about the cluster: Queues, PodGroups and namespace default queues.
+//! What the webhooks read about the cluster: Queues, PodGroups, and Namespaces' labels (their
+//! default queue, and what a queue's `namespaceSelector` matches).
 //!
 //! The rules read through three small traits rather than a concrete store, so that they are
 //! tested with plain maps and so that the cluster cache can serve them once it holds PodGroups
@@ -9,6 +10,9 @@
 //! queue does not exist because its list has not arrived. The rules turn that into a 503
 //! denial that says so, which the client sees and can retry.
 
+use std::collections::BTreeMap;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use kube::runtime::reflector::ObjectRef;
 
 use crate::api::{PodGroup, PodGroupPhase, Queue, QueueState, labels};
@@ -24,11 +28,13 @@ pub struct NotSynced(pub &'static str);
 pub type Lookup<T> = Result<T, NotSynced>;
 
 /// What the webhooks need to know about a Queue.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct QueueView {
     pub name: String,
     pub state: QueueState,
     pub parent: Option<String>,
+    /// `spec.namespaceSelector`: which namespaces may submit to it (absent: all).
+    pub namespaces: Option<LabelSelector>,
 }
 
 /// What the webhooks need to know about a PodGroup.
@@ -71,9 +77,19 @@ pub trait PodGroupLookup: Send + Sync {
     fn unfinished_pod_groups_in(&self, queue: &str) -> Lookup<Vec<PodGroupView>>;
 }
 
-/// Namespace default queues (the label `scheduling.gangplank.dev/queue` on a Namespace).
+/// Namespaces' labels: their default queue (the label `scheduling.gangplank.dev/queue`) and
+/// what queues' `namespaceSelector`s match.
 pub trait NamespaceLookup: Send + Sync {
-    fn namespace_queue(&self, namespace: &str) -> Lookup<Option<String>>;
+    /// The namespace's labels; `None` when it does not exist (yet).
+    fn namespace_labels(&self, namespace: &str) -> Lookup<Option<BTreeMap<String, String>>>;
+
+    /// The namespace's default queue.
+    fn namespace_queue(&self, namespace: &str) -> Lookup<Option<String>> {
+        Ok(self
+            .namespace_labels(namespace)?
+            .and_then(|mut labels| labels.remove(labels::QUEUE_LABEL))
+            .filter(|q| !q.is_empty()))
+    }
 }
 
 /// What the cluster's nodes hold.
@@ -94,6 +110,7 @@ impl QueueView {
             name: queue.metadata.name.clone()?,
             state: queue.spec.state,
             parent: queue.spec.parent.clone().filter(|p| !p.is_empty()),
+            namespaces: queue.spec.namespace_selector.clone(),
         })
     }
 }
@@ -176,20 +193,12 @@ impl PodGroupLookup for Stores {
 }
 
 impl NamespaceLookup for Stores {
-    fn namespace_queue(&self, namespace: &str) -> Lookup<Option<String>> {
+    fn namespace_labels(&self, namespace: &str) -> Lookup<Option<BTreeMap<String, String>>> {
         self.lookup_synced(Kind::Namespaces, "Namespaces")?;
-        // Only labelled namespaces are watched, so a miss means "no default queue".
         Ok(self
             .namespaces
             .get(&ObjectRef::new(namespace))
-            .and_then(|ns| {
-                ns.metadata
-                    .labels
-                    .as_ref()?
-                    .get(labels::QUEUE_LABEL)
-                    .cloned()
-            })
-            .filter(|q| !q.is_empty()))
+            .map(|ns| ns.metadata.labels.clone().unwrap_or_default()))
     }
 }
 
@@ -200,6 +209,8 @@ pub struct StaticLookup {
     pub pod_groups: Vec<PodGroupView>,
     /// Namespace name and its default queue.
     pub namespaces: Vec<(String, String)>,
+    /// Namespace name and its other labels; a namespace in neither list does not exist.
+    pub labelled: Vec<(String, BTreeMap<String, String>)>,
     /// What [`CapacityLookup::schedulable_capacity`] answers.
     pub capacity: Resources,
     /// Answer every lookup with [`NotSynced`].
@@ -266,15 +277,24 @@ impl PodGroupLookup for StaticLookup {
 }
 
 impl NamespaceLookup for StaticLookup {
-    fn namespace_queue(&self, namespace: &str) -> Lookup<Option<String>> {
+    fn namespace_labels(&self, namespace: &str) -> Lookup<Option<BTreeMap<String, String>>> {
         self.ready("Namespaces")?;
-        Ok(self
-            .namespaces
-            .iter()
-            .find(|(ns, _)| ns == namespace)
-            .map(|(_, q)| q.clone()))
+        let queue = self.namespaces.iter().find(|(ns, _)| ns == namespace);
+        let others = self.labelled.iter().find(|(ns, _)| ns == namespace);
+        if queue.is_none() && others.is_none() {
+            return Ok(None);
+        }
+        let mut found = others.map(|(_, l)| l.clone()).unwrap_or_default();
+        found.insert(NAME_LABEL.to_owned(), namespace.to_owned());
+        if let Some((_, q)) = queue {
+            found.insert(labels::QUEUE_LABEL.to_owned(), q.clone());
+        }
+        Ok(Some(found))
     }
 }
+
+/// The label the API server gives every Namespace, with its name.
+pub const NAME_LABEL: &str = "kubernetes.io/metadata.name";
 
 #[cfg(test)]
 mod tests {
@@ -296,6 +316,7 @@ mod tests {
                 name: "research".into(),
                 state: QueueState::Closed,
                 parent: Some("org".into()),
+                namespaces: None,
             })
         );
     }

@@ -96,8 +96,9 @@ pub fn validate(w: &Webhooks, request: &AdmissionRequest<PodGroup>) -> Result<Ve
     errors.into_result()?;
 
     let queue = spec.queue_name();
+    let namespace = request.namespace.as_deref().unwrap_or_default();
     let Some(old) = request.old_object.as_ref() else {
-        check_open(w.lookup(), queue, "spec.queue")?;
+        check_open(w.lookup(), queue, namespace, "spec.queue")?;
         return Ok(Verdict::allow());
     };
     let old_queue = old.spec.queue_name();
@@ -123,7 +124,7 @@ pub fn validate(w: &Webhooks, request: &AdmissionRequest<PodGroup>) -> Result<Ve
         }
     }
     if queue != old_queue {
-        check_open(w.lookup(), queue, "spec.queue")?;
+        check_open(w.lookup(), queue, namespace, "spec.queue")?;
     }
     Ok(Verdict::allow())
 }

@@ -396,11 +396,11 @@ fn check_queue(w: &Webhooks, namespace: &str, membership: &Membership) -> Result
                 group.name,
                 pod_group.queue
             );
-            return check_open(lookup, &pod_group.queue, &field);
+            return check_open(lookup, &pod_group.queue, namespace, &field);
         }
     }
     match &membership.queue {
-        Some(queue) => check_open(lookup, &queue.name, &queue.source.field()),
+        Some(queue) => check_open(lookup, &queue.name, namespace, &queue.source.field()),
         None => Ok(()),
     }
 }

@@ -1,5 +1,5 @@
-//! Queues: validation of the Queue resource, and the "is this queue open" check that pods,
-//! Jobs and PodGroups share.
+//! Queues: validation of the Queue resource, and the "may this namespace put work in this
+//! queue" check that pods, Jobs and PodGroups share ([`check_open`]).
 //!
 //! Rules for a Queue (CREATE and UPDATE unless said otherwise):
 //! - `spec.weight` at least 1 (the CRD schema says so too; the webhook repeats it so the rule
@@ -25,12 +25,14 @@
 //! The `default` queue is created by Gangplank at start-up; until that has happened, a
 //! reference to it counts as a reference to an open queue rather than a missing one.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use kube::core::admission::{AdmissionRequest, Operation};
+use kube::core::{Selector, SelectorExt};
 
 use super::Webhooks;
-use super::lookup::{Lookup, NotSynced, PodGroupView, QueueLookup};
+use super::lookup::{ClusterLookup, Lookup, NotSynced, PodGroupView, QueueLookup};
 use super::review::{Denial, FieldErrors, Verdict};
 use crate::api::{Queue, QueueState, labels};
 use gangplank_core::model::quantity::{self, Scale};
@@ -132,6 +134,14 @@ fn check_spec(queue: &Queue) -> Result<(), Denial> {
     errors.seconds("spec.maxWaitSeconds", spec.max_wait_seconds);
     if spec.parent.as_deref() == queue.metadata.name.as_deref() && spec.parent.is_some() {
         errors.add("spec.parent", "a queue cannot be its own parent");
+    }
+    if let Some(selector) = &spec.namespace_selector
+        && let Err(e) = Selector::try_from(selector.clone())
+    {
+        errors.add(
+            "spec.namespaceSelector",
+            format!("{e}; write a label selector as for kubectl get -l (operators In, NotIn, Exists, DoesNotExist)"),
+        );
     }
     errors.into_result()
 }
@@ -282,20 +292,55 @@ fn list(groups: &[PodGroupView]) -> String {
     }
 }
 
-/// Whether new work may be put in queue `name`, named by `field`: the queue exists (or is
-/// the `default` queue) and is Open.
-pub fn check_open(lookup: &dyn QueueLookup, name: &str, field: &str) -> Result<(), Denial> {
-    match lookup.queue(name).map_err(unavailable)? {
-        None if name == labels::DEFAULT_QUEUE => Ok(()),
-        None => Err(Denial::not_found(
-            field,
-            format!("queue {name:?} does not exist; name an existing queue (kubectl get queues)"),
-        )),
-        Some(queue) if queue.state == QueueState::Closed => Err(Denial::forbidden(format!(
+/// Whether new work of `namespace` may be put in queue `name`, named by `field`: the queue
+/// exists (or is the `default` queue), is Open, and its `namespaceSelector` selects the
+/// namespace.
+pub fn check_open(
+    lookup: &dyn ClusterLookup,
+    name: &str,
+    namespace: &str,
+    field: &str,
+) -> Result<(), Denial> {
+    let queue = match lookup.queue(name).map_err(unavailable)? {
+        None if name == labels::DEFAULT_QUEUE => return Ok(()),
+        None => {
+            return Err(Denial::not_found(
+                field,
+                format!(
+                    "queue {name:?} does not exist; name an existing queue (kubectl get queues)"
+                ),
+            ));
+        }
+        Some(queue) => queue,
+    };
+    if queue.state == QueueState::Closed {
+        return Err(Denial::forbidden(format!(
             "{field}: queue {name:?} is Closed and admits no new work; name an Open queue, or reopen it (spec.state: Open)"
-        ))),
-        Some(_) => Ok(()),
+        )));
     }
+    let Some(selector) = &queue.namespaces else {
+        return Ok(());
+    };
+    let namespace_labels = lookup
+        .namespace_labels(namespace)
+        .map_err(unavailable)?
+        .unwrap_or_default();
+    if namespace_selected(selector, &namespace_labels) {
+        return Ok(());
+    }
+    Err(Denial::forbidden(format!(
+        "{field}: queue {name:?} admits work only from namespaces matching its spec.namespaceSelector ({}), and namespace {namespace:?} does not match; name a queue open to this namespace (kubectl gangplank queues shows each queue's namespaces), or ask the cluster admin to let this namespace use {name:?}",
+        crate::api::queue::namespaces_rule(Some(selector))
+    )))
+}
+
+/// Whether a queue's `namespaceSelector` selects a namespace with these labels. A selector
+/// that does not parse (the Queue webhook refuses those) selects nothing.
+pub fn namespace_selected(
+    selector: &LabelSelector,
+    namespace_labels: &BTreeMap<String, String>,
+) -> bool {
+    Selector::try_from(selector.clone()).is_ok_and(|s| s.matches(namespace_labels))
 }
 
 /// A lookup that could not answer, as the denial the client sees.
@@ -319,6 +364,7 @@ mod tests {
             name: name.into(),
             state: QueueState::Open,
             parent: parent.map(Into::into),
+            namespaces: None,
         }
     }
 
@@ -399,5 +445,96 @@ mod tests {
         .unwrap();
         let holders = Holders::of(&lookup, "research", &queue).unwrap();
         assert_eq!(holders.describe_admitted(), "3 admitted PodGroups (ml/a)");
+    }
+
+    fn team_queue(selector: serde_json::Value) -> StaticLookup {
+        StaticLookup {
+            queues: vec![QueueView {
+                namespaces: Some(serde_json::from_value(selector).unwrap()),
+                ..queue_view("team-a", None)
+            }],
+            labelled: vec![
+                (
+                    "a-train".into(),
+                    BTreeMap::from([("team".into(), "a".into())]),
+                ),
+                (
+                    "b-train".into(),
+                    BTreeMap::from([("team".into(), "b".into())]),
+                ),
+            ],
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn a_queue_with_a_namespace_selector_takes_work_only_from_the_namespaces_it_selects() {
+        let lookup = team_queue(serde_json::json!({"matchLabels": {"team": "a"}}));
+        assert_eq!(
+            check_open(&lookup, "team-a", "a-train", "spec.queue"),
+            Ok(())
+        );
+        let denial = check_open(&lookup, "team-a", "b-train", "spec.queue").unwrap_err();
+        assert_eq!(
+            denial.message,
+            "spec.queue: queue \"team-a\" admits work only from namespaces matching its spec.namespaceSelector (team=a), and namespace \"b-train\" does not match; name a queue open to this namespace (kubectl gangplank queues shows each queue's namespaces), or ask the cluster admin to let this namespace use \"team-a\""
+        );
+    }
+
+    #[test]
+    fn a_namespace_selector_can_name_namespaces_by_their_name_label() {
+        let lookup = team_queue(serde_json::json!({"matchExpressions": [
+            {"key": "kubernetes.io/metadata.name", "operator": "In", "values": ["b-train"]}
+        ]}));
+        assert_eq!(
+            check_open(&lookup, "team-a", "b-train", "spec.queue"),
+            Ok(())
+        );
+        assert!(check_open(&lookup, "team-a", "a-train", "spec.queue").is_err());
+    }
+
+    #[test]
+    fn an_empty_namespace_selector_or_none_takes_work_from_every_namespace() {
+        let lookup = team_queue(serde_json::json!({}));
+        assert_eq!(
+            check_open(&lookup, "team-a", "b-train", "spec.queue"),
+            Ok(())
+        );
+        let open = StaticLookup {
+            queues: vec![queue_view("team-a", None)],
+            ..Default::default()
+        };
+        assert_eq!(check_open(&open, "team-a", "b-train", "spec.queue"), Ok(()));
+    }
+
+    #[test]
+    fn a_namespace_the_lookup_has_not_seen_matches_only_a_selector_that_needs_no_label() {
+        let lookup = team_queue(serde_json::json!({"matchLabels": {"team": "a"}}));
+        assert!(check_open(&lookup, "team-a", "unseen", "spec.queue").is_err());
+        let none_of_b = team_queue(serde_json::json!({"matchExpressions": [
+            {"key": "team", "operator": "NotIn", "values": ["b"]}
+        ]}));
+        assert_eq!(
+            check_open(&none_of_b, "team-a", "unseen", "spec.queue"),
+            Ok(())
+        );
+    }
+
+    #[test]
+    fn a_queue_whose_namespace_selector_does_not_parse_is_refused_naming_the_field() {
+        let queue: Queue = serde_json::from_value(serde_json::json!({
+            "apiVersion": "scheduling.gangplank.dev/v1alpha1", "kind": "Queue",
+            "metadata": {"name": "research"},
+            "spec": {"namespaceSelector": {"matchExpressions": [
+                {"key": "team", "operator": "In"}
+            ]}}
+        }))
+        .unwrap();
+        let denial = check_spec(&queue).unwrap_err();
+        assert!(
+            denial.message.contains("spec.namespaceSelector"),
+            "{}",
+            denial.message
+        );
     }
 }

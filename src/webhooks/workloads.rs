@@ -42,7 +42,8 @@ pub fn mutate(w: &Webhooks, request: &AdmissionRequest<DynamicObject>) -> Result
     if let Some(problem) = name_problem(queue) {
         return Err(Denial::invalid(field, problem));
     }
-    check_open(w.lookup(), queue, &field)?;
+    let namespace = request.namespace.as_deref().unwrap_or_default();
+    check_open(w.lookup(), queue, namespace, &field)?;
 
     let mut patch = Patcher::new(object);
     for template in kind.templates(patch.doc()) {
