@@ -488,20 +488,20 @@ async fn a_volcano_group_name_that_cannot_name_a_pod_group_is_refused() {
 }
 
 #[tokio::test]
-async fn a_pod_bound_to_a_node_gets_labels_only_and_a_warning() {
-    let mut pod = a_pod(json!({"scheduling.x-k8s.io/pod-group": "g"}));
-    pod["spec"]["nodeName"] = json!("kwok-node-0");
-    let answer = post(router(), MUTATE_PODS, &create("pods", pod)).await;
-    assert_eq!(
-        patch(&answer),
-        &json!([{"op": "add", "path": "/metadata/labels/scheduling.gangplank.dev~1pod-group", "value": "g"}])
-    );
-    assert_eq!(
-        answer["response"]["warnings"],
-        json!([
-            "spec.nodeName is set, so this pod bypasses the scheduler: Gangplank neither gates it nor schedules it with its group"
-        ])
-    );
+async fn a_pod_of_a_group_or_queue_created_on_a_node_is_refused_naming_the_field() {
+    for labels in [
+        json!({"scheduling.x-k8s.io/pod-group": "g"}),
+        json!({"scheduling.gangplank.dev/queue": "research"}),
+    ] {
+        let mut pod = a_pod(labels);
+        pod["spec"]["nodeName"] = json!("kwok-node-0");
+        let answer = post(router(), MUTATE_PODS, &create("pods", pod)).await;
+        assert!(
+            denial(&answer, 422)
+                .starts_with("spec.nodeName: a pod of a group or queue is placed by the scheduler"),
+            "{answer}"
+        );
+    }
 }
 
 #[tokio::test]
@@ -970,6 +970,25 @@ async fn the_gang_of_a_running_group_cannot_change_size_or_queue() {
     assert_eq!(
         denial(&answer, 403),
         "spec.minMember: cannot change from 4 to 2 while the group is Running; spec.queue: cannot change from \"research\" to \"default\" while the group is Running; its gang was admitted as it is; wait until the group finishes, or delete it and create a new one"
+    );
+}
+
+#[tokio::test]
+async fn the_gang_of_a_group_admitted_ahead_cannot_grow_before_its_status_says_so() {
+    let mut old = a_pod_group(
+        json!({"minMember": 2, "queue": "research"}),
+        Some("Pending"),
+    );
+    old["metadata"]["annotations"] =
+        json!({"scheduling.gangplank.dev/admitted-ahead": "2026-11-28T08:00:00Z"});
+    let mut new = old.clone();
+    new["spec"]["minMember"] = json!(50);
+    let answer = post(router(), VALIDATE_PODGROUPS, &update("podgroups", old, new)).await;
+    assert!(
+        denial(&answer, 403).starts_with(
+            "spec.minMember: cannot change from 2 to 50 while the group is admitted ahead of its members"
+        ),
+        "{answer}"
     );
 }
 

@@ -12,9 +12,10 @@
 //! - `spec.minMember` at least 1; `spec.maxMember`, when set, at least `spec.minMember` (the
 //!   CRD checks both too; repeated so the rule holds wherever the schema was edited);
 //! - the queue exists and is Open, on CREATE and when an UPDATE changes it;
-//! - once the group is admitted (Inqueue, Running, or Unknown), `spec.minMember` and
-//!   `spec.queue` may no longer change: admission reserved room for exactly that gang in that
-//!   queue, and the extender is gathering exactly that quorum.
+//! - once the group is admitted (Inqueue, Running, or Unknown, or admitted ahead of its members
+//!   as its annotation says, before its status does), `spec.minMember` and `spec.queue` may no
+//!   longer change: admission reserved room for exactly that gang in that queue, and the
+//!   extender is gathering exactly that quorum.
 
 use kube::core::admission::{AdmissionRequest, Operation};
 use serde_json::json;
@@ -103,7 +104,13 @@ pub fn validate(w: &Webhooks, request: &AdmissionRequest<PodGroup>) -> Result<Ve
     };
     let old_queue = old.spec.queue_name();
     let phase = old.status.as_ref().map(|s| s.phase).unwrap_or_default();
-    if is_admitted(phase) {
+    let ahead = crate::api::volcano::admitted_ahead_at(old).is_some();
+    if is_admitted(phase) || ahead {
+        let phase = if ahead && !is_admitted(phase) {
+            "admitted ahead of its members".to_owned()
+        } else {
+            phase.to_string()
+        };
         let mut frozen = Vec::new();
         if spec.min_member != old.spec.min_member {
             frozen.push(format!(

@@ -51,8 +51,9 @@
 //!    admitted on arrival gets only `managed`, unless `--place-arrivals` or its priority is
 //!    above zero: the scheduler places it alone and Gangplank holds its bind until quorum.
 //!
-//! A pod with `spec.nodeName` set bypasses the scheduler: it gets neither gate (the API server
-//! refuses a gate on a bound pod) nor marker, only labels, and a warning.
+//! A pod of a group or queue with `spec.nodeName` set is refused: it would bypass the scheduler
+//! and its queue (the API server refuses a gate on a bound pod), running past the queue's
+//! capability and share.
 //!
 //! Group and queue names must be valid PodGroup and Queue names; a Volcano annotation (which
 //! may hold any text) that does not is refused rather than copied into a label that would make
@@ -293,8 +294,9 @@ pub fn mutate(w: &Webhooks, request: &AdmissionRequest<Pod>) -> Result<Verdict, 
         .and_then(|s| s.node_name.as_deref())
         .is_some_and(|n| !n.is_empty());
     if bound {
-        return Ok(Verdict::patch(patch.into_patch()).warn(
-            "spec.nodeName is set, so this pod bypasses the scheduler: Gangplank neither gates it nor schedules it with its group",
+        return Err(Denial::invalid(
+            "spec.nodeName",
+            "a pod of a group or queue is placed by the scheduler once its queue admits it, and a pod created on a node would run outside its queue; remove spec.nodeName (a nodeSelector on kubernetes.io/hostname keeps it to one node)",
         ));
     }
     let unserved = (w.settings().schedulers)
