@@ -347,8 +347,32 @@ impl BatchJobSpec {
 
     /// The gang size: `minAvailable`, or the sum of the tasks' replicas.
     pub fn gang_size(&self) -> i32 {
-        self.min_available
-            .unwrap_or_else(|| self.tasks.iter().map(|t| t.replicas.max(0)).sum())
+        self.min_available.unwrap_or_else(|| self.replicas())
+    }
+
+    /// Every task's replicas together (saturating: a user's `i32`s).
+    pub fn replicas(&self) -> i32 {
+        self.tasks
+            .iter()
+            .fold(0i32, |sum, t| sum.saturating_add(t.replicas.max(0)))
+    }
+
+    /// Why the job is larger than Gangplank runs ([`gangplank_core::limits`]), for a Job
+    /// stored before the webhook refused such jobs; `None` when it is within the limits.
+    pub fn beyond_limits(&self) -> Option<String> {
+        use gangplank_core::limits::{MAX_MEMBERS, MAX_TASKS};
+        if self.tasks.len() > MAX_TASKS as usize {
+            return Some(format!(
+                "spec.tasks lists {} tasks, more than Gangplank runs ({MAX_TASKS})",
+                self.tasks.len()
+            ));
+        }
+        let replicas = self.replicas();
+        (replicas.unsigned_abs() > MAX_MEMBERS).then(|| {
+            format!(
+                "the tasks' replicas together ({replicas}) are more than Gangplank's largest gang ({MAX_MEMBERS}); create the job again with fewer"
+            )
+        })
     }
 
     /// `maxRetry`, or [`DEFAULT_MAX_RETRY`].
