@@ -713,6 +713,31 @@ async fn a_min_member_above_parallelism_is_refused() {
 }
 
 #[tokio::test]
+async fn a_job_whose_gang_would_be_beyond_the_limit_is_refused_naming_the_field_and_the_limit() {
+    let job = a_job(
+        json!({"scheduling.gangplank.dev/min-member": "2147483647"}),
+        json!({"parallelism": 2147483647}),
+    );
+    let answer = post(router(), VALIDATE_JOBS, &create("jobs", job)).await;
+    assert_eq!(
+        denial(&answer, 422),
+        "metadata.annotations[scheduling.gangplank.dev/min-member]: must be at most 10000, Gangplank's largest gang, got 2147483647"
+    );
+    let job = a_job(json!({}), json!({"parallelism": 2147483647}));
+    let answer = post(router(), VALIDATE_JOBS, &create("jobs", job)).await;
+    assert_eq!(
+        denial(&answer, 422),
+        "spec.parallelism (the gang size, as metadata.annotations[scheduling.gangplank.dev/min-member] is absent): must be at most 10000, Gangplank's largest gang, got 2147483647; set metadata.annotations[scheduling.gangplank.dev/min-member] to a gang size within it"
+    );
+    let job = a_job(
+        json!({"scheduling.gangplank.dev/min-member": "100"}),
+        json!({"parallelism": 2147483647}),
+    );
+    let answer = post(router(), VALIDATE_JOBS, &create("jobs", job)).await;
+    allowed_unchanged(&answer);
+}
+
+#[tokio::test]
 async fn a_min_member_above_completions_is_refused_naming_completions() {
     let job = a_job(
         json!({"scheduling.gangplank.dev/min-member": "3"}),
@@ -874,6 +899,22 @@ async fn gang_sizes_below_one_or_above_the_elastic_bound_are_refused_together() 
         denial(&answer, 422),
         "spec.maxMember: must be at least spec.minMember (4) or unset, got 2"
     );
+}
+
+#[tokio::test]
+async fn a_pod_group_of_min_member_beyond_the_limit_is_refused_naming_the_field_and_the_limit() {
+    let group = a_pod_group(
+        json!({"minMember": 2147483647, "maxMember": 2147483647}),
+        None,
+    );
+    let answer = post(router(), VALIDATE_PODGROUPS, &create("podgroups", group)).await;
+    assert_eq!(
+        denial(&answer, 422),
+        "spec.minMember: must be at most 10000, Gangplank's largest gang, got 2147483647; spec.maxMember: must be at most 10000, Gangplank's largest gang, got 2147483647"
+    );
+    let group = a_pod_group(json!({"minMember": 10000, "maxMember": 10000}), None);
+    let answer = post(router(), VALIDATE_PODGROUPS, &create("podgroups", group)).await;
+    allowed_unchanged(&answer);
 }
 
 #[tokio::test]

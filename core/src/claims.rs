@@ -25,6 +25,7 @@ use std::time::{Duration, Instant};
 
 use rustc_hash::{FxHashMap, FxHashSet};
 
+use crate::limits;
 use crate::model::{
     Claim, GroupKey, Node, NodeSlot, Pod, PodGroup, PodPhase, Reservation, ResourceId, Resources,
     Slot, State,
@@ -187,6 +188,11 @@ pub fn filter<'a, S: AsRef<str>>(
         // Quorum: extra (elastic) members take only room nobody has claimed.
         return Ok(per_node(state, pod, candidates, &FxHashSet::default()));
     }
+    if !limits::gang_within_limit(group.min_member) {
+        let why = too_large(&key, group.min_member);
+        state.set_wait_reason(&key, Some(why.clone()));
+        return Ok(Verdict::all_fail(candidates, &why, true));
+    }
     let deadline = now + settings.timeout(&group);
     if let Some(claim) = state.ledger.claims.get_mut(&key) {
         // Only the deadline moves: the slots, and so the per-node sums, stay as they are.
@@ -229,6 +235,15 @@ pub fn filter<'a, S: AsRef<str>>(
         }
     }
     Ok(verdict)
+}
+
+/// Why the gang `key` of `min_member` is never placed: it is larger than [`limits::MAX_MEMBERS`]
+/// (a PodGroup written before the limit, which the webhook refuses now).
+fn too_large(key: &GroupKey, min_member: u32) -> String {
+    format!(
+        "gang {key} has minMember {min_member}, more than Gangplank's largest gang ({}): it is never placed; lower spec.minMember",
+        limits::MAX_MEMBERS
+    )
 }
 
 /// The nodes where a slot of `claim` holds a pod asking `requests`; with `tightest`, only

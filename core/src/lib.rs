@@ -9,10 +9,12 @@
 //!   the watches last saw it plus what Gangplank itself holds (claims, reservations).
 //! - [`policy`]: fair share, queue order, node fit and scores, preemption and reclaim.
 //! - [`admit`]: the admission pass: which waiting groups may start now, and why the others wait.
+//! - [`limits`]: the largest numbers accepted from users' objects.
 //! - [`claims`]: the capacity a gang claims at filter time, so two half-placed gangs never
 //!   deadlock.
 
 pub mod admit;
 pub mod claims;
+pub mod limits;
 pub mod model;
 pub mod policy;

@@ -60,17 +60,18 @@ pub struct BatchJobSpec {
 
     /// Gang size: how many pods must be placed before any is bound. Absent: the sum of the
     /// tasks' replicas. Replicas beyond it are elastic: they run when there is room and are the
-    /// first reclaimed.
+    /// first reclaimed. At most 10,000.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(range(min = 1))]
+    #[schemars(range(min = 1, max = gangplank_core::limits::MAX_MEMBERS))]
     pub min_available: Option<i32>,
 
     /// Volumes mounted into every pod of the job.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub volumes: Vec<VolumeSpec>,
 
-    /// The tasks: each a pod template and a number of replicas. Task names are unique.
-    #[schemars(length(min = 1))]
+    /// The tasks: each a pod template and a number of replicas. Task names are unique. At most
+    /// 100 tasks, of at most 10,000 replicas together.
+    #[schemars(length(min = 1, max = gangplank_core::limits::MAX_TASKS))]
     pub tasks: Vec<TaskSpec>,
 
     /// What to do on the job's events, for every task (a task's own policies come first).
@@ -91,9 +92,10 @@ pub struct BatchJobSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub queue: Option<String>,
 
-    /// How many times the job may be restarted by its policies before it fails. Absent: 3.
+    /// How many times the job may be restarted by its policies before it fails, at most 1,000.
+    /// Absent: 3.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(range(min = 0))]
+    #[schemars(range(min = 0, max = gangplank_core::limits::MAX_RETRIES))]
     pub max_retry: Option<i32>,
 
     /// Seconds after the job finished (Completed, Failed, Aborted or Terminated) when it is
@@ -106,9 +108,9 @@ pub struct BatchJobSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub priority_class_name: Option<String>,
 
-    /// Pods that must succeed for the job to complete. Absent: `minAvailable`.
+    /// Pods that must succeed for the job to complete, at most 10,000. Absent: `minAvailable`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(range(min = 1))]
+    #[schemars(range(min = 1, max = gangplank_core::limits::MAX_MEMBERS))]
     pub min_success: Option<i32>,
 }
 
@@ -121,14 +123,14 @@ pub struct TaskSpec {
     #[schemars(length(min = 1, max = 20))]
     pub name: String,
 
-    /// How many pods of the task run.
-    #[schemars(range(min = 0))]
+    /// How many pods of the task run, at most 10,000.
+    #[schemars(range(min = 0, max = gangplank_core::limits::MAX_MEMBERS))]
     pub replicas: i32,
 
     /// How many of the task's pods must be placed for the gang to start; counted into the job's
     /// `minAvailable` only through it. Absent: the task's replicas.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(range(min = 0))]
+    #[schemars(range(min = 0, max = gangplank_core::limits::MAX_MEMBERS))]
     pub min_available: Option<i32>,
 
     /// The pods of the task: a pod template, as in a Deployment (its fields are described by
@@ -141,9 +143,9 @@ pub struct TaskSpec {
     pub policies: Vec<LifecyclePolicy>,
 
     /// Restarts of this task allowed by `RestartTask` and `RestartPod` before the job fails.
-    /// Absent: the job's `maxRetry`.
+    /// Absent: the job's `maxRetry`. At most 1,000.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(range(min = 0))]
+    #[schemars(range(min = 0, max = gangplank_core::limits::MAX_RETRIES))]
     pub max_retry: Option<i32>,
 
     /// Tasks whose pods must all be running (or succeeded) before this task's pods are created.
@@ -345,8 +347,32 @@ impl BatchJobSpec {
 
     /// The gang size: `minAvailable`, or the sum of the tasks' replicas.
     pub fn gang_size(&self) -> i32 {
-        self.min_available
-            .unwrap_or_else(|| self.tasks.iter().map(|t| t.replicas.max(0)).sum())
+        self.min_available.unwrap_or_else(|| self.replicas())
+    }
+
+    /// Every task's replicas together (saturating: a user's `i32`s).
+    pub fn replicas(&self) -> i32 {
+        self.tasks
+            .iter()
+            .fold(0i32, |sum, t| sum.saturating_add(t.replicas.max(0)))
+    }
+
+    /// Why the job is larger than Gangplank runs ([`gangplank_core::limits`]), for a Job
+    /// stored before the webhook refused such jobs; `None` when it is within the limits.
+    pub fn beyond_limits(&self) -> Option<String> {
+        use gangplank_core::limits::{MAX_MEMBERS, MAX_TASKS};
+        if self.tasks.len() > MAX_TASKS as usize {
+            return Some(format!(
+                "spec.tasks lists {} tasks, more than Gangplank runs ({MAX_TASKS})",
+                self.tasks.len()
+            ));
+        }
+        let replicas = self.replicas();
+        (replicas.unsigned_abs() > MAX_MEMBERS).then(|| {
+            format!(
+                "the tasks' replicas together ({replicas}) are more than Gangplank's largest gang ({MAX_MEMBERS}); create the job again with fewer"
+            )
+        })
     }
 
     /// `maxRetry`, or [`DEFAULT_MAX_RETRY`].

@@ -62,15 +62,17 @@ pub use gangplank_core::model::names::DEFAULT_SCHEDULE_TIMEOUT_SECONDS;
 }]))]
 pub struct PodGroupSpec {
     /// Gang size: how many member pods must be placed before any of them is bound. The group is
-    /// admitted only once at least this many members exist and fit together. At least 1.
-    #[schemars(range(min = 1))]
+    /// admitted only once at least this many members exist and fit together. From 1 to
+    /// 10,000.
+    #[schemars(range(min = 1, max = gangplank_core::limits::MAX_MEMBERS))]
     pub min_member: i32,
 
     /// Elastic upper bound on the number of members. Members beyond `minMember` are admitted
     /// and bound one by one once the gang has quorum, when there is room, and are the first
-    /// victims of reclaim. Must be at least `minMember`. Absent: no upper bound.
+    /// victims of reclaim. Must be at least `minMember`, and at most 10,000. Absent: no
+    /// upper bound.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(range(min = 1))]
+    #[schemars(range(min = 1, max = gangplank_core::limits::MAX_MEMBERS))]
     pub max_member: Option<i32>,
 
     /// Resources the gang needs to start, per resource (usually the requests of `minMember`

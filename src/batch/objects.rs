@@ -50,12 +50,13 @@ pub fn gang_size(job: &BatchJob) -> i32 {
     if spec.tasks.iter().all(|t| t.depends_on.is_none()) {
         return spec.gang_size().max(1);
     }
-    let first: i32 = spec
+    let first = spec
         .tasks
         .iter()
         .filter(|t| t.depends_on.is_none())
-        .map(|t| t.min_available.unwrap_or(t.replicas).max(0))
-        .sum();
+        .fold(0i32, |sum, t| {
+            sum.saturating_add(t.min_available.unwrap_or(t.replicas).max(0))
+        });
     first.min(spec.gang_size()).max(1)
 }
 
@@ -66,14 +67,15 @@ pub fn gang_size(job: &BatchJob) -> i32 {
 pub fn pod_group(job: &BatchJob) -> PodGroup {
     let spec = &job.spec;
     let min_member = gang_size(job);
-    let total: i32 = spec.tasks.iter().map(|t| t.replicas.max(0)).sum();
+    let total = spec.replicas();
     let mut min_resources: BTreeMap<String, i64> = BTreeMap::new();
     let mut left = min_member;
     for task in spec.tasks.iter().filter(|t| t.depends_on.is_none()) {
         let take = task.min_available.unwrap_or(task.replicas).max(0).min(left);
         left -= take;
         for (resource, amount) in template_requests(task) {
-            *min_resources.entry(resource).or_default() += amount * i64::from(take);
+            let sum = min_resources.entry(resource).or_default();
+            *sum = sum.saturating_add(amount.saturating_mul(i64::from(take)));
         }
     }
     let mut group = PodGroup::new(
@@ -304,5 +306,24 @@ mod tests {
         let job = job(vec![task("master", 1, "1"), worker], None);
         assert_eq!(gang_size(&job), 1);
         assert_eq!(pod_group(&job).spec.max_member, Some(5));
+    }
+
+    #[test]
+    fn a_job_of_i32_max_replicas_per_task_makes_a_group_without_overflow() {
+        let job = job(
+            vec![
+                task("a", i32::MAX, "1000000"),
+                task("b", i32::MAX, "1000000"),
+            ],
+            None,
+        );
+        let spec = pod_group(&job).spec;
+        assert_eq!(spec.min_member, i32::MAX, "saturated, not wrapped");
+        assert_eq!(spec.max_member, None);
+        assert_eq!(
+            spec.min_resources["nvidia.com/gpu"].0,
+            i64::from(i32::MAX).to_string(),
+            "the gang's first i32::MAX pods, one GPU each"
+        );
     }
 }

@@ -7,6 +7,8 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use gangplank_core::limits;
+
 use crate::api::batch_job::{
     BatchJob, BatchJobStatus, JobCondition, JobPhase, JobState, LifecyclePolicy, TaskState,
     duration_seconds,
@@ -208,9 +210,14 @@ pub fn decide(job: &BatchJob, group: Option<&GroupView>, pods: &[PodView], now: 
                 Next::stay(&old.state)
             }
         }
-        JobPhase::Pending | JobPhase::Running => {
-            active(job, group, &current, &status, now, &mut out)
-        }
+        JobPhase::Pending | JobPhase::Running => match spec.beyond_limits() {
+            // Never admitted: fail it before it makes a PodGroup or a pod.
+            Some(why) if group.is_none() => {
+                out.create_group = false;
+                Next::to(JobPhase::Failed, "TooLarge", why)
+            }
+            _ => active(job, group, &current, &status, now, &mut out),
+        },
     };
     if next.phase != phase || status.state.last_transition_time.is_none() {
         status.state.last_transition_time = Some(time(now));
@@ -223,12 +230,12 @@ pub fn decide(job: &BatchJob, group: Option<&GroupView>, pods: &[PodView], now: 
         status.running_since = Some(time(now));
     }
     if next.phase == JobPhase::Restarting && phase != JobPhase::Restarting {
-        status.version += 1;
-        status.retry_count += 1;
+        status.version = status.version.saturating_add(1);
+        status.retry_count = status.retry_count.saturating_add(1);
         status.running_since = None;
     }
     if next.retried {
-        status.retry_count += 1;
+        status.retry_count = status.retry_count.saturating_add(1);
     }
     status.state.phase = next.phase;
     status.state.reason = next.reason;
@@ -310,7 +317,7 @@ fn active(
             "creating the job's PodGroup",
         );
     };
-    let total: i32 = spec.tasks.iter().map(|t| t.replicas.max(0)).sum();
+    let total = spec.replicas();
     let started = counts.running + counts.succeeded + counts.failed > 0 || !current.is_empty();
     if phase == JobPhase::Pending && !group.admitted && !started {
         return Next::to(
@@ -541,7 +548,8 @@ fn missing(job: &BatchJob, current: &[&PodView]) -> Vec<NewPod> {
         if !dependencies_run(job, task.depends_on.as_ref(), current) {
             continue;
         }
-        for index in 0..task.replicas.max(0) {
+        // A job stored before the limits existed gets pods up to them at most.
+        for index in 0..task.replicas.clamp(0, limits::MAX_MEMBERS as i32) {
             if !made.contains(&(task.name.as_str(), index)) {
                 out.push(NewPod { task: t, index });
             }
@@ -674,6 +682,35 @@ mod tests {
         assert!(d.create.is_empty());
         assert_eq!(d.status.state.reason, "WaitingForAdmission");
         assert_eq!(d.status.state.message, "queue q has 0 free");
+    }
+
+    #[test]
+    fn a_job_beyond_the_limits_fails_before_it_makes_a_group_or_a_pod() {
+        let d = decide(
+            &job(&[("a", i32::MAX), ("b", i32::MAX)], vec![]),
+            None,
+            &[],
+            NOW,
+        );
+        assert!(!d.create_group);
+        assert!(d.create.is_empty());
+        assert_eq!(d.status.state.phase, JobPhase::Failed);
+        assert_eq!(d.status.state.reason, "TooLarge");
+        assert_eq!(
+            d.status.state.message,
+            "the tasks' replicas together (2147483647) are more than Gangplank's largest gang (10000); create the job again with fewer"
+        );
+    }
+
+    #[test]
+    fn an_admitted_job_stored_beyond_the_limits_gets_pods_up_to_them_only() {
+        let d = decide(
+            &job(&[("worker", i32::MAX)], vec![]),
+            Some(&ADMITTED),
+            &[],
+            NOW,
+        );
+        assert_eq!(d.create.len(), limits::MAX_MEMBERS as usize);
     }
 
     #[test]

@@ -60,12 +60,17 @@ fn hosts(job: &BatchJob, task: &str) -> Vec<String> {
     (0..replicas).map(|i| host(&name, task, i)).collect()
 }
 
+/// The replicas of `task`, at most [`gangplank_core::limits::MAX_MEMBERS`]: the most pods the
+/// controller makes of a task ([`super::plan`]).
 fn replicas(job: &BatchJob, task: &str) -> i32 {
     job.spec
         .tasks
         .iter()
         .find(|t| t.name == task)
-        .map_or(0, |t| t.replicas.max(0))
+        .map_or(0, |t| {
+            t.replicas
+                .clamp(0, gangplank_core::limits::MAX_MEMBERS as i32)
+        })
 }
 
 /// `VC_<TASK>_...`: the task's name in capitals, `-` as `_`.
@@ -130,7 +135,7 @@ pub fn inject(job: &BatchJob, task: usize, index: i32, pod: &mut Pod) {
         let rank = if task_name == master {
             Some(index)
         } else if task_name == worker {
-            Some(masters + index)
+            Some(masters.saturating_add(index))
         } else {
             None
         };
@@ -139,7 +144,7 @@ pub fn inject(job: &BatchJob, task: usize, index: i32, pod: &mut Pod) {
             env.push(("MASTER_PORT".into(), port.into()));
             env.push((
                 "WORLD_SIZE".into(),
-                (masters + replicas(job, worker)).to_string(),
+                masters.saturating_add(replicas(job, worker)).to_string(),
             ));
             env.push(("RANK".into(), rank.to_string()));
         }

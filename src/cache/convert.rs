@@ -194,7 +194,7 @@ pub fn pod_group(group: &api::PodGroup) -> Result<PodGroup, Error> {
     let name = meta.name.clone().unwrap_or_default();
     let namespace = meta.namespace.clone().unwrap_or_default();
     let spec = &group.spec;
-    let min_resources = resources(&spec.min_resources).map_err(|why| Error::Convert {
+    let min_resources = requested(&spec.min_resources).map_err(|why| Error::Convert {
         kind: "podgroup",
         name: format!("{namespace}/{name}"),
         why,
@@ -320,14 +320,14 @@ pub fn pod_requests(spec: &core::PodSpec) -> Result<Resources, String> {
     total.max_with(&init_peak);
 
     if let Some(pod_level) = spec.resources.as_ref().and_then(|r| r.requests.as_ref()) {
-        for (name, amount) in resources(pod_level)?.iter() {
+        for (name, amount) in requested(pod_level)?.iter() {
             if name == "cpu" || name == "memory" || name.starts_with("hugepages-") {
                 total.set(name, amount);
             }
         }
     }
     if let Some(overhead) = &spec.overhead {
-        total.add(&resources(overhead)?);
+        total.add(&requested(overhead)?);
     }
     Ok(total)
 }
@@ -358,18 +358,33 @@ pub fn on_node(mut requests: Resources) -> Resources {
 
 fn container_requests(c: &core::Container) -> Result<Resources, String> {
     match c.resources.as_ref().and_then(|r| r.requests.as_ref()) {
-        Some(list) => resources(list),
+        Some(list) => requested(list),
         None => Ok(Resources::new()),
     }
 }
 
-/// Converts a ResourceList, each amount in the scale of its resource.
+/// Converts a ResourceList that a node or a Queue gives, each amount in the scale of its
+/// resource.
 pub fn resources(list: &BTreeMap<String, Quantity>) -> Result<Resources, String> {
+    amounts(list, Resources::set)
+}
+
+/// Converts a ResourceList that a pod or a PodGroup asks for: its names take a slot of the
+/// resource-name table only while it has room for them
+/// ([`gangplank_core::model::ResourceId::requested`]).
+pub fn requested(list: &BTreeMap<String, Quantity>) -> Result<Resources, String> {
+    amounts(list, Resources::set_requested)
+}
+
+fn amounts(
+    list: &BTreeMap<String, Quantity>,
+    set: fn(&mut Resources, &str, i64),
+) -> Result<Resources, String> {
     let mut out = Resources::new();
     for (name, q) in list {
         let amount =
             quantity::parse(&q.0, Scale::for_resource(name)).map_err(|e| format!("{name}: {e}"))?;
-        out.set(name, amount);
+        set(&mut out, name, amount);
     }
     Ok(out)
 }

@@ -1,7 +1,10 @@
 //! Batch Jobs (`batch.gangplank.dev`): the rules that refuse a Job that could never run as
 //! written, each naming the field and what it accepts, all listed in one denial.
 //!
-//! On CREATE: the scheduler name (absent, `volcano`, `gangplank` or `default-scheduler`), task
+//! On CREATE: the scheduler name (absent, `volcano`, `gangplank` or `default-scheduler`), at
+//! most [`limits::MAX_TASKS`] tasks of at most [`limits::MAX_MEMBERS`] replicas together (each
+//! task's, `minAvailable` and `minSuccess` too), `maxRetry` (the job's and each task's) at most
+//! [`limits::MAX_RETRIES`], task
 //! names (unique DNS labels whose pod names `<job>-<task>-<index>` stay host names of at most
 //! 63 characters), `minAvailable` and `minSuccess` within the replicas, each task's
 //! `minAvailable` within its replicas, `dependsOn` naming other tasks of the job, every
@@ -9,8 +12,8 @@
 //! `PodPending`), the plugins Gangplank has, durations it can read, volumes with an absolute
 //! mount path, and the queue (the spec's, else the namespace's) existing and Open.
 //!
-//! On UPDATE: the spec is fixed once created, apart from `maxRetry` and
-//! `ttlSecondsAfterFinished` (a running gang's size and pods are what admission reserved room
+//! On UPDATE: the spec is fixed once created, apart from `maxRetry` (still at most
+//! [`limits::MAX_RETRIES`]) and `ttlSecondsAfterFinished` (a running gang's size and pods are what admission reserved room
 //! for): delete the Job and create it again.
 
 use std::collections::BTreeSet;
@@ -24,6 +27,7 @@ use crate::api::batch_job::{BatchJob, BatchJobSpec, LifecyclePolicy, duration_se
 use crate::api::labels;
 use crate::batch::plan::{self, ACTIONS, EVENTS};
 use crate::batch::plugins::PLUGINS;
+use gangplank_core::limits;
 
 /// Scheduler names a Job may give: Gangplank serves the job through the stock scheduler.
 const SCHEDULERS: [&str; 3] = ["volcano", "gangplank", "default-scheduler"];
@@ -45,6 +49,9 @@ pub fn validate(w: &Webhooks, request: &AdmissionRequest<BatchJob>) -> Result<Ve
                 "a Job's spec cannot change once created, apart from maxRetry and ttlSecondsAfterFinished; delete the Job and create it again",
             ));
         }
+        let mut errors = FieldErrors::new();
+        retries(&mut errors, "spec.maxRetry", job.spec.max_retry);
+        errors.into_result()?;
         return Ok(Verdict::allow());
     }
     let name = job.metadata.name.as_deref().unwrap_or(&request.name);
@@ -80,10 +87,29 @@ pub fn check_spec(name: &str, spec: &BatchJobSpec) -> Result<(), Denial> {
             ),
         );
     }
-    let total: i32 = spec.tasks.iter().map(|t| t.replicas.max(0)).sum();
+    // In i64: the sum of users' i32s.
+    let total: i64 = spec
+        .tasks
+        .iter()
+        .map(|t| i64::from(t.replicas.max(0)))
+        .sum();
     if spec.tasks.is_empty() {
         errors.add("spec.tasks", "list at least one task");
     }
+    if spec.tasks.len() > limits::MAX_TASKS as usize {
+        errors.add(
+            "spec.tasks",
+            format!(
+                "list at most {} tasks, got {}",
+                limits::MAX_TASKS,
+                spec.tasks.len()
+            ),
+        );
+    }
+    errors.members("spec.tasks[*].replicas (together)", total);
+    errors.members("spec.minAvailable", spec.min_available.unwrap_or(0).into());
+    errors.members("spec.minSuccess", spec.min_success.unwrap_or(0).into());
+    retries(&mut errors, "spec.maxRetry", spec.max_retry);
     let names: BTreeSet<&str> = spec.tasks.iter().map(|t| t.name.as_str()).collect();
     let mut seen = BTreeSet::new();
     for (i, task) in spec.tasks.iter().enumerate() {
@@ -106,6 +132,12 @@ pub fn check_spec(name: &str, spec: &BatchJobSpec) -> Result<(), Denial> {
                 ),
             );
         }
+        errors.members(format!("{field}.replicas"), task.replicas.into());
+        errors.members(
+            format!("{field}.minAvailable"),
+            task.min_available.unwrap_or(0).into(),
+        );
+        retries(&mut errors, &format!("{field}.maxRetry"), task.max_retry);
         let longest = format!("{name}-{}-{}", task.name, task.replicas.max(1) - 1);
         if longest.len() > 63 {
             errors.add(
@@ -146,7 +178,7 @@ pub fn check_spec(name: &str, spec: &BatchJobSpec) -> Result<(), Denial> {
         }
     }
     if let Some(min) = spec.min_available
-        && min > total
+        && i64::from(min) > total
     {
         errors.add(
             "spec.minAvailable",
@@ -154,7 +186,7 @@ pub fn check_spec(name: &str, spec: &BatchJobSpec) -> Result<(), Denial> {
         );
     }
     if let Some(min) = spec.min_success
-        && min > total
+        && i64::from(min) > total
     {
         errors.add(
             "spec.minSuccess",
@@ -192,6 +224,18 @@ pub fn check_spec(name: &str, spec: &BatchJobSpec) -> Result<(), Denial> {
         }
     }
     errors.into_result()
+}
+
+/// Records `field` when it allows more restarts than [`limits::MAX_RETRIES`].
+fn retries(errors: &mut FieldErrors, field: &str, value: Option<i32>) {
+    if let Some(value) = value
+        && value > limits::MAX_RETRIES as i32
+    {
+        errors.add(
+            field,
+            format!("must be at most {}, got {value}", limits::MAX_RETRIES),
+        );
+    }
 }
 
 fn check_policy(errors: &mut FieldErrors, field: &str, policy: &LifecyclePolicy) {
@@ -332,6 +376,41 @@ mod tests {
             message.contains("spec.runningEstimate: 'soon' is not a duration"),
             "{message}"
         );
+    }
+
+    #[test]
+    fn replicas_gang_sizes_tasks_and_retries_beyond_their_limits_are_refused_without_overflow() {
+        let mut s = spec(vec![task("a", i32::MAX), task("b", i32::MAX)]);
+        s.min_available = Some(i32::MAX);
+        s.min_success = Some(i32::MAX);
+        s.max_retry = Some(i32::MAX);
+        s.tasks[0].min_available = Some(i32::MAX);
+        s.tasks[1].max_retry = Some(1_001);
+        let message = check_spec("train", &s).unwrap_err().message;
+        for expected in [
+            "spec.tasks[*].replicas (together): must be at most 10000, Gangplank's largest gang, got 4294967294",
+            "spec.tasks[0].replicas: must be at most 10000, Gangplank's largest gang, got 2147483647",
+            "spec.tasks[0].minAvailable: must be at most 10000",
+            "spec.minAvailable: must be at most 10000",
+            "spec.minSuccess: must be at most 10000",
+            "spec.maxRetry: must be at most 1000, got 2147483647",
+            "spec.tasks[1].maxRetry: must be at most 1000, got 1001",
+        ] {
+            assert!(message.contains(expected), "{expected} in {message}");
+        }
+        assert!(
+            !message.contains("spec.minAvailable: 2147483647 is more than"),
+            "the total is not wrapped: {message}"
+        );
+
+        let many = spec((0..=100).map(|i| task(&format!("t{i}"), 1)).collect());
+        let message = check_spec("train", &many).unwrap_err().message;
+        assert!(
+            message.contains("spec.tasks: list at most 100 tasks, got 101"),
+            "{message}"
+        );
+        let at_the_limits = spec(vec![task("a", 5_000), task("b", 5_000)]);
+        assert_eq!(check_spec("train", &at_the_limits), Ok(()));
     }
 
     #[test]

@@ -17,7 +17,9 @@
 //! - `scheduling.gangplank.dev/min-member`, when present, is a positive integer and at most
 //!   the number of pods the Job runs at once, `min(spec.parallelism, spec.completions)`
 //!   (parallelism defaults to 1; a gang larger than that never gathers). A Job scaled to
-//!   parallelism 0 (paused) is not checked.
+//!   parallelism 0 (paused) is not checked against it.
+//! - the gang size, the annotation or else `min(spec.parallelism, spec.completions)`, is at
+//!   most [`gangplank_core::limits::MAX_MEMBERS`].
 //! - a queue named in the template must be the Job's queue (pods and PodGroup would otherwise
 //!   be admitted through different queues);
 //! - on CREATE, the queue exists and is Open.
@@ -95,13 +97,14 @@ pub fn validate(w: &Webhooks, request: &AdmissionRequest<Job>) -> Result<Verdict
         .annotations
         .as_ref()
         .and_then(|a| a.get(labels::MIN_MEMBER_ANNOTATION));
+    let parallelism = spec.and_then(|s| s.parallelism).unwrap_or(1);
+    let completions = spec.and_then(|s| s.completions);
+    let at_once = completions.map_or(parallelism, |c| c.min(parallelism));
+    let field = format!("metadata.annotations[{}]", labels::MIN_MEMBER_ANNOTATION);
     if let Some(value) = annotation {
-        let field = format!("metadata.annotations[{}]", labels::MIN_MEMBER_ANNOTATION);
         match value.trim().parse::<i32>() {
             Ok(min_member) if min_member >= 1 => {
-                let parallelism = spec.and_then(|s| s.parallelism).unwrap_or(1);
-                let completions = spec.and_then(|s| s.completions);
-                let at_once = completions.map_or(parallelism, |c| c.min(parallelism));
+                errors.members(&field, min_member.into());
                 if parallelism > 0 && min_member > at_once {
                     let limit = match completions {
                         Some(c) if c < parallelism => format!("spec.completions ({c})"),
@@ -117,6 +120,18 @@ pub fn validate(w: &Webhooks, request: &AdmissionRequest<Job>) -> Result<Verdict
             }
             _ => errors.add(field, format!("must be a positive integer, got {value:?}")),
         }
+    } else if i64::from(at_once) > i64::from(gangplank_core::limits::MAX_MEMBERS) {
+        let size = match completions {
+            Some(c) if c < parallelism => "spec.completions",
+            _ => "spec.parallelism",
+        };
+        errors.add(
+            format!("{size} (the gang size, as {field} is absent)"),
+            format!(
+                "must be at most {}, Gangplank's largest gang, got {at_once}; set {field} to a gang size within it",
+                gangplank_core::limits::MAX_MEMBERS
+            ),
+        );
     }
 
     let topology_key = job

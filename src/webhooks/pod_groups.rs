@@ -9,8 +9,9 @@
 //! defaulted field) keeps the queue the group had: moving a group takes naming the new queue.
 //!
 //! **Validation**:
-//! - `spec.minMember` at least 1; `spec.maxMember`, when set, at least `spec.minMember` (the
-//!   CRD checks both too; repeated so the rule holds wherever the schema was edited);
+//! - `spec.minMember` at least 1; `spec.maxMember`, when set, at least `spec.minMember`; both
+//!   at most [`gangplank_core::limits::MAX_MEMBERS`] (the CRD checks all three too; repeated
+//!   so the rules hold wherever the schema was edited);
 //! - the queue exists and is Open, on CREATE and when an UPDATE changes it;
 //! - once the group is admitted (Inqueue, Running, or Unknown, or admitted ahead of its members
 //!   as its annotation says, before its status does), `spec.minMember` and `spec.queue` may no
@@ -73,6 +74,10 @@ pub fn validate(w: &Webhooks, request: &AdmissionRequest<PodGroup>) -> Result<Ve
             "spec.minMember",
             format!("must be at least 1, got {}", spec.min_member),
         );
+    }
+    errors.members("spec.minMember", spec.min_member.into());
+    if let Some(max) = spec.max_member {
+        errors.members("spec.maxMember", max.into());
     }
     if let Some(max) = spec.max_member
         && max < spec.min_member.max(1)

@@ -154,7 +154,10 @@ fn check_guarantee_fits(lookup: &dyn super::ClusterLookup, queue: &Queue) -> Res
     };
     let capacity = lookup.schedulable_capacity().map_err(unavailable)?;
     let mut errors = FieldErrors::new();
-    for (resource, amount) in guarantee.iter() {
+    // By the names the Queue gives: a name the full resource-name table counts as
+    // `(other resources)` is not one of them.
+    for (resource, quantity) in &queue.spec.guarantee {
+        let amount = guarantee.get(resource);
         let available = capacity.get(resource);
         if amount > available {
             errors.add(
@@ -162,7 +165,7 @@ fn check_guarantee_fits(lookup: &dyn super::ClusterLookup, queue: &Queue) -> Res
                 format!(
                     "must not exceed what the cluster's schedulable nodes hold ({}), got {}; a guarantee is room no other queue may use",
                     human(resource, available),
-                    queue.spec.guarantee[resource].0
+                    quantity.0
                 ),
             );
         }

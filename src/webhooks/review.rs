@@ -139,7 +139,6 @@ impl FieldErrors {
         Self::default()
     }
 
-    /// Records that `field` is wrong: `problem` says how, and what would be accepted.
     /// Records `field` unless it is unset or at least one second.
     pub fn seconds(&mut self, field: &str, value: Option<i32>) {
         if let Some(value) = value
@@ -152,6 +151,19 @@ impl FieldErrors {
         }
     }
 
+    /// Records `field` when `value` members are more than a gang may have
+    /// ([`gangplank_core::limits::MAX_MEMBERS`]).
+    pub fn members(&mut self, field: impl fmt::Display, value: i64) {
+        let limit = gangplank_core::limits::MAX_MEMBERS;
+        if value > i64::from(limit) {
+            self.add(
+                field,
+                format!("must be at most {limit}, Gangplank's largest gang, got {value}"),
+            );
+        }
+    }
+
+    /// Records that `field` is wrong: `problem` says how, and what would be accepted.
     pub fn add(&mut self, field: impl fmt::Display, problem: impl fmt::Display) {
         self.0.push(format!("{field}: {problem}"));
     }

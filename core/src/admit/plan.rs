@@ -14,6 +14,7 @@ use super::door::Door;
 use super::groups::{Groups, Seen};
 use super::room::Room;
 pub use super::why::{Reason, Why};
+use crate::limits;
 use crate::model::{GroupKey, Member, Pod, Queue, Resources, State};
 use crate::policy::fair_share::{self, QueueDemand};
 use crate::policy::queue_order::{
@@ -307,10 +308,15 @@ fn collect<'s>(state: &'s State, groups: &Groups<'s>) -> Book<'s> {
             candidate.group = Some(key);
             candidate.blocked = candidate.blocked.take().or(match g.spec {
                 None => Some(Why::PodGroupMissing { group: key.clone() }),
-                Some(spec) if members.len() < spec.min_member as usize => Some(Why::Members {
-                    live: members.len(),
-                    min_member: spec.min_member,
-                }),
+                Some(spec)
+                    if members.len() < spec.min_member as usize
+                        || !limits::gang_within_limit(spec.min_member) =>
+                {
+                    Some(Why::Members {
+                        live: members.len(),
+                        min_member: spec.min_member,
+                    })
+                }
                 Some(_) => None,
             });
             candidate.max_wait = g.spec.and_then(|s| s.max_wait).map(seconds);

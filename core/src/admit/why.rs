@@ -7,6 +7,7 @@
 use std::fmt;
 use std::sync::Arc;
 
+use crate::limits;
 use crate::model::resources::{ResourceId, human};
 use crate::model::{GroupKey, Resources};
 use crate::policy::queue_order::DominantShare;
@@ -167,6 +168,13 @@ impl Why {
 impl fmt::Display for Why {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
+            Why::Members { live, min_member } if !limits::gang_within_limit(*min_member) => {
+                write!(
+                    f,
+                    "minMember {min_member} is more than Gangplank's largest gang ({}), so the group is never admitted; lower spec.minMember ({live} pods exist)",
+                    limits::MAX_MEMBERS
+                )
+            }
             Why::Members { live, min_member } => write!(
                 f,
                 "{live} of minMember {min_member} pods exist; waiting for the rest before releasing any"

@@ -17,6 +17,7 @@ use super::nodes::Sum;
 use super::objects::{GroupKey, Resources};
 use super::state::State;
 use crate::admit::door::{ARRIVAL_ROOM_KEPT, Arrival, Door};
+use crate::limits;
 
 /// Gangplank's own decisions, by what they name.
 #[derive(Debug, Clone, Default)]
@@ -148,7 +149,8 @@ impl State {
         }
         let elastic = spec.max_member.is_some_and(|max| max > spec.min_member);
         let first = !group.members.values().any(|m| m.live);
-        if spec.topology_key.is_some() || elastic || !first {
+        let too_large = !limits::gang_within_limit(spec.min_member);
+        if spec.topology_key.is_some() || elastic || !first || too_large {
             return false;
         }
         let need = vec![requests.clone(); spec.min_member as usize];

@@ -11,6 +11,13 @@
 //! it is full all share [`ResourceId::OTHER`], whose amounts add up (a warning is logged once).
 //! Real clusters use a handful of names (CPU, memory, a few device plugins).
 //!
+//! Names only requested ([`ResourceId::requested`]: by pods and PodGroups, which any tenant
+//! writes) take a slot only while the table holds fewer than [`MAX_REQUESTED_NAMES`]; the
+//! rest of the table is kept for names that nodes advertise and Queues bound
+//! ([`ResourceId::of`]), which cluster administrators write. So made-up names in pods cannot
+//! push a real resource into `(other resources)`: the names a fit or a cap depends on keep
+//! their own slot. A zero amount takes no slot (a missing entry is zero).
+//!
 //! Units: CPU in millicores, everything else in bytes or whole units (see [`super::quantity`]).
 
 use std::fmt;
@@ -40,8 +47,20 @@ impl ResourceId {
         self == ResourceId::MANAGED || self == ResourceId::PLACEMENT
     }
 
-    /// The id of `name`, interning it on first sight.
+    /// The id of `name`, interning it on first sight: for names that nodes advertise and
+    /// Queues name.
     pub fn of(name: &str) -> ResourceId {
+        Self::intern(name, MAX_NAMES)
+    }
+
+    /// The id of `name` as a pod or a PodGroup asks for it: interned on first sight only while
+    /// the table holds fewer than [`MAX_REQUESTED_NAMES`] names, else [`ResourceId::OTHER`]
+    /// unless a node or a Queue named it already.
+    pub fn requested(name: &str) -> ResourceId {
+        Self::intern(name, MAX_REQUESTED_NAMES)
+    }
+
+    fn intern(name: &str, limit: usize) -> ResourceId {
         if let Some(i) = position(&WELL_KNOWN, name) {
             return ResourceId(i as u16);
         }
@@ -53,12 +72,13 @@ impl ResourceId {
         if let Some(i) = position(&names, name) {
             return ResourceId(i as u16);
         }
-        if names.len() >= MAX_NAMES {
+        if names.len() >= limit {
             if !OVERFLOWED.swap(true, std::sync::atomic::Ordering::Relaxed) {
                 tracing::warn!(
                     resource = name,
-                    "more than {MAX_NAMES} distinct resource names seen: this one and every new \
-                     one are counted together as (other resources)"
+                    "{limit} distinct resource names seen: this one and every new one \
+                     (of pods from {MAX_REQUESTED_NAMES} names on, of nodes and Queues from \
+                     {MAX_NAMES}) are counted together as (other resources)"
                 );
             }
             return ResourceId::OTHER;
@@ -106,6 +126,10 @@ impl ResourceId {
 /// How many distinct resource names are told apart, the well-known ones included.
 pub const MAX_NAMES: usize = 256;
 
+/// How full the table may be for a name that is only requested to take a slot: half of it,
+/// the other half kept for the names of nodes and Queues.
+pub const MAX_REQUESTED_NAMES: usize = MAX_NAMES / 2;
+
 const WELL_KNOWN: [&str; 8] = [
     "cpu",
     "memory",
@@ -150,8 +174,29 @@ impl Resources {
     }
 
     /// Sets the amount of `resource`; for a name counted as [`ResourceId::OTHER`], adds it.
+    /// For amounts that nodes and Queues give ([`ResourceId::of`]). Setting zero interns
+    /// nothing.
     pub fn set(&mut self, resource: &str, amount: i64) {
-        match ResourceId::of(resource) {
+        self.set_with(resource, amount, ResourceId::of);
+    }
+
+    /// [`Resources::set`] for what a pod or a PodGroup requests ([`ResourceId::requested`]).
+    pub fn set_requested(&mut self, resource: &str, amount: i64) {
+        self.set_with(resource, amount, ResourceId::requested);
+    }
+
+    fn set_with(&mut self, resource: &str, amount: i64, intern: fn(&str) -> ResourceId) {
+        let id = match amount {
+            0 => ResourceId::lookup(resource),
+            _ => Some(intern(resource)),
+        };
+        if let Some(id) = id {
+            self.set_id(id, amount);
+        }
+    }
+
+    fn set_id(&mut self, id: ResourceId, amount: i64) {
+        match id {
             ResourceId::OTHER => {
                 let sum = self.amount(ResourceId::OTHER).saturating_add(amount);
                 self.set_amount(ResourceId::OTHER, sum);

@@ -33,6 +33,7 @@ use rustc_hash::FxHashMap;
 use super::ledger::Ledger;
 use super::nodes::Nodes;
 use super::objects::{GroupKey, Node, Pod, PodGroup, Queue, Resources, Schedulers};
+use crate::limits;
 
 /// Pods by UID: a persistent map, so that a snapshot of the state shares it.
 pub type PodMap =
@@ -288,10 +289,11 @@ impl State {
         let key = group.key.clone();
         let entry = self.groups.entry(key).or_default();
         entry.placeholders = match &group.ahead {
-            Some(ahead) => (0..group.min_member)
+            // A gang over the limit is never admitted (see `crate::limits`): no placeholders.
+            Some(ahead) if limits::gang_within_limit(group.min_member) => (0..group.min_member)
                 .map(|i| Member::of(Arc::new(Pod::placeholder(&group.key, i, ahead))))
                 .collect(),
-            None => Arc::from([]),
+            _ => Arc::from([]),
         };
         entry.spec = Some(Arc::new(group));
         true
