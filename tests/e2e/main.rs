@@ -16,4 +16,5 @@ mod leader;
 mod operators;
 mod queues;
 mod security;
+mod tenancy;
 mod webhooks;
