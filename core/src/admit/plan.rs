@@ -1708,6 +1708,31 @@ mod tests {
     }
 
     #[test]
+    fn arrivals_of_groups_admitted_ahead_are_forgotten_after_a_pass_once_old_or_gone() {
+        let mut s = cluster();
+        ahead(&mut s, "vc", 4, 6_000, Some(100));
+        ahead(&mut s, "gone", 4, 6_000, Some(100));
+        let cpu = Resources::from([("cpu", 1_500)]);
+        let now = std::time::Instant::now();
+        for name in ["vc", "gone"] {
+            assert!(s.admit_on_arrival(&GroupKey::new("ns", name), "p", &cpu, now, 120));
+        }
+        s.delete_pod_group(&GroupKey::new("ns", "gone"));
+        s.set_door(None, now);
+        assert_eq!(
+            s.ledger.ahead_arrivals.len(),
+            1,
+            "a deleted group's are forgotten"
+        );
+        s.set_door(None, now + crate::admit::door::ARRIVAL_ROOM_KEPT);
+        assert!(
+            s.ledger.ahead_arrivals.is_empty(),
+            "{:?}",
+            s.ledger.ahead_arrivals
+        );
+    }
+
+    #[test]
     fn an_admission_ahead_keeps_its_room_until_it_lapses() {
         let mut s = cluster();
         ahead(&mut s, "vc", 4, 6_000, Some(100));

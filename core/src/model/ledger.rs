@@ -171,11 +171,16 @@ impl State {
     }
 
     /// Replaces the door with `door` less the room of recent arrivals, and forgets arrivals
-    /// older than [`ARRIVAL_ROOM_KEPT`] or whose group is gone.
+    /// (on arrival, or of groups admitted ahead) older than [`ARRIVAL_ROOM_KEPT`] or whose
+    /// group is gone: the admission loop calls it after each pass, so they do not pile up.
     pub fn set_door(&mut self, door: Option<Door>, now: Instant) {
         let groups = &self.groups;
         self.ledger.arrivals.retain(|key, a| {
             now.saturating_duration_since(a.at) < ARRIVAL_ROOM_KEPT && groups.contains_key(key)
+        });
+        self.ledger.ahead_arrivals.retain(|key, recent| {
+            recent.retain(|(_, at)| now.saturating_duration_since(*at) < ARRIVAL_ROOM_KEPT);
+            !recent.is_empty() && groups.contains_key(key)
         });
         self.ledger.door = door.and_then(|d| d.after(self.ledger.arrivals.values(), now));
     }
