@@ -442,6 +442,17 @@ pub fn rows() -> Vec<Row> {
                     )
                 },
                 panel(
+                    "Fenced writes",
+                    "Writes not made, per second, because the replica that began them no longer \
+                     held the leader Lease (lapsed: not renewed in time; not_leading: lost or \
+                     given up). Short bursts at a failover are expected.",
+                    "reqps",
+                    vec![query(
+                        rate(m::FENCED_WRITES_TOTAL, "", "reason"),
+                        "{{reason}}",
+                    )],
+                ),
+                panel(
                     "Connections",
                     "Connections open on the extender's and the webhooks' port, and those closed \
                      as they came because 1024 were open (a flood, not the scheduler or the API \

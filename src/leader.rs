@@ -2,18 +2,23 @@
 //! one decides. Every replica watches the cluster (its model stays warm for a fast takeover)
 //! and serves the webhooks and the metrics port; only the replica that holds the Lease runs
 //! the admission loop, the controller, the claim-expiry timer and the scheduler extender
-//! ([`crate::server`]). A leader that fails to renew within [`Settings::renew_deadline`] stops
-//! leading before any other replica may take the Lease (its loops and extender stop, held binds
-//! are answered with errors) and follows until the Lease is free again, so two replicas never
-//! decide at once for longer than the clock drift between them; on shutdown the leader gives
-//! the Lease up, so another takes it at its next try ([`Settings::retry_every`]) instead of
-//! waiting for it to expire.
+//! ([`crate::server`]). Each take or renewal opens the [`Fence`] until the renew deadline
+//! ([`Settings::renew_deadline`]) after it was sent, and every write of the leader's parts asks
+//! the fence first ([`crate::fence`]). A leader that fails to renew by then stops leading when
+//! the fence closes, before any other replica may take the Lease (its loops and extender stop,
+//! held binds are answered with errors, and writes still in progress are refused), and follows
+//! until the Lease is free again, so two replicas never write at once as the leader unless
+//! their clocks' rates differ by a third; on shutdown the leader closes the fence and gives the
+//! Lease up, so another takes it at its next try ([`Settings::retry_every`]) instead of waiting
+//! for it to expire.
 //!
 //! The scheduler reaches the leader only: the leader labels its own pod
-//! ([`crate::api::labels::LEADER_LABEL`]) and the extender's Service selects that label; a
-//! follower takes the label off its pod when it starts (a container restarted after a crash
-//! may find it left there) and does not listen on the extender port, so a call that still
-//! reaches it is refused and the scheduler retries the pod.
+//! ([`crate::api::labels::LEADER_LABEL`]) and the extender's Service selects that label. One
+//! task ([`Elector::label_keeper`]) writes the label, retrying with backoff until the pod
+//! shows what the elector last wanted: on while leading, off otherwise (a follower takes it
+//! off when it starts, as a container restarted after a crash may find it left there, and a
+//! leader when it stops leading). A follower does not listen on the extender port, so a call
+//! that still reaches it is refused and the scheduler retries the pod.
 //!
 //! In the sidecar layout (one copy beside each scheduler, `--leader-election-follow` naming the
 //! scheduler's own Lease), a copy competes for the Lease only while the scheduler's Lease names
@@ -33,10 +38,12 @@ use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, ObjectMeta, Patch, PatchParams, PostParams};
+use tokio::sync::watch;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::api::labels::LEADER_LABEL;
+use crate::fence::Fence;
 use crate::metrics;
 
 /// Where the Lease is and how this replica takes part.
@@ -93,6 +100,10 @@ pub struct Elector {
     api: Api<Lease>,
     settings: Settings,
     observed: Option<(Record, Instant)>,
+    /// Open while this replica may write as the leader; this elector is its one writer.
+    fence: Fence,
+    /// Whether the leader label should be on this replica's pod ([`Elector::label_keeper`]).
+    want_label: watch::Sender<bool>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -124,13 +135,20 @@ impl Elector {
             api: Api::namespaced(client, &settings.namespace),
             settings,
             observed: None,
+            fence: Fence::closed(),
+            want_label: watch::Sender::new(false),
         }
+    }
+
+    /// The fence this elector opens while it holds the Lease ([`crate::fence`]).
+    pub fn fence(&self) -> Fence {
+        self.fence.clone()
     }
 
     /// Waits until this replica holds the Lease, then labels its pod as the leader's; `false`
     /// if `shutdown` came first.
     pub async fn acquire(&mut self, shutdown: &CancellationToken) -> bool {
-        self.label_pod(false).await;
+        self.want_label.send_replace(false);
         let mut logged = false;
         loop {
             let attempt = match self.scheduler_here().await {
@@ -142,7 +160,7 @@ impl Elector {
                 Ok(true) => {
                     tracing::info!(lease = %self.settings.name, identity = %self.settings.identity, "leading");
                     ::metrics::gauge!(metrics::LEADER).set(1.0);
-                    self.label_pod(true).await;
+                    self.want_label.send_replace(true);
                     return true;
                 }
                 Ok(false) if !logged => {
@@ -162,18 +180,24 @@ impl Elector {
         }
     }
 
-    /// Renews the Lease until `shutdown`. An error when it could not renew within the renew
-    /// deadline or found another holder: the caller stops leading at once.
+    /// Renews the Lease until `shutdown`. An error when it could not renew before the fence
+    /// closed (the renew deadline after the last renewal was sent) or found another holder: the
+    /// caller stops leading at once, and the fence is closed already.
     pub async fn hold(&mut self, shutdown: &CancellationToken) -> Result<(), Error> {
         let mut renewed = Instant::now();
         let mut last = String::new();
         loop {
+            let Some(closes) = self.fence.closes_at() else {
+                return Err(self.lost(renewed, "not leading".to_owned()));
+            };
             tokio::select! {
                 () = shutdown.cancelled() => return Ok(()),
                 () = tokio::time::sleep(self.settings.retry_every()) => {}
+                () = tokio::time::sleep_until(closes) => return Err(self.lost(renewed, last)),
             }
-            if let Some(holder) = self.scheduler_elsewhere().await {
-                ::metrics::gauge!(metrics::LEADER).set(0.0);
+            let within = closes.min(Instant::now() + self.settings.retry_every());
+            let moved = tokio::time::timeout_at(within, self.scheduler_elsewhere()).await;
+            if let Ok(Some(holder)) = moved {
                 self.release().await;
                 let (namespace, name) = self.settings.follow.clone().unwrap_or_default();
                 return Err(Error::SchedulerMoved {
@@ -181,10 +205,10 @@ impl Elector {
                     holder,
                 });
             }
-            match tokio::time::timeout(self.settings.retry_every(), self.try_hold()).await {
+            match tokio::time::timeout_at(within, self.try_hold()).await {
                 Ok(Ok(true)) => renewed = Instant::now(),
                 Ok(Ok(false)) => {
-                    ::metrics::gauge!(metrics::LEADER).set(0.0);
+                    self.stop_leading();
                     return Err(Error::Taken {
                         namespace: self.settings.namespace.clone(),
                         name: self.settings.name.clone(),
@@ -194,31 +218,52 @@ impl Elector {
                 Ok(Err(e)) => last = e.to_string(),
                 Err(_) => last = "timed out".to_owned(),
             }
-            if renewed.elapsed() > self.settings.renew_deadline() {
-                ::metrics::gauge!(metrics::LEADER).set(0.0);
-                return Err(Error::Lost {
-                    namespace: self.settings.namespace.clone(),
-                    name: self.settings.name.clone(),
-                    seconds: renewed.elapsed().as_secs(),
-                    last,
-                });
+            if !self.fence.is_open() {
+                return Err(self.lost(renewed, last));
             }
         }
     }
 
-    /// Puts the leader label on this replica's pod, or takes it off. A failure is logged: the
-    /// Lease, not the label, decides who leads; the label only routes the scheduler's calls.
-    async fn label_pod(&self, leading: bool) {
-        let Some((namespace, name)) = &self.settings.pod else {
-            return;
-        };
-        let pods: Api<Pod> = Api::namespaced(self.api.clone().into_client(), namespace);
-        let patch = leader_label_patch(leading);
-        if let Err(e) = pods
-            .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
-            .await
-        {
-            tracing::warn!(pod = %name, leading, error = %e, "failed to label Gangplank's own pod");
+    /// Stops leading because the Lease was not renewed since `renewed`; `last`: the last error.
+    fn lost(&self, renewed: Instant, last: String) -> Error {
+        self.stop_leading();
+        Error::Lost {
+            namespace: self.settings.namespace.clone(),
+            name: self.settings.name.clone(),
+            seconds: renewed.elapsed().as_secs(),
+            last,
+        }
+    }
+
+    /// Closes the fence, takes the leader label off and says so in the metrics.
+    fn stop_leading(&self) {
+        self.fence.close();
+        self.want_label.send_replace(false);
+        ::metrics::gauge!(metrics::LEADER).set(0.0);
+    }
+
+    /// Keeps the leader label on this replica's pod as this elector wants it (on while it
+    /// leads, off otherwise), until `shutdown`: the task to run beside the election. Nothing
+    /// to do outside a pod.
+    pub fn label_keeper(&self, shutdown: CancellationToken) -> impl Future<Output = ()> + 'static {
+        let want = self.want_label.subscribe();
+        let pod = self.settings.pod.clone();
+        let client = self.api.clone().into_client();
+        async move {
+            let Some((namespace, name)) = pod else {
+                return;
+            };
+            let pods: Api<Pod> = Api::namespaced(client, &namespace);
+            let patch = |leading: bool| {
+                let (pods, name) = (pods.clone(), name.clone());
+                async move {
+                    let patch = leader_label_patch(leading);
+                    pods.patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+                        .await
+                        .map(drop)
+                }
+            };
+            keep_label(want, patch, &shutdown).await;
         }
     }
 
@@ -254,7 +299,11 @@ impl Elector {
 
     /// Takes or renews the Lease if this replica may: it holds it, nobody does, or the holder
     /// let it expire. `Ok(false)`: another replica holds it (or won the race to take it).
+    /// On success the fence is open until the renew deadline after this call began: the
+    /// Lease's new record is written no earlier, so no other replica sees it sooner.
     async fn try_hold(&mut self) -> Result<bool, kube::Error> {
+        let asked = Instant::now();
+        let until = asked + self.settings.renew_deadline();
         let name = self.settings.name.clone();
         let Some(lease) = self.api.get_opt(&name).await? else {
             let lease = Lease {
@@ -265,7 +314,10 @@ impl Elector {
                 spec: Some(self.spec(None, true)),
             };
             return match self.api.create(&PostParams::default(), &lease).await {
-                Ok(_) => Ok(true),
+                Ok(_) => {
+                    self.fence.open_until(until);
+                    Ok(true)
+                }
                 Err(kube::Error::Api(e)) if e.code == 409 => Ok(false),
                 Err(e) => Err(e),
             };
@@ -297,6 +349,7 @@ impl Elector {
             Ok(written) => {
                 let record = Record::of(&written.spec.unwrap_or_default());
                 self.observed = Some((record, Instant::now()));
+                self.fence.open_until(until);
                 Ok(true)
             }
             Err(kube::Error::Api(e)) if e.code == 409 => Ok(false),
@@ -328,9 +381,10 @@ impl Elector {
     }
 
     /// Gives the Lease up (at shutdown, once the leader's work has stopped), so another
-    /// replica takes it without waiting for it to expire.
+    /// replica takes it without waiting for it to expire. The fence closes first: nothing is
+    /// written once the Lease may be another's.
     pub async fn release(&mut self) {
-        ::metrics::gauge!(metrics::LEADER).set(0.0);
+        self.stop_leading();
         let Ok(Some(mut lease)) = self.api.get_opt(&self.settings.name).await else {
             return;
         };
@@ -360,6 +414,49 @@ fn scheduler_beside(holder: Option<&str>, identity: &str) -> bool {
         .is_some_and(|(host, _)| host == identity)
 }
 
+/// The first wait before the leader label is patched again after a failure; it doubles up to
+/// [`LABEL_RETRY_MAX`].
+pub const LABEL_RETRY_FIRST: Duration = Duration::from_secs(1);
+/// The longest wait between two tries of the leader label.
+pub const LABEL_RETRY_MAX: Duration = Duration::from_secs(30);
+
+/// Patches the leader label to what `want` says (on: `true`) with `patch`, retrying with
+/// backoff until a patch succeeds, and again each time `want` changes; until `shutdown`. A
+/// failed patch cannot leave the extender's Service without endpoints for a whole term.
+async fn keep_label<F, P>(
+    mut want: watch::Receiver<bool>,
+    mut patch: F,
+    shutdown: &CancellationToken,
+) where
+    F: FnMut(bool) -> P,
+    P: Future<Output = Result<(), kube::Error>>,
+{
+    'wanted: loop {
+        let leading = *want.borrow_and_update();
+        let mut wait = LABEL_RETRY_FIRST;
+        loop {
+            let result = tokio::select! {
+                () = shutdown.cancelled() => return,
+                result = patch(leading) => result,
+            };
+            let Err(e) = result else { break };
+            tracing::warn!(leading, error = %e, retry_in = ?wait, "failed to label Gangplank's own pod; the extender's Service selects the leader by it");
+            tokio::select! {
+                () = shutdown.cancelled() => return,
+                () = tokio::time::sleep(wait) => {}
+            }
+            wait = (wait * 2).min(LABEL_RETRY_MAX);
+            if want.has_changed().unwrap_or(false) {
+                continue 'wanted;
+            }
+        }
+        tokio::select! {
+            () = shutdown.cancelled() => return,
+            changed = want.changed() => if changed.is_err() { return },
+        }
+    }
+}
+
 /// The merge patch that puts the leader label on a pod (`leading`) or takes it off.
 fn leader_label_patch(leading: bool) -> serde_json::Value {
     let value = if leading {
@@ -383,6 +480,56 @@ mod tests {
         assert_eq!(
             leader_label_patch(false),
             serde_json::json!({"metadata": {"labels": {"scheduling.gangplank.dev/leader": null}}})
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_leader_label_is_retried_with_backoff_until_set_and_taken_off_on_losing() {
+        let calls: std::sync::Arc<std::sync::Mutex<Vec<(bool, Instant)>>> = Default::default();
+        let patch = {
+            let calls = calls.clone();
+            move |leading: bool| {
+                let calls = calls.clone();
+                async move {
+                    let mut calls = calls.lock().unwrap();
+                    calls.push((leading, Instant::now()));
+                    if calls.len() <= 3 && leading {
+                        return Err(kube::Error::Service("API server unreachable".into()));
+                    }
+                    Ok(())
+                }
+            }
+        };
+        let (want, wanted) = watch::channel(false);
+        let shutdown = CancellationToken::new();
+        let start = Instant::now();
+        let keeper = tokio::spawn({
+            let shutdown = shutdown.clone();
+            async move { keep_label(wanted, patch, &shutdown).await }
+        });
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        want.send_replace(true);
+        tokio::time::sleep(Duration::from_secs(60)).await;
+        want.send_replace(false);
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        shutdown.cancel();
+        keeper.await.unwrap();
+
+        let calls = calls.lock().unwrap();
+        let seen: Vec<(bool, u64)> = calls
+            .iter()
+            .map(|(leading, at)| (*leading, at.duration_since(start).as_millis() as u64))
+            .collect();
+        assert_eq!(
+            seen,
+            [
+                (false, 0),
+                (true, 10),
+                (true, 1_010),
+                (true, 3_010),
+                (false, 60_010)
+            ],
+            "taken off at start, set after two failures retried 1 s then 2 s later, taken off on losing"
         );
     }
 

@@ -17,6 +17,7 @@ pub mod crdgen;
 pub mod dashboard;
 pub mod events;
 pub mod extender;
+pub mod fence;
 pub mod health;
 pub mod leader;
 pub mod metrics;

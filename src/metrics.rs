@@ -82,6 +82,8 @@ pub const BATCH_JOBS: &str = "gangplank_batch_jobs";
 pub const BUILD_INFO: &str = "gangplank_build_info";
 /// Gauge: 1 while this replica holds the leader Lease.
 pub const LEADER: &str = "gangplank_leader";
+/// Counter: writes the fence refused ([`crate::fence`]), by `reason` (`lapsed`, `not_leading`).
+pub const FENCED_WRITES_TOTAL: &str = "gangplank_fenced_writes_total";
 /// Counter: status writes by the controller, by `kind` (`podgroup`, `queue`) and `outcome`.
 pub const CONTROLLER_STATUS_WRITES_TOTAL: &str = "gangplank_controller_status_writes_total";
 /// Counter: PodGroups the controller created, by `source` and `outcome`.
@@ -378,6 +380,12 @@ pub const CATALOGUE: &[Doc] = &[
         kind: Kind::Gauge,
         labels: &[],
         help: "1 while this replica holds the leader Lease and runs the admission loop, the controller and the extender; 0 while it follows.",
+    },
+    Doc {
+        name: FENCED_WRITES_TOTAL,
+        kind: Kind::Counter,
+        labels: &["reason"],
+        help: "Writes to the API server not made because this replica may no longer write as the leader, by reason: lapsed (its Lease was not renewed within two thirds of its duration, so another replica may soon take over) or not_leading (it lost or gave up the Lease). A pass, reconcile or bind that began while leading makes these.",
     },
 ];
 

@@ -27,6 +27,7 @@ use crate::cache::{self, Cache};
 use crate::config::ServeArgs;
 use crate::connections::Limited;
 use crate::extender::{self, Capture, Extender, KubeBinder, Permits};
+use crate::fence::{self, Fence};
 use crate::parts::Parts;
 use crate::{admission_loop, batch, controller, health, leader, metrics, tls, webhooks};
 
@@ -90,16 +91,26 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         .context("failed to create Kubernetes client (in-cluster config or KUBECONFIG)")?;
     // Evictions answer 429 when a PodDisruptionBudget says not now; the default client retries
     // 429s for minutes, which would stall the admission loop. Reclaim handles them itself.
+    // Every write of the leader's parts goes through a client fenced by the Lease, so a term
+    // that lost it makes none after another replica may have taken over (`fence`).
+    let elector = args
+        .leader_election()
+        .map(|settings| leader::Elector::new(client.clone(), settings));
+    let fence = elector
+        .as_ref()
+        .map_or_else(Fence::always, leader::Elector::fence);
+    let fenced = fence::client(config.clone(), &fence)
+        .context("failed to create Kubernetes client (in-cluster config or KUBECONFIG)")?;
     let mut config = config;
     config.default_retry = false;
-    let eviction_client = kube::Client::try_from(config)
+    let eviction_client = fence::client(config, &fence)
         .context("failed to create Kubernetes client (in-cluster config or KUBECONFIG)")?;
     let (cache, mirror) = Cache::serving(args.schedulers());
     let changes = mirror.changes();
 
     let mut extender = Extender::new(
         cache.clone(),
-        Arc::new(KubeBinder::new(client.clone())),
+        Arc::new(KubeBinder::new(fenced.clone())),
         args.gang_settings(),
     );
     if let Some(dir) = &args.capture_dir {
@@ -117,7 +128,10 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     };
     let mut webhooks = webhooks::Webhooks::new(stores.clone(), settings);
     if args.admit_on_arrival {
-        webhooks = webhooks.with_arrivals(Arc::new(cache.ledger()));
+        webhooks = webhooks.with_arrivals(Arc::new(webhooks::LeaderArrivals::new(
+            cache.ledger(),
+            fence.clone(),
+        )));
     }
     let permits = extender.permits();
     let extender_router = extender::router(Arc::new(extender));
@@ -142,10 +156,9 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     let parts = Parts::default();
     let leading = lead(
         Leader {
-            elector: args
-                .leader_election()
-                .map(|settings| leader::Elector::new(client.clone(), settings)),
-            client: client.clone(),
+            elector,
+            fence,
+            client: fenced,
             eviction_client,
             cache: cache.clone(),
             stores: stores.clone(),
@@ -217,7 +230,11 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
 struct Leader {
     /// `None` without leader election: lead at once.
     elector: Option<leader::Elector>,
+    /// The elector's fence, or one that never closes without leader election.
+    fence: Fence,
+    /// Fenced by `fence`, as every client of the leader's parts.
     client: kube::Client,
+    /// Fenced, and does not retry HTTP 429 ([`admission_loop::evictions::Reclaimer::new`]).
     eviction_client: kube::Client,
     cache: Cache,
     stores: Arc<Stores>,
@@ -237,13 +254,26 @@ struct Leader {
 /// follows again and waits for the Lease to come free. Gives the Lease up at shutdown, once
 /// the term's work has stopped.
 async fn lead(mut leader: Leader, shutdown: &CancellationToken) -> anyhow::Result<()> {
+    let label = leader
+        .elector
+        .as_ref()
+        .map(|elector| tokio::spawn(elector.label_keeper(shutdown.clone())));
+    let led = terms(&mut leader, shutdown).await;
+    if let Some(label) = label {
+        label.abort();
+    }
+    led
+}
+
+/// [`lead`]'s terms, one after another, until shutdown.
+async fn terms(leader: &mut Leader, shutdown: &CancellationToken) -> anyhow::Result<()> {
     loop {
         if let Some(elector) = leader.elector.as_mut()
             && !elector.acquire(shutdown).await
         {
             return Ok(());
         }
-        match term(&mut leader, shutdown).await? {
+        match term(leader, shutdown).await? {
             Some(lost) => {
                 tracing::warn!(error = %lost, "stopped leading; following until the Lease is free");
             }
@@ -261,7 +291,8 @@ async fn lead(mut leader: Leader, shutdown: &CancellationToken) -> anyhow::Resul
 /// claim-expiry timer and the extender run, and the Lease is renewed, until shutdown or until the Lease is lost; then
 /// held binds are answered with errors (the scheduler retries them) and the term's work
 /// stops. A term starts from an empty ledger (no claim, reservation or door of an earlier
-/// term). Returns why the Lease was lost, or `None` at shutdown. A part that fails is an error
+/// term) and leaves one. Its parts write through clients fenced by the Lease
+/// ([`crate::fence`]), so none writes once the fence closes, even before the term has ended. Returns why the Lease was lost, or `None` at shutdown. A part that fails is an error
 /// that shuts the process down.
 async fn term(
     leader: &mut Leader,
@@ -274,8 +305,11 @@ async fn term(
     }
     let [admission_beat, controller_beat] = leader.heartbeats.clone();
     let admission_loop = tokio::spawn(admission_loop::run(
-        leader.client.clone(),
-        leader.eviction_client.clone(),
+        admission_loop::Clients {
+            writes: leader.client.clone(),
+            evictions: leader.eviction_client.clone(),
+            fence: leader.fence.clone(),
+        },
         leader.cache.clone(),
         leader.published.clone(),
         admission_beat,
@@ -315,7 +349,7 @@ async fn term(
         parts.run("lease", holding),
         parts.run(
             "claim expiry",
-            extender::expiry::run(leader.cache.ledger(), term.clone())
+            extender::expiry::run(leader.cache.ledger(), leader.permits.clone(), term.clone())
         ),
         supervised(parts, "admission loop", admission_loop, &term, shutdown),
         supervised(parts, "controller", controller_loop, &term, shutdown),
@@ -339,6 +373,9 @@ async fn term(
     for heartbeat in &leader.heartbeats {
         heartbeat.rest();
     }
+    // A follower decides nothing and admits nothing on arrival: what this term left in the
+    // ledger (the door, arrivals, claims) is forgotten, not kept until the next term.
+    leader.cache.ledger().forget();
     admission_loop?;
     controller_loop?;
     batch_loop?;

@@ -31,6 +31,11 @@
 //!
 //! Each pass's decision and reclaim's lines are [`published`] for the controller's statuses;
 //! groups lent room in the head's reservation get a `Backfilled` Event ([`backfills`]).
+//!
+//! Every write (gate removals, admitted-ahead annotations, evictions, Events) goes through
+//! clients fenced by the leader Lease ([`crate::fence`]): once this replica may no longer write
+//! as the leader, a pass in progress sends nothing more, and a pass that begins then makes no
+//! write at all.
 
 pub mod backfills;
 pub mod evictions;
@@ -50,6 +55,7 @@ use crate::api::PodGroup;
 use crate::api::labels::{self, ADMISSION_GATE};
 use crate::cache::Cache;
 use crate::events::{Limiter, Publisher};
+use crate::fence::{self, Fence};
 use crate::health::Heartbeat;
 use crate::metrics;
 use gangplank_core::admit::groups::Groups;
@@ -79,17 +85,31 @@ pub enum Error {
     AdmitAhead { group: String, why: kube::Error },
 }
 
+/// The clients the loop writes with, and the fence they ask ([`crate::fence`]).
+pub struct Clients {
+    /// Gate removals, admitted-ahead annotations, Events.
+    pub writes: Client,
+    /// A client that does not retry HTTP 429 (see [`evictions::Reclaimer::new`]).
+    pub evictions: Client,
+    /// The fence both clients ask before each write: the loop asks it too before a pass's
+    /// writes, so a pass that begins after it closed sends nothing.
+    pub fence: Fence,
+}
+
 /// Runs admission passes until `shutdown`, publishing each one's outcome in `published` and
-/// beating `heartbeat` each time it wakes (`crate::health`);
-/// `evictions` is a client that does not retry HTTP 429 (see [`evictions::Reclaimer::new`]).
+/// beating `heartbeat` each time it wakes (`crate::health`).
 pub async fn run(
-    client: Client,
-    evictions: Client,
+    clients: Clients,
     cache: Cache,
     published: published::Published,
     heartbeat: std::sync::Arc<Heartbeat>,
     shutdown: CancellationToken,
 ) {
+    let Clients {
+        writes: client,
+        evictions,
+        fence,
+    } = clients;
     let ledger = cache.ledger();
     let mut recently: HashMap<String, Instant> = HashMap::new();
     let mut reclaimer = evictions::Reclaimer::new(evictions);
@@ -163,6 +183,12 @@ pub async fn run(
             decision,
             reclaim_waiting: std::mem::take(&mut reclaims.waiting),
         });
+        if let Err(closed) = fence.check() {
+            tracing::warn!(reason = closed.0.as_str(), "admission: {closed}");
+            quiet = false;
+            tokio::time::sleep(MIN_PASS_INTERVAL).await;
+            continue;
+        }
         for pod in &due {
             recently.insert(pod.uid.clone(), now);
         }
@@ -174,11 +200,19 @@ pub async fn run(
             .buffer_unordered(RELEASES_IN_FLIGHT)
             .collect()
             .await;
+        let mut fenced = 0;
         for result in results {
             match result {
                 Ok(()) => ::metrics::counter!(metrics::ADMISSION_RELEASED_PODS_TOTAL).increment(1),
+                Err(Error::Release { why, .. }) if fence::refused(&why) => fenced += 1,
                 Err(e) => tracing::warn!(error = %e, "admission"),
             }
+        }
+        if fenced > 0 {
+            tracing::warn!(
+                pods = fenced,
+                "admission: gates not removed: this replica may no longer write as the leader"
+            );
         }
         for group in &ahead {
             if let Err(e) = admit_ahead(&client, group).await {
@@ -349,6 +383,73 @@ mod tests {
             outcome.decision.queues.insert(name.to_owned(), report);
         }
         outcome
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_pass_whose_lease_renewal_lapses_midway_makes_no_write_after_the_fence_closes() {
+        use crate::cache::{Change, Watched};
+        use crate::fence::tests::Recorder;
+        use gangplank_core::model::{Node, Pod, Queue};
+
+        // 100 lone pods of queue q wait at the gate with room for all. The API server answers
+        // each write in 1 s and the loop sends 32 at once, so the pass's writes take 4 s; the
+        // last renewal's fence closes 1.5 s into them.
+        let (cache, mut mirror) = Cache::new();
+        mirror.apply_node(Node {
+            name: "n".into(),
+            allocatable: Resources::from([("cpu", 1_000_000), ("pods", 1_000)]),
+            ..Node::default()
+        });
+        mirror.apply_queue(Queue::new("q"));
+        for i in 0..100 {
+            mirror.apply_pod(Pod {
+                uid: format!("p{i}"),
+                namespace: "ns".into(),
+                name: format!("p{i}"),
+                queue: Some("q".into()),
+                scheduling_gates: vec![ADMISSION_GATE.to_owned()],
+                requests: Resources::from([("cpu", 100), ("pods", 1)]),
+                marked: true,
+                ..Pod::default()
+            });
+        }
+        for kind in Watched::ALL {
+            mirror.apply(Change::Listed(kind, None));
+        }
+        let fence = Fence::closed();
+        let closes = Instant::now() + Duration::from_millis(1_500);
+        fence.open_until(closes);
+        let api = Recorder::default();
+        let client = api.client(&fence, Duration::from_secs(1));
+        let shutdown = CancellationToken::new();
+        let running = tokio::spawn(run(
+            Clients {
+                writes: client.clone(),
+                evictions: client,
+                fence,
+            },
+            cache,
+            Published::new(),
+            Heartbeat::idle("the admission loop", Duration::from_secs(120)),
+            shutdown.clone(),
+        ));
+        tokio::time::sleep(Duration::from_secs(30)).await;
+        shutdown.cancel();
+        running.await.unwrap();
+
+        let writes = api.writes();
+        assert!(
+            writes.len() >= RELEASES_IN_FLIGHT,
+            "the pass began while leading and wrote: {}",
+            writes.len()
+        );
+        assert!(
+            writes.len() < 100,
+            "every gate was removed: {}",
+            writes.len()
+        );
+        let late: Vec<_> = writes.iter().filter(|(.., at)| *at >= closes).collect();
+        assert!(late.is_empty(), "written after the fence closed: {late:?}");
     }
 
     #[test]

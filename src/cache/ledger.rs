@@ -1,8 +1,9 @@
 //! The ledger's owner: the only way to change what Gangplank decided itself (reservations,
 //! claims, the head's reservation and the groups lent room in it, wait reasons, the door for
 //! admissions on arrival; [`gangplank_core::model::Ledger`]). The extender, the claim-expiry
-//! timer, the admission loop, the mutating pod webhook and the start of a leader's term
-//! (which forgets it all, `crate::server`) call these methods; each runs one
+//! timer, the admission loop, the mutating pod webhook (only while this replica leads,
+//! `crate::webhooks::LeaderArrivals`) and the start and end of a leader's term (which forget it
+//! all, `crate::server`) call these methods; each runs one
 //! decision of the core under the cache's write lock and keeps the claims gauge current. The
 //! mirror's own writes end entries whose pod or group the API shows bound or gone
 //! ([`super::mirror`]).

@@ -1,21 +1,27 @@
-//! The timer that expires gang claims in a quiet cluster. Filter and bind expire claims on
-//! their way, but when no call comes (the scheduler gave up on a gang, or nothing else is
-//! pending), a dead gang's claim would hold its room past its timeout. This task checks every
-//! [`CHECK_EVERY`] on tokio's clock, so paused-clock tests drive it, and takes the write lock
-//! only when some claim is due.
+//! The timer that expires gang claims and abandoned held binds in a quiet cluster. Filter and
+//! bind expire claims and forget abandoned binds on their way, but when no call comes (the
+//! scheduler gave up on a gang or restarted, or nothing else is pending), a dead gang's claim
+//! would hold its room past its timeout, and a held bind whose scheduler hung up would keep
+//! its reservation until the next bind call. This task checks every [`CHECK_EVERY`] on tokio's
+//! clock, so paused-clock tests drive it, and takes the cache's write lock only when some claim
+//! is due or some held bind was abandoned.
 
 use std::time::Duration;
 
 use tokio::time::{Instant, MissedTickBehavior};
 use tokio_util::sync::CancellationToken;
 
+use std::sync::Arc;
+
+use super::Permits;
 use crate::cache::Ledger;
 
-/// How often claims are checked; how late a claim may expire at most.
+/// How often claims and held binds are checked; how late a claim may expire, or an abandoned
+/// bind be released, at most.
 pub const CHECK_EVERY: Duration = Duration::from_secs(1);
 
-/// Expires due claims until `shutdown`.
-pub async fn run(ledger: Ledger, shutdown: CancellationToken) {
+/// Expires due claims and releases abandoned held binds until `shutdown`.
+pub async fn run(ledger: Ledger, permits: Arc<Permits>, shutdown: CancellationToken) {
     let mut ticks = tokio::time::interval(CHECK_EVERY);
     ticks.set_missed_tick_behavior(MissedTickBehavior::Delay);
     loop {
@@ -24,6 +30,7 @@ pub async fn run(ledger: Ledger, shutdown: CancellationToken) {
             _ = ticks.tick() => {}
         }
         ledger.expire_due(Instant::now().into_std());
+        permits.forget_abandoned();
     }
 }
 
@@ -36,6 +43,18 @@ mod tests {
 
     use super::*;
     use crate::cache::Cache;
+
+    /// No bind call comes in these tests.
+    struct NoBinds;
+
+    impl crate::extender::Binder for NoBinds {
+        fn bind<'a>(
+            &'a self,
+            request: &'a crate::extender::BindRequest,
+        ) -> futures::future::BoxFuture<'a, Result<(), crate::extender::Error>> {
+            Box::pin(async { Err(request.failed("no bind call is expected")) })
+        }
+    }
 
     fn cluster_with_one_gang_claim(timeout: Duration) -> (Cache, GroupKey) {
         let (cache, mut mirror) = Cache::new();
@@ -76,7 +95,16 @@ mod tests {
     async fn a_dead_gangs_claim_is_dropped_after_its_timeout_with_no_filter_call() {
         let (cache, key) = cluster_with_one_gang_claim(Duration::from_secs(30));
         let shutdown = CancellationToken::new();
-        let timer = tokio::spawn(run(cache.ledger(), shutdown.clone()));
+        let permits = Arc::new(Permits::new(
+            cache.ledger(),
+            Arc::new(NoBinds),
+            claims::Settings {
+                strategy: Strategy::Binpack,
+                max_hold: Duration::from_secs(60),
+                bind_unmarked: false,
+            },
+        ));
+        let timer = tokio::spawn(run(cache.ledger(), permits, shutdown.clone()));
 
         tokio::time::sleep(Duration::from_secs(29)).await;
         assert!(

@@ -21,7 +21,8 @@
 //!
 //! A held call belongs to the scheduler that made it. When that scheduler goes away (it
 //! restarted, or its connection dropped), the server drops the call's handler, and the call
-//! stops counting: before each step its reservation is released, so a gang never completes on
+//! stops counting: its reservation is released before the next bind call's step, and within a
+//! second by the claim-expiry timer when no call comes ([`super::expiry`]), so a gang never completes on
 //! placements made by a scheduler that is gone (they were checked against constraints
 //! Gangplank does not track, such as host ports, and the new scheduler knows nothing of them).
 //!
@@ -151,7 +152,7 @@ impl Permits {
     fn step(&self, request: BindRequest) -> Step {
         let display = format!("{}/{}", request.namespace, request.name);
         let mut waiting = self.lock();
-        self.forget_abandoned(&mut waiting);
+        self.drop_abandoned(&mut waiting);
         let reserved = self.ledger.reserve(
             &request.uid,
             &display,
@@ -202,9 +203,18 @@ impl Permits {
         step
     }
 
+    /// Drops the held calls whose caller went away and releases their reservations: the
+    /// claim-expiry timer's call ([`super::expiry`]), so that they do not hold room until the
+    /// next bind call comes.
+    pub fn forget_abandoned(&self) {
+        let mut waiting = self.lock();
+        self.drop_abandoned(&mut waiting);
+        set_held_gauge(waiting.values().map(|w| w.held.len()).sum());
+    }
+
     /// Drops the held calls whose caller went away (their answer's receiver is gone) and
     /// releases their reservations, so they count toward no quorum.
-    fn forget_abandoned(&self, waiting: &mut HashMap<GroupKey, Waiting>) {
+    fn drop_abandoned(&self, waiting: &mut HashMap<GroupKey, Waiting>) {
         let mut abandoned: Vec<String> = Vec::new();
         waiting.retain(|key, w| {
             w.held.retain(|h| {
@@ -550,6 +560,31 @@ mod tests {
             call.await.unwrap().expect("every member bound");
         }
         assert_eq!(binder.0.lock().unwrap().len(), 2 * GANGS);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_held_call_whose_caller_went_away_is_released_by_the_timer_with_no_other_call() {
+        let cache = cluster(1);
+        let permits = Arc::new(permits(cache.clone(), Arc::default()));
+        let shutdown = tokio_util::sync::CancellationToken::new();
+        let timer = tokio::spawn(super::super::expiry::run(
+            cache.ledger(),
+            permits.clone(),
+            shutdown.clone(),
+        ));
+        let call = bind_in_background(&permits, "g0-0");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        assert!(cache.read(|s| s.ledger.reservations.contains_key("g0-0")));
+        // The scheduler hangs up: the server drops the call's handler.
+        call.abort();
+        tokio::time::sleep(super::super::expiry::CHECK_EVERY).await;
+        assert!(
+            cache.read(|s| !s.ledger.reservations.contains_key("g0-0")),
+            "the abandoned placement holds room until the next bind call"
+        );
+        assert_eq!(permits.held(), 0);
+        shutdown.cancel();
+        timer.await.unwrap();
     }
 
     #[tokio::test]

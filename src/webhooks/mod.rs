@@ -184,14 +184,31 @@ pub trait Arrivals: Send + Sync {
     fn admit_on_arrival(&self, group: &GroupKey, name: &str, requests: &Resources) -> bool;
 }
 
-impl Arrivals for crate::cache::Ledger {
+/// Admission on arrival as the leader's ledger decides it, while this replica may write as the
+/// leader ([`crate::fence`]); every replica serves the webhooks, but only the leader's ledger
+/// holds the door and counts the arrivals, so a follower (its fence closed) gates every pod and
+/// two replicas' counts can never together let in more than one leader's would. A follower's
+/// ledger is therefore never written here.
+pub struct LeaderArrivals {
+    ledger: crate::cache::Ledger,
+    fence: crate::fence::Fence,
+}
+
+impl LeaderArrivals {
+    pub fn new(ledger: crate::cache::Ledger, fence: crate::fence::Fence) -> Self {
+        LeaderArrivals { ledger, fence }
+    }
+}
+
+impl Arrivals for LeaderArrivals {
     fn admit_on_arrival(&self, group: &GroupKey, name: &str, requests: &Resources) -> bool {
-        self.admit_on_arrival(
-            group,
-            name,
-            requests,
-            tokio::time::Instant::now().into_std(),
-        )
+        self.fence.is_open()
+            && self.ledger.admit_on_arrival(
+                group,
+                name,
+                requests,
+                tokio::time::Instant::now().into_std(),
+            )
     }
 }
 
@@ -605,6 +622,38 @@ pub fn label_key_problem(key: &str) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test(start_paused = true)]
+    async fn a_follower_gates_every_member_of_a_group_admitted_ahead_and_counts_nothing() {
+        use gangplank_core::model::{Ahead, PodGroup};
+        let (cache, mut mirror) = crate::cache::Cache::new();
+        let key = GroupKey::new("ns", "vc");
+        mirror.apply_pod_group(PodGroup {
+            ahead: Some(Ahead {
+                share: Resources::from([("cpu", 1_000)]),
+                created: 0,
+                admitted_at: Some(gangplank_core::admit::plan::unix_now()),
+            }),
+            ..PodGroup::new(key.clone(), 2, "q")
+        });
+        let fence = crate::fence::Fence::closed();
+        let arrivals = LeaderArrivals::new(cache.ledger(), fence.clone());
+        let cpu = Resources::from([("cpu", 1_000)]);
+        // Two replicas serve the webhook: while this one follows, its members are gated, so
+        // the leader's count alone lets minMember in.
+        for i in 0..4 {
+            assert!(!arrivals.admit_on_arrival(&key, &format!("vc-{i}"), &cpu));
+        }
+        assert!(
+            cache.read(|s| s.ledger.ahead_arrivals.is_empty()),
+            "a follower's ledger is not written"
+        );
+        fence.open_until(tokio::time::Instant::now() + Duration::from_secs(10));
+        let passed: Vec<bool> = (4..8)
+            .map(|i| arrivals.admit_on_arrival(&key, &format!("vc-{i}"), &cpu))
+            .collect();
+        assert_eq!(passed, [true, true, false, false]);
+    }
 
     #[test]
     fn label_keys_have_an_optional_dns_prefix_and_a_short_name() {

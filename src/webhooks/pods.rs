@@ -36,7 +36,8 @@
 //!    admission, the first member of a gang whose `minMember` copies fit in the room the last
 //!    pass left admits the gang, and it and its later members are created ungated
 //!    ([`gangplank_core::admit::door`]; `--admit-on-arrival`; a member created before its
-//!    PodGroup reached the cache is gated, and admission releases it); so are, under the same flag,
+//!    PodGroup reached the cache is gated, and admission releases it; only the replica that
+//!    leads admits on arrival, a follower gates every pod, [`super::LeaderArrivals`]); so are, under the same flag,
 //!    the first `minMember` members of a group admitted ahead of its members while that
 //!    admission holds (a Volcano PodGroup's or a batch Job's, [`gangplank_core::model::Ahead`];
 //!    members it let in that the watch does not show yet count, so pods created at once
