@@ -118,7 +118,7 @@ pub fn inject(job: &BatchJob, task: usize, index: i32, pod: &mut Pod) {
             Volume {
                 name: "job-ssh".into(),
                 secret: Some(SecretVolumeSource {
-                    secret_name: Some(super::ssh::secret_name(&job_name)),
+                    secret_name: Some(super::ssh::secret_name(job)),
                     default_mode: Some(0o600),
                     ..SecretVolumeSource::default()
                 }),
@@ -347,6 +347,33 @@ mod tests {
         let data = config_map.unwrap().data.unwrap();
         assert_eq!(data["worker.num"], "3");
         assert_eq!(data["master.host"], "train-master-0.train");
+    }
+
+    #[test]
+    fn ssh_mounts_the_secret_named_after_the_job_and_its_uid_so_no_other_secret_collides() {
+        let job = job(&[("ssh", &[])]);
+        let pod = crate::batch::objects::pod(&job, 1, 0, 0);
+        let volume = pod
+            .spec
+            .as_ref()
+            .unwrap()
+            .volumes
+            .as_ref()
+            .unwrap()
+            .iter()
+            .find(|v| v.name == "job-ssh")
+            .cloned()
+            .unwrap();
+        let mounted = volume.secret.unwrap().secret_name.unwrap();
+        assert_eq!(mounted, "train-ssh-uid-1");
+        let made = crate::batch::ssh::secret(&job, &[1; 32], 7);
+        assert_eq!(made.metadata.name.as_deref(), Some(mounted.as_str()));
+        // A Job of the same name made again (the first one's Secret not yet collected), or a
+        // Secret `train-ssh` of someone else's, is never the one mounted.
+        let mut again = job.clone();
+        again.metadata.uid = Some("uid-2".into());
+        assert_ne!(crate::batch::ssh::secret_name(&again), mounted);
+        assert_ne!(mounted, "train-ssh");
     }
 
     #[test]

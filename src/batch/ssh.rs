@@ -1,8 +1,15 @@
 //! The `ssh` plugin's key pair: an Ed25519 key in OpenSSH's formats, made from a seed the
-//! caller draws, and the Secret that holds it (`<job>-ssh`, mounted at `/root/.ssh` in every
-//! pod): `id_ed25519`, `id_ed25519.pub`, `authorized_keys` (the same public key, so every pod
-//! logs into every other without a password) and `config` (no host key prompts between the
-//! job's pods).
+//! caller draws, and the Secret that holds it (`<job>-ssh-<job's UID>`, mounted at `/root/.ssh`
+//! in every pod): `id_ed25519`, `id_ed25519.pub`, `authorized_keys` (the same public key, so
+//! every pod logs into every other without a password) and `config` (no host key prompts
+//! between the job's pods).
+//!
+//! The name holds the Job's UID so that no other Secret has it by accident (another tool's
+//! `<job>-ssh`, or the Secret of an earlier Job of the same name not yet garbage-collected):
+//! when creating it answers "already exists", the Secret is this Job's own, made by an earlier
+//! reconcile, and its key is kept. Gangplank may not read Secrets, so it cannot check the
+//! owner of one made on purpose under that name; whoever may create Secrets in the Job's
+//! namespace may also change the Job's own, so such a Secret gives them nothing more.
 
 use std::collections::BTreeMap;
 
@@ -19,9 +26,13 @@ use crate::api::batch_job::BatchJob;
 /// Where the Secret is mounted.
 pub const SSH_DIRECTORY: &str = "/root/.ssh";
 
-/// The name of the job's ssh Secret.
-pub fn secret_name(job: &str) -> String {
-    format!("{job}-ssh")
+/// The name of the job's ssh Secret (see the module docs).
+pub fn secret_name(job: &BatchJob) -> String {
+    let name = job.name_any();
+    match job.metadata.uid.as_deref() {
+        Some(uid) if !uid.is_empty() => format!("{name}-ssh-{uid}"),
+        _ => format!("{name}-ssh"),
+    }
 }
 
 /// An SSH wire-format string: its length, then its bytes.
@@ -77,7 +88,7 @@ pub fn secret(job: &BatchJob, seed: &[u8; 32], check: u32) -> Secret {
     let config = "StrictHostKeyChecking no\nUserKnownHostsFile /dev/null\nLogLevel ERROR\n";
     Secret {
         metadata: ObjectMeta {
-            name: Some(secret_name(&name)),
+            name: Some(secret_name(job)),
             namespace: job.namespace(),
             owner_references: Some(vec![owned_by(job)]),
             labels: Some(BTreeMap::from([(JOB_NAME_LABEL.to_owned(), name.clone())])),

@@ -272,7 +272,12 @@ async fn an_mpi_launcher_with_ssh_that_completes_completes_the_job_and_its_worke
         mounts.iter().any(|m| m.mount_path == "/root/.ssh"),
         "{mounts:?}"
     );
-    let keys = ns.api::<Secret>().get("mpi-ssh").await.unwrap();
+    let uid = jobs.get("mpi").await.unwrap().metadata.uid.unwrap();
+    let keys = ns
+        .api::<Secret>()
+        .get(&format!("mpi-ssh-{uid}"))
+        .await
+        .unwrap();
     let keys = keys.data.unwrap();
     assert_eq!(keys["authorized_keys"], keys["id_ed25519.pub"]);
     assert!(
