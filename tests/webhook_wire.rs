@@ -324,6 +324,42 @@ impl webhooks::Arrivals for OpenDoor {
     }
 }
 
+/// Admits every gang on arrival, and counts the calls (each takes room in the leader's ledger).
+#[derive(Default)]
+struct CountingDoor(AtomicUsize);
+
+impl webhooks::Arrivals for CountingDoor {
+    fn admit_on_arrival(&self, _: &GroupKey, _: &str, _: &Resources) -> bool {
+        self.0.fetch_add(1, Ordering::SeqCst);
+        true
+    }
+}
+
+#[tokio::test]
+async fn a_dry_run_pod_is_gated_as_if_nothing_were_admitted_on_arrival_and_takes_no_room() {
+    let door = Arc::new(CountingDoor::default());
+    let webhooks = Webhooks::new(Arc::new(cluster()), settings()).with_arrivals(door.clone());
+    let router = webhooks::router(Arc::new(webhooks));
+    let pod = a_pod(json!({"scheduling.gangplank.dev/pod-group": "g"}));
+    let mut review = create("pods", pod.clone());
+    review["request"]["dryRun"] = json!(true);
+    let answer = post(router.clone(), MUTATE_PODS, &review).await;
+    let ops = patch(&answer).as_array().unwrap().clone();
+    assert!(
+        ops.iter().any(|op| op["path"] == "/spec/schedulingGates"),
+        "a dry run shows the gate: {ops:?}"
+    );
+    assert_eq!(door.0.load(Ordering::SeqCst), 0, "a dry run took room");
+    // The same pod for real is admitted on arrival, and takes its room.
+    let answer = post(router, MUTATE_PODS, &create("pods", pod)).await;
+    let ops = patch(&answer).as_array().unwrap().clone();
+    assert!(
+        !ops.iter().any(|op| op["path"] == "/spec/schedulingGates"),
+        "{ops:?}"
+    );
+    assert_eq!(door.0.load(Ordering::SeqCst), 1);
+}
+
 /// The patch for a member of `g` created while every gang is admitted on arrival.
 async fn arrival_patch(settings: Settings, priority: Option<i32>) -> Value {
     let webhooks = Webhooks::new(Arc::new(cluster()), settings).with_arrivals(Arc::new(OpenDoor));
