@@ -533,6 +533,70 @@ mod tests {
         );
     }
 
+    /// A fake API server holding the Lease: reads answer it, replacements store and echo it;
+    /// once `hang` is set, no request is answered (the API server is away).
+    fn lease_server(hang: std::sync::Arc<std::sync::atomic::AtomicBool>) -> kube::Client {
+        use http_body_util::BodyExt;
+        let stored = std::sync::Arc::new(std::sync::Mutex::new(serde_json::json!({
+            "apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+            "metadata": {"name": "gangplank", "namespace": "gangplank-system", "resourceVersion": "1"},
+            "spec": {"holderIdentity": "a", "leaseDurationSeconds": 15},
+        })));
+        let service = tower::service_fn(move |request: http::Request<kube::client::Body>| {
+            let (hang, stored) = (hang.clone(), stored.clone());
+            async move {
+                if hang.load(std::sync::atomic::Ordering::SeqCst) {
+                    std::future::pending::<()>().await;
+                }
+                if request.method() == http::Method::PUT {
+                    let body = request.into_body().collect().await?.to_bytes();
+                    *stored.lock().unwrap() = serde_json::from_slice(&body)?;
+                }
+                let body = serde_json::to_vec(&*stored.lock().unwrap())?;
+                Ok::<_, tower::BoxError>(
+                    http::Response::builder()
+                        .header("content-type", "application/json")
+                        .body(kube::client::Body::from(body))?,
+                )
+            }
+        });
+        kube::Client::new(service, "default")
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_leader_whose_renewals_stop_closes_its_fence_and_stops_leading_before_the_lease_expires()
+     {
+        let hang = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let settings = Settings {
+            namespace: "gangplank-system".into(),
+            name: "gangplank".into(),
+            identity: "a".into(),
+            duration: Duration::from_secs(15),
+            pod: None,
+            follow: None,
+        };
+        let mut elector = Elector::new(lease_server(hang.clone()), settings);
+        let fence = elector.fence();
+        assert!(!fence.is_open(), "closed before the Lease is taken");
+        let shutdown = CancellationToken::new();
+        assert!(elector.acquire(&shutdown).await);
+        assert!(fence.is_open());
+        let holding = tokio::spawn(async move { elector.hold(&shutdown).await });
+        // Renewed every 3 s; the API server goes away 7 s in, after the renewal at 6 s.
+        tokio::time::sleep(Duration::from_secs(7)).await;
+        let last_renewal = fence.closes_at().unwrap() - Duration::from_secs(10);
+        hang.store(true, std::sync::atomic::Ordering::SeqCst);
+        let lost = holding.await.unwrap().unwrap_err();
+        assert!(matches!(lost, Error::Lost { .. }), "{lost}");
+        let stopped = Instant::now();
+        assert!(!fence.is_open());
+        assert_eq!(
+            stopped.duration_since(last_renewal),
+            Duration::from_secs(10),
+            "stops leading when the fence closes, two thirds into the Lease's 15 s"
+        );
+    }
+
     #[test]
     fn a_sidecar_leads_only_beside_the_scheduler_its_lease_names() {
         let holder = Some("cp-1_0b6e4c1a-8d2f-4e8e-9a51-6f0d1c2b3a4d");
