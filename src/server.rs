@@ -6,9 +6,11 @@
 //! certificate (`--extender-client-ca-file`), while the API server calls the webhooks without
 //! one.
 //!
-//! One [`CancellationToken`] is the shutdown signal for everything: the watch loops stop, the
-//! metrics server stops accepting, and the extender and webhook servers stop accepting and give
-//! open requests [`SHUTDOWN_GRACE`] to finish (a bind in flight should complete rather than be
+//! All three ports are served by [`serve`], each within its [`Bounds`].
+//!
+//! One [`CancellationToken`] is the shutdown signal for everything: the watch loops stop, and
+//! the metrics, extender and webhook servers stop accepting and give open requests
+//! [`SHUTDOWN_GRACE`] to finish (a bind in flight should complete rather than be
 //! cut); whatever still runs [`SHUTDOWN_DEADLINE`] after the signal is named in an error and
 //! left behind ([`crate::parts`]). If any part fails (a port already taken, unreadable certificates, the admission loop
 //! or the controller ending or panicking), the token is cancelled too, so the process exits
@@ -70,8 +72,9 @@ pub struct Bounds {
 
 impl Bounds {
     /// The extender's port: far above what a scheduler on a working network needs (its
-    /// requests arrive in milliseconds), far below "held forever". HTTP/2 stays: the
-    /// scheduler's client speaks it, and a gang's held binds share its connections.
+    /// requests arrive in milliseconds), far below "held forever". HTTP/2 stays offered, with
+    /// the idle deadline and pings: a scheduler whose Go client negotiates it carries a gang's
+    /// held binds on a few connections instead of one each.
     pub const EXTENDER: Bounds = Bounds {
         handshake: Duration::from_secs(10),
         idle: Duration::from_secs(30),

@@ -25,7 +25,8 @@
 //! [`Settings::lookup_grace`] before it is sent.
 //!
 //! The routes are served on their own HTTPS port (`--webhook-addr`, `server.rs`), with the
-//! extender's certificate and reload but no client certificate asked for. The registrations
+//! extender's certificate and reload but no client certificate asked for, over HTTP/1.1 only,
+//! each review read and decided in its turn ([`turns`]). The registrations
 //! that point the API server here are in the top-level `webhooks/` directory; their selectors
 //! decide which objects ever reach these routes, and their comments explain the failure
 //! policies.
