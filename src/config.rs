@@ -80,6 +80,18 @@ pub struct ServeArgs {
     )]
     pub extender_client_ca_file: Option<PathBuf>,
 
+    /// The subject common name the extender's client certificate must have (with
+    /// --extender-client-ca-file): any other certificate that CA signed is refused during the
+    /// handshake. The default is the name webhooks/gen-certs.sh and the chart issue the
+    /// scheduler's certificate for.
+    #[arg(
+        long,
+        env = "GANGPLANK_EXTENDER_CLIENT_NAME",
+        value_name = "NAME",
+        default_value = "system:kube-scheduler"
+    )]
+    pub extender_client_name: String,
+
     /// Address the admission webhooks listen on (HTTPS with --tls-cert-file, which the API
     /// server requires); the webhook registrations' Service port or URL must point here.
     #[arg(
@@ -364,6 +376,7 @@ impl ServeArgs {
     pub fn extender_tls(&self) -> Option<crate::tls::Files> {
         let mut files = self.webhook_tls()?;
         files.client_ca = self.extender_client_ca_file.clone();
+        files.client_name = Some(self.extender_client_name.clone());
         Some(files)
     }
 
@@ -374,6 +387,7 @@ impl ServeArgs {
                 cert: cert.clone(),
                 key: key.clone(),
                 client_ca: None,
+                client_name: None,
             }),
             _ => None,
         }
@@ -548,6 +562,11 @@ mod tests {
         assert_eq!(
             extender.client_ca.as_deref(),
             Some(Path::new("/tls/ca.crt"))
+        );
+        assert_eq!(
+            extender.client_name.as_deref(),
+            Some("system:kube-scheduler"),
+            "only the scheduler's certificate by default"
         );
         assert_eq!(args.webhook_tls().unwrap().client_ca, None);
     }

@@ -23,9 +23,10 @@ pub const EXTENDER_REQUESTS_TOTAL: &str = "gangplank_extender_requests_total";
 pub const EXTENDER_REQUEST_DURATION_SECONDS: &str = "gangplank_extender_request_duration_seconds";
 /// Histogram: how long a filter, prioritize or preempt call waited for a decision slot, by `verb`.
 pub const EXTENDER_DECISION_WAIT_SECONDS: &str = "gangplank_extender_decision_wait_seconds";
-/// Gauge: connections open, by `server` (extender, webhooks).
+/// Gauge: connections open, by `server` (extender, webhooks, metrics).
 pub const SERVER_CONNECTIONS: &str = "gangplank_server_connections";
-/// Counter: connections closed as they came because the server held its most, by `server`.
+/// Counter: connections closed as they came because the server held its most, by `server` and
+/// `stage` (`handshake`, `open`).
 pub const SERVER_CONNECTIONS_REFUSED_TOTAL: &str = "gangplank_server_connections_refused_total";
 /// Counter: connections closed, by `server` and `reason` ([`crate::connections::Ending`]).
 pub const SERVER_CONNECTIONS_CLOSED_TOTAL: &str = "gangplank_server_connections_closed_total";
@@ -193,19 +194,19 @@ pub const CATALOGUE: &[Doc] = &[
         name: SERVER_CONNECTIONS,
         kind: Kind::Gauge,
         labels: &["server"],
-        help: "Connections open on the extender's and the webhooks' port, by server (extender, webhooks); at most 1024 each.",
+        help: "Connections open after their TLS handshake, by server (extender, webhooks: at most 1024 each; metrics: at most 64).",
     },
     Doc {
         name: SERVER_CONNECTIONS_REFUSED_TOTAL,
         kind: Kind::Counter,
-        labels: &["server"],
-        help: "Connections closed as soon as they were accepted because the server already held 1024 open, by server: a flood of clients, not the scheduler or the API server, which keep a few.",
+        labels: &["server", "stage"],
+        help: "Connections closed because the server held its most, by server and stage (handshake: closed as soon as accepted, 128 were in their TLS handshake; open: closed after the handshake, 1024 were open, 64 on the metrics port): a flood of clients, not the scheduler, the API server or Prometheus, which keep a few.",
     },
     Doc {
         name: SERVER_CONNECTIONS_CLOSED_TOTAL,
         kind: Kind::Counter,
         labels: &["server", "reason"],
-        help: "Connections closed after they were accepted, by server and reason: client (the client closed it), server_between_requests (Gangplank closed it with no request arriving: idle past the 30 s header deadline, after answering a body that missed its deadline, or at shutdown), server_mid_request (Gangplank closed it while a request arrived: headers trickled past their deadline), handshake_timeout (no TLS handshake within 10 s), handshake_failed (no client certificate, one the client CA did not sign, or not TLS).",
+        help: "Connections closed after they were accepted, by server and reason: client (the client closed it), server_between_requests (Gangplank closed it with no request arriving: no request in flight for the 30 s idle deadline, after answering a body that missed its deadline, or at shutdown), server_mid_request (Gangplank closed it while a request arrived: headers trickled past the idle deadline), handshake_timeout (no TLS handshake within 10 s), handshake_failed (no client certificate, one the client CA did not sign, or not TLS), wrong_client (a client certificate the CA signed for another name than --extender-client-name).",
     },
     Doc {
         name: WEBHOOK_REQUESTS_TOTAL,

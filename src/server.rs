@@ -6,9 +6,11 @@
 //! certificate (`--extender-client-ca-file`), while the API server calls the webhooks without
 //! one.
 //!
-//! One [`CancellationToken`] is the shutdown signal for everything: the watch loops stop, the
-//! metrics server stops accepting, and the extender and webhook servers stop accepting and give
-//! open requests [`SHUTDOWN_GRACE`] to finish (a bind in flight should complete rather than be
+//! All three ports are served by [`serve`], each within its [`Bounds`].
+//!
+//! One [`CancellationToken`] is the shutdown signal for everything: the watch loops stop, and
+//! the metrics, extender and webhook servers stop accepting and give open requests
+//! [`SHUTDOWN_GRACE`] to finish (a bind in flight should complete rather than be
 //! cut); whatever still runs [`SHUTDOWN_DEADLINE`] after the signal is named in an error and
 //! left behind ([`crate::parts`]). If any part fails (a port already taken, unreadable certificates, the admission loop
 //! or the controller ending or panicking), the token is cancelled too, so the process exits
@@ -25,7 +27,7 @@ use tokio_util::sync::CancellationToken;
 use crate::cache::stores::Stores;
 use crate::cache::{self, Cache};
 use crate::config::ServeArgs;
-use crate::connections::Limited;
+use crate::connections::{Limited, body};
 use crate::extender::{self, Capture, Extender, KubeBinder, Permits};
 use crate::fence::{self, Fence};
 use crate::parts::Parts;
@@ -47,32 +49,70 @@ pub const ADMISSION_LOOP_LIMIT: Duration = Duration::from_secs(120);
 /// statuses through a rate-limited client.
 pub const CONTROLLER_LIMIT: Duration = Duration::from_secs(300);
 
-/// How long a client of the extender or webhook port may take, so that connections that send
-/// nothing, or trickle their headers or body, are closed instead of held; and how many may be
-/// open at once ([`crate::connections`]).
+/// The limits of one port ([`serve`]): how long a client may take, so that connections that
+/// send nothing, or trickle their headers or body, are closed instead of held; how many may be
+/// open at once ([`crate::connections`]); and whether HTTP/2 is offered. What a request may
+/// carry (its body's size, how many are decided at once) is the router's.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Bounds {
     /// The TLS handshake.
     pub handshake: Duration,
-    /// A request's headers (HTTP/1), counted from when the server starts waiting for them, so
-    /// it also closes a keep-alive connection idle that long (clients open a new one).
-    pub headers: Duration,
-    /// A request's body.
+    /// A connection with no request in flight: one that sends nothing, trickles its headers,
+    /// or is a keep-alive connection left idle (clients open a new one). Counted from the
+    /// connection's last answer, for HTTP/1 and HTTP/2 alike.
+    pub idle: Duration,
+    /// A request's whole body, from the moment its headers arrived.
     pub body: Duration,
-    /// Connections open at once; more are closed as they come.
+    /// Connections open at once, counted once their handshake is done; more are closed then.
     pub connections: usize,
+    /// Connections in their TLS handshake at once; more are closed as they come.
+    pub handshakes: usize,
+    /// Whether HTTP/2 is offered (by ALPN, and by its preface on a plain port).
+    pub http2: bool,
 }
 
 impl Bounds {
-    /// What `gangplank serve` uses: far above what a scheduler or an API server on a working
-    /// network needs (their requests arrive in milliseconds), far below "held forever".
-    pub const SERVE: Bounds = Bounds {
+    /// The extender's port: far above what a scheduler on a working network needs (its
+    /// requests arrive in milliseconds), far below "held forever". HTTP/2 stays offered, with
+    /// the idle deadline and pings: a scheduler whose Go client negotiates it carries a gang's
+    /// held binds on a few connections instead of one each.
+    pub const EXTENDER: Bounds = Bounds {
         handshake: Duration::from_secs(10),
-        headers: Duration::from_secs(30),
+        idle: Duration::from_secs(30),
         body: Duration::from_secs(30),
         connections: crate::connections::MAX_CONNECTIONS,
+        handshakes: crate::connections::MAX_HANDSHAKES,
+        http2: true,
+    };
+
+    /// The webhooks' port: HTTP/1.1 only, as the API server calls webhooks over HTTP/1.1
+    /// alone (since Kubernetes 1.16), and a body's deadline at the API server's default
+    /// webhook timeout (10 s), after which nobody waits for the answer.
+    pub const WEBHOOKS: Bounds = Bounds {
+        body: Duration::from_secs(10),
+        http2: false,
+        ..Bounds::EXTENDER
+    };
+
+    /// The metrics and probes port: plain HTTP/1.1, for Prometheus and the kubelet, which
+    /// keep a connection or two each.
+    pub const METRICS: Bounds = Bounds {
+        connections: 64,
+        body: Duration::from_secs(10),
+        http2: false,
+        ..Bounds::EXTENDER
     };
 }
+
+/// What a connection's HTTP/1 read buffer may grow to, so a request's headers may be at most
+/// this large (hyper answers 431 beyond). Those of the scheduler, the API server and
+/// Prometheus are a few hundred bytes; hyper's default, 400 KiB, would let a flood of
+/// connections with large headers hold 400 MiB.
+pub const MAX_HEADER_BYTES: usize = 16 * 1024;
+
+/// How often an HTTP/2 connection with a request in flight (a held bind) is pinged, and how
+/// long the answer may take before the connection counts as dead and is closed.
+pub const HTTP2_PING: (Duration, Duration) = (Duration::from_secs(20), Duration::from_secs(10));
 
 pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     args.check()?;
@@ -192,7 +232,15 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
             parts.run(
                 "metrics server",
                 cancel_on_error(
-                    serve_plain(args.metrics_addr, metrics_router, shutdown.clone()),
+                    serve(
+                        "metrics",
+                        args.metrics_addr,
+                        metrics_router,
+                        None,
+                        Bounds::METRICS,
+                        axum_server::Handle::new(),
+                        shutdown.clone()
+                    ),
                     &shutdown
                 )
             ),
@@ -204,7 +252,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
                         args.webhook_addr,
                         webhook_router,
                         args.webhook_tls(),
-                        Bounds::SERVE,
+                        Bounds::WEBHOOKS,
                         axum_server::Handle::new(),
                         shutdown.clone()
                     ),
@@ -362,7 +410,7 @@ async fn term(
                     leader.extender_addr,
                     leader.extender_router.clone(),
                     leader.extender_tls.clone(),
-                    Bounds::SERVE,
+                    Bounds::EXTENDER,
                     axum_server::Handle::new(),
                     term.clone()
                 ),
@@ -444,25 +492,9 @@ async fn cancel_on_signal(shutdown: CancellationToken) {
     shutdown.cancel();
 }
 
-/// Serves `router` over plain HTTP until shutdown.
-async fn serve_plain(
-    addr: SocketAddr,
-    router: Router,
-    shutdown: CancellationToken,
-) -> anyhow::Result<()> {
-    let listener = tokio::net::TcpListener::bind(addr)
-        .await
-        .with_context(|| format!("failed to listen on {addr}"))?;
-    tracing::info!(%addr, "metrics and probes listening (http)");
-    axum::serve(listener, router)
-        .with_graceful_shutdown(shutdown.cancelled_owned())
-        .await
-        .with_context(|| format!("failed to serve on {addr}"))
-}
-
 /// Serves `router` on `addr` until shutdown: over HTTPS from `tls` (reloaded when the files
-/// change, client certificates demanded when it names a client CA), else plain HTTP, closing
-/// connections that miss `bounds` or come beyond its number. `name` labels the logs; `handle` tells when the server
+/// change, client certificates demanded when it names a client CA), else plain HTTP, within
+/// `bounds`. `name` labels the logs and the connection metrics; `handle` tells when the server
 /// listens, and where.
 pub async fn serve(
     name: &'static str,
@@ -481,19 +513,30 @@ pub async fn serve(
         }
     });
     let service = router
-        .layer(tower_http::timeout::RequestBodyTimeoutLayer::new(
-            bounds.body,
+        .layer(axum::middleware::map_request(
+            move |request: axum::extract::Request| async move {
+                body::with_deadline(request, bounds.body)
+            },
         ))
         .into_make_service();
     let mut server = axum_server::bind(addr).handle(handle);
-    server
-        .http_builder()
+    if !bounds.http2 {
+        server = server.http1_only();
+    }
+    let builder = server.http_builder();
+    builder
         .http1()
         .timer(hyper_util::rt::TokioTimer::new())
-        .header_read_timeout(bounds.headers);
+        .max_buf_size(MAX_HEADER_BYTES);
+    builder
+        .http2()
+        .timer(hyper_util::rt::TokioTimer::new())
+        .keep_alive_interval(HTTP2_PING.0)
+        .keep_alive_timeout(HTTP2_PING.1);
+    let limited = |acceptor| Limited::new(acceptor, bounds, name);
     match tls {
         Some(files) => {
-            let config = tls::load(&files).await?;
+            let config = tls::load(&files, bounds.http2).await?;
             let clients = if files.client_ca.is_some() {
                 "client certificate required"
             } else {
@@ -502,24 +545,20 @@ pub async fn serve(
             tokio::spawn(tls::reload_on_change(
                 config.clone(),
                 files,
+                bounds.http2,
                 tls::RELOAD_INTERVAL,
                 shutdown,
             ));
             tracing::info!(%addr, clients, "{name} listening (https)");
             let acceptor = axum_server::tls_rustls::RustlsAcceptor::new(config)
                 .handshake_timeout(bounds.handshake);
-            server
-                .acceptor(Limited::new(acceptor, bounds.connections, name))
-                .serve(service)
-                .await
+            server.acceptor(limited(acceptor)).serve(service).await
         }
         None => {
             tracing::info!(%addr, "{name} listening (http)");
             let acceptor = axum_server::accept::DefaultAcceptor::new();
-            server
-                .acceptor(Limited::new(acceptor, bounds.connections, name))
-                .serve(service)
-                .await
+            let limited = Limited::new(acceptor, bounds, name);
+            server.acceptor(limited).serve(service).await
         }
     }
     .with_context(|| format!("failed to serve the {name} on {addr}"))

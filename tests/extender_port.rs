@@ -1,10 +1,12 @@
 //! What the extender port accepts, served by `gangplank::server::serve`, the function
 //! `gangplank serve` uses:
-//! - with `--extender-client-ca-file`, only a client holding a certificate that CA signed gets
-//!   an answer; anyone else is refused during the TLS handshake, before any verb runs;
+//! - with `--extender-client-ca-file`, only a client holding a certificate that CA signed for
+//!   the scheduler's name (`--extender-client-name`) gets an answer; anyone else is refused
+//!   during the TLS handshake, before any verb runs;
 //! - connections that would otherwise be held are closed: silence during the TLS handshake,
-//!   headers or a body trickled past their deadline (short bounds here); and bodies larger
-//!   than a scheduler sends are refused before they are read whole;
+//!   headers (HTTP/1 or HTTP/2) or a body trickled past their deadline (short bounds here);
+//!   a connection takes a place among the open ones only once its handshake is done; and
+//!   bodies larger than a scheduler sends are refused before they are read whole;
 //! - every connection closed for those reasons is counted by reason.
 
 use std::net::SocketAddr;
@@ -30,9 +32,11 @@ const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/tls");
 
 const SHORT: Bounds = Bounds {
     handshake: Duration::from_millis(300),
-    headers: Duration::from_millis(300),
+    idle: Duration::from_millis(300),
     body: Duration::from_millis(300),
     connections: 16,
+    handshakes: 16,
+    http2: true,
 };
 
 fn fixture(name: &str) -> PathBuf {
@@ -84,12 +88,24 @@ async fn serve(
 }
 
 /// The fixtures' serving certificate, demanding client certificates from the fixtures' CA
-/// when `clients`.
+/// for the scheduler's name when `clients`.
 fn tls(clients: bool) -> Option<Files> {
     Some(Files {
         cert: fixture("server.crt"),
         key: fixture("server.key"),
         client_ca: clients.then(|| fixture("ca.crt")),
+        client_name: clients.then(|| "system:kube-scheduler".to_owned()),
+    })
+}
+
+/// The same, demanding client certificates from the CA that signed `replica.crt`, a
+/// certificate like the one a chart's `genSignedCert` makes for Gangplank's own Service (for
+/// server and client authentication), for the name `client_name`.
+fn tls_of_replica_ca(client_name: &str) -> Option<Files> {
+    Some(Files {
+        client_ca: Some(fixture("replica-ca.crt")),
+        client_name: Some(client_name.to_owned()),
+        ..tls(false).unwrap()
     })
 }
 
@@ -169,8 +185,40 @@ async fn bind_over_tls(addr: SocketAddr, identity: Option<(&str, &str)>) -> Resu
 }
 
 #[tokio::test]
+async fn a_certificate_the_ca_signed_for_another_name_is_refused_before_any_verb_runs_and_counted()
+{
+    let metrics = Recorded::start();
+    let (addr, shutdown) =
+        extender(tls_of_replica_ca("system:kube-scheduler"), Bounds::EXTENDER).await;
+    let err = bind_over_tls(addr, Some(("replica.crt", "replica.key")))
+        .await
+        .unwrap_err();
+    assert!(
+        err.contains("received fatal alert: CertificateUnknown"),
+        "{err}"
+    );
+    assert_eq!(metrics.closed("wrong_client"), 1);
+    assert_eq!(metrics.closed("handshake_failed"), 0);
+    shutdown.cancel();
+}
+
+#[tokio::test]
+async fn the_same_certificate_is_accepted_when_its_name_is_the_allowed_one() {
+    let (addr, shutdown) = extender(
+        tls_of_replica_ca("gangplank.gangplank-system.svc"),
+        Bounds::EXTENDER,
+    )
+    .await;
+    let answer = bind_over_tls(addr, Some(("replica.crt", "replica.key")))
+        .await
+        .unwrap();
+    assert!(answer.starts_with("HTTP/1.1 200 OK"), "{answer}");
+    shutdown.cancel();
+}
+
+#[tokio::test]
 async fn the_schedulers_certificate_gets_an_answer() {
-    let (addr, shutdown) = extender(tls(true), Bounds::SERVE).await;
+    let (addr, shutdown) = extender(tls(true), Bounds::EXTENDER).await;
     let answer = bind_over_tls(addr, Some(("client.crt", "client.key")))
         .await
         .unwrap();
@@ -185,7 +233,7 @@ async fn the_schedulers_certificate_gets_an_answer() {
 #[tokio::test]
 async fn a_client_without_a_certificate_is_refused_before_any_verb_runs_and_counted() {
     let metrics = Recorded::start();
-    let (addr, shutdown) = extender(tls(true), Bounds::SERVE).await;
+    let (addr, shutdown) = extender(tls(true), Bounds::EXTENDER).await;
     let err = bind_over_tls(addr, None).await.unwrap_err();
     assert!(err.contains("CertificateRequired"), "{err}");
     assert_eq!(metrics.closed("handshake_failed"), 1);
@@ -194,7 +242,7 @@ async fn a_client_without_a_certificate_is_refused_before_any_verb_runs_and_coun
 
 #[tokio::test]
 async fn a_certificate_from_another_ca_is_refused_before_any_verb_runs() {
-    let (addr, shutdown) = extender(tls(true), Bounds::SERVE).await;
+    let (addr, shutdown) = extender(tls(true), Bounds::EXTENDER).await;
     let err = bind_over_tls(addr, Some(("stranger.crt", "stranger.key")))
         .await
         .unwrap_err();
@@ -235,7 +283,7 @@ async fn a_held_bind_whose_connection_closes_is_no_longer_held() {
     };
     let extender = Extender::new(cache, Arc::new(NeverBinds), settings);
     let permits = extender.permits();
-    let (addr, shutdown) = serve(extender, None, Bounds::SERVE).await;
+    let (addr, shutdown) = serve(extender, None, Bounds::EXTENDER).await;
 
     let body = r#"{"PodName":"g-0","PodNamespace":"ns","PodUID":"u0","Node":"n1"}"#;
     let mut scheduler = TcpStream::connect(addr).await.unwrap();
@@ -308,9 +356,103 @@ async fn a_client_that_never_sends_the_body_it_announced_is_answered_and_cut_off
     )
     .await;
     assert!(
-        answer.contains("data was not received within the designated timeout"),
+        answer.contains("the request body did not arrive within 300ms"),
         "{answer}"
     );
+    shutdown.cancel();
+}
+
+#[tokio::test]
+async fn a_client_that_trickles_its_body_is_cut_off_at_the_body_deadline() {
+    let (addr, shutdown) = extender(None, SHORT).await;
+    let (mut from, mut to) = TcpStream::connect(addr).await.unwrap().into_split();
+    to.write_all(b"POST /scheduler/filter HTTP/1.1\r\nhost: x\r\ncontent-length: 1000\r\n\r\n")
+        .await
+        .unwrap();
+    // A byte every 50 ms: never silent for the 300 ms deadline, but done only after 50 s.
+    let trickle = tokio::spawn(async move {
+        for _ in 0..1000 {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            if to.write_all(b" ").await.is_err() {
+                return;
+            }
+        }
+    });
+    let mut answer = Vec::new();
+    tokio::time::timeout(Duration::from_secs(30), from.read_to_end(&mut answer))
+        .await
+        .expect("the server answers and closes within 30 s")
+        .ok();
+    let answer = String::from_utf8_lossy(&answer);
+    assert!(
+        answer.contains("the request body did not arrive within 300ms"),
+        "{answer}"
+    );
+    trickle.abort();
+    shutdown.cancel();
+}
+
+#[tokio::test]
+async fn an_http2_client_that_sends_no_request_is_cut_off_and_counted() {
+    let metrics = Recorded::start();
+    let (addr, shutdown) = extender(None, SHORT).await;
+    // The HTTP/2 preface and an empty SETTINGS frame, then nothing.
+    let mut preface = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n".to_vec();
+    preface.extend_from_slice(&[0, 0, 0, 4, 0, 0, 0, 0, 0]);
+    let answer = answer_to(addr, &preface).await;
+    assert!(!answer.is_empty(), "the server speaks HTTP/2: {answer:?}");
+    assert_eq!(
+        metrics.closed("server_between_requests") + metrics.closed("server_mid_request"),
+        1
+    );
+    shutdown.cancel();
+}
+
+#[tokio::test]
+async fn a_connection_in_its_tls_handshake_holds_no_place_among_the_open_ones() {
+    let bounds = Bounds {
+        connections: 1,
+        handshakes: 4,
+        ..Bounds::EXTENDER
+    };
+    let (addr, shutdown) = extender(tls(true), bounds).await;
+    // Two clients that never say hello (the handshake deadline is 10 s).
+    let silent = [
+        TcpStream::connect(addr).await.unwrap(),
+        TcpStream::connect(addr).await.unwrap(),
+    ];
+    let answer = bind_over_tls(addr, Some(("client.crt", "client.key")))
+        .await
+        .unwrap();
+    assert!(answer.starts_with("HTTP/1.1 200 OK"), "{answer}");
+    drop(silent);
+    shutdown.cancel();
+}
+
+#[tokio::test]
+async fn handshakes_beyond_their_budget_are_closed_as_they_come_and_counted() {
+    let metrics = Recorded::start();
+    let bounds = Bounds {
+        handshakes: 2,
+        ..Bounds::EXTENDER
+    };
+    let (addr, shutdown) = extender(tls(true), bounds).await;
+    let mut silent = Vec::new();
+    for _ in 0..bounds.handshakes {
+        silent.push(TcpStream::connect(addr).await.unwrap());
+    }
+    let err = bind_over_tls(addr, Some(("client.crt", "client.key")))
+        .await
+        .unwrap_err();
+    assert!(!err.is_empty());
+    let text = metrics.handle.render();
+    assert!(
+        text.contains(
+            r#"gangplank_server_connections_refused_total{server="extender",stage="handshake"} 1"#
+        ),
+        "{text}"
+    );
+    drop(silent);
     shutdown.cancel();
 }
 
@@ -328,7 +470,7 @@ async fn a_client_silent_during_the_tls_handshake_is_cut_off_and_counted() {
 }
 
 #[tokio::test]
-async fn a_connection_idle_after_its_answer_is_closed_by_the_header_deadline_and_counted() {
+async fn a_connection_idle_after_its_answer_is_closed_by_the_idle_deadline_and_counted() {
     let metrics = Recorded::start();
     let (addr, shutdown) = extender(None, SHORT).await;
     let answer = answer_to(
@@ -361,10 +503,10 @@ async fn connections_beyond_the_bound_are_closed_as_they_come_and_counted() {
     let metrics = Recorded::start();
     let bounds = Bounds {
         connections: 4,
-        ..Bounds::SERVE
+        ..Bounds::EXTENDER
     };
     let (addr, shutdown) = extender(None, bounds).await;
-    // Four clients that say nothing (the header deadline is 30 s) take every place; the server
+    // Four clients that say nothing (the idle deadline is 30 s) take every place; the server
     // accepts connections in the order they came.
     let mut open = Vec::new();
     for _ in 0..bounds.connections {
@@ -379,7 +521,9 @@ async fn connections_beyond_the_bound_are_closed_as_they_come_and_counted() {
     drop(open);
     let text = metrics.handle.render();
     assert!(
-        text.contains(r#"gangplank_server_connections_refused_total{server="extender"} 1"#),
+        text.contains(
+            r#"gangplank_server_connections_refused_total{server="extender",stage="open"} 1"#
+        ),
         "{text}"
     );
     shutdown.cancel();

@@ -40,6 +40,7 @@ fn settings() -> Settings {
         // Tests look up static data: nothing appears later, so do not wait for it.
         lookup_grace: Duration::ZERO,
         schedulers: gangplank_core::model::Schedulers::only(["default-scheduler".to_owned()]),
+        limits: Default::default(),
     }
 }
 

@@ -247,6 +247,8 @@ mod tests {
         let lists: Vec<(String, Value)> = all_properties()
             .into_iter()
             .filter(|(_, prop)| prop.get("additionalProperties").is_some())
+            // A label selector's labels map to strings, not quantities.
+            .filter(|(path, _)| !path.ends_with(".matchLabels"))
             .collect();
         let paths: Vec<&str> = lists.iter().map(|(path, _)| path.as_str()).collect();
         assert_eq!(

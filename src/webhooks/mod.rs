@@ -25,7 +25,8 @@
 //! [`Settings::lookup_grace`] before it is sent.
 //!
 //! The routes are served on their own HTTPS port (`--webhook-addr`, `server.rs`), with the
-//! extender's certificate and reload but no client certificate asked for. The registrations
+//! extender's certificate and reload but no client certificate asked for, over HTTP/1.1 only,
+//! each review read and decided in its turn ([`turns`]). The registrations
 //! that point the API server here are in the top-level `webhooks/` directory; their selectors
 //! decide which objects ever reach these routes, and their comments explain the failure
 //! policies.
@@ -38,6 +39,7 @@ pub mod pod_groups;
 pub mod pods;
 pub mod queues;
 pub mod review;
+pub mod turns;
 pub mod workloads;
 
 use std::convert::Infallible;
@@ -66,10 +68,12 @@ use crate::metrics;
 /// Path prefix of every webhook route.
 pub const PREFIX: &str = "/webhooks";
 
-/// Largest AdmissionReview accepted. The API server sends the object (and the old object on
-/// update): a pod with a large spec and managedFields is tens of kilobytes; 8 MiB leaves room
-/// for a Job template near etcd's 1.5 MiB object limit, twice.
-pub const MAX_BODY_BYTES: usize = 8 * 1024 * 1024;
+/// Largest AdmissionReview accepted; a larger one is refused with HTTP 413 before it is read
+/// whole. The API server sends the object (and the old object on update): a pod with a large
+/// spec and managedFields is tens of kilobytes; 4 MiB holds an object near etcd's 1.5 MiB
+/// limit, twice, with room for its JSON being larger than its stored form. How many are read
+/// at once is bounded too ([`turns`]).
+pub const MAX_BODY_BYTES: usize = 4 * 1024 * 1024;
 
 /// How long a "does not exist" answer is re-checked by default (see the module docs).
 pub const DEFAULT_LOOKUP_GRACE: Duration = Duration::from_secs(1);
@@ -83,6 +87,10 @@ pub enum Error {
     Decode { hook: Hook, why: String },
     #[error("failed to read {hook} AdmissionReview: {why}")]
     Read { hook: Hook, why: String },
+    #[error(
+        "failed to answer {hook} AdmissionReview: it waited {waited:?} for its turn behind other reviews (a flood of large or many reviews); the API server applies the webhook's failure policy"
+    )]
+    Busy { hook: Hook, waited: Duration },
 }
 
 /// The webhook routes, one per resource and direction.
@@ -164,6 +172,8 @@ pub struct Settings {
     pub lookup_grace: Duration,
     /// The scheduler names served (`--scheduler-names`).
     pub schedulers: gangplank_core::model::Schedulers,
+    /// How many reviews are read and decided at once ([`turns`]).
+    pub limits: turns::Limits,
 }
 
 impl Default for Settings {
@@ -173,6 +183,7 @@ impl Default for Settings {
             place_arrivals: false,
             lookup_grace: DEFAULT_LOOKUP_GRACE,
             schedulers: Default::default(),
+            limits: Default::default(),
         }
     }
 }
@@ -247,10 +258,16 @@ impl Webhooks {
     }
 }
 
-/// The webhook routes under [`PREFIX`], traced, with per-route metrics.
+/// The webhook routes under [`PREFIX`], traced, with per-route metrics, each review in its
+/// turn ([`turns`]).
 pub fn router(webhooks: Arc<Webhooks>) -> Router {
+    let turns = turns::Turns::new(webhooks.settings.limits);
     let route = |hook: Hook, method: MethodRouter<Arc<Webhooks>>| {
         let method: MethodRouter<Arc<Webhooks>> = method
+            .layer::<_, Infallible>(middleware::from_fn_with_state(
+                (turns.clone(), hook),
+                turns::take_turn,
+            ))
             .layer::<_, Infallible>(middleware::from_fn_with_state(hook, observe))
             .layer(Extension(hook));
         (hook.path(), method)

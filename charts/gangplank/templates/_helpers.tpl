@@ -40,7 +40,10 @@ webhooks/*.yaml are), the caBundle and the Service client config are left to it.
 The certificates, made once per render and kept in .Values.__certs for every template: those of
 the Secrets already installed (an upgrade keeps them), else new ones. The CA's key is not kept:
 to renew, delete both Secrets and upgrade, then give the scheduler the new CA and client
-certificate.
+certificate. genSignedCert gives every certificate both server and client usage (it takes no
+usage argument), so the serving certificate could pass the extender's client CA check: the
+extender also demands the client's common name, system:kube-scheduler
+(--extender-client-name), which only the scheduler's certificate carries.
 */}}
 {{- define "gangplank.certs" -}}
 {{- if not (hasKey .Values "__certs") -}}

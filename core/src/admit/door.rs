@@ -15,9 +15,11 @@
 //! with a capability (on it or an ancestor) always take the gate.
 //!
 //! What an arrival costs if the estimate is wrong: members are estimated as copies of the first
-//! one. The extender's claim still checks the real gang at filter time, so a gang that does not
-//! fit after all is held back there, never bound partially; the next pass counts what its
-//! released members really request.
+//! one, so only `minMember` members, none larger than the first, are created ungated
+//! ([`Arrival::let_in_another`]); a larger or an extra member takes the gate and waits for
+//! the pass like any pod, and the room the door counted is all the gang can take past it.
+//! Arrivals carry no placing marker by default, so the extender's filter does not see them:
+//! this bound, not filter, is what keeps them inside the room the door counted.
 
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
@@ -50,6 +52,34 @@ pub struct Arrival {
     /// What it was admitted for: one entry per member.
     pub need: Vec<Resources>,
     pub at: Instant,
+    /// Members created ungated so far, the first among them.
+    pub let_in: usize,
+}
+
+impl Arrival {
+    /// The gang's first member admitted it, for `need`, at `at`.
+    pub fn new(queue: String, need: Vec<Resources>, at: Instant) -> Arrival {
+        Arrival {
+            queue,
+            need,
+            at,
+            let_in: 1,
+        }
+    }
+
+    /// Lets another member in ungated when the gang's room has a place left for it: no more
+    /// members than it was admitted for, none larger than the first. Any other goes through
+    /// the gate and the admission pass, which counts what it really asks.
+    pub fn let_in_another(&mut self, requests: &Resources) -> bool {
+        let Some(place) = self.need.get(self.let_in) else {
+            return false;
+        };
+        if !requests.fits_in(place) {
+            return false;
+        }
+        self.let_in += 1;
+        true
+    }
 }
 
 impl Door {
@@ -166,16 +196,8 @@ mod tests {
     #[test]
     fn recent_arrivals_take_their_room_again_in_a_new_door_and_old_ones_do_not() {
         let now = Instant::now();
-        let recent = Arrival {
-            queue: "capped".into(),
-            need: vec![cpu(3_000)],
-            at: now,
-        };
-        let old = Arrival {
-            queue: "a".into(),
-            need: vec![cpu(4_000)],
-            at: now - ARRIVAL_ROOM_KEPT,
-        };
+        let recent = Arrival::new("capped".into(), vec![cpu(3_000)], now);
+        let old = Arrival::new("a".into(), vec![cpu(4_000)], now - ARRIVAL_ROOM_KEPT);
         let mut after = door(&[4_000], &["a"])
             .after([&recent, &old], now)
             .expect("the recent arrival fits");

@@ -1368,6 +1368,34 @@ mod tests {
     }
 
     #[test]
+    fn a_gang_admitted_on_arrival_lets_in_min_member_pods_no_larger_than_its_first_and_gates_the_rest()
+     {
+        let now = std::time::Instant::now();
+        let nothing = Resources::from([("pods", 1)]);
+        let gpus = Resources::from([("cpu", 1_000), ("nvidia.com/gpu", 8), ("pods", 1)]);
+        let mut s = cluster();
+        group(&mut s, "g", 2);
+        let d = decide(&s);
+        crate::admit::hold::record(&mut s, None, &d, now);
+        let g = GroupKey::new("ns", "g");
+        assert!(
+            s.admit_on_arrival(&g, "first", &nothing, now, 0),
+            "two pods asking nothing fit"
+        );
+        assert!(
+            !s.admit_on_arrival(&g, "big", &gpus, now, 0),
+            "a member larger than the first takes the gate"
+        );
+        assert!(s.admit_on_arrival(&g, "second", &nothing, now, 0));
+        for i in 0..50 {
+            assert!(
+                !s.admit_on_arrival(&g, &format!("extra-{i}"), &nothing, now, 0),
+                "members beyond minMember take the gate"
+            );
+        }
+    }
+
+    #[test]
     fn a_node_that_goes_not_ready_after_the_pass_shuts_the_door_until_the_next_pass() {
         let now = std::time::Instant::now();
         let cpu = Resources::from([("cpu", 2_000), ("pods", 1)]);

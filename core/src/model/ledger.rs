@@ -105,8 +105,9 @@ impl Claim {
 
 impl State {
     /// Whether a new member of the gang `key`, asking `requests`, is created without the
-    /// admission gate: its gang was admitted on arrival, or this is its first member and the
-    /// door lets `minMember` copies of it in (`crate::admit::door`), which admits the gang.
+    /// admission gate: its gang was admitted on arrival and has a place left for it
+    /// ([`Arrival::let_in_another`]), or this is its first member and the door lets
+    /// `minMember` copies of it in (`crate::admit::door`), which admits the gang.
     /// Only a gang whose PodGroup the model knows, without a `topologyKey` and not elastic.
     /// Also a member of a group admitted ahead ([`crate::model::Ahead`]) while the admission
     /// holds at `wall` (Unix seconds) and fewer than `minMember` members exist or were let in
@@ -119,8 +120,8 @@ impl State {
         now: Instant,
         wall: i64,
     ) -> bool {
-        if self.ledger.arrivals.contains_key(key) {
-            return true;
+        if let Some(arrival) = self.ledger.arrivals.get_mut(key) {
+            return arrival.let_in_another(requests);
         }
         let Some(group) = self.groups.get(key) else {
             return false;
@@ -161,12 +162,9 @@ impl State {
         if !door.counted_on_current_nodes(self.nodes.shrunk()) || !door.admit(&queue, &need) {
             return false;
         }
-        let arrival = Arrival {
-            queue,
-            need,
-            at: now,
-        };
-        self.ledger.arrivals.insert(key.clone(), arrival);
+        self.ledger
+            .arrivals
+            .insert(key.clone(), Arrival::new(queue, need, now));
         true
     }
 

@@ -217,10 +217,17 @@ impl State {
         known
     }
 
-    /// Inserts or replaces a pod, keeping `used`, group membership and reservations in step.
-    pub fn apply_pod(&mut self, pod: Pod) -> bool {
-        if self.pods.get(&pod.uid).is_some_and(|p| **p == pod) {
-            return false;
+    /// Inserts or replaces a pod, keeping `used`, group membership and reservations in step. A
+    /// pod keeps the group and queue it was first seen with (see the comment inside).
+    pub fn apply_pod(&mut self, mut pod: Pod) -> bool {
+        if let Some(seen) = self.pods.get(&pod.uid) {
+            // A pod's group and queue are those it was first seen with: its requests count in
+            // that queue until it is gone, whatever its labels say later.
+            pod.pod_group.clone_from(&seen.pod_group);
+            pod.queue.clone_from(&seen.queue);
+            if **seen == pod {
+                return false;
+            }
         }
         let pod = Arc::new(pod);
         let old = self.pods.insert(pod.uid.clone(), pod.clone());
@@ -537,15 +544,22 @@ mod tests {
     }
 
     #[test]
-    fn group_membership_follows_the_pods_label() {
+    fn a_pod_keeps_the_group_and_queue_it_was_first_seen_in_whatever_its_labels_say_later() {
         let mut s = State::default();
         let key = GroupKey::new("ns", "g");
         s.apply_pod(pod("a", None, 1, Some("g")));
         s.apply_pod(pod("b", None, 1, Some("g")));
         assert_eq!(s.members(&key).count(), 2);
         s.apply_pod(pod("b", None, 1, Some("other")));
-        assert_eq!(s.members(&key).count(), 1);
+        s.apply_pod(Pod {
+            queue: Some("elsewhere".into()),
+            ..pod("a", None, 1, None)
+        });
+        assert_eq!(s.members(&key).count(), 2, "relabelled, still members");
+        assert_eq!(s.pods["a"].queue, None);
+        assert!(s.group(&GroupKey::new("ns", "other")).is_none());
         s.delete_pod("a");
+        s.delete_pod("b");
         assert!(
             s.group(&key).is_none(),
             "a group with no spec and no members is forgotten"
@@ -563,14 +577,12 @@ mod tests {
             created: 100,
             ..pod(uid, node, 500, group)
         };
-        s.apply_pod(queued("a", None, None));
-        assert!(s.queue_only["a"].gated && s.queue_only["a"].live);
-        assert_eq!(s.queue_only["a"].requests.get("cpu"), 500);
+        s.apply_pod(queued("q", None, None));
+        assert!(s.queue_only["q"].gated && s.queue_only["q"].live);
+        assert_eq!(s.queue_only["q"].requests.get("cpu"), 500);
+        s.delete_pod("q");
+        assert!(s.queue_only.is_empty(), "a deleted pod leaves the index");
         s.apply_pod(queued("a", None, Some("g")));
-        assert!(
-            s.queue_only.is_empty(),
-            "a pod that joins a group leaves the index"
-        );
         let m = &s.groups[&key].members["a"];
         assert_eq!(
             (m.gated, m.bound, m.priority, m.created),
