@@ -7,8 +7,9 @@
 //! the fence first ([`crate::fence`]). A leader that fails to renew by then stops leading when
 //! the fence closes, before any other replica may take the Lease (its loops and extender stop,
 //! held binds are answered with errors, and writes still in progress are refused), and follows
-//! until the Lease is free again, so two replicas never write at once as the leader unless
-//! their clocks' rates differ by a third; on shutdown the leader closes the fence and gives the
+//! until the Lease is free again. So no write of a former leader is sent after another replica
+//! may have taken the Lease, unless their clocks run at rates a third apart (the margin is a
+//! third of the duration); on shutdown the leader closes the fence and gives the
 //! Lease up, so another takes it at its next try ([`Settings::retry_every`]) instead of waiting
 //! for it to expire.
 //!
