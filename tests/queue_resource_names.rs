@@ -30,6 +30,7 @@ async fn a_queue_guaranteeing_many_new_resources_after_the_table_is_full_is_answ
         place_arrivals: false,
         lookup_grace: Duration::ZERO,
         schedulers: gangplank_core::model::Schedulers::only(["default-scheduler".to_owned()]),
+        limits: Default::default(),
     };
     let router = webhooks::router(Arc::new(Webhooks::new(Arc::new(lookup), settings)));
     let guarantee: serde_json::Map<String, Value> = (0..50)
