@@ -515,7 +515,9 @@ async fn preempt_drops_a_node_whose_victims_would_break_a_running_gang() {
         schedule_timeout: Duration::from_secs(60),
         ..PodGroup::new(GroupKey::new("batch", "sim"), 2, "batch")
     });
-    // Victim 3 on kwok-node-2 is one of two running members of gang batch/sim.
+    // Victim 3 on kwok-node-2 is one of two running members of gang batch/sim (the fixture's
+    // plain pod of that UID is replaced: a pod keeps the group it was first seen in).
+    mirror.delete_pod("9a8b7c6d-0000-4000-8000-000000000003");
     for (uid, node) in [
         ("9a8b7c6d-0000-4000-8000-000000000003", "kwok-node-2"),
         ("sim-2", "kwok-node-3"),
