@@ -127,6 +127,14 @@ pub enum Error {
     NotManaged { pod: String },
     #[error("pod {pod} is already bound to node {node}")]
     AlreadyBound { pod: String, node: String },
+    #[error(
+        "pod {pod}'s spec.nodeSelector does not match node {node}'s labels ({label}), so Gangplank does not bind it there"
+    )]
+    NodeNotSelected {
+        pod: String,
+        node: String,
+        label: String,
+    },
     #[error("UID {uid} is the UID of pod {owner}, not of pod {pod}")]
     NotThisPod {
         pod: String,
@@ -277,6 +285,7 @@ pub fn reserve(
             pod: display.to_owned(),
         })?;
     bindable(&pod, uid, display, settings)?;
+    selects(state, &pod, display, node)?;
     let Some(key) = GroupKey::of(&pod) else {
         return Ok(None);
     };
@@ -330,6 +339,27 @@ fn bindable(pod: &Pod, uid: &str, display: &str, settings: &Settings) -> Result<
         });
     }
     Ok(())
+}
+
+/// The pod's `spec.nodeSelector` matches `node`, when the model knows the node (one the
+/// watch has not shown yet is left to the scheduler, which has checked it): a caller of bind
+/// cannot put a pod on a node the pod does not select.
+fn selects(state: &State, pod: &Pod, display: &str, node: &str) -> Result<(), Error> {
+    let Some(known) = state.nodes.get(node) else {
+        return Ok(());
+    };
+    match pod
+        .node_selector
+        .iter()
+        .find(|(k, v)| known.labels.get(k.as_str()) != Some(v))
+    {
+        None => Ok(()),
+        Some((k, v)) => Err(Error::NodeNotSelected {
+            pod: display.to_owned(),
+            node: node.to_owned(),
+            label: format!("{k}={v}"),
+        }),
+    }
 }
 
 /// Forgets the reservations of `uids` and the gang's claim: the held binds failed or timed
@@ -1035,6 +1065,42 @@ mod tests {
         assert_eq!(r.map(|(g, q)| (g.min_member, q)), Some((3, true)));
         assert!(!s.ledger.claims.contains_key(&key), "quorum ends the claim");
         assert!(s.nodes.slots().all(|n| n.claimed.is_empty()));
+    }
+
+    #[test]
+    fn bind_refuses_a_node_the_pods_selector_does_not_select() {
+        let mut s = cluster(2, 8);
+        let mut zoned = s.nodes.get("n1").unwrap().as_ref().clone();
+        zoned.labels.insert("zone".into(), "a".into());
+        s.apply_node(zoned);
+        let pod = |uid: &str| Pod {
+            uid: uid.into(),
+            namespace: "ns".into(),
+            name: uid.into(),
+            queue: Some("default".into()),
+            marked: true,
+            requests: Resources::from([("cpu", 1000), ("pods", 1)]),
+            ..Default::default()
+        };
+        s.apply_pod(Pod {
+            node_selector: [("zone".to_owned(), "a".to_owned())].into(),
+            ..pod("zoned")
+        });
+        let now = Instant::now();
+        let err = reserve(&mut s, "zoned", "ns/zoned", "n0", &SETTINGS, now).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "pod ns/zoned's spec.nodeSelector does not match node n0's labels (zone=a), so Gangplank does not bind it there"
+        );
+        assert_eq!(
+            reserve(&mut s, "zoned", "ns/zoned", "n1", &SETTINGS, now),
+            Ok(None)
+        );
+        assert_eq!(
+            reserve(&mut s, "zoned", "ns/zoned", "unseen", &SETTINGS, now),
+            Ok(None),
+            "a node the watch has not shown yet is the scheduler's word"
+        );
     }
 
     #[test]
