@@ -128,6 +128,10 @@ pub enum Error {
     #[error("pod {pod} is already bound to node {node}")]
     AlreadyBound { pod: String, node: String },
     #[error(
+        "pod {pod} carries the marker resource scheduling.gangplank.dev/managed but names no group or queue, so Gangplank's webhook did not put it there: Gangplank binds only pods of a group or queue; remove the marker from the pod's spec, or give it a queue"
+    )]
+    MarkedOutsideAnyQueue { pod: String },
+    #[error(
         "pod {pod}'s spec.nodeSelector does not match node {node}'s labels ({label}), so Gangplank does not bind it there"
     )]
     NodeNotSelected {
@@ -335,6 +339,11 @@ fn bindable(pod: &Pod, uid: &str, display: &str, settings: &Settings) -> Result<
     }
     if !pod.marked && !settings.bind_unmarked {
         return Err(Error::NotManaged {
+            pod: display.to_owned(),
+        });
+    }
+    if !settings.bind_unmarked && pod.pod_group.is_none() && pod.queue.is_none() {
+        return Err(Error::MarkedOutsideAnyQueue {
             pod: display.to_owned(),
         });
     }
@@ -1065,6 +1074,31 @@ mod tests {
         assert_eq!(r.map(|(g, q)| (g.min_member, q)), Some((3, true)));
         assert!(!s.ledger.claims.contains_key(&key), "quorum ends the claim");
         assert!(s.nodes.slots().all(|n| n.claimed.is_empty()));
+    }
+
+    #[test]
+    fn bind_refuses_a_pod_that_wrote_the_marker_itself_outside_any_group_or_queue() {
+        let mut s = cluster(1, 8);
+        s.apply_pod(Pod {
+            uid: "forged".into(),
+            namespace: "ns".into(),
+            name: "forged".into(),
+            marked: true,
+            requests: Resources::from([("cpu", 1000), ("pods", 1)]),
+            ..Default::default()
+        });
+        let now = Instant::now();
+        let err = reserve(&mut s, "forged", "ns/forged", "n0", &SETTINGS, now).unwrap_err();
+        assert!(matches!(err, Error::MarkedOutsideAnyQueue { .. }), "{err}");
+        let every_pod = Settings {
+            bind_unmarked: true,
+            ..SETTINGS
+        };
+        assert_eq!(
+            reserve(&mut s, "forged", "ns/forged", "n0", &every_pod, now),
+            Ok(None),
+            "with every pod sent to Gangplank, it binds every pod"
+        );
     }
 
     #[test]
