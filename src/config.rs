@@ -58,8 +58,9 @@ pub enum Command {
 pub struct ServeArgs {
     /// Address the scheduler extender listens on; kube-scheduler's `urlPrefix` must point here,
     /// with the path prefix `/scheduler`. A loopback address suits the sidecar layout (the
-    /// scheduler in the same network namespace); any other address needs
-    /// --extender-client-ca-file, so that only the scheduler can call the extender's verbs.
+    /// scheduler in the same network namespace). Every address needs --extender-client-ca-file,
+    /// so that only the scheduler can call the extender's verbs (on loopback, every process of
+    /// the host network could otherwise), unless --extender-insecure-loopback.
     #[arg(
         long,
         env = "GANGPLANK_EXTENDER_ADDR",
@@ -91,6 +92,18 @@ pub struct ServeArgs {
         default_value = "system:kube-scheduler"
     )]
     pub extender_client_name: String,
+
+    /// Serve the extender on a loopback address without asking for a client certificate, for
+    /// development: every process that reaches the address (on a node, every pod of the host
+    /// network) may then call bind.
+    #[arg(
+        long,
+        env = "GANGPLANK_EXTENDER_INSECURE_LOOPBACK",
+        value_name = "BOOL",
+        default_value_t = false,
+        action = clap::ArgAction::Set
+    )]
+    pub extender_insecure_loopback: bool,
 
     /// Address the admission webhooks listen on (HTTPS with --tls-cert-file, which the API
     /// server requires); the webhook registrations' Service port or URL must point here.
@@ -312,7 +325,7 @@ pub struct ServeArgs {
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     #[error(
-        "refusing to serve the scheduler extender on {addr} without --extender-client-ca-file: anyone who reaches that address could bind pods; give the CA of the scheduler's client certificate, or listen on a loopback address (sidecar layout)"
+        "refusing to serve the scheduler extender on {addr} without --extender-client-ca-file: anyone who reaches that address could bind pods; give the CA of the scheduler's client certificate (for development on a loopback address only: --extender-insecure-loopback=true)"
     )]
     UnauthenticatedExtender { addr: SocketAddr },
     #[error(
@@ -359,9 +372,10 @@ impl ServeArgs {
         })
     }
 
-    /// Refuses an extender that anyone on the network could call.
+    /// Refuses an extender that any process reaching its address could call.
     pub fn check(&self) -> Result<(), Error> {
-        if !self.extender_addr.ip().is_loopback() && self.extender_client_ca_file.is_none() {
+        let insecure = self.extender_insecure_loopback && self.extender_addr.ip().is_loopback();
+        if self.extender_client_ca_file.is_none() && !insecure {
             return Err(Error::UnauthenticatedExtender {
                 addr: self.extender_addr,
             });
@@ -484,7 +498,10 @@ mod tests {
         assert_eq!(args.extender_tls(), None);
         assert_eq!(args.webhook_tls(), None);
         assert!(!args.bind_unmarked_pods);
-        args.check().expect("the defaults are safe");
+        assert!(
+            args.check().is_err(),
+            "the defaults serve no extender that anyone local could call"
+        );
         assert_eq!(args.log_format, LogFormat::Text);
         assert_eq!(args.log_level, "info");
         assert_eq!(args.capture_dir, None);
@@ -519,8 +536,37 @@ mod tests {
     }
 
     #[test]
+    fn an_extender_on_loopback_asks_for_the_schedulers_certificate_unless_told_it_is_development() {
+        let err = serve(&["--extender-addr", "127.0.0.1:8443"])
+            .check()
+            .unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("--extender-insecure-loopback=true"),
+            "{err}"
+        );
+        let development = serve(&["--extender-insecure-loopback", "true"]);
+        development.check().unwrap();
+        let network = serve(&[
+            "--extender-addr",
+            "0.0.0.0:8443",
+            "--extender-insecure-loopback",
+            "true",
+        ]);
+        assert!(
+            network.check().is_err(),
+            "the flag opens loopback only, never a network address"
+        );
+    }
+
+    #[test]
     fn a_sidecar_follows_the_lease_it_names_and_only_with_an_election() {
-        let args = serve(&["--leader-election-follow", "kube-system/kube-scheduler"]);
+        let args = serve(&[
+            "--leader-election-follow",
+            "kube-system/kube-scheduler",
+            "--extender-insecure-loopback",
+            "true",
+        ]);
         args.check().unwrap();
         let settings = args.leader_election().unwrap();
         assert_eq!(
@@ -532,6 +578,8 @@ mod tests {
             "kube-system/kube-scheduler",
             "--leader-elect",
             "false",
+            "--extender-insecure-loopback",
+            "true",
         ]);
         assert!(matches!(without.check(), Err(Error::FollowWithoutElection)));
         let err = Cli::try_parse_from([
