@@ -128,6 +128,10 @@ pub enum Error {
     #[error("pod {pod} is already bound to node {node}")]
     AlreadyBound { pod: String, node: String },
     #[error(
+        "pod {pod} still carries Gangplank's admission gate: its queue has not admitted it, so Gangplank does not bind it"
+    )]
+    NotAdmitted { pod: String },
+    #[error(
         "pod {pod} carries the marker resource scheduling.gangplank.dev/managed but names no group or queue, so Gangplank's webhook did not put it there: Gangplank binds only pods of a group or queue; remove the marker from the pod's spec, or give it a queue"
     )]
     MarkedOutsideAnyQueue { pod: String },
@@ -339,6 +343,11 @@ fn bindable(pod: &Pod, uid: &str, display: &str, settings: &Settings) -> Result<
     }
     if !pod.marked && !settings.bind_unmarked {
         return Err(Error::NotManaged {
+            pod: display.to_owned(),
+        });
+    }
+    if pod.awaits_admission() {
+        return Err(Error::NotAdmitted {
             pod: display.to_owned(),
         });
     }
@@ -1099,6 +1108,25 @@ mod tests {
             Ok(None),
             "with every pod sent to Gangplank, it binds every pod"
         );
+    }
+
+    #[test]
+    fn bind_refuses_a_pod_still_at_the_gate() {
+        let mut s = cluster(1, 8);
+        s.apply_pod(Pod {
+            uid: "waiting".into(),
+            namespace: "ns".into(),
+            name: "waiting".into(),
+            queue: Some("default".into()),
+            marked: true,
+            scheduling_gates: vec![crate::model::names::ADMISSION_GATE.into()],
+            requests: Resources::from([("cpu", 1000), ("pods", 1)]),
+            ..Default::default()
+        });
+        let now = Instant::now();
+        let err = reserve(&mut s, "waiting", "ns/waiting", "n0", &SETTINGS, now).unwrap_err();
+        assert!(matches!(err, Error::NotAdmitted { .. }), "{err}");
+        assert!(s.ledger.reservations.is_empty(), "nothing reserved");
     }
 
     #[test]

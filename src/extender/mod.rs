@@ -134,17 +134,23 @@ pub struct Extender {
     capture: Option<Capture>,
 }
 
-/// How long a bind waits for Gangplank's pod watch to show a pod the scheduler already placed.
+/// How long a bind waits for Gangplank's pod watch to show a pod the scheduler already placed,
+/// released from Gangplank's gate.
 pub const POD_WATCH_GRACE: std::time::Duration = std::time::Duration::from_secs(2);
 
 impl Extender {
-    /// Waits, at most [`POD_WATCH_GRACE`], until the cache holds pod `uid`: the scheduler's
-    /// own watch may show a new pod before Gangplank's does, and a bind refused for that costs
-    /// the pod a retry after the scheduler's backoff.
+    /// Waits, at most [`POD_WATCH_GRACE`], until the cache holds pod `uid` without Gangplank's
+    /// gate: the scheduler's own watch may show a new pod, or a pod the admission loop has just
+    /// released, before Gangplank's does, and a bind refused for that costs the pod a retry
+    /// after the scheduler's backoff. Bind refuses a pod still gated after that
+    /// ([`gangplank_core::claims::Error::NotAdmitted`]).
     pub async fn pod_seen(&self, uid: &str) {
         let mut changes = self.cache.subscribe();
         let deadline = tokio::time::Instant::now() + POD_WATCH_GRACE;
-        while !self.cache.read(|s| s.pods.contains_key(uid)) {
+        let released = |s: &gangplank_core::model::State| {
+            s.pods.get(uid).is_some_and(|p| !p.awaits_admission())
+        };
+        while !self.cache.read(released) {
             match tokio::time::timeout_at(deadline, changes.changed()).await {
                 Ok(Ok(())) => {}
                 Ok(Err(_)) | Err(_) => return,
