@@ -13,9 +13,10 @@ use crate::queues::{QueueGuard, bound, create_gang, create_queue, delete_queue};
 use crate::support::{Cluster, Series, eventually};
 
 /// Panels of events this test does not cause: they may show nothing.
-const QUIET_WITHOUT_EVENTS: [&str; 2] = [
+const QUIET_WITHOUT_EVENTS: [&str; 3] = [
     "Evictions for reclaim and priority",
     "Preempt: refused victim nodes",
+    "Fenced writes",
 ];
 
 /// The query as Grafana sends it with `queue` and `resource` chosen.
