@@ -230,7 +230,7 @@ async fn a_tenant_with_the_edit_role_submits_groups_and_jobs_and_reads_queues_bu
         .kubectl(
             &[
                 "patch",
-                "podgroup",
+                "podgroups.scheduling.gangplank.dev",
                 "gang",
                 "--subresource=status",
                 "--type=merge",
@@ -341,7 +341,7 @@ async fn a_tenant_who_writes_gangplanks_admitted_ahead_annotation_is_refused() {
         .kubectl(
             &[
                 "annotate",
-                "podgroup",
+                "podgroups.scheduling.gangplank.dev",
                 "gang",
                 "scheduling.gangplank.dev/admitted-ahead=2030-01-01T00:00:00Z",
             ],
