@@ -34,7 +34,8 @@
 //! 2. the scheduling gate `scheduling.gangplank.dev/admission`, unless already there,
 //!    `--gate-pods=false`, or the pod's gang is admitted on arrival: while nothing waits for
 //!    admission, the first member of a gang whose `minMember` copies fit in the room the last
-//!    pass left admits the gang, and it and its later members are created ungated
+//!    pass left admits the gang, and it and its later members, `minMember` in all and none
+//!    larger than the first, are created ungated
 //!    ([`gangplank_core::admit::door`]; `--admit-on-arrival`; a member created before its
 //!    PodGroup reached the cache is gated, and admission releases it; only the replica that
 //!    leads admits on arrival, a follower gates every pod, [`super::LeaderArrivals`]); so are, under the same flag,
