@@ -7,7 +7,9 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::api::PostParams;
 use serde_json::json;
 
-use crate::support::{Cluster, eventually, pod, read_env_file, repo_dir, run_dir, running};
+use crate::support::{
+    Cluster, eventually, holds_for, pod, read_env_file, repo_dir, run_dir, running,
+};
 
 const EXTENDER_REQUESTS: &str = "gangplank_extender_requests_total";
 
@@ -88,7 +90,8 @@ async fn job_with_three_completions_runs_to_complete() {
 
 #[tokio::test]
 #[ignore = "needs the local control plane: run e2e/test"]
-async fn pod_with_the_marker_resources_is_filtered_and_bound_through_gangplank() {
+async fn a_pod_of_a_queue_with_the_marker_resources_is_filtered_and_bound_through_gangplank_and_one_of_no_queue_is_not()
+ {
     let cluster = Cluster::connect().await;
     let ns = cluster.namespace("managed-pod").await;
     let before = cluster.gangplank_metrics().await;
@@ -97,7 +100,8 @@ async fn pod_with_the_marker_resources_is_filtered_and_bound_through_gangplank()
     pods.create(
         &PostParams::default(),
         &pod(json!({
-            "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "managed"},
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": "managed", "labels": {"scheduling.gangplank.dev/queue": "default"}},
             "spec": {"containers": [{"name": "main", "image": "busybox",
                 "resources": {
                     "requests": {"cpu": "1", "scheduling.gangplank.dev/managed": "1",
@@ -137,6 +141,26 @@ async fn pod_with_the_marker_resources_is_filtered_and_bound_through_gangplank()
         ok_binds, 1.0,
         "the managed pod was not bound by Gangplank exactly once"
     );
+
+    // The same markers written by the pod's owner, on a pod of no group or queue: the webhook
+    // never saw it, and Gangplank's bind refuses it.
+    pods.create(
+        &PostParams::default(),
+        &pod(json!({
+            "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "forged"},
+            "spec": {"containers": [{"name": "main", "image": "busybox",
+                "resources": {
+                    "requests": {"cpu": "1", "scheduling.gangplank.dev/managed": "1"},
+                    "limits": {"scheduling.gangplank.dev/managed": "1"}}}]}
+        })),
+    )
+    .await
+    .unwrap();
+    holds_for(5, "the forged pod stays unbound", async || {
+        let forged = pods.get("forged").await.unwrap();
+        forged.spec.unwrap().node_name.is_none()
+    })
+    .await;
     ns.delete().await;
 }
 
