@@ -237,6 +237,15 @@ fn describe_failure(run: &Path, namespace: &str) {
 }
 
 impl TestNamespace {
+    /// The same namespace as seen by another user's `client` (for tests that act as a tenant);
+    /// deleting it is still the admin's view's to do.
+    pub fn seen_by(&self, client: Client) -> TestNamespace {
+        TestNamespace {
+            name: self.name.clone(),
+            client,
+        }
+    }
+
     pub fn api<K>(&self) -> Api<K>
     where
         K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope>

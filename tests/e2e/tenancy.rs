@@ -25,8 +25,10 @@ use crate::support::{
 
 /// A namespace user: the `edit` role in one namespace, and a kubeconfig of its own.
 struct Tenant {
+    /// The namespace as the admin sees it (who sets the stage and deletes it) ...
     ns: TestNamespace,
-    client: Client,
+    /// ... and as the tenant does.
+    mine: TestNamespace,
     kubeconfig: PathBuf,
 }
 
@@ -78,22 +80,12 @@ impl Tenant {
         let config = Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
             .await
             .expect("failed to load the tenant's kubeconfig");
+        let client = Client::try_from(config).expect("failed to build the tenant's client");
         Tenant {
+            mine: ns.seen_by(client),
             ns,
-            client: Client::try_from(config).expect("failed to build the tenant's client"),
             kubeconfig: path,
         }
-    }
-
-    fn api<K>(&self) -> Api<K>
-    where
-        K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope>
-            + Clone
-            + serde::de::DeserializeOwned
-            + std::fmt::Debug,
-        K::DynamicType: Default,
-    {
-        Api::namespaced(self.client.clone(), &self.ns.name)
     }
 
     /// Runs kubectl as the tenant, with `stdin` as its input; `Ok(stdout)` when it succeeded,
@@ -175,7 +167,7 @@ fn gated(pod: &Pod) -> bool {
 
 /// A full queue: `first` runs with its two CPUs, `second` waits at the gate.
 async fn full_queue(tenant: &Tenant, queue: &str) -> Api<Pod> {
-    let pods = tenant.api::<Pod>();
+    let pods = tenant.mine.api::<Pod>();
     tenant.apply(queue_pod("first", queue, 2)).unwrap();
     running(&pods, "first", 60).await;
     tenant.apply(queue_pod("second", queue, 2)).unwrap();
@@ -349,7 +341,7 @@ async fn a_tenant_who_writes_gangplanks_admitted_ahead_annotation_is_refused() {
         )
         .expect_err("an existing group must not be marked admitted ahead");
     assert!(refused.contains("written by Gangplank alone"), "{refused}");
-    let stored = tenant.api::<PodGroup>().get("gang").await.unwrap();
+    let stored = tenant.mine.api::<PodGroup>().get("gang").await.unwrap();
     assert!(
         !stored
             .metadata
@@ -428,6 +420,7 @@ async fn a_tenant_pod_of_a_queue_created_on_a_node_is_refused() {
     assert!(refused.contains("spec.nodeName"), "{refused}");
     assert!(
         tenant
+            .mine
             .api::<Pod>()
             .get_opt("bound")
             .await
