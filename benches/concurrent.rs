@@ -23,6 +23,7 @@ use std::time::{Duration, Instant};
 
 use gangplank::admission_loop::MIN_PASS_INTERVAL;
 use gangplank::cache::{Cache, Ledger};
+use gangplank::clock::unix_now;
 use gangplank::extender;
 use gangplank_core::admit::groups::Groups;
 use gangplank_core::admit::{plan, reclaim};
@@ -151,8 +152,9 @@ impl Passes {
 
 /// One pass and reclaim's plan after it.
 fn admission_pass(state: &State) -> usize {
-    let groups = Groups::of(state, &|_| false, plan::unix_now());
-    let decision = plan::decide_on(state, &groups, plan::unix_now());
+    let now = unix_now();
+    let groups = Groups::of(state, &|_| false, now);
+    let decision = plan::decide(state, &groups, now);
     reclaim::plan(state, &groups, &decision, &|_| false, &|_| false)
         .reclaims
         .len()

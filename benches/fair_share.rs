@@ -1,13 +1,8 @@
 //! Fair-share benchmarks: deserved shares for 100 queues × 5 resources, one admission
 //! ordering pass over 10,000 waiting groups in 100 queues, and one whole admission pass
-//! (`admission::plan::decide`: usage, shares, order, quota and room checks) over a cache of
-//! 1,000 nodes, 100 queues and 10,000 waiting groups: ~13.5 ms on the shared 2-core
-//! development machine at a load of 1.4 (24 November 2026; 20 ms in the same run for the tree
-//! before groups kept a copy of what the pass reads of each member beside it; 47 ms before
-//! groups kept their member pods and their key order; ~127 ms before the pass stopped copying
-//! pods, formatting reasons and sorting groups by name; ~1.8 ms of it is the ordering alone).
-//! What is left is mostly walking the groups and copying each waiting group's key and reason
-//! into the decision.
+//! (`admit::plan::decide` with the group facts it reads: usage, shares, order, quota and room
+//! checks) over a cache of 1,000 nodes, 100 queues and 10,000 waiting groups. Figures and their
+//! history are in docs/ (the performance page), not here.
 //!
 //! The design's target is a full ordering pass over 10,000 waiting groups in 100 queues under
 //! 20 ms. Inputs are built deterministically (an LCG, no randomness between runs) outside the
@@ -16,15 +11,16 @@
 //! priorities and spread-out creation times.
 //!
 //! Also reclaim (`admit::reclaim::plan`) after such a pass, when some queues with groups
-//! short of room are below their deserved share (a victim search per such queue: ~72 ms),
-//! and when none is and no such group outranks a running gang of its queue (the common case,
-//! which skips building reclaim's input: ~0.6 ms; both in the same run as the pass).
+//! short of room are below their deserved share (a victim search per such queue), and when
+//! none is and no such group outranks a running gang of its queue (the common case, which
+//! skips building reclaim's input).
 //!
 //! Run: `cargo bench --bench fair_share` (add `-- --quick` for a short run).
 
 use std::hint::black_box;
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
+use gangplank::clock::unix_now;
 use gangplank_core::admit::groups::Groups;
 use gangplank_core::admit::plan;
 use gangplank_core::admit::reclaim;
@@ -246,7 +242,13 @@ fn bench_admission_pass(c: &mut Criterion) {
     let mut group = c.benchmark_group("admission_pass");
     group.throughput(Throughput::Elements(GROUPS as u64));
     group.bench_function(format!("{GROUPS}_groups_{QUEUES}_queues_1000_nodes"), |b| {
-        b.iter(|| plan::decide(black_box(&state)).admit.len())
+        b.iter(|| {
+            let state = black_box(&state);
+            let now = unix_now();
+            plan::decide(state, &Groups::of(state, &|_| false, now), now)
+                .admit
+                .len()
+        })
     });
     group.finish();
 }
@@ -256,8 +258,9 @@ fn bench_admission_pass(c: &mut Criterion) {
 /// share, so they only cost the fit check).
 fn bench_reclaim(c: &mut Criterion) {
     let state = admission_state();
-    let groups = Groups::of(&state, &|_| false, plan::unix_now());
-    let decision = plan::decide(&state);
+    let now = unix_now();
+    let groups = Groups::of(&state, &|_| false, now);
+    let decision = plan::decide(&state, &groups, now);
     let mut group = c.benchmark_group("reclaim_after_pass");
     group.throughput(Throughput::Elements(decision.short_of_room.len() as u64));
     group.bench_function(

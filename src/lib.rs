@@ -10,6 +10,7 @@ pub mod api;
 pub mod batch;
 pub mod cache;
 pub mod cli;
+pub mod clock;
 pub mod config;
 pub mod connections;
 pub mod controller;

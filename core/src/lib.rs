@@ -18,3 +18,5 @@ pub mod claims;
 pub mod limits;
 pub mod model;
 pub mod policy;
+#[cfg(test)]
+mod testing;

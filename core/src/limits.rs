@@ -41,12 +41,12 @@ mod tests {
     use std::time::{Duration, Instant};
 
     use super::*;
-    use crate::admit::plan::decide;
     use crate::claims::{self, Settings};
     use crate::model::names::ADMISSION_GATE;
     use crate::model::{Ahead, GroupKey, Node, Pod, PodGroup, Queue, Resources, State};
     use crate::policy::constraints::Constraints;
     use crate::policy::placement::Strategy;
+    use crate::testing::decide_now;
 
     /// One open queue `q`, one node of 8 CPUs, and a PodGroup of `min_member` admitted ahead
     /// of its pods, with one member pod.
@@ -92,7 +92,7 @@ mod tests {
             "no placeholders for a gang over the limit"
         );
 
-        let d = decide(&s);
+        let d = decide_now(&s);
         assert!(d.admit.is_empty());
         let why = d
             .waiting
@@ -132,7 +132,7 @@ mod tests {
         assert!(s.ledger.claims.is_empty(), "no claim is planned");
 
         // The door is open (nothing waits for room), yet the gang is not let in on arrival.
-        s.set_door(decide(&s).door, now);
+        s.set_door(decide_now(&s).door, now);
         assert!(s.ledger.door.is_some());
         let mut plain = PodGroup::new(key.clone(), i32::MAX.unsigned_abs(), "q");
         plain.schedule_timeout = Duration::from_secs(60);

@@ -11,6 +11,7 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
+use gangplank_core::admit::groups::Groups;
 use gangplank_core::admit::{hold, plan};
 use gangplank_core::model::names::ADMISSION_GATE;
 use gangplank_core::model::{GroupKey, Node, Pod, PodGroup, PodPhase, Queue, Resources, State};
@@ -184,7 +185,7 @@ impl World {
                 });
             }
             Step::Pass => {
-                let decision = plan::decide(&self.state);
+                let decision = decide(&self.state);
                 hold::record(&mut self.state, None, &decision, self.now);
                 for admission in &decision.admit {
                     for p in &admission.pods {
@@ -259,7 +260,7 @@ impl World {
             };
             prop_assert_eq!(counted_in, created_in, "pod {} moved queues", pod.uid);
         }
-        let decision = plan::decide(&self.state);
+        let decision = decide(&self.state);
         for (queue, capability) in QUEUES {
             let bound = self.bound_in(queue);
             if let Some(capability) = capability {
@@ -288,4 +289,12 @@ proptest! {
             world.check()?;
         }
     }
+}
+
+/// The admission pass on `state` at the wall clock's now, as the admission loop runs it.
+fn decide(state: &State) -> plan::Decision {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs() as i64);
+    plan::decide(state, &Groups::of(state, &|_| false, now), now)
 }

@@ -135,9 +135,9 @@ pub async fn run(
         // bind calls never wait for them.
         let state = cache.snapshot();
         reclaimer.settle(&state, now);
-        let wall = plan::unix_now();
+        let wall = crate::clock::unix_now();
         let groups = Groups::of(&state, &|uid| recently.contains_key(uid), wall);
-        let decision = plan::decide_on(&state, &groups, wall);
+        let decision = plan::decide(&state, &groups, wall);
         let mut reclaims = gangplank_core::admit::reclaim::plan(
             &state,
             &groups,

@@ -112,7 +112,7 @@ impl Ledger {
         requests: &Resources,
         now: Instant,
     ) -> bool {
-        self.write(|s| s.admit_on_arrival(group, name, requests, now, plan::unix_now()))
+        self.write(|s| s.admit_on_arrival(group, name, requests, now, crate::clock::unix_now()))
     }
 
     fn write<T>(&self, f: impl FnOnce(&mut State) -> T) -> T {

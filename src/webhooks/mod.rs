@@ -649,7 +649,7 @@ mod tests {
             ahead: Some(Ahead {
                 share: Resources::from([("cpu", 1_000)]),
                 created: 0,
-                admitted_at: Some(gangplank_core::admit::plan::unix_now()),
+                admitted_at: Some(crate::clock::unix_now()),
             }),
             ..PodGroup::new(key.clone(), 2, "q")
         });

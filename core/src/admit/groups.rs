@@ -45,8 +45,9 @@ pub struct Groups<'s> {
 
 impl<'s> Groups<'s> {
     /// The facts of `state` at `now` (Unix seconds), counting the pods for which
-    /// `released(uid)` is true as released although the snapshot still shows them gated (see
-    /// `plan::decide_after`).
+    /// `released(uid)` is true as released although the snapshot still shows them gated: the
+    /// admission loop's patches that the watch has not shown yet, so that a pass right after
+    /// another does not hand out the same room twice.
     pub fn of(state: &'s State, released: &dyn Fn(&str) -> bool, now: i64) -> Groups<'s> {
         let mut groups = Groups {
             all: Vec::with_capacity(state.groups.len() + state.queue_only.len()),

@@ -458,7 +458,7 @@ mod tests {
 
     /// [`input`] on the group facts of `state`, with nothing being evicted or refused.
     fn input_of(state: &State, decision: &Decision) -> Option<Input> {
-        let groups = Groups::of(state, &|_| false, crate::admit::plan::unix_now());
+        let groups = Groups::of(state, &|_| false, crate::testing::unix_now());
         input(state, &groups, decision, &|_| false, &|_| false)
     }
 
@@ -471,15 +471,15 @@ mod tests {
     ) -> Plan {
         plan(
             state,
-            &Groups::of(state, &|_| false, crate::admit::plan::unix_now()),
+            &Groups::of(state, &|_| false, crate::testing::unix_now()),
             decision,
             evicting,
             refused,
         )
     }
-    use crate::admit::plan::decide;
     use crate::model::names::ADMISSION_GATE;
     use crate::model::{Node, PodGroup, PodPhase, Queue};
+    use crate::testing::decide_now;
     use std::time::Duration;
 
     /// `pod` running on `node`, or still behind the admission gate when `node` is `None`.
@@ -558,7 +558,7 @@ mod tests {
     #[test]
     fn the_youngest_gang_of_the_borrower_is_evicted_for_the_starved_group_and_it_says_so() {
         let s = borrowed();
-        let d = decide(&s);
+        let d = decide_now(&s);
         let plan = plan_on(&s, &d, &|_| false, &|_| false);
         assert_eq!(
             victims(&plan),
@@ -593,7 +593,7 @@ mod tests {
     #[test]
     fn a_higher_priority_group_preempts_the_youngest_lower_priority_gang_of_its_queue() {
         let s = urgent_in_full_queue();
-        let plan = plan_on(&s, &decide(&s), &|_| false, &|_| false);
+        let plan = plan_on(&s, &decide_now(&s), &|_| false, &|_| false);
         assert_eq!(
             victims(&plan),
             vec![("a2".into(), vec!["a2-0".into(), "a2-1".into()])]
@@ -609,7 +609,7 @@ mod tests {
             let p = same.pods[&format!("b1-{i}")].as_ref().clone();
             same.apply_pod(Pod { priority: 0, ..p });
         }
-        let plan = plan_on(&same, &decide(&same), &|_| false, &|_| false);
+        let plan = plan_on(&same, &decide_now(&same), &|_| false, &|_| false);
         assert!(plan.reclaims.is_empty(), "{plan:?}");
     }
 
@@ -633,7 +633,7 @@ mod tests {
                 ..Default::default()
             });
         }
-        let plan = plan_on(&s, &decide(&s), &|_| false, &|_| false);
+        let plan = plan_on(&s, &decide_now(&s), &|_| false, &|_| false);
         let victims = &plan.reclaims[0].victims;
         let evicted: Vec<(&str, bool)> = victims
             .iter()
@@ -649,7 +649,7 @@ mod tests {
              pod ns/lone-2 (queue a, above its deserved share)"
         );
         // A lone pod whose eviction is under way is not picked again.
-        let plan = plan_on(&s, &decide(&s), &|uid| uid == "lone-3", &|_| false);
+        let plan = plan_on(&s, &decide_now(&s), &|uid| uid == "lone-3", &|_| false);
         let evicted: Vec<&str> = plan.reclaims[0]
             .victims
             .iter()
@@ -696,7 +696,7 @@ mod tests {
     #[test]
     fn a_queue_of_pods_in_no_group_below_its_share_reclaims_from_one_above_it() {
         let s = lone_pods_filled_half_and_half();
-        let decision = decide(&s);
+        let decision = decide_now(&s);
         let a_waits = decision
             .short_of_room
             .iter()
@@ -755,7 +755,7 @@ mod tests {
             requests: Resources::from([("cpu", 1_000), ("pods", 1)]),
             ..Default::default()
         });
-        let decision = decide(&s);
+        let decision = decide_now(&s);
         assert!(!decision.short_of_room.is_empty(), "{decision:?}");
         assert!(input_of(&s, &decision).is_none());
         assert!(
@@ -765,14 +765,14 @@ mod tests {
         );
         // Move the low gang into queue a: now it may be preempted, and the plan is built.
         s.apply_pod_group(PodGroup::new(GroupKey::new("ns", "low"), 1, "a"));
-        let decision = decide(&s);
+        let decision = decide_now(&s);
         assert!(input_of(&s, &decision).is_some());
     }
 
     #[test]
     fn pods_being_evicted_are_not_picked_again_and_count_as_room_coming_free() {
         let mut s = borrowed();
-        let d = decide(&s);
+        let d = decide_now(&s);
         // The eviction was requested; the watch has not shown it yet.
         let requested = |uid: &str| uid.starts_with("a2-");
         let plan1 = plan_on(&s, &d, &requested, &|_| false);
@@ -786,14 +786,14 @@ mod tests {
                 ..p
             });
         }
-        let plan2 = plan_on(&s, &decide(&s), &|_| false, &|_| false);
+        let plan2 = plan_on(&s, &decide_now(&s), &|_| false, &|_| false);
         assert!(plan2.reclaims.is_empty(), "{plan2:?}");
     }
 
     #[test]
     fn a_gang_left_alone_after_a_refusal_makes_way_for_the_next() {
         let s = borrowed();
-        let d = decide(&s);
+        let d = decide_now(&s);
         let refused = |g: &GroupKey| &*g.name == "a2";
         assert_eq!(victims(&plan_on(&s, &d, &|_| false, &refused))[0].0, "a1");
     }
@@ -805,7 +805,7 @@ mod tests {
             reclaimable: false,
             ..Queue::new("a")
         });
-        let d = decide(&s);
+        let d = decide_now(&s);
         let plan = plan_on(&s, &d, &|_| false, &|_| false);
         assert!(plan.reclaims.is_empty());
         assert!(plan.waiting.is_empty());
@@ -911,14 +911,14 @@ mod tests {
             ) {
                 let mut state = build(s);
                 let b = GroupKey::new("ns", "b");
-                let plan = plan_on(&state, &decide(&state), &|_| false, &|_| false);
+                let plan = plan_on(&state, &decide_now(&state), &|_| false, &|_| false);
                 let Some(reclaim) = plan.reclaims.iter().find(|r| r.group == b) else {
                     return Ok(());
                 };
                 for pod in reclaim.victims.iter().flat_map(|v| &v.pods) {
                     state.delete_pod(&pod.uid);
                 }
-                let after = decide(&state);
+                let after = decide_now(&state);
                 prop_assert!(
                     admitted(&after, &b),
                     "evicted {:?} for b, which still waits: {:?}",

@@ -1,0 +1,269 @@
+//! Phase 1 of the pass: the waiting groups (and pods of a queue in no group) as
+//! [`Candidate`]s, with what blocks any of them outright, and what every queue's groups hold
+//! (placed members, and released ones up to what their gang lacks for quorum).
+
+use std::collections::BTreeMap;
+
+use rustc_hash::FxHashMap;
+
+use super::decision::PodRef;
+use crate::admit::groups::{Groups, Seen};
+use crate::admit::why::Why;
+use crate::limits;
+use crate::model::{GroupKey, Member, Resources, State};
+
+/// A group (or a queue-only pod) with gated members, found by [`collect`].
+pub(super) struct Candidate<'s> {
+    pub(super) queue: &'s str,
+    /// Its queue's index in name order ([`share`] sets it); `usize::MAX` while unknown or
+    /// when the queue does not exist.
+    pub(super) slot: usize,
+    pub(super) group: Option<&'s GroupKey>,
+    pub(super) namespace: &'s str,
+    /// The group's name, or the queue-only pod's.
+    pub(super) name: &'s str,
+    /// Its gated members; the first `missing` of them are what it needs for quorum.
+    pub(super) gated: Vec<&'s Member>,
+    pub(super) missing: usize,
+    /// What releasing every gated member adds to the queue.
+    pub(super) requests: Resources,
+    pub(super) priority: i32,
+    /// Creation time of its oldest gated member, in Unix seconds (0 when unknown).
+    pub(super) created: i64,
+    /// The PodGroup's own `maxWaitSeconds`.
+    pub(super) max_wait: Option<i64>,
+    /// The PodGroup's `expectedRuntimeSeconds`.
+    pub(super) expected_runtime: Option<i64>,
+    /// The PodGroup's `topologyKey`, and the domain (value) a member already runs in or names
+    /// in its `nodeSelector`, if any.
+    pub(super) topology: Option<(&'s str, Option<&'s str>)>,
+    /// Why it cannot be considered at all (no PodGroup, too few members).
+    pub(super) blocked: Option<Why>,
+}
+
+/// A candidate's identity for the pass's tie-breaks: namespace, name, whether it is a
+/// queue-only pod, and its index in [`Book::candidates`] (which never decides: the rest is
+/// unique).
+pub(super) type Key<'s> = (&'s str, &'s str, bool, usize);
+
+impl<'s> Candidate<'s> {
+    pub(super) fn key(&self, i: usize) -> Key<'s> {
+        (self.namespace, self.name, self.group.is_none(), i)
+    }
+
+    /// The requests of each gated member the gang needs placed to reach quorum.
+    pub(super) fn need(&self) -> impl Iterator<Item = &'s Resources> + '_ {
+        self.gated[..self.missing].iter().map(|m| &m.requests)
+    }
+
+    /// The sum of [`Candidate::need`].
+    pub(super) fn needed(&self) -> Resources {
+        let mut needed = Resources::new();
+        self.need().for_each(|pod| needed.add(pod));
+        needed
+    }
+
+    /// Its group's key, or its pod's as a group of one.
+    pub(super) fn group_key(&self) -> GroupKey {
+        match (self.group, self.gated.first()) {
+            (Some(group), _) => group.clone(),
+            (None, Some(member)) => GroupKey::lone(&member.pod),
+            (None, None) => GroupKey::new(self.namespace, self.name),
+        }
+    }
+
+    /// The pod of a queue in no group.
+    pub(super) fn lone_pod(&self) -> Option<PodRef> {
+        match (self.group, self.gated.first()) {
+            (None, Some(member)) => Some(PodRef::of(&member.pod)),
+            _ => None,
+        }
+    }
+}
+
+/// Phase 1's result.
+#[derive(Default)]
+pub(super) struct Book<'s> {
+    /// Groups first, in key order (the cache keeps groups ordered), then queue-only pods in no
+    /// particular order: the pass orders them by content ([`Candidate::key`]), and lists the
+    /// groups left waiting by index, which is by key.
+    pub(super) candidates: Vec<Candidate<'s>>,
+    /// What each queue's groups hold, by queue name (queues that do not exist included).
+    pub(super) allocated: FxHashMap<&'s str, Resources>,
+    /// What each namespace's groups hold, by queue and namespace: for queues with namespace
+    /// fair share only.
+    pub(super) namespace_allocated: FxHashMap<&'s str, BTreeMap<String, Resources>>,
+    /// Released members not yet placed (counted against free room, not any node).
+    pub(super) in_flight: Resources,
+}
+
+pub(super) fn collect<'s>(state: &'s State, groups: &Groups<'s>) -> Book<'s> {
+    let mut book = Book {
+        candidates: Vec::with_capacity(groups.all.len()),
+        ..Book::default()
+    };
+    for g in &groups.all {
+        let members = groups.members(g);
+        hold(
+            state,
+            &mut book,
+            g.queue,
+            g.namespace,
+            members,
+            g.min_member,
+        );
+        let Some(mut candidate) = candidate(g.queue, g.namespace, g.name, members, g.min_member)
+        else {
+            continue;
+        };
+        candidate.blocked = unserved(state, members);
+        if let Some(key) = g.key {
+            candidate.group = Some(key);
+            candidate.blocked = candidate.blocked.take().or(match g.spec {
+                None => Some(Why::PodGroupMissing { group: key.clone() }),
+                Some(spec)
+                    if members.len() < spec.min_member as usize
+                        || !limits::gang_within_limit(spec.min_member) =>
+                {
+                    Some(Why::Members {
+                        live: members.len(),
+                        min_member: spec.min_member,
+                    })
+                }
+                Some(_) => None,
+            });
+            candidate.max_wait = g.spec.and_then(|s| s.max_wait).map(seconds);
+            candidate.expected_runtime = g.spec.and_then(|s| s.expected_runtime).map(seconds);
+            candidate.topology = g
+                .spec
+                .and_then(|s| s.topology_key.as_deref())
+                .map(|key| (key, domain_of(state, members, key)));
+        }
+        book.candidates.push(candidate);
+    }
+    book
+}
+
+/// A member, not yet placed, that names a scheduler nobody serves: its gang would never run.
+fn unserved(state: &State, members: &[Seen]) -> Option<Why> {
+    members.iter().filter(|m| !m.placed).find_map(|m| {
+        let scheduler = state.schedulers.unserved(&m.member.pod)?;
+        Some(Why::SchedulerNotServed {
+            pod: m.member.pod.name.clone(),
+            scheduler: scheduler.to_owned(),
+        })
+    })
+}
+
+pub(super) fn seconds(d: std::time::Duration) -> i64 {
+    i64::try_from(d.as_secs()).unwrap_or(i64::MAX)
+}
+
+/// Adds what `members` (of `namespace`) hold to `queue`'s allocation (see the module docs).
+fn hold<'s>(
+    state: &State,
+    book: &mut Book<'s>,
+    queue: &'s str,
+    namespace: &str,
+    members: &[Seen],
+    min_member: u32,
+) {
+    let mut held = Resources::new();
+    let mut placed = 0u32;
+    let mut short = 0usize;
+    let mut released = Resources::new();
+    for m in members {
+        if m.placed {
+            held.add(&m.member.requests);
+            placed += 1;
+        } else if !m.gated {
+            short += 1;
+        }
+    }
+    // Released members count up to what the gang still lacks for quorum.
+    let mut left = (min_member.saturating_sub(placed) as usize).min(short);
+    for m in members {
+        if left == 0 {
+            break;
+        }
+        // Released to a scheduler nobody serves, it will never be placed: it holds no room.
+        if !m.placed && !m.gated && state.schedulers.unserved(&m.member.pod).is_none() {
+            released.add(&m.member.requests);
+            left -= 1;
+        }
+    }
+    held.add(&released);
+    book.in_flight.add(&released);
+    if held.is_empty() {
+        return;
+    }
+    book.allocated.entry(queue).or_default().add(&held);
+    if state
+        .queues
+        .get(queue)
+        .is_some_and(|q| q.namespace_fair_share)
+    {
+        book.namespace_allocated
+            .entry(queue)
+            .or_default()
+            .entry(namespace.to_owned())
+            .or_default()
+            .add(&held);
+    }
+}
+
+/// The waiting part of a group (or a queue-only pod) called `name` in `namespace`, if any
+/// member is gated; the caller fills in what only a PodGroup says.
+fn candidate<'s>(
+    queue: &'s str,
+    namespace: &'s str,
+    name: &'s str,
+    members: &[Seen<'s>],
+    min_member: u32,
+) -> Option<Candidate<'s>> {
+    if !members.iter().any(|m| m.gated) {
+        return None;
+    }
+    let mut gated: Vec<&'s Member> = Vec::with_capacity(members.len());
+    let mut requests = Resources::new();
+    let mut created = i64::MAX;
+    for m in members.iter().filter(|m| m.gated).map(|m| m.member) {
+        gated.push(m);
+        requests.add(&m.requests);
+        created = created.min(m.created);
+    }
+    let released = members.len() - gated.len();
+    let missing = (min_member as usize)
+        .saturating_sub(released)
+        .min(gated.len());
+    Some(Candidate {
+        queue,
+        slot: usize::MAX,
+        group: None,
+        namespace,
+        name,
+        missing,
+        requests,
+        priority: members.iter().map(|m| m.member.priority).max().unwrap_or(0),
+        created,
+        max_wait: None,
+        expected_runtime: None,
+        topology: None,
+        blocked: None,
+        gated,
+    })
+}
+
+/// The value of the label `key` that `members` are already tied to: that of the node one runs
+/// on, or else the one a member's `nodeSelector` names.
+fn domain_of<'s>(state: &'s State, members: &[Seen<'s>], key: &str) -> Option<&'s str> {
+    let running = members.iter().find_map(|m| {
+        let node = state.nodes.get(m.member.pod.node_name.as_deref()?)?;
+        node.labels.get(key).map(String::as_str)
+    });
+    running.or_else(|| {
+        members
+            .iter()
+            .find_map(|m| m.member.pod.node_selector.get(key).map(String::as_str))
+    })
+}

@@ -1,0 +1,398 @@
+//! Phase 3's running state: one [`Pass`] tries each group, in the order [`super::order`] picks,
+//! against its queue's (and its parents') capability, fair share and the free room, reserving
+//! room for the head of the line and lending it to groups that end before the head could start.
+
+use std::sync::Arc;
+
+use rustc_hash::FxHashMap;
+
+use super::backfill;
+use super::collect::{Book, Candidate};
+use super::share::Shares;
+use crate::admit::room::Room;
+use crate::admit::why::Why;
+use crate::model::{GroupKey, Queue, Resources, State};
+use crate::policy::fair_share;
+use crate::policy::queue_order::DominantShare;
+
+/// A dominant share of exactly the deserved share.
+pub(super) const FAIR: DominantShare = DominantShare {
+    allocated: 1,
+    deserved: 1,
+    resource: None,
+};
+
+/// The admit phase's running state.
+pub(super) struct Pass<'s> {
+    pub(super) state: &'s State,
+    pub(super) now: i64,
+    pub(super) room: Room<'s>,
+    /// Queues by slot (name order).
+    pub(super) queues: Vec<&'s Queue>,
+    /// Their names, shared by the reasons and room waits of their groups.
+    pub(super) names: Vec<Arc<str>>,
+    /// Per queue slot: what it holds, this pass's admissions included.
+    pub(super) held: Vec<Resources>,
+    /// Per queue slot: its guarantee as the pass honours it (see [`super::QueueReport::guarantee`]).
+    pub(super) guarantees: Vec<Resources>,
+    /// Per queue slot: the slots of its parent, grandparent, ... (see [`ancestry`]).
+    pub(super) ancestors: Vec<Vec<usize>>,
+    /// Per queue slot: what it and every queue below it hold, this pass's admissions
+    /// included: what a parent's capability bounds.
+    pub(super) subtree: Vec<Resources>,
+    /// The head, and whether it is overdue.
+    pub(super) head: Option<(&'s GroupKey, bool)>,
+    /// When the head could start at the earliest (Unix seconds), once asked.
+    pub(super) shadow: Option<i64>,
+    pub(super) admitted: Vec<usize>,
+    /// Those of `admitted` placed in the head's reservation.
+    pub(super) lent: Vec<usize>,
+    /// Per admitted group with a `topologyKey`: the domain (the key's value) chosen for it.
+    pub(super) domains: FxHashMap<usize, &'s str>,
+    /// The first queue below its fair share whose group this pass left waiting for room that
+    /// reclaim could free (see `reclaimable`): while there is one, queues at or above their
+    /// share admit nothing (what they took, reclaim would take back for it).
+    pub(super) starved: Option<usize>,
+    /// What queues hold above their deserved shares at the start of the pass: the most that
+    /// reclaim could free.
+    pub(super) reclaimable: Resources,
+    /// Per admitted candidate of extra members only (its gang has quorum): how many of its
+    /// gated members, in order, fit and are released.
+    pub(super) extras: FxHashMap<usize, usize>,
+}
+
+impl<'s> Pass<'s> {
+    /// The pass over `book`'s candidates, every queue starting from what it holds.
+    pub(super) fn new(state: &'s State, book: &Book<'s>, shares: &Shares, now: i64) -> Self {
+        let by_slot: Vec<&Queue> = shares
+            .queues
+            .keys()
+            .map(|n| state.queues[n].as_ref())
+            .collect();
+        let held: Vec<Resources> = shares
+            .queues
+            .values()
+            .map(|r| r.allocated.clone())
+            .collect();
+        let ancestors = ancestry(&by_slot);
+        let guarantees = fair_share::fitted_guarantees(
+            &by_slot.iter().map(|q| &q.guarantee).collect::<Vec<_>>(),
+            &ancestors,
+            &shares.capacity,
+        );
+        let mut room = Room::new(state, &book.in_flight, by_slot.len());
+        for (slot, guarantee) in guarantees.iter().enumerate() {
+            room.set_unused_guarantee(slot, guarantee, &held[slot]);
+        }
+        let mut subtree = held.clone();
+        for (slot, parents) in ancestors.iter().enumerate() {
+            for &p in parents {
+                subtree[p].add(&held[slot]);
+            }
+        }
+        let mut reclaimable = Resources::new();
+        for report in shares.queues.values() {
+            reclaimable.add(&report.allocated.minus(&report.deserved).positive());
+        }
+        Pass {
+            state,
+            now,
+            room,
+            queues: by_slot,
+            names: shares
+                .queues
+                .keys()
+                .map(|n| Arc::from(n.as_str()))
+                .collect(),
+            held,
+            guarantees,
+            ancestors,
+            subtree,
+            head: None,
+            shadow: None,
+            admitted: Vec::new(),
+            lent: Vec::new(),
+            domains: FxHashMap::default(),
+            starved: None,
+            reclaimable,
+            extras: FxHashMap::default(),
+        }
+    }
+
+    /// Admits candidate `i` of queue `slot` if it may and fits, or says why not. `share` is
+    /// its queue's dominant share when it was picked (`None` for an overdue group); `overdue`
+    /// is `(waited, maxWait)` for one.
+    #[expect(
+        clippy::result_large_err,
+        reason = "refusal is the common outcome and its reason is kept: boxing would allocate once per waiting group"
+    )]
+    pub(super) fn consider(
+        &mut self,
+        i: usize,
+        c: &Candidate<'s>,
+        slot: usize,
+        share: Option<DominantShare>,
+        overdue: Option<(i64, i64)>,
+    ) -> Result<(), Why> {
+        let queue = self.queues[slot];
+        if let Some(why) = over_capability(queue, &self.held[slot], &c.requests) {
+            return Err(why);
+        }
+        for &p in &self.ancestors[slot] {
+            if let Some(why) = over_capability(self.queues[p], &self.subtree[p], &c.requests) {
+                return Err(why);
+            }
+        }
+        if let (Some(share), Some(starved)) = (share, self.starved)
+            && share >= FAIR
+            && starved != slot
+        {
+            return Err(Why::Yields {
+                queue: self.names[slot].clone(),
+                share,
+                starved: self.names[starved].clone(),
+            });
+        }
+        // Whether reclaim could make room for it, judged on the room before this candidate
+        // takes any of it for a reservation.
+        let reclaim_helps = share.is_some_and(|share| share < FAIR)
+            && self.starved.is_none()
+            && c.needed()
+                .fits_in(&self.room.available_to(slot).plus(&self.reclaimable));
+        let refusal = self.place(i, c, slot, share, overdue);
+        if reclaim_helps
+            && refusal
+                .as_ref()
+                .is_err_and(|why| why.reason().short_of_room())
+        {
+            self.starved = Some(slot);
+            // The head's lacking room comes back as soon as reclaim's evictions are done, not
+            // when what runs there was expected to end: none of it may be lent.
+            if self.head.is_some_and(|(head, _)| c.group == Some(head)) {
+                self.shadow = Some(self.now);
+            }
+        }
+        refusal
+    }
+
+    /// The rest of [`Pass::consider`]: room for candidate `i`, a reservation, or why not.
+    #[expect(
+        clippy::result_large_err,
+        reason = "as for consider: the refusal's reason is kept"
+    )]
+    fn place(
+        &mut self,
+        i: usize,
+        c: &Candidate<'s>,
+        slot: usize,
+        share: Option<DominantShare>,
+        overdue: Option<(i64, i64)>,
+    ) -> Result<(), Why> {
+        if c.missing == 0 && c.topology.is_none() {
+            return self.place_extras(i, c, slot);
+        }
+        // No node to place it on, now or after anything finishes: it must not head the line.
+        if let Some((key, pinned)) = c.topology
+            && !self.room.has_domain(key, pinned)
+        {
+            return Err(Why::NoDomain {
+                key: key.to_owned(),
+                pinned: pinned.map(str::to_owned),
+                member: None,
+            });
+        }
+        let needed = c.needed();
+        let available = self.room.available_to(slot);
+        // Why it does not fit the free room, built only once the pass knows it waits (moving
+        // what it reports rather than copying it for every waiting group).
+        let member = if !needed.fits_in(&available) {
+            None
+        } else {
+            let need: Vec<&Resources> = c.need().collect();
+            match c.topology {
+                None => match self.room.place(&need) {
+                    Ok(()) => {
+                        self.admitted(i, c, slot);
+                        return Ok(());
+                    }
+                    Err(member) => Some(Why::NoNode { member }),
+                },
+                Some((key, pinned)) => match self.room.place_in_domain(&need, key, pinned) {
+                    Ok(domain) => {
+                        self.domains.insert(i, domain);
+                        self.admitted(i, c, slot);
+                        return Ok(());
+                    }
+                    Err(member) => Some(Why::NoDomain {
+                        key: key.to_owned(),
+                        pinned: pinned.map(str::to_owned),
+                        member,
+                    }),
+                },
+            }
+        };
+        if self.head.is_none()
+            && let Some(group) = c.group
+            && self
+                .room
+                .reserve(&c.need().collect::<Vec<_>>(), &available, &|node| {
+                    held_before(self.state, group, node)
+                })
+        {
+            self.head = Some((group, overdue.is_some()));
+            return Err(Why::Reserved {
+                overdue,
+                nodes: self.room.held.len(),
+                held: self.room.held_total.clone(),
+                room: Box::new(refused(needed, available, member)),
+            });
+        }
+        if let Some((head, _)) = self.head
+            && needed.fits_in(&available.plus(&self.room.held_total))
+        {
+            if let Some(runtime) = c.expected_runtime
+                && c.topology.is_none()
+                && self.now.saturating_add(runtime) <= self.shadow()
+                && self
+                    .room
+                    .place_in_reservation(&c.need().collect::<Vec<_>>())
+                    .is_ok()
+            {
+                self.admitted(i, c, slot);
+                self.lent.push(i);
+                return Ok(());
+            }
+            return Err(Why::Behind {
+                head: head.clone(),
+                held: self.room.held_total.clone(),
+                room: Box::new(refused(needed, available, member)),
+            });
+        }
+        let refused = refused(needed, available, member);
+        match share {
+            Some(share) if share >= FAIR => Err(Why::OverShare {
+                queue: self.names[slot].clone(),
+                share,
+                room: Box::new(refused),
+            }),
+            _ => Err(refused),
+        }
+    }
+
+    /// Extra members of a gang that has quorum: as many of them, in order, as fit the free
+    /// room (each on some node) are released; they never head the line. Released all at once
+    /// without room, they would race in the scheduler with gangs admitted for that room.
+    #[expect(
+        clippy::result_large_err,
+        reason = "as for consider: the refusal's reason is kept"
+    )]
+    fn place_extras(&mut self, i: usize, c: &Candidate<'s>, slot: usize) -> Result<(), Why> {
+        let available = self.room.available_to(slot);
+        let mut taken = Resources::new();
+        let mut released = 0;
+        for member in &c.gated {
+            let with = taken.plus(&member.requests);
+            if !with.fits_in(&available) || self.room.place(&[&member.requests]).is_err() {
+                break;
+            }
+            taken = with;
+            released += 1;
+        }
+        if released == 0 {
+            let first = c
+                .gated
+                .first()
+                .map(|m| m.requests.clone())
+                .unwrap_or_default();
+            return Err(refused(
+                first.clone(),
+                available,
+                Some(Why::NoNode { member: first }),
+            ));
+        }
+        self.extras.insert(i, released);
+        self.admitted_with(i, slot, &taken);
+        Ok(())
+    }
+
+    fn admitted(&mut self, i: usize, c: &Candidate<'s>, slot: usize) {
+        self.admitted_with(i, slot, &c.requests);
+    }
+
+    /// Records candidate `i` of queue `slot` admitted, holding `requests`.
+    fn admitted_with(&mut self, i: usize, slot: usize, requests: &Resources) {
+        self.held[slot].add(requests);
+        for &p in &self.ancestors[slot] {
+            self.subtree[p].add(requests);
+        }
+        self.room
+            .set_unused_guarantee(slot, &self.guarantees[slot], &self.held[slot]);
+        self.admitted.push(i);
+    }
+
+    /// When the head could start at the earliest (see the module docs), computed once.
+    fn shadow(&mut self) -> i64 {
+        if let Some(at) = self.shadow {
+            return at;
+        }
+        let at = backfill::shadow_time(self.state, &self.room, self.now);
+        self.shadow = Some(at);
+        at
+    }
+}
+
+/// Why a group does not fit the free room: the sum of what it `needed` exceeds what was
+/// `available` to it, or else why its members could not be `placed` (no node, no domain).
+fn refused(needed: Resources, available: Resources, placed: Option<Why>) -> Why {
+    placed.unwrap_or(Why::Room { needed, available })
+}
+
+/// Whether `group` held room on `node` as the head of the line after the previous pass (the
+/// loop keeps a head's reservation as a claim without a deadline, see [`super`]).
+fn held_before(state: &State, group: &GroupKey, node: &str) -> bool {
+    state
+        .ledger
+        .claims
+        .get(group)
+        .is_some_and(|c| c.reservation() && c.slots.iter().any(|s| s.node == node))
+}
+
+/// Per queue (by slot): the slots of its ancestors, nearest first. A parent that does not
+/// exist ends the chain, and so does a cycle (which the webhook refuses).
+fn ancestry(queues: &[&Queue]) -> Vec<Vec<usize>> {
+    let slot_of: FxHashMap<&str, usize> = queues
+        .iter()
+        .enumerate()
+        .map(|(slot, q)| (q.name.as_str(), slot))
+        .collect();
+    queues
+        .iter()
+        .enumerate()
+        .map(|(slot, q)| {
+            let mut chain: Vec<usize> = Vec::new();
+            let mut parent = q.parent.as_deref();
+            while let Some(&p) = parent.and_then(|name| slot_of.get(name)) {
+                if p == slot || chain.contains(&p) {
+                    break;
+                }
+                chain.push(p);
+                parent = queues[p].parent.as_deref();
+            }
+            chain
+        })
+        .collect()
+}
+
+/// The capability bounds `queue` would exceed, holding `holds`, by taking `requests`.
+fn over_capability(queue: &Queue, holds: &Resources, requests: &Resources) -> Option<Why> {
+    let over: Vec<_> = queue
+        .capability
+        .iter()
+        .filter(|(id, limit)| holds.amount(*id).saturating_add(requests.amount(*id)) > *limit)
+        .map(|(id, limit)| (id, holds.amount(id), requests.amount(id), limit))
+        .collect();
+    (!over.is_empty()).then(|| Why::Capability {
+        queue: queue.name.clone(),
+        over,
+    })
+}

@@ -1,0 +1,134 @@
+//! The [`Decision`] a pass leaves: the groups admitted (with the domain chosen for each), those
+//! left waiting and why, what waits only for room (for reclaim), the head's reservation, each
+//! queue's report, and the door for admissions on arrival when only members are lacking.
+
+use super::collect::Book;
+use super::decision::{Admission, Decision, Hold, PodRef, QueueReport, RoomWait, Waiting};
+use super::order::Waits;
+use super::pass::Pass;
+use super::share::Shares;
+use crate::admit::door::Door;
+use crate::admit::why::{Reason, Why};
+use crate::model::Member;
+
+/// What `pass` decided over `book`.
+pub(super) fn report(pass: Pass, book: Book, shares: Shares, waits: Waits) -> Decision {
+    let state = pass.state;
+    let candidates = &book.candidates;
+    let Waits { mut whys, waited } = waits;
+    let (names, mut reports): (Vec<String>, Vec<QueueReport>) = shares.queues.into_iter().unzip();
+    let mut decision = Decision {
+        hold: pass.head.map(|(group, overdue)| Hold {
+            group: group.clone(),
+            overdue,
+            nodes: pass
+                .room
+                .held
+                .iter()
+                .map(|(at, held)| (pass.room.names[*at].to_owned(), held.clone()))
+                .collect(),
+            lacking: pass
+                .room
+                .lacking
+                .iter()
+                .map(|(at, lack)| (pass.room.names[*at].to_owned(), lack.clone()))
+                .collect(),
+            seen: pass
+                .room
+                .held
+                .iter()
+                .filter_map(|(at, _)| {
+                    let name = pass.room.names[*at];
+                    let node = state.nodes.slot(name)?.node.as_ref()?;
+                    Some((name.to_owned(), state.free_on(node)))
+                })
+                .collect(),
+        }),
+        ..Decision::default()
+    };
+    for &i in &pass.admitted {
+        let c = &candidates[i];
+        let released = pass.extras.get(&i).map_or(&c.gated[..], |&n| &c.gated[..n]);
+        let (placeholders, gated): (Vec<&Member>, Vec<&Member>) =
+            released.iter().partition(|m| m.pod.is_placeholder());
+        let pods = match (c.topology, pass.domains.get(&i)) {
+            (Some((key, _)), Some(value)) => gated
+                .iter()
+                .map(|m| PodRef::into_domain(&m.pod, key, value))
+                .collect(),
+            _ => gated.iter().map(|m| PodRef::of(&m.pod)).collect(),
+        };
+        decision.admit.push(Admission {
+            group: c.group.cloned(),
+            queue: c.queue.to_owned(),
+            pods,
+            placeholders: placeholders.iter().map(|m| m.pod.uid.clone()).collect(),
+        });
+    }
+    for &i in &waited {
+        let c = &candidates[i];
+        let reason = whys[i].as_ref().map(Why::reason);
+        let capped = reason == Some(Reason::CapabilityReached);
+        let listed = capped || reason.is_some_and(Reason::short_of_room);
+        if listed {
+            decision.short_of_room.push(RoomWait {
+                group: c.group_key(),
+                queue: pass.names[c.slot].clone(),
+                need: c.need().cloned().collect(),
+                requests: c.requests.clone(),
+                priority: c.priority,
+                capped,
+                lone: c.group.is_none(),
+            });
+        }
+    }
+    decision.in_flight = book.in_flight.clone();
+    decision.lent = pass
+        .lent
+        .iter()
+        .filter_map(|&i| candidates[i].group.cloned())
+        .collect();
+    // By group key, which is by index for groups (see [`Book::candidates`]).
+    let mut order = waited;
+    order.sort_unstable();
+    decision.waiting.reserve(order.len());
+    for i in order {
+        let c = &candidates[i];
+        if let Some(report) = reports.get_mut(c.slot) {
+            report.waiting_groups += 1;
+        }
+        if let Some(why) = whys[i].take() {
+            decision.waiting.push(Waiting {
+                group: c.group_key(),
+                why,
+                pod: c.lone_pod(),
+            });
+        }
+    }
+    for (report, guarantee) in reports.iter_mut().zip(pass.guarantees) {
+        report.guarantee = guarantee;
+    }
+    let only_members_lack = decision.hold.is_none()
+        && decision.waiting.iter().all(|w| {
+            matches!(
+                w.why,
+                Why::Members { .. } | Why::PodGroupMissing { .. } | Why::SchedulerNotServed { .. }
+            )
+        });
+    if only_members_lack {
+        let by_slot = &pass.queues;
+        let uncapped = |slot: usize| by_slot[slot].capability.is_unbounded();
+        let queues = by_slot
+            .iter()
+            .enumerate()
+            .filter(|&(slot, q)| {
+                q.open && uncapped(slot) && pass.ancestors[slot].iter().all(|&a| uncapped(a))
+            })
+            .map(|(_, q)| q.name.clone())
+            .collect();
+        let (nodes, total) = pass.room.left_for_arrivals();
+        decision.door = Some(Door::new(nodes, total, queues, state.nodes.shrunk()));
+    }
+    decision.queues = names.into_iter().zip(reports).collect();
+    decision
+}

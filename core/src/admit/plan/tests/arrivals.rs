@@ -1,0 +1,257 @@
+//! The door for admissions on arrival, and groups admitted ahead of their members.
+
+use super::*;
+
+#[test]
+fn a_pass_that_leaves_groups_waiting_only_for_members_opens_the_door_to_uncapped_open_queues() {
+    let mut s = cluster();
+    let mut capped = Queue::new("capped");
+    capped.capability.set("cpu", 4_000);
+    s.apply_queue(capped);
+    let mut closed = Queue::new("closed");
+    closed.open = false;
+    s.apply_queue(closed);
+    group(&mut s, "g", 3);
+    s.apply_pod(pod("a", Some("g"), true, 10));
+    let mut door = decide_now(&s).door.expect("only members are missing");
+    assert!(!door.admit("capped", &[Resources::from([("cpu", 1)])]));
+    assert!(!door.admit("closed", &[Resources::from([("cpu", 1)])]));
+    assert!(door.admit("q", &vec![Resources::from([("cpu", 1_000)]); 8]));
+    assert!(
+        !door.admit("q", &[Resources::from([("cpu", 1)])]),
+        "the 8 CPUs of n1 are taken"
+    );
+}
+
+#[test]
+fn a_group_waiting_for_room_closes_the_door() {
+    let mut s = cluster();
+    gang(&mut s, "big", "q", 3, 4_000, 10);
+    let d = decide_now(&s);
+    assert_eq!(reason(&d, "big"), Reason::DoesNotFit);
+    assert_eq!(d.door, None);
+}
+
+#[test]
+fn the_first_member_admits_its_gang_on_arrival_and_its_later_members_follow_it() {
+    let now = std::time::Instant::now();
+    let cpu = Resources::from([("cpu", 2_000), ("pods", 1)]);
+    let mut s = cluster();
+    group(&mut s, "g", 3);
+    group(&mut s, "late", 2);
+    s.apply_pod(pod("late-0", Some("late"), true, 1));
+    let mut zoned = PodGroup::new(GroupKey::new("ns", "zoned"), 1, "q");
+    zoned.topology_key = Some("zone".into());
+    s.apply_pod_group(zoned);
+    let d = decide_now(&s);
+    crate::admit::hold::record(&mut s, None, &d, now);
+
+    let g = GroupKey::new("ns", "g");
+    assert!(
+        s.admit_on_arrival(&g, "p", &cpu, now, 0),
+        "3 × 2 of 8 CPUs fit"
+    );
+    assert!(
+        s.admit_on_arrival(&g, "p", &cpu, now, 0),
+        "a later member of g"
+    );
+    assert!(
+        !s.admit_on_arrival(&GroupKey::new("ns", "late"), "p", &cpu, now, 0),
+        "late's first member arrived gated"
+    );
+    assert!(!s.admit_on_arrival(&GroupKey::new("ns", "zoned"), "p", &cpu, now, 0));
+    assert!(!s.admit_on_arrival(&GroupKey::new("ns", "unknown"), "p", &cpu, now, 0));
+    group(&mut s, "h", 2);
+    assert!(
+        !s.admit_on_arrival(&GroupKey::new("ns", "h"), "p", &cpu, now, 0),
+        "2 of 8 CPUs are left"
+    );
+
+    // The next pass does not see g's members yet: its door keeps their room out.
+    let d = decide_now(&s);
+    crate::admit::hold::record(&mut s, None, &d, now);
+    assert!(!s.admit_on_arrival(&GroupKey::new("ns", "h"), "p", &cpu, now, 0));
+    let later = now + crate::admit::door::ARRIVAL_ROOM_KEPT;
+    crate::admit::hold::record(&mut s, None, &d, later);
+    assert!(s.admit_on_arrival(&GroupKey::new("ns", "h"), "p", &cpu, later, 0));
+}
+
+#[test]
+fn a_gang_admitted_on_arrival_lets_in_min_member_pods_no_larger_than_its_first_and_gates_the_rest()
+{
+    let now = std::time::Instant::now();
+    let nothing = Resources::from([("pods", 1)]);
+    let gpus = Resources::from([("cpu", 1_000), ("nvidia.com/gpu", 8), ("pods", 1)]);
+    let mut s = cluster();
+    group(&mut s, "g", 2);
+    let d = decide_now(&s);
+    crate::admit::hold::record(&mut s, None, &d, now);
+    let g = GroupKey::new("ns", "g");
+    assert!(
+        s.admit_on_arrival(&g, "first", &nothing, now, 0),
+        "two pods asking nothing fit"
+    );
+    assert!(
+        !s.admit_on_arrival(&g, "big", &gpus, now, 0),
+        "a member larger than the first takes the gate"
+    );
+    assert!(s.admit_on_arrival(&g, "second", &nothing, now, 0));
+    for i in 0..50 {
+        assert!(
+            !s.admit_on_arrival(&g, &format!("extra-{i}"), &nothing, now, 0),
+            "members beyond minMember take the gate"
+        );
+    }
+}
+
+#[test]
+fn a_node_that_goes_not_ready_after_the_pass_shuts_the_door_until_the_next_pass() {
+    let now = std::time::Instant::now();
+    let cpu = Resources::from([("cpu", 2_000), ("pods", 1)]);
+    let mut s = cluster();
+    node(&mut s, "n2", 8_000);
+    group(&mut s, "g", 3);
+    let d = decide_now(&s);
+    crate::admit::hold::record(&mut s, None, &d, now);
+    let mut not_ready = s.nodes["n2"].clone();
+    not_ready.not_ready = true;
+    s.apply_node(not_ready.clone());
+    let g = GroupKey::new("ns", "g");
+    assert!(
+        !s.admit_on_arrival(&g, "p", &cpu, now, 0),
+        "the door counted n2's room"
+    );
+
+    let d = decide_now(&s);
+    crate::admit::hold::record(&mut s, None, &d, now);
+    assert!(
+        s.admit_on_arrival(&g, "p", &cpu, now, 0),
+        "3 × 2 of n1's 8 CPUs fit"
+    );
+
+    s.apply_node(not_ready);
+    group(&mut s, "h", 1);
+    assert!(
+        s.admit_on_arrival(&GroupKey::new("ns", "h"), "p", &cpu, now, 0),
+        "an update that takes no room away leaves the door open"
+    );
+    s.delete_node("n1");
+    group(&mut s, "i", 1);
+    assert!(!s.admit_on_arrival(&GroupKey::new("ns", "i"), "p", &cpu, now, 0));
+}
+
+/// A group of `min` admitted ahead of its members on `cpu` millicores in all, created at
+/// 0, admitted at `admitted_at`.
+fn ahead(s: &mut State, name: &str, min: u32, cpu: i64, admitted_at: Option<i64>) {
+    s.apply_pod_group(PodGroup {
+        schedule_timeout: Duration::from_secs(60),
+        ahead: Some(crate::model::Ahead {
+            share: Resources::from([("cpu", cpu), ("pods", i64::from(min))]).part(min),
+            created: 0,
+            admitted_at,
+        }),
+        ..PodGroup::new(GroupKey::new("ns", name), min, "q")
+    });
+}
+
+#[test]
+fn a_group_admitted_ahead_is_admitted_on_its_min_resources_before_its_pods_exist() {
+    let mut s = cluster();
+    ahead(&mut s, "vc", 4, 6_000, None);
+    let d = decide_at(&s, &|_| false, 10);
+    assert_eq!(admitted(&d), ["vc"]);
+    assert!(d.admit[0].pods.is_empty());
+    assert_eq!(d.admit[0].placeholders.len(), 4);
+
+    // Too big for the node: it waits for room like any gang.
+    let mut s = cluster();
+    ahead(&mut s, "big", 4, 9_000, None);
+    let d = decide_at(&s, &|_| false, 10);
+    assert!(d.admit.is_empty());
+    assert!(d.waiting[0].reason().short_of_room(), "{:?}", d.waiting);
+}
+
+#[test]
+fn members_of_a_group_admitted_ahead_created_at_once_pass_ungated_only_up_to_min_member() {
+    let mut s = cluster();
+    ahead(&mut s, "vc", 4, 6_000, Some(100));
+    let (vc, cpu) = (GroupKey::new("ns", "vc"), Resources::from([("cpu", 1_500)]));
+    let now = std::time::Instant::now();
+    // Eight members created before the watch shows any: the first four pass.
+    let passed: Vec<bool> = (0..8)
+        .map(|i| s.admit_on_arrival(&vc, &format!("vc-{i}"), &cpu, now, 120))
+        .collect();
+    assert_eq!(passed, [true, true, true, true, false, false, false, false]);
+    // Once the watch shows them, they count as live members, not twice.
+    for i in 0..4 {
+        s.apply_pod(pod(&format!("vc-{i}"), Some("vc"), false, 110));
+    }
+    assert!(!s.admit_on_arrival(&vc, "vc-4", &cpu, now, 120));
+}
+
+#[test]
+fn arrivals_of_groups_admitted_ahead_are_forgotten_after_a_pass_once_old_or_gone() {
+    let mut s = cluster();
+    ahead(&mut s, "vc", 4, 6_000, Some(100));
+    ahead(&mut s, "gone", 4, 6_000, Some(100));
+    let cpu = Resources::from([("cpu", 1_500)]);
+    let now = std::time::Instant::now();
+    for name in ["vc", "gone"] {
+        assert!(s.admit_on_arrival(&GroupKey::new("ns", name), "p", &cpu, now, 120));
+    }
+    s.delete_pod_group(&GroupKey::new("ns", "gone"));
+    s.set_door(None, now);
+    assert_eq!(
+        s.ledger.ahead_arrivals.len(),
+        1,
+        "a deleted group's are forgotten"
+    );
+    s.set_door(None, now + crate::admit::door::ARRIVAL_ROOM_KEPT);
+    assert!(
+        s.ledger.ahead_arrivals.is_empty(),
+        "{:?}",
+        s.ledger.ahead_arrivals
+    );
+}
+
+#[test]
+fn an_admission_ahead_keeps_its_room_until_it_lapses() {
+    let mut s = cluster();
+    ahead(&mut s, "vc", 4, 6_000, Some(100));
+    gang(&mut s, "next", "q", 1, 4_000, 50);
+    // Admitted at 100 with a timeout of 60: its 6 CPUs are taken until 160.
+    let d = decide_at(&s, &|_| false, 150);
+    assert!(d.admit.is_empty(), "{:?}", d.admit);
+    assert_eq!(d.in_flight.get("cpu"), 6_000);
+    // Its members are created without the gate while it holds; not after it lapsed.
+    let (vc, cpu) = (GroupKey::new("ns", "vc"), Resources::from([("cpu", 1_500)]));
+    let now = std::time::Instant::now();
+    assert!(s.admit_on_arrival(&vc, "p", &cpu, now, 150));
+    assert!(!s.admit_on_arrival(&vc, "p", &cpu, now, 161));
+    // One member created: it and three placeholders hold the room.
+    s.apply_pod(Pod {
+        scheduling_gates: vec![],
+        requests: Resources::from([("cpu", 1_500), ("pods", 1)]),
+        ..pod("vc-0", Some("vc"), false, 120)
+    });
+    let d = decide_at(&s, &|_| false, 150);
+    assert!(d.admit.is_empty());
+    assert_eq!(d.in_flight.get("cpu"), 6_000);
+    // Lapsed with a member: only the member counts, so the next gang fits.
+    let d = decide_at(&s, &|_| false, 161);
+    assert_eq!(admitted(&d), ["next"]);
+    assert_eq!(d.in_flight.get("cpu"), 1_500);
+}
+
+#[test]
+fn a_lapsed_admission_ahead_without_members_waits_again() {
+    let mut s = cluster();
+    ahead(&mut s, "vc", 4, 6_000, Some(100));
+    let d = decide_at(&s, &|_| false, 161);
+    assert_eq!(admitted(&d), ["vc"]);
+    assert_eq!(d.admit[0].placeholders.len(), 4);
+    // Recorded but not yet seen: the pass counts the placeholders released.
+    let d = decide_at(&s, &|uid| uid.starts_with("placeholder:"), 161);
+    assert!(d.admit.is_empty());
+    assert_eq!(d.in_flight.get("cpu"), 6_000);
+}

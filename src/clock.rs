@@ -1,0 +1,11 @@
+//! The wall clock, read here and handed to the pure core as an argument (the core never reads
+//! it itself): the admission pass's `now` and admission-on-arrival times, in Unix seconds.
+
+use std::time::{SystemTime, UNIX_EPOCH};
+
+/// Now, in Unix seconds (0 before 1970, which a misset clock could report).
+pub fn unix_now() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX))
+}
