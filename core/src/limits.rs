@@ -41,6 +41,7 @@ mod tests {
     use std::time::{Duration, Instant};
 
     use super::*;
+    use crate::admit::door;
     use crate::claims::{self, Settings};
     use crate::model::names::ADMISSION_GATE;
     use crate::model::{Ahead, GroupKey, Node, Pod, PodGroup, Queue, Resources, State};
@@ -132,13 +133,21 @@ mod tests {
         assert!(s.ledger.claims.is_empty(), "no claim is planned");
 
         // The door is open (nothing waits for room), yet the gang is not let in on arrival.
-        s.set_door(decide_now(&s).door, now);
+        let opened = decide_now(&s).door;
+        door::open(&mut s, opened, now);
         assert!(s.ledger.door.is_some());
         let mut plain = PodGroup::new(key.clone(), i32::MAX.unsigned_abs(), "q");
         plain.schedule_timeout = Duration::from_secs(60);
         s.apply_pod_group(plain);
         s.delete_pod(&pod.uid);
-        assert!(!s.admit_on_arrival(&key, "huge-1", &pod.requests, now, 0));
+        assert!(!door::admit_on_arrival(
+            &mut s,
+            &key,
+            "huge-1",
+            &pod.requests,
+            now,
+            0
+        ));
     }
 
     #[test]

@@ -12,7 +12,7 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use gangplank_core::admit::groups::Groups;
-use gangplank_core::admit::{hold, plan};
+use gangplank_core::admit::{door, hold, plan};
 use gangplank_core::model::names::ADMISSION_GATE;
 use gangplank_core::model::{GroupKey, Node, Pod, PodGroup, PodPhase, Queue, Resources, State};
 use proptest::prelude::*;
@@ -156,8 +156,7 @@ impl World {
                 let key = group.as_deref().map(|g| GroupKey::new("ns", g));
                 // The mutating webhook: ungated only when admitted on arrival.
                 let arrived = key.as_ref().is_some_and(|key| {
-                    self.state
-                        .admit_on_arrival(key, &uid, &requests, self.now, 0)
+                    door::admit_on_arrival(&mut self.state, key, &uid, &requests, self.now, 0)
                 });
                 self.state.apply_pod(Pod {
                     uid: uid.clone(),

@@ -10,7 +10,7 @@
 
 use std::time::Instant;
 
-use gangplank_core::admit::{hold, plan};
+use gangplank_core::admit::{door, hold, plan};
 use gangplank_core::claims::{self, Settings, Verdict};
 use gangplank_core::model::{GroupKey, Pod, PodGroup, Resources, State};
 use gangplank_core::policy::constraints::Constraints;
@@ -104,7 +104,7 @@ impl Ledger {
     }
 
     /// Whether a new member of `group` asking `requests` is created ungated, its gang admitted
-    /// on arrival (the mutating webhook; [`State::admit_on_arrival`]).
+    /// on arrival (the mutating webhook; [`door::admit_on_arrival`]).
     pub fn admit_on_arrival(
         &self,
         group: &GroupKey,
@@ -112,7 +112,9 @@ impl Ledger {
         requests: &Resources,
         now: Instant,
     ) -> bool {
-        self.write(|s| s.admit_on_arrival(group, name, requests, now, crate::clock::unix_now()))
+        self.write(|s| {
+            door::admit_on_arrival(s, group, name, requests, now, crate::clock::unix_now())
+        })
     }
 
     fn write<T>(&self, f: impl FnOnce(&mut State) -> T) -> T {

@@ -4,8 +4,8 @@
 //!
 //! The pass leaves a [`Door`] when every group it left waiting lacks only members (nothing
 //! waits for room, quota, its queue or its share, and no group heads the line): the room it
-//! left free, node by node, less every queue's unused guarantee. The mutating webhook asks the
-//! ledger ([`crate::model::State::admit_on_arrival`]) for each new pod of a group; the first
+//! left free, node by node, less every queue's unused guarantee. The mutating webhook asks
+//! [`admit_on_arrival`] for each new pod of a group; the first
 //! member of a gang whose `minMember` copies of it fit in the door is admitted, and the door
 //! shrinks by them until the next pass makes a new one. Recent arrivals are placed again in
 //! each new door (the pass may not see their members yet), so two passes never hand out the
@@ -21,130 +21,121 @@
 //! Arrivals carry no placing marker by default, so the extender's filter does not see them:
 //! this bound, not filter, is what keeps them inside the room the door counted.
 
-use std::collections::BTreeSet;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
-use crate::model::Resources;
+use crate::limits;
+use crate::model::arrivals::{ARRIVAL_ROOM_KEPT, Arrival, Door};
+use crate::model::{GroupKey, Resources, State};
 use crate::policy::fit::first_fit;
 
-/// How long an arrival's room is kept out of each new door: by then its members exist and
-/// the pass counts them itself.
-pub const ARRIVAL_ROOM_KEPT: Duration = Duration::from_secs(30);
-
-/// Room a pass left for admissions on arrival.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct Door {
-    /// Free room per schedulable node.
-    nodes: Vec<Resources>,
-    /// What any queue may still take.
-    total: Resources,
-    /// Queues a group may be admitted into on arrival.
-    queues: BTreeSet<String>,
-    /// [`crate::model::Nodes::shrunk`] of the state the pass saw: once it has moved, some of
-    /// this room may be gone, and the door lets nobody in until the next pass.
-    nodes_shrunk: u64,
+/// Whether a new member of the gang `key`, asking `requests`, is created without the
+/// admission gate: its gang was admitted on arrival and has a place left for it
+/// ([`Arrival::let_in_another`]), or this is its first member and the door lets `minMember`
+/// copies of it in, which admits the gang. Only a gang whose PodGroup the model knows,
+/// without a `topologyKey` and not elastic. Also a member of a group admitted ahead
+/// ([`crate::model::Ahead`]) while the admission holds at `wall` (Unix seconds) and fewer than
+/// `minMember` members exist or were let in (by `name`) and are not shown yet: its placeholder
+/// kept its room.
+pub fn admit_on_arrival(
+    state: &mut State,
+    key: &GroupKey,
+    name: &str,
+    requests: &Resources,
+    now: Instant,
+    wall: i64,
+) -> bool {
+    if let Some(let_in) = state.let_in_another(key, requests) {
+        return let_in;
+    }
+    let Some(group) = state.groups.get(key) else {
+        return false;
+    };
+    let Some(spec) = group.spec.clone() else {
+        return false;
+    };
+    if let Some(ahead) = &spec.ahead {
+        let live: Vec<String> = group
+            .members
+            .values()
+            .filter(|m| m.live)
+            .map(|m| m.pod.name.clone())
+            .collect();
+        let recent = state.recent_ahead_arrivals(key, &live, now);
+        let admit = ahead.holds_at(wall, spec.schedule_timeout)
+            && live.len() + recent < spec.min_member as usize;
+        if admit {
+            state.note_ahead_arrival(key, name, now);
+        }
+        return admit;
+    }
+    let elastic = spec.max_member.is_some_and(|max| max > spec.min_member);
+    let first = !group.members.values().any(|m| m.live);
+    let too_large = !limits::gang_within_limit(spec.min_member);
+    if spec.topology_key.is_some() || elastic || !first || too_large {
+        return false;
+    }
+    let need = vec![requests.clone(); spec.min_member as usize];
+    let shrunk = state.nodes.shrunk();
+    let Some(door) = state.door_mut() else {
+        return false;
+    };
+    if !door.counted_on_current_nodes(shrunk) || !let_in(door, &spec.queue, &need) {
+        return false;
+    }
+    state.note_arrival(key, Arrival::new(spec.queue.clone(), need, now));
+    true
 }
 
-/// A gang admitted on arrival.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Arrival {
-    pub queue: String,
-    /// What it was admitted for: one entry per member.
-    pub need: Vec<Resources>,
-    pub at: Instant,
-    /// Members created ungated so far, the first among them.
-    pub let_in: usize,
+/// Opens `door` (the last pass's) less the room of recent arrivals, and forgets arrivals (on
+/// arrival, or of groups admitted ahead) older than [`ARRIVAL_ROOM_KEPT`] or whose group is
+/// gone: the admission loop calls it after each pass, so they do not pile up.
+pub fn open(state: &mut State, door: Option<Door>, now: Instant) {
+    state.forget_arrivals_before(now);
+    let door = door.and_then(|d| after(d, state.ledger.arrivals.values(), now));
+    state.set_door(door);
 }
 
-impl Arrival {
-    /// The gang's first member admitted it, for `need`, at `at`.
-    pub fn new(queue: String, need: Vec<Resources>, at: Instant) -> Arrival {
-        Arrival {
-            queue,
-            need,
-            at,
-            let_in: 1,
-        }
+/// Takes room for `need` in `queue`, if the door lets it in.
+pub fn let_in(door: &mut Door, queue: &str, need: &[Resources]) -> bool {
+    if !door.queues.contains(queue) || need.is_empty() {
+        return false;
     }
-
-    /// Lets another member in ungated when the gang's room has a place left for it: no more
-    /// members than it was admitted for, none larger than the first. Any other goes through
-    /// the gate and the admission pass, which counts what it really asks.
-    pub fn let_in_another(&mut self, requests: &Resources) -> bool {
-        let Some(place) = self.need.get(self.let_in) else {
-            return false;
-        };
-        if !requests.fits_in(place) {
-            return false;
-        }
-        self.let_in += 1;
-        true
+    let mut sum = Resources::new();
+    need.iter().for_each(|r| sum.add(r));
+    if !sum.fits_in(&door.total) {
+        return false;
     }
+    let Ok(placed) = first_fit(&door.nodes, need) else {
+        return false;
+    };
+    for (at, pod) in placed {
+        door.nodes[at].sub(pod);
+    }
+    door.total.sub(&sum);
+    true
 }
 
-impl Door {
-    pub fn new(
-        nodes: Vec<Resources>,
-        total: Resources,
-        queues: BTreeSet<String>,
-        nodes_shrunk: u64,
-    ) -> Door {
-        Door {
-            nodes,
-            total,
-            queues,
-            nodes_shrunk,
+/// This door with the room of `arrivals` (admitted since `now - ARRIVAL_ROOM_KEPT`) taken
+/// out again; `None` when one of them no longer fits.
+pub fn after<'a>(
+    mut door: Door,
+    arrivals: impl IntoIterator<Item = &'a Arrival>,
+    now: Instant,
+) -> Option<Door> {
+    for arrival in arrivals {
+        if now.saturating_duration_since(arrival.at) >= ARRIVAL_ROOM_KEPT {
+            continue;
+        }
+        let everyone = door.queues.insert(arrival.queue.clone());
+        let fits = let_in(&mut door, &arrival.queue, &arrival.need);
+        if everyone {
+            door.queues.remove(&arrival.queue);
+        }
+        if !fits {
+            return None;
         }
     }
-
-    /// Whether the room was counted on the nodes as they are now (`nodes_shrunk` is
-    /// [`crate::model::Nodes::shrunk`] now).
-    pub fn counted_on_current_nodes(&self, nodes_shrunk: u64) -> bool {
-        self.nodes_shrunk == nodes_shrunk
-    }
-
-    /// Takes room for `need` in `queue`, if the door lets it in.
-    pub fn admit(&mut self, queue: &str, need: &[Resources]) -> bool {
-        if !self.queues.contains(queue) || need.is_empty() {
-            return false;
-        }
-        let mut sum = Resources::new();
-        need.iter().for_each(|r| sum.add(r));
-        if !sum.fits_in(&self.total) {
-            return false;
-        }
-        let Ok(placed) = first_fit(&self.nodes, need) else {
-            return false;
-        };
-        for (at, pod) in placed {
-            self.nodes[at].sub(pod);
-        }
-        self.total.sub(&sum);
-        true
-    }
-
-    /// This door with the room of `arrivals` (admitted since `now - ARRIVAL_ROOM_KEPT`) taken
-    /// out again; `None` when one of them no longer fits.
-    pub fn after<'a>(
-        mut self,
-        arrivals: impl IntoIterator<Item = &'a Arrival>,
-        now: Instant,
-    ) -> Option<Door> {
-        for arrival in arrivals {
-            if now.saturating_duration_since(arrival.at) >= ARRIVAL_ROOM_KEPT {
-                continue;
-            }
-            let everyone = self.queues.insert(arrival.queue.clone());
-            let fits = self.admit(&arrival.queue, &arrival.need);
-            if everyone {
-                self.queues.remove(&arrival.queue);
-            }
-            if !fits {
-                return None;
-            }
-        }
-        Some(self)
-    }
+    Some(door)
 }
 
 #[cfg(test)]
@@ -170,27 +161,27 @@ mod tests {
     #[test]
     fn a_gang_that_fits_node_by_node_is_let_in_and_the_door_shrinks_by_it() {
         let mut door = door(&[4_000, 4_000], &["a"]);
-        assert!(door.admit("a", &[cpu(3_000), cpu(3_000)]));
+        assert!(let_in(&mut door, "a", &[cpu(3_000), cpu(3_000)]));
         assert!(
-            !door.admit("a", &[cpu(2_000)]),
+            !let_in(&mut door, "a", &[cpu(2_000)]),
             "1 CPU is left on each node"
         );
-        assert!(door.admit("a", &[cpu(1_000), cpu(1_000)]));
-        assert!(!door.admit("a", &[cpu(1)]));
+        assert!(let_in(&mut door, "a", &[cpu(1_000), cpu(1_000)]));
+        assert!(!let_in(&mut door, "a", &[cpu(1)]));
     }
 
     #[test]
     fn a_gang_whose_sum_fits_but_whose_members_do_not_is_refused() {
         let mut door = door(&[2_000, 2_000], &["a"]);
-        assert!(!door.admit("a", &[cpu(3_000)]));
-        assert!(door.admit("a", &[cpu(2_000), cpu(2_000)]));
+        assert!(!let_in(&mut door, "a", &[cpu(3_000)]));
+        assert!(let_in(&mut door, "a", &[cpu(2_000), cpu(2_000)]));
     }
 
     #[test]
     fn only_the_queues_the_pass_named_are_let_in() {
         let mut door = door(&[4_000], &["a"]);
-        assert!(!door.admit("capped", &[cpu(1)]));
-        assert!(!door.admit("a", &[]), "nothing to admit");
+        assert!(!let_in(&mut door, "capped", &[cpu(1)]));
+        assert!(!let_in(&mut door, "a", &[]), "nothing to admit");
     }
 
     #[test]
@@ -198,16 +189,15 @@ mod tests {
         let now = Instant::now();
         let recent = Arrival::new("capped".into(), vec![cpu(3_000)], now);
         let old = Arrival::new("a".into(), vec![cpu(4_000)], now - ARRIVAL_ROOM_KEPT);
-        let mut after = door(&[4_000], &["a"])
-            .after([&recent, &old], now)
+        let mut after = super::after(door(&[4_000], &["a"]), [&recent, &old], now)
             .expect("the recent arrival fits");
         assert!(
-            !after.admit("a", &[cpu(2_000)]),
+            !let_in(&mut after, "a", &[cpu(2_000)]),
             "3 of 4 CPU are the arrival's"
         );
-        assert!(after.admit("a", &[cpu(1_000)]));
+        assert!(let_in(&mut after, "a", &[cpu(1_000)]));
         assert!(
-            !after.admit("capped", &[cpu(1)]),
+            !let_in(&mut after, "capped", &[cpu(1)]),
             "the arrival's queue is not let in for it"
         );
 
@@ -215,6 +205,6 @@ mod tests {
             need: vec![cpu(5_000)],
             ..recent
         };
-        assert_eq!(door(&[4_000], &["a"]).after([&too_big], now), None);
+        assert_eq!(super::after(door(&[4_000], &["a"]), [&too_big], now), None);
     }
 }

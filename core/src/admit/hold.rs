@@ -15,7 +15,7 @@ pub fn record(state: &mut State, before: Option<&Hold>, decision: &Decision, at:
         hold_room(state, before, decision.hold.as_ref(), &decision.admit, at);
         state.ledger.lent.extend(decision.lent.iter().cloned());
     }
-    state.set_door(decision.door.clone(), at);
+    super::door::open(state, decision.door.clone(), at);
 }
 
 /// Replaces the claim that holds the head's reservation (`before`) with `now`'s. When the

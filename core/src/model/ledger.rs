@@ -13,11 +13,10 @@ use std::time::Instant;
 
 use rustc_hash::{FxHashMap, FxHashSet};
 
+use super::arrivals::{ARRIVAL_ROOM_KEPT, Arrival, Door};
 use super::nodes::Sum;
 use super::objects::{GroupKey, Resources};
 use super::state::State;
-use crate::admit::door::{ARRIVAL_ROOM_KEPT, Arrival, Door};
-use crate::limits;
 
 /// Gangplank's own decisions, by what they name.
 #[derive(Debug, Clone, Default)]
@@ -32,13 +31,13 @@ pub struct Ledger {
     /// `crate::claims::filter`, cleared when a claim succeeds): the controller shows it in the
     /// PodGroup's `Scheduled` condition while the gang waits.
     pub wait_reasons: FxHashMap<GroupKey, String>,
-    /// Room the last admission pass left for admissions on arrival (`crate::admit::door`);
+    /// Room the last admission pass left for admissions on arrival ([`Door`]);
     /// `None` while something waits.
     pub door: Option<Door>,
     /// Gangs admitted on arrival, by group: their later members are created ungated too.
     pub arrivals: FxHashMap<GroupKey, Arrival>,
     /// Members of groups admitted ahead that the webhook let in ungated, by pod name and when,
-    /// until the watch shows them (or [`crate::admit::door::ARRIVAL_ROOM_KEPT`] passes): pods
+    /// until the watch shows them (or [`ARRIVAL_ROOM_KEPT`] passes): pods
     /// created at once all find fewer than `minMember` live members, and only `minMember` of
     /// them may pass.
     pub ahead_arrivals: FxHashMap<GroupKey, Vec<(String, Instant)>>,
@@ -104,74 +103,48 @@ impl Claim {
 }
 
 impl State {
-    /// Whether a new member of the gang `key`, asking `requests`, is created without the
-    /// admission gate: its gang was admitted on arrival and has a place left for it
-    /// ([`Arrival::let_in_another`]), or this is its first member and the door lets
-    /// `minMember` copies of it in (`crate::admit::door`), which admits the gang.
-    /// Only a gang whose PodGroup the model knows, without a `topologyKey` and not elastic.
-    /// Also a member of a group admitted ahead ([`crate::model::Ahead`]) while the admission
-    /// holds at `wall` (Unix seconds) and fewer than `minMember` members exist or were let in
-    /// (by `name`) and are not shown yet: its placeholder kept its room.
-    pub fn admit_on_arrival(
-        &mut self,
-        key: &GroupKey,
-        name: &str,
-        requests: &Resources,
-        now: Instant,
-        wall: i64,
-    ) -> bool {
-        if let Some(arrival) = self.ledger.arrivals.get_mut(key) {
-            return arrival.let_in_another(requests);
-        }
-        let Some(group) = self.groups.get(key) else {
-            return false;
-        };
-        let Some(spec) = group.spec.as_deref() else {
-            return false;
-        };
-        if let Some(ahead) = &spec.ahead {
-            let live: Vec<&str> = group
-                .members
-                .values()
-                .filter(|m| m.live)
-                .map(|m| m.pod.name.as_str())
-                .collect();
-            let recent = self.ledger.ahead_arrivals.entry(key.clone()).or_default();
-            recent.retain(|(pod, at)| {
-                now.saturating_duration_since(*at) < ARRIVAL_ROOM_KEPT
-                    && !live.contains(&pod.as_str())
-            });
-            let admit = ahead.holds_at(wall, spec.schedule_timeout)
-                && live.len() + recent.len() < spec.min_member as usize;
-            if admit {
-                recent.push((name.to_owned(), now));
-            }
-            return admit;
-        }
-        let elastic = spec.max_member.is_some_and(|max| max > spec.min_member);
-        let first = !group.members.values().any(|m| m.live);
-        let too_large = !limits::gang_within_limit(spec.min_member);
-        if spec.topology_key.is_some() || elastic || !first || too_large {
-            return false;
-        }
-        let need = vec![requests.clone(); spec.min_member as usize];
-        let queue = spec.queue.clone();
-        let Some(door) = self.ledger.door.as_mut() else {
-            return false;
-        };
-        if !door.counted_on_current_nodes(self.nodes.shrunk()) || !door.admit(&queue, &need) {
-            return false;
-        }
-        self.ledger
-            .arrivals
-            .insert(key.clone(), Arrival::new(queue, need, now));
-        true
+    /// Lets another member of the gang `key` in ungated if the gang was admitted on arrival
+    /// ([`Arrival::let_in_another`]); `None` when it was not.
+    pub fn let_in_another(&mut self, key: &GroupKey, requests: &Resources) -> Option<bool> {
+        let arrival = self.ledger.arrivals.get_mut(key)?;
+        Some(arrival.let_in_another(requests))
     }
 
-    /// Replaces the door with `door` less the room of recent arrivals, and forgets arrivals
-    /// (on arrival, or of groups admitted ahead) older than [`ARRIVAL_ROOM_KEPT`] or whose
-    /// group is gone: the admission loop calls it after each pass, so they do not pile up.
-    pub fn set_door(&mut self, door: Option<Door>, now: Instant) {
+    /// How many members of the group `key` (admitted ahead) were let in ungated within
+    /// [`ARRIVAL_ROOM_KEPT`] before `now` and are not among the `live` ones yet; the others
+    /// are forgotten.
+    pub fn recent_ahead_arrivals(
+        &mut self,
+        key: &GroupKey,
+        live: &[String],
+        now: Instant,
+    ) -> usize {
+        let recent = self.ledger.ahead_arrivals.entry(key.clone()).or_default();
+        recent.retain(|(pod, at)| {
+            now.saturating_duration_since(*at) < ARRIVAL_ROOM_KEPT && !live.contains(pod)
+        });
+        recent.len()
+    }
+
+    /// Records that the member `name` of the group `key` (admitted ahead) was let in ungated.
+    pub fn note_ahead_arrival(&mut self, key: &GroupKey, name: &str, now: Instant) {
+        let recent = self.ledger.ahead_arrivals.entry(key.clone()).or_default();
+        recent.push((name.to_owned(), now));
+    }
+
+    /// The door for admissions on arrival, to take room from; `None` while something waits.
+    pub fn door_mut(&mut self) -> Option<&mut Door> {
+        self.ledger.door.as_mut()
+    }
+
+    /// Records the gang `key` admitted on arrival.
+    pub fn note_arrival(&mut self, key: &GroupKey, arrival: Arrival) {
+        self.ledger.arrivals.insert(key.clone(), arrival);
+    }
+
+    /// Forgets arrivals (on arrival, or of groups admitted ahead) older than
+    /// [`ARRIVAL_ROOM_KEPT`] at `now` or whose group is gone.
+    pub fn forget_arrivals_before(&mut self, now: Instant) {
         let groups = &self.groups;
         self.ledger.arrivals.retain(|key, a| {
             now.saturating_duration_since(a.at) < ARRIVAL_ROOM_KEPT && groups.contains_key(key)
@@ -180,7 +153,11 @@ impl State {
             recent.retain(|(_, at)| now.saturating_duration_since(*at) < ARRIVAL_ROOM_KEPT);
             !recent.is_empty() && groups.contains_key(key)
         });
-        self.ledger.door = door.and_then(|d| d.after(self.ledger.arrivals.values(), now));
+    }
+
+    /// Replaces the door for admissions on arrival.
+    pub fn set_door(&mut self, door: Option<Door>) {
+        self.ledger.door = door;
     }
 
     /// Records why the gang `key` cannot be placed now (`None`: it can). Only groups the model

@@ -1,7 +1,8 @@
 //! The cluster model: nodes, pods, PodGroups and Queues as scheduling sees them ([`objects`]),
 //! resource amounts ([`resources`], [`quantity`]), per-node sums ([`nodes`]), the whole
-//! cluster as the watches show it ([`state`]) and what Gangplank decided itself ([`ledger`]).
+//! cluster as the watches show it ([`state`]) and what Gangplank decided itself ([`ledger`], with [`arrivals`] for admissions on arrival).
 
+pub mod arrivals;
 pub mod ledger;
 pub mod names;
 pub mod nodes;

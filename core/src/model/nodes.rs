@@ -22,7 +22,6 @@ use std::sync::Arc;
 use rustc_hash::FxHashMap;
 
 use super::objects::{Node, Pod, Resources};
-use crate::policy::constraints::blocks_scheduling;
 
 /// One node's record.
 #[derive(Debug, Clone, Default)]
@@ -61,7 +60,7 @@ impl NodeSlot {
         free.sub(&self.claimed);
         self.free = free;
         self.open =
-            !node.unschedulable && !node.taints.iter().any(|t| blocks_scheduling(&t.effect));
+            !node.unschedulable && !node.taints.iter().any(|t| t.effect.blocks_scheduling());
     }
 
     fn is_vacant(&self) -> bool {

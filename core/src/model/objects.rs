@@ -18,6 +18,13 @@ pub enum TaintEffect {
     Other(String),
 }
 
+impl TaintEffect {
+    /// Whether a taint with this effect keeps untolerating pods off the node.
+    pub fn blocks_scheduling(&self) -> bool {
+        matches!(self, TaintEffect::NoSchedule | TaintEffect::NoExecute)
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Taint {
     pub key: String,

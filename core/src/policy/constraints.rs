@@ -143,11 +143,6 @@ pub fn decimal_integer(s: &str) -> Option<i64> {
     if canonical { s.parse().ok() } else { None }
 }
 
-/// Whether a taint with this effect keeps untolerating pods off the node.
-pub fn blocks_scheduling(effect: &TaintEffect) -> bool {
-    matches!(effect, TaintEffect::NoSchedule | TaintEffect::NoExecute)
-}
-
 /// One term of required node affinity: every requirement must hold.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct NodeSelectorTerm {
@@ -305,7 +300,7 @@ pub fn feasible<'a>(node: &'a Node, constraints: &'a Constraints) -> Result<(), 
         return Err(Infeasible::Cordoned);
     }
     for taint in &node.taints {
-        if blocks_scheduling(&taint.effect) && !constraints.tolerates(taint) {
+        if taint.effect.blocks_scheduling() && !constraints.tolerates(taint) {
             return Err(Infeasible::Taint(taint));
         }
     }
@@ -915,7 +910,7 @@ mod tests {
 
             #[test]
             fn a_node_without_blocking_taints_or_cordon_fits_an_unconstrained_pod(n in a_node()) {
-                let blocked = n.unschedulable || n.taints.iter().any(|t| blocks_scheduling(&t.effect));
+                let blocked = n.unschedulable || n.taints.iter().any(|t| t.effect.blocks_scheduling());
                 prop_assert_eq!(feasible(&n, &Constraints::default()).is_ok(), !blocked);
             }
 

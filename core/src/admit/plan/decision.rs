@@ -4,8 +4,8 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use crate::admit::door::Door;
 use crate::admit::why::{Reason, Why};
+use crate::model::arrivals::Door;
 use crate::model::{GroupKey, Pod, Resources};
 use crate::policy::fair_share;
 

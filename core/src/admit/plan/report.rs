@@ -7,9 +7,9 @@ use super::decision::{Admission, Decision, Hold, PodRef, QueueReport, RoomWait, 
 use super::order::Waits;
 use super::pass::Pass;
 use super::share::Shares;
-use crate::admit::door::Door;
 use crate::admit::why::{Reason, Why};
 use crate::model::Member;
+use crate::model::arrivals::Door;
 
 /// What `pass` decided over `book`.
 pub(super) fn report(pass: Pass, book: Book, shares: Shares, waits: Waits) -> Decision {

@@ -14,11 +14,23 @@ fn a_pass_that_leaves_groups_waiting_only_for_members_opens_the_door_to_uncapped
     group(&mut s, "g", 3);
     s.apply_pod(pod("a", Some("g"), true, 10));
     let mut door = decide_now(&s).door.expect("only members are missing");
-    assert!(!door.admit("capped", &[Resources::from([("cpu", 1)])]));
-    assert!(!door.admit("closed", &[Resources::from([("cpu", 1)])]));
-    assert!(door.admit("q", &vec![Resources::from([("cpu", 1_000)]); 8]));
+    assert!(!door::let_in(
+        &mut door,
+        "capped",
+        &[Resources::from([("cpu", 1)])]
+    ));
+    assert!(!door::let_in(
+        &mut door,
+        "closed",
+        &[Resources::from([("cpu", 1)])]
+    ));
+    assert!(door::let_in(
+        &mut door,
+        "q",
+        &vec![Resources::from([("cpu", 1_000)]); 8]
+    ));
     assert!(
-        !door.admit("q", &[Resources::from([("cpu", 1)])]),
+        !door::let_in(&mut door, "q", &[Resources::from([("cpu", 1)])]),
         "the 8 CPUs of n1 are taken"
     );
 }
@@ -48,32 +60,60 @@ fn the_first_member_admits_its_gang_on_arrival_and_its_later_members_follow_it()
 
     let g = GroupKey::new("ns", "g");
     assert!(
-        s.admit_on_arrival(&g, "p", &cpu, now, 0),
+        door::admit_on_arrival(&mut s, &g, "p", &cpu, now, 0),
         "3 × 2 of 8 CPUs fit"
     );
     assert!(
-        s.admit_on_arrival(&g, "p", &cpu, now, 0),
+        door::admit_on_arrival(&mut s, &g, "p", &cpu, now, 0),
         "a later member of g"
     );
     assert!(
-        !s.admit_on_arrival(&GroupKey::new("ns", "late"), "p", &cpu, now, 0),
+        !door::admit_on_arrival(&mut s, &GroupKey::new("ns", "late"), "p", &cpu, now, 0),
         "late's first member arrived gated"
     );
-    assert!(!s.admit_on_arrival(&GroupKey::new("ns", "zoned"), "p", &cpu, now, 0));
-    assert!(!s.admit_on_arrival(&GroupKey::new("ns", "unknown"), "p", &cpu, now, 0));
+    assert!(!door::admit_on_arrival(
+        &mut s,
+        &GroupKey::new("ns", "zoned"),
+        "p",
+        &cpu,
+        now,
+        0
+    ));
+    assert!(!door::admit_on_arrival(
+        &mut s,
+        &GroupKey::new("ns", "unknown"),
+        "p",
+        &cpu,
+        now,
+        0
+    ));
     group(&mut s, "h", 2);
     assert!(
-        !s.admit_on_arrival(&GroupKey::new("ns", "h"), "p", &cpu, now, 0),
+        !door::admit_on_arrival(&mut s, &GroupKey::new("ns", "h"), "p", &cpu, now, 0),
         "2 of 8 CPUs are left"
     );
 
     // The next pass does not see g's members yet: its door keeps their room out.
     let d = decide_now(&s);
     crate::admit::hold::record(&mut s, None, &d, now);
-    assert!(!s.admit_on_arrival(&GroupKey::new("ns", "h"), "p", &cpu, now, 0));
-    let later = now + crate::admit::door::ARRIVAL_ROOM_KEPT;
+    assert!(!door::admit_on_arrival(
+        &mut s,
+        &GroupKey::new("ns", "h"),
+        "p",
+        &cpu,
+        now,
+        0
+    ));
+    let later = now + crate::model::arrivals::ARRIVAL_ROOM_KEPT;
     crate::admit::hold::record(&mut s, None, &d, later);
-    assert!(s.admit_on_arrival(&GroupKey::new("ns", "h"), "p", &cpu, later, 0));
+    assert!(door::admit_on_arrival(
+        &mut s,
+        &GroupKey::new("ns", "h"),
+        "p",
+        &cpu,
+        later,
+        0
+    ));
 }
 
 #[test]
@@ -88,17 +128,19 @@ fn a_gang_admitted_on_arrival_lets_in_min_member_pods_no_larger_than_its_first_a
     crate::admit::hold::record(&mut s, None, &d, now);
     let g = GroupKey::new("ns", "g");
     assert!(
-        s.admit_on_arrival(&g, "first", &nothing, now, 0),
+        door::admit_on_arrival(&mut s, &g, "first", &nothing, now, 0),
         "two pods asking nothing fit"
     );
     assert!(
-        !s.admit_on_arrival(&g, "big", &gpus, now, 0),
+        !door::admit_on_arrival(&mut s, &g, "big", &gpus, now, 0),
         "a member larger than the first takes the gate"
     );
-    assert!(s.admit_on_arrival(&g, "second", &nothing, now, 0));
+    assert!(door::admit_on_arrival(
+        &mut s, &g, "second", &nothing, now, 0
+    ));
     for i in 0..50 {
         assert!(
-            !s.admit_on_arrival(&g, &format!("extra-{i}"), &nothing, now, 0),
+            !door::admit_on_arrival(&mut s, &g, &format!("extra-{i}"), &nothing, now, 0),
             "members beyond minMember take the gate"
         );
     }
@@ -118,26 +160,33 @@ fn a_node_that_goes_not_ready_after_the_pass_shuts_the_door_until_the_next_pass(
     s.apply_node(not_ready.clone());
     let g = GroupKey::new("ns", "g");
     assert!(
-        !s.admit_on_arrival(&g, "p", &cpu, now, 0),
+        !door::admit_on_arrival(&mut s, &g, "p", &cpu, now, 0),
         "the door counted n2's room"
     );
 
     let d = decide_now(&s);
     crate::admit::hold::record(&mut s, None, &d, now);
     assert!(
-        s.admit_on_arrival(&g, "p", &cpu, now, 0),
+        door::admit_on_arrival(&mut s, &g, "p", &cpu, now, 0),
         "3 × 2 of n1's 8 CPUs fit"
     );
 
     s.apply_node(not_ready);
     group(&mut s, "h", 1);
     assert!(
-        s.admit_on_arrival(&GroupKey::new("ns", "h"), "p", &cpu, now, 0),
+        door::admit_on_arrival(&mut s, &GroupKey::new("ns", "h"), "p", &cpu, now, 0),
         "an update that takes no room away leaves the door open"
     );
     s.delete_node("n1");
     group(&mut s, "i", 1);
-    assert!(!s.admit_on_arrival(&GroupKey::new("ns", "i"), "p", &cpu, now, 0));
+    assert!(!door::admit_on_arrival(
+        &mut s,
+        &GroupKey::new("ns", "i"),
+        "p",
+        &cpu,
+        now,
+        0
+    ));
 }
 
 /// A group of `min` admitted ahead of its members on `cpu` millicores in all, created at
@@ -179,14 +228,14 @@ fn members_of_a_group_admitted_ahead_created_at_once_pass_ungated_only_up_to_min
     let now = std::time::Instant::now();
     // Eight members created before the watch shows any: the first four pass.
     let passed: Vec<bool> = (0..8)
-        .map(|i| s.admit_on_arrival(&vc, &format!("vc-{i}"), &cpu, now, 120))
+        .map(|i| door::admit_on_arrival(&mut s, &vc, &format!("vc-{i}"), &cpu, now, 120))
         .collect();
     assert_eq!(passed, [true, true, true, true, false, false, false, false]);
     // Once the watch shows them, they count as live members, not twice.
     for i in 0..4 {
         s.apply_pod(pod(&format!("vc-{i}"), Some("vc"), false, 110));
     }
-    assert!(!s.admit_on_arrival(&vc, "vc-4", &cpu, now, 120));
+    assert!(!door::admit_on_arrival(&mut s, &vc, "vc-4", &cpu, now, 120));
 }
 
 #[test]
@@ -197,16 +246,27 @@ fn arrivals_of_groups_admitted_ahead_are_forgotten_after_a_pass_once_old_or_gone
     let cpu = Resources::from([("cpu", 1_500)]);
     let now = std::time::Instant::now();
     for name in ["vc", "gone"] {
-        assert!(s.admit_on_arrival(&GroupKey::new("ns", name), "p", &cpu, now, 120));
+        assert!(door::admit_on_arrival(
+            &mut s,
+            &GroupKey::new("ns", name),
+            "p",
+            &cpu,
+            now,
+            120
+        ));
     }
     s.delete_pod_group(&GroupKey::new("ns", "gone"));
-    s.set_door(None, now);
+    door::open(&mut s, None, now);
     assert_eq!(
         s.ledger.ahead_arrivals.len(),
         1,
         "a deleted group's are forgotten"
     );
-    s.set_door(None, now + crate::admit::door::ARRIVAL_ROOM_KEPT);
+    door::open(
+        &mut s,
+        None,
+        now + crate::model::arrivals::ARRIVAL_ROOM_KEPT,
+    );
     assert!(
         s.ledger.ahead_arrivals.is_empty(),
         "{:?}",
@@ -226,8 +286,8 @@ fn an_admission_ahead_keeps_its_room_until_it_lapses() {
     // Its members are created without the gate while it holds; not after it lapsed.
     let (vc, cpu) = (GroupKey::new("ns", "vc"), Resources::from([("cpu", 1_500)]));
     let now = std::time::Instant::now();
-    assert!(s.admit_on_arrival(&vc, "p", &cpu, now, 150));
-    assert!(!s.admit_on_arrival(&vc, "p", &cpu, now, 161));
+    assert!(door::admit_on_arrival(&mut s, &vc, "p", &cpu, now, 150));
+    assert!(!door::admit_on_arrival(&mut s, &vc, "p", &cpu, now, 161));
     // One member created: it and three placeholders hold the room.
     s.apply_pod(Pod {
         scheduling_gates: vec![],
