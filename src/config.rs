@@ -3,8 +3,8 @@
 //! Every flag can also be set through an environment variable named `GANGPLANK_<FLAG>` (for
 //! example `--extender-addr` and `GANGPLANK_EXTENDER_ADDR`), so the same binary is configured
 //! the same way from a shell, a Deployment's `env:` or a sidecar. The doc comment on each flag
-//! is its help text, and the README's flag table is generated from `gangplank serve --help`:
-//! keep them precise.
+//! is its help text, and the flag table of `docs/install.md` is generated from `gangplank serve
+//! --help` (`tests/docs_are_current.rs`): keep them precise.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;

@@ -2,8 +2,8 @@
 //!
 //! Code records through the `metrics` facade; [`install`] puts a Prometheus recorder behind it
 //! and [`router`] renders it on the metrics port. Every metric name is a constant here and every
-//! metric is described in [`CATALOGUE`], the one source of `# HELP`, of the README's metric
-//! table, and of the check that the Grafana dashboard ([`crate::dashboard`]) charts every
+//! metric is described in [`CATALOGUE`], the one source of `# HELP`, of the metric table of
+//! `docs/metrics.md`, and of the check that the Grafana dashboard ([`crate::dashboard`]) charts every
 //! metric with the labels it has.
 
 use std::sync::Arc;
@@ -160,8 +160,8 @@ impl Kind {
     }
 }
 
-/// One metric's documentation: the single source for `# HELP`, the README's metric table and
-/// the Grafana dashboard check.
+/// One metric's documentation: the single source for `# HELP`, the metric table of
+/// `docs/metrics.md` and the Grafana dashboard check.
 #[derive(Debug, Clone, Copy)]
 pub struct Doc {
     pub name: &'static str,
@@ -403,7 +403,7 @@ pub fn describe() {
     }
 }
 
-/// The README's metric table, rendered from [`CATALOGUE`].
+/// The metric table of `docs/metrics.md`, rendered from [`CATALOGUE`].
 pub fn markdown_table() -> String {
     let mut out = String::from("| metric | type | labels | meaning |\n|---|---|---|---|\n");
     for doc in CATALOGUE {

@@ -4,7 +4,7 @@
 //!
 //! Spec and status follow Volcano's `batch.volcano.sh/v1alpha1` Job field by field, so a Volcano
 //! Job manifest runs after changing its `apiVersion`. What Gangplank does with each field is in
-//! the README's Jobs section; the controller is [`crate::batch`]. The Rust type is `BatchJob`, to
+//! `docs/batch-jobs.md`; the controller is [`crate::batch`]. The Rust type is `BatchJob`, to
 //! keep it apart from `batch/v1` Jobs.
 
 use std::collections::BTreeMap;
@@ -79,7 +79,7 @@ pub struct BatchJobSpec {
     pub policies: Vec<LifecyclePolicy>,
 
     /// Plugins by name with their arguments: `env`, `svc`, `ssh`, `pytorch`, `tensorflow`,
-    /// `mpi`. See the README for what each injects.
+    /// `mpi`. See docs/batch-jobs.md for what each injects.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub plugins: BTreeMap<String, Vec<String>>,
 

@@ -386,8 +386,8 @@ enum Place {
     Fresh(&'static str),
 }
 
-/// The story every operator row of the README's table tells: the workload `workload` (of
-/// `kind`), whose four pods (names starting with `prefix`) each take a whole node, is created
+/// The story every operator row of the table in docs/operators.md tells: the workload
+/// `workload` (of `kind`), whose four pods (names starting with `prefix`) each take a whole node, is created
 /// in the namespace of `place` while one node is full, by `operator` (which e2e/up must run) in `mode`. Its PodGroup (in the
 /// mode's dialect; with no gang flag, the workload itself) becomes a Gangplank gang of four in
 /// the queue `default`; none of its pods binds while only three nodes are free (when the

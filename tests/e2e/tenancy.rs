@@ -2,7 +2,7 @@
 //! a ServiceAccount bound to the built-in `edit` ClusterRole in its own namespace only, and
 //! works through a kubeconfig of its own (a token from the TokenRequest API) with `kubectl`, as
 //! a team member handed a namespace would. It tries what such a user can try against
-//! Gangplank's queues (README, "Reliability and security") and checks that each attempt is
+//! Gangplank's queues (docs/reliability.md) and checks that each attempt is
 //! refused or has no effect: nothing runs past a queue's capability, no usage leaves a queue,
 //! and Gangplank stays up. The admin's client only sets the stage (queues, quotas).
 

@@ -1,0 +1,217 @@
+//! The docs stay true to the code and to themselves. The flag table of `docs/install.md` and the
+//! metric table of `docs/metrics.md` are generated from the code (clap's definitions of
+//! `gangplank serve` and the metric catalogue), so they cannot drift: when that test fails, run
+//! `UPDATE_DOCS=1 cargo test --test docs_are_current` and commit the pages. And every relative
+//! link of README.md and the pages under docs/ names a file that exists (and, with a `#`, a
+//! heading of it), so that moving a page cannot leave a dead link behind.
+
+mod checked_in;
+
+use std::path::PathBuf;
+
+use clap::CommandFactory;
+use gangplank::config::Cli;
+
+fn flags_table() -> String {
+    let cli = Cli::command();
+    let serve = cli
+        .find_subcommand("serve")
+        .expect("gangplank has a serve subcommand");
+    let mut out = String::from("| flag | environment | default | meaning |\n|---|---|---|---|\n");
+    for arg in serve.get_arguments() {
+        let Some(long) = arg.get_long() else { continue };
+        if long == "help" || long == "version" {
+            continue;
+        }
+        let value = arg
+            .get_value_names()
+            .map(|names| format!(" {}", names.join(" ")))
+            .unwrap_or_default();
+        let env = arg
+            .get_env()
+            .map(|e| format!("`{}`", e.to_string_lossy()))
+            .unwrap_or_default();
+        let default = arg
+            .get_default_values()
+            .iter()
+            .map(|v| format!("`{}`", v.to_string_lossy()))
+            .collect::<Vec<_>>()
+            .join(", ");
+        let help = arg
+            .get_long_help()
+            .or(arg.get_help())
+            .map(|h| h.to_string())
+            .unwrap_or_default();
+        let mut help = help.replace('\n', " ").replace('|', "\\|");
+        if !help.ends_with('.') {
+            help.push('.');
+        }
+        let choices: Vec<String> = arg
+            .get_possible_values()
+            .iter()
+            .map(|v| format!("`{}`", v.get_name()))
+            .collect();
+        if !choices.is_empty() && !arg.is_hide_possible_values_set() {
+            help += &format!(" One of {}.", choices.join(", "));
+        }
+        out += &format!("| `--{long}{value}` | {env} | {default} | {help} |\n");
+    }
+    out
+}
+
+/// Replaces the text between `<!-- NAME:begin ... -->` and `<!-- NAME:end -->` of `page`.
+fn splice(page: &str, name: &str, body: &str, path: &str) -> String {
+    let begin = format!("<!-- {name}:begin (generated, see tests/docs_are_current.rs) -->\n");
+    let end = format!("<!-- {name}:end -->");
+    let start = page
+        .find(&begin)
+        .unwrap_or_else(|| panic!("{path} has no {begin:?} marker"))
+        + begin.len();
+    let stop = page[start..]
+        .find(&end)
+        .unwrap_or_else(|| panic!("{path} has no {end:?} marker"))
+        + start;
+    format!("{}{}{}", &page[..start], body, &page[stop..])
+}
+
+/// Checks (or, with `UPDATE_DOCS=1`, rewrites) the generated table `name` of the page at `path`.
+fn assert_table_current(path: &str, name: &str, table: &str) {
+    let page = std::fs::read_to_string(root().join(path))
+        .unwrap_or_else(|e| panic!("failed to read {path}: {e}"));
+    checked_in::assert_current(
+        path,
+        &splice(&page, name, table, path),
+        "UPDATE_DOCS",
+        "UPDATE_DOCS=1 cargo test --test docs_are_current",
+    );
+}
+
+#[test]
+fn the_flag_table_of_the_install_page_matches_the_code() {
+    assert_table_current("docs/install.md", "flags", &flags_table());
+}
+
+#[test]
+fn the_metric_table_of_the_metrics_page_matches_the_code() {
+    assert_table_current(
+        "docs/metrics.md",
+        "metrics",
+        &gangplank::metrics::markdown_table(),
+    );
+}
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// README.md and every Markdown file under docs/, as paths from the crate root.
+fn pages() -> Vec<PathBuf> {
+    let mut pages = vec![PathBuf::from("README.md")];
+    let mut dirs = vec![PathBuf::from("docs")];
+    while let Some(dir) = dirs.pop() {
+        for entry in std::fs::read_dir(root().join(&dir)).expect("docs/ is readable") {
+            let name = entry.expect("docs/ is readable").file_name();
+            let path = dir.join(&name);
+            if root().join(&path).is_dir() {
+                dirs.push(path);
+            } else if path.extension().is_some_and(|e| e == "md") {
+                pages.push(path);
+            }
+        }
+    }
+    pages.sort();
+    pages
+}
+
+/// The lines of `text` outside fenced code blocks.
+fn prose(text: &str) -> impl Iterator<Item = &str> {
+    let mut fenced = false;
+    text.lines().filter(move |line| {
+        if line.trim_start().starts_with("```") {
+            fenced = !fenced;
+            return false;
+        }
+        !fenced
+    })
+}
+
+/// The targets of the inline links `[text](target)` of a line.
+fn link_targets(line: &str) -> Vec<&str> {
+    line.match_indices("](")
+        .filter_map(|(at, _)| {
+            let rest = &line[at + 2..];
+            rest.find(')').map(|end| &rest[..end])
+        })
+        .collect()
+}
+
+/// The anchor GitHub gives a heading: lower case, punctuation dropped, spaces as hyphens.
+fn anchor(heading: &str) -> String {
+    heading
+        .trim()
+        .to_lowercase()
+        .chars()
+        .filter(|c| c.is_alphanumeric() || matches!(c, ' ' | '-' | '_'))
+        .map(|c| if c == ' ' { '-' } else { c })
+        .collect()
+}
+
+fn anchors(text: &str) -> Vec<String> {
+    prose(text)
+        .filter_map(|line| line.strip_prefix('#'))
+        .map(|heading| anchor(heading.trim_start_matches('#')))
+        .collect()
+}
+
+#[test]
+fn every_relative_link_of_the_readme_and_the_docs_names_a_file_and_heading_that_exist() {
+    let mut dead = Vec::new();
+    for page in pages() {
+        let text = std::fs::read_to_string(root().join(&page)).expect("page is readable");
+        let dir = page.parent().expect("a page is in a folder").to_path_buf();
+        for line in prose(&text) {
+            for target in link_targets(line) {
+                if target.contains("://") || target.starts_with("mailto:") {
+                    continue;
+                }
+                let (file, heading) = match target.split_once('#') {
+                    Some((file, heading)) => (file, Some(heading)),
+                    None => (target, None),
+                };
+                let linked = if file.is_empty() {
+                    page.clone()
+                } else {
+                    dir.join(file)
+                };
+                let Ok(linked_text) = std::fs::read_to_string(root().join(&linked)) else {
+                    if !root().join(&linked).exists() {
+                        dead.push(format!("{}: {target} (no such file)", page.display()));
+                    }
+                    continue;
+                };
+                if let Some(heading) = heading
+                    && !anchors(&linked_text).iter().any(|a| a == heading)
+                {
+                    dead.push(format!("{}: {target} (no such heading)", page.display()));
+                }
+            }
+        }
+    }
+    assert!(dead.is_empty(), "dead relative links:\n{}", dead.join("\n"));
+}
+
+#[test]
+fn the_link_check_sees_dead_links_and_github_anchors() {
+    assert_eq!(
+        link_targets("see [a](docs/a.md#b-c) and [d](https://x/y)"),
+        ["docs/a.md#b-c", "https://x/y"]
+    );
+    assert_eq!(
+        anchor(" Asking why: `gangplank queues`, `groups`"),
+        "asking-why-gangplank-queues-groups"
+    );
+    assert_eq!(
+        anchors("# Top\n```\n# not a heading\n```\n## Gangs, step by step\n"),
+        ["top", "gangs-step-by-step"]
+    );
+}
