@@ -1,0 +1,195 @@
+//! Gang claims: capacity a gang holds while the scheduler places its members one at a time.
+//!
+//! The first time a member of a gang without quorum is filtered, the gang *claims* room for
+//! every member it still needs, and only if all of them fit in what is free minus what other
+//! gangs have claimed. A claim is a list of slots, one per member still to place, each on a
+//! node (planned greedily, biggest member first, best fit for binpack or emptiest node for
+//! spread). It is capacity, not a promise of nodes: the scheduler samples candidate nodes on
+//! large clusters, so a member may land anywhere it fits without eating other gangs' claims,
+//! and the claim gives up one slot when it does (`take_slot`). Two gangs that each need 60% of
+//! the cluster can therefore never both hold half of it: the second one cannot claim until the
+//! first one's capacity is released, and its members are filtered out meanwhile.
+//!
+//! A claim ends when the gang reaches quorum (its members are reserved or bound), when it
+//! expires (no member filtered or reserved within the gang's schedule timeout: [`expire`], which
+//! filter and bind call on their way and the extender's timer calls in a quiet cluster), or when
+//! its PodGroup is deleted.
+//!
+//! Everything here is pure: it reads and writes a [`State`] and takes the time as an argument
+//! (the adapters pass tokio's clock), so tests drive it step by step.
+//!
+//! One part a file: [`filter()`] judges the candidate nodes and takes a claim (`filter.rs`),
+//! planning its slots on the nodes (`slots.rs`); [`reserve`] and [`release`] keep the books
+//! of binds and give up a slot for each member placed (`binds.rs`); [`expire`] ends the
+//! claims past their deadline (`expiry.rs`). This file holds what they share: the verdict,
+//! the errors and the settings.
+//!
+//! The only caller that writes through these functions is the `gangplank` crate's ledger
+//! handle (`cache::ledger`), under the cache's write lock.
+
+mod binds;
+mod expiry;
+mod filter;
+#[cfg(test)]
+mod mixed_shapes;
+mod slots;
+#[cfg(test)]
+mod testing;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::model::{GroupKey, Pod, PodGroup, State};
+use crate::policy::placement::Strategy;
+
+pub use binds::{placed_members, release, reserve};
+pub use expiry::{any_expired, expire};
+pub use filter::{filter, holding};
+
+/// How the verdict on one filter call is phrased to the scheduler. Borrows the candidates'
+/// names: a call over thousands of nodes copies none of them.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Verdict<'a> {
+    /// In the candidates' order.
+    pub passed: Vec<&'a str>,
+    /// Nodes where preemption could help.
+    pub failed: BTreeMap<&'a str, Why>,
+    /// Nodes where nothing the scheduler can do helps.
+    pub unresolvable: BTreeMap<&'a str, Why>,
+}
+
+impl<'a> Verdict<'a> {
+    fn all_fail<S: AsRef<str>>(candidates: &'a [S], why: &str, unresolvable: bool) -> Self {
+        let why = Why::from(why);
+        // `collect` sorts and bulk-loads the map: cheaper than one insert per node.
+        let failed = candidates
+            .iter()
+            .map(|n| (n.as_ref(), why.clone()))
+            .collect();
+        if unresolvable {
+            Verdict {
+                unresolvable: failed,
+                ..Verdict::default()
+            }
+        } else {
+            Verdict {
+                failed,
+                ..Verdict::default()
+            }
+        }
+    }
+}
+
+/// Why a node fails, shared by every node that fails for the same reason (a refused gang
+/// fails thousands of nodes with one message).
+#[derive(Clone, PartialEq, Eq)]
+pub struct Why(Arc<str>);
+
+impl From<&str> for Why {
+    fn from(why: &str) -> Self {
+        Why(why.into())
+    }
+}
+
+impl std::ops::Deref for Why {
+    type Target = str;
+    fn deref(&self) -> &str {
+        &self.0
+    }
+}
+
+impl PartialEq<&str> for Why {
+    fn eq(&self, other: &&str) -> bool {
+        &*self.0 == *other
+    }
+}
+
+impl std::fmt::Debug for Why {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        std::fmt::Debug::fmt(&*self.0, f)
+    }
+}
+
+impl std::fmt::Display for Why {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl serde::Serialize for Why {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&self.0)
+    }
+}
+
+/// Why a filter or reservation cannot be answered at all (an extender `Error`).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Error {
+    #[error(
+        "pod {pod} names pod group {group}, which does not exist: create the PodGroup (minMember is the gang size) or remove the pod-group label"
+    )]
+    NoPodGroup { pod: String, group: GroupKey },
+    #[error(
+        "pod {pod} is not in Gangplank's cache yet (the pod watch lags behind the scheduler); the scheduler will retry"
+    )]
+    UnknownPod { pod: String },
+    #[error(
+        "pod {pod} does not carry the marker resource scheduling.gangplank.dev/managed, so Gangplank does not bind it: only pods of a group or queue, marked by Gangplank's mutating webhook, are bound here (with the every-pod scheduler configuration, start Gangplank with --bind-unmarked-pods=true)"
+    )]
+    NotManaged { pod: String },
+    #[error("pod {pod} is already bound to node {node}")]
+    AlreadyBound { pod: String, node: String },
+    #[error(
+        "pod {pod} still carries Gangplank's admission gate: its queue has not admitted it, so Gangplank does not bind it"
+    )]
+    NotAdmitted { pod: String },
+    #[error(
+        "pod {pod} carries the marker resource scheduling.gangplank.dev/managed but names no group or queue, so Gangplank's webhook did not put it there: Gangplank binds only pods of a group or queue; remove the marker from the pod's spec, or give it a queue"
+    )]
+    MarkedOutsideAnyQueue { pod: String },
+    #[error(
+        "pod {pod}'s spec.nodeSelector does not match node {node}'s labels ({label}), so Gangplank does not bind it there"
+    )]
+    NodeNotSelected {
+        pod: String,
+        node: String,
+        label: String,
+    },
+    #[error("UID {uid} is the UID of pod {owner}, not of pod {pod}")]
+    NotThisPod {
+        pod: String,
+        uid: String,
+        owner: String,
+    },
+}
+
+/// Settings of claim planning.
+#[derive(Debug, Clone, Copy)]
+pub struct Settings {
+    pub strategy: Strategy,
+    /// Upper bound on how long a claim and held binds last, whatever the PodGroup asks: must
+    /// stay below the scheduler's `httpTimeout`.
+    pub max_hold: Duration,
+    /// Bind pods that do not carry the marker resource (`--bind-unmarked-pods`).
+    pub bind_unmarked: bool,
+}
+
+impl Settings {
+    /// How long `group` may go with no member placed before its claim and held binds end.
+    pub fn timeout(&self, group: &PodGroup) -> Duration {
+        group.schedule_timeout.min(self.max_hold)
+    }
+}
+
+/// The spec of the PodGroup `key` that `pod` names, or the error that says to create it.
+fn spec(state: &State, pod: &Pod, key: &GroupKey) -> Result<PodGroup, Error> {
+    state
+        .group(key)
+        .and_then(|g| g.spec.as_deref())
+        .cloned()
+        .ok_or_else(|| Error::NoPodGroup {
+            pod: format!("{}/{}", pod.namespace, pod.name),
+            group: key.clone(),
+        })
+}
