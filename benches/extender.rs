@@ -426,7 +426,7 @@ fn build() -> World {
     let quorum = gang("train-quorum", 8, gang_shape);
 
     let partial_fitted = cache.read(|s| {
-        s.nodes
+        s.nodes()
             .values()
             .filter(|n| policy_mod::feasible(n, &partial.constraints).is_ok())
             .filter(|n| {
@@ -488,7 +488,7 @@ fn claim_for(cache: &Cache, member: &Member, names: &[String], now: Instant) -> 
         .ledger()
         .claim(&member.pod, &member.constraints, names, &SETTINGS, now)
         .unwrap();
-    cache.read(|s| s.ledger.claims[&member.key()].clone())
+    cache.read(|s| s.ledger().claims()[&member.key()].clone())
 }
 
 /// The prioritize decision for a gang member as `extender::handlers::prioritize` makes it,
@@ -884,8 +884,8 @@ fn main() {
     let started = Instant::now();
     let world = build();
     let (bound, groups, claims) = world.cache.read(|s| {
-        let with_pods = s.nodes.slots().filter(|n| !n.used.is_empty()).count();
-        (with_pods, s.groups.len(), s.ledger.claims.len())
+        let with_pods = s.nodes().slots().filter(|n| !n.used.is_empty()).count();
+        (with_pods, s.groups().len(), s.ledger().claims().len())
     });
     if !test_mode {
         println!(

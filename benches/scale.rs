@@ -139,9 +139,9 @@ fn main() {
     let started = Instant::now();
     let snapshot = black_box(cache.snapshot());
     let snapshot_time = started.elapsed();
-    assert_eq!(snapshot.nodes.len(), NODES);
-    assert_eq!(snapshot.pods.len(), PODS);
-    assert!(snapshot.groups.values().all(|g| g.members.len() == GANG));
+    assert_eq!(snapshot.nodes().len(), NODES);
+    assert_eq!(snapshot.pods().len(), PODS);
+    assert!(snapshot.groups().values().all(|g| g.members.len() == GANG));
     println!("| what | figure |\n|---|---|");
     println!("| nodes, pods | {NODES}, {PODS} |");
     println!(

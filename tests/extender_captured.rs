@@ -215,7 +215,7 @@ async fn filter_with_node_names_keeps_every_node_and_claims_room_for_the_whole_g
         })
     );
     let slots: Vec<String> = cache.read(|s| {
-        s.ledger.claims[&GroupKey::new("ml", "train")]
+        s.ledger().claims()[&GroupKey::new("ml", "train")]
             .slots
             .iter()
             .map(|slot| slot.node.clone())

@@ -211,7 +211,7 @@ async fn bind_creates_the_binding_for_that_pod_uid_and_node() {
 #[tokio::test]
 async fn a_bind_that_comes_before_the_pod_watch_shows_the_pod_waits_for_it_and_binds() {
     let (cache, mut mirror) = fixture_cache();
-    let fixture = cache.read(|s| (*s.pods["6b1d7c1e-3f0a-4a57-9a55-2f4f6f0e8b11"]).clone());
+    let fixture = cache.read(|s| (*s.pods()["6b1d7c1e-3f0a-4a57-9a55-2f4f6f0e8b11"]).clone());
     mirror.delete_pod(&fixture.uid);
     let binder = Arc::new(FakeBinder::default());
     let router = extender::router(Arc::new(extender_over(cache, binder.clone())));

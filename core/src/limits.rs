@@ -89,7 +89,7 @@ mod tests {
     fn a_gang_of_min_member_i32_max_with_one_pod_builds_nothing_per_member_and_waits_saying_why() {
         let (mut s, key, pod) = cluster_with_a_gang_of(i32::MAX.unsigned_abs());
         assert!(
-            s.groups[&key].placeholders.is_empty(),
+            s.groups()[&key].placeholders.is_empty(),
             "no placeholders for a gang over the limit"
         );
 
@@ -130,12 +130,12 @@ mod tests {
                 .contains("lower spec.minMember"),
             "{verdict:?}"
         );
-        assert!(s.ledger.claims.is_empty(), "no claim is planned");
+        assert!(s.ledger().claims().is_empty(), "no claim is planned");
 
         // The door is open (nothing waits for room), yet the gang is not let in on arrival.
         let opened = decide_now(&s).door;
         door::open(&mut s, opened, now);
-        assert!(s.ledger.door.is_some());
+        assert!(s.ledger().door().is_some());
         let mut plain = PodGroup::new(key.clone(), i32::MAX.unsigned_abs(), "q");
         plain.schedule_timeout = Duration::from_secs(60);
         s.apply_pod_group(plain);
@@ -153,6 +153,6 @@ mod tests {
     #[test]
     fn a_gang_at_the_limit_admitted_ahead_has_one_placeholder_per_member() {
         let (s, key, _) = cluster_with_a_gang_of(MAX_MEMBERS);
-        assert_eq!(s.groups[&key].placeholders.len(), MAX_MEMBERS as usize);
+        assert_eq!(s.groups()[&key].placeholders.len(), MAX_MEMBERS as usize);
     }
 }

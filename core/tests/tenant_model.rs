@@ -124,7 +124,7 @@ impl World {
             return None;
         }
         let uid = &self.uids[index % self.uids.len()];
-        self.state.pods.get(uid).map(|p| p.as_ref().clone())
+        self.state.pods().get(uid).map(|p| p.as_ref().clone())
     }
 
     fn apply(&mut self, step: &Step) {
@@ -188,7 +188,7 @@ impl World {
                 hold::record(&mut self.state, None, &decision, self.now);
                 for admission in &decision.admit {
                     for p in &admission.pods {
-                        let pod = self.state.pods[&p.uid].as_ref().clone();
+                        let pod = self.state.pods()[&p.uid].as_ref().clone();
                         self.state.apply_pod(Pod {
                             scheduling_gates: vec![],
                             ..pod
@@ -229,7 +229,7 @@ impl World {
 
     fn bound(&self) -> impl Iterator<Item = &Pod> {
         self.state
-            .pods
+            .pods()
             .values()
             .map(|p| p.as_ref())
             .filter(|p| p.node_name.is_some() && !p.phase.is_terminal())

@@ -31,7 +31,7 @@ pub fn events(
         .iter()
         .map(|group| {
             let runtime = state
-                .groups
+                .groups()
                 .get(group)
                 .and_then(|g| g.spec.as_ref())
                 .and_then(|s| s.expected_runtime)
@@ -52,11 +52,10 @@ pub fn events(
 
 #[cfg(test)]
 mod tests {
-    use std::sync::Arc;
     use std::time::Duration;
 
     use gangplank_core::admit::plan::Hold;
-    use gangplank_core::model::{Group, GroupKey, PodGroup};
+    use gangplank_core::model::{GroupKey, PodGroup};
 
     use super::*;
 
@@ -79,13 +78,7 @@ mod tests {
         let key = GroupKey::new("prod", name);
         let mut spec = PodGroup::new(key.clone(), 1, "production");
         spec.expected_runtime = Some(Duration::from_secs(runtime));
-        state.groups.insert(
-            key,
-            Group {
-                spec: Some(Arc::new(spec)),
-                ..Group::default()
-            },
-        );
+        state.apply_pod_group(spec);
         state
     }
 

@@ -81,7 +81,7 @@ impl Reclaimer {
     pub fn settle(&mut self, state: &State, now: Instant) {
         self.evicting.retain(|uid, at| {
             now.duration_since(*at) < EVICTION_MEMORY
-                && state.pods.get(uid).is_some_and(|p| !p.deleting)
+                && state.pods().get(uid).is_some_and(|p| !p.deleting)
         });
         self.refused.retain(|_, until| *until > now);
     }

@@ -88,8 +88,8 @@ impl Ledger {
             hold::record(s, before, decision, now);
             if tracing::enabled!(tracing::Level::DEBUG) {
                 let claims: Vec<_> = s
-                    .ledger
-                    .claims
+                    .ledger()
+                    .claims()
                     .iter()
                     .map(|(k, c)| (k.to_string(), c.reservation(), c.per_node()))
                     .collect();
@@ -120,7 +120,7 @@ impl Ledger {
     fn write<T>(&self, f: impl FnOnce(&mut State) -> T) -> T {
         let (result, claims) = self.cache.write(|s| {
             let result = f(s);
-            (result, s.ledger.claims.len())
+            (result, s.ledger().claims().len())
         });
         ::metrics::gauge!(metrics::GANG_CLAIMS).set(claims as f64);
         result

@@ -143,7 +143,7 @@ impl Mirror {
                 }
                 let arrival = match &change {
                     Change::Pod(pod) => {
-                        !pod.scheduling_gates.is_empty() || !s.pods.contains_key(&pod.uid)
+                        !pod.scheduling_gates.is_empty() || !s.pods().contains_key(&pod.uid)
                     }
                     Change::PodGone(_) | Change::Failed(_) => false,
                     _ => true,
@@ -203,10 +203,10 @@ impl Mirror {
     /// `namespace/name` of a PodGroup, Queue name.
     pub fn keys(state: &State, kind: Watched) -> Box<dyn Iterator<Item = String> + '_> {
         match kind {
-            Watched::Nodes => Box::new(state.nodes.keys().cloned()),
-            Watched::Pods => Box::new(state.pods.keys().cloned()),
+            Watched::Nodes => Box::new(state.nodes().keys().cloned()),
+            Watched::Pods => Box::new(state.pods().keys().cloned()),
             Watched::PodGroups => Box::new(pod_groups(state).map(GroupKey::to_string)),
-            Watched::Queues => Box::new(state.queues.keys().cloned()),
+            Watched::Queues => Box::new(state.queues().keys().cloned()),
         }
     }
 }
@@ -226,17 +226,17 @@ impl Change {
 
 fn count(state: &State, kind: Watched) -> usize {
     match kind {
-        Watched::Nodes => state.nodes.len(),
-        Watched::Pods => state.pods.len(),
+        Watched::Nodes => state.nodes().len(),
+        Watched::Pods => state.pods().len(),
         Watched::PodGroups => pod_groups(state).count(),
-        Watched::Queues => state.queues.len(),
+        Watched::Queues => state.queues().len(),
     }
 }
 
 /// The groups whose PodGroup the model holds (a group may have members and no PodGroup yet).
 fn pod_groups(state: &State) -> impl Iterator<Item = &GroupKey> {
     state
-        .groups
+        .groups()
         .iter()
         .filter(|(_, g)| g.spec.is_some())
         .map(|(key, _)| key)

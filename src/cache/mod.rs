@@ -103,7 +103,7 @@ impl Cache {
             .state
             .write()
             .unwrap_or_else(PoisonError::into_inner)
-            .schedulers = schedulers;
+            .set_schedulers(schedulers);
         let mirror = Mirror::new(cache.clone());
         (cache, mirror)
     }
@@ -132,11 +132,11 @@ impl Cache {
     }
 
     pub fn node_count(&self) -> usize {
-        self.read(|s| s.nodes.len())
+        self.read(|s| s.nodes().len())
     }
 
     pub fn pod_count(&self) -> usize {
-        self.read(|s| s.pods.len())
+        self.read(|s| s.pods().len())
     }
 
     /// Records that `watched` has completed its initial list.
@@ -342,9 +342,9 @@ mod tests {
         mirror.apply_pod(pod("u1", Some("n1")));
         assert_eq!(cache.node_count(), 1);
         assert_eq!(cache.pod_count(), 1);
-        assert!(cache.read(|s| s.nodes["n1"].unschedulable));
+        assert!(cache.read(|s| s.nodes()["n1"].unschedulable));
         assert_eq!(
-            cache.read(|s| s.pods["u1"].node_name.clone()),
+            cache.read(|s| s.pods()["u1"].node_name.clone()),
             Some("n1".into())
         );
 
@@ -361,9 +361,9 @@ mod tests {
         let before = cache.snapshot();
         mirror.apply_node(node("n2"));
         mirror.delete_node("n1");
-        assert_eq!(before.nodes.len(), 1);
-        assert!(before.nodes.contains_key("n1"));
-        assert!(cache.snapshot().nodes.contains_key("n2"));
+        assert_eq!(before.nodes().len(), 1);
+        assert!(before.nodes().contains_key("n1"));
+        assert!(cache.snapshot().nodes().contains_key("n2"));
     }
 
     #[tokio::test]

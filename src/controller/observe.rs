@@ -86,11 +86,11 @@ pub struct Observation {
 /// Counts and sums over the cache's state (see the module docs).
 pub fn observe(state: &State) -> Observation {
     let mut out = Observation::default();
-    for (key, group) in &state.groups {
+    for (key, group) in state.groups() {
         let spec_queue = group.spec.as_ref().map(|s| s.queue.as_str());
         let mut view = GroupView {
             has_pod_group: group.spec.is_some(),
-            wait_reason: state.ledger.wait_reasons.get(key).cloned(),
+            wait_reason: state.ledger().wait_reasons().get(key).cloned(),
             ..GroupView::default()
         };
         let mut live_unbound: Vec<&Pod> = Vec::new();
@@ -112,7 +112,7 @@ pub fn observe(state: &State) -> Observation {
         }
         out.groups.insert(key.clone(), view);
     }
-    for pod in state.queue_only.values().map(|m| m.pod.as_ref()) {
+    for pod in state.queue_only().values().map(|m| m.pod.as_ref()) {
         if let Some(queue) = &pod.queue {
             add_usage(&mut out.queues, queue, pod);
             if let Some(usage) = out.queues.get_mut(queue.as_str())

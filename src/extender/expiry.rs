@@ -87,7 +87,7 @@ mod tests {
             .ledger()
             .claim(&pod, &Constraints::default(), &["n0"], &settings, now)
             .unwrap();
-        assert!(cache.read(|s| s.ledger.claims.contains_key(&key)));
+        assert!(cache.read(|s| s.ledger().claims().contains_key(&key)));
         (cache, key)
     }
 
@@ -108,11 +108,14 @@ mod tests {
 
         tokio::time::sleep(Duration::from_secs(29)).await;
         assert!(
-            cache.read(|s| s.ledger.claims.contains_key(&key)),
+            cache.read(|s| s.ledger().claims().contains_key(&key)),
             "dropped early"
         );
         tokio::time::sleep(Duration::from_secs(2)).await;
-        assert!(cache.read(|s| s.ledger.claims.is_empty()), "still claimed");
+        assert!(
+            cache.read(|s| s.ledger().claims().is_empty()),
+            "still claimed"
+        );
         assert_eq!(cache.read(|s| s.claimed_on("n0").get("cpu")), 0);
 
         shutdown.cancel();

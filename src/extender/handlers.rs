@@ -140,7 +140,7 @@ pub fn gang_scores<'a, S: AsRef<str>>(
     candidates: &'a [S],
     strategy: placement::Strategy,
 ) -> Vec<HostScore<'a>> {
-    let claim = GroupKey::of(pod).and_then(|k| s.ledger.claims.get(&k));
+    let claim = GroupKey::of(pod).and_then(|k| s.ledger().claims().get(&k));
     let holding = claim
         .map(|c| claims::holding(c, &pod.requests, true))
         .unwrap_or_default();
@@ -152,7 +152,7 @@ pub fn gang_scores<'a, S: AsRef<str>>(
             let score = if holding.contains(host) {
                 placement::CLAIMED_NODE_SCORE
             } else {
-                match s.nodes.slot(host) {
+                match s.nodes().slot(host) {
                     Some(
                         slot @ NodeSlot {
                             node: Some(node), ..
@@ -306,7 +306,7 @@ pub async fn preempt(
                 let list = v
                     .pods
                     .iter()
-                    .map(|p| match s.pods.get(&p.uid) {
+                    .map(|p| match s.pods().get(&p.uid) {
                         Some(pod) => preemption::Victim::Known(pod),
                         None => preemption::Victim::Unknown { uid: &p.uid },
                     })

@@ -148,7 +148,7 @@ impl Extender {
         let mut changes = self.cache.subscribe();
         let deadline = tokio::time::Instant::now() + POD_WATCH_GRACE;
         let released = |s: &gangplank_core::model::State| {
-            s.pods.get(uid).is_some_and(|p| !p.awaits_admission())
+            s.pods().get(uid).is_some_and(|p| !p.awaits_admission())
         };
         while !self.cache.read(released) {
             match tokio::time::timeout_at(deadline, changes.changed()).await {

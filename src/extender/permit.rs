@@ -495,7 +495,7 @@ mod tests {
         }
         assert_eq!(permits.held(), 0);
         assert!(
-            cache.read(|s| s.ledger.reservations.is_empty()),
+            cache.read(|s| s.ledger().reservations().is_empty()),
             "their room is free"
         );
         assert!(binder.0.lock().unwrap().is_empty());
@@ -574,12 +574,12 @@ mod tests {
         ));
         let call = bind_in_background(&permits, "g0-0");
         tokio::time::sleep(Duration::from_millis(10)).await;
-        assert!(cache.read(|s| s.ledger.reservations.contains_key("g0-0")));
+        assert!(cache.read(|s| s.ledger().reservations().contains_key("g0-0")));
         // The scheduler hangs up: the server drops the call's handler.
         call.abort();
         tokio::time::sleep(super::super::expiry::CHECK_EVERY).await;
         assert!(
-            cache.read(|s| !s.ledger.reservations.contains_key("g0-0")),
+            cache.read(|s| !s.ledger().reservations().contains_key("g0-0")),
             "the abandoned placement holds room until the next bind call"
         );
         assert_eq!(permits.held(), 0);
@@ -607,7 +607,7 @@ mod tests {
         };
         assert_eq!(permits.held(), 1);
         assert!(
-            cache.read(|s| !s.ledger.reservations.contains_key("g0-0")),
+            cache.read(|s| !s.ledger().reservations().contains_key("g0-0")),
             "the abandoned placement no longer holds room"
         );
         assert!(binder.0.lock().unwrap().is_empty());

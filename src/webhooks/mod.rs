@@ -662,7 +662,7 @@ mod tests {
             assert!(!arrivals.admit_on_arrival(&key, &format!("vc-{i}"), &cpu));
         }
         assert!(
-            cache.read(|s| s.ledger.ahead_arrivals.is_empty()),
+            cache.read(|s| s.ledger().ahead_arrivals().is_empty()),
             "a follower's ledger is not written"
         );
         fence.open_until(tokio::time::Instant::now() + Duration::from_secs(10));

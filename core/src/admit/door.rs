@@ -47,7 +47,7 @@ pub fn admit_on_arrival(
     if let Some(let_in) = state.let_in_another(key, requests) {
         return let_in;
     }
-    let Some(group) = state.groups.get(key) else {
+    let Some(group) = state.groups().get(key) else {
         return false;
     };
     let Some(spec) = group.spec.clone() else {
@@ -75,7 +75,7 @@ pub fn admit_on_arrival(
         return false;
     }
     let need = vec![requests.clone(); spec.min_member as usize];
-    let shrunk = state.nodes.shrunk();
+    let shrunk = state.nodes().shrunk();
     let Some(door) = state.door_mut() else {
         return false;
     };
@@ -91,7 +91,7 @@ pub fn admit_on_arrival(
 /// gone: the admission loop calls it after each pass, so they do not pile up.
 pub fn open(state: &mut State, door: Option<Door>, now: Instant) {
     state.forget_arrivals_before(now);
-    let door = door.and_then(|d| after(d, state.ledger.arrivals.values(), now));
+    let door = door.and_then(|d| after(d, state.ledger().arrivals().values(), now));
     state.set_door(door);
 }
 

@@ -50,7 +50,7 @@ impl<'s> Groups<'s> {
     /// another does not hand out the same room twice.
     pub fn of(state: &'s State, released: &dyn Fn(&str) -> bool, now: i64) -> Groups<'s> {
         let mut groups = Groups {
-            all: Vec::with_capacity(state.groups.len() + state.queue_only.len()),
+            all: Vec::with_capacity(state.groups().len() + state.queue_only().len()),
             members: Vec::new(),
         };
         let seen = |uid: &str, m: &'s Member| Seen {
@@ -58,7 +58,7 @@ impl<'s> Groups<'s> {
             placed: state.holds_room(uid, m),
             gated: m.gated && !released(uid),
         };
-        for (key, group) in &state.groups {
+        for (key, group) in state.groups() {
             let start = groups.members.len();
             groups.members.extend(
                 group
@@ -101,7 +101,7 @@ impl<'s> Groups<'s> {
                 members: start..groups.members.len(),
             });
         }
-        for (uid, m) in state.queue_only.iter().filter(|(_, m)| m.live) {
+        for (uid, m) in state.queue_only().iter().filter(|(_, m)| m.live) {
             let pod = m.pod.as_ref();
             let Some(queue) = pod.queue.as_deref() else {
                 continue;
@@ -196,7 +196,7 @@ mod tests {
                 ("ns/b".into(), "batch", 1, vec![("b1", false), ("b2", true)]),
                 ("ns/c".into(), DEFAULT_QUEUE, 1, vec![("c1", true)]),
                 (
-                    GroupKey::lone(&s.pods["lone"]).to_string(),
+                    GroupKey::lone(&s.pods()["lone"]).to_string(),
                     "batch",
                     1,
                     vec![("lone", true)]

@@ -13,7 +13,7 @@ use super::plan::{Admission, Decision, Hold};
 pub fn record(state: &mut State, before: Option<&Hold>, decision: &Decision, at: Instant) {
     if decision.hold.as_ref() != before || !decision.lent.is_empty() {
         hold_room(state, before, decision.hold.as_ref(), &decision.admit, at);
-        state.ledger.lent.extend(decision.lent.iter().cloned());
+        state.lend(decision.lent.iter().cloned());
     }
     super::door::open(state, decision.door.clone(), at);
 }
@@ -29,10 +29,10 @@ fn hold_room(
     admitted: &[Admission],
     at: Instant,
 ) {
-    let reservation = |s: &State, key| s.ledger.claims.get(key).is_some_and(Claim::reservation);
+    let reservation = |s: &State, key| s.ledger().claims().get(key).is_some_and(Claim::reservation);
     if before.map(|h| &h.group) != now.map(|h| &h.group) {
         // Room lent out of the old head's reservation is no longer anyone's to lend.
-        state.ledger.lent.clear();
+        state.clear_lent();
     }
     if let Some(before) = before
         && reservation(state, &before.group)
@@ -55,7 +55,7 @@ fn hold_room(
         }
     }
     if let Some(now) = now
-        && !state.ledger.claims.contains_key(&now.group)
+        && !state.ledger().claims().contains_key(&now.group)
     {
         let slots = |per_node: &[(String, Resources)]| {
             per_node

@@ -162,7 +162,7 @@ pub fn plan<'s>(
         };
         let pod = lone_starved
             .contains(&key)
-            .then(|| state.pods.get(&*key.name).map(|p| Victim::of(p)))
+            .then(|| state.pods().get(&*key.name).map(|p| Victim::of(p)))
             .flatten();
         out.evict(state, &input, &lone, key, pod, queue, cause, evictions);
     }
@@ -189,7 +189,7 @@ impl Plan {
                 pods: e
                     .pods
                     .iter()
-                    .filter_map(|uid| state.pods.get(uid))
+                    .filter_map(|uid| state.pods().get(uid))
                     .map(|p| Victim::of(p))
                     .collect(),
                 queue: input.queues[e.queue].name.clone(),
@@ -267,7 +267,7 @@ fn input<'s>(
         .queues
         .iter()
         .map(|(name, report)| {
-            let queue = &state.queues[name];
+            let queue = &state.queues()[name];
             policy::QueueState {
                 name: name.clone(),
                 allocated: report.allocated.clone(),
@@ -281,7 +281,7 @@ fn input<'s>(
     // What this pass admitted takes room too, and counts in its queue.
     let mut in_flight = decision.in_flight.clone();
     for a in &decision.admit {
-        for p in a.pods.iter().filter_map(|p| state.pods.get(&p.uid)) {
+        for p in a.pods.iter().filter_map(|p| state.pods().get(&p.uid)) {
             in_flight.add(&p.requests);
             if let Some(&q) = slot.get(a.queue.as_str()) {
                 queues[q].allocated.add(&p.requests);
@@ -426,7 +426,7 @@ fn needs_no_plan(
         *highest = (*highest).max(w.priority);
     }
     let highest = highest_starved.values().copied().max();
-    for p in state.nodes.slots().flat_map(|s| s.pods.iter()) {
+    for p in state.nodes().slots().flat_map(|s| s.pods.iter()) {
         if going(p) {
             return false;
         }
@@ -436,7 +436,7 @@ fn needs_no_plan(
         // A pod of a queue in no group is a gang of one of its queue.
         let queue = match GroupKey::of(p) {
             Some(key) => state
-                .groups
+                .groups()
                 .get(&key)
                 .and_then(|g| g.spec.as_ref())
                 .map(|spec| spec.queue.as_str()),
@@ -578,13 +578,13 @@ mod tests {
     fn urgent_in_full_queue() -> State {
         let mut s = borrowed();
         let key = GroupKey::new("ns", "b1");
-        let spec = s.groups[&key].spec.as_deref().unwrap().clone();
+        let spec = s.groups()[&key].spec.as_deref().unwrap().clone();
         s.apply_pod_group(PodGroup {
             queue: "a".into(),
             ..spec
         });
         for i in 0..2 {
-            let p = s.pods[&format!("b1-{i}")].as_ref().clone();
+            let p = s.pods()[&format!("b1-{i}")].as_ref().clone();
             s.apply_pod(Pod { priority: 10, ..p });
         }
         s
@@ -606,7 +606,7 @@ mod tests {
         // Of the same priority, it waits for room like any other.
         let mut same = s.clone();
         for i in 0..2 {
-            let p = same.pods[&format!("b1-{i}")].as_ref().clone();
+            let p = same.pods()[&format!("b1-{i}")].as_ref().clone();
             same.apply_pod(Pod { priority: 0, ..p });
         }
         let plan = plan_on(&same, &decide_now(&same), &|_| false, &|_| false);
@@ -734,7 +734,7 @@ mod tests {
         let mut s = urgent_in_full_queue();
         // Queue a's running gangs are as urgent as its waiting one: none may be preempted.
         for uid in ["a1-0", "a1-1", "a2-0", "a2-1"] {
-            let p = s.pods[uid].as_ref().clone();
+            let p = s.pods()[uid].as_ref().clone();
             s.apply_pod(Pod { priority: 10, ..p });
         }
         // Room for 6 pods: queue a, holding 4, deserves 5 of them, so it may not reclaim.
@@ -780,7 +780,7 @@ mod tests {
         assert!(plan1.waiting[&GroupKey::new("ns", "b1")].contains("still going away"));
         // Now the watch shows them deleting.
         for i in 0..2 {
-            let p = s.pods[&format!("a2-{i}")].as_ref().clone();
+            let p = s.pods()[&format!("a2-{i}")].as_ref().clone();
             s.apply_pod(Pod {
                 deleting: true,
                 ..p

@@ -20,7 +20,7 @@ pub fn reserve(
     now: Instant,
 ) -> Result<Option<(PodGroup, bool)>, Error> {
     let pod = state
-        .pods
+        .pods()
         .get(uid)
         .cloned()
         .ok_or_else(|| Error::UnknownPod {
@@ -97,7 +97,7 @@ fn bindable(pod: &Pod, uid: &str, display: &str, settings: &Settings) -> Result<
 /// watch has not shown yet is left to the scheduler, which has checked it): a caller of bind
 /// cannot put a pod on a node the pod does not select.
 fn selects(state: &State, pod: &Pod, display: &str, node: &str) -> Result<(), Error> {
-    let Some(known) = state.nodes.get(node) else {
+    let Some(known) = state.nodes().get(node) else {
         return Ok(());
     };
     match pod
@@ -150,7 +150,7 @@ fn take_slot(
     node: &str,
     deadline: Instant,
 ) {
-    let Some(mut claim) = state.ledger.claims.get(key).cloned() else {
+    let Some(mut claim) = state.ledger().claims().get(key).cloned() else {
         return;
     };
     let covering = |s: &Slot| requests.fits_in(&s.requests);
@@ -193,7 +193,7 @@ fn unplaced_shapes(state: &State, key: &GroupKey) -> Vec<Resources> {
     let mut shapes: Vec<Resources> = state
         .members(key)
         .filter(|p| p.node_name.is_none() && !p.phase.is_terminal())
-        .filter(|p| !state.ledger.reservations.contains_key(&p.uid))
+        .filter(|p| !state.ledger().reservations().contains_key(&p.uid))
         .map(|p| p.requests.clone())
         .collect();
     shapes.sort_by_key(|r| std::cmp::Reverse(size(r)));
@@ -228,16 +228,19 @@ mod tests {
         let now = Instant::now();
         let pods: Vec<Pod> = (0..3).map(|i| member(&mut s, "g", i, 2)).collect();
         run(&mut s, &pods[0], now);
-        assert_eq!(s.ledger.claims[&key].slots.len(), 3);
+        assert_eq!(s.ledger().claims()[&key].slots.len(), 3);
         let r = reserve(&mut s, "g-0", "ns/g-0", "n1", &SETTINGS, now).unwrap();
         assert_eq!(r.map(|(_, q)| q), Some(false));
-        assert_eq!(s.ledger.claims[&key].slots.len(), 2);
+        assert_eq!(s.ledger().claims()[&key].slots.len(), 2);
         assert_eq!(s.reserved_on("n1").get("cpu"), 2000);
         reserve(&mut s, "g-1", "ns/g-1", "n1", &SETTINGS, now).unwrap();
         let r = reserve(&mut s, "g-2", "ns/g-2", "n0", &SETTINGS, now).unwrap();
         assert_eq!(r.map(|(g, q)| (g.min_member, q)), Some((3, true)));
-        assert!(!s.ledger.claims.contains_key(&key), "quorum ends the claim");
-        assert!(s.nodes.slots().all(|n| n.claimed.is_empty()));
+        assert!(
+            !s.ledger().claims().contains_key(&key),
+            "quorum ends the claim"
+        );
+        assert!(s.nodes().slots().all(|n| n.claimed.is_empty()));
     }
 
     #[test]
@@ -281,13 +284,13 @@ mod tests {
         let now = Instant::now();
         let err = reserve(&mut s, "waiting", "ns/waiting", "n0", &SETTINGS, now).unwrap_err();
         assert!(matches!(err, Error::NotAdmitted { .. }), "{err}");
-        assert!(s.ledger.reservations.is_empty(), "nothing reserved");
+        assert!(s.ledger().reservations().is_empty(), "nothing reserved");
     }
 
     #[test]
     fn bind_refuses_a_node_the_pods_selector_does_not_select() {
         let mut s = cluster(2, 8);
-        let mut zoned = s.nodes.get("n1").unwrap().as_ref().clone();
+        let mut zoned = s.nodes().get("n1").unwrap().as_ref().clone();
         zoned.labels.insert("zone".into(), "a".into());
         s.apply_node(zoned);
         let pod = |uid: &str| Pod {
@@ -362,7 +365,7 @@ mod tests {
             err.to_string(),
             "UID g-1 is the UID of pod ns/g-1, not of pod kube-system/victim"
         );
-        assert!(s.ledger.reservations.is_empty());
+        assert!(s.ledger().reservations().is_empty());
     }
 
     #[test]
@@ -376,11 +379,11 @@ mod tests {
         reserve(&mut s, "g-0", "ns/g-0", "n0", &SETTINGS, now).unwrap();
         release(&mut s, &key, &["g-0".into()]);
         assert!(
-            s.nodes
+            s.nodes()
                 .slots()
                 .all(|n| n.reserved.is_empty() && n.claimed.is_empty())
         );
-        assert!(s.ledger.reservations.is_empty());
+        assert!(s.ledger().reservations().is_empty());
     }
 
     #[test]
@@ -423,6 +426,6 @@ mod tests {
             .unwrap()
             .unwrap();
         assert!(quorum, "two succeeded and two reserved make four");
-        assert!(!s.ledger.claims.contains_key(&key));
+        assert!(!s.ledger().claims().contains_key(&key));
     }
 }

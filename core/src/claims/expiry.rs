@@ -9,7 +9,7 @@ use crate::model::{GroupKey, State};
 
 /// Whether some claim's deadline has passed at `now`: [`expire`] would change something.
 pub fn any_expired(state: &State, now: Instant) -> bool {
-    state.ledger.claims.values().any(|c| c.expired(now))
+    state.ledger().claims().values().any(|c| c.expired(now))
 }
 
 /// Drops every claim whose deadline has passed at `now` (no member placed within the gang's
@@ -17,8 +17,8 @@ pub fn any_expired(state: &State, now: Instant) -> bool {
 /// call it on their way, and a timer calls it in a quiet cluster.
 pub fn expire(state: &mut State, now: Instant) -> usize {
     let expired: Vec<GroupKey> = state
-        .ledger
-        .claims
+        .ledger()
+        .claims()
         .iter()
         .filter(|(_, c)| c.expired(now))
         .map(|(k, _)| k.clone())
@@ -49,7 +49,7 @@ mod tests {
         assert!(run(&mut s, &b0, now).passed.is_empty());
         let later = now + Duration::from_secs(31);
         assert_eq!(run(&mut s, &b0, later).passed.len(), 2);
-        assert!(!s.ledger.claims.contains_key(&GroupKey::new("ns", "a")));
+        assert!(!s.ledger().claims().contains_key(&GroupKey::new("ns", "a")));
     }
 
     #[test]
@@ -61,10 +61,10 @@ mod tests {
         run(&mut s, &a0, now);
         assert!(!any_expired(&s, now + Duration::from_secs(29)));
         assert_eq!(expire(&mut s, now + Duration::from_secs(29)), 0);
-        assert!(s.ledger.claims.contains_key(&a));
+        assert!(s.ledger().claims().contains_key(&a));
         assert!(any_expired(&s, now + Duration::from_secs(30)));
         assert_eq!(expire(&mut s, now + Duration::from_secs(30)), 1);
-        assert!(s.ledger.claims.is_empty());
+        assert!(s.ledger().claims().is_empty());
         assert_eq!(s.claimed_on("n0").get("cpu"), 0);
     }
 }

@@ -59,13 +59,10 @@ pub fn filter<'a, S: AsRef<str>>(
         return Ok(Verdict::all_fail(candidates, &why, true));
     }
     let deadline = now + settings.timeout(&group);
-    if let Some(claim) = state.ledger.claims.get_mut(&key) {
-        // Only the deadline moves: the slots, and so the per-node sums, stay as they are.
-        claim.deadline = Some(deadline);
-    } else {
+    if !state.extend_claim(&key, deadline) {
         let needed = group.min_member as usize - placed;
         let shapes = member_shapes(state, &key, pod, needed);
-        let lent = state.ledger.lent.contains(&key);
+        let lent = state.ledger().lent().contains(&key);
         match plan(state, &shapes, constraints, settings.strategy, lent) {
             Ok(slots) => {
                 state.set_wait_reason(&key, None);
@@ -89,7 +86,7 @@ pub fn filter<'a, S: AsRef<str>>(
     }
     // The nodes where a slot of the claim holds this pod, looked up once per candidate instead
     // of scanning every slot per candidate.
-    let claim = &state.ledger.claims[&key];
+    let claim = &state.ledger().claims()[&key];
     let tightest = holding(claim, &pod.requests, true);
     let verdict = per_node(state, pod, candidates, &tightest);
     if verdict.passed.is_empty() {
@@ -140,7 +137,7 @@ fn per_node<'a, S: AsRef<str>>(
     let mut reasons = Reasons::default();
     for name in candidates {
         let name = name.as_ref();
-        let Some(slot) = state.nodes.slot(name).filter(|slot| slot.node.is_some()) else {
+        let Some(slot) = state.nodes().slot(name).filter(|slot| slot.node.is_some()) else {
             failed.push((name, reasons.unknown()));
             continue;
         };
@@ -268,7 +265,7 @@ mod tests {
         };
         let v = run(&mut s, &pod, Instant::now());
         assert_eq!(v.passed.len(), 3);
-        assert!(s.ledger.claims.is_empty());
+        assert!(s.ledger().claims().is_empty());
     }
 
     #[test]
@@ -283,7 +280,11 @@ mod tests {
         let v = run(&mut s, &pod, Instant::now());
         assert_eq!(v.passed, vec!["n1"]);
         assert_eq!(v.failed["n0"], "room is claimed by other gangs");
-        assert_eq!(s.ledger.claims.len(), 1, "a group of one claims nothing");
+        assert_eq!(
+            s.ledger().claims().len(),
+            1,
+            "a group of one claims nothing"
+        );
         // Room beside the claim is still open to it.
         let small = Pod {
             uid: "small".into(),
@@ -300,7 +301,7 @@ mod tests {
         let pod = member(&mut s, "g", 0, 4);
         let v = run(&mut s, &pod, Instant::now());
         assert_eq!(v.passed, vec!["n0", "n1"]);
-        assert_eq!(s.ledger.claims[&key].slots.len(), 4);
+        assert_eq!(s.ledger().claims()[&key].slots.len(), 4);
         assert_eq!(
             s.claimed_on("n0").get("cpu") + s.claimed_on("n1").get("cpu"),
             16_000
@@ -325,7 +326,7 @@ mod tests {
             "{why}"
         );
         assert!(why.contains("hold only 6"), "{why}");
-        assert!(!s.ledger.claims.contains_key(&key));
+        assert!(!s.ledger().claims().contains_key(&key));
     }
 
     #[test]
@@ -341,7 +342,10 @@ mod tests {
             10,
             "a may use any free room"
         );
-        assert_eq!(s.ledger.claims[&GroupKey::new("ns", "a")].slots.len(), 6);
+        assert_eq!(
+            s.ledger().claims()[&GroupKey::new("ns", "a")].slots.len(),
+            6
+        );
         let v = run(&mut s, &b0, now);
         assert!(v.passed.is_empty(), "b must not take any of a's room");
         let why = &v.failed["n0"];
@@ -352,13 +356,13 @@ mod tests {
         assert!(why.contains("only 4 fit"), "{why}");
         let b = GroupKey::new("ns", "b");
         assert_eq!(
-            s.ledger.wait_reasons.get(&b).map(String::as_str),
+            s.ledger().wait_reasons().get(&b).map(String::as_str),
             Some(&**why),
             "the reason is kept for b's PodGroup status"
         );
         s.delete_pod_group(&GroupKey::new("ns", "a"));
         run(&mut s, &b0, now);
-        assert_eq!(s.ledger.wait_reasons.get(&b), None, "b claimed room");
+        assert_eq!(s.ledger().wait_reasons().get(&b), None, "b claimed room");
     }
 
     #[test]
@@ -369,7 +373,7 @@ mod tests {
         let now = Instant::now();
         let a0 = member(&mut s, "a", 0, 4);
         run(&mut s, &a0, now);
-        let a_nodes: Vec<String> = s.ledger.claims[&GroupKey::new("ns", "a")]
+        let a_nodes: Vec<String> = s.ledger().claims()[&GroupKey::new("ns", "a")]
             .slots
             .iter()
             .map(|s| s.node.clone())
@@ -393,7 +397,7 @@ mod tests {
     fn elastic_members_beyond_quorum_take_only_unclaimed_room_up_to_max_member() {
         let mut s = cluster(4, 4);
         let key = group(&mut s, "e", 2);
-        let mut spec = (*s.groups[&key].spec.clone().unwrap()).clone();
+        let mut spec = (*s.groups()[&key].spec.clone().unwrap()).clone();
         spec.max_member = Some(3);
         s.apply_pod_group(spec);
         let now = Instant::now();

@@ -23,7 +23,7 @@ pub(super) fn member_shapes(
     let mut others: Vec<Resources> = state
         .members(key)
         .filter(|p| p.uid != pod.uid && p.node_name.is_none() && !p.phase.is_terminal())
-        .filter(|p| !state.ledger.reservations.contains_key(&p.uid))
+        .filter(|p| !state.ledger().reservations().contains_key(&p.uid))
         .map(|p| p.requests.clone())
         .collect();
     others.sort_by_key(|r| std::cmp::Reverse(size(r)));
@@ -57,7 +57,7 @@ pub(super) fn plan(
 ) -> Result<Vec<Slot>, usize> {
     // A gang the admission pass lent reserved room may plan in it.
     let reservation = lent
-        .then(|| state.ledger.claims.values().find(|c| c.reservation()))
+        .then(|| state.ledger().claims().values().find(|c| c.reservation()))
         .flatten();
     let unconstrained = constraints.is_unconstrained();
     // What a node has for the plan before it places anything there.
@@ -86,7 +86,7 @@ pub(super) fn plan(
         let run = shapes[start..].iter().take_while(|s| *s == shape).count();
         // The run's `run` best nodes, worst on top.
         let mut best: BinaryHeap<Candidate> = BinaryHeap::with_capacity(run + 1);
-        for (i, (node, slot)) in state.nodes.known().enumerate() {
+        for (i, (node, slot)) in state.nodes().known().enumerate() {
             if !(unconstrained && slot.open) && feasible(node, constraints).is_err() {
                 continue;
             }
@@ -192,7 +192,7 @@ fn feasible_nodes<'a>(
 ) -> impl Iterator<Item = &'a Node> + 'a {
     let unconstrained = constraints.is_unconstrained();
     state
-        .nodes
+        .nodes()
         .known()
         .filter(move |(node, slot)| {
             (unconstrained && slot.open) || feasible(node, constraints).is_ok()
@@ -230,10 +230,10 @@ mod tests {
         let other = member(&mut s, "other", 0, 2);
         assert!(run(&mut s, &other, Instant::now()).passed.is_empty());
 
-        s.ledger.lent.insert(lent.clone());
+        s.lend([lent.clone()]);
         let pod = member(&mut s, "lent", 0, 2);
         assert_eq!(run(&mut s, &pod, Instant::now()).passed, vec!["n0"]);
-        assert_eq!(s.ledger.claims[&lent].slots[0].node, "n0");
+        assert_eq!(s.ledger().claims()[&lent].slots[0].node, "n0");
     }
 
     mod properties {

@@ -57,7 +57,7 @@ pub(super) fn member(s: &mut State, group: &str, i: usize, cpu: i64) -> Pod {
 }
 
 pub(super) fn names(s: &State) -> Vec<String> {
-    let mut v: Vec<String> = s.nodes.keys().cloned().collect();
+    let mut v: Vec<String> = s.nodes().keys().cloned().collect();
     v.sort();
     v
 }

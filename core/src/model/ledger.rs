@@ -22,25 +22,62 @@ use super::state::State;
 #[derive(Debug, Clone, Default)]
 pub struct Ledger {
     /// By pod UID.
-    pub reservations: FxHashMap<String, Reservation>,
-    pub claims: FxHashMap<GroupKey, Claim>,
+    pub(super) reservations: FxHashMap<String, Reservation>,
+    pub(super) claims: FxHashMap<GroupKey, Claim>,
     /// Groups the admission pass lent room of the head's reservation (by their expected
     /// runtime): their claims may be planned in the reservation (see [`Claim::reservation`]).
-    pub lent: FxHashSet<GroupKey>,
+    pub(super) lent: FxHashSet<GroupKey>,
     /// Why the extender last refused to claim room for a gang (written by
     /// `crate::claims::filter`, cleared when a claim succeeds): the controller shows it in the
     /// PodGroup's `Scheduled` condition while the gang waits.
-    pub wait_reasons: FxHashMap<GroupKey, String>,
+    pub(super) wait_reasons: FxHashMap<GroupKey, String>,
     /// Room the last admission pass left for admissions on arrival ([`Door`]);
     /// `None` while something waits.
-    pub door: Option<Door>,
+    pub(super) door: Option<Door>,
     /// Gangs admitted on arrival, by group: their later members are created ungated too.
-    pub arrivals: FxHashMap<GroupKey, Arrival>,
+    pub(super) arrivals: FxHashMap<GroupKey, Arrival>,
     /// Members of groups admitted ahead that the webhook let in ungated, by pod name and when,
     /// until the watch shows them (or [`ARRIVAL_ROOM_KEPT`] passes): pods
     /// created at once all find fewer than `minMember` live members, and only `minMember` of
     /// them may pass.
-    pub ahead_arrivals: FxHashMap<GroupKey, Vec<(String, Instant)>>,
+    pub(super) ahead_arrivals: FxHashMap<GroupKey, Vec<(String, Instant)>>,
+}
+
+impl Ledger {
+    /// Reservations, by pod UID.
+    pub fn reservations(&self) -> &FxHashMap<String, Reservation> {
+        &self.reservations
+    }
+
+    /// Gang claims (and the head's reservation), by group.
+    pub fn claims(&self) -> &FxHashMap<GroupKey, Claim> {
+        &self.claims
+    }
+
+    /// Groups lent room of the head's reservation.
+    pub fn lent(&self) -> &FxHashSet<GroupKey> {
+        &self.lent
+    }
+
+    /// Why the extender last refused to claim room for a gang, by group.
+    pub fn wait_reasons(&self) -> &FxHashMap<GroupKey, String> {
+        &self.wait_reasons
+    }
+
+    /// The door for admissions on arrival; `None` while something waits.
+    pub fn door(&self) -> Option<&Door> {
+        self.door.as_ref()
+    }
+
+    /// Gangs admitted on arrival, by group.
+    pub fn arrivals(&self) -> &FxHashMap<GroupKey, Arrival> {
+        &self.arrivals
+    }
+
+    /// Members of groups admitted ahead let in ungated and not shown yet, by group.
+    pub fn ahead_arrivals(&self) -> &FxHashMap<GroupKey, Vec<(String, Instant)>> {
+        &self.ahead_arrivals
+    }
 }
 
 /// A pod the scheduler asked the extender to bind, not yet shown bound by the API.
@@ -158,6 +195,26 @@ impl State {
     /// Replaces the door for admissions on arrival.
     pub fn set_door(&mut self, door: Option<Door>) {
         self.ledger.door = door;
+    }
+
+    /// Records groups lent room of the head's reservation.
+    pub fn lend(&mut self, groups: impl IntoIterator<Item = GroupKey>) {
+        self.ledger.lent.extend(groups);
+    }
+
+    /// Forgets every group lent room: the reservation it came from is no longer the head's.
+    pub fn clear_lent(&mut self) {
+        self.ledger.lent.clear();
+    }
+
+    /// Moves the deadline of the claim of `key`, if it has one: the slots, and so the per-node
+    /// sums, stay as they are. Whether it had a claim.
+    pub fn extend_claim(&mut self, key: &GroupKey, deadline: Instant) -> bool {
+        let Some(claim) = self.ledger.claims.get_mut(key) else {
+            return false;
+        };
+        claim.deadline = Some(deadline);
+        true
     }
 
     /// Records why the gang `key` cannot be placed now (`None`: it can). Only groups the model

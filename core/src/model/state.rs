@@ -90,19 +90,19 @@ pub struct Group {
 #[derive(Debug, Clone, Default)]
 pub struct State {
     /// Nodes and, per node, `used`, `reserved` and `claimed`.
-    pub nodes: Nodes,
-    pub pods: PodMap,
+    pub(super) nodes: Nodes,
+    pub(super) pods: PodMap,
     /// By key, in key order: a pass over every group (admission, reclaim) visits them in a
     /// deterministic order without sorting them.
-    pub groups: imbl::OrdMap<GroupKey, Group>,
+    pub(super) groups: imbl::OrdMap<GroupKey, Group>,
     /// Pods that name a queue and no group, by UID.
-    pub queue_only: imbl::OrdMap<String, Member>,
+    pub(super) queue_only: imbl::OrdMap<String, Member>,
     /// Queues by name: admission reads their weights and bounds, the controller their shares.
-    pub queues: FxHashMap<String, Arc<Queue>>,
+    pub(super) queues: FxHashMap<String, Arc<Queue>>,
     /// What Gangplank decided itself: reservations, claims, lent groups, wait reasons.
-    pub ledger: Ledger,
+    pub(super) ledger: Ledger,
     /// The scheduler names served, set when the cache is made.
-    pub schedulers: Schedulers,
+    pub(super) schedulers: Schedulers,
 }
 
 /// The node whose `used` counts `pod`: its node while it has not finished.
@@ -115,6 +115,49 @@ fn counted_on(pod: &Pod) -> Option<&str> {
 static NOTHING: std::sync::LazyLock<Resources> = std::sync::LazyLock::new(Resources::new);
 
 impl State {
+    // ----- the parts, read-only (each changes only through the named writes below and in
+    // [`super::ledger`])
+
+    /// Nodes and, per node, `used`, `reserved` and `claimed`.
+    pub fn nodes(&self) -> &Nodes {
+        &self.nodes
+    }
+
+    /// Every pod, by UID.
+    pub fn pods(&self) -> &PodMap {
+        &self.pods
+    }
+
+    /// Groups by key, in key order.
+    pub fn groups(&self) -> &imbl::OrdMap<GroupKey, Group> {
+        &self.groups
+    }
+
+    /// Pods that name a queue and no group, by UID.
+    pub fn queue_only(&self) -> &imbl::OrdMap<String, Member> {
+        &self.queue_only
+    }
+
+    /// Queues by name.
+    pub fn queues(&self) -> &FxHashMap<String, Arc<Queue>> {
+        &self.queues
+    }
+
+    /// What Gangplank decided itself.
+    pub fn ledger(&self) -> &Ledger {
+        &self.ledger
+    }
+
+    /// The scheduler names served.
+    pub fn schedulers(&self) -> &Schedulers {
+        &self.schedulers
+    }
+
+    /// Sets the scheduler names served (when the cache is made).
+    pub fn set_schedulers(&mut self, schedulers: Schedulers) {
+        self.schedulers = schedulers;
+    }
+
     // ----- reads
 
     /// The non-terminal pods bound to `node`.

@@ -13,7 +13,7 @@ use crate::model::{GroupKey, Pod, Resources, State};
 pub(super) fn shadow_time(state: &State, room: &Room, now: i64) -> i64 {
     let end = |pod: &Pod| {
         let runtime = GroupKey::of(pod)
-            .and_then(|k| state.groups.get(&k))
+            .and_then(|k| state.groups().get(&k))
             .and_then(|g| g.spec.as_ref())
             .and_then(|s| s.expected_runtime)
             .map(seconds);

@@ -147,7 +147,7 @@ pub(super) fn collect<'s>(state: &'s State, groups: &Groups<'s>) -> Book<'s> {
 /// A member, not yet placed, that names a scheduler nobody serves: its gang would never run.
 fn unserved(state: &State, members: &[Seen]) -> Option<Why> {
     members.iter().filter(|m| !m.placed).find_map(|m| {
-        let scheduler = state.schedulers.unserved(&m.member.pod)?;
+        let scheduler = state.schedulers().unserved(&m.member.pod)?;
         Some(Why::SchedulerNotServed {
             pod: m.member.pod.name.clone(),
             scheduler: scheduler.to_owned(),
@@ -187,7 +187,7 @@ fn hold<'s>(
             break;
         }
         // Released to a scheduler nobody serves, it will never be placed: it holds no room.
-        if !m.placed && !m.gated && state.schedulers.unserved(&m.member.pod).is_none() {
+        if !m.placed && !m.gated && state.schedulers().unserved(&m.member.pod).is_none() {
             released.add(&m.member.requests);
             left -= 1;
         }
@@ -199,7 +199,7 @@ fn hold<'s>(
     }
     book.allocated.entry(queue).or_default().add(&held);
     if state
-        .queues
+        .queues()
         .get(queue)
         .is_some_and(|q| q.namespace_fair_share)
     {
@@ -258,7 +258,7 @@ fn candidate<'s>(
 /// on, or else the one a member's `nodeSelector` names.
 fn domain_of<'s>(state: &'s State, members: &[Seen<'s>], key: &str) -> Option<&'s str> {
     let running = members.iter().find_map(|m| {
-        let node = state.nodes.get(m.member.pod.node_name.as_deref()?)?;
+        let node = state.nodes().get(m.member.pod.node_name.as_deref()?)?;
         node.labels.get(key).map(String::as_str)
     });
     running.or_else(|| {

@@ -67,7 +67,7 @@ impl<'s> Pass<'s> {
         let by_slot: Vec<&Queue> = shares
             .queues
             .keys()
-            .map(|n| state.queues[n].as_ref())
+            .map(|n| state.queues()[n].as_ref())
             .collect();
         let held: Vec<Resources> = shares
             .queues
@@ -351,8 +351,8 @@ fn refused(needed: Resources, available: Resources, placed: Option<Why>) -> Why 
 /// loop keeps a head's reservation as a claim without a deadline, see [`super`]).
 fn held_before(state: &State, group: &GroupKey, node: &str) -> bool {
     state
-        .ledger
-        .claims
+        .ledger()
+        .claims()
         .get(group)
         .is_some_and(|c| c.reservation() && c.slots.iter().any(|s| s.node == node))
 }

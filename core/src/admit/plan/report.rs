@@ -39,7 +39,7 @@ pub(super) fn report(pass: Pass, book: Book, shares: Shares, waits: Waits) -> De
                 .iter()
                 .filter_map(|(at, _)| {
                     let name = pass.room.names[*at];
-                    let node = state.nodes.slot(name)?.node.as_ref()?;
+                    let node = state.nodes().slot(name)?.node.as_ref()?;
                     Some((name.to_owned(), state.free_on(node)))
                 })
                 .collect(),
@@ -127,7 +127,7 @@ pub(super) fn report(pass: Pass, book: Book, shares: Shares, waits: Waits) -> De
             .map(|(_, q)| q.name.clone())
             .collect();
         let (nodes, total) = pass.room.left_for_arrivals();
-        decision.door = Some(Door::new(nodes, total, queues, state.nodes.shrunk()));
+        decision.door = Some(Door::new(nodes, total, queues, state.nodes().shrunk()));
     }
     decision.queues = names.into_iter().zip(reports).collect();
     decision

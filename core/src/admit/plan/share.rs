@@ -23,7 +23,7 @@ pub(super) struct Shares {
 pub(super) fn share(state: &State, book: &mut Book) -> Shares {
     let capacity = state.schedulable_capacity();
     let mut queues: BTreeMap<String, QueueReport> = BTreeMap::new();
-    for name in state.queues.keys() {
+    for name in state.queues().keys() {
         let allocated = book
             .allocated
             .get(name.as_str())
@@ -55,7 +55,7 @@ pub(super) fn share(state: &State, book: &mut Book) -> Shares {
         report.demand.add(waiting);
     }
     let demands: Vec<QueueDemand> = state
-        .queues
+        .queues()
         .values()
         .map(|q| demand_of(q, queues[&q.name].demand.clone()))
         .collect();

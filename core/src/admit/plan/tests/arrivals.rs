@@ -155,7 +155,7 @@ fn a_node_that_goes_not_ready_after_the_pass_shuts_the_door_until_the_next_pass(
     group(&mut s, "g", 3);
     let d = decide_now(&s);
     crate::admit::hold::record(&mut s, None, &d, now);
-    let mut not_ready = s.nodes["n2"].clone();
+    let mut not_ready = s.nodes()["n2"].clone();
     not_ready.not_ready = true;
     s.apply_node(not_ready.clone());
     let g = GroupKey::new("ns", "g");
@@ -258,7 +258,7 @@ fn arrivals_of_groups_admitted_ahead_are_forgotten_after_a_pass_once_old_or_gone
     s.delete_pod_group(&GroupKey::new("ns", "gone"));
     door::open(&mut s, None, now);
     assert_eq!(
-        s.ledger.ahead_arrivals.len(),
+        s.ledger().ahead_arrivals().len(),
         1,
         "a deleted group's are forgotten"
     );
@@ -268,9 +268,9 @@ fn arrivals_of_groups_admitted_ahead_are_forgotten_after_a_pass_once_old_or_gone
         now + crate::model::arrivals::ARRIVAL_ROOM_KEPT,
     );
     assert!(
-        s.ledger.ahead_arrivals.is_empty(),
+        s.ledger().ahead_arrivals().is_empty(),
         "{:?}",
-        s.ledger.ahead_arrivals
+        s.ledger().ahead_arrivals()
     );
 }
 

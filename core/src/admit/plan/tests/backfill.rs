@@ -5,7 +5,7 @@ use super::*;
 /// Sets `name`'s expected runtime (and keeps the rest of its spec).
 fn expect_runtime(s: &mut State, name: &str, seconds: u64) {
     let key = GroupKey::new("ns", name);
-    let spec = s.groups[&key].spec.as_deref().unwrap().clone();
+    let spec = s.groups()[&key].spec.as_deref().unwrap().clone();
     s.apply_pod_group(PodGroup {
         expected_runtime: Some(Duration::from_secs(seconds)),
         ..spec
@@ -243,7 +243,7 @@ fn an_overdue_group_that_does_not_fit_holds_the_reservation_and_its_own_bound_wi
         "within the queue's bound"
     );
     let key = GroupKey::new("ns", "late");
-    let spec = s.groups[&key].spec.as_deref().unwrap().clone();
+    let spec = s.groups()[&key].spec.as_deref().unwrap().clone();
     s.apply_pod_group(PodGroup {
         max_wait: Some(Duration::from_secs(60)),
         ..spec
@@ -300,7 +300,7 @@ fn room_freeing_on_a_reserved_node_while_a_pass_runs_stays_reserved() {
     let first = decide_at(&s, &|_| false, NOW);
     crate::admit::hold::record(&mut s, None, &first, at);
     let finish = |s: &mut State, uid: &str| {
-        let pod = s.pods[uid].as_ref().clone();
+        let pod = s.pods()[uid].as_ref().clone();
         s.apply_pod(Pod {
             phase: PodPhase::Succeeded,
             ..pod
@@ -311,15 +311,15 @@ fn room_freeing_on_a_reserved_node_while_a_pass_runs_stays_reserved() {
     finish(&mut s, "fill-n1");
     let snapshot = s.clone();
     finish(&mut s, "fill-n0");
-    assert_eq!(s.nodes.slot("n0").unwrap().free.get("cpu"), 0);
+    assert_eq!(s.nodes().slot("n0").unwrap().free.get("cpu"), 0);
     let second = decide_at(&snapshot, &|_| false, NOW);
     assert_eq!(reason(&second, "big"), Reason::Reserved, "n0 was busy then");
     crate::admit::hold::record(&mut s, first.hold.as_ref(), &second, at);
     assert_eq!(
-        s.nodes.slot("n0").unwrap().free.get("cpu"),
+        s.nodes().slot("n0").unwrap().free.get("cpu"),
         0,
         "what freed on n0 after the snapshot stays in the reservation: {:?}",
-        s.ledger.claims
+        s.ledger().claims()
     );
     let third = decide_at(&s, &|_| false, NOW);
     assert_eq!(admitted(&third), vec!["big"]);
@@ -346,10 +346,10 @@ fn a_reservation_never_takes_room_another_queues_guarantee_keeps_even_after_a_pa
     assert_eq!(reason(&d, "big"), Reason::Reserved);
     crate::admit::hold::record(&mut s, None, &d, at);
     assert_eq!(
-        s.nodes.slot("n1").unwrap().free.get("cpu"),
+        s.nodes().slot("n1").unwrap().free.get("cpu"),
         4_000,
         "the 4 free CPUs are g's guarantee, not big's: {:?}",
-        s.ledger.claims
+        s.ledger().claims()
     );
 }
 
@@ -364,10 +364,10 @@ fn room_a_pass_admits_another_queue_into_does_not_count_as_freed_for_the_reserva
     assert_eq!(reason(&d, "big"), Reason::Reserved);
     crate::admit::hold::record(&mut s, None, &d, at);
     assert_eq!(
-        s.nodes.slot("n1").unwrap().free.get("cpu"),
+        s.nodes().slot("n1").unwrap().free.get("cpu"),
         4_000,
         "nothing freed on n1 since the snapshot: its free CPUs are first's, not big's: {:?}",
-        s.ledger.claims
+        s.ledger().claims()
     );
 }
 
@@ -454,7 +454,7 @@ mod properties {
 
     fn bind(s: &mut State, name: &str, size: u32, node: &str) {
         for i in 0..size {
-            let p = s.pods[&format!("{name}-{i}")].as_ref().clone();
+            let p = s.pods()[&format!("{name}-{i}")].as_ref().clone();
             s.apply_pod(Pod {
                 node_name: Some(node.into()),
                 phase: PodPhase::Running,
@@ -467,10 +467,10 @@ mod properties {
     fn admitted_requests(s: &State, d: &Decision, queue: &str) -> Resources {
         let mut sum = Resources::new();
         for a in &d.admit {
-            let group = a.group.as_ref().and_then(|g| s.groups[g].spec.as_deref());
+            let group = a.group.as_ref().and_then(|g| s.groups()[g].spec.as_deref());
             if group.is_some_and(|g| g.queue == queue) {
                 for p in &a.pods {
-                    sum.add(&s.pods[&p.uid].requests);
+                    sum.add(&s.pods()[&p.uid].requests);
                 }
             }
         }
@@ -496,7 +496,7 @@ mod properties {
             prop_assert!(deserved <= cluster, "{deserved} > {cluster}");
             let guaranteed: i64 = input.1.iter().filter_map(|q| q.2).sum::<i64>() * 1_000;
             for (name, report) in &d.queues {
-                let queue = &s.queues[name];
+                let queue = &s.queues()[name];
                 let cpu = report.deserved.get("cpu");
                 if let Some(limit) = queue.capability.limit(ResourceId::CPU) {
                     prop_assert!(cpu <= limit, "{name}: {cpu} > capability {limit}");
@@ -537,7 +537,7 @@ mod properties {
                 if admitted.is_empty() {
                     continue;
                 }
-                if let Some(limit) = s.queues[name].capability.limit(ResourceId::CPU) {
+                if let Some(limit) = s.queues()[name].capability.limit(ResourceId::CPU) {
                     let after = report.allocated.get("cpu") + admitted.get("cpu");
                     prop_assert!(after <= limit, "{name}: {after} > capability {limit}");
                 }
@@ -549,7 +549,7 @@ mod properties {
             let s = build(&input, false);
             let d = decide_at(&s, &|_| false, NOW);
             let mut free = 0;
-            for node in s.nodes.values() {
+            for node in s.nodes().values() {
                 free += s.free_on(node).get("cpu").max(0);
             }
             let held: i64 = d.hold.iter().flat_map(|h| &h.nodes).map(|(_, r)| r.get("cpu")).sum();

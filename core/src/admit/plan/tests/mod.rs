@@ -101,7 +101,7 @@ pub(super) fn reason(d: &Decision, name: &str) -> Reason {
 /// Binds every released, unbound pod to `n1`, as the scheduler would.
 pub(super) fn bind_released(s: &mut State) {
     let released: Vec<Pod> = s
-        .pods
+        .pods()
         .values()
         .filter(|p| !p.awaits_admission() && p.node_name.is_none())
         .map(|p| p.as_ref().clone())
@@ -119,7 +119,7 @@ pub(super) fn bind_released(s: &mut State) {
 pub(super) fn release(s: &mut State, d: &Decision) {
     for a in &d.admit {
         for p in &a.pods {
-            let pod = s.pods[&p.uid].as_ref().clone();
+            let pod = s.pods()[&p.uid].as_ref().clone();
             s.apply_pod(Pod {
                 scheduling_gates: vec![],
                 ..pod

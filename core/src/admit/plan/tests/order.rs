@@ -227,7 +227,7 @@ fn a_higher_priority_group_goes_before_older_ones_in_its_queue() {
     });
     gang(&mut s, "old", "q", 2, 1_000, 1);
     gang(&mut s, "urgent", "q", 2, 1_000, 5);
-    let high = s.pods["urgent-1"].as_ref().clone();
+    let high = s.pods()["urgent-1"].as_ref().clone();
     s.apply_pod(Pod {
         priority: 1_000,
         ..high
@@ -265,7 +265,9 @@ fn weights_of_two_to_one_interleave_picks_two_to_one() {
 #[test]
 fn a_gang_whose_member_names_an_unserved_scheduler_waits_and_holds_no_room() {
     let mut s = cluster();
-    s.schedulers = crate::model::Schedulers::only(["default-scheduler".to_owned()]);
+    s.set_schedulers(crate::model::Schedulers::only([
+        "default-scheduler".to_owned()
+    ]));
     gang(&mut s, "astray", "q", 2, 3_000, 10);
     s.apply_pod(Pod {
         scheduler: Some("nobody".into()),
@@ -282,7 +284,9 @@ fn a_gang_whose_member_names_an_unserved_scheduler_waits_and_holds_no_room() {
 
     // Released to it all the same (by an older Gangplank), it holds no room either.
     let mut s = cluster();
-    s.schedulers = crate::model::Schedulers::only(["default-scheduler".to_owned()]);
+    s.set_schedulers(crate::model::Schedulers::only([
+        "default-scheduler".to_owned()
+    ]));
     group(&mut s, "astray", 1);
     s.apply_pod(Pod {
         scheduler: Some("nobody".into()),
@@ -331,7 +335,7 @@ fn reserved_and_released_members_hold_room_until_quorum_but_elastic_extras_do_no
         "g-0",
         Reservation {
             node: "n1".into(),
-            requests: s.pods["g-0"].requests.clone(),
+            requests: s.pods()["g-0"].requests.clone(),
             group: Some(GroupKey::new("ns", "g")),
         },
     );
@@ -352,7 +356,7 @@ fn borrower_and_starved(cpu: i64) -> State {
     gang(&mut s, "more", "q", 1, 2_000, NOW - 50);
     gang(&mut s, "starved", "other", 2, cpu, NOW - 40);
     for i in 0..2 {
-        let mut pod = (*s.pods[&format!("starved-{i}")]).clone();
+        let mut pod = (*s.pods()[&format!("starved-{i}")]).clone();
         pod.queue = Some("other".into());
         s.apply_pod(pod);
     }
@@ -394,7 +398,7 @@ fn extra_members_of_a_gang_with_quorum_are_released_only_as_many_as_fit() {
     }
     gang(&mut s, "share", "other", 2, 2_000, NOW - 40);
     for i in 0..2 {
-        let mut member = (*s.pods[&format!("share-{i}")]).clone();
+        let mut member = (*s.pods()[&format!("share-{i}")]).clone();
         member.queue = Some("other".into());
         s.apply_pod(member);
     }

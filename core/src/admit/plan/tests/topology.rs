@@ -13,7 +13,7 @@ fn zones(used: [i64; 4]) -> State {
     {
         node(&mut s, name, 8_000);
         let labels = [("zone".to_owned(), zone.to_owned())].into();
-        let n = s.nodes.get(name).unwrap().as_ref().clone();
+        let n = s.nodes().get(name).unwrap().as_ref().clone();
         s.apply_node(Node { labels, ..n });
         if used > 0 {
             running(&mut s, &format!("on-{name}"), None, name, used, NOW - 10);
@@ -24,7 +24,7 @@ fn zones(used: [i64; 4]) -> State {
 
 fn with_topology(s: &mut State, name: &str, key: &str) {
     let group = GroupKey::new("ns", name);
-    let spec = s.groups[&group].spec.as_deref().unwrap().clone();
+    let spec = s.groups()[&group].spec.as_deref().unwrap().clone();
     s.apply_pod_group(PodGroup {
         topology_key: Some(key.into()),
         ..spec
