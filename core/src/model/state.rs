@@ -20,6 +20,12 @@
 //! The three per-node sums live with the node in one record ([`Nodes`]), so a candidate node
 //! costs one lookup by name.
 //!
+//! Its fields are private to the model: code outside reads them through accessors
+//! ([`State::nodes`], [`State::groups`], [`State::ledger`], ...) and changes them only through
+//! the named writes here (`apply_*`, `delete_*`) and in [`super::ledger`], which keep the
+//! indexes and sums in step. In the running process the cache (`gangplank::cache`) is their
+//! only caller.
+//!
 //! Free room on a node for a pod of gang G is `allocatable - used - reserved - claimed by
 //! other gangs`. Keeping those four apart is what lets a restart rebuild everything: `used` is
 //! derived from the API alone, and reservations and claims are soft state that the scheduler
