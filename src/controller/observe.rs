@@ -381,4 +381,17 @@ mod tests {
             .collect();
         assert_eq!(names, ["ungated"]);
     }
+
+    #[test]
+    fn a_pod_reference_names_a_core_v1_pod() {
+        let reference = PodRef {
+            namespace: "ml".into(),
+            name: "w-0".into(),
+            uid: "u".into(),
+        }
+        .reference();
+        assert_eq!(reference.api_version.as_deref(), Some("v1"));
+        assert_eq!(reference.kind.as_deref(), Some("Pod"));
+        assert_eq!(reference.uid.as_deref(), Some("u"));
+    }
 }
