@@ -1,5 +1,5 @@
-//! The timer that expires gang claims and abandoned held binds in a quiet cluster. Filter and
-//! bind expire claims and forget abandoned binds on their way, but when no call comes (the
+//! The timer that expires gang claims and abandoned held binds in a quiet cluster. Filter
+//! expires claims and bind forgets abandoned binds on their way, but when no call comes (the
 //! scheduler gave up on a gang or restarted, or nothing else is pending), a dead gang's claim
 //! would hold its room past its timeout, and a held bind whose scheduler hung up would keep
 //! its reservation until the next bind call. This task checks every [`CHECK_EVERY`] on tokio's
