@@ -25,5 +25,7 @@ pub mod metrics;
 pub mod parts;
 pub mod server;
 pub mod telemetry;
+#[cfg(test)]
+mod testing;
 pub mod tls;
 pub mod webhooks;

@@ -389,28 +389,21 @@ mod tests {
     async fn a_pass_whose_lease_renewal_lapses_midway_makes_no_write_after_the_fence_closes() {
         use crate::cache::{Change, Watched};
         use crate::fence::tests::Recorder;
-        use gangplank_core::model::{Node, Pod, Queue};
+        use crate::testing::{node, pod};
+        use gangplank_core::model::{Pod, Queue};
 
         // 100 lone pods of queue q wait at the gate with room for all. The API server answers
         // each write in 1 s and the loop sends 32 at once, so the pass's writes take 4 s; the
         // last renewal's fence closes 1.5 s into them.
         let (cache, mut mirror) = Cache::new();
-        mirror.apply_node(Node {
-            name: "n".into(),
-            allocatable: Resources::from([("cpu", 1_000_000), ("pods", 1_000)]),
-            ..Node::default()
-        });
+        mirror.apply_node(node("n", 1_000_000, 1_000));
         mirror.apply_queue(Queue::new("q"));
         for i in 0..100 {
             mirror.apply_pod(Pod {
-                uid: format!("p{i}"),
-                namespace: "ns".into(),
-                name: format!("p{i}"),
                 queue: Some("q".into()),
                 scheduling_gates: vec![ADMISSION_GATE.to_owned()],
-                requests: Resources::from([("cpu", 100), ("pods", 1)]),
                 marked: true,
-                ..Pod::default()
+                ..pod(&format!("p{i}"), 100)
             });
         }
         for kind in Watched::ALL {

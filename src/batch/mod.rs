@@ -417,7 +417,7 @@ fn pod_view(pod: &Pod) -> Option<PodView> {
 
 /// The job's PodGroup as [`plan::decide`] reads it at `now` (Unix seconds).
 fn group_view(group: &PodGroup, now: i64) -> GroupView {
-    let ahead = crate::controller::ahead(group, now) == Some(status::Ahead::Holds);
+    let ahead = status::ahead(group, now) == Some(status::Ahead::Holds);
     let status = group.status.as_ref();
     let released = status.is_some_and(|s| {
         matches!(s.phase, PodGroupPhase::Inqueue | PodGroupPhase::Running) && s.admitted > 0

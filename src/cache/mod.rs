@@ -236,7 +236,8 @@ impl Cache {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use gangplank_core::model::{GroupKey, Node, Pod, PodGroup, PodPhase, Queue, Resources};
+    use crate::testing;
+    use gangplank_core::model::{GroupKey, Node, Pod, PodGroup, PodPhase, Queue};
 
     #[test]
     fn an_event_that_changes_nothing_the_model_holds_wakes_nobody() {
@@ -305,28 +306,13 @@ mod tests {
     }
 
     fn node(name: &str) -> Node {
-        Node {
-            name: name.into(),
-            allocatable: Resources::from([("cpu", 4_000)]),
-            labels: Default::default(),
-            taints: vec![],
-            unschedulable: false,
-            not_ready: false,
-        }
+        testing::node(name, 4_000, 110)
     }
 
     fn pod(uid: &str, node: Option<&str>) -> Pod {
         Pod {
-            uid: uid.into(),
-            namespace: "ns".into(),
-            name: format!("pod-{uid}"),
             node_name: node.map(Into::into),
-            phase: PodPhase::Pending,
-            requests: Resources::new(),
-            pod_group: None,
-            queue: None,
-            priority: 0,
-            ..Default::default()
+            ..testing::pod(uid, 1_000)
         }
     }
 

@@ -223,17 +223,13 @@ mod tests {
 
     use super::*;
     use crate::api::labels::ADMISSION_GATE;
-    use gangplank_core::model::PodGroup;
+    use crate::testing;
 
     fn pod(uid: &str, group: Option<&str>, queue: Option<&str>) -> Pod {
         Pod {
-            uid: uid.into(),
-            namespace: "ns".into(),
-            name: uid.into(),
-            requests: Resources::from([("cpu", 1000), ("pods", 1)]),
             pod_group: group.map(Into::into),
             queue: queue.map(Into::into),
-            ..Default::default()
+            ..testing::pod(uid, 1000)
         }
     }
 
@@ -253,10 +249,7 @@ mod tests {
     }
 
     fn group(s: &mut State, name: &str, queue: &str) {
-        s.apply_pod_group(PodGroup {
-            schedule_timeout: Duration::from_secs(60),
-            ..PodGroup::new(GroupKey::new("ns", name), 2, queue)
-        });
+        s.apply_pod_group(testing::pod_group(name, 2, queue, Duration::from_secs(60)));
     }
 
     #[test]
@@ -380,5 +373,18 @@ mod tests {
             .map(|p| p.name.as_str())
             .collect();
         assert_eq!(names, ["ungated"]);
+    }
+
+    #[test]
+    fn a_pod_reference_names_a_core_v1_pod() {
+        let reference = PodRef {
+            namespace: "ml".into(),
+            name: "w-0".into(),
+            uid: "u".into(),
+        }
+        .reference();
+        assert_eq!(reference.api_version.as_deref(), Some("v1"));
+        assert_eq!(reference.kind.as_deref(), Some("Pod"));
+        assert_eq!(reference.uid.as_deref(), Some("u"));
     }
 }

@@ -32,7 +32,8 @@
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 
-use crate::api::{PodGroupPhase, PodGroupStatus};
+use crate::api::{self, PodGroup, PodGroupPhase, PodGroupStatus};
+use gangplank_core::model;
 
 /// Condition types of a PodGroup.
 pub const ADMITTED: &str = "Admitted";
@@ -111,6 +112,20 @@ pub enum Ahead {
     Holds,
     /// Admitted, but no quorum of pods came within its schedule timeout of seconds.
     Lapsed(u64),
+}
+
+/// Where `group` stands when admitted ahead of its members, at `now` (Unix seconds).
+pub(crate) fn ahead(group: &PodGroup, now: i64) -> Option<Ahead> {
+    if !group.admitted_ahead_of_members() {
+        return None;
+    }
+    let at = api::volcano::admitted_ahead_at(group)?;
+    let timeout = group.spec.schedule_timeout();
+    Some(if model::Ahead::admission_holds(at, now, timeout) {
+        Ahead::Holds
+    } else {
+        Ahead::Lapsed(timeout.as_secs())
+    })
 }
 
 /// The phase the group is in now, and for Failed the reason and message.

@@ -1,5 +1,5 @@
-//! The timer that expires gang claims and abandoned held binds in a quiet cluster. Filter and
-//! bind expire claims and forget abandoned binds on their way, but when no call comes (the
+//! The timer that expires gang claims and abandoned held binds in a quiet cluster. Filter
+//! expires claims and bind forgets abandoned binds on their way, but when no call comes (the
 //! scheduler gave up on a gang or restarted, or nothing else is pending), a dead gang's claim
 //! would hold its room past its timeout, and a held bind whose scheduler hung up would keep
 //! its reservation until the next bind call. This task checks every [`CHECK_EVERY`] on tokio's
@@ -37,12 +37,13 @@ pub async fn run(ledger: Ledger, permits: Arc<Permits>, shutdown: CancellationTo
 #[cfg(test)]
 mod tests {
     use gangplank_core::claims;
-    use gangplank_core::model::{GroupKey, Node, Pod, PodGroup, Resources};
+    use gangplank_core::model::{GroupKey, Pod};
     use gangplank_core::policy::constraints::Constraints;
     use gangplank_core::policy::placement::Strategy;
 
     use super::*;
     use crate::cache::Cache;
+    use crate::testing::{node, pod, pod_group};
 
     /// No bind call comes in these tests.
     struct NoBinds;
@@ -58,23 +59,12 @@ mod tests {
 
     fn cluster_with_one_gang_claim(timeout: Duration) -> (Cache, GroupKey) {
         let (cache, mut mirror) = Cache::new();
-        mirror.apply_node(Node {
-            name: "n0".into(),
-            allocatable: Resources::from([("cpu", 8_000), ("pods", 110)]),
-            ..Default::default()
-        });
+        mirror.apply_node(node("n0", 8_000, 110));
         let key = GroupKey::new("ns", "train");
-        mirror.apply_pod_group(PodGroup {
-            schedule_timeout: timeout,
-            ..PodGroup::new(key.clone(), 2, "default")
-        });
+        mirror.apply_pod_group(pod_group("train", 2, "default", timeout));
         let pod = Pod {
-            uid: "train-0".into(),
-            namespace: "ns".into(),
-            name: "train-0".into(),
             pod_group: Some("train".into()),
-            requests: Resources::from([("cpu", 2_000), ("pods", 1)]),
-            ..Default::default()
+            ..pod("train-0", 2_000)
         };
         mirror.apply_pod(pod.clone());
         let settings = claims::Settings {

@@ -360,7 +360,8 @@ mod tests {
 
     use super::*;
     use crate::cache::Cache;
-    use gangplank_core::model::{Node, Pod, Resources};
+    use crate::testing::{node, pod, pod_group};
+    use gangplank_core::model::Pod;
 
     /// Binds everything, and counts.
     #[derive(Default)]
@@ -385,26 +386,15 @@ mod tests {
     /// and a node with room for all.
     fn cluster_of(gangs: usize, size: u32) -> Cache {
         let (cache, mut mirror) = Cache::new();
-        mirror.apply_node(Node {
-            name: "n".into(),
-            allocatable: Resources::from([("cpu", 1_000_000), ("pods", 10_000)]),
-            ..Node::default()
-        });
+        mirror.apply_node(node("n", 1_000_000, 10_000));
         for g in 0..gangs {
-            let key = GroupKey::new("ns", format!("g{g}"));
-            mirror.apply_pod_group(PodGroup {
-                schedule_timeout: Duration::from_secs(5),
-                ..PodGroup::new(key.clone(), size, "q")
-            });
+            let name = format!("g{g}");
+            mirror.apply_pod_group(pod_group(&name, size, "q", Duration::from_secs(5)));
             for m in 0..size {
                 mirror.apply_pod(Pod {
-                    uid: format!("g{g}-{m}"),
-                    namespace: "ns".into(),
-                    name: format!("g{g}-{m}"),
-                    pod_group: Some(key.name.to_string()),
-                    requests: Resources::from([("cpu", 100), ("pods", 1)]),
+                    pod_group: Some(name.clone()),
                     marked: true,
-                    ..Pod::default()
+                    ..pod(&format!("g{g}-{m}"), 100)
                 });
             }
         }

@@ -1,7 +1,7 @@
 //! Deadlines: a claim lasts while some member is filtered or reserved within the gang's
 //! schedule timeout (capped by [`Settings::max_hold`](super::Settings::max_hold)); past it,
-//! [`expire`] drops the claim and frees its room. Filter and bind call it on their way, and
-//! the extender's timer in a quiet cluster.
+//! [`expire`] drops the claim and frees its room. The filter calls it on its way, and the
+//! extender's timer in a quiet cluster.
 
 use std::time::Instant;
 
@@ -13,8 +13,8 @@ pub fn any_expired(state: &State, now: Instant) -> bool {
 }
 
 /// Drops every claim whose deadline has passed at `now` (no member placed within the gang's
-/// timeout, or a head's reservation that outlived its own); returns how many. Filter and bind
-/// call it on their way, and a timer calls it in a quiet cluster.
+/// timeout, or a head's reservation that outlived its own); returns how many. The filter calls
+/// it on its way, and a timer calls it in a quiet cluster.
 pub fn expire(state: &mut State, now: Instant) -> usize {
     let expired: Vec<GroupKey> = state
         .ledger()

@@ -12,8 +12,8 @@
 //!
 //! A claim ends when the gang reaches quorum (its members are reserved or bound), when it
 //! expires (no member filtered or reserved within the gang's schedule timeout: [`expire`], which
-//! filter and bind call on their way and the extender's timer calls in a quiet cluster), or when
-//! its PodGroup is deleted.
+//! the filter calls on its way and the extender's timer calls in a quiet cluster), or when its
+//! PodGroup is deleted.
 //!
 //! Everything here is pure: it reads and writes a [`State`] and takes the time as an argument
 //! (the adapters pass tokio's clock), so tests drive it step by step.
