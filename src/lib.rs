@@ -22,8 +22,8 @@ pub mod fence;
 pub mod health;
 pub mod leader;
 pub mod metrics;
-pub mod parts;
 pub mod server;
+pub mod shutdown;
 pub mod telemetry;
 #[cfg(test)]
 mod testing;

@@ -12,7 +12,7 @@
 //! the metrics, extender and webhook servers stop accepting and give open requests
 //! [`SHUTDOWN_GRACE`] to finish (a bind in flight should complete rather than be
 //! cut); whatever still runs [`SHUTDOWN_DEADLINE`] after the signal is named in an error and
-//! left behind ([`crate::parts`]). If any part fails (a port already taken, unreadable certificates, the admission loop
+//! left behind ([`crate::shutdown`]). If any part fails (a port already taken, unreadable certificates, the admission loop
 //! or the controller ending or panicking), the token is cancelled too, so the process exits
 //! instead of running half-alive.
 
@@ -30,7 +30,7 @@ use crate::config::ServeArgs;
 use crate::connections::{Limited, body};
 use crate::extender::{self, Capture, Extender, KubeBinder, Permits};
 use crate::fence::{self, Fence};
-use crate::parts::Parts;
+use crate::shutdown::Parts;
 use crate::{admission_loop, batch, controller, health, leader, metrics, tls, webhooks};
 
 /// How long open extender requests may run after the shutdown signal.

@@ -41,7 +41,7 @@ mod tests {
     use std::time::{Duration, Instant};
 
     use super::*;
-    use crate::admit::door;
+    use crate::admit::on_arrival;
     use crate::claims::{self, Settings};
     use crate::model::names::ADMISSION_GATE;
     use crate::model::{Ahead, GroupKey, Node, Pod, PodGroup, Queue, Resources, State};
@@ -134,13 +134,13 @@ mod tests {
 
         // The door is open (nothing waits for room), yet the gang is not let in on arrival.
         let opened = decide_now(&s).door;
-        door::open(&mut s, opened, now);
+        on_arrival::open(&mut s, opened, now);
         assert!(s.ledger().door().is_some());
         let mut plain = PodGroup::new(key.clone(), i32::MAX.unsigned_abs(), "q");
         plain.schedule_timeout = Duration::from_secs(60);
         s.apply_pod_group(plain);
         s.delete_pod(&pod.uid);
-        assert!(!door::admit_on_arrival(
+        assert!(!on_arrival::admit(
             &mut s,
             &key,
             "huge-1",

@@ -12,7 +12,7 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use gangplank_core::admit::groups::Groups;
-use gangplank_core::admit::{door, hold, plan};
+use gangplank_core::admit::{after_pass, on_arrival, plan};
 use gangplank_core::model::names::ADMISSION_GATE;
 use gangplank_core::model::{GroupKey, Node, Pod, PodGroup, PodPhase, Queue, Resources, State};
 use proptest::prelude::*;
@@ -156,7 +156,7 @@ impl World {
                 let key = group.as_deref().map(|g| GroupKey::new("ns", g));
                 // The mutating webhook: ungated only when admitted on arrival.
                 let arrived = key.as_ref().is_some_and(|key| {
-                    door::admit_on_arrival(&mut self.state, key, &uid, &requests, self.now, 0)
+                    on_arrival::admit(&mut self.state, key, &uid, &requests, self.now, 0)
                 });
                 self.state.apply_pod(Pod {
                     uid: uid.clone(),
@@ -185,7 +185,7 @@ impl World {
             }
             Step::Pass => {
                 let decision = decide(&self.state);
-                hold::record(&mut self.state, None, &decision, self.now);
+                after_pass::record(&mut self.state, None, &decision, self.now);
                 for admission in &decision.admit {
                     for p in &admission.pods {
                         let pod = self.state.pods()[&p.uid].as_ref().clone();

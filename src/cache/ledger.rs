@@ -10,7 +10,7 @@
 
 use std::time::Instant;
 
-use gangplank_core::admit::{door, hold, plan};
+use gangplank_core::admit::{after_pass, on_arrival, plan};
 use gangplank_core::claims::{self, Settings, Verdict};
 use gangplank_core::model::{GroupKey, Pod, PodGroup, Resources, State};
 use gangplank_core::policy::constraints::Constraints;
@@ -82,10 +82,10 @@ impl Ledger {
     }
 
     /// Records what an admission pass decided (`decision`) about the head's reservation,
-    /// where the previous pass held `before` ([`hold::record`]).
+    /// where the previous pass held `before` ([`after_pass::record`]).
     pub fn hold(&self, before: Option<&plan::Hold>, decision: &plan::Decision, now: Instant) {
         self.write(|s| {
-            hold::record(s, before, decision, now);
+            after_pass::record(s, before, decision, now);
             if tracing::enabled!(tracing::Level::DEBUG) {
                 let claims: Vec<_> = s
                     .ledger()
@@ -104,7 +104,7 @@ impl Ledger {
     }
 
     /// Whether a new member of `group` asking `requests` is created ungated, its gang admitted
-    /// on arrival (the mutating webhook; [`door::admit_on_arrival`]).
+    /// on arrival (the mutating webhook; [`on_arrival::admit`]).
     pub fn admit_on_arrival(
         &self,
         group: &GroupKey,
@@ -112,9 +112,7 @@ impl Ledger {
         requests: &Resources,
         now: Instant,
     ) -> bool {
-        self.write(|s| {
-            door::admit_on_arrival(s, group, name, requests, now, crate::clock::unix_now())
-        })
+        self.write(|s| on_arrival::admit(s, group, name, requests, now, crate::clock::unix_now()))
     }
 
     fn write<T>(&self, f: impl FnOnce(&mut State) -> T) -> T {

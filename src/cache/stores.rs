@@ -397,6 +397,6 @@ mod tests {
         let status = job.status.as_ref().unwrap();
         assert_eq!(status.active, None);
         assert_eq!(status.conditions.as_ref().unwrap().len(), 1);
-        assert!(crate::controller::jobs::finished(&job));
+        assert!(crate::controller::batch_v1_jobs::finished(&job));
     }
 }

@@ -25,14 +25,14 @@
 //!   training-operator writes `default` when the job names no queue, so it does not hide the
 //!   namespace's); else its namespace's default queue, else `default`; and the queue label.
 //!
-//! Created once, like a Job's PodGroup (see `super::jobs`): a later change to the source is not
+//! Created once, like a Job's PodGroup (see `super::batch_v1_jobs`): a later change to the source is not
 //! copied. A Gangplank PodGroup of that name that the source does not own is the user's: its
 //! pods join it, and the source gets a Warning event saying so.
 
 use k8s_openapi::api::scheduling::v1alpha2::PodGroup as UpstreamPodGroup;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 
-use super::jobs::{Plan, made};
+use super::batch_v1_jobs::{Plan, made};
 use crate::api::scheduler_plugins::SchedulerPluginsPodGroup;
 use crate::api::volcano::{self, VolcanoPodGroup, VolcanoPodGroupStatus};
 use crate::api::{PodGroup, PodGroupPhase, PodGroupSpec, PodGroupStatus, ResourceList, labels};

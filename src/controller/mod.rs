@@ -7,7 +7,7 @@
 //! every group and pod in it), and the cluster cache already holds them all. So each pass reads
 //! the cache once ([`observe`]), reads the controller's own stores of Jobs, PodGroups and
 //! Queues ([`crate::cache::stores`]), reads the workloads whose pods wait for a group
-//! ([`workloads`]), decides everything with pure functions ([`jobs`], [`foreign_groups`],
+//! ([`workloads`]), decides everything with pure functions ([`batch_v1_jobs`], [`foreign_groups`],
 //! [`workloads`], [`orphans`], [`status`], [`queues`]) and then writes only what differs. What admission decided (each
 //! waiting group's reason, each queue's shares) is the admission loop's latest published
 //! outcome ([`crate::admission_loop::published`]), not computed again here.
@@ -47,8 +47,8 @@
 //! the replica that leads, as the admission loop does ([`crate::leader`]).
 
 mod api_writes;
+pub mod batch_v1_jobs;
 pub mod foreign_groups;
-pub mod jobs;
 pub mod observe;
 pub mod orphans;
 mod pass;

@@ -13,7 +13,7 @@
 //! Without the annotation the pods keep waiting (the admission loop does not release a group
 //! without its PodGroup), and each waiting member gets a Warning event, reason
 //! `PodGroupMissing`, that names the missing object and the two ways to fix it. Groups named
-//! after a Job that gets its PodGroup from [`super::jobs`] are skipped: that PodGroup is on
+//! after a Job that gets its PodGroup from [`super::batch_v1_jobs`] are skipped: that PodGroup is on
 //! its way.
 
 use crate::api::{PodGroup, PodGroupSpec, labels};
@@ -67,7 +67,7 @@ pub fn plan(key: &GroupKey, asked: &Asked, namespace_queue: Option<&str>) -> Opt
             c.uid.as_str(),
         )
     });
-    let group = super::jobs::made(&key.name, &key.namespace, spec, &queue, owner);
+    let group = super::batch_v1_jobs::made(&key.name, &key.namespace, spec, &queue, owner);
     Some(Plan::Create(Box::new(group)))
 }
 

@@ -27,7 +27,7 @@ use super::status::{Finisher, Inputs};
 use super::waits::Wait;
 use super::writes::Verdict;
 use super::{CREATE_RETRY_AFTER, Controller, Creation, StatusWrite, WRITE_CONCURRENCY};
-use super::{foreign_groups, jobs, observe, orphans, queues, status, waits, workloads};
+use super::{batch_v1_jobs, foreign_groups, observe, orphans, queues, status, waits, workloads};
 use crate::admission_loop::published::Outcome;
 use crate::api::volcano::VolcanoPodGroupStatus;
 use crate::api::{self, PodGroup, PodGroupStatus, Queue, QueueStatus, labels};
@@ -121,7 +121,8 @@ impl Controller {
         let mut creations = Vec::new();
         let mut groups = HashSet::new();
         for job in self.stores.jobs.state() {
-            let (Some(name), Some(namespace)) = (jobs::gang_name(&job), job.namespace()) else {
+            let (Some(name), Some(namespace)) = (batch_v1_jobs::gang_name(&job), job.namespace())
+            else {
                 continue;
             };
             groups.insert(GroupKey::new(namespace.clone(), name));
@@ -129,7 +130,7 @@ impl Controller {
                 .stores
                 .pod_groups
                 .get(&ObjectRef::new(name).within(&namespace));
-            let plan = jobs::plan(&job, existing.as_deref());
+            let plan = batch_v1_jobs::plan(&job, existing.as_deref());
             carry_out(
                 plan,
                 "job",
@@ -382,7 +383,7 @@ impl Controller {
 
     /// Who finishes `group`: its controlling Job, when the store has that Job.
     fn finisher(&self, group: &PodGroup, namespace: &str) -> Finisher {
-        let Some(owner) = jobs::controller_job(group) else {
+        let Some(owner) = batch_v1_jobs::controller_job(group) else {
             return Finisher::Members;
         };
         match self
@@ -391,7 +392,7 @@ impl Controller {
             .get(&ObjectRef::<Job>::new(&owner.name).within(namespace))
         {
             Some(job) if job.metadata.uid.as_deref() == Some(owner.uid.as_str()) => {
-                Finisher::Job(jobs::state(&job))
+                Finisher::Job(batch_v1_jobs::state(&job))
             }
             // The Job is gone and the garbage collector will delete the group: judge by pods.
             _ => Finisher::Members,
@@ -532,14 +533,14 @@ impl Controller {
 /// PodGroup) asks: the creation, labelled `source` for the metric, or the Conflict event on
 /// `regarding`.
 fn carry_out(
-    plan: Option<jobs::Plan>,
+    plan: Option<batch_v1_jobs::Plan>,
     source: &'static str,
     regarding: ObjectReference,
     creations: &mut Vec<Creation>,
     wanted: &mut Vec<Event>,
 ) {
     match plan {
-        Some(jobs::Plan::Create {
+        Some(batch_v1_jobs::Plan::Create {
             group,
             note,
             warning,
@@ -550,7 +551,7 @@ fn carry_out(
             note,
             warning,
         }),
-        Some(jobs::Plan::Conflict { message }) => wanted.push(Event {
+        Some(batch_v1_jobs::Plan::Conflict { message }) => wanted.push(Event {
             regarding,
             warning: true,
             reason: "PodGroupConflict".to_owned(),

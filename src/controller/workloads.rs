@@ -12,7 +12,7 @@
 
 use kube::api::DynamicObject;
 
-use super::jobs::made;
+use super::batch_v1_jobs::made;
 use super::observe::Asked;
 use super::orphans::Plan;
 use crate::api::{PodGroupSpec, labels, workloads};

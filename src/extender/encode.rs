@@ -22,7 +22,7 @@ use serde::Serialize;
 use serde_json::ser::{CompactFormatter, Formatter};
 use serde_json::value::RawValue;
 
-use super::scan::needs_escape;
+use super::json_scan::needs_escape;
 use super::wire::{FilterAnswer, HostScore};
 
 /// `{"Host":`, `,"Score":`, `}`, the separator and two digits: what one score adds to its name.

@@ -22,8 +22,8 @@ pub mod capture;
 pub mod encode;
 pub mod expiry;
 pub mod handlers;
+mod json_scan;
 pub mod permit;
-mod scan;
 mod split;
 pub mod wire;
 

@@ -16,7 +16,7 @@
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
-use super::scan::special;
+use super::json_scan::special;
 use super::wire::{ExtenderArgsRef, Name, NodeNames};
 
 /// `body` split like serde would, or `None` to let serde decode it.

@@ -12,7 +12,7 @@
 //!
 //! Shape, after linkerd's policy controller: one route per resource and direction, each a
 //! thin adapter that decodes the typed AdmissionReview ([`review`]), calls a rule in the
-//! resource's file ([`pods`], [`jobs`], [`workloads`], [`pod_groups`], [`queues`],
+//! resource's file ([`pods`], [`batch_v1_jobs`], [`workloads`], [`pod_groups`], [`queues`],
 //! [`batch_jobs`]) and encodes its
 //! [`Verdict`]. Every decision is answered with HTTP 200 and the verdict in the body; only a
 //! body that is not an AdmissionReview gets HTTP 400. The rules read the cluster through the
@@ -32,7 +32,7 @@
 //! policies.
 
 pub mod batch_jobs;
-pub mod jobs;
+pub mod batch_v1_jobs;
 pub mod lookup;
 pub mod patch;
 pub mod pod_groups;
@@ -188,7 +188,7 @@ impl Default for Settings {
     }
 }
 
-/// Admission on arrival ([`gangplank_core::admit::door`]), as the pod webhook asks for it.
+/// Admission on arrival ([`gangplank_core::admit::on_arrival`]), as the pod webhook asks for it.
 pub trait Arrivals: Send + Sync {
     /// Whether a new member `name` of `group` asking `requests` (as they count against a
     /// node) is created without the admission gate.
@@ -302,7 +302,7 @@ async fn mutate_jobs(
     State(w): State<Arc<Webhooks>>,
     Review(r): Review<k8s_openapi::api::batch::v1::Job>,
 ) -> Response {
-    decide(&w, &r, jobs::mutate).await
+    decide(&w, &r, batch_v1_jobs::mutate).await
 }
 
 async fn mutate_workloads(
@@ -316,7 +316,7 @@ async fn validate_jobs(
     State(w): State<Arc<Webhooks>>,
     Review(r): Review<k8s_openapi::api::batch::v1::Job>,
 ) -> Response {
-    decide(&w, &r, jobs::validate).await
+    decide(&w, &r, batch_v1_jobs::validate).await
 }
 
 async fn mutate_pod_groups(

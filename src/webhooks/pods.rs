@@ -36,7 +36,7 @@
 //!    admission, the first member of a gang whose `minMember` copies fit in the room the last
 //!    pass left admits the gang, and it and its later members, `minMember` in all and none
 //!    larger than the first, are created ungated
-//!    ([`gangplank_core::admit::door`]; `--admit-on-arrival`; a member created before its
+//!    ([`gangplank_core::admit::on_arrival`]; `--admit-on-arrival`; a member created before its
 //!    PodGroup reached the cache is gated, and admission releases it; only the replica that
 //!    leads admits on arrival, a follower gates every pod, [`super::LeaderArrivals`]); so are, under the same flag,
 //!    the first `minMember` members of a group admitted ahead of its members while that

@@ -1,6 +1,6 @@
 //! What the ledger keeps for admissions on arrival: the [`Door`] the last admission pass left,
 //! the gangs admitted through it ([`Arrival`]) and how long their room is kept. The rules that
-//! open the door and let a gang in are admission's (`crate::admit::door`); this is their data.
+//! open the door and let a gang in are admission's (`crate::admit::on_arrival`); this is their data.
 
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};

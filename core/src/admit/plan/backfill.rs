@@ -3,7 +3,7 @@
 //! runtime ends before then may borrow the head's reservation.
 
 use super::collect::seconds;
-use crate::admit::room::Room;
+use crate::admit::free_room::Room;
 use crate::model::{GroupKey, Pod, Resources, State};
 
 /// The time by which the pods on the head's reserved nodes are expected to have freed what

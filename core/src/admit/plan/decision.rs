@@ -106,7 +106,7 @@ pub struct Hold {
     pub lacking: Vec<(String, Resources)>,
     /// Per node of the reservation: what was free there in the pass's snapshot (allocatable
     /// less what is used and reserved; not less what the pass itself admitted). Room beyond it
-    /// freed after the snapshot, and joins the reservation as it is recorded ([`super::hold`]).
+    /// freed after the snapshot, and joins the reservation as it is recorded ([`crate::admit::after_pass`]).
     pub seen: Vec<(String, Resources)>,
 }
 
@@ -130,7 +130,7 @@ pub struct Decision {
     /// Groups admitted into the head's reservation by their expected runtime.
     pub lent: Vec<GroupKey>,
     /// Room for admissions on arrival, when every group left waiting lacks only members
-    /// ([`super::door`]).
+    /// ([`crate::admit::on_arrival`]).
     pub door: Option<Door>,
 }
 

@@ -1,12 +1,12 @@
 //! The admission pass ([`decide`]): which waiting groups leave the admission gate now, in
 //! fair-share order, and why each of the others waits ([`Why`]); a pure function of the state,
 //! the group facts derived from it and the time. One file per phase:
-//! - [`collect`](self::collect): the waiting groups and what every queue holds;
-//! - [`share`](self::share): each queue's deserved share of the cluster;
-//! - [`order`](self::order): overdue groups first, then weighted DRF, each group tried by the
-//!   [`pass`](self::pass) against capabilities, fair share and free room (reserving room for
-//!   the head of the line, lending it by [`backfill`](self::backfill) shadow time);
-//! - [`report`](self::report): the [`Decision`] the pass leaves ([`decision`] holds its types).
+//! - `collect`: the waiting groups and what every queue holds;
+//! - `share`: each queue's deserved share of the cluster;
+//! - `order`: overdue groups first, then weighted DRF, each group tried by the
+//!   `pass` against capabilities, fair share and free room (reserving room for
+//!   the head of the line, lending it by `backfill` shadow time);
+//! - `report`: the [`Decision`] the pass leaves (`decision` holds its types).
 //!
 //! The phases, the backfill reservation, expected runtimes, `maxWaitSeconds` and their cost are
 //! explained in `docs/decisions/admission-pass.md`.

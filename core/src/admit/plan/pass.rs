@@ -9,7 +9,7 @@ use rustc_hash::FxHashMap;
 use super::backfill;
 use super::collect::{Book, Candidate};
 use super::share::Shares;
-use crate::admit::room::Room;
+use crate::admit::free_room::Room;
 use crate::admit::why::Why;
 use crate::model::{GroupKey, Queue, Resources, State};
 use crate::policy::fair_share;

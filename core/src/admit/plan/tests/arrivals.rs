@@ -14,23 +14,23 @@ fn a_pass_that_leaves_groups_waiting_only_for_members_opens_the_door_to_uncapped
     group(&mut s, "g", 3);
     s.apply_pod(pod("a", Some("g"), true, 10));
     let mut door = decide_now(&s).door.expect("only members are missing");
-    assert!(!door::let_in(
+    assert!(!on_arrival::let_in(
         &mut door,
         "capped",
         &[Resources::from([("cpu", 1)])]
     ));
-    assert!(!door::let_in(
+    assert!(!on_arrival::let_in(
         &mut door,
         "closed",
         &[Resources::from([("cpu", 1)])]
     ));
-    assert!(door::let_in(
+    assert!(on_arrival::let_in(
         &mut door,
         "q",
         &vec![Resources::from([("cpu", 1_000)]); 8]
     ));
     assert!(
-        !door::let_in(&mut door, "q", &[Resources::from([("cpu", 1)])]),
+        !on_arrival::let_in(&mut door, "q", &[Resources::from([("cpu", 1)])]),
         "the 8 CPUs of n1 are taken"
     );
 }
@@ -56,22 +56,22 @@ fn the_first_member_admits_its_gang_on_arrival_and_its_later_members_follow_it()
     zoned.topology_key = Some("zone".into());
     s.apply_pod_group(zoned);
     let d = decide_now(&s);
-    crate::admit::hold::record(&mut s, None, &d, now);
+    crate::admit::after_pass::record(&mut s, None, &d, now);
 
     let g = GroupKey::new("ns", "g");
     assert!(
-        door::admit_on_arrival(&mut s, &g, "p", &cpu, now, 0),
+        on_arrival::admit(&mut s, &g, "p", &cpu, now, 0),
         "3 × 2 of 8 CPUs fit"
     );
     assert!(
-        door::admit_on_arrival(&mut s, &g, "p", &cpu, now, 0),
+        on_arrival::admit(&mut s, &g, "p", &cpu, now, 0),
         "a later member of g"
     );
     assert!(
-        !door::admit_on_arrival(&mut s, &GroupKey::new("ns", "late"), "p", &cpu, now, 0),
+        !on_arrival::admit(&mut s, &GroupKey::new("ns", "late"), "p", &cpu, now, 0),
         "late's first member arrived gated"
     );
-    assert!(!door::admit_on_arrival(
+    assert!(!on_arrival::admit(
         &mut s,
         &GroupKey::new("ns", "zoned"),
         "p",
@@ -79,7 +79,7 @@ fn the_first_member_admits_its_gang_on_arrival_and_its_later_members_follow_it()
         now,
         0
     ));
-    assert!(!door::admit_on_arrival(
+    assert!(!on_arrival::admit(
         &mut s,
         &GroupKey::new("ns", "unknown"),
         "p",
@@ -89,14 +89,14 @@ fn the_first_member_admits_its_gang_on_arrival_and_its_later_members_follow_it()
     ));
     group(&mut s, "h", 2);
     assert!(
-        !door::admit_on_arrival(&mut s, &GroupKey::new("ns", "h"), "p", &cpu, now, 0),
+        !on_arrival::admit(&mut s, &GroupKey::new("ns", "h"), "p", &cpu, now, 0),
         "2 of 8 CPUs are left"
     );
 
     // The next pass does not see g's members yet: its door keeps their room out.
     let d = decide_now(&s);
-    crate::admit::hold::record(&mut s, None, &d, now);
-    assert!(!door::admit_on_arrival(
+    crate::admit::after_pass::record(&mut s, None, &d, now);
+    assert!(!on_arrival::admit(
         &mut s,
         &GroupKey::new("ns", "h"),
         "p",
@@ -105,8 +105,8 @@ fn the_first_member_admits_its_gang_on_arrival_and_its_later_members_follow_it()
         0
     ));
     let later = now + crate::model::arrivals::ARRIVAL_ROOM_KEPT;
-    crate::admit::hold::record(&mut s, None, &d, later);
-    assert!(door::admit_on_arrival(
+    crate::admit::after_pass::record(&mut s, None, &d, later);
+    assert!(on_arrival::admit(
         &mut s,
         &GroupKey::new("ns", "h"),
         "p",
@@ -125,22 +125,20 @@ fn a_gang_admitted_on_arrival_lets_in_min_member_pods_no_larger_than_its_first_a
     let mut s = cluster();
     group(&mut s, "g", 2);
     let d = decide_now(&s);
-    crate::admit::hold::record(&mut s, None, &d, now);
+    crate::admit::after_pass::record(&mut s, None, &d, now);
     let g = GroupKey::new("ns", "g");
     assert!(
-        door::admit_on_arrival(&mut s, &g, "first", &nothing, now, 0),
+        on_arrival::admit(&mut s, &g, "first", &nothing, now, 0),
         "two pods asking nothing fit"
     );
     assert!(
-        !door::admit_on_arrival(&mut s, &g, "big", &gpus, now, 0),
+        !on_arrival::admit(&mut s, &g, "big", &gpus, now, 0),
         "a member larger than the first takes the gate"
     );
-    assert!(door::admit_on_arrival(
-        &mut s, &g, "second", &nothing, now, 0
-    ));
+    assert!(on_arrival::admit(&mut s, &g, "second", &nothing, now, 0));
     for i in 0..50 {
         assert!(
-            !door::admit_on_arrival(&mut s, &g, &format!("extra-{i}"), &nothing, now, 0),
+            !on_arrival::admit(&mut s, &g, &format!("extra-{i}"), &nothing, now, 0),
             "members beyond minMember take the gate"
         );
     }
@@ -154,32 +152,32 @@ fn a_node_that_goes_not_ready_after_the_pass_shuts_the_door_until_the_next_pass(
     node(&mut s, "n2", 8_000);
     group(&mut s, "g", 3);
     let d = decide_now(&s);
-    crate::admit::hold::record(&mut s, None, &d, now);
+    crate::admit::after_pass::record(&mut s, None, &d, now);
     let mut not_ready = s.nodes()["n2"].clone();
     not_ready.not_ready = true;
     s.apply_node(not_ready.clone());
     let g = GroupKey::new("ns", "g");
     assert!(
-        !door::admit_on_arrival(&mut s, &g, "p", &cpu, now, 0),
+        !on_arrival::admit(&mut s, &g, "p", &cpu, now, 0),
         "the door counted n2's room"
     );
 
     let d = decide_now(&s);
-    crate::admit::hold::record(&mut s, None, &d, now);
+    crate::admit::after_pass::record(&mut s, None, &d, now);
     assert!(
-        door::admit_on_arrival(&mut s, &g, "p", &cpu, now, 0),
+        on_arrival::admit(&mut s, &g, "p", &cpu, now, 0),
         "3 × 2 of n1's 8 CPUs fit"
     );
 
     s.apply_node(not_ready);
     group(&mut s, "h", 1);
     assert!(
-        door::admit_on_arrival(&mut s, &GroupKey::new("ns", "h"), "p", &cpu, now, 0),
+        on_arrival::admit(&mut s, &GroupKey::new("ns", "h"), "p", &cpu, now, 0),
         "an update that takes no room away leaves the door open"
     );
     s.delete_node("n1");
     group(&mut s, "i", 1);
-    assert!(!door::admit_on_arrival(
+    assert!(!on_arrival::admit(
         &mut s,
         &GroupKey::new("ns", "i"),
         "p",
@@ -228,14 +226,14 @@ fn members_of_a_group_admitted_ahead_created_at_once_pass_ungated_only_up_to_min
     let now = std::time::Instant::now();
     // Eight members created before the watch shows any: the first four pass.
     let passed: Vec<bool> = (0..8)
-        .map(|i| door::admit_on_arrival(&mut s, &vc, &format!("vc-{i}"), &cpu, now, 120))
+        .map(|i| on_arrival::admit(&mut s, &vc, &format!("vc-{i}"), &cpu, now, 120))
         .collect();
     assert_eq!(passed, [true, true, true, true, false, false, false, false]);
     // Once the watch shows them, they count as live members, not twice.
     for i in 0..4 {
         s.apply_pod(pod(&format!("vc-{i}"), Some("vc"), false, 110));
     }
-    assert!(!door::admit_on_arrival(&mut s, &vc, "vc-4", &cpu, now, 120));
+    assert!(!on_arrival::admit(&mut s, &vc, "vc-4", &cpu, now, 120));
 }
 
 #[test]
@@ -246,7 +244,7 @@ fn arrivals_of_groups_admitted_ahead_are_forgotten_after_a_pass_once_old_or_gone
     let cpu = Resources::from([("cpu", 1_500)]);
     let now = std::time::Instant::now();
     for name in ["vc", "gone"] {
-        assert!(door::admit_on_arrival(
+        assert!(on_arrival::admit(
             &mut s,
             &GroupKey::new("ns", name),
             "p",
@@ -256,13 +254,13 @@ fn arrivals_of_groups_admitted_ahead_are_forgotten_after_a_pass_once_old_or_gone
         ));
     }
     s.delete_pod_group(&GroupKey::new("ns", "gone"));
-    door::open(&mut s, None, now);
+    on_arrival::open(&mut s, None, now);
     assert_eq!(
         s.ledger().ahead_arrivals().len(),
         1,
         "a deleted group's are forgotten"
     );
-    door::open(
+    on_arrival::open(
         &mut s,
         None,
         now + crate::model::arrivals::ARRIVAL_ROOM_KEPT,
@@ -286,8 +284,8 @@ fn an_admission_ahead_keeps_its_room_until_it_lapses() {
     // Its members are created without the gate while it holds; not after it lapsed.
     let (vc, cpu) = (GroupKey::new("ns", "vc"), Resources::from([("cpu", 1_500)]));
     let now = std::time::Instant::now();
-    assert!(door::admit_on_arrival(&mut s, &vc, "p", &cpu, now, 150));
-    assert!(!door::admit_on_arrival(&mut s, &vc, "p", &cpu, now, 161));
+    assert!(on_arrival::admit(&mut s, &vc, "p", &cpu, now, 150));
+    assert!(!on_arrival::admit(&mut s, &vc, "p", &cpu, now, 161));
     // One member created: it and three placeholders hold the room.
     s.apply_pod(Pod {
         scheduling_gates: vec![],

@@ -298,7 +298,7 @@ fn room_freeing_on_a_reserved_node_while_a_pass_runs_stays_reserved() {
     }
     gang(&mut s, "big", "q", 2, 32_000, NOW - 8);
     let first = decide_at(&s, &|_| false, NOW);
-    crate::admit::hold::record(&mut s, None, &first, at);
+    crate::admit::after_pass::record(&mut s, None, &first, at);
     let finish = |s: &mut State, uid: &str| {
         let pod = s.pods()[uid].as_ref().clone();
         s.apply_pod(Pod {
@@ -314,7 +314,7 @@ fn room_freeing_on_a_reserved_node_while_a_pass_runs_stays_reserved() {
     assert_eq!(s.nodes().slot("n0").unwrap().free.get("cpu"), 0);
     let second = decide_at(&snapshot, &|_| false, NOW);
     assert_eq!(reason(&second, "big"), Reason::Reserved, "n0 was busy then");
-    crate::admit::hold::record(&mut s, first.hold.as_ref(), &second, at);
+    crate::admit::after_pass::record(&mut s, first.hold.as_ref(), &second, at);
     assert_eq!(
         s.nodes().slot("n0").unwrap().free.get("cpu"),
         0,
@@ -344,7 +344,7 @@ fn a_reservation_never_takes_room_another_queues_guarantee_keeps_even_after_a_pa
     let mut s = big_behind_a_guarantee();
     let d = decide_at(&s, &|_| false, NOW);
     assert_eq!(reason(&d, "big"), Reason::Reserved);
-    crate::admit::hold::record(&mut s, None, &d, at);
+    crate::admit::after_pass::record(&mut s, None, &d, at);
     assert_eq!(
         s.nodes().slot("n1").unwrap().free.get("cpu"),
         4_000,
@@ -362,7 +362,7 @@ fn room_a_pass_admits_another_queue_into_does_not_count_as_freed_for_the_reserva
     let d = decide_at(&s, &|_| false, NOW);
     assert_eq!(admitted(&d), vec!["first"]);
     assert_eq!(reason(&d, "big"), Reason::Reserved);
-    crate::admit::hold::record(&mut s, None, &d, at);
+    crate::admit::after_pass::record(&mut s, None, &d, at);
     assert_eq!(
         s.nodes().slot("n1").unwrap().free.get("cpu"),
         4_000,

@@ -6,7 +6,7 @@ mod order;
 mod topology;
 
 use super::*;
-use crate::admit::door;
+use crate::admit::on_arrival;
 use crate::model::names::ADMISSION_GATE;
 use crate::model::{GroupKey, Pod, Queue, Resources};
 use crate::model::{Node, PodGroup, PodPhase, Reservation, ResourceId};

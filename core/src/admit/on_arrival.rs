@@ -5,7 +5,7 @@
 //! The pass leaves a [`Door`] when every group it left waiting lacks only members (nothing
 //! waits for room, quota, its queue or its share, and no group heads the line): the room it
 //! left free, node by node, less every queue's unused guarantee. The mutating webhook asks
-//! [`admit_on_arrival`] for each new pod of a group; the first
+//! [`admit`] for each new pod of a group; the first
 //! member of a gang whose `minMember` copies of it fit in the door is admitted, and the door
 //! shrinks by them until the next pass makes a new one. Recent arrivals are placed again in
 //! each new door (the pass may not see their members yet), so two passes never hand out the
@@ -36,7 +36,7 @@ use crate::policy::fit::first_fit;
 /// ([`crate::model::Ahead`]) while the admission holds at `wall` (Unix seconds) and fewer than
 /// `minMember` members exist or were let in (by `name`) and are not shown yet: its placeholder
 /// kept its room.
-pub fn admit_on_arrival(
+pub fn admit(
     state: &mut State,
     key: &GroupKey,
     name: &str,

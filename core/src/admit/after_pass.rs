@@ -1,6 +1,6 @@
 //! What an admission pass leaves in the ledger: the head's reservation, kept between passes as
 //! a claim without a deadline, the groups lent room in it, and the door for admissions on
-//! arrival ([`super::door`]). Why the reservation is a claim:
+//! arrival ([`super::on_arrival`]). Why the reservation is a claim:
 //! [`docs/decisions/admission-pass.md`](../../../docs/decisions/admission-pass.md).
 
 use std::time::Instant;
@@ -15,7 +15,7 @@ pub fn record(state: &mut State, before: Option<&Hold>, decision: &Decision, at:
         hold_room(state, before, decision.hold.as_ref(), &decision.admit, at);
         state.lend(decision.lent.iter().cloned());
     }
-    super::door::open(state, decision.door.clone(), at);
+    super::on_arrival::open(state, decision.door.clone(), at);
 }
 
 /// Replaces the claim that holds the head's reservation (`before`) with `now`'s. When the

@@ -116,7 +116,7 @@ impl<'s> Room<'s> {
         available
     }
 
-    /// What is left for admissions on arrival ([`super::door`]): each node's free room, and
+    /// What is left for admissions on arrival ([`super::on_arrival`]): each node's free room, and
     /// the free total less every queue's unused guarantee.
     pub fn left_for_arrivals(&self) -> (Vec<Resources>, Resources) {
         let nodes = self.nodes.iter().map(at_least_zero).collect();
