@@ -22,7 +22,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use gangplank::admission_loop::MIN_PASS_INTERVAL;
-use gangplank::cache::{Cache, Ledger};
+use gangplank::cache::{Cache, LedgerWriter};
 use gangplank::clock::unix_now;
 use gangplank::extender;
 use gangplank_core::admit::groups::Groups;
@@ -110,7 +110,7 @@ fn build() -> (Cache, Pod) {
     (cache, member)
 }
 
-fn filter(ledger: &Ledger, pod: &Pod, names: &[String]) -> usize {
+fn filter(ledger: &LedgerWriter, pod: &Pod, names: &[String]) -> usize {
     ledger
         .claim(
             pod,

@@ -57,7 +57,7 @@ use axum::body::{Body, Bytes};
 use axum::http::{Request, StatusCode, header};
 use criterion::Criterion;
 use futures::future::BoxFuture;
-use gangplank::cache::{Cache, Ledger, Mirror, convert};
+use gangplank::cache::{Cache, LedgerWriter, Mirror, convert};
 use gangplank::extender::wire::{ExtenderArgs, ExtenderArgsRef, HostScore};
 use gangplank::extender::{self, BindRequest, Binder, Extender, Permits};
 use gangplank_core::claims::Settings;
@@ -278,7 +278,7 @@ fn pod_group(namespace: &str, name: &str, min_member: u32) -> PodGroup {
 /// The loaded cluster and the gangs the cases work on.
 struct World {
     cache: Cache,
-    ledger: Ledger,
+    ledger: LedgerWriter,
     names: Vec<String>,
     /// Gang of 16 with no claim: its claim is dropped before every call.
     planning: Member,

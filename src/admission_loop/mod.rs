@@ -22,7 +22,7 @@
 //! repeat after a restart.
 //!
 //! After each pass the loop records in the ledger the head's reservation and the groups lent
-//! room in it ([`crate::cache::Ledger::hold`], [`gangplank_core::admit::after_pass`]); why the
+//! room in it ([`crate::cache::LedgerWriter::hold`], [`gangplank_core::admit::after_pass`]); why the
 //! reservation is held as a gang claim: `docs/decisions/admission-pass.md`.
 //!
 //! After each pass, [`evictions`] evicts the gangs that [`gangplank_core::admit::reclaim`]

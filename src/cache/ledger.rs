@@ -20,13 +20,13 @@ use crate::metrics;
 
 /// A cheap-to-clone handle on the ledger of one [`Cache`].
 #[derive(Debug, Clone)]
-pub struct Ledger {
+pub struct LedgerWriter {
     cache: Cache,
 }
 
-impl Ledger {
-    pub(super) fn new(cache: Cache) -> Ledger {
-        Ledger { cache }
+impl LedgerWriter {
+    pub(super) fn new(cache: Cache) -> LedgerWriter {
+        LedgerWriter { cache }
     }
 
     /// Filter: the nodes among `candidates` where `pod` may go, claiming room for its gang

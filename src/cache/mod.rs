@@ -5,7 +5,7 @@
 //! - the API mirror (nodes, pods, PodGroups, Queues and their indexes): only the one
 //!   [`Mirror`] task, applying the watches' changes in order;
 //! - the ledger (reservations, claims, the head's reservation, lent groups, wait reasons):
-//!   only through the [`Ledger`]'s methods, which the extender, the claim-expiry timer and
+//!   only through the [`LedgerWriter`]'s methods, which the extender, the claim-expiry timer and
 //!   the admission loop call;
 //! - the scheduler names the cluster serves: only [`Cache::serving`], once, before any watch.
 //!
@@ -27,7 +27,7 @@ use std::sync::{Arc, PoisonError, RwLock};
 
 use gangplank_core::model::{Schedulers, State};
 
-pub use ledger::Ledger;
+pub use ledger::LedgerWriter;
 pub use mirror::{Change, Changes, Mirror};
 
 #[derive(Debug, thiserror::Error)]
@@ -83,7 +83,7 @@ struct Inner {
 }
 
 /// A cheap-to-clone handle on the shared cache: reads and snapshots. Its writers are the one
-/// [`Mirror`] and the [`Ledger`].
+/// [`Mirror`] and the [`LedgerWriter`].
 #[derive(Debug, Clone, Default)]
 pub struct Cache {
     inner: Arc<Inner>,
@@ -109,8 +109,8 @@ impl Cache {
     }
 
     /// The owner of what Gangplank decides itself: the only way to change it.
-    pub fn ledger(&self) -> Ledger {
-        Ledger::new(self.clone())
+    pub fn ledger(&self) -> LedgerWriter {
+        LedgerWriter::new(self.clone())
     }
 
     /// Runs `f` on the current state under a read lock. Keep `f` short: writers wait for it.

@@ -14,14 +14,14 @@ use tokio_util::sync::CancellationToken;
 use std::sync::Arc;
 
 use super::Permits;
-use crate::cache::Ledger;
+use crate::cache::LedgerWriter;
 
 /// How often claims and held binds are checked; how late a claim may expire, or an abandoned
 /// bind be released, at most.
 pub const CHECK_EVERY: Duration = Duration::from_secs(1);
 
 /// Expires due claims and releases abandoned held binds until `shutdown`.
-pub async fn run(ledger: Ledger, permits: Arc<Permits>, shutdown: CancellationToken) {
+pub async fn run(ledger: LedgerWriter, permits: Arc<Permits>, shutdown: CancellationToken) {
     let mut ticks = tokio::time::interval(CHECK_EVERY);
     ticks.set_missed_tick_behavior(MissedTickBehavior::Delay);
     loop {

@@ -48,7 +48,7 @@ pub use binder::{BindRequest, Binder, KubeBinder};
 pub use capture::Capture;
 pub use permit::Permits;
 
-use crate::cache::{Cache, Ledger};
+use crate::cache::{Cache, LedgerWriter};
 use crate::metrics;
 use gangplank_core::claims::Settings;
 
@@ -128,7 +128,7 @@ impl fmt::Display for Verb {
 /// What the handlers share.
 pub struct Extender {
     cache: Cache,
-    ledger: Ledger,
+    ledger: LedgerWriter,
     settings: Settings,
     permits: Arc<Permits>,
     capture: Option<Capture>,

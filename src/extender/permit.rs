@@ -37,14 +37,14 @@ use tokio::sync::oneshot;
 use tokio::time::Instant;
 
 use super::{BindRequest, Binder, Error};
-use crate::cache::Ledger;
+use crate::cache::LedgerWriter;
 use crate::metrics;
 use gangplank_core::claims::Settings;
 use gangplank_core::model::{GroupKey, PodGroup};
 
 /// Holds gang members' bind calls until quorum; see the module docs.
 pub struct Permits {
-    ledger: Ledger,
+    ledger: LedgerWriter,
     binder: Arc<dyn Binder>,
     settings: Settings,
     waiting: Mutex<HashMap<GroupKey, Waiting>>,
@@ -104,7 +104,7 @@ enum Expiry {
 }
 
 impl Permits {
-    pub fn new(ledger: Ledger, binder: Arc<dyn Binder>, settings: Settings) -> Self {
+    pub fn new(ledger: LedgerWriter, binder: Arc<dyn Binder>, settings: Settings) -> Self {
         Self {
             ledger,
             binder,

@@ -201,12 +201,12 @@ pub trait Arrivals: Send + Sync {
 /// two replicas' counts can never together let in more than one leader's would. A follower's
 /// ledger is therefore never written here.
 pub struct LeaderArrivals {
-    ledger: crate::cache::Ledger,
+    ledger: crate::cache::LedgerWriter,
     fence: crate::fence::Fence,
 }
 
 impl LeaderArrivals {
-    pub fn new(ledger: crate::cache::Ledger, fence: crate::fence::Fence) -> Self {
+    pub fn new(ledger: crate::cache::LedgerWriter, fence: crate::fence::Fence) -> Self {
         LeaderArrivals { ledger, fence }
     }
 }
