@@ -11,7 +11,7 @@
 use std::time::Instant;
 
 use gangplank_core::admit::{after_pass, on_arrival, plan};
-use gangplank_core::claims::{self, Settings, Verdict};
+use gangplank_core::claims::{self, FilterVerdict, Settings};
 use gangplank_core::model::{GroupKey, Pod, PodGroup, Resources, State};
 use gangplank_core::policy::constraints::Constraints;
 
@@ -38,7 +38,7 @@ impl LedgerWriter {
         candidates: &'a [S],
         settings: &Settings,
         now: Instant,
-    ) -> Result<Verdict<'a>, claims::Error> {
+    ) -> Result<FilterVerdict<'a>, claims::Error> {
         self.write(|s| claims::filter(s, pod, constraints, candidates, settings, now))
     }
 

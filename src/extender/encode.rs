@@ -154,7 +154,7 @@ fn reasons<W: Deref<Target = str>>(
 }
 
 /// Reasons already escaped, by where their text lives. Nodes failing for one reason share
-/// its text ([`gangplank_core::claims::Why`] is reference-counted), and the answer borrows every
+/// its text ([`gangplank_core::claims::FailReason`] is reference-counted), and the answer borrows every
 /// reason while it is written, so an address and length name one text for the whole answer.
 #[derive(Default)]
 struct Escaped {
@@ -201,7 +201,7 @@ fn string(out: &mut Vec<u8>, s: &str) {
 mod tests {
     use super::*;
     use crate::extender::wire::{MIN_EXTENDER_PRIORITY, NodeList};
-    use gangplank_core::claims::Why;
+    use gangplank_core::claims::FailReason;
     use serde_json::Value;
 
     /// Names no node should have but the encoders must still write right.
@@ -246,9 +246,9 @@ mod tests {
 
     #[test]
     fn filter_answers_are_serdes_bytes_for_tricky_names_and_reasons() {
-        let shared = Why::from("gang \"g\" waits:\n\tneeds 8 \\ 4 GPUs, ünïcödé");
-        let other = Why::from("room is claimed by other gangs");
-        let failed: BTreeMap<&str, Why> = TRICKY[..5]
+        let shared = FailReason::from("gang \"g\" waits:\n\tneeds 8 \\ 4 GPUs, ünïcödé");
+        let other = FailReason::from("room is claimed by other gangs");
+        let failed: BTreeMap<&str, FailReason> = TRICKY[..5]
             .iter()
             .enumerate()
             .map(|(i, &n)| {
@@ -263,9 +263,9 @@ mod tests {
             })
             .collect();
         // Equal text at another address: escaped again, written the same.
-        let unresolvable: BTreeMap<&str, Why> = TRICKY[5..]
+        let unresolvable: BTreeMap<&str, FailReason> = TRICKY[5..]
             .iter()
-            .map(|&n| (n, Why::from(&*shared)))
+            .map(|&n| (n, FailReason::from(&*shared)))
             .collect();
         let passed: Vec<&str> = TRICKY.to_vec();
         let raw =

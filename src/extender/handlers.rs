@@ -244,7 +244,7 @@ impl<'a> Candidates<'a> {
 }
 
 /// The nodes of `list` that the verdict does not fail.
-fn keep_passing(mut list: NodeList, verdict: &claims::Verdict<'_>) -> NodeList {
+fn keep_passing(mut list: NodeList, verdict: &claims::FilterVerdict<'_>) -> NodeList {
     list.items.retain(|node| {
         node.metadata.name.as_deref().is_some_and(|name| {
             !verdict.failed.contains_key(name) && !verdict.unresolvable.contains_key(name)
@@ -467,7 +467,7 @@ fn json_answer(body: serde_json::Result<Vec<u8>>, outcome: Outcome) -> Response 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use gangplank_core::claims::{Verdict, Why};
+    use gangplank_core::claims::{FailReason, FilterVerdict};
     use serde_json::json;
 
     #[test]
@@ -478,10 +478,10 @@ mod tests {
             {"metadata": {"name": "n3"}}
         ]}))
         .unwrap();
-        let verdict = Verdict {
+        let verdict = FilterVerdict {
             passed: vec!["n1"],
-            failed: [("n2", Why::from("gang does not fit"))].into(),
-            unresolvable: [("n3", Why::from("claimed by another gang"))].into(),
+            failed: [("n2", FailReason::from("gang does not fit"))].into(),
+            unresolvable: [("n3", FailReason::from("claimed by another gang"))].into(),
         };
         let kept: Vec<_> = keep_passing(list, &verdict)
             .items

@@ -12,7 +12,7 @@ use rustc_hash::FxHashSet;
 use super::binds::placed_members;
 use super::expiry::expire;
 use super::slots::{fits_on_empty, member_shapes, plan};
-use super::{Error, Settings, Verdict, Why, spec};
+use super::{Error, FailReason, FilterVerdict, Settings, spec};
 use crate::limits;
 use crate::model::{Claim, GroupKey, Pod, PodGroup, ResourceId, Resources, State};
 use crate::policy::constraints::Constraints;
@@ -29,15 +29,15 @@ pub fn filter<'a, S: AsRef<str>>(
     candidates: &'a [S],
     settings: &Settings,
     now: Instant,
-) -> Result<Verdict<'a>, Error> {
+) -> Result<FilterVerdict<'a>, Error> {
     let Some(key) = GroupKey::of(pod) else {
         if pod.queue.is_some() {
             expire(state, now);
             return Ok(per_node(state, pod, candidates, &FxHashSet::default()));
         }
-        return Ok(Verdict {
+        return Ok(FilterVerdict {
             passed: candidates.iter().map(AsRef::as_ref).collect(),
-            ..Verdict::default()
+            ..FilterVerdict::default()
         });
     };
     expire(state, now);
@@ -47,7 +47,7 @@ pub fn filter<'a, S: AsRef<str>>(
         && placed >= max as usize
     {
         let why = format!("gang {key} already has maxMember={max} members placed");
-        return Ok(Verdict::all_fail(candidates, &why, true));
+        return Ok(FilterVerdict::all_fail(candidates, &why, true));
     }
     if placed >= group.min_member as usize {
         // Quorum: extra (elastic) members take only room nobody has claimed.
@@ -56,7 +56,7 @@ pub fn filter<'a, S: AsRef<str>>(
     if !limits::gang_within_limit(group.min_member) {
         let why = too_large(&key, group.min_member);
         state.set_wait_reason(&key, Some(why.clone()));
-        return Ok(Verdict::all_fail(candidates, &why, true));
+        return Ok(FilterVerdict::all_fail(candidates, &why, true));
     }
     let deadline = now + settings.timeout(&group);
     if !state.extend_claim(&key, deadline) {
@@ -80,7 +80,7 @@ pub fn filter<'a, S: AsRef<str>>(
                 let why = waiting_message(&key, &group, &shapes, placed, fitted, never);
                 // Kept for the PodGroup's status (the controller reads it).
                 state.set_wait_reason(&key, Some(why.clone()));
-                return Ok(Verdict::all_fail(candidates, &why, never));
+                return Ok(FilterVerdict::all_fail(candidates, &why, never));
             }
         }
     }
@@ -130,7 +130,7 @@ fn per_node<'a, S: AsRef<str>>(
     pod: &Pod,
     candidates: &'a [S],
     own_slot: &FxHashSet<&str>,
-) -> Verdict<'a> {
+) -> FilterVerdict<'a> {
     let requests = &pod.requests;
     let mut passed = Vec::with_capacity(candidates.len());
     let mut failed = Vec::new();
@@ -154,7 +154,7 @@ fn per_node<'a, S: AsRef<str>>(
             ));
         }
     }
-    Verdict {
+    FilterVerdict {
         passed,
         // Built in one go (sorted, then bulk-loaded): cheaper than thousands of inserts.
         failed: failed.into_iter().collect(),
@@ -165,27 +165,32 @@ fn per_node<'a, S: AsRef<str>>(
 /// The reasons of one `per_node` call, each written once.
 #[derive(Default)]
 struct Reasons {
-    unknown: Option<Why>,
-    claimed: Option<Why>,
+    unknown: Option<FailReason>,
+    claimed: Option<FailReason>,
     /// By the set of resources short (a bit per resource id).
-    insufficient: Vec<(u64, Why)>,
+    insufficient: Vec<(u64, FailReason)>,
 }
 
 impl Reasons {
-    fn unknown(&mut self) -> Why {
+    fn unknown(&mut self) -> FailReason {
         self.unknown
-            .get_or_insert_with(|| Why::from("node is not in Gangplank's cache yet"))
+            .get_or_insert_with(|| FailReason::from("node is not in Gangplank's cache yet"))
             .clone()
     }
 
-    fn claimed(&mut self) -> Why {
+    fn claimed(&mut self) -> FailReason {
         self.claimed
-            .get_or_insert_with(|| Why::from("room is claimed by other gangs"))
+            .get_or_insert_with(|| FailReason::from("room is claimed by other gangs"))
             .clone()
     }
 
     /// The reason for a node where `requests` does not fit in `free` plus `claimed`.
-    fn insufficient(&mut self, requests: &Resources, free: &Resources, claimed: &Resources) -> Why {
+    fn insufficient(
+        &mut self,
+        requests: &Resources,
+        free: &Resources,
+        claimed: &Resources,
+    ) -> FailReason {
         let room = |i: ResourceId| free.amount(i).saturating_add(claimed.amount(i));
         // Which resources are short, a bit per id; past id 63 the reason is not kept.
         let short = requests
@@ -198,7 +203,7 @@ impl Reasons {
         if let Some((_, why)) = known {
             return why.clone();
         }
-        let why = Why::from(insufficient(requests, &free.plus(claimed)).as_str());
+        let why = FailReason::from(insufficient(requests, &free.plus(claimed)).as_str());
         if let Some(short) = short {
             self.insufficient.push((short, why.clone()));
         }

@@ -50,32 +50,32 @@ pub use filter::{filter, holding};
 /// How the verdict on one filter call is phrased to the scheduler. Borrows the candidates'
 /// names: a call over thousands of nodes copies none of them.
 #[derive(Debug, Default, PartialEq, Eq)]
-pub struct Verdict<'a> {
+pub struct FilterVerdict<'a> {
     /// In the candidates' order.
     pub passed: Vec<&'a str>,
     /// Nodes where preemption could help.
-    pub failed: BTreeMap<&'a str, Why>,
+    pub failed: BTreeMap<&'a str, FailReason>,
     /// Nodes where nothing the scheduler can do helps.
-    pub unresolvable: BTreeMap<&'a str, Why>,
+    pub unresolvable: BTreeMap<&'a str, FailReason>,
 }
 
-impl<'a> Verdict<'a> {
+impl<'a> FilterVerdict<'a> {
     fn all_fail<S: AsRef<str>>(candidates: &'a [S], why: &str, unresolvable: bool) -> Self {
-        let why = Why::from(why);
+        let why = FailReason::from(why);
         // `collect` sorts and bulk-loads the map: cheaper than one insert per node.
         let failed = candidates
             .iter()
             .map(|n| (n.as_ref(), why.clone()))
             .collect();
         if unresolvable {
-            Verdict {
+            FilterVerdict {
                 unresolvable: failed,
-                ..Verdict::default()
+                ..FilterVerdict::default()
             }
         } else {
-            Verdict {
+            FilterVerdict {
                 failed,
-                ..Verdict::default()
+                ..FilterVerdict::default()
             }
         }
     }
@@ -84,40 +84,40 @@ impl<'a> Verdict<'a> {
 /// Why a node fails, shared by every node that fails for the same reason (a refused gang
 /// fails thousands of nodes with one message).
 #[derive(Clone, PartialEq, Eq)]
-pub struct Why(Arc<str>);
+pub struct FailReason(Arc<str>);
 
-impl From<&str> for Why {
+impl From<&str> for FailReason {
     fn from(why: &str) -> Self {
-        Why(why.into())
+        FailReason(why.into())
     }
 }
 
-impl std::ops::Deref for Why {
+impl std::ops::Deref for FailReason {
     type Target = str;
     fn deref(&self) -> &str {
         &self.0
     }
 }
 
-impl PartialEq<&str> for Why {
+impl PartialEq<&str> for FailReason {
     fn eq(&self, other: &&str) -> bool {
         &*self.0 == *other
     }
 }
 
-impl std::fmt::Debug for Why {
+impl std::fmt::Debug for FailReason {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         std::fmt::Debug::fmt(&*self.0, f)
     }
 }
 
-impl std::fmt::Display for Why {
+impl std::fmt::Display for FailReason {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(&self.0)
     }
 }
 
-impl serde::Serialize for Why {
+impl serde::Serialize for FailReason {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         s.serialize_str(&self.0)
     }

@@ -3,7 +3,7 @@
 
 use std::time::{Duration, Instant};
 
-use crate::claims::{Settings, Verdict, filter};
+use crate::claims::{FilterVerdict, Settings, filter};
 use crate::model::{Claim, GroupKey, Node, Pod, PodGroup, PodPhase, Resources, Slot, State};
 use crate::policy::constraints::Constraints;
 use crate::policy::placement::Strategy;
@@ -80,7 +80,7 @@ pub(super) fn reserve_on_n0(s: &mut State, cpu: i64) -> GroupKey {
 }
 
 /// Filters over every node. The verdict borrows the names; a test keeps them to its end.
-pub(super) fn run(s: &mut State, pod: &Pod, now: Instant) -> Verdict<'static> {
+pub(super) fn run(s: &mut State, pod: &Pod, now: Instant) -> FilterVerdict<'static> {
     let candidates = Box::leak(names(s).into_boxed_slice());
     filter(s, pod, &Constraints::default(), candidates, &SETTINGS, now).unwrap()
 }
