@@ -25,7 +25,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use super::groups::Groups;
 use super::plan::Decision;
 use crate::model::{GroupKey, Pod, Resources, State};
-use crate::policy::reclaim::{self as policy, Verdict};
+use crate::policy::reclaim::{self as policy, ReclaimVerdict};
 
 /// A pod to evict (or, in [`Reclaim::pod`], the pod evictions make room for).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -145,20 +145,20 @@ pub fn plan<'s>(
     for ((key, verdict), starved) in policy::plan(&input).into_iter().zip(&input.starved) {
         let queue = queue_name(starved.queue);
         let (cause, evictions) = match verdict {
-            Verdict::Fits if !freeing.is_empty() => {
+            ReclaimVerdict::Fits if !freeing.is_empty() => {
                 out.waiting.insert(
                     key,
                     "waiting for evicted pods, still going away, to free their room".to_owned(),
                 );
                 continue;
             }
-            Verdict::Fits => continue,
-            Verdict::No(why) => {
+            ReclaimVerdict::Fits => continue,
+            ReclaimVerdict::No(why) => {
                 tracing::debug!(group = %key, why, "no reclaim");
                 continue;
             }
-            Verdict::Reclaim(evictions) => (Cause::Reclaim, evictions),
-            Verdict::Preempt(evictions) => (Cause::Preemption, evictions),
+            ReclaimVerdict::Reclaim(evictions) => (Cause::Reclaim, evictions),
+            ReclaimVerdict::Preempt(evictions) => (Cause::Preemption, evictions),
         };
         let pod = lone_starved
             .contains(&key)
@@ -263,12 +263,12 @@ fn input<'s>(
         .enumerate()
         .map(|(i, name)| (name.as_str(), i))
         .collect();
-    let mut queues: Vec<policy::QueueState> = decision
+    let mut queues: Vec<policy::ReclaimQueue> = decision
         .queues
         .iter()
         .map(|(name, report)| {
             let queue = &state.queues()[name];
-            policy::QueueState {
+            policy::ReclaimQueue {
                 name: name.clone(),
                 allocated: report.allocated.clone(),
                 deserved: report.deserved.clone(),
@@ -404,7 +404,7 @@ fn needs_no_plan(
     state: &State,
     decision: &Decision,
     slot: &HashMap<&str, usize>,
-    queues: &[policy::QueueState],
+    queues: &[policy::ReclaimQueue],
     going: &dyn Fn(&Pod) -> bool,
 ) -> bool {
     let may_reclaim = decision.short_of_room.iter().any(|w| {

@@ -13,7 +13,7 @@ use crate::policy::fit::first_fit;
 
 /// A queue as reclaim sees it.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct QueueState {
+pub struct ReclaimQueue {
     pub name: String,
     /// What its groups hold, not counting pods being evicted.
     pub allocated: Resources,
@@ -64,7 +64,7 @@ pub struct Starved<K> {
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Input<K> {
-    pub queues: Vec<QueueState>,
+    pub queues: Vec<ReclaimQueue>,
     /// Free room per schedulable node, counting pods being evicted as gone.
     pub nodes: Vec<Resources>,
     /// Pods released and not yet on a node, and pods admitted by the same pass: room taken
@@ -89,7 +89,7 @@ pub struct Eviction<K> {
 
 /// What reclaim decided for one starved group.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Verdict<K> {
+pub enum ReclaimVerdict<K> {
     /// It fits once the pods already being evicted are gone: nothing more to evict.
     Fits,
     /// Evict these (at most one entry per gang, of queues above their deserved share), then
@@ -103,7 +103,7 @@ pub enum Verdict<K> {
 }
 
 /// One verdict per starved group, in the input's order.
-pub fn plan<K: Clone + Ord + Debug>(input: &Input<K>) -> Vec<(K, Verdict<K>)> {
+pub fn plan<K: Clone + Ord + Debug>(input: &Input<K>) -> Vec<(K, ReclaimVerdict<K>)> {
     let mut world = World {
         nodes: input.nodes.clone(),
         allocated: input.queues.iter().map(|q| q.allocated.clone()).collect(),
@@ -147,7 +147,7 @@ pub fn plan<K: Clone + Ord + Debug>(input: &Input<K>) -> Vec<(K, Verdict<K>)> {
 /// stays within its deserved share of some resource the group `need`s room for. When this is false for every starved
 /// group, [`plan`] evicts nothing: a group's short resources are among those it needs room
 /// for, and a queue's allocation only shrinks once some group reclaimed from it.
-pub fn may_reclaim(queue: &QueueState, need: &[Resources], requests: &Resources) -> bool {
+pub fn may_reclaim(queue: &ReclaimQueue, need: &[Resources], requests: &Resources) -> bool {
     let after = queue.allocated.plus(requests);
     need.iter()
         .flat_map(|pod| pod.ids())
@@ -199,12 +199,12 @@ fn serve<K: Clone + Ord + Debug>(
     order: &[usize],
     world: &mut World,
     s: &Starved<K>,
-) -> Verdict<K> {
+) -> ReclaimVerdict<K> {
     let q = s.queue;
     let short = match world.shortfall(input, s) {
         None => {
             world.admit(input, s);
-            return Verdict::Fits;
+            return ReclaimVerdict::Fits;
         }
         Some(short) => short,
     };
@@ -226,16 +226,16 @@ fn serve<K: Clone + Ord + Debug>(
         None => search(input, order, world, s, &short, Rule::Reclaim),
     };
     let why = match reclaim {
-        Ok(evictions) => return Verdict::Reclaim(evictions),
+        Ok(evictions) => return ReclaimVerdict::Reclaim(evictions),
         Err(why) => why,
     };
     let lower = |g: &Gang<K>| g.queue == q && g.priority < s.priority;
     if !input.gangs.iter().any(lower) {
-        return Verdict::No(why);
+        return ReclaimVerdict::No(why);
     }
     match search(input, order, world, s, &short, Rule::Preempt) {
-        Ok(evictions) => Verdict::Preempt(evictions),
-        Err(preempt) => Verdict::No(format!("{why}; {preempt}")),
+        Ok(evictions) => ReclaimVerdict::Preempt(evictions),
+        Err(preempt) => ReclaimVerdict::No(format!("{why}; {preempt}")),
     }
 }
 
@@ -585,8 +585,8 @@ mod tests {
         Resources::from([("cpu", millis), ("pods", 1)])
     }
 
-    fn queue(name: &str, allocated: i64, deserved: i64) -> QueueState {
-        QueueState {
+    fn queue(name: &str, allocated: i64, deserved: i64) -> ReclaimQueue {
+        ReclaimQueue {
             name: name.into(),
             allocated: Resources::from([("cpu", allocated)]),
             deserved: Resources::from([("cpu", deserved)]),
@@ -652,9 +652,9 @@ mod tests {
         }
     }
 
-    fn evicted(verdict: &Verdict<String>) -> Vec<(String, Vec<String>, bool)> {
+    fn evicted(verdict: &ReclaimVerdict<String>) -> Vec<(String, Vec<String>, bool)> {
         match verdict {
-            Verdict::Reclaim(e) => e
+            ReclaimVerdict::Reclaim(e) => e
                 .iter()
                 .map(|e| (e.gang.clone(), e.pods.clone(), e.whole))
                 .collect(),
@@ -671,9 +671,9 @@ mod tests {
         }
     }
 
-    fn preempted(verdict: &Verdict<String>) -> Vec<(String, Vec<String>, bool)> {
+    fn preempted(verdict: &ReclaimVerdict<String>) -> Vec<(String, Vec<String>, bool)> {
         match verdict {
-            Verdict::Preempt(e) => e
+            ReclaimVerdict::Preempt(e) => e
                 .iter()
                 .map(|e| (e.gang.clone(), e.pods.clone(), e.whole))
                 .collect(),
@@ -728,7 +728,7 @@ mod tests {
         // Without a lower-priority gang in its queue, nothing helps it, and reclaim says so.
         input.starved[0].priority = 0;
         let out = plan(&input);
-        let Verdict::No(why) = &out[0].1 else {
+        let ReclaimVerdict::No(why) = &out[0].1 else {
             panic!("{:?}", out[0].1)
         };
         assert!(why.contains("reached its capability"), "{why}");
@@ -748,7 +748,7 @@ mod tests {
             ..starved("urgent", 0, 2, 2_000)
         }];
         let out = plan(&input);
-        let Verdict::No(why) = &out[0].1 else {
+        let ReclaimVerdict::No(why) = &out[0].1 else {
             panic!("{:?}", out[0].1)
         };
         assert!(
@@ -768,7 +768,7 @@ mod tests {
             ..starved("urgent", 0, 1, 8_000)
         }];
         let out = plan(&input);
-        let Verdict::No(why) = &out[0].1 else {
+        let ReclaimVerdict::No(why) = &out[0].1 else {
             panic!("{:?}", out[0].1)
         };
         assert!(
@@ -832,13 +832,19 @@ mod tests {
         input.queues[0].deserved = Resources::from([("cpu", 12_000)]);
         assert_eq!(evicted(&plan(&input)[0].1)[0].0, "a4");
         input.queues[0].deserved = Resources::from([("cpu", 14_000)]);
-        assert!(matches!(plan(&input)[0].1, Verdict::No(_)), "deserved");
+        assert!(
+            matches!(plan(&input)[0].1, ReclaimVerdict::No(_)),
+            "deserved"
+        );
 
         input.queues[0].deserved = Resources::new();
         input.queues[0].guarantee = Resources::from([("cpu", 12_000)]);
         assert_eq!(evicted(&plan(&input)[0].1)[0].0, "a4");
         input.queues[0].guarantee = Resources::from([("cpu", 14_000)]);
-        assert!(matches!(plan(&input)[0].1, Verdict::No(_)), "guarantee");
+        assert!(
+            matches!(plan(&input)[0].1, ReclaimVerdict::No(_)),
+            "guarantee"
+        );
     }
 
     #[test]
@@ -851,7 +857,7 @@ mod tests {
         let out = plan(&input);
         assert_eq!(evicted(&out[0].1)[0].0, "a2");
         assert!(
-            matches!(&out[1].1, Verdict::No(why) if why.contains("one group of queue b per pass")),
+            matches!(&out[1].1, ReclaimVerdict::No(why) if why.contains("one group of queue b per pass")),
             "{out:?}"
         );
     }
@@ -863,7 +869,7 @@ mod tests {
         input.starved = vec![starved("b1", 1, 1, 1_000)];
         let out = plan(&input);
         assert!(
-            matches!(&out[0].1, Verdict::No(why) if why.contains("more than its deserved share of cpu")),
+            matches!(&out[0].1, ReclaimVerdict::No(why) if why.contains("more than its deserved share of cpu")),
             "{out:?}"
         );
     }
@@ -873,7 +879,7 @@ mod tests {
         let mut input = borrowed(vec![gang("a1", 2, 4_000, &[0, 1], 0, 1)]);
         input.queues[0].reclaimable = false;
         input.starved = vec![starved("b1", 1, 1, 1_000)];
-        assert!(matches!(plan(&input)[0].1, Verdict::No(_)));
+        assert!(matches!(plan(&input)[0].1, ReclaimVerdict::No(_)));
     }
 
     #[test]
@@ -885,7 +891,7 @@ mod tests {
         ]);
         input.starved = vec![starved("b1", 1, 1, 8_000)];
         assert!(
-            matches!(plan(&input)[0].1, Verdict::No(_)),
+            matches!(plan(&input)[0].1, ReclaimVerdict::No(_)),
             "{:?}",
             plan(&input)
         );
@@ -913,7 +919,7 @@ mod tests {
         input.queues[0].allocated = Resources::from([("cpu", 12_000)]);
         input.starved = vec![starved("b1", 1, 2, 2_000), starved("b2", 1, 2, 2_000)];
         let out = plan(&input);
-        assert_eq!(out[0].1, Verdict::Fits);
+        assert_eq!(out[0].1, ReclaimVerdict::Fits);
         assert_eq!(evicted(&out[1].1)[0].0, "a1");
     }
 
@@ -967,7 +973,7 @@ mod tests {
                 queues: queues
                     .iter()
                     .enumerate()
-                    .map(|(i, &(weight, guarantee, reclaimable))| QueueState {
+                    .map(|(i, &(weight, guarantee, reclaimable))| ReclaimQueue {
                         name: format!("q{i}"),
                         allocated: Resources::new(),
                         deserved: Resources::from([("cpu", capacity * weight / weights)]),
@@ -1034,11 +1040,14 @@ mod tests {
         }
 
         /// The evictions of reclaim verdicts, or with `preemption` of every verdict.
-        fn evictions(out: &[(usize, Verdict<usize>)], preemption: bool) -> Vec<&Eviction<usize>> {
+        fn evictions(
+            out: &[(usize, ReclaimVerdict<usize>)],
+            preemption: bool,
+        ) -> Vec<&Eviction<usize>> {
             out.iter()
                 .flat_map(|(_, v)| match v {
-                    Verdict::Reclaim(e) => e.iter().collect(),
-                    Verdict::Preempt(e) if preemption => e.iter().collect(),
+                    ReclaimVerdict::Reclaim(e) => e.iter().collect(),
+                    ReclaimVerdict::Preempt(e) if preemption => e.iter().collect(),
                     _ => vec![],
                 })
                 .collect()
@@ -1096,11 +1105,11 @@ mod tests {
                 let mut pairs = Vec::new();
                 for ((_, verdict), starved) in out.iter().zip(&input.starved) {
                     match verdict {
-                        Verdict::No(_) => continue,
-                        Verdict::Fits => {}
-                        Verdict::Reclaim(taken) | Verdict::Preempt(taken) => {
+                        ReclaimVerdict::No(_) => continue,
+                        ReclaimVerdict::Fits => {}
+                        ReclaimVerdict::Reclaim(taken) | ReclaimVerdict::Preempt(taken) => {
                             for e in taken {
-                                if matches!(verdict, Verdict::Reclaim(_)) {
+                                if matches!(verdict, ReclaimVerdict::Reclaim(_)) {
                                     pairs.push((e.queue, starved.queue));
                                 }
                                 let gang = next.gangs.iter_mut().find(|g| g.key == e.gang).unwrap();
@@ -1151,7 +1160,7 @@ mod tests {
                 let may_preempt = input.starved.iter().any(|g| g.priority > lowest);
                 if !may && !may_preempt {
                     let out = plan(&input);
-                    prop_assert!(out.iter().all(|(_, v)| matches!(v, Verdict::Fits | Verdict::No(_))), "{:?}", out);
+                    prop_assert!(out.iter().all(|(_, v)| matches!(v, ReclaimVerdict::Fits | ReclaimVerdict::No(_))), "{:?}", out);
                 }
             }
 
@@ -1160,7 +1169,7 @@ mod tests {
                 let input = build(s);
                 let out = plan(&input);
                 // Only the first starved group sees the input's world unchanged.
-                let Some((_, Verdict::Reclaim(evictions))) = out.first() else { return Ok(()) };
+                let Some((_, ReclaimVerdict::Reclaim(evictions))) = out.first() else { return Ok(()) };
                 let first = &input.starved[0];
                 for skip in 0..evictions.len() {
                     let mut nodes = input.nodes.clone();
@@ -1197,11 +1206,11 @@ mod tests {
                 let out = plan(&input);
                 let mut gone: BTreeMap<usize, usize> = BTreeMap::new();
                 for ((_, verdict), starved) in out.iter().zip(&input.starved) {
-                    let (Verdict::Preempt(taken) | Verdict::Reclaim(taken)) = verdict else { continue };
+                    let (ReclaimVerdict::Preempt(taken) | ReclaimVerdict::Reclaim(taken)) = verdict else { continue };
                     prop_assert!(!taken.is_empty());
                     for e in taken {
                         *gone.entry(e.gang).or_default() += e.pods.len();
-                        if !matches!(verdict, Verdict::Preempt(_)) {
+                        if !matches!(verdict, ReclaimVerdict::Preempt(_)) {
                             continue;
                         }
                         let gang = input.gangs.iter().find(|g| g.key == e.gang).unwrap();
