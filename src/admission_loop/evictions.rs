@@ -54,7 +54,7 @@ pub struct Reclaimer {
 }
 
 /// How one eviction request went.
-enum Outcome {
+enum EvictionOutcome {
     Evicted,
     /// HTTP 429: a PodDisruptionBudget does not allow it now.
     Refused,
@@ -120,15 +120,15 @@ impl Reclaimer {
         let noun = cause.noun();
         for pod in &victim.pods {
             match self.evict(pod, true).await {
-                Outcome::Evicted | Outcome::Gone => {}
-                Outcome::Refused => {
+                EvictionOutcome::Evicted | EvictionOutcome::Gone => {}
+                EvictionOutcome::Refused => {
                     count(cause, &victim.queue, "refused");
                     tracing::info!(gang = %victim.group, pod = %pod.name, "{noun}: a PodDisruptionBudget refuses evicting a member now; the gang is left alone for a while");
                     self.refused
                         .insert(victim.group.clone(), Instant::now() + REFUSED_BACKOFF);
                     return;
                 }
-                Outcome::Failed(why) => {
+                EvictionOutcome::Failed(why) => {
                     count(cause, &victim.queue, "error");
                     tracing::warn!(gang = %victim.group, pod = %pod.name, error = %why, "{noun}: dry-run eviction failed; the gang is left alone for a while");
                     self.refused
@@ -214,16 +214,16 @@ impl Reclaimer {
                 continue;
             }
             match self.evict(pod, false).await {
-                Outcome::Evicted => {
+                EvictionOutcome::Evicted => {
                     self.evicting.insert(pod.uid.clone(), Instant::now());
                     count(cause, queue, "ok");
                 }
-                Outcome::Gone => {}
-                Outcome::Refused => {
+                EvictionOutcome::Gone => {}
+                EvictionOutcome::Refused => {
                     count(cause, queue, "refused");
                     left.push(pod.clone());
                 }
-                Outcome::Failed(why) => {
+                EvictionOutcome::Failed(why) => {
                     count(cause, queue, "error");
                     tracing::warn!(pod = %format!("{}/{}", pod.namespace, pod.name), error = %why, "{}: eviction failed; retrying on a later pass", cause.noun());
                     left.push(pod.clone());
@@ -233,7 +233,7 @@ impl Reclaimer {
         left
     }
 
-    async fn evict(&self, pod: &Victim, dry_run: bool) -> Outcome {
+    async fn evict(&self, pod: &Victim, dry_run: bool) -> EvictionOutcome {
         let api: Api<Pod> = Api::namespaced(self.client.clone(), &pod.namespace);
         let body = serde_json::json!({
             "apiVersion": "policy/v1",
@@ -249,10 +249,10 @@ impl Reclaimer {
             .create_subresource::<_, serde_json::Value>("eviction", &pod.name, &params, &body)
             .await
         {
-            Ok(_) => Outcome::Evicted,
-            Err(kube::Error::Api(s)) if s.code == 429 => Outcome::Refused,
-            Err(kube::Error::Api(s)) if s.code == 404 || s.code == 409 => Outcome::Gone,
-            Err(why) => Outcome::Failed(why),
+            Ok(_) => EvictionOutcome::Evicted,
+            Err(kube::Error::Api(s)) if s.code == 429 => EvictionOutcome::Refused,
+            Err(kube::Error::Api(s)) if s.code == 404 || s.code == 409 => EvictionOutcome::Gone,
+            Err(why) => EvictionOutcome::Failed(why),
         }
     }
 

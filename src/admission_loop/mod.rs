@@ -179,7 +179,7 @@ pub async fn run(
         for uid in decision.admit.iter().flat_map(|a| &a.placeholders) {
             recently.insert(uid.clone(), now);
         }
-        published.publish(published::Outcome {
+        published.publish(published::PassOutcome {
             decision,
             reclaim_waiting: std::mem::take(&mut reclaims.waiting),
         });
@@ -364,10 +364,10 @@ mod tests {
     use super::*;
     use crate::api::labels;
     use gangplank_core::model::Resources;
-    use published::{Outcome, Published};
+    use published::{PassOutcome, Published};
 
-    fn outcome(queues: &[(&str, i64, i64, usize)]) -> Outcome {
-        let mut outcome = Outcome::default();
+    fn outcome(queues: &[(&str, i64, i64, usize)]) -> PassOutcome {
+        let mut outcome = PassOutcome::default();
         for &(name, deserved, allocated, waiting) in queues {
             let report = plan::QueueReport {
                 deserved: Resources::from([

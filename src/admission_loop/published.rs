@@ -2,7 +2,7 @@
 //!
 //! Why: the controller's statuses (each waiting PodGroup's `Admitted` condition, each Queue's
 //! shares and allocation) come from the same numbers as the admission loop's decisions, so
-//! they are computed once: the loop publishes its [`Outcome`] after every pass and the
+//! they are computed once: the loop publishes its [`PassOutcome`] after every pass and the
 //! controller reads the latest one. A copy of the reclaim plan computed by the controller
 //! would know nothing of the evictions in flight or refused, and its lines could differ from
 //! what the loop did.
@@ -25,16 +25,16 @@ use gangplank_core::model::GroupKey;
 
 /// One admission pass's decision and what reclaim added to it.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
-pub struct Outcome {
+pub struct PassOutcome {
     pub decision: Decision,
     /// For each starved group that waits for reclaim, what to add to its waiting reason
     /// ([`gangplank_core::admit::reclaim::Plan::waiting`]).
     pub reclaim_waiting: BTreeMap<GroupKey, String>,
 }
 
-/// The slot the admission loop publishes its latest [`Outcome`] in; clones share it.
+/// The slot the admission loop publishes its latest [`PassOutcome`] in; clones share it.
 #[derive(Debug, Clone)]
-pub struct Published(Arc<watch::Sender<Option<Arc<Outcome>>>>);
+pub struct Published(Arc<watch::Sender<Option<Arc<PassOutcome>>>>);
 
 impl Default for Published {
     fn default() -> Self {
@@ -50,7 +50,7 @@ impl Published {
     /// Replaces the latest outcome and wakes the subscribers, unless it is the same as the
     /// latest: the loop passes at least every few seconds, and a controller pass for the same
     /// numbers would only rewrite statuses (and race whoever else writes them).
-    pub fn publish(&self, outcome: Outcome) {
+    pub fn publish(&self, outcome: PassOutcome) {
         self.0.send_if_modified(|latest| {
             if latest.as_deref() == Some(&outcome) {
                 return false;
@@ -61,12 +61,12 @@ impl Published {
     }
 
     /// The latest outcome; `None` before the first pass.
-    pub fn latest(&self) -> Option<Arc<Outcome>> {
+    pub fn latest(&self) -> Option<Arc<PassOutcome>> {
         self.0.borrow().clone()
     }
 
     /// Changes whenever an outcome is published.
-    pub fn subscribe(&self) -> watch::Receiver<Option<Arc<Outcome>>> {
+    pub fn subscribe(&self) -> watch::Receiver<Option<Arc<PassOutcome>>> {
         self.0.subscribe()
     }
 }
@@ -80,7 +80,7 @@ mod tests {
         let published = Published::new();
         assert_eq!(published.latest(), None);
         let mut changes = published.subscribe();
-        let mut outcome = Outcome::default();
+        let mut outcome = PassOutcome::default();
         outcome
             .reclaim_waiting
             .insert(GroupKey::new("ns", "a"), "waiting for reclaim".into());

@@ -25,10 +25,10 @@ use super::observe::Observation;
 use super::queues::GroupCounts;
 use super::status::{Finisher, Inputs};
 use super::waits::Wait;
-use super::writes::Verdict;
+use super::writes::WriteDue;
 use super::{CREATE_RETRY_AFTER, Controller, Creation, StatusWrite, WRITE_CONCURRENCY};
 use super::{batch_v1_jobs, foreign_groups, observe, orphans, queues, status, waits, workloads};
-use crate::admission_loop::published::Outcome;
+use crate::admission_loop::published::PassOutcome;
 use crate::api::volcano::VolcanoPodGroupStatus;
 use crate::api::{self, PodGroup, PodGroupStatus, Queue, QueueStatus, labels};
 use crate::events::{self, Event};
@@ -40,7 +40,7 @@ use gangplank_core::model::{self, GroupKey};
 impl Controller {
     /// One pass, with the admission loop's latest `outcome`; returns when a write it deferred
     /// falls due.
-    pub(super) async fn pass(&mut self, outcome: &Outcome) -> Option<Instant> {
+    pub(super) async fn pass(&mut self, outcome: &PassOutcome) -> Option<Instant> {
         let started = Instant::now();
         let observation = observe::observe(&self.cache.snapshot());
         let decision = &outcome.decision;
@@ -363,9 +363,9 @@ impl Controller {
                 volcano.insert(key.clone(), desired.clone());
             }
             match self.pod_group_writes.decide(&uid, stored, &desired, now) {
-                Verdict::InSync => {}
-                Verdict::Wait(at) => *due = Some(due.map_or(at, |d| d.min(at))),
-                Verdict::Write => out.push(StatusWrite {
+                WriteDue::InSync => {}
+                WriteDue::Wait(at) => *due = Some(due.map_or(at, |d| d.min(at))),
+                WriteDue::Write => out.push(StatusWrite {
                     uid,
                     namespace: Some(namespace),
                     name,
@@ -424,9 +424,9 @@ impl Controller {
                 .queue_writes
                 .decide(&uid, stored.as_ref(), &desired, now)
             {
-                Verdict::InSync => {}
-                Verdict::Wait(at) => *due = Some(due.map_or(at, |d| d.min(at))),
-                Verdict::Write => out.push(StatusWrite {
+                WriteDue::InSync => {}
+                WriteDue::Wait(at) => *due = Some(due.map_or(at, |d| d.min(at))),
+                WriteDue::Write => out.push(StatusWrite {
                     uid,
                     namespace: None,
                     name,
@@ -460,9 +460,9 @@ impl Controller {
                 .volcano_writes
                 .decide(&uid, source.status.as_ref(), &status, now)
             {
-                Verdict::InSync => {}
-                Verdict::Wait(at) => *due = Some(due.map_or(at, |d| d.min(at))),
-                Verdict::Write => out.push(StatusWrite {
+                WriteDue::InSync => {}
+                WriteDue::Wait(at) => *due = Some(due.map_or(at, |d| d.min(at))),
+                WriteDue::Write => out.push(StatusWrite {
                     uid,
                     namespace: Some(namespace),
                     name,

@@ -36,7 +36,7 @@ pub const WATCH_LAG: Duration = Duration::from_secs(10);
 
 /// Whether to write one object's status now.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Verdict {
+pub enum WriteDue {
     Write,
     /// The stored (or just written) status is the desired one.
     InSync,
@@ -117,7 +117,7 @@ impl<S: PartialEq + Clone> Writes<S> {
 
     /// Whether to write `desired` for the object `uid` now, its status being `stored`; for a
     /// debounced kind, also notes since when the object has differed.
-    pub fn decide(&mut self, uid: &str, stored: Option<&S>, desired: &S, now: Instant) -> Verdict {
+    pub fn decide(&mut self, uid: &str, stored: Option<&S>, desired: &S, now: Instant) -> WriteDue {
         let in_sync = stored == Some(desired)
             || self.entries.get(uid).is_some_and(|entry| {
                 entry.written.as_ref().is_some_and(|(written, at)| {
@@ -128,7 +128,7 @@ impl<S: PartialEq + Clone> Writes<S> {
             if let Some(entry) = self.entries.get_mut(uid) {
                 entry.differs_since = None;
             }
-            return Verdict::InSync;
+            return WriteDue::InSync;
         }
         let settled_at = match self.debounce {
             Some(debounce) => {
@@ -138,7 +138,7 @@ impl<S: PartialEq + Clone> Writes<S> {
             None => None,
         };
         let Some(entry) = self.entries.get(uid) else {
-            return Verdict::Write;
+            return WriteDue::Write;
         };
         let previous = entry.written.as_ref().map(|(s, _)| s).or(stored);
         let minor = self
@@ -149,8 +149,8 @@ impl<S: PartialEq + Clone> Writes<S> {
             .last_attempt
             .map(|last| last + interval(entry.failures, minor));
         match throttled_until.into_iter().chain(settled_at).max() {
-            Some(at) if now < at => Verdict::Wait(at),
-            _ => Verdict::Write,
+            Some(at) if now < at => WriteDue::Wait(at),
+            _ => WriteDue::Write,
         }
     }
 
@@ -228,9 +228,9 @@ mod tests {
     fn an_object_whose_status_is_already_right_is_not_written() {
         let mut writes = Writes::<u32>::default();
         let now = Instant::now();
-        assert_eq!(writes.decide("a", Some(&1), &1, now), Verdict::InSync);
-        assert_eq!(writes.decide("a", Some(&1), &2, now), Verdict::Write);
-        assert_eq!(writes.decide("a", None, &2, now), Verdict::Write);
+        assert_eq!(writes.decide("a", Some(&1), &1, now), WriteDue::InSync);
+        assert_eq!(writes.decide("a", Some(&1), &2, now), WriteDue::Write);
+        assert_eq!(writes.decide("a", None, &2, now), WriteDue::Write);
     }
 
     #[test]
@@ -240,11 +240,11 @@ mod tests {
         writes.record("a", 2, true, t0);
         assert_eq!(
             writes.decide("a", Some(&2), &3, t0 + Duration::from_millis(300)),
-            Verdict::Wait(t0 + secs(1))
+            WriteDue::Wait(t0 + secs(1))
         );
         assert_eq!(
             writes.decide("a", Some(&2), &3, t0 + secs(1)),
-            Verdict::Write
+            WriteDue::Write
         );
     }
 
@@ -257,16 +257,16 @@ mod tests {
         writes.settle(t0 + secs(1), |_| Some(Some(&11)));
         assert_eq!(
             writes.decide("a", Some(&11), &12, t0 + secs(1)),
-            Verdict::Wait(t0 + MINOR_WRITE_INTERVAL),
+            WriteDue::Wait(t0 + MINOR_WRITE_INTERVAL),
             "the watch shows the last write, and the change is still held back"
         );
         assert_eq!(
             writes.decide("a", Some(&11), &21, t0 + secs(1)),
-            Verdict::Write
+            WriteDue::Write
         );
         assert_eq!(
             writes.decide("a", Some(&11), &12, t0 + MINOR_WRITE_INTERVAL),
-            Verdict::Write
+            WriteDue::Write
         );
         writes.settle(t0 + MINOR_WRITE_INTERVAL, |_| Some(Some(&11)));
         assert!(writes.is_empty(), "nothing left to hold back");
@@ -280,11 +280,11 @@ mod tests {
         assert_eq!(writes.previous("a", Some(&1)), Some(&2));
         assert_eq!(
             writes.decide("a", Some(&1), &2, t0 + secs(5)),
-            Verdict::InSync
+            WriteDue::InSync
         );
         assert_eq!(
             writes.decide("a", Some(&1), &2, t0 + secs(11)),
-            Verdict::Write,
+            WriteDue::Write,
             "a write the watch never showed is assumed lost"
         );
     }
@@ -296,7 +296,7 @@ mod tests {
         let mut waits = Vec::new();
         for _ in 0..8 {
             writes.record("a", 2, false, now);
-            let Verdict::Wait(at) = writes.decide("a", Some(&1), &2, now) else {
+            let WriteDue::Wait(at) = writes.decide("a", Some(&1), &2, now) else {
                 panic!("a failed write must be retried later");
             };
             waits.push(at.duration_since(now).as_secs());
@@ -306,7 +306,7 @@ mod tests {
         writes.record("a", 2, true, now);
         assert_eq!(
             writes.decide("a", Some(&2), &3, now + secs(1)),
-            Verdict::Write,
+            WriteDue::Write,
             "a success resets the back-off"
         );
     }
@@ -319,33 +319,36 @@ mod tests {
         let t0 = Instant::now();
         assert_eq!(
             writes.decide("a", None, &10, t0),
-            Verdict::Wait(t0 + DEBOUNCE),
+            WriteDue::Wait(t0 + DEBOUNCE),
             "a new object's first status waits too"
         );
         assert_eq!(
             writes.decide("a", None, &20, t0 + secs(1)),
-            Verdict::Wait(t0 + DEBOUNCE),
+            WriteDue::Wait(t0 + DEBOUNCE),
             "a further change does not push the write back"
         );
         writes.settle(t0 + secs(1), |_| Some(None));
         assert_eq!(writes.len(), 1, "a change still standing is remembered");
-        assert_eq!(writes.decide("a", None, &30, t0 + DEBOUNCE), Verdict::Write);
+        assert_eq!(
+            writes.decide("a", None, &30, t0 + DEBOUNCE),
+            WriteDue::Write
+        );
         writes.record("a", 30, true, t0 + DEBOUNCE);
         let t1 = t0 + secs(10);
-        assert_eq!(writes.decide("a", Some(&30), &30, t1), Verdict::InSync);
+        assert_eq!(writes.decide("a", Some(&30), &30, t1), WriteDue::InSync);
         assert_eq!(
             writes.decide("a", Some(&30), &40, t1),
-            Verdict::Wait(t1 + DEBOUNCE),
+            WriteDue::Wait(t1 + DEBOUNCE),
             "the next change waits from when it appeared"
         );
         assert_eq!(
             writes.decide("a", Some(&30), &30, t1 + secs(1)),
-            Verdict::InSync,
+            WriteDue::InSync,
             "a change undone before it was written is never written"
         );
         assert_eq!(
             writes.decide("a", Some(&30), &40, t1 + secs(2)),
-            Verdict::Wait(t1 + secs(2) + DEBOUNCE)
+            WriteDue::Wait(t1 + secs(2) + DEBOUNCE)
         );
         writes.settle(t1 + secs(3), |_| None);
         assert!(
