@@ -3,7 +3,8 @@
 //! `gangplank serve` and the metric catalogue), so they cannot drift: when that test fails, run
 //! `UPDATE_DOCS=1 cargo test --test docs_are_current` and commit the pages. And every relative
 //! link of README.md and the pages under docs/ names a file that exists (and, with a `#`, a
-//! heading of it), so that moving a page cannot leave a dead link behind.
+//! heading of it), so that moving a page cannot leave a dead link behind. DESIGN.md's API
+//! section names every spec and status field of the Queue and PodGroup CRDs.
 
 mod checked_in;
 
@@ -214,4 +215,66 @@ fn the_link_check_sees_dead_links_and_github_anchors() {
         anchors("# Top\n```\n# not a heading\n```\n## Gangs, step by step\n"),
         ["top", "gangs-step-by-step"]
     );
+}
+
+/// The text of DESIGN.md's "## APIs" section.
+fn design_apis() -> String {
+    let design = std::fs::read_to_string(root().join("docs/DESIGN.md")).expect("read DESIGN.md");
+    let start = design
+        .find("\n## APIs\n")
+        .expect("DESIGN.md has an APIs section");
+    let rest = &design[start + 1..];
+    let end = rest[3..].find("\n## ").map_or(rest.len(), |i| i + 3);
+    rest[..end].to_owned()
+}
+
+/// The names of the top-level `spec` and `status` fields of `kind`'s CRD, as `spec.x`/`status.x`.
+fn crd_fields(kind: &str) -> Vec<String> {
+    let crd = gangplank::crdgen::crds()
+        .into_iter()
+        .find(|c| c.spec.names.kind == kind && c.spec.group.ends_with("gangplank.dev"))
+        .unwrap_or_else(|| panic!("a CRD of kind {kind}"));
+    let schema = crd.spec.versions[0]
+        .schema
+        .as_ref()
+        .and_then(|s| s.open_api_v3_schema.as_ref())
+        .expect("the CRD has a schema");
+    let mut fields = Vec::new();
+    for part in ["spec", "status"] {
+        let properties = schema
+            .properties
+            .as_ref()
+            .and_then(|p| p.get(part))
+            .and_then(|p| p.properties.as_ref());
+        for name in properties.into_iter().flat_map(|p| p.keys()) {
+            fields.push(format!("{part}.{name}"));
+        }
+    }
+    fields
+}
+
+#[test]
+fn designs_api_section_names_every_spec_and_status_field_of_the_queue_and_pod_group() {
+    let apis = design_apis();
+    let mut missing = Vec::new();
+    for kind in ["Queue", "PodGroup"] {
+        for field in crd_fields(kind) {
+            let name = field.split_once('.').map_or(field.as_str(), |(_, n)| n);
+            if !apis.contains(&format!("`{name}`")) {
+                missing.push(format!("{kind} {field}"));
+            }
+        }
+    }
+    assert!(
+        missing.is_empty(),
+        "docs/DESIGN.md's APIs section does not name these fields (add them, in backticks, \
+         with what they do): {missing:?}"
+    );
+}
+
+#[test]
+fn the_api_check_reads_real_fields() {
+    let fields = crd_fields("PodGroup");
+    assert!(fields.contains(&"spec.minMember".to_owned()), "{fields:?}");
+    assert!(fields.contains(&"status.phase".to_owned()), "{fields:?}");
 }
