@@ -127,20 +127,16 @@ fn a_group_that_does_not_fit_now_waits_with_the_numbers_and_smaller_ones_pass() 
 fn a_not_ready_or_unreachable_node_is_neither_free_room_nor_shared() {
     let mut s = cluster();
     s.apply_node(Node {
-        name: "gone".into(),
-        allocatable: Resources::from([("cpu", 8_000), ("pods", 110)]),
         not_ready: true,
-        ..Node::default()
+        ..node("gone", 8_000)
     });
     s.apply_node(Node {
-        name: "cut-off".into(),
-        allocatable: Resources::from([("cpu", 8_000), ("pods", 110)]),
         taints: vec![crate::model::Taint {
             key: "node.kubernetes.io/unreachable".into(),
             value: None,
             effect: crate::model::TaintEffect::NoExecute,
         }],
-        ..Node::default()
+        ..node("cut-off", 8_000)
     });
     gang(&mut s, "big", "q", 1, 9_000, 1);
     let d = decide_now(&s);
