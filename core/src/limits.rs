@@ -43,25 +43,15 @@ mod tests {
     use super::*;
     use crate::admit::on_arrival;
     use crate::claims::{self, Settings};
-    use crate::model::names::ADMISSION_GATE;
-    use crate::model::{Ahead, GroupKey, Node, Pod, PodGroup, Queue, Resources, State};
+    use crate::model::{Ahead, GroupKey, Pod, PodGroup, Resources, State};
     use crate::policy::constraints::Constraints;
     use crate::policy::placement::Strategy;
-    use crate::testing::decide_now;
+    use crate::testing::{PodBuilder, cluster, decide_now, pod};
 
     /// One open queue `q`, one node of 8 CPUs, and a PodGroup of `min_member` admitted ahead
     /// of its pods, with one member pod.
     fn cluster_with_a_gang_of(min_member: u32) -> (State, GroupKey, Pod) {
-        let mut s = State::default();
-        s.apply_queue(Queue::new("q"));
-        s.apply_node(Node {
-            name: "n1".into(),
-            allocatable: Resources::from([("cpu", 8_000), ("pods", 110)]),
-            labels: Default::default(),
-            taints: vec![],
-            unschedulable: false,
-            not_ready: false,
-        });
+        let mut s = cluster();
         let key = GroupKey::new("ns", "huge");
         s.apply_pod_group(PodGroup {
             ahead: Some(Ahead {
@@ -71,16 +61,7 @@ mod tests {
             }),
             ..PodGroup::new(key.clone(), min_member, "q")
         });
-        let pod = Pod {
-            uid: "huge-0".into(),
-            namespace: "ns".into(),
-            name: "huge-0".into(),
-            pod_group: Some("huge".into()),
-            requests: Resources::from([("cpu", 1_000), ("pods", 1)]),
-            scheduling_gates: vec![ADMISSION_GATE.into()],
-            marked: true,
-            ..Default::default()
-        };
+        let pod = pod("huge-0").in_group("huge").gated().marked();
         s.apply_pod(pod.clone());
         (s, key, pod)
     }

@@ -387,21 +387,19 @@ enum Place {
 }
 
 /// The story every operator row of the table in docs/operators.md tells: the workload
-/// `workload` (of `kind`), whose four pods (names starting with `prefix`) each take a whole node, is created
-/// in the namespace of `place` while one node is full, by `operator` (which e2e/up must run) in `mode`. Its PodGroup (in the
-/// mode's dialect; with no gang flag, the workload itself) becomes a Gangplank gang of four in
-/// the queue `default`; none of its pods binds while only three nodes are free (when the
-/// operator waits for a Volcano PodGroup's phase, none is even created), the Volcano PodGroup
-/// stays Pending, and the PodGroup says why; once the node is free all four bind, on the
-/// scheduler name the operator set, and a Volcano PodGroup is Running; deleting the workload
-/// deletes its PodGroups.
+/// `workload`, whose four pods (names starting with its name and `-`) each take a whole node, is
+/// created in the namespace of `place` while one node is full, by `operator` (which e2e/up must
+/// run) in `mode`. Its PodGroup (in the mode's dialect; with no gang flag, the workload itself)
+/// becomes a Gangplank gang of four in the queue `default`; none of its pods binds while only
+/// three nodes are free (when the operator waits for a Volcano PodGroup's phase, none is even
+/// created), the Volcano PodGroup stays Pending, and the PodGroup says why; once the node is free
+/// all four bind, on the scheduler name the operator set, and a Volcano PodGroup is Running;
+/// deleting the workload deletes its PodGroups.
 async fn waits_whole_then_runs_whole(
     operator: &str,
     place: Place,
     mode: Mode<'_>,
-    (group, version, kind): (&str, &str, &str),
     workload: DynamicObject,
-    prefix: &str,
 ) {
     let cluster = &Cluster::connect().await;
     operator_runs(cluster, operator);
@@ -416,12 +414,18 @@ async fn waits_whole_then_runs_whole(
     let pods = ns.api::<Pod>();
     let groups = ns.api::<PodGroup>();
     let volcano = ns.api::<VolcanoPodGroup>();
-    let resource = ApiResource::from_gvk(&GroupVersionKind::gvk(group, version, kind));
+    let types = workload
+        .types
+        .as_ref()
+        .expect("the workload names its kind");
+    let kind = types.kind.as_str();
+    let resource = ApiResource::from_gvk(&GroupVersionKind::try_from(types).unwrap());
     let workloads: Api<DynamicObject> =
         Api::namespaced_with(cluster.client.clone(), &ns.name, &resource);
     fill_one_node(&pods).await;
 
     let workload_name = workload.metadata.name.clone().unwrap();
+    let prefix = &format!("{workload_name}-");
     let name = mode.group.unwrap_or(&workload_name).to_owned();
     workloads
         .create(&PostParams::default(), &workload)
@@ -496,202 +500,84 @@ async fn waits_whole_then_runs_whole(
     ns.delete().await;
 }
 
-#[tokio::test]
-#[ignore = "needs the local control plane: run e2e/test"]
-async fn a_pytorch_job_of_training_operator_in_scheduler_plugins_mode_waits_whole_then_runs_whole()
-{
-    waits_whole_then_runs_whole(
-        "training-operator",
-        Place::Operators("training-operator"),
-        Mode {
-            dialect: Dialect::SchedulerPlugins,
-            scheduler: "scheduler-plugins-scheduler",
-            group: None,
-            namespace_queue: true,
-        },
-        ("kubeflow.org", "v1", "PyTorchJob"),
-        pytorch_job("train", 3, 32),
-        "train-",
-    )
-    .await;
+/// The modes most operators share: scheduler-plugins' PodGroup, Volcano's (the pods created at
+/// once, or only once its phase leaves Pending), no gang flag; each with the namespace's default
+/// queue.
+const SCHEDULER_PLUGINS: Mode = Mode {
+    dialect: Dialect::SchedulerPlugins,
+    scheduler: "scheduler-plugins-scheduler",
+    group: None,
+    namespace_queue: true,
+};
+const VOLCANO: Mode = Mode {
+    dialect: Dialect::Volcano { waits: false },
+    scheduler: "volcano",
+    group: None,
+    namespace_queue: true,
+};
+const VOLCANO_WAITING: Mode = Mode {
+    dialect: Dialect::Volcano { waits: true },
+    ..VOLCANO
+};
+const PLAIN: Mode = Mode {
+    dialect: Dialect::Plain,
+    scheduler: "default-scheduler",
+    group: None,
+    namespace_queue: true,
+};
+
+/// `workload` with the label `key: value`.
+fn labelled(mut workload: DynamicObject, key: &str, value: &str) -> DynamicObject {
+    workload.metadata.labels = Some([(key.into(), value.into())].into());
+    workload
 }
 
-#[tokio::test]
-#[ignore = "needs the local control plane: run e2e/test"]
-async fn a_pytorch_job_of_training_operator_in_volcano_mode_waits_uncreated_then_runs_whole() {
-    waits_whole_then_runs_whole(
-        "training-operator",
-        Place::Operators("training-operator-volcano"),
-        Mode {
-            dialect: Dialect::Volcano { waits: true },
-            scheduler: "volcano",
-            group: None,
-            namespace_queue: true,
-        },
-        ("kubeflow.org", "v1", "PyTorchJob"),
-        pytorch_job("train", 3, 32),
-        "train-",
-    )
-    .await;
+/// One ignored `#[tokio::test]` per row, named as the row says, telling
+/// [`waits_whole_then_runs_whole`]'s story with the row's operator, place, mode and workload.
+macro_rules! operator_rows {
+    ($($test:ident: $operator:literal, $place:expr, $mode:expr, $workload:expr;)*) => {$(
+        #[tokio::test]
+        #[ignore = "needs the local control plane: run e2e/test"]
+        async fn $test() {
+            waits_whole_then_runs_whole($operator, $place, $mode, $workload).await;
+        }
+    )*};
 }
 
-#[tokio::test]
-#[ignore = "needs the local control plane: run e2e/test"]
-async fn a_ray_cluster_of_kuberay_in_scheduler_plugins_mode_waits_whole_then_runs_whole() {
-    waits_whole_then_runs_whole(
-        "kuberay",
-        Place::Operators("kuberay"),
-        Mode {
-            dialect: Dialect::SchedulerPlugins,
-            scheduler: "scheduler-plugins-scheduler",
-            group: None,
-            namespace_queue: true,
-        },
-        ("ray.io", "v1", "RayCluster"),
-        ray_cluster("ray", 3, 32, true),
-        "ray-",
-    )
-    .await;
-}
-
-#[tokio::test]
-#[ignore = "needs the local control plane: run e2e/test"]
-async fn a_ray_cluster_without_kuberay_s_gang_label_is_one_gang_all_the_same() {
-    waits_whole_then_runs_whole(
-        "kuberay",
-        Place::Operators("kuberay-plain"),
-        Mode {
-            dialect: Dialect::Plain,
-            // KubeRay names its batch scheduler on every RayCluster's pods, gang label or not.
-            scheduler: "scheduler-plugins-scheduler",
-            group: None,
-            namespace_queue: true,
-        },
-        ("ray.io", "v1", "RayCluster"),
-        ray_cluster("ray", 3, 32, false),
-        "ray-",
-    )
-    .await;
-}
-
-#[tokio::test]
-#[ignore = "needs the local control plane: run e2e/test"]
-async fn a_pytorch_job_of_training_operator_without_a_gang_flag_is_one_gang_all_the_same() {
-    waits_whole_then_runs_whole(
-        "training-operator",
-        Place::Operators("training-operator-plain"),
-        Mode {
-            dialect: Dialect::Plain,
-            scheduler: "default-scheduler",
-            group: None,
-            namespace_queue: true,
-        },
-        ("kubeflow.org", "v1", "PyTorchJob"),
-        pytorch_job("train", 3, 32),
-        "train-",
-    )
-    .await;
-}
-
-#[tokio::test]
-#[ignore = "needs the local control plane: run e2e/test"]
-async fn a_ray_cluster_of_kuberay_in_volcano_mode_in_the_queue_of_its_label_waits_whole_then_runs_whole()
- {
-    let mut ray = ray_cluster("ray", 3, 32, false);
-    ray.metadata.labels =
-        Some([(labels::VOLCANO_QUEUE_NAME_LABEL.into(), "default".into())].into());
-    waits_whole_then_runs_whole(
-        "kuberay",
-        Place::Operators("kuberay-volcano"),
-        Mode {
-            dialect: Dialect::Volcano { waits: false },
-            scheduler: "volcano",
-            group: Some("ray-ray-pg"),
-            namespace_queue: false,
-        },
-        ("ray.io", "v1", "RayCluster"),
-        ray,
-        "ray-",
-    )
-    .await;
-}
-
-#[tokio::test]
-#[ignore = "needs the local control plane: run e2e/test"]
-async fn an_mpi_job_in_scheduler_plugins_mode_waits_whole_then_runs_whole_launcher_included() {
-    waits_whole_then_runs_whole(
-        "mpi-operator",
-        Place::Operators("mpi-operator"),
-        Mode {
-            dialect: Dialect::SchedulerPlugins,
-            scheduler: "scheduler-plugins-scheduler",
-            group: None,
-            namespace_queue: true,
-        },
-        ("kubeflow.org", "v2beta1", "MPIJob"),
-        mpi_job("train", 3, 32),
-        "train-",
-    )
-    .await;
-}
-
-#[tokio::test]
-#[ignore = "needs the local control plane: run e2e/test"]
-async fn an_mpi_job_in_volcano_mode_waits_whole_then_runs_whole_launcher_included() {
-    waits_whole_then_runs_whole(
-        "mpi-operator",
-        Place::Operators("mpi-operator-volcano"),
-        Mode {
-            dialect: Dialect::Volcano { waits: false },
-            scheduler: "volcano",
-            group: None,
-            namespace_queue: true,
-        },
-        ("kubeflow.org", "v2beta1", "MPIJob"),
-        mpi_job("train", 3, 32),
-        "train-",
-    )
-    .await;
-}
-
-#[tokio::test]
-#[ignore = "needs the local control plane: run e2e/test"]
-async fn an_mpi_job_without_a_gang_flag_is_one_gang_of_its_launcher_job_and_its_workers() {
-    waits_whole_then_runs_whole(
-        "mpi-operator",
-        Place::Operators("mpi-operator-plain"),
-        Mode {
-            dialect: Dialect::Plain,
-            scheduler: "default-scheduler",
-            group: None,
-            namespace_queue: true,
-        },
-        ("kubeflow.org", "v2beta1", "MPIJob"),
-        mpi_job("train", 3, 32),
-        "train-",
-    )
-    .await;
-}
-
-#[tokio::test]
-#[ignore = "needs the local control plane: run e2e/test"]
-async fn a_jobset_labelled_with_a_queue_is_one_gang_of_all_its_jobs_in_that_queue() {
-    let mut jobset = jobset("train", 3, 32);
-    jobset.metadata.labels = Some([(labels::QUEUE_LABEL.into(), "default".into())].into());
-    waits_whole_then_runs_whole(
-        "jobset",
-        Place::Fresh("jobset"),
-        Mode {
-            dialect: Dialect::Plain,
-            scheduler: "default-scheduler",
-            group: None,
-            namespace_queue: false,
-        },
-        ("jobset.x-k8s.io", "v1alpha2", "JobSet"),
-        jobset,
-        "train-",
-    )
-    .await;
+operator_rows! {
+    a_pytorch_job_of_training_operator_in_scheduler_plugins_mode_waits_whole_then_runs_whole:
+        "training-operator", Place::Operators("training-operator"), SCHEDULER_PLUGINS,
+        pytorch_job("train", 3, 32);
+    a_pytorch_job_of_training_operator_in_volcano_mode_waits_uncreated_then_runs_whole:
+        "training-operator", Place::Operators("training-operator-volcano"), VOLCANO_WAITING,
+        pytorch_job("train", 3, 32);
+    a_pytorch_job_of_training_operator_without_a_gang_flag_is_one_gang_all_the_same:
+        "training-operator", Place::Operators("training-operator-plain"), PLAIN,
+        pytorch_job("train", 3, 32);
+    a_ray_cluster_of_kuberay_in_scheduler_plugins_mode_waits_whole_then_runs_whole:
+        "kuberay", Place::Operators("kuberay"), SCHEDULER_PLUGINS,
+        ray_cluster("ray", 3, 32, true);
+    // KubeRay names its batch scheduler on every RayCluster's pods, gang label or not.
+    a_ray_cluster_without_kuberay_s_gang_label_is_one_gang_all_the_same:
+        "kuberay", Place::Operators("kuberay-plain"),
+        Mode { scheduler: "scheduler-plugins-scheduler", ..PLAIN },
+        ray_cluster("ray", 3, 32, false);
+    a_ray_cluster_of_kuberay_in_volcano_mode_in_the_queue_of_its_label_waits_whole_then_runs_whole:
+        "kuberay", Place::Operators("kuberay-volcano"),
+        Mode { group: Some("ray-ray-pg"), namespace_queue: false, ..VOLCANO },
+        labelled(ray_cluster("ray", 3, 32, false), labels::VOLCANO_QUEUE_NAME_LABEL, "default");
+    an_mpi_job_in_scheduler_plugins_mode_waits_whole_then_runs_whole_launcher_included:
+        "mpi-operator", Place::Operators("mpi-operator"), SCHEDULER_PLUGINS,
+        mpi_job("train", 3, 32);
+    an_mpi_job_in_volcano_mode_waits_whole_then_runs_whole_launcher_included:
+        "mpi-operator", Place::Operators("mpi-operator-volcano"), VOLCANO,
+        mpi_job("train", 3, 32);
+    an_mpi_job_without_a_gang_flag_is_one_gang_of_its_launcher_job_and_its_workers:
+        "mpi-operator", Place::Operators("mpi-operator-plain"), PLAIN,
+        mpi_job("train", 3, 32);
+    a_jobset_labelled_with_a_queue_is_one_gang_of_all_its_jobs_in_that_queue:
+        "jobset", Place::Fresh("jobset"), Mode { namespace_queue: false, ..PLAIN },
+        labelled(jobset("train", 3, 32), labels::QUEUE_LABEL, "default");
 }
 
 #[tokio::test]

@@ -140,17 +140,16 @@ impl GroupFacts<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::{Pod, PodPhase};
+    use crate::model::{Pod, PodPhase, Resources};
+    use crate::testing::{self, PodBuilder};
 
+    /// The gated pod `uid` of `group` naming `queue`, asking for nothing.
     fn pod(uid: &str, group: Option<&str>, queue: Option<&str>) -> Pod {
         Pod {
-            uid: uid.into(),
-            namespace: "ns".into(),
-            name: format!("pod-{uid}"),
             pod_group: group.map(Into::into),
             queue: queue.map(Into::into),
-            scheduling_gates: vec![crate::model::names::ADMISSION_GATE.into()],
-            ..Default::default()
+            requests: Resources::new(),
+            ..testing::pod(uid).gated()
         }
     }
 

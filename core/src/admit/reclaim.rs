@@ -477,27 +477,14 @@ mod tests {
             refused,
         )
     }
-    use crate::model::names::ADMISSION_GATE;
-    use crate::model::{Node, PodGroup, PodPhase, Queue};
-    use crate::testing::decide_now;
-    use std::time::Duration;
+    use crate::model::{PodGroup, Queue};
+    use crate::testing::{PodBuilder, decide_now, node, node_of, pod, pod_group};
 
     /// `pod` running on `node`, or still behind the admission gate when `node` is `None`.
     fn running_on(node: Option<String>, pod: Pod) -> Pod {
-        let running = node.is_some();
-        Pod {
-            node_name: node,
-            phase: if running {
-                PodPhase::Running
-            } else {
-                PodPhase::Pending
-            },
-            scheduling_gates: if running {
-                vec![]
-            } else {
-                vec![ADMISSION_GATE.into()]
-            },
-            ..pod
+        match node {
+            Some(node) => pod.running_on(&node),
+            None => pod.gated(),
         }
     }
 
@@ -507,35 +494,20 @@ mod tests {
         let mut s = State::default();
         s.apply_queue(Queue::new("a"));
         s.apply_queue(Queue::new("b"));
-        s.apply_node(Node {
-            name: "n1".into(),
-            allocatable: Resources::from([("cpu", 8_000), ("pods", 110)]),
-            labels: Default::default(),
-            taints: vec![],
-            unschedulable: false,
-            not_ready: false,
-        });
+        s.apply_node(node("n1", 8_000));
         for (name, queue, created, running) in [
             ("a1", "a", 1, true),
             ("a2", "a", 2, true),
             ("b1", "b", 3, false),
         ] {
-            s.apply_pod_group(PodGroup {
-                schedule_timeout: Duration::from_secs(60),
-                ..PodGroup::new(GroupKey::new("ns", name), 2, queue)
-            });
+            s.apply_pod_group(pod_group(name, 2, queue));
             for i in 0..2 {
                 s.apply_pod(running_on(
                     running.then(|| "n1".into()),
-                    Pod {
-                        uid: format!("{name}-{i}"),
-                        namespace: "ns".into(),
-                        name: format!("{name}-{i}"),
-                        pod_group: Some(name.into()),
-                        created,
-                        requests: Resources::from([("cpu", 2_000), ("pods", 1)]),
-                        ..Default::default()
-                    },
+                    pod(format!("{name}-{i}"))
+                        .in_group(name)
+                        .created(created)
+                        .cpu(2_000),
                 ));
             }
         }
@@ -621,17 +593,13 @@ mod tests {
             s.delete_pod(uid);
         }
         for i in 0..4 {
-            s.apply_pod(Pod {
-                uid: format!("lone-{i}"),
-                namespace: "ns".into(),
-                name: format!("lone-{i}"),
-                queue: Some("a".into()),
-                node_name: Some("n1".into()),
-                phase: PodPhase::Running,
-                created: i,
-                requests: Resources::from([("cpu", 2_000), ("pods", 1)]),
-                ..Default::default()
-            });
+            s.apply_pod(
+                pod(format!("lone-{i}"))
+                    .in_queue("a")
+                    .running_on("n1")
+                    .created(i)
+                    .cpu(2_000),
+            );
         }
         let plan = plan_on(&s, &decide_now(&s), &|_| false, &|_| false);
         let victims = &plan.reclaims[0].victims;
@@ -668,26 +636,17 @@ mod tests {
         });
         s.apply_queue(Queue::new("b"));
         for n in 0..10 {
-            s.apply_node(Node {
-                name: format!("n{n}"),
-                allocatable: Resources::from([("cpu", 8_000), ("pods", 110)]),
-                ..Node::default()
-            });
+            s.apply_node(node(format!("n{n}"), 8_000));
         }
         for i in 0..80 {
             let queue = if i % 2 == 0 { "a" } else { "b" };
             let running = i < 40;
             s.apply_pod(running_on(
                 running.then(|| format!("n{}", i / 4)),
-                Pod {
-                    uid: format!("{queue}-{i}"),
-                    namespace: "ns".into(),
-                    name: format!("{queue}-{i}"),
-                    queue: Some(queue.into()),
-                    created: i,
-                    requests: Resources::from([("cpu", 2_000), ("pods", 1)]),
-                    ..Default::default()
-                },
+                pod(format!("{queue}-{i}"))
+                    .in_queue(queue)
+                    .created(i)
+                    .cpu(2_000),
             ));
         }
         s
@@ -738,23 +697,13 @@ mod tests {
             s.apply_pod(Pod { priority: 10, ..p });
         }
         // Room for 6 pods: queue a, holding 4, deserves 5 of them, so it may not reclaim.
-        s.apply_node(Node {
-            name: "n1".into(),
-            allocatable: Resources::from([("cpu", 8_000), ("pods", 6)]),
-            ..Default::default()
-        });
+        s.apply_node(node_of(
+            "n1",
+            Resources::from([("cpu", 8_000), ("pods", 6)]),
+        ));
         // A running gang of priority 0 in queue b is no victim of queue a's group.
         s.apply_pod_group(PodGroup::new(GroupKey::new("ns", "low"), 1, "b"));
-        s.apply_pod(Pod {
-            uid: "low-0".into(),
-            namespace: "ns".into(),
-            name: "low-0".into(),
-            pod_group: Some("low".into()),
-            node_name: Some("n1".into()),
-            phase: PodPhase::Running,
-            requests: Resources::from([("cpu", 1_000), ("pods", 1)]),
-            ..Default::default()
-        });
+        s.apply_pod(pod("low-0").in_group("low").running_on("n1"));
         let decision = decide_now(&s);
         assert!(!decision.short_of_room.is_empty(), "{decision:?}");
         assert!(input_of(&s, &decision).is_none());
@@ -846,11 +795,7 @@ mod tests {
                 let allocatable =
                     Resources::from([("cpu", cpus * 1_000), ("memory", gib * GIB), ("pods", 110)]);
                 free.push(allocatable.clone());
-                s.apply_node(Node {
-                    name: format!("n{i}"),
-                    allocatable,
-                    ..Default::default()
-                });
+                s.apply_node(node_of(format!("n{i}"), allocatable));
             }
             let gang = |s: &mut State, name: String, queue, members: &[(i64, i64)], at| {
                 s.apply_pod_group(PodGroup::new(
@@ -861,15 +806,10 @@ mod tests {
                 for (i, (&shape, node)) in members.iter().zip(at).enumerate() {
                     s.apply_pod(running_on(
                         node,
-                        Pod {
-                            uid: format!("{name}-{i}"),
-                            namespace: "ns".into(),
-                            name: format!("{name}-{i}"),
-                            pod_group: Some(name.clone()),
-                            created: 1,
-                            requests: requests(shape),
-                            ..Default::default()
-                        },
+                        pod(format!("{name}-{i}"))
+                            .in_group(&name)
+                            .created(1)
+                            .requests(requests(shape)),
                     ));
                 }
             };

@@ -2,60 +2,41 @@
 //! (KubeRay's workers carry an init container with memory), on four nodes of 32 CPUs. The
 //! filter steers each member to a slot of its shape, and the bind gives up that slot.
 
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
+use super::testing::{SETTINGS, group};
 use super::{Settings, filter, reserve};
-use crate::model::{GroupKey, Node, Pod, PodGroup, PodPhase, Resources, State};
+use crate::model::{Pod, Resources, State};
 use crate::policy::constraints::Constraints;
-use crate::policy::placement::Strategy;
-
-fn node(i: usize) -> Node {
-    Node {
-        name: format!("n{i}"),
-        allocatable: Resources::from([("cpu", 32_000), ("memory", 1 << 40), ("pods", 110)]),
-        labels: Default::default(),
-        taints: vec![],
-        unschedulable: false,
-        not_ready: false,
-    }
-}
-
-fn pod(i: usize, memory: i64) -> Pod {
-    Pod {
-        uid: format!("m{i}"),
-        namespace: "ns".into(),
-        name: format!("m{i}"),
-        phase: PodPhase::Pending,
-        requests: Resources::from([("cpu", 32_000), ("memory", memory), ("pods", 1)]),
-        pod_group: Some("g".into()),
-        marked: true,
-        ..Default::default()
-    }
-}
+use crate::testing::{PodBuilder, node_of, pod};
 
 /// The gang `g` of a head (`m0`) and three workers on four empty nodes, and the settings.
 fn gang() -> (State, Vec<Pod>, Settings) {
     let mut s = State::default();
     for i in 0..4 {
-        s.apply_node(node(i));
+        s.apply_node(node_of(
+            format!("n{i}"),
+            Resources::from([("cpu", 32_000), ("memory", 1 << 40), ("pods", 110)]),
+        ));
     }
-    let key = GroupKey::new("ns", "g");
-    s.apply_pod_group(PodGroup {
-        schedule_timeout: Duration::from_secs(30),
-        ..PodGroup::new(key, 4, "default")
-    });
+    group(&mut s, "g", 4);
     let pods: Vec<Pod> = (0..4)
-        .map(|i| pod(i, if i == 0 { 0 } else { 256 << 20 }))
+        .map(|i| {
+            let memory = if i == 0 { 0 } else { 256 << 20 };
+            pod(format!("m{i}"))
+                .in_group("g")
+                .requests(Resources::from([
+                    ("cpu", 32_000),
+                    ("memory", memory),
+                    ("pods", 1),
+                ]))
+                .marked()
+        })
         .collect();
     for p in &pods {
         s.apply_pod(p.clone());
     }
-    let settings = Settings {
-        strategy: Strategy::Binpack,
-        max_hold: Duration::from_secs(60),
-        bind_unmarked: false,
-    };
-    (s, pods, settings)
+    (s, pods, SETTINGS)
 }
 
 /// The scheduler's part: each member in `order` is filtered over the nodes no earlier

@@ -220,6 +220,7 @@ mod tests {
 
     use super::*;
     use crate::claims::testing::*;
+    use crate::testing::node_of;
 
     #[test]
     fn only_a_gang_lent_room_of_the_heads_reservation_may_claim_in_it() {
@@ -290,18 +291,10 @@ mod tests {
             ) {
                 let mut s = State::default();
                 for (i, (cpu, gpu)) in used.iter().enumerate() {
-                    s.apply_node(Node {
-                        name: format!("n{i}"),
-                        allocatable: Resources::from([
-                            ("cpu", 16_000),
-                            ("nvidia.com/gpu", 8),
-                            ("pods", 110),
-                        ]),
-                        labels: Default::default(),
-                        taints: vec![],
-                        unschedulable: false,
-                        not_ready: false,
-                    });
+                    s.apply_node(node_of(
+                        format!("n{i}"),
+                        Resources::from([("cpu", 16_000), ("nvidia.com/gpu", 8), ("pods", 110)]),
+                    ));
                     s.apply_pod(Pod {
                         uid: format!("u{i}"),
                         namespace: "ns".into(),

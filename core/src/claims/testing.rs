@@ -1,12 +1,14 @@
-//! Builders shared by the claims' tests: a cluster of equal nodes, gangs and their members,
-//! and a filter over every node.
+//! Builders specific to the claims' tests, over `crate::testing`'s: the filter's settings, a
+//! cluster of equal nodes (sized in CPUs), groups of the claims' queue and timeout, marked
+//! members, a reservation on n0, and a filter over every node.
 
 use std::time::{Duration, Instant};
 
 use crate::claims::{FilterVerdict, Settings, filter};
-use crate::model::{Claim, GroupKey, Node, Pod, PodGroup, PodPhase, Resources, Slot, State};
+use crate::model::{Claim, GroupKey, Pod, PodGroup, Resources, Slot, State};
 use crate::policy::constraints::Constraints;
 use crate::policy::placement::Strategy;
+use crate::testing::{PodBuilder, node, pod, pod_group};
 
 pub(super) const SETTINGS: Settings = Settings {
     strategy: Strategy::Binpack,
@@ -14,44 +16,33 @@ pub(super) const SETTINGS: Settings = Settings {
     bind_unmarked: false,
 };
 
+/// The nodes `n0`, `n1`, ... (`nodes` of them), each of `cpu` CPUs.
 pub(super) fn cluster(nodes: usize, cpu: i64) -> State {
     let mut s = State::default();
     for i in 0..nodes {
-        s.apply_node(Node {
-            name: format!("n{i}"),
-            allocatable: Resources::from([("cpu", cpu * 1000), ("pods", 110)]),
-            labels: Default::default(),
-            taints: vec![],
-            unschedulable: false,
-            not_ready: false,
-        });
+        s.apply_node(node(format!("n{i}"), cpu * 1000));
     }
     s
 }
 
+/// The group `ns/name` of `min` members in queue `default`, with a schedule timeout of 30
+/// seconds.
 pub(super) fn group(s: &mut State, name: &str, min: u32) -> GroupKey {
-    let key = GroupKey::new("ns", name);
-    s.apply_pod_group(PodGroup {
+    let group = PodGroup {
         schedule_timeout: Duration::from_secs(30),
-        ..PodGroup::new(key.clone(), min, "default")
-    });
+        ..pod_group(name, min, "default")
+    };
+    let key = group.key.clone();
+    s.apply_pod_group(group);
     key
 }
 
+/// The marked member `group-i` of `group`, asking for `cpu` CPUs, applied to `s`.
 pub(super) fn member(s: &mut State, group: &str, i: usize, cpu: i64) -> Pod {
-    let pod = Pod {
-        uid: format!("{group}-{i}"),
-        namespace: "ns".into(),
-        name: format!("{group}-{i}"),
-        node_name: None,
-        phase: PodPhase::Pending,
-        requests: Resources::from([("cpu", cpu * 1000), ("pods", 1)]),
-        pod_group: Some(group.into()),
-        queue: None,
-        priority: 0,
-        marked: true,
-        ..Default::default()
-    };
+    let pod = pod(format!("{group}-{i}"))
+        .in_group(group)
+        .cpu(cpu * 1000)
+        .marked();
     s.apply_pod(pod.clone());
     pod
 }

@@ -263,17 +263,7 @@ impl Index<&str> for Nodes {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn node(name: &str) -> Node {
-        Node {
-            name: name.into(),
-            allocatable: Resources::from([("cpu", 1000)]),
-            labels: Default::default(),
-            taints: vec![],
-            unschedulable: false,
-            not_ready: false,
-        }
-    }
+    use crate::testing::node_of;
 
     #[test]
     fn a_record_lives_while_its_node_or_a_sum_refers_to_it_and_its_index_is_reused() {
@@ -289,7 +279,7 @@ mod tests {
         assert_eq!(nodes.slot("n1").unwrap().used, cpu);
         assert_eq!(nodes.slot("n1").unwrap().pods.len(), 1);
 
-        nodes.insert(node("n1"));
+        nodes.insert(node_of("n1", Resources::from([("cpu", 1_000)])));
         nodes.unplace_pod("n1", &pod);
         assert_eq!(nodes.len(), 1);
         assert!(nodes.slot("n1").unwrap().used.is_empty());
@@ -306,7 +296,7 @@ mod tests {
         nodes.sub("n1", Sum::Claimed, &cpu);
         assert!(nodes.slot("n1").is_none(), "nothing refers to n1 any more");
 
-        nodes.insert(node("n2"));
+        nodes.insert(node_of("n2", Resources::from([("cpu", 1_000)])));
         assert_eq!(nodes.slots.len(), 1, "n2 reuses n1's record");
         assert_eq!(nodes.keys().collect::<Vec<_>>(), ["n2"]);
         assert!(nodes.slot("n2").unwrap().used.is_empty());
@@ -324,7 +314,7 @@ mod tests {
             ),
             (true, false)
         );
-        nodes.insert(node("n1"));
+        nodes.insert(node_of("n1", Resources::from([("cpu", 1_000)])));
         nodes.add("n1", Sum::Reserved, &cpu(200));
         nodes.add("n1", Sum::Claimed, &cpu(300));
         let slot = nodes.slot("n1").unwrap();
@@ -332,11 +322,11 @@ mod tests {
         nodes.sub("n1", Sum::Claimed, &cpu(300));
         assert_eq!(nodes.slot("n1").unwrap().free, cpu(700));
 
-        let mut cordoned = node("n1");
+        let mut cordoned = node_of("n1", Resources::from([("cpu", 1_000)]));
         cordoned.unschedulable = true;
         nodes.insert(cordoned);
         assert!(!nodes.slot("n1").unwrap().open);
-        let mut tainted = node("n1");
+        let mut tainted = node_of("n1", Resources::from([("cpu", 1_000)]));
         tainted.taints = vec![crate::model::Taint {
             key: "k".into(),
             value: None,

@@ -385,36 +385,22 @@ impl State {
 mod tests {
     use super::*;
     use crate::model::{Claim, PodPhase, Reservation, Slot};
-
-    fn pod(uid: &str, node: Option<&str>, cpu: i64, group: Option<&str>) -> Pod {
-        Pod {
-            uid: uid.into(),
-            namespace: "ns".into(),
-            name: format!("pod-{uid}"),
-            node_name: node.map(Into::into),
-            phase: PodPhase::Pending,
-            requests: Resources::from([("cpu", cpu), ("pods", 1)]),
-            pod_group: group.map(Into::into),
-            queue: None,
-            priority: 0,
-            ..Default::default()
-        }
-    }
+    use crate::testing::{PodBuilder, node_of, pod};
 
     #[test]
     fn node_usage_follows_binding_completion_and_deletion() {
         let mut s = State::default();
-        s.apply_pod(pod("a", None, 1000, None));
+        s.apply_pod(pod("a").cpu(1000));
         assert!(s.used_on("n1").is_empty());
-        s.apply_pod(pod("a", Some("n1"), 1000, None));
-        s.apply_pod(pod("b", Some("n1"), 500, None));
+        s.apply_pod(pod("a").cpu(1000).bound_to("n1"));
+        s.apply_pod(pod("b").cpu(500).bound_to("n1"));
         assert_eq!(
             s.used_on("n1"),
             &Resources::from([("cpu", 1500), ("pods", 2)])
         );
         s.apply_pod(Pod {
             phase: PodPhase::Succeeded,
-            ..pod("a", Some("n1"), 1000, None)
+            ..pod("a").cpu(1000).bound_to("n1")
         });
         assert_eq!(
             s.used_on("n1"),
@@ -429,7 +415,7 @@ mod tests {
     fn a_reservation_ends_when_the_api_shows_the_pod_bound() {
         let mut s = State::default();
         let key = GroupKey::new("ns", "g");
-        s.apply_pod(pod("a", None, 1000, Some("g")));
+        s.apply_pod(pod("a").cpu(1000).in_group("g"));
         let requests = s.pods["a"].requests.clone();
         s.reserve(
             "a",
@@ -442,7 +428,7 @@ mod tests {
         assert_eq!(s.reserved_on("n1"), &requests);
         assert_eq!((s.reserved_members(&key), s.bound_members(&key)), (1, 0));
 
-        s.apply_pod(pod("a", Some("n1"), 1000, Some("g")));
+        s.apply_pod(pod("a").cpu(1000).bound_to("n1").in_group("g"));
         assert!(s.reserved_on("n1").is_empty());
         assert_eq!(s.used_on("n1"), &requests);
         assert_eq!((s.reserved_members(&key), s.bound_members(&key)), (0, 1));
@@ -451,14 +437,13 @@ mod tests {
     #[test]
     fn room_freeing_on_a_reserved_node_joins_the_reservation_up_to_what_it_lacks() {
         let mut s = State::default();
-        s.apply_node(Node {
-            name: "n1".into(),
-            allocatable: Resources::from([("cpu", 8_000), ("pods", 10)]),
-            ..Default::default()
-        });
-        s.apply_pod(pod("a", Some("n1"), 4_000, None));
-        s.apply_pod(pod("b", Some("n1"), 3_000, None));
-        s.apply_pod(pod("c", Some("n1"), 1_000, None));
+        s.apply_node(node_of(
+            "n1",
+            Resources::from([("cpu", 8_000), ("pods", 10)]),
+        ));
+        s.apply_pod(pod("a").cpu(4_000).bound_to("n1"));
+        s.apply_pod(pod("b").cpu(3_000).bound_to("n1"));
+        s.apply_pod(pod("c").cpu(1_000).bound_to("n1"));
         let head = GroupKey::new("ns", "head");
         // The head needs 6 CPUs on n1 and holds nothing yet: n1 is full.
         s.set_claim(
@@ -478,7 +463,7 @@ mod tests {
         let held = |s: &State| s.ledger.claims[&head].on("n1").get("cpu");
 
         // A pod that finishes frees its room; the reservation takes all of it.
-        let mut done = pod("a", Some("n1"), 4_000, None);
+        let mut done = pod("a").cpu(4_000).bound_to("n1");
         done.phase = PodPhase::Succeeded;
         s.apply_pod(done);
         assert_eq!(held(&s), 4_000);
@@ -493,7 +478,7 @@ mod tests {
         assert_eq!(held(&s), 6_000);
 
         // Room a reservation frees stays with the pod the scheduler retries.
-        s.apply_pod(pod("d", None, 2_000, None));
+        s.apply_pod(pod("d").cpu(2_000));
         let requests = s.pods["d"].requests.clone();
         s.reserve(
             "d",
@@ -508,7 +493,7 @@ mod tests {
         s.release("d");
         assert_eq!(held(&s), 6_000);
         // Nor does room on a node the reservation does not lack anything on.
-        s.apply_pod(pod("e", Some("n2"), 1_000, None));
+        s.apply_pod(pod("e").cpu(1_000).bound_to("n2"));
         s.delete_pod("e");
         assert!(s.claimed_on("n2").is_empty());
     }
@@ -517,14 +502,13 @@ mod tests {
     fn a_released_heads_reservation_becomes_its_claim_with_what_it_lacked_where_room_is() {
         let mut s = State::default();
         for name in ["n1", "n2"] {
-            s.apply_node(Node {
-                name: name.into(),
-                allocatable: Resources::from([("cpu", 8_000), ("pods", 10)]),
-                ..Default::default()
-            });
+            s.apply_node(node_of(
+                name,
+                Resources::from([("cpu", 8_000), ("pods", 10)]),
+            ));
         }
         // n2 still runs 5 of the 8 CPUs: only 3 of the 6 the head lacks there are free.
-        s.apply_pod(pod("busy", Some("n2"), 5_000, None));
+        s.apply_pod(pod("busy").cpu(5_000).bound_to("n2"));
         let head = GroupKey::new("ns", "head");
         let slot = |node: &str, cpu| Slot {
             node: node.into(),
@@ -596,13 +580,13 @@ mod tests {
     fn a_pod_keeps_the_group_and_queue_it_was_first_seen_in_whatever_its_labels_say_later() {
         let mut s = State::default();
         let key = GroupKey::new("ns", "g");
-        s.apply_pod(pod("a", None, 1, Some("g")));
-        s.apply_pod(pod("b", None, 1, Some("g")));
+        s.apply_pod(pod("a").cpu(1).in_group("g"));
+        s.apply_pod(pod("b").cpu(1).in_group("g"));
         assert_eq!(s.members(&key).count(), 2);
-        s.apply_pod(pod("b", None, 1, Some("other")));
+        s.apply_pod(pod("b").cpu(1).in_group("other"));
         s.apply_pod(Pod {
             queue: Some("elsewhere".into()),
-            ..pod("a", None, 1, None)
+            ..pod("a").cpu(1)
         });
         assert_eq!(s.members(&key).count(), 2, "relabelled, still members");
         assert_eq!(s.pods["a"].queue, None);
@@ -620,11 +604,14 @@ mod tests {
         let mut s = State::default();
         let key = GroupKey::new("ns", "g");
         let queued = |uid: &str, node: Option<&str>, group: Option<&str>| Pod {
-            queue: Some("q".into()),
-            scheduling_gates: vec![crate::model::names::ADMISSION_GATE.into()],
-            priority: 7,
-            created: 100,
-            ..pod(uid, node, 500, group)
+            node_name: node.map(Into::into),
+            pod_group: group.map(Into::into),
+            ..pod(uid)
+                .in_queue("q")
+                .gated()
+                .priority(7)
+                .created(100)
+                .cpu(500)
         };
         s.apply_pod(queued("q", None, None));
         assert!(s.queue_only["q"].gated && s.queue_only["q"].live);
@@ -645,7 +632,7 @@ mod tests {
         let m = &s.groups[&key].members["a"];
         assert_eq!((m.gated, m.bound, m.live), (false, true, false));
         s.apply_pod(queued("b", None, None));
-        s.apply_pod(pod("c", None, 1, None));
+        s.apply_pod(pod("c").cpu(1));
         assert_eq!(
             s.queue_only.keys().collect::<Vec<_>>(),
             ["b"],

@@ -11,8 +11,8 @@ fn a_pass_that_leaves_groups_waiting_only_for_members_opens_the_door_to_uncapped
     let mut closed = Queue::new("closed");
     closed.open = false;
     s.apply_queue(closed);
-    group(&mut s, "g", 3);
-    s.apply_pod(pod("a", Some("g"), true, 10));
+    s.apply_pod_group(pod_group("g", 3, "q"));
+    s.apply_pod(pod("a").in_group("g").in_queue("q").gated().created(10));
     let mut door = decide_now(&s).door.expect("only members are missing");
     assert!(!on_arrival::let_in(
         &mut door,
@@ -49,9 +49,15 @@ fn the_first_member_admits_its_gang_on_arrival_and_its_later_members_follow_it()
     let now = std::time::Instant::now();
     let cpu = Resources::from([("cpu", 2_000), ("pods", 1)]);
     let mut s = cluster();
-    group(&mut s, "g", 3);
-    group(&mut s, "late", 2);
-    s.apply_pod(pod("late-0", Some("late"), true, 1));
+    s.apply_pod_group(pod_group("g", 3, "q"));
+    s.apply_pod_group(pod_group("late", 2, "q"));
+    s.apply_pod(
+        pod("late-0")
+            .in_group("late")
+            .in_queue("q")
+            .gated()
+            .created(1),
+    );
     let mut zoned = PodGroup::new(GroupKey::new("ns", "zoned"), 1, "q");
     zoned.topology_key = Some("zone".into());
     s.apply_pod_group(zoned);
@@ -87,7 +93,7 @@ fn the_first_member_admits_its_gang_on_arrival_and_its_later_members_follow_it()
         now,
         0
     ));
-    group(&mut s, "h", 2);
+    s.apply_pod_group(pod_group("h", 2, "q"));
     assert!(
         !on_arrival::admit(&mut s, &GroupKey::new("ns", "h"), "p", &cpu, now, 0),
         "2 of 8 CPUs are left"
@@ -123,7 +129,7 @@ fn a_gang_admitted_on_arrival_lets_in_min_member_pods_no_larger_than_its_first_a
     let nothing = Resources::from([("pods", 1)]);
     let gpus = Resources::from([("cpu", 1_000), ("nvidia.com/gpu", 8), ("pods", 1)]);
     let mut s = cluster();
-    group(&mut s, "g", 2);
+    s.apply_pod_group(pod_group("g", 2, "q"));
     let d = decide_now(&s);
     crate::admit::after_pass::record(&mut s, None, &d, now);
     let g = GroupKey::new("ns", "g");
@@ -149,8 +155,8 @@ fn a_node_that_goes_not_ready_after_the_pass_shuts_the_door_until_the_next_pass(
     let now = std::time::Instant::now();
     let cpu = Resources::from([("cpu", 2_000), ("pods", 1)]);
     let mut s = cluster();
-    node(&mut s, "n2", 8_000);
-    group(&mut s, "g", 3);
+    s.apply_node(node("n2", 8_000));
+    s.apply_pod_group(pod_group("g", 3, "q"));
     let d = decide_now(&s);
     crate::admit::after_pass::record(&mut s, None, &d, now);
     let mut not_ready = s.nodes()["n2"].clone();
@@ -170,13 +176,13 @@ fn a_node_that_goes_not_ready_after_the_pass_shuts_the_door_until_the_next_pass(
     );
 
     s.apply_node(not_ready);
-    group(&mut s, "h", 1);
+    s.apply_pod_group(pod_group("h", 1, "q"));
     assert!(
         on_arrival::admit(&mut s, &GroupKey::new("ns", "h"), "p", &cpu, now, 0),
         "an update that takes no room away leaves the door open"
     );
     s.delete_node("n1");
-    group(&mut s, "i", 1);
+    s.apply_pod_group(pod_group("i", 1, "q"));
     assert!(!on_arrival::admit(
         &mut s,
         &GroupKey::new("ns", "i"),
@@ -231,7 +237,12 @@ fn members_of_a_group_admitted_ahead_created_at_once_pass_ungated_only_up_to_min
     assert_eq!(passed, [true, true, true, true, false, false, false, false]);
     // Once the watch shows them, they count as live members, not twice.
     for i in 0..4 {
-        s.apply_pod(pod(&format!("vc-{i}"), Some("vc"), false, 110));
+        s.apply_pod(
+            pod(format!("vc-{i}"))
+                .in_group("vc")
+                .in_queue("q")
+                .created(110),
+        );
     }
     assert!(!on_arrival::admit(&mut s, &vc, "vc-4", &cpu, now, 120));
 }
@@ -290,7 +301,7 @@ fn an_admission_ahead_keeps_its_room_until_it_lapses() {
     s.apply_pod(Pod {
         scheduling_gates: vec![],
         requests: Resources::from([("cpu", 1_500), ("pods", 1)]),
-        ..pod("vc-0", Some("vc"), false, 120)
+        ..pod("vc-0").in_group("vc").in_queue("q").created(120)
     });
     let d = decide_at(&s, &|_| false, 150);
     assert!(d.admit.is_empty());

@@ -16,9 +16,9 @@ fn expect_runtime(s: &mut State, name: &str, seconds: u64) {
 /// `big` (one member of 8 CPUs, the oldest) waiting.
 fn big_waits_behind_busy() -> State {
     let mut s = cluster();
-    node(&mut s, "n2", 8_000);
+    s.apply_node(node("n2", 8_000));
     running(&mut s, "fill", None, "n1", 8_000, NOW - 500);
-    group(&mut s, "busy", 1);
+    s.apply_pod_group(pod_group("busy", 1, "q"));
     running(&mut s, "busy-0", Some("busy"), "n2", 4_000, NOW - 50);
     gang(&mut s, "big", "q", 1, 8_000, NOW - 300);
     s
@@ -27,7 +27,7 @@ fn big_waits_behind_busy() -> State {
 #[test]
 fn the_head_holds_the_room_it_needs_and_smaller_groups_take_only_the_rest() {
     let mut s = cluster();
-    node(&mut s, "n2", 8_000);
+    s.apply_node(node("n2", 8_000));
     running(&mut s, "fill-1", None, "n1", 6_000, NOW - 500);
     running(&mut s, "fill-2", None, "n2", 4_000, NOW - 500);
     gang(&mut s, "big", "q", 1, 8_000, NOW - 300);
@@ -60,7 +60,7 @@ fn the_head_holds_the_room_it_needs_and_smaller_groups_take_only_the_rest() {
 #[test]
 fn the_head_keeps_the_nodes_it_held_when_another_frees_a_little_more() {
     let mut s = cluster();
-    node(&mut s, "n2", 8_000);
+    s.apply_node(node("n2", 8_000));
     running(&mut s, "fill-1", None, "n1", 6_000, NOW - 500);
     running(&mut s, "fill-2", None, "n2", 4_000, NOW - 500);
     gang(&mut s, "big", "q", 1, 8_000, NOW - 300);
@@ -135,12 +135,12 @@ fn a_group_expected_to_finish_before_the_head_could_start_backfills_its_reservat
 /// guarantee keeps 4 of its CPUs: big is short of budget, not of room on its node.
 fn big_waits_for_budget(left: u64) -> Decision {
     let mut s = cluster();
-    node(&mut s, "n2", 8_000);
+    s.apply_node(node("n2", 8_000));
     s.apply_queue(Queue {
         guarantee: Resources::from([("cpu", 4_000)]),
         ..Queue::new("g")
     });
-    group_in(&mut s, "busy", 1, "q");
+    s.apply_pod_group(pod_group("busy", 1, "q"));
     running(&mut s, "busy-0", Some("busy"), "n1", 8_000, NOW - 50);
     expect_runtime(&mut s, "busy", 50 + left);
     gang(&mut s, "big", "q", 1, 8_000, NOW - 300);
@@ -166,10 +166,10 @@ fn a_head_short_of_its_queues_budget_lends_what_it_holds_until_enough_is_expecte
 #[test]
 fn nothing_backfills_the_reservation_of_a_head_that_waits_for_reclaim() {
     let mut s = cluster();
-    node(&mut s, "n2", 8_000);
+    s.apply_node(node("n2", 8_000));
     s.apply_queue(Queue::new("lender"));
     for (name, node, cpu) in [("fill", "n1", 8_000), ("busy", "n2", 4_000)] {
-        group_in(&mut s, name, 1, "lender");
+        s.apply_pod_group(pod_group(name, 1, "lender"));
         running(
             &mut s,
             &format!("{name}-0"),
@@ -284,9 +284,9 @@ fn room_freeing_on_a_reserved_node_while_a_pass_runs_stays_reserved() {
     let at = std::time::Instant::now();
     let mut s = State::default();
     s.apply_queue(Queue::new("q"));
-    group_in(&mut s, "fill", 2, "q");
+    s.apply_pod_group(pod_group("fill", 2, "q"));
     for n in ["n0", "n1"] {
-        node(&mut s, n, 32_000);
+        s.apply_node(node(n, 32_000));
         running(
             &mut s,
             &format!("fill-{n}"),
@@ -416,7 +416,9 @@ mod properties {
         let mut steps: Vec<Step> = Vec::new();
         for (i, cpu) in nodes.iter().enumerate() {
             let cpu = *cpu;
-            steps.push(Box::new(move |s| node(s, &format!("n{i}"), cpu * 1_000)));
+            steps.push(Box::new(move |s| {
+                s.apply_node(node(format!("n{i}"), cpu * 1_000));
+            }));
         }
         for (i, (weight, capability, guarantee)) in queues.iter().enumerate() {
             let queue = Queue {

@@ -1,4 +1,5 @@
-//! The admission pass, decided on small clusters: the builders here, the cases by subject.
+//! The admission pass, decided on small clusters: the helpers that read and apply a decision
+//! here (the builders are `crate::testing`'s), the cases by subject.
 
 mod arrivals;
 mod backfill;
@@ -11,67 +12,10 @@ use crate::model::names::ADMISSION_GATE;
 use crate::model::{GroupKey, Pod, Queue, Resources};
 use crate::model::{Node, PodGroup, PodPhase, Reservation, ResourceId};
 use crate::policy::fair_share::Capability;
-use crate::testing::{decide_after, decide_at, decide_now};
+use crate::testing::{
+    PodBuilder, cluster, decide_after, decide_at, decide_now, gang, node, pod, pod_group,
+};
 use std::time::Duration;
-
-pub(super) fn pod(uid: &str, group: Option<&str>, gated: bool, created: i64) -> Pod {
-    Pod {
-        uid: uid.into(),
-        namespace: "ns".into(),
-        name: uid.into(),
-        pod_group: group.map(Into::into),
-        queue: Some("q".into()),
-        scheduling_gates: if gated {
-            vec![ADMISSION_GATE.into()]
-        } else {
-            vec![]
-        },
-        created,
-        requests: Resources::from([("cpu", 1_000), ("pods", 1)]),
-        ..Default::default()
-    }
-}
-
-pub(super) fn group_in(s: &mut State, name: &str, min: u32, queue: &str) {
-    s.apply_pod_group(PodGroup {
-        schedule_timeout: Duration::from_secs(60),
-        ..PodGroup::new(GroupKey::new("ns", name), min, queue)
-    });
-}
-
-pub(super) fn group(s: &mut State, name: &str, min: u32) {
-    group_in(s, name, min, "q");
-}
-
-/// `count` gated pods of `cpu` millicores in group `name` of `queue`, created at `created`.
-pub(super) fn gang(s: &mut State, name: &str, queue: &str, count: u32, cpu: i64, created: i64) {
-    group_in(s, name, count, queue);
-    for i in 0..count {
-        s.apply_pod(Pod {
-            requests: Resources::from([("cpu", cpu), ("pods", 1)]),
-            ..pod(&format!("{name}-{i}"), Some(name), true, created)
-        });
-    }
-}
-
-pub(super) fn node(s: &mut State, name: &str, cpu: i64) {
-    s.apply_node(Node {
-        name: name.into(),
-        allocatable: Resources::from([("cpu", cpu), ("pods", 110)]),
-        labels: Default::default(),
-        taints: vec![],
-        unschedulable: false,
-        not_ready: false,
-    });
-}
-
-/// One open queue `q` and one node of 8 CPUs.
-pub(super) fn cluster() -> State {
-    let mut s = State::default();
-    s.apply_queue(Queue::new("q"));
-    node(&mut s, "n1", 8_000);
-    s
-}
 
 pub(super) fn admitted(d: &Decision) -> Vec<String> {
     d.admit
@@ -140,11 +84,10 @@ pub(super) fn running(
     cpu: i64,
     started: i64,
 ) {
+    let pod = pod(uid).in_queue("q").cpu(cpu).created(started);
     s.apply_pod(Pod {
-        node_name: Some(node.into()),
-        phase: PodPhase::Running,
-        requests: Resources::from([("cpu", cpu), ("pods", 1)]),
+        pod_group: group.map(Into::into),
         started: Some(started),
-        ..pod(uid, group, false, started)
+        ..pod.running_on(node)
     });
 }

@@ -5,16 +5,16 @@ use super::*;
 #[test]
 fn a_gang_is_released_only_once_min_member_pods_exist_and_then_all_at_once() {
     let mut s = cluster();
-    group(&mut s, "g", 3);
-    s.apply_pod(pod("a", Some("g"), true, 10));
-    s.apply_pod(pod("b", Some("g"), true, 11));
+    s.apply_pod_group(pod_group("g", 3, "q"));
+    s.apply_pod(pod("a").in_group("g").in_queue("q").gated().created(10));
+    s.apply_pod(pod("b").in_group("g").in_queue("q").gated().created(11));
     let d = decide_now(&s);
     assert!(d.admit.is_empty());
     assert_eq!(
         why(&d, "g"),
         "2 of minMember 3 pods exist; waiting for the rest before releasing any"
     );
-    s.apply_pod(pod("c", Some("g"), true, 12));
+    s.apply_pod(pod("c").in_group("g").in_queue("q").gated().created(12));
     let d = decide_now(&s);
     let uids: Vec<&str> = d.admit[0].pods.iter().map(|p| p.uid.as_str()).collect();
     assert_eq!(uids, vec!["a", "b", "c"]);
@@ -23,7 +23,7 @@ fn a_gang_is_released_only_once_min_member_pods_exist_and_then_all_at_once() {
 #[test]
 fn a_gang_without_a_pod_group_waits_and_says_what_to_create() {
     let mut s = cluster();
-    s.apply_pod(pod("a", Some("ghost"), true, 1));
+    s.apply_pod(pod("a").in_group("ghost").in_queue("q").gated().created(1));
     let d = decide_now(&s);
     assert!(d.admit.is_empty());
     assert!(why(&d, "ghost").starts_with("no PodGroup ns/ghost: create one"));
@@ -32,8 +32,8 @@ fn a_gang_without_a_pod_group_waits_and_says_what_to_create() {
 #[test]
 fn a_pod_with_a_queue_but_no_group_is_released_alone() {
     let mut s = cluster();
-    s.apply_pod(pod("solo", None, true, 5));
-    s.apply_pod(pod("free", None, false, 1));
+    s.apply_pod(pod("solo").in_queue("q").gated().created(5));
+    s.apply_pod(pod("free").in_queue("q").created(1));
     let d = decide_now(&s);
     assert_eq!(d.admit.len(), 1);
     assert_eq!(d.admit[0].group, None);
@@ -43,20 +43,20 @@ fn a_pod_with_a_queue_but_no_group_is_released_alone() {
 #[test]
 fn finished_members_do_not_count_and_released_groups_are_oldest_first() {
     let mut s = cluster();
-    group(&mut s, "new", 1);
-    group(&mut s, "old", 2);
-    s.apply_pod(pod("n", Some("new"), true, 50));
-    s.apply_pod(pod("o1", Some("old"), true, 10));
+    s.apply_pod_group(pod_group("new", 1, "q"));
+    s.apply_pod_group(pod_group("old", 2, "q"));
+    s.apply_pod(pod("n").in_group("new").in_queue("q").gated().created(50));
+    s.apply_pod(pod("o1").in_group("old").in_queue("q").gated().created(10));
     s.apply_pod(Pod {
         phase: PodPhase::Succeeded,
-        ..pod("o2", Some("old"), false, 10)
+        ..pod("o2").in_group("old").in_queue("q").created(10)
     });
     assert_eq!(
         decide_now(&s).admit.len(),
         1,
         "old has one live member of two"
     );
-    s.apply_pod(pod("o3", Some("old"), false, 11));
+    s.apply_pod(pod("o3").in_group("old").in_queue("q").created(11));
     assert_eq!(admitted(&decide_now(&s)), vec!["old", "new"]);
 }
 
@@ -127,20 +127,16 @@ fn a_group_that_does_not_fit_now_waits_with_the_numbers_and_smaller_ones_pass() 
 fn a_not_ready_or_unreachable_node_is_neither_free_room_nor_shared() {
     let mut s = cluster();
     s.apply_node(Node {
-        name: "gone".into(),
-        allocatable: Resources::from([("cpu", 8_000), ("pods", 110)]),
         not_ready: true,
-        ..Node::default()
+        ..node("gone", 8_000)
     });
     s.apply_node(Node {
-        name: "cut-off".into(),
-        allocatable: Resources::from([("cpu", 8_000), ("pods", 110)]),
         taints: vec![crate::model::Taint {
             key: "node.kubernetes.io/unreachable".into(),
             value: None,
             effect: crate::model::TaintEffect::NoExecute,
         }],
-        ..Node::default()
+        ..node("cut-off", 8_000)
     });
     gang(&mut s, "big", "q", 1, 9_000, 1);
     let d = decide_now(&s);
@@ -155,7 +151,7 @@ fn a_not_ready_or_unreachable_node_is_neither_free_room_nor_shared() {
 #[test]
 fn each_member_must_fit_on_some_node_not_only_in_the_sum() {
     let mut s = cluster();
-    node(&mut s, "n2", 8_000);
+    s.apply_node(node("n2", 8_000));
     // Two members of 5 CPUs leave 3 on each node: 6 free in all, but nowhere 6 together.
     gang(&mut s, "wide", "q", 2, 5_000, 1);
     gang(&mut s, "tall", "q", 1, 6_000, 2);
@@ -240,7 +236,7 @@ fn a_higher_priority_group_goes_before_older_ones_in_its_queue() {
 #[test]
 fn weights_of_two_to_one_interleave_picks_two_to_one() {
     let mut s = State::default();
-    node(&mut s, "n1", 12_000);
+    s.apply_node(node("n1", 12_000));
     s.apply_queue(Queue {
         weight: 2,
         ..Queue::new("heavy")
@@ -272,7 +268,11 @@ fn a_gang_whose_member_names_an_unserved_scheduler_waits_and_holds_no_room() {
     s.apply_pod(Pod {
         scheduler: Some("nobody".into()),
         requests: Resources::from([("cpu", 3_000), ("pods", 1)]),
-        ..pod("astray-1", Some("astray"), true, 10)
+        ..pod("astray-1")
+            .in_group("astray")
+            .in_queue("q")
+            .gated()
+            .created(10)
     });
     gang(&mut s, "next", "q", 2, 4_000, 20);
     let d = decide_at(&s, &|_| false, 30);
@@ -287,11 +287,11 @@ fn a_gang_whose_member_names_an_unserved_scheduler_waits_and_holds_no_room() {
     s.set_schedulers(crate::model::Schedulers::only([
         "default-scheduler".to_owned()
     ]));
-    group(&mut s, "astray", 1);
+    s.apply_pod_group(pod_group("astray", 1, "q"));
     s.apply_pod(Pod {
         scheduler: Some("nobody".into()),
         requests: Resources::from([("cpu", 6_000), ("pods", 1)]),
-        ..pod("astray-0", Some("astray"), false, 10)
+        ..pod("astray-0").in_group("astray").in_queue("q").created(10)
     });
     gang(&mut s, "next", "q", 1, 6_000, 20);
     let d = decide_at(&s, &|_| false, 30);
@@ -324,7 +324,7 @@ fn reserved_and_released_members_hold_room_until_quorum_but_elastic_extras_do_no
     for extra in ["g-2", "g-3"] {
         s.apply_pod(Pod {
             requests: Resources::from([("cpu", 2_000), ("pods", 1)]),
-            ..pod(extra, Some("g"), true, 1)
+            ..pod(extra).in_group("g").in_queue("q").gated().created(1)
         });
     }
     let d = decide_now(&s);
@@ -348,9 +348,9 @@ fn reserved_and_released_members_hold_room_until_quorum_but_elastic_extras_do_no
 /// waiting; queue `other` has a gang of two members of `cpu` waiting.
 fn borrower_and_starved(cpu: i64) -> State {
     let mut s = cluster();
-    node(&mut s, "n2", 8_000);
+    s.apply_node(node("n2", 8_000));
     s.apply_queue(Queue::new("other"));
-    group_in(&mut s, "big", 2, "q");
+    s.apply_pod_group(pod_group("big", 2, "q"));
     running(&mut s, "big-0", Some("big"), "n1", 6_000, NOW - 100);
     running(&mut s, "big-1", Some("big"), "n2", 2_000, NOW - 100);
     gang(&mut s, "more", "q", 1, 2_000, NOW - 50);
@@ -388,12 +388,16 @@ fn a_queue_above_its_share_still_borrows_room_no_reclaim_could_give_the_waiting_
 fn extra_members_of_a_gang_with_quorum_are_released_only_as_many_as_fit() {
     let mut s = cluster();
     s.apply_queue(Queue::new("other"));
-    group_in(&mut s, "wide", 1, "q");
+    s.apply_pod_group(pod_group("wide", 1, "q"));
     running(&mut s, "wide-0", Some("wide"), "n1", 2_000, NOW - 100);
     for i in 1..4 {
         s.apply_pod(Pod {
             requests: Resources::from([("cpu", 2_000), ("pods", 1)]),
-            ..pod(&format!("wide-{i}"), Some("wide"), true, NOW - 50)
+            ..pod(format!("wide-{i}"))
+                .in_group("wide")
+                .in_queue("q")
+                .gated()
+                .created(NOW - 50)
         });
     }
     gang(&mut s, "share", "other", 2, 2_000, NOW - 40);
@@ -420,7 +424,7 @@ fn extra_members_of_a_gang_with_quorum_are_released_only_as_many_as_fit() {
 #[test]
 fn a_parent_queues_capability_bounds_its_children_together() {
     let mut s = cluster();
-    node(&mut s, "n2", 8_000);
+    s.apply_node(node("n2", 8_000));
     s.apply_queue(Queue {
         capability: crate::policy::fair_share::Capability::from([("cpu", 8_000)]),
         ..Queue::new("org")
@@ -431,12 +435,15 @@ fn a_parent_queues_capability_bounds_its_children_together() {
             ..Queue::new(team)
         });
     }
-    group_in(&mut s, "run", 1, "t1");
+    s.apply_pod_group(pod_group("run", 1, "t1"));
     s.apply_pod(Pod {
         node_name: Some("n1".into()),
         phase: PodPhase::Running,
         requests: Resources::from([("cpu", 6_000), ("pods", 1)]),
-        ..pod("run-0", Some("run"), false, NOW - 100)
+        ..pod("run-0")
+            .in_group("run")
+            .in_queue("q")
+            .created(NOW - 100)
     });
     gang(&mut s, "small", "t2", 1, 2_000, NOW - 60);
     gang(&mut s, "big", "t2", 1, 4_000, NOW - 50);
@@ -460,8 +467,12 @@ fn a_parent_queues_capability_bounds_its_children_together() {
 fn with_namespace_fair_share_the_namespace_holding_less_of_the_queue_goes_first() {
     let in_ns = |uid: &str, ns: &str, gated: bool, created: i64| Pod {
         namespace: ns.into(),
-        requests: Resources::from([("cpu", 4_000), ("pods", 1)]),
-        ..pod(uid, None, gated, created)
+        scheduling_gates: if gated {
+            vec![ADMISSION_GATE.into()]
+        } else {
+            vec![]
+        },
+        ..pod(uid).in_queue("q").cpu(4_000).created(created)
     };
     let mut s = cluster();
     s.apply_pod(Pod {

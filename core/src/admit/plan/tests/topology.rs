@@ -11,7 +11,7 @@ fn zones(used: [i64; 4]) -> State {
         .into_iter()
         .zip(used)
     {
-        node(&mut s, name, 8_000);
+        s.apply_node(node(name, 8_000));
         let labels = [("zone".to_owned(), zone.to_owned())].into();
         let n = s.nodes().get(name).unwrap().as_ref().clone();
         s.apply_node(Node { labels, ..n });
@@ -110,12 +110,16 @@ fn a_gang_whose_topology_key_no_node_has_waits_without_holding_room_for_itself()
 fn members_of_a_gang_already_running_in_a_domain_join_it() {
     // The elastic gang's first member runs in zone b; zone a has more room.
     let mut s = zones([0, 0, 4_000, 4_000]);
-    group_in(&mut s, "g", 1, "q");
+    s.apply_pod_group(pod_group("g", 1, "q"));
     with_topology(&mut s, "g", "zone");
     running(&mut s, "g-0", Some("g"), "b1", 2_000, NOW - 30);
     s.apply_pod(Pod {
         requests: Resources::from([("cpu", 2_000), ("pods", 1)]),
-        ..pod("g-1", Some("g"), true, NOW - 20)
+        ..pod("g-1")
+            .in_group("g")
+            .in_queue("q")
+            .gated()
+            .created(NOW - 20)
     });
     let d = decide_at(&s, &|_| false, NOW);
     assert_eq!(
