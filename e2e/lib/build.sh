@@ -2,7 +2,8 @@
 # Builds what the local control plane needs, reusing cached builds:
 #   - the stock control plane (etcd, kube-apiserver, kube-controller-manager, kube-scheduler,
 #     kubectl) as one multi-call binary from e2e/k8s, keyed on the Go toolchain and the module's
-#     go.mod/go.sum/main.go;
+#     go.mod/go.sum/main.go; for a GP_K8S_VERSION other than the pinned release, from a module
+#     that e2e/k8s/gen-gomod.sh generates for it under the cache (so each release has its key);
 #   - kwok from e2e/kwok, keyed the same way;
 #   - Prometheus from e2e/prometheus, keyed the same way (it scrapes Gangplank so the e2e suite
 #     can run the Grafana dashboard's queries);
@@ -11,24 +12,44 @@
 #   - gangplank itself with cargo (profile from GANGPLANK_PROFILE, default debug).
 # Prints the paths as shell assignments (K8S_BIN=..., KWOK_BIN=..., PROMETHEUS_BIN=...,
 # HELM_BIN=..., GANGPLANK_BIN=...).
+#   --control-plane-only   build (and print) only K8S_BIN, for example to build another release
+#                          ahead of time: GP_K8S_VERSION=1.37.2 e2e/lib/build.sh --control-plane-only
 set -euo pipefail
 source "$(dirname "$0")/common.sh"
+only_control_plane=false
+case ${1:-} in
+  "") ;;
+  --control-plane-only) only_control_plane=true ;;
+  *) die "unknown option $1 (build.sh takes only --control-plane-only)" ;;
+esac
 
 cargo_minor=$(sed -n 's/^k8s-openapi.*"v1_\([0-9]*\)".*/\1/p' "$REPO_DIR/Cargo.toml")
-k8s_minor=$(echo "$K8S_VERSION" | cut -d. -f2)
-[[ $cargo_minor == "$k8s_minor" ]] ||
-  die "Cargo.toml builds against Kubernetes 1.$cargo_minor (k8s-openapi feature v1_$cargo_minor) but e2e/versions.env pins $K8S_VERSION: make them name the same minor"
+pinned_minor=$(echo "$PINNED_K8S_VERSION" | cut -d. -f2)
+[[ $cargo_minor == "$pinned_minor" ]] ||
+  die "Cargo.toml builds against Kubernetes 1.$cargo_minor (k8s-openapi feature v1_$cargo_minor) but e2e/versions.env pins $PINNED_K8S_VERSION: make them name the same minor"
 
 source "$(dirname "$0")/go-build.sh"
 source "$(dirname "$0")/helm.sh"
 
+k8s_module=$E2E_DIR/k8s
+if [[ $K8S_VERSION != "$PINNED_K8S_VERSION" ]]; then
+  k8s_module=$CACHE_DIR/k8s-module/v$K8S_VERSION
+  log "Kubernetes $K8S_VERSION (GP_K8S_VERSION) instead of the pinned $PINNED_K8S_VERSION: its build module is $k8s_module"
+  "$E2E_DIR/k8s/gen-gomod.sh" "$K8S_VERSION" "$k8s_module" >&2 ||
+    die "could not generate the build module of Kubernetes $K8S_VERSION"
+fi
 major=${K8S_VERSION%%.*}
+k8s_minor=$(echo "$K8S_VERSION" | cut -d. -f2)
 stamp=""
 for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
   stamp+=" -X $pkg.gitVersion=v$K8S_VERSION -X $pkg.gitMajor=$major -X $pkg.gitMinor=$k8s_minor"
   stamp+=" -X $pkg.gitTreeState=clean -X $pkg.buildDate=1970-01-01T00:00:00Z"
 done
-K8S_BIN=$(go_build k8s "$E2E_DIR/k8s" . "-s -w$stamp")
+K8S_BIN=$(go_build k8s "$k8s_module" . "-s -w$stamp")
+if $only_control_plane; then
+  printf 'K8S_BIN=%q\n' "$K8S_BIN"
+  exit 0
+fi
 KWOK_BIN=$(go_build kwok "$E2E_DIR/kwok" sigs.k8s.io/kwok/cmd/kwok \
   "-s -w")
 # Only the file, HTTP and static service discovery: the cloud ones are most of the build.

@@ -8,14 +8,21 @@ RUN_DIR="${GP_RUN_DIR:-$E2E_DIR/.run}"
 # Build caches live in the usual per-user place, outside the checkout, so a fresh clone on the
 # same machine (CI) reuses them. Go's own module and build caches stay at their defaults.
 CACHE_DIR="${GANGPLANK_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/gangplank}"
+# GP_K8S_VERSION runs another Kubernetes release than the one pinned (PINNED_K8S_VERSION):
+# e2e/lib/build.sh then builds its control plane from a module generated for it.
 # shellcheck source=../versions.env
 source "$E2E_DIR/versions.env"
+PINNED_K8S_VERSION=$K8S_VERSION
+K8S_VERSION=${GP_K8S_VERSION:-$K8S_VERSION}
 
 export GOTOOLCHAIN=local
 export CGO_ENABLED=0
 
 log() { printf '%s [e2e] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 die() { log "error: $*"; exit 1; }
+
+[[ $K8S_VERSION =~ ^1\.[0-9]+\.[0-9]+$ ]] ||
+  die "GP_K8S_VERSION must be a Kubernetes release like 1.37.2, not '$K8S_VERSION'"
 
 # wait_for SECONDS DESCRIPTION COMMAND...: polls COMMAND every 0.2 s until it succeeds.
 wait_for() {

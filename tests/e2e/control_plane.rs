@@ -15,14 +15,15 @@ const EXTENDER_REQUESTS: &str = "gangplank_extender_requests_total";
 
 #[tokio::test]
 #[ignore = "needs the local control plane: run e2e/test"]
-async fn kube_scheduler_reports_the_pinned_release() {
-    let pinned = read_env_file(&repo_dir().join("e2e/versions.env"))["K8S_VERSION"].clone();
+async fn kube_scheduler_reports_the_release_e2e_up_ran() {
+    // The pinned one (e2e/versions.env) unless e2e/up was given another (GP_K8S_VERSION).
+    let release = read_env_file(&run_dir().join("env"))["K8S_VERSION"].clone();
     let output = std::process::Command::new(run_dir().join("bin/kube-scheduler"))
         .arg("--version")
         .output()
         .expect("failed to run kube-scheduler --version");
     let printed = String::from_utf8_lossy(&output.stdout);
-    assert_eq!(printed.trim(), format!("Kubernetes v{pinned}"));
+    assert_eq!(printed.trim(), format!("Kubernetes v{release}"));
 }
 
 #[tokio::test]
@@ -171,11 +172,16 @@ async fn the_charts_deployment_layout_is_accepted_by_the_api_server_without_a_wa
     // the namespace's restricted Pod Security level, Services, PodDisruptionBudget,
     // PriorityClass, generated certificates) are checked by the API server's dry run.
     let run = run_dir();
-    let pinned = read_env_file(&repo_dir().join("e2e/versions.env"))["K8S_VERSION"].clone();
+    let release = read_env_file(&run_dir().join("env"))["K8S_VERSION"].clone();
     let rendered = std::process::Command::new(run.join("bin/helm"))
         .args(["template", "gangplank"])
         .arg(repo_dir().join("charts/gangplank"))
-        .args(["--namespace", "gangplank-system", "--kube-version", &pinned])
+        .args([
+            "--namespace",
+            "gangplank-system",
+            "--kube-version",
+            &release,
+        ])
         .output()
         .expect("failed to run helm");
     assert!(
