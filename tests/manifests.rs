@@ -87,7 +87,7 @@ fn namespace_is_gangplank_system() {
 fn gangplanks_requests_share_the_schedulers_priority_level_and_its_lease_the_leader_elections() {
     assert_eq!(kinds("flowschema.yaml"), ["FlowSchema", "FlowSchema"]);
     let leases: FlowSchema = object("flowschema.yaml", "FlowSchema", "gangplank-leader-election");
-    let spec = leases.spec.unwrap();
+    let spec = leases.spec;
     assert_eq!(spec.priority_level_configuration.name, "leader-election");
     let rule = &spec.rules.unwrap()[0];
     let resources = &rule.resource_rules.as_ref().unwrap()[0];
@@ -103,7 +103,7 @@ fn gangplanks_requests_share_the_schedulers_priority_level_and_its_lease_the_lea
     );
 
     let schema: FlowSchema = object("flowschema.yaml", "FlowSchema", "gangplank");
-    let spec = schema.spec.unwrap();
+    let spec = schema.spec;
     assert_eq!(spec.priority_level_configuration.name, "workload-high");
     let subjects = &spec.rules.unwrap()[0].subjects;
     let account = subjects[0].service_account.as_ref().unwrap();
@@ -135,7 +135,7 @@ fn deployment_serves_tls_from_the_mounted_secret_and_probes_the_metrics_port() {
     let _: PriorityClass = object("deployment.yaml", "PriorityClass", "gangplank-critical");
     let deployment: Deployment = object("deployment.yaml", "Deployment", "gangplank");
     assert_eq!(deployment.metadata.namespace.as_deref(), Some(NAMESPACE));
-    let pod = deployment.spec.unwrap().template.spec.unwrap();
+    let pod = deployment.spec.template.spec.unwrap();
     assert_eq!(pod.service_account_name.as_deref(), Some("gangplank"));
 
     let args = serve_args(&pod, "gangplank");
@@ -226,7 +226,7 @@ fn every_replica_serves_the_webhooks_and_only_the_leader_the_extender() {
     );
 
     let deployment: Deployment = object("deployment.yaml", "Deployment", "gangplank");
-    let spec = deployment.spec.unwrap();
+    let spec = deployment.spec;
     assert_eq!(spec.replicas, Some(2));
     let pod = spec.template.spec.unwrap();
     let args = serve_args(&pod, "gangplank");

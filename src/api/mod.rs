@@ -32,6 +32,7 @@ pub mod pod_group;
 pub mod queue;
 pub mod scheduler_plugins;
 pub mod volcano;
+pub mod workload_api;
 pub mod workloads;
 
 use std::collections::BTreeMap;

@@ -1,8 +1,8 @@
 //! Reflector stores of API objects as the API shows them, shared by the controller and the
 //! webhooks: Jobs, PodGroups, Queues, Namespaces (metadata only: their labels name a default
 //! queue and are what queues' `namespaceSelector`s match), and scheduler-plugins', Volcano's and Kubernetes' own
-//! (`scheduling.k8s.io/v1alpha2`) PodGroups (each watched only while its API is served, and not
-//! needed for the controller to act). One watch per kind for the whole
+//! (`scheduling.k8s.io`, `v1beta1` or `v1alpha2`) PodGroups (each watched only while its API is
+//! served, and not needed for the controller to act). One watch per kind for the whole
 //! process.
 //!
 //! The cluster cache keeps only what scheduling needs (a PodGroup's spec, no status, no
@@ -40,10 +40,10 @@ use tokio_util::sync::CancellationToken;
 
 use crate::api::scheduler_plugins::SchedulerPluginsPodGroup;
 use crate::api::volcano::VolcanoPodGroup;
+use crate::api::workload_api::{UpstreamPodGroup, UpstreamPodGroupV1alpha2};
 use crate::api::{PodGroup, Queue};
 use crate::cache::watch::{Relay, relisting};
 use crate::cache::{Change, Changes, Watched};
-use k8s_openapi::api::scheduling::v1alpha2::PodGroup as UpstreamPodGroup;
 
 pub struct Stores {
     pub jobs: Store<Job>,
@@ -56,10 +56,12 @@ pub struct Stores {
     pub scheduler_plugins_pod_groups: Store<SchedulerPluginsPodGroup>,
     /// Volcano's PodGroups, watched while their CRD is installed.
     pub volcano_pod_groups: Store<VolcanoPodGroup>,
-    /// Kubernetes' `scheduling.k8s.io/v1alpha2` PodGroups, watched while that API is served.
+    /// Kubernetes' `scheduling.k8s.io/v1beta1` PodGroups (1.37 on), watched while served.
     pub upstream_pod_groups: Store<UpstreamPodGroup>,
+    /// Kubernetes' `scheduling.k8s.io/v1alpha2` PodGroups (1.36), watched while served.
+    pub upstream_v1alpha2_pod_groups: Store<UpstreamPodGroupV1alpha2>,
     changed: Notify,
-    synced: [AtomicBool; 7],
+    synced: [AtomicBool; 8],
     /// The cluster model, for the node capacity the Queue webhook checks guarantees against.
     pub cache: crate::cache::Cache,
 }
@@ -73,6 +75,7 @@ pub struct Writers {
     scheduler_plugins_pod_groups: Writer<SchedulerPluginsPodGroup>,
     volcano_pod_groups: Writer<VolcanoPodGroup>,
     upstream_pod_groups: Writer<UpstreamPodGroup>,
+    upstream_v1alpha2_pod_groups: Writer<UpstreamPodGroupV1alpha2>,
 }
 
 /// The kinds the stores hold, for [`Stores::synced`].
@@ -88,6 +91,8 @@ pub enum Kind {
     VolcanoPodGroups = 5,
     /// Optional: not part of [`Stores::is_synced`].
     UpstreamPodGroups = 6,
+    /// Optional: not part of [`Stores::is_synced`].
+    UpstreamV1alpha2PodGroups = 7,
 }
 
 /// The kinds the controller needs listed before it acts.
@@ -105,6 +110,7 @@ impl Stores {
         let (scheduler_plugins_pod_groups, scheduler_plugins_writer) = reflector::store();
         let (volcano_pod_groups, volcano_writer) = reflector::store();
         let (upstream_pod_groups, upstream_writer) = reflector::store();
+        let (upstream_v1alpha2_pod_groups, upstream_v1alpha2_writer) = reflector::store();
         let stores = Arc::new(Stores {
             jobs,
             pod_groups,
@@ -113,6 +119,7 @@ impl Stores {
             scheduler_plugins_pod_groups,
             volcano_pod_groups,
             upstream_pod_groups,
+            upstream_v1alpha2_pod_groups,
             changed: Notify::new(),
             synced: Default::default(),
             cache,
@@ -125,6 +132,7 @@ impl Stores {
             scheduler_plugins_pod_groups: scheduler_plugins_writer,
             volcano_pod_groups: volcano_writer,
             upstream_pod_groups: upstream_writer,
+            upstream_v1alpha2_pod_groups: upstream_v1alpha2_writer,
         };
         (stores, writers)
     }
@@ -156,7 +164,7 @@ impl Stores {
             .collect()
     }
 
-    /// Watches the seven kinds cluster-wide until `shutdown` (the other schedulers' PodGroups
+    /// Watches the eight kinds cluster-wide until `shutdown` (the other schedulers' PodGroups
     /// only while their API is served, [`Stores::reflect_optional`]), and mirrors the PodGroups and
     /// Queues it sees into the cache's mirror (`changes`) from the same watches (the cache
     /// watches nodes and pods itself, [`crate::cache::watch::run`]): one watch per kind for
@@ -174,7 +182,8 @@ impl Stores {
         let namespaces = Api::<PartialObjectMeta<Namespace>>::all(client.clone());
         let scheduler_plugins = Api::<SchedulerPluginsPodGroup>::all(client.clone());
         let volcano = Api::<VolcanoPodGroup>::all(client.clone());
-        let upstream = Api::<UpstreamPodGroup>::all(client);
+        let upstream = Api::<UpstreamPodGroup>::all(client.clone());
+        let upstream_v1alpha2 = Api::<UpstreamPodGroupV1alpha2>::all(client);
         let all = watcher::Config::default;
         let mut pod_group_relay = Relay::<PodGroup>::new(changes.clone());
         let mut queue_relay = Relay::<Queue>::new(changes.clone());
@@ -237,10 +246,17 @@ impl Stores {
                 &shutdown,
             ),
             self.reflect_optional(
-                "scheduling.k8s.io podgroups",
+                "scheduling.k8s.io/v1beta1 podgroups",
                 Kind::UpstreamPodGroups,
                 writers.upstream_pod_groups,
                 upstream,
+                &shutdown,
+            ),
+            self.reflect_optional(
+                "scheduling.k8s.io/v1alpha2 podgroups",
+                Kind::UpstreamV1alpha2PodGroups,
+                writers.upstream_v1alpha2_pod_groups,
+                upstream_v1alpha2,
                 &shutdown,
             ),
         );

@@ -9,8 +9,8 @@
 //!   the pods only once its `status.phase` leaves `Pending`. Its Gangplank PodGroup is admitted
 //!   ahead of its members on `minResources` (`gangplank_core::model::Ahead`), and
 //!   [`volcano_status`] is the status Gangplank writes back;
-//! - Kubernetes' own (`scheduling.k8s.io/v1alpha2`, served with the `GenericWorkload` feature
-//!   gate): its pods name it in `spec.schedulingGroup.podGroupName`, and its
+//! - Kubernetes' own (`scheduling.k8s.io`, `v1beta1` from 1.37 and `v1alpha2` on 1.36, served
+//!   with the `GenericWorkload` feature gate): its pods name it in `spec.schedulingGroup.podGroupName`, and its
 //!   `spec.schedulingPolicy.gang.minCount` is the gang size (a `basic` policy: 1). The scheduler
 //!   writes its status.
 //!
@@ -29,16 +29,17 @@
 //! copied. A Gangplank PodGroup of that name that the source does not own is the user's: its
 //! pods join it, and the source gets a Warning event saying so.
 
-use k8s_openapi::api::scheduling::v1alpha2::PodGroup as UpstreamPodGroup;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 
 use super::batch_v1_jobs::{Plan, made};
 use crate::api::scheduler_plugins::SchedulerPluginsPodGroup;
 use crate::api::volcano::{self, VolcanoPodGroup, VolcanoPodGroupStatus};
+use crate::api::workload_api::{SchedulingPolicy, UpstreamPodGroup, UpstreamPodGroupV1alpha2};
 use crate::api::{PodGroup, PodGroupPhase, PodGroupSpec, PodGroupStatus, ResourceList, labels};
 
 const SCHEDULER_PLUGINS: &str = "scheduling.x-k8s.io/v1alpha1";
-const UPSTREAM: &str = "scheduling.k8s.io/v1alpha2";
+const UPSTREAM: &str = "scheduling.k8s.io/v1beta1";
+const UPSTREAM_V1ALPHA2: &str = "scheduling.k8s.io/v1alpha2";
 
 /// The `minResources` of a dialect that has none.
 static NO_RESOURCES: ResourceList = ResourceList::new();
@@ -87,23 +88,37 @@ impl<'a> From<&'a VolcanoPodGroup> for Foreign<'a> {
 
 impl<'a> From<&'a UpstreamPodGroup> for Foreign<'a> {
     fn from(source: &'a UpstreamPodGroup) -> Self {
+        Foreign::upstream(&source.metadata, UPSTREAM, &source.spec.scheduling_policy)
+    }
+}
+
+impl<'a> From<&'a UpstreamPodGroupV1alpha2> for Foreign<'a> {
+    fn from(source: &'a UpstreamPodGroupV1alpha2) -> Self {
+        Foreign::upstream(
+            &source.metadata,
+            UPSTREAM_V1ALPHA2,
+            &source.spec.scheduling_policy,
+        )
+    }
+}
+
+impl<'a> Foreign<'a> {
+    /// Kubernetes' PodGroup of `api_version`: a gang of its `minCount`, else of one.
+    fn upstream(
+        meta: &'a ObjectMeta,
+        api_version: &'static str,
+        policy: &SchedulingPolicy,
+    ) -> Self {
         Foreign {
-            meta: &source.metadata,
-            api_version: UPSTREAM,
-            min_member: source
-                .spec
-                .scheduling_policy
-                .gang
-                .as_ref()
-                .map(|g| g.min_count),
+            meta,
+            api_version,
+            min_member: policy.gang.as_ref().map(|g| g.min_count),
             min_resources: &NO_RESOURCES,
             schedule_timeout_seconds: None,
             queue: None,
         }
     }
-}
 
-impl Foreign<'_> {
     /// The API group, as notes name the dialect.
     fn dialect(&self) -> &'static str {
         self.api_version
@@ -152,7 +167,13 @@ pub fn owner(group: &PodGroup) -> Option<&OwnerReference> {
     group.metadata.owner_references.iter().flatten().find(|o| {
         o.controller == Some(true)
             && o.kind == "PodGroup"
-            && [SCHEDULER_PLUGINS, volcano::API_VERSION, UPSTREAM].contains(&o.api_version.as_str())
+            && [
+                SCHEDULER_PLUGINS,
+                volcano::API_VERSION,
+                UPSTREAM,
+                UPSTREAM_V1ALPHA2,
+            ]
+            .contains(&o.api_version.as_str())
     })
 }
 
@@ -282,6 +303,23 @@ mod tests {
         let basic = upstream(json!({"basic": {}}));
         let (group, _) = created(plan((&basic).into(), None, None));
         assert_eq!(group.spec.min_member, 1);
+    }
+
+    #[test]
+    fn a_kubernetes_1_36_pod_group_of_v1alpha2_is_read_the_same_and_owns_its_group() {
+        let alpha: UpstreamPodGroupV1alpha2 = serde_json::from_value(json!({
+            "apiVersion": UPSTREAM_V1ALPHA2, "kind": "PodGroup",
+            "metadata": {"name": "train", "namespace": "ml", "uid": "pg-uid"},
+            "spec": {"schedulingPolicy": {"gang": {"minCount": 3}}, "disruptionMode": "Pod"}}))
+        .unwrap();
+        let (group, _) = created(plan((&alpha).into(), None, None));
+        assert_eq!(group.spec.min_member, 3);
+        assert_eq!(owner(&group).unwrap().api_version, UPSTREAM_V1ALPHA2);
+        assert_eq!(
+            plan((&alpha).into(), Some(&group), None),
+            None,
+            "its own group, already made: nothing to do"
+        );
     }
 
     #[test]

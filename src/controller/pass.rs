@@ -153,6 +153,7 @@ impl Controller {
         let scheduler_plugins = self.stores.scheduler_plugins_pod_groups.state();
         let volcano = self.stores.volcano_pod_groups.state();
         let upstream = self.stores.upstream_pod_groups.state();
+        let upstream_v1alpha2 = self.stores.upstream_v1alpha2_pod_groups.state();
         let sources = (scheduler_plugins.iter())
             .map(|s| {
                 (
@@ -169,6 +170,13 @@ impl Controller {
                 )
             }))
             .chain(upstream.iter().map(|s| {
+                (
+                    Foreign::from(s.as_ref()),
+                    events::reference(s.as_ref()),
+                    "workload-api",
+                )
+            }))
+            .chain(upstream_v1alpha2.iter().map(|s| {
                 (
                     Foreign::from(s.as_ref()),
                     events::reference(s.as_ref()),

@@ -583,7 +583,6 @@ operator_rows! {
 #[tokio::test]
 #[ignore = "needs the local control plane: run e2e/test"]
 async fn a_kubernetes_pod_group_of_the_workload_api_waits_whole_then_runs_whole() {
-    use k8s_openapi::api::scheduling::v1alpha2::PodGroup as KubernetesPodGroup;
     let cluster = Cluster::connect().await;
     let gates = cluster
         .env
@@ -598,11 +597,24 @@ async fn a_kubernetes_pod_group_of_the_workload_api_waits_whole_then_runs_whole(
     default_queue(&cluster, &ns.name, "default").await;
     let pods = ns.api::<Pod>();
     let groups = ns.api::<PodGroup>();
-    let sources = ns.api::<KubernetesPodGroup>();
+    // The Workload API's version as the running release serves it: v1beta1 from 1.37.
+    let release = &cluster.env["K8S_VERSION"];
+    let minor: u32 = release
+        .split('.')
+        .nth(1)
+        .and_then(|m| m.parse().ok())
+        .unwrap();
+    let version = if minor >= 37 { "v1beta1" } else { "v1alpha2" };
+    let gvk = GroupVersionKind::gvk("scheduling.k8s.io", version, "PodGroup");
+    let sources: Api<DynamicObject> = Api::namespaced_with(
+        cluster.client.clone(),
+        &ns.name,
+        &ApiResource::from_gvk(&gvk),
+    );
     fill_one_node(&pods).await;
 
-    let source: KubernetesPodGroup = serde_json::from_value(json!({
-        "apiVersion": "scheduling.k8s.io/v1alpha2", "kind": "PodGroup",
+    let source: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": format!("scheduling.k8s.io/{version}"), "kind": "PodGroup",
         "metadata": {"name": "train"},
         "spec": {"schedulingPolicy": {"gang": {"minCount": 4}}}
     }))
