@@ -31,6 +31,7 @@ pub struct GangPolicy {
     pub min_count: i32,
 }
 
+#[rustfmt::skip] // rustfmt re-indents the attributes inside this macro on every run.
 macro_rules! upstream_pod_group {
     ($version:literal, $root:literal, $spec:ident) => {
         /// The spec of Kubernetes' PodGroup, the fields Gangplank reads.
@@ -38,12 +39,12 @@ macro_rules! upstream_pod_group {
             CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema,
         )]
         #[kube(
-                    group = "scheduling.k8s.io",
-                    version = $version,
-                    kind = "PodGroup",
-                    root = $root,
-                    namespaced
-                )]
+            group = "scheduling.k8s.io",
+            version = $version,
+            kind = "PodGroup",
+            root = $root,
+            namespaced
+        )]
         #[serde(rename_all = "camelCase")]
         pub struct $spec {
             #[serde(default)]
