@@ -88,8 +88,9 @@ pub struct PodGroupSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub queue: Option<String>,
 
-    /// PriorityClass of the group: orders it among the groups of its queue and decides whom it
-    /// may preempt. Absent: the priority of its member pods.
+    /// PriorityClass of the group, for the record (a batch/v1 Job's group copies its pod
+    /// template's). Admission and preemption use the priority of its member pods (the highest
+    /// among them), which the API server resolves from the pods' own `priorityClassName`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub priority_class_name: Option<String>,
 
