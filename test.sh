@@ -2,8 +2,9 @@
 # The test command: formatting, lints, unit and handler tests, the generated-files check, a
 # fixed budget of differential fuzzing against Kubernetes' own code, the Helm chart's lint and
 # its agreement with manifests/, then the end-to-end suite on the local control plane (built
-# from Go modules on first use, set up from the chart), and its gang and operator tests again on
-# a cluster whose scheduler sends every pod to Gangplank; last, the demo (the README's first
+# from Go modules on first use, set up from the chart; the Workload API on), its gang, queue and
+# operator tests again with the Workload API off (Kubernetes' default), its gang and operator
+# tests again on a cluster whose scheduler sends every pod to Gangplank; last, the demo (the README's first
 # command) on a cluster of its own, and a check of the report it leaves.
 # Options after the script name are passed to e2e/test (for example --nodes 8).
 set -euo pipefail
@@ -24,6 +25,9 @@ step "the Helm chart: lint, generated certificates, manifests/ rendered from it 
 scripts/chart
 step "end-to-end suite (e2e/test)"
 e2e/test "$@"
+step "end-to-end with the Workload API off, as Kubernetes ships it (GenericWorkload off): the gang, queue and operator tests"
+GP_FEATURE_GATES="" e2e/test "$@" -- gangs:: queues:: operators:: \
+  --skip operators::a_kubernetes_pod_group_of_the_workload_api
 # The every-pod scheduler configuration on a cluster of its own: gangs still bind whole when
 # Gangplank sees every pod (and its marker resource does not make them unschedulable).
 step "end-to-end, every pod sent to Gangplank (e2e/test --mode all-pods, the gang and operator tests that hold in it)"
