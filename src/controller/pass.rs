@@ -154,35 +154,10 @@ impl Controller {
         let volcano = self.stores.volcano_pod_groups.state();
         let upstream = self.stores.upstream_pod_groups.state();
         let upstream_v1alpha2 = self.stores.upstream_v1alpha2_pod_groups.state();
-        let sources = (scheduler_plugins.iter())
-            .map(|s| {
-                (
-                    Foreign::from(s.as_ref()),
-                    events::reference(s.as_ref()),
-                    "scheduler-plugins",
-                )
-            })
-            .chain(volcano.iter().map(|s| {
-                (
-                    Foreign::from(s.as_ref()),
-                    events::reference(s.as_ref()),
-                    "volcano",
-                )
-            }))
-            .chain(upstream.iter().map(|s| {
-                (
-                    Foreign::from(s.as_ref()),
-                    events::reference(s.as_ref()),
-                    "workload-api",
-                )
-            }))
-            .chain(upstream_v1alpha2.iter().map(|s| {
-                (
-                    Foreign::from(s.as_ref()),
-                    events::reference(s.as_ref()),
-                    "workload-api",
-                )
-            }));
+        let sources = dialect_sources(&scheduler_plugins, "scheduler-plugins")
+            .chain(dialect_sources(&volcano, "volcano"))
+            .chain(dialect_sources(&upstream, "workload-api"))
+            .chain(dialect_sources(&upstream_v1alpha2, "workload-api"));
         for (source, regarding, dialect) in sources {
             let (Some(namespace), Some(name)) = (&source.meta.namespace, &source.meta.name) else {
                 continue;
@@ -588,6 +563,25 @@ fn whole_seconds(now: Timestamp) -> Time {
 /// kind and name, since a workload known only by its labels has no UID.
 fn workload_key(namespace: &str, workload: &model::Workload) -> String {
     format!("{namespace}/{}/{}", workload.kind, workload.name)
+}
+
+/// Each of `objects`, another scheduler's PodGroups of one `dialect`, as the controller reads
+/// it, with the reference its Events are about.
+fn dialect_sources<'a, K>(
+    objects: &'a [Arc<K>],
+    dialect: &'static str,
+) -> impl Iterator<Item = (Foreign<'a>, ObjectReference, &'static str)> + 'a
+where
+    K: kube::Resource<DynamicType = ()> + 'a,
+    Foreign<'a>: From<&'a K>,
+{
+    objects.iter().map(move |s| {
+        (
+            Foreign::from(s.as_ref()),
+            events::reference(s.as_ref()),
+            dialect,
+        )
+    })
 }
 
 #[cfg(test)]
