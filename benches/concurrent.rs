@@ -47,6 +47,7 @@ const SETTINGS: Settings = Settings {
     strategy: Strategy::Binpack,
     max_hold: Duration::from_secs(3600),
     bind_unmarked: false,
+    hold_scheduler_gangs: false,
 };
 
 fn node_name(i: usize) -> String {

@@ -260,6 +260,20 @@ pub struct ServeArgs {
     )]
     pub bind_unmarked_pods: bool,
 
+    /// Whether the bind verb holds the binds of a gang the stock scheduler places whole itself
+    /// (a Workload API PodGroup of a gang policy, with `GenericWorkload` on) until quorum, as
+    /// it does for every other gang. With `false` it binds each such member at once and leaves
+    /// all-or-nothing to the scheduler's PodGroup cycle and its `GangScheduling` Permit. Set
+    /// `true` only for a scheduler profile that disables `GangScheduling`.
+    #[arg(
+        long,
+        env = "GANGPLANK_HOLD_WORKLOAD_API_GANG_BINDS",
+        value_name = "BOOL",
+        default_value_t = false,
+        action = clap::ArgAction::Set
+    )]
+    pub hold_workload_api_gang_binds: bool,
+
     /// Whether replicas elect a leader with a Lease: only the leader runs the admission loop,
     /// the controller and the scheduler extender; every replica serves the webhooks. With
     /// `false` this process does all of it at once: run exactly one.
@@ -354,6 +368,7 @@ impl ServeArgs {
             strategy: self.placement,
             max_hold: std::time::Duration::from_secs(self.max_bind_hold_seconds),
             bind_unmarked: self.bind_unmarked_pods,
+            hold_scheduler_gangs: self.hold_workload_api_gang_binds,
         }
     }
 

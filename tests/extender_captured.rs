@@ -126,6 +126,7 @@ fn router(cache: Cache, binder: Arc<FakeBinder>) -> Router {
         strategy: Strategy::Binpack,
         max_hold: Duration::from_secs(60),
         bind_unmarked: false,
+        hold_scheduler_gangs: false,
     };
     extender::router(Arc::new(Extender::new(cache, binder, settings)))
 }

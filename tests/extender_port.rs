@@ -60,6 +60,7 @@ async fn extender(tls: Option<Files>, bounds: Bounds) -> (SocketAddr, Cancellati
         strategy: Strategy::Binpack,
         max_hold: Duration::from_secs(60),
         bind_unmarked: false,
+        hold_scheduler_gangs: false,
     };
     let extender = Extender::new(Cache::new().0, Arc::new(NeverBinds), settings);
     serve(extender, tls, bounds).await
@@ -280,6 +281,7 @@ async fn a_held_bind_whose_connection_closes_is_no_longer_held() {
         strategy: Strategy::Binpack,
         max_hold: Duration::from_secs(60),
         bind_unmarked: false,
+        hold_scheduler_gangs: false,
     };
     let extender = Extender::new(cache, Arc::new(NeverBinds), settings);
     let permits = extender.permits();

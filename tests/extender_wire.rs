@@ -110,6 +110,7 @@ fn extender_over(cache: Cache, binder: Arc<FakeBinder>) -> Extender {
         strategy: Strategy::Binpack,
         max_hold: Duration::from_secs(60),
         bind_unmarked: false,
+        hold_scheduler_gangs: false,
     };
     Extender::new(cache, binder, settings)
 }
@@ -537,6 +538,7 @@ async fn preempt_drops_a_node_whose_victims_would_break_a_running_gang() {
         strategy: Strategy::Binpack,
         max_hold: Duration::from_secs(60),
         bind_unmarked: false,
+        hold_scheduler_gangs: false,
     };
     let router = extender::router(Arc::new(Extender::new(
         cache,

@@ -210,6 +210,7 @@ pub const SETTINGS: Settings = Settings {
     strategy: Strategy::Binpack,
     max_hold: Duration::from_secs(3600),
     bind_unmarked: false,
+    hold_scheduler_gangs: false,
 };
 
 pub fn pod_group(namespace: &str, name: &str, min_member: u32) -> PodGroup {

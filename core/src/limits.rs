@@ -92,6 +92,7 @@ mod tests {
             strategy: Strategy::Binpack,
             max_hold: Duration::from_secs(60),
             bind_unmarked: false,
+            hold_scheduler_gangs: false,
         };
         let now = Instant::now();
         let candidates = ["n1"];

@@ -31,6 +31,17 @@ pub struct GangPolicy {
     pub min_count: i32,
 }
 
+/// The API versions of Kubernetes' PodGroup that Gangplank reads, newest first.
+pub const API_VERSIONS: [&str; 2] = ["scheduling.k8s.io/v1beta1", "scheduling.k8s.io/v1alpha2"];
+
+/// Whether `group` is the Gangplank PodGroup made for one of Kubernetes' PodGroups (its
+/// controller owner), which the stock scheduler then places whole itself when it asks for
+/// more than one member.
+pub fn made_for_upstream(group: &crate::api::PodGroup) -> bool {
+    crate::api::controller(&group.metadata)
+        .is_some_and(|o| o.kind == "PodGroup" && API_VERSIONS.contains(&o.api_version.as_str()))
+}
+
 #[rustfmt::skip] // rustfmt re-indents the attributes inside this macro on every run.
 macro_rules! upstream_pod_group {
     ($version:literal, $root:literal, $spec:ident) => {

@@ -17,7 +17,7 @@ use gangplank_core::policy::fair_share::Capability;
 
 use super::Error;
 use crate::api;
-use crate::api::{labels, volcano, workloads};
+use crate::api::{labels, volcano, workload_api, workloads};
 
 /// Converts a Node. Fails only on a missing name or an unparsable quantity, which the API
 /// server never lets through.
@@ -209,6 +209,7 @@ pub fn pod_group(group: &api::PodGroup) -> Result<PodGroup, Error> {
         max_wait: seconds(spec.max_wait_seconds),
         expected_runtime: seconds(spec.expected_runtime_seconds),
         topology_key: spec.topology_key.clone().filter(|k| !k.is_empty()),
+        placed_whole_by_scheduler: spec.min_member > 1 && workload_api::made_for_upstream(group),
         ahead: group.admitted_ahead_of_members().then(|| {
             let min_member = spec.min_member.max(1).unsigned_abs();
             let mut share = min_resources.part(min_member);
@@ -605,6 +606,29 @@ mod tests {
         assert_eq!(with(" 4 "), Some(4));
         assert_eq!(with("0"), None);
         assert_eq!(with("four"), None);
+    }
+
+    #[test]
+    fn a_gang_made_for_a_kubernetes_pod_group_is_placed_whole_by_the_scheduler() {
+        let group = |owner_api: &str, min_member: i32| -> api::PodGroup {
+            serde_json::from_value(serde_json::json!({
+                "metadata": {"name": "train", "namespace": "ml", "ownerReferences": [
+                    {"apiVersion": owner_api, "kind": "PodGroup", "name": "train", "uid": "u",
+                     "controller": true}]},
+                "spec": {"minMember": min_member}}))
+            .unwrap()
+        };
+        let placed = |g: &api::PodGroup| pod_group(g).unwrap().placed_whole_by_scheduler;
+        assert!(placed(&group("scheduling.k8s.io/v1beta1", 4)));
+        assert!(placed(&group("scheduling.k8s.io/v1alpha2", 4)));
+        assert!(
+            !placed(&group("scheduling.k8s.io/v1beta1", 1)),
+            "a basic one"
+        );
+        assert!(
+            !placed(&group("scheduling.x-k8s.io/v1alpha1", 4)),
+            "scheduler-plugins'"
+        );
     }
 
     #[test]

@@ -65,6 +65,22 @@ pub fn gang_name(job: &Job) -> Option<&str> {
     }
 }
 
+/// Whether the Job's pods join a group Gangplank names for them (the Job's own, or one its
+/// template names): the Job or its template names a queue, or the template a group. Such pods
+/// do not join the Kubernetes PodGroup that the Job controller makes for the Job under the
+/// `WorkloadWithJob` feature gate (`crate::webhooks::pods`).
+pub fn names_its_pods_group(job: &Job) -> bool {
+    let meta = &job.metadata;
+    let template = job.spec.as_ref().and_then(|s| s.template.metadata.as_ref());
+    let (labels_map, annotations) = (
+        template.and_then(|m| m.labels.as_ref()),
+        template.and_then(|m| m.annotations.as_ref()),
+    );
+    labels::queue_of(meta.labels.as_ref(), meta.annotations.as_ref()).is_some()
+        || labels::queue_of(labels_map, annotations).is_some()
+        || labels::pod_group_of(labels_map, annotations).is_some()
+}
+
 /// What to do for `job`, given the PodGroup of the Job's name if one exists. `None`: nothing.
 pub fn plan(job: &Job, existing: Option<&PodGroup>) -> Option<Plan> {
     let name = gang_name(job)?;

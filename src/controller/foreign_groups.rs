@@ -25,21 +25,29 @@
 //!   training-operator writes `default` when the job names no queue, so it does not hide the
 //!   namespace's); else its namespace's default queue, else `default`; and the queue label.
 //!
+//! Not for a Kubernetes PodGroup that the Job controller made (feature gate `WorkloadWithJob`)
+//! for a Job whose pods join a group Gangplank names for them ([`left_to_its_job`]).
+//!
 //! Created once, like a Job's PodGroup (see `super::batch_v1_jobs`): a later change to the source is not
 //! copied. A Gangplank PodGroup of that name that the source does not own is the user's: its
 //! pods join it, and the source gets a Warning event saying so.
 
+use std::sync::Arc;
+
+use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 
 use super::batch_v1_jobs::{Plan, made};
 use crate::api::scheduler_plugins::SchedulerPluginsPodGroup;
 use crate::api::volcano::{self, VolcanoPodGroup, VolcanoPodGroupStatus};
-use crate::api::workload_api::{SchedulingPolicy, UpstreamPodGroup, UpstreamPodGroupV1alpha2};
+use crate::api::workload_api::{
+    self, SchedulingPolicy, UpstreamPodGroup, UpstreamPodGroupV1alpha2,
+};
 use crate::api::{PodGroup, PodGroupPhase, PodGroupSpec, PodGroupStatus, ResourceList, labels};
 
 const SCHEDULER_PLUGINS: &str = "scheduling.x-k8s.io/v1alpha1";
-const UPSTREAM: &str = "scheduling.k8s.io/v1beta1";
-const UPSTREAM_V1ALPHA2: &str = "scheduling.k8s.io/v1alpha2";
+const UPSTREAM: &str = workload_api::API_VERSIONS[0];
+const UPSTREAM_V1ALPHA2: &str = workload_api::API_VERSIONS[1];
 
 /// The `minResources` of a dialect that has none.
 static NO_RESOURCES: ResourceList = ResourceList::new();
@@ -160,6 +168,21 @@ pub fn plan(
             ),
         }),
     }
+}
+
+/// Whether `source` is a Kubernetes PodGroup the Job controller made for a Job
+/// (`WorkloadWithJob`) whose pods join a group Gangplank names for them
+/// ([`super::batch_v1_jobs::names_its_pods_group`]; `job` finds the Job of a namespace and
+/// name): then `source` gets no Gangplank PodGroup.
+pub fn left_to_its_job(source: &Foreign, job: impl Fn(&str, &str) -> Option<Arc<Job>>) -> bool {
+    let Some(namespace) = source.meta.namespace.as_deref() else {
+        return false;
+    };
+    workload_api::API_VERSIONS.contains(&source.api_version)
+        && crate::api::controller(source.meta)
+            .filter(|o| o.kind == "Job" && o.api_version == "batch/v1")
+            .and_then(|o| job(namespace, &o.name))
+            .is_some_and(|j| super::batch_v1_jobs::names_its_pods_group(&j))
 }
 
 /// The other scheduler's PodGroup that controls `group`, if one does.
@@ -303,6 +326,45 @@ mod tests {
         let basic = upstream(json!({"basic": {}}));
         let (group, _) = created(plan((&basic).into(), None, None));
         assert_eq!(group.spec.min_member, 1);
+    }
+
+    #[test]
+    fn the_pod_group_the_job_controller_made_for_a_job_with_its_own_group_gets_none() {
+        let made_for = |job: &str| -> UpstreamPodGroup {
+            serde_json::from_value(json!({"apiVersion": UPSTREAM, "kind": "PodGroup",
+                "metadata": {"name": format!("{job}-5ddf-pgt-0"), "namespace": "ml", "uid": "u",
+                    "ownerReferences": [{"apiVersion": "batch/v1", "kind": "Job", "name": job,
+                        "uid": "job-uid", "controller": true}]},
+                "spec": {"schedulingPolicy": {"gang": {"minCount": 3}}}}))
+            .unwrap()
+        };
+        let job = |labels: serde_json::Value| -> Arc<Job> {
+            Arc::new(
+                serde_json::from_value(json!({"metadata": {"name": "train", "namespace": "ml",
+                    "labels": labels}, "spec": {"template": {"spec": {"containers": []}}}}))
+                .unwrap(),
+            )
+        };
+        let queued = |_: &str, name: &str| {
+            (name == "train").then(|| job(json!({(labels::QUEUE_LABEL): "q"})))
+        };
+        assert!(left_to_its_job(&(&made_for("train")).into(), queued));
+        assert!(
+            !left_to_its_job(&(&made_for("train")).into(), |_: &str, _: &str| Some(job(
+                json!({})
+            ))),
+            "a Job naming no queue or group: its pods join this PodGroup"
+        );
+        assert!(
+            !left_to_its_job(&(&made_for("other")).into(), queued),
+            "no such Job"
+        );
+        let operators: SchedulerPluginsPodGroup = source(
+            json!({"ownerReferences": [{"apiVersion": "batch/v1", "kind": "Job", "name": "train",
+                "uid": "job-uid", "controller": true}]}),
+            json!({"minMember": 2}),
+        );
+        assert!(!left_to_its_job(&(&operators).into(), queued));
     }
 
     #[test]

@@ -162,6 +162,14 @@ impl Controller {
             let (Some(namespace), Some(name)) = (&source.meta.namespace, &source.meta.name) else {
                 continue;
             };
+            let job = |namespace: &str, name: &str| {
+                self.stores
+                    .jobs
+                    .get(&ObjectRef::<Job>::new(name).within(namespace))
+            };
+            if foreign_groups::left_to_its_job(&source, job) {
+                continue;
+            }
             sourced.insert(GroupKey::new(namespace.as_str(), name.as_str()));
             let existing = self
                 .stores

@@ -71,6 +71,7 @@ mod tests {
             strategy: Strategy::Binpack,
             max_hold: Duration::from_secs(60),
             bind_unmarked: false,
+            hold_scheduler_gangs: false,
         };
         let now = Instant::now().into_std();
         cache
@@ -92,6 +93,7 @@ mod tests {
                 strategy: Strategy::Binpack,
                 max_hold: Duration::from_secs(60),
                 bind_unmarked: false,
+                hold_scheduler_gangs: false,
             },
         ));
         let timer = tokio::spawn(run(cache.ledger(), permits, shutdown.clone()));

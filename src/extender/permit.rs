@@ -26,7 +26,10 @@
 //! placements made by a scheduler that is gone (they were checked against constraints
 //! Gangplank does not track, such as host ports, and the new scheduler knows nothing of them).
 //!
-//! Pods in no group, and members beyond quorum, are bound at once.
+//! Pods in no group, members beyond quorum, and members of a gang the stock scheduler places
+//! whole itself (a Workload API PodGroup's, [`PodGroup::placed_whole_by_scheduler`]: its
+//! PodGroup cycle sends the binds only once every member passed its Permit) are bound at once;
+//! `--hold-workload-api-gang-binds` holds the last kind too.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -77,7 +80,8 @@ enum Step {
     Failed(Error),
     /// A pod in no group: bind it now.
     Alone(BindRequest),
-    /// The gang has quorum: bind `held` (held since `since`) and `request` together.
+    /// The gang has quorum, or is one whose binds are not held: bind `held` (held since
+    /// `since`) and `request` together.
     Quorum {
         group: PodGroup,
         since: Option<Instant>,
@@ -173,6 +177,12 @@ impl Permits {
                     request,
                 }
             }
+            Ok(Some((group, false))) if !self.settings.holds_binds_of(&group) => Step::Quorum {
+                group,
+                since: None,
+                held: Vec::new(),
+                request,
+            },
             Ok(Some((group, false))) => {
                 let (reply, answer) = oneshot::channel();
                 let uid = request.uid.clone();
@@ -385,11 +395,19 @@ mod tests {
     /// `gangs` gangs of `size` pods each, `g{i}-0` to `g{i}-{size-1}`, with a timeout of 5 s,
     /// and a node with room for all.
     fn cluster_of(gangs: usize, size: u32) -> Cache {
+        cluster_placed(gangs, size, false)
+    }
+
+    /// As [`cluster_of`], the gangs placed whole by the scheduler or not.
+    fn cluster_placed(gangs: usize, size: u32, by_scheduler: bool) -> Cache {
         let (cache, mut mirror) = Cache::new();
         mirror.apply_node(node("n", 1_000_000, 10_000));
         for g in 0..gangs {
             let name = format!("g{g}");
-            mirror.apply_pod_group(pod_group(&name, size, "q", Duration::from_secs(5)));
+            mirror.apply_pod_group(PodGroup {
+                placed_whole_by_scheduler: by_scheduler,
+                ..pod_group(&name, size, "q", Duration::from_secs(5))
+            });
             for m in 0..size {
                 mirror.apply_pod(Pod {
                     pod_group: Some(name.clone()),
@@ -419,6 +437,7 @@ mod tests {
             strategy: Default::default(),
             max_hold,
             bind_unmarked: false,
+            hold_scheduler_gangs: false,
         };
         Permits::new(cache.ledger(), binder, settings)
     }
@@ -434,6 +453,36 @@ mod tests {
 
     async fn after(seconds: u64) {
         tokio::time::sleep(Duration::from_secs(seconds)).await;
+    }
+
+    /// One gang of three that the stock scheduler places whole itself.
+    fn scheduler_placed_gang() -> Cache {
+        cluster_placed(1, 3, true)
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_member_of_a_gang_the_scheduler_places_whole_is_bound_at_once() {
+        let binder = Arc::new(Counting::default());
+        let permits = permits(scheduler_placed_gang(), binder.clone());
+        permits
+            .bind(request("g0-0"))
+            .await
+            .expect("bound without waiting for the other two");
+        assert_eq!(*binder.0.lock().unwrap(), ["ns/g0-0"]);
+        assert_eq!(permits.held(), 0);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn told_to_hold_them_it_holds_a_scheduler_placed_gang_like_any_other() {
+        let binder = Arc::new(Counting::default());
+        let mut permits = permits(scheduler_placed_gang(), binder.clone());
+        permits.settings.hold_scheduler_gangs = true;
+        let permits = Arc::new(permits);
+        let first = bind_in_background(&permits, "g0-0");
+        after(1).await;
+        assert!(!first.is_finished(), "held for quorum");
+        assert!(binder.0.lock().unwrap().is_empty());
+        first.abort();
     }
 
     #[tokio::test(start_paused = true)]

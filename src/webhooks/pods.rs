@@ -4,7 +4,8 @@
 //!
 //! **Which pods are Gangplank's.** A pod belongs to a group when it names one
 //! ([`labels::pod_group_of`]: our label, scheduler-plugins' label, Volcano's annotation; else
-//! Kubernetes' `spec.schedulingGroup.podGroupName`), and
+//! Kubernetes' `spec.schedulingGroup.podGroupName`, unless the pod names a queue and its
+//! workload or Job has a group of its own, see below), and
 //! to a queue when it names one ([`labels::queue_of`]) or, naming neither, when its namespace
 //! carries a default queue (label `scheduling.gangplank.dev/queue` on the Namespace). A pod
 //! with neither is not Gangplank's and is admitted untouched.
@@ -23,7 +24,11 @@
 //! queue joins the group named after the workload, which the controller creates sized from the
 //! workload's spec (`crate::controller::workloads`): its operator needs no gang flag. The
 //! workload comes before a controlling Job (a JobSet's pods and an MPI launcher are controlled
-//! by Jobs of the workload).
+//! by Jobs of the workload). Both come before the Kubernetes PodGroup the pod names in
+//! `spec.schedulingGroup`: with the `WorkloadWithJob` feature gate, the Job controller gives
+//! every Job such a PodGroup (of a `basic` policy unless the Job's `spec.scheduling` asks for
+//! a gang) and names it on the Job's pods, and the Job's own gang is the one its queue sized
+//! (`crate::controller::foreign_groups` leaves that PodGroup without a Gangplank one).
 //!
 //! **Mutation** (CREATE only; gates can only be added at creation, and resources and most of a
 //! pod are immutable after it):
@@ -137,26 +142,28 @@ impl Membership {
     pub fn of(pod: &Pod, namespace: &str, namespaces: &dyn NamespaceLookup) -> Lookup<Self> {
         let meta = &pod.metadata;
         let (labels_map, annotations) = (meta.labels.as_ref(), meta.annotations.as_ref());
-        let group = labels::pod_group_of(labels_map, annotations)
-            .map(|name| Named {
-                name: name.to_owned(),
-                source: source_of(
-                    name,
-                    labels_map,
-                    annotations,
-                    &[
-                        labels::POD_GROUP_LABEL,
-                        labels::SCHEDULER_PLUGINS_POD_GROUP_LABEL,
-                    ],
-                    &[labels::VOLCANO_GROUP_NAME_ANNOTATION],
-                ),
-            })
-            .or_else(|| scheduling_group(pod));
+        let group = labels::pod_group_of(labels_map, annotations).map(|name| Named {
+            name: name.to_owned(),
+            source: source_of(
+                name,
+                labels_map,
+                annotations,
+                &[
+                    labels::POD_GROUP_LABEL,
+                    labels::SCHEDULER_PLUGINS_POD_GROUP_LABEL,
+                ],
+                &[labels::VOLCANO_GROUP_NAME_ANNOTATION],
+            ),
+        });
         let queue = labels::queue_of(labels_map, annotations).map(|name| Named {
             name: name.to_owned(),
             source: queue_source(name, labels_map, annotations),
         });
         match (group, queue) {
+            (None, None) if scheduling_group(pod).is_some() => Ok(Membership {
+                group: scheduling_group(pod),
+                queue: None,
+            }),
             (None, None) => {
                 let queue = namespaces.namespace_queue(namespace)?.map(|name| Named {
                     name,
@@ -172,12 +179,14 @@ impl Membership {
                 }
             }
             (None, Some(queue)) => Ok(Membership {
-                group: controller_workload(pod).or_else(|| {
-                    controller_job(pod).map(|job| Named {
-                        name: job.to_owned(),
-                        source: Source::JobOwner,
+                group: controller_workload(pod)
+                    .or_else(|| {
+                        controller_job(pod).map(|job| Named {
+                            name: job.to_owned(),
+                            source: Source::JobOwner,
+                        })
                     })
-                }),
+                    .or_else(|| scheduling_group(pod)),
                 queue: Some(queue),
             }),
             (group, queue) => Ok(Membership { group, queue }),
@@ -411,6 +420,8 @@ fn check_queue(w: &Webhooks, namespace: &str, membership: &Membership) -> Result
 
 #[cfg(test)]
 mod tests {
+    use k8s_openapi::api::core::v1::PodSchedulingGroup;
+
     use super::*;
     use crate::webhooks::lookup::StaticLookup;
 
@@ -473,6 +484,41 @@ mod tests {
                 source: Source::JobOwner
             })
         );
+    }
+
+    fn with_scheduling_group(mut pod: Pod, name: &str) -> Pod {
+        pod.spec.as_mut().unwrap().scheduling_group = Some(PodSchedulingGroup {
+            pod_group_name: Some(name.into()),
+        });
+        pod
+    }
+
+    #[test]
+    fn a_job_pod_with_a_queue_joins_its_job_s_group_not_the_kubernetes_pod_group_it_names() {
+        let job_pod = json!({
+            "generateName": "train-",
+            "labels": {"scheduling.gangplank.dev/queue": "research"},
+            "ownerReferences": [{"apiVersion": "batch/v1", "kind": "Job", "name": "train",
+                "uid": "u", "controller": true}]
+        });
+        let m = membership(&with_scheduling_group(pod(job_pod), "train-5ddf-pgt-0"));
+        assert_eq!(
+            m.group.map(|g| (g.name, g.source)),
+            Some(("train".into(), Source::JobOwner))
+        );
+    }
+
+    #[test]
+    fn a_pod_naming_only_a_kubernetes_pod_group_joins_it_without_the_namespace_queue() {
+        let m = membership(&with_scheduling_group(pod(json!({"name": "p"})), "pg"));
+        assert_eq!(
+            m.group.map(|g| (g.name, g.source)),
+            Some(("pg".into(), Source::SchedulingGroup))
+        );
+        assert_eq!(m.queue, None);
+        let queued = pod(json!({"name": "p", "labels": {"scheduling.gangplank.dev/queue": "q"}}));
+        let m = membership(&with_scheduling_group(queued, "pg"));
+        assert_eq!(m.group.map(|g| g.name), Some("pg".into()));
     }
 
     #[test]

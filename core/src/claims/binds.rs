@@ -259,6 +259,7 @@ mod tests {
         assert!(matches!(err, Error::MarkedOutsideAnyQueue { .. }), "{err}");
         let every_pod = Settings {
             bind_unmarked: true,
+            hold_scheduler_gangs: false,
             ..SETTINGS
         };
         assert_eq!(
@@ -343,6 +344,7 @@ mod tests {
         );
         let every_pod = Settings {
             bind_unmarked: true,
+            hold_scheduler_gangs: false,
             ..SETTINGS
         };
         let bound = reserve(&mut s, "plain", "kube-system/plain", "n0", &every_pod, now);

@@ -173,12 +173,22 @@ pub struct Settings {
     pub max_hold: Duration,
     /// Bind pods that do not carry the marker resource (`--bind-unmarked-pods`).
     pub bind_unmarked: bool,
+    /// Hold the binds of a gang the scheduler places whole itself
+    /// ([`PodGroup::placed_whole_by_scheduler`]) until quorum, like any other gang
+    /// (`--hold-workload-api-gang-binds`).
+    pub hold_scheduler_gangs: bool,
 }
 
 impl Settings {
     /// How long `group` may go with no member placed before its claim and held binds end.
     pub fn timeout(&self, group: &PodGroup) -> Duration {
         group.schedule_timeout.min(self.max_hold)
+    }
+
+    /// Whether the bind verb holds `group`'s members until quorum: every gang but one the
+    /// scheduler places whole itself, unless told to hold those too.
+    pub fn holds_binds_of(&self, group: &PodGroup) -> bool {
+        !group.placed_whole_by_scheduler || self.hold_scheduler_gangs
     }
 }
 

@@ -14,6 +14,7 @@ pub(super) const SETTINGS: Settings = Settings {
     strategy: Strategy::Binpack,
     max_hold: Duration::from_secs(60),
     bind_unmarked: false,
+    hold_scheduler_gangs: false,
 };
 
 /// The nodes `n0`, `n1`, ... (`nodes` of them), each of `cpu` CPUs.

@@ -271,6 +271,11 @@ pub struct PodGroup {
     /// Admitted on `min_resources` before any member exists ([`Ahead`]); `None` for a group
     /// admitted as its gated members ask.
     pub ahead: Option<Ahead>,
+    /// The stock scheduler places the gang all or nothing itself: the group was made for a
+    /// Workload API PodGroup of a gang policy, whose pods the scheduler's PodGroup cycle
+    /// places on one snapshot and binds once all pass its Permit. The bind verb then binds
+    /// each member at once instead of holding it for quorum (`docs/gangs.md`).
+    pub placed_whole_by_scheduler: bool,
 }
 
 /// A group admitted before its members exist: one made for a Volcano PodGroup, whose operator
@@ -325,6 +330,7 @@ impl PodGroup {
             expected_runtime: None,
             topology_key: None,
             ahead: None,
+            placed_whole_by_scheduler: false,
         }
     }
 }
