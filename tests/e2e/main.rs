@@ -18,3 +18,4 @@ mod queues;
 mod security;
 mod tenancy;
 mod webhooks;
+mod workload_api;

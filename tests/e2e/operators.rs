@@ -7,17 +7,15 @@
 use gangplank::api::scheduler_plugins::{SchedulerPluginsPodGroup, SchedulerPluginsPodGroupSpec};
 use gangplank::api::volcano::{VolcanoPodGroup, VolcanoPodGroupSpec};
 use gangplank::api::{PodGroup, labels};
-use k8s_openapi::api::core::v1::{Namespace, Pod};
+use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use kube::Api;
-use kube::api::{
-    ApiResource, DeleteParams, DynamicObject, GroupVersionKind, Patch, PatchParams, PostParams,
-};
+use kube::api::{ApiResource, DeleteParams, DynamicObject, GroupVersionKind, PostParams};
 use serde_json::json;
 
 use crate::support::{
-    Cluster, bound_with_prefix, eventually, fill_one_node, holds_for, managed_pod, pod, pod_group,
-    pod_group_collected, pod_group_in_phase,
+    Cluster, bound_with_prefix, default_queue, eventually, fill_one_node, holds_for, managed_pod,
+    pod, pod_group, pod_group_collected, pod_group_in_phase,
 };
 
 /// A pod as an operator in scheduler-plugins mode makes it: only the coscheduling label names
@@ -249,18 +247,6 @@ fn operator_runs(cluster: &Cluster, name: &str) {
         running.split_whitespace().any(|o| o == name),
         "this test needs {name}: bring the cluster up with e2e/up --operators {name} (e2e/test does), not {running:?}"
     );
-}
-
-/// Labels the namespace with its default queue.
-async fn default_queue(cluster: &Cluster, namespace: &str, queue: &str) {
-    Api::<Namespace>::all(cluster.client.clone())
-        .patch(
-            namespace,
-            &PatchParams::default(),
-            &Patch::Merge(json!({"metadata": {"labels": {(labels::QUEUE_LABEL): queue}}})),
-        )
-        .await
-        .unwrap();
 }
 
 /// A PyTorchJob of one master and `workers` workers, each asking for `cpu` CPUs.

@@ -61,7 +61,7 @@ async fn weighted_two_to_one(client: &Client, prefix: &str) -> (String, String) 
     )
 }
 
-fn cpu_cap(cpu: &str) -> QueueSpec {
+pub fn cpu_cap(cpu: &str) -> QueueSpec {
     QueueSpec {
         capability: [("cpu".to_string(), Quantity(cpu.to_string()))].into(),
         ..QueueSpec::default()
@@ -100,7 +100,7 @@ pub async fn create_gang(
 }
 
 /// CPUs held by bound, unfinished pods of `ns`, by the first `-`-separated part of their name.
-async fn running_cpu_by_prefix(pods: &Api<Pod>) -> BTreeMap<String, f64> {
+pub async fn running_cpu_by_prefix(pods: &Api<Pod>) -> BTreeMap<String, f64> {
     let mut out = BTreeMap::new();
     for p in pods.list(&Default::default()).await.unwrap().items {
         let spec = p.spec.as_ref().unwrap();
@@ -149,7 +149,7 @@ pub async fn bound(pods: &Api<Pod>, prefix: &str) -> usize {
 }
 
 /// The message of the PodGroup's `Admitted` condition when it is False.
-async fn not_admitted_because(groups: &Api<PodGroup>, name: &str) -> Option<String> {
+pub async fn not_admitted_because(groups: &Api<PodGroup>, name: &str) -> Option<String> {
     Some(not_admitted(groups, name).await?.1)
 }
 

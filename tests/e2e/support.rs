@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{Event, Namespace, Pod};
-use kube::api::{DeleteParams, PostParams};
+use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Api, Client, Config};
 
@@ -555,4 +555,16 @@ fn signal(pid: i32, name: &str) {
         .status()
         .expect("failed to run kill");
     assert!(status.success(), "kill -{name} {pid} failed");
+}
+
+/// Labels the namespace with its default queue.
+pub async fn default_queue(cluster: &Cluster, namespace: &str, queue: &str) {
+    Api::<Namespace>::all(cluster.client.clone())
+        .patch(
+            namespace,
+            &PatchParams::default(),
+            &Patch::Merge(serde_json::json!({"metadata": {"labels": {(gangplank::api::labels::QUEUE_LABEL): queue}}})),
+        )
+        .await
+        .unwrap();
 }
