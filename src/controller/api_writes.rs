@@ -1,6 +1,7 @@
 //! The controller's API writes: PodGroups created, statuses patched (server-side apply or a
 //! UID-tested JSON patch, see [`StatusPatch`]), Events published, [`WRITE_CONCURRENCY`] at a
-//! time, each counted by outcome; and the `default` Queue made at start-up. When a status is
+//! time, each counted by outcome; PodGroups resized (an Event each says how it went); and the
+//! `default` Queue made at start-up. When a status is
 //! written at all is [`super::writes`]' call; what a pass writes is [`super::pass`]'.
 
 use std::time::Duration;
@@ -12,7 +13,8 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::{
-    CREATE_RETRY_AFTER, Controller, Creation, Error, FIELD_MANAGER, StatusWrite, WRITE_CONCURRENCY,
+    CREATE_RETRY_AFTER, Controller, Creation, Error, FIELD_MANAGER, Resize, StatusWrite,
+    WRITE_CONCURRENCY,
 };
 use super::{queues, status};
 use crate::api::volcano::{VolcanoPodGroup, VolcanoPodGroupStatus};
@@ -91,6 +93,40 @@ impl Controller {
             }
         }
         events
+    }
+
+    /// Sets the `minMember` of each resized PodGroup; returns the Events that say how it went.
+    pub(super) async fn resize(&self, resizes: Vec<Resize>) -> Vec<Event> {
+        let client = &self.client;
+        futures::stream::iter(resizes)
+            .map(|r| async move {
+                let namespace = r.regarding.namespace.clone().unwrap_or_default();
+                let name = r.regarding.name.clone().unwrap_or_default();
+                let api: Api<PodGroup> = Api::namespaced(client.clone(), &namespace);
+                let params = PatchParams {
+                    field_manager: Some(FIELD_MANAGER.to_owned()),
+                    ..PatchParams::default()
+                };
+                let patch = Patch::Merge(serde_json::json!({"spec": {"minMember": r.min_member}}));
+                let result = api.patch(&name, &params, &patch).await;
+                if let Err(e) = &result {
+                    tracing::warn!(group = %format!("{namespace}/{name}"), error = %e, "controller: resize PodGroup");
+                }
+                Event {
+                    regarding: r.regarding,
+                    warning: result.is_err(),
+                    reason: if result.is_ok() { "PodGroupResized" } else { "PodGroupResizeFailed" }
+                        .to_owned(),
+                    action: "ResizePodGroup",
+                    note: match result {
+                        Ok(_) => r.note,
+                        Err(e) => format!("{}; failed: {}", r.note, api_message_of(&e)),
+                    },
+                }
+            })
+            .buffer_unordered(WRITE_CONCURRENCY)
+            .collect()
+            .await
     }
 
     /// Writes PodGroup statuses; returns the transition Events of those written.

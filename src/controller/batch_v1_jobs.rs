@@ -45,6 +45,9 @@ pub enum Plan {
     },
     /// A PodGroup of the Job's name exists and belongs to someone else.
     Conflict { message: String },
+    /// Set the existing PodGroup's `minMember` (Kubernetes' PodGroups only, whose `minCount`
+    /// may change; `note` says so, for the Event).
+    Resize { min_member: i32, note: String },
 }
 
 /// The Job's name when it takes part in gang scheduling and is not finished or deleted.

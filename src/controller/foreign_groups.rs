@@ -28,8 +28,9 @@
 //! Not for a Kubernetes PodGroup that the Job controller made (feature gate `WorkloadWithJob`)
 //! for a Job whose pods join a group Gangplank names for them ([`left_to_its_job`]).
 //!
-//! Created once, like a Job's PodGroup (see `super::batch_v1_jobs`): a later change to the source is not
-//! copied. A Gangplank PodGroup of that name that the source does not own is the user's: its
+//! Created once, like a Job's PodGroup (see `super::batch_v1_jobs`): a later change to the
+//! source is not copied, except a Kubernetes PodGroup's `minCount` while the gang waits
+//! ([`resize`]). A Gangplank PodGroup of that name that the source does not own is the user's: its
 //! pods join it, and the source gets a Warning event saying so.
 
 use std::sync::Arc;
@@ -159,7 +160,7 @@ pub fn plan(
         });
     };
     match owner(existing) {
-        Some(o) if o.uid == uid || o.name == name => None,
+        Some(o) if o.uid == uid || o.name == name => resize(&source, existing),
         _ => Some(Plan::Conflict {
             message: format!(
                 "PodGroup {namespace}/{name} of scheduling.gangplank.dev already exists and is not owned by this PodGroup, so Gangplank leaves it as it is: the pods join it (minMember {}, queue {}). Delete it to let Gangplank create one from this PodGroup.",
@@ -183,6 +184,32 @@ pub fn left_to_its_job(source: &Foreign, job: impl Fn(&str, &str) -> Option<Arc<
             .filter(|o| o.kind == "Job" && o.api_version == "batch/v1")
             .and_then(|o| job(namespace, &o.name))
             .is_some_and(|j| super::batch_v1_jobs::names_its_pods_group(&j))
+}
+
+/// The new `minMember` of `group`, made for `source`, when `source` is Kubernetes' PodGroup
+/// whose `minCount` changed while `group` waits: `minCount` is mutable there, and applies to
+/// later scheduling cycles only. An admitted group keeps the gang it was admitted as (its
+/// `minMember` is frozen, `crate::webhooks::pod_groups`).
+fn resize(source: &Foreign, group: &PodGroup) -> Option<Plan> {
+    if !workload_api::API_VERSIONS.contains(&source.api_version) {
+        return None;
+    }
+    let phase = group.status.as_ref().map(|s| s.phase).unwrap_or_default();
+    let min_member = source.min_member.unwrap_or(1).max(1);
+    if phase != PodGroupPhase::Pending || group.spec.min_member == min_member {
+        return None;
+    }
+    let meta = source.meta;
+    Some(Plan::Resize {
+        min_member,
+        note: format!(
+            "minMember {} -> {min_member}: minCount of {} PodGroup {}/{} changed while the gang waits",
+            group.spec.min_member,
+            source.dialect(),
+            meta.namespace.as_deref().unwrap_or_default(),
+            meta.name.as_deref().unwrap_or_default()
+        ),
+    })
 }
 
 /// The other scheduler's PodGroup that controls `group`, if one does.
@@ -415,6 +442,46 @@ mod tests {
             plan((&pg).into(), Some(&theirs), None),
             Some(Plan::Conflict { .. })
         ));
+    }
+
+    #[test]
+    fn a_kubernetes_pod_group_s_new_min_count_resizes_its_waiting_group_only() {
+        let upstream = |min_count: i32| -> UpstreamPodGroup {
+            serde_json::from_value(json!({"apiVersion": UPSTREAM, "kind": "PodGroup",
+                "metadata": {"name": "train", "namespace": "ml", "uid": "pg-uid"},
+                "spec": {"schedulingPolicy": {"gang": {"minCount": min_count}}}}))
+            .unwrap()
+        };
+        let (waiting, _) = created(plan((&upstream(4)).into(), None, None));
+        assert_eq!(plan((&upstream(4)).into(), Some(&waiting), None), None);
+        let Some(Plan::Resize { min_member, note }) =
+            plan((&upstream(3)).into(), Some(&waiting), None)
+        else {
+            panic!("a waiting group follows minCount");
+        };
+        assert_eq!(min_member, 3);
+        assert!(
+            note.starts_with("minMember 4 -> 3: minCount of scheduling.k8s.io PodGroup ml/train"),
+            "{note}"
+        );
+        let mut admitted = waiting.clone();
+        admitted.status = Some(PodGroupStatus {
+            phase: PodGroupPhase::Inqueue,
+            ..Default::default()
+        });
+        assert_eq!(
+            plan((&upstream(3)).into(), Some(&admitted), None),
+            None,
+            "an admitted gang keeps the size it was admitted as"
+        );
+        let pg = source(json!({}), json!({"minMember": 2}));
+        let (mine, _) = created(plan((&pg).into(), None, None));
+        let grown = source(json!({}), json!({"minMember": 5}));
+        assert_eq!(
+            plan((&grown).into(), Some(&mine), None),
+            None,
+            "other dialects: created once"
+        );
     }
 
     #[test]

@@ -186,6 +186,14 @@ struct Creation {
     warning: bool,
 }
 
+/// A `minMember` to set on the Gangplank PodGroup made for `regarding` (of the same name and
+/// namespace), and the Event that says why.
+struct Resize {
+    min_member: i32,
+    regarding: ObjectReference,
+    note: String,
+}
+
 /// A status to write.
 struct StatusWrite<S> {
     uid: String,

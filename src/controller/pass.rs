@@ -26,7 +26,7 @@ use super::queues::GroupCounts;
 use super::status::{Finisher, Inputs};
 use super::waits::Wait;
 use super::writes::WriteDue;
-use super::{CREATE_RETRY_AFTER, Controller, Creation, StatusWrite, WRITE_CONCURRENCY};
+use super::{CREATE_RETRY_AFTER, Controller, Creation, Resize, StatusWrite, WRITE_CONCURRENCY};
 use super::{batch_v1_jobs, foreign_groups, observe, orphans, queues, status, waits, workloads};
 use crate::admission_loop::published::PassOutcome;
 use crate::api::volcano::VolcanoPodGroupStatus;
@@ -59,13 +59,15 @@ impl Controller {
         let wall = whole_seconds(Timestamp::now());
 
         let mut wanted = Vec::new();
-        let (mut creations, mut sourced) = self.job_pod_groups(&mut wanted);
-        creations.extend(self.foreign_pod_groups(&mut sourced, &mut wanted));
+        let mut resizes = Vec::new();
+        let (mut creations, mut sourced) = self.job_pod_groups(&mut resizes, &mut wanted);
+        creations.extend(self.foreign_pod_groups(&mut sourced, &mut resizes, &mut wanted));
         self.read_workloads(&observation, now).await;
         let orphans = self.orphan_pod_groups(&observation, &sourced, &mut wanted);
         let mut transitions = self
             .create(creations.into_iter().chain(orphans).collect(), now)
             .await;
+        transitions.extend(self.resize(resizes).await);
 
         let mut due = None;
         let mut waits = Vec::new();
@@ -117,7 +119,11 @@ impl Controller {
     }
 
     /// PodGroups to create for Jobs, Conflict events, and the groups that Jobs account for.
-    fn job_pod_groups(&self, wanted: &mut Vec<Event>) -> (Vec<Creation>, HashSet<GroupKey>) {
+    fn job_pod_groups(
+        &self,
+        resizes: &mut Vec<Resize>,
+        wanted: &mut Vec<Event>,
+    ) -> (Vec<Creation>, HashSet<GroupKey>) {
         let mut creations = Vec::new();
         let mut groups = HashSet::new();
         for job in self.stores.jobs.state() {
@@ -135,18 +141,19 @@ impl Controller {
                 plan,
                 "job",
                 events::reference(job.as_ref()),
-                &mut creations,
+                (&mut creations, resizes),
                 wanted,
             );
         }
         (creations, groups)
     }
 
-    /// PodGroups to create for the other schedulers' PodGroups, and Conflict
+    /// PodGroups to create or resize for the other schedulers' PodGroups, and Conflict
     /// events; adds the groups they account for to `sourced`.
     fn foreign_pod_groups(
         &self,
         sourced: &mut HashSet<GroupKey>,
+        resizes: &mut Vec<Resize>,
         wanted: &mut Vec<Event>,
     ) -> Vec<Creation> {
         let mut creations = Vec::new();
@@ -178,7 +185,7 @@ impl Controller {
             let namespace_queue = self.stores.namespace_queue(namespace).ok().flatten();
             let plan =
                 foreign_groups::plan(source, existing.as_deref(), namespace_queue.as_deref());
-            carry_out(plan, dialect, regarding, &mut creations, wanted);
+            carry_out(plan, dialect, regarding, (&mut creations, resizes), wanted);
         }
         creations
     }
@@ -521,13 +528,13 @@ impl Controller {
 }
 
 /// Queues what `plan` (for a workload that gets a PodGroup: a Job, a scheduler-plugins
-/// PodGroup) asks: the creation, labelled `source` for the metric, or the Conflict event on
-/// `regarding`.
+/// PodGroup) asks: the creation, labelled `source` for the metric, the resize, or the Conflict
+/// event on `regarding`.
 fn carry_out(
     plan: Option<batch_v1_jobs::Plan>,
     source: &'static str,
     regarding: ObjectReference,
-    creations: &mut Vec<Creation>,
+    (creations, resizes): (&mut Vec<Creation>, &mut Vec<Resize>),
     wanted: &mut Vec<Event>,
 ) {
     match plan {
@@ -541,6 +548,11 @@ fn carry_out(
             regarding,
             note,
             warning,
+        }),
+        Some(batch_v1_jobs::Plan::Resize { min_member, note }) => resizes.push(Resize {
+            min_member,
+            regarding,
+            note,
         }),
         Some(batch_v1_jobs::Plan::Conflict { message }) => wanted.push(Event {
             regarding,

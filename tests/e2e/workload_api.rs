@@ -17,8 +17,8 @@ use crate::queues::{
     cpu_cap, create_gang, create_queue, not_admitted_because, running_cpu_by_prefix,
 };
 use crate::support::{
-    Cluster, bound_with_prefix, default_queue, delete_queue, eventually, holds_for, pod,
-    pod_group_in_phase,
+    Cluster, bound_with_prefix, default_queue, delete_queue, events_about, eventually, holds_for,
+    pod, pod_group_in_phase,
 };
 
 /// Panics unless the cluster runs with `gate` on.
@@ -344,6 +344,73 @@ async fn a_job_on_the_workload_with_job_path_is_its_queue_s_gang_and_kubernetes_
         .delete(&name, &DeleteParams::background())
         .await
         .unwrap();
+    ns.delete().await;
+    delete_queue(&cluster.client, &queue).await;
+}
+
+#[tokio::test]
+#[ignore = "needs the local control plane: run e2e/test"]
+async fn lowering_min_count_of_a_waiting_kubernetes_pod_group_lets_it_run_with_the_members_it_has()
+{
+    let cluster = Cluster::connect().await;
+    needs_gate(&cluster, "GenericWorkload");
+    // A queue with a capability admits no gang on its first member's arrival: it waits for all.
+    let queue = create_queue(&cluster.client, "wl-resize", cpu_cap("64")).await;
+    let ns = cluster.namespace("workload-api-resize").await;
+    default_queue(&cluster, &ns.name, &queue).await;
+    let pods = ns.api::<Pod>();
+    let groups = ns.api::<PodGroup>();
+    let sources = upstream(&cluster.client, &ns.name, "PodGroup");
+    sources
+        .create(
+            &PostParams::default(),
+            &object(json!({
+                "apiVersion": "scheduling.k8s.io/v1beta1", "kind": "PodGroup",
+                "metadata": {"name": "train"},
+                "spec": {"schedulingPolicy": {"gang": {"minCount": 4}}}
+            })),
+        )
+        .await
+        .unwrap();
+    pod_group_in_phase(&groups, "train", "Pending").await;
+    for i in 0..3 {
+        pods.create(
+            &PostParams::default(),
+            &member(&format!("train-{i}"), "train", 4),
+        )
+        .await
+        .unwrap();
+    }
+    eventually("the gang to wait for its fourth member", 30, || async {
+        let why = not_admitted_because(&groups, "train").await?;
+        why.contains("3 of minMember 4 pods exist").then_some(why)
+    })
+    .await;
+    assert!(bound_with_prefix(&pods, "train-").await.is_empty());
+
+    sources
+        .patch(
+            "train",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"schedulingPolicy": {"gang": {"minCount": 3}}}})),
+        )
+        .await
+        .unwrap();
+    eventually("Gangplank's PodGroup to follow minCount", 30, || async {
+        (groups.get("train").await.ok()?.spec.min_member == 3).then_some(())
+    })
+    .await;
+    eventually("the three members bound", 60, || async {
+        (bound_with_prefix(&pods, "train-").await.len() == 3).then_some(())
+    })
+    .await;
+    let note = eventually("the PodGroupResized Event", 30, || async {
+        events_about(&cluster.client, &ns.name, "train")
+            .await
+            .remove("PodGroupResized")
+    })
+    .await;
+    assert!(note.starts_with("minMember 4 -> 3"), "{note}");
     ns.delete().await;
     delete_queue(&cluster.client, &queue).await;
 }
