@@ -1,5 +1,6 @@
 //! End-to-end load run against the local control plane (`e2e/up`): creates pods as fast as the
-//! API server takes them, a share of them in gangs (PodGroups of `--gang-size`), and measures
+//! API server takes them, a share of them in gangs (PodGroups of `--gang-size`, Gangplank's or
+//! Kubernetes' own: `--gangs`), and measures
 //! how long the stock scheduler (with or without Gangplank, per `e2e/up --mode`) takes to bind
 //! them all. `e2e/load-compare` runs it for each mode on the same cluster shape and prints the
 //! ratios.
@@ -33,7 +34,7 @@ use futures::{StreamExt, TryStreamExt, stream};
 use gangplank::api::{PodGroup, PodGroupSpec};
 use k8s_openapi::api::core::v1::{Namespace, Pod};
 use kube::Client;
-use kube::api::{Api, DeleteParams, PostParams};
+use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, PostParams};
 use kube::runtime::watcher;
 use serde_json::{Value, json};
 
@@ -60,6 +61,13 @@ struct Args {
     /// Label for the output line (the e2e/up mode).
     #[arg(long, default_value = "unknown")]
     mode: String,
+    /// Whose PodGroups the gangs are: `gangplank` (`scheduling.gangplank.dev`, members labelled
+    /// with the group: Gangplank holds their binds until quorum) or `workload-api` (Kubernetes'
+    /// `scheduling.k8s.io/v1beta1`, members naming it in `spec.schedulingGroup` and labelled
+    /// with the `default` queue: Gangplank admits them and the scheduler's PodGroup cycle places
+    /// them; needs the `GenericWorkload` feature gate).
+    #[arg(long, default_value = "gangplank")]
+    gangs: String,
     /// `live` or `preloaded` (see the module docs).
     #[arg(long, default_value = "live")]
     variant: String,
@@ -80,6 +88,11 @@ async fn main() -> anyhow::Result<()> {
         "--variant must be live or preloaded, not {}",
         args.variant
     );
+    anyhow::ensure!(
+        matches!(args.gangs.as_str(), "gangplank" | "workload-api"),
+        "--gangs must be gangplank or workload-api, not {}",
+        args.gangs
+    );
     let client = common::client(&args.kubeconfig).await?;
     let processes = Processes::parse(&args.pids)?;
 
@@ -92,16 +105,29 @@ async fn main() -> anyhow::Result<()> {
 
     let gang_pods = args.pods * args.gang_percent / 100 / args.gang_size * args.gang_size;
     let gangs = gang_pods / args.gang_size;
-    let groups: Api<PodGroup> = Api::namespaced(client.clone(), &ns_name);
+    let upstream = args.gangs == "workload-api";
     for g in 0..gangs {
-        let mut spec = PodGroupSpec::with_min_member(args.gang_size as i32);
-        spec.schedule_timeout_seconds = Some(60);
-        groups
-            .create(
-                &PostParams::default(),
-                &PodGroup::new(&format!("gang-{g}"), spec),
-            )
-            .await?;
+        create_gang(
+            &client,
+            &ns_name,
+            &format!("gang-{g}"),
+            args.gang_size,
+            upstream,
+        )
+        .await?;
+    }
+    if upstream {
+        // As with Gangplank's own gangs, each gang's Gangplank PodGroup exists before its pods:
+        // the run then times placement, not the controller's first pass.
+        let mirrors: Api<PodGroup> = Api::namespaced(client.clone(), &ns_name);
+        let deadline = Instant::now() + Duration::from_secs(args.timeout);
+        while mirrors.list(&Default::default()).await?.items.len() < gangs {
+            anyhow::ensure!(
+                Instant::now() < deadline,
+                "Gangplank made no PodGroup for every gang"
+            );
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
     }
 
     let pods: Api<Pod> = Api::namespaced(client.clone(), &ns_name);
@@ -115,7 +141,10 @@ async fn main() -> anyhow::Result<()> {
             let pods = pods.clone();
             let gang = (i < gang_pods).then(|| format!("gang-{}", i / args.gang_size));
             let name = format!("p-{i:0width$}");
-            async move { pods.create(&PostParams::default(), &pod(name, gang)).await }
+            async move {
+                pods.create(&PostParams::default(), &pod(name, gang, upstream))
+                    .await
+            }
         })
         .buffer_unordered(args.concurrency)
         .filter(|r| std::future::ready(r.is_ok()))
@@ -197,19 +226,54 @@ fn round(x: f64) -> f64 {
     (x * 100.0).round() / 100.0
 }
 
-/// A pod named `name`: `p-` and its index, zero-padded so that name order is creation order
-/// and a gang's members sort together, as an operator's pods of one job do.
-fn pod(name: String, gang: Option<String>) -> Pod {
-    let mut labels = serde_json::Map::new();
-    if let Some(gang) = gang {
-        labels.insert("scheduling.gangplank.dev/pod-group".into(), gang.into());
+/// Creates the gang `name` of `size`: Gangplank's PodGroup, or Kubernetes' when `upstream`.
+async fn create_gang(
+    client: &Client,
+    namespace: &str,
+    name: &str,
+    size: usize,
+    upstream: bool,
+) -> anyhow::Result<()> {
+    if upstream {
+        let gvk = GroupVersionKind::gvk("scheduling.k8s.io", "v1beta1", "PodGroup");
+        let api: Api<DynamicObject> =
+            Api::namespaced_with(client.clone(), namespace, &ApiResource::from_gvk(&gvk));
+        let group: DynamicObject = serde_json::from_value(json!({
+            "apiVersion": "scheduling.k8s.io/v1beta1", "kind": "PodGroup",
+            "metadata": {"name": name},
+            "spec": {"schedulingPolicy": {"gang": {"minCount": size}}}
+        }))?;
+        api.create(&PostParams::default(), &group).await?;
+    } else {
+        let mut spec = PodGroupSpec::with_min_member(size as i32);
+        spec.schedule_timeout_seconds = Some(60);
+        Api::<PodGroup>::namespaced(client.clone(), namespace)
+            .create(&PostParams::default(), &PodGroup::new(name, spec))
+            .await?;
     }
-    serde_json::from_value(json!({
-        "metadata": {"name": name, "labels": labels},
-        "spec": {"containers": [{"name": "main", "image": "busybox",
-            "resources": {"requests": {"cpu": "100m", "memory": "128Mi"}}}]}
-    }))
-    .expect("a valid pod")
+    Ok(())
+}
+
+/// A pod named `name`: `p-` and its index, zero-padded so that name order is creation order
+/// and a gang's members sort together, as an operator's pods of one job do. A member of a
+/// Kubernetes PodGroup (`upstream`) names it in `spec.schedulingGroup` and its queue in a label,
+/// which brings it to Gangplank's webhook.
+fn pod(name: String, gang: Option<String>, upstream: bool) -> Pod {
+    let mut labels = serde_json::Map::new();
+    let mut spec = json!({"containers": [{"name": "main", "image": "busybox",
+        "resources": {"requests": {"cpu": "100m", "memory": "128Mi"}}}]});
+    match gang {
+        Some(gang) if upstream => {
+            labels.insert("scheduling.gangplank.dev/queue".into(), "default".into());
+            spec["schedulingGroup"] = json!({"podGroupName": gang});
+        }
+        Some(gang) => {
+            labels.insert("scheduling.gangplank.dev/pod-group".into(), gang.into());
+        }
+        None => {}
+    }
+    serde_json::from_value(json!({"metadata": {"name": name, "labels": labels}, "spec": spec}))
+        .expect("a valid pod")
 }
 
 /// What the watch has shown of the load's pods: when each was first seen bound, and how many
