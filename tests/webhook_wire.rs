@@ -67,6 +67,7 @@ fn cluster() -> StaticLookup {
         ]),
         labelled: Vec::new(),
         unsynced: false,
+        kubernetes_pod_groups: Vec::new(),
     }
 }
 
@@ -511,6 +512,32 @@ async fn a_pod_naming_a_kubernetes_pod_group_in_its_scheduling_group_joins_that_
         patch(&answer)[0],
         json!({"op": "add", "path": "/metadata/labels/scheduling.gangplank.dev~1pod-group", "value": "train"})
     );
+}
+
+#[tokio::test]
+async fn a_pod_whose_priority_differs_from_its_kubernetes_pod_group_s_is_refused_naming_both() {
+    let lookup = StaticLookup {
+        kubernetes_pod_groups: vec![("team".into(), "train".into(), 1000)],
+        ..cluster()
+    };
+    let member = |priority: i32| {
+        let mut pod = a_pod(json!({}));
+        pod["metadata"]["namespace"] = json!("team");
+        pod["spec"]["schedulingGroup"] = json!({"podGroupName": "train"});
+        pod["spec"]["priority"] = json!(priority);
+        pod["spec"]["priorityClassName"] = json!(if priority == 0 { "" } else { "high" });
+        let mut review = create("pods", pod);
+        review["request"]["namespace"] = json!("team");
+        review
+    };
+    let router = router_with(lookup, settings());
+    let answer = post(router.clone(), MUTATE_PODS, &member(0)).await;
+    assert_eq!(
+        denial(&answer, 422),
+        "spec.priority: 0 (priorityClassName \"\") differs from 1000, the priority of PodGroup team/train of scheduling.k8s.io: the scheduler places no pod whose priority differs from its PodGroup's, so this one would wait for ever; give it the PodGroup's priorityClassName"
+    );
+    let answer = post(router, MUTATE_PODS, &member(1000)).await;
+    assert_eq!(answer["response"]["allowed"], true, "{answer}");
 }
 
 #[tokio::test]
@@ -1348,6 +1375,9 @@ impl PodGroupLookup for LateQueue {
     }
     fn unfinished_pod_groups_in(&self, _: &str) -> Lookup<Vec<PodGroupView>> {
         Ok(Vec::new())
+    }
+    fn kubernetes_pod_group_priority(&self, _: &str, _: &str) -> Option<i32> {
+        None
     }
 }
 

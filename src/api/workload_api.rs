@@ -62,6 +62,9 @@ macro_rules! upstream_pod_group {
             pub scheduling_policy: SchedulingPolicy,
             #[serde(default, skip_serializing_if = "Option::is_none")]
             pub priority_class_name: Option<String>,
+            /// Resolved from `priorityClassName` by the API server's Priority admission.
+            #[serde(default, skip_serializing_if = "Option::is_none")]
+            pub priority: Option<i32>,
             #[serde(default, skip_serializing_if = "Option::is_none")]
             pub disruption_mode: Option<serde_json::Value>,
         }

@@ -75,6 +75,9 @@ pub trait PodGroupLookup: Send + Sync {
     fn pod_group(&self, namespace: &str, name: &str) -> Lookup<Option<PodGroupView>>;
     /// Every PodGroup whose queue is `queue` and whose phase is not Completed or Failed.
     fn unfinished_pod_groups_in(&self, queue: &str) -> Lookup<Vec<PodGroupView>>;
+    /// The priority of Kubernetes' PodGroup `namespace/name` (`spec.priority`), when the watch
+    /// has shown it; `None` also while that API is not served or not yet listed.
+    fn kubernetes_pod_group_priority(&self, namespace: &str, name: &str) -> Option<i32>;
 }
 
 /// Namespaces' labels: their default queue (the label `scheduling.gangplank.dev/queue`) and
@@ -190,6 +193,26 @@ impl PodGroupLookup for Stores {
         groups.sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
         Ok(groups)
     }
+
+    fn kubernetes_pod_group_priority(&self, namespace: &str, name: &str) -> Option<i32> {
+        self.upstream_priority(namespace, name)
+    }
+}
+
+impl Stores {
+    fn upstream_priority(&self, namespace: &str, name: &str) -> Option<i32> {
+        let beta = self
+            .upstream_pod_groups
+            .get(&ObjectRef::new(name).within(namespace));
+        let alpha = || {
+            self.upstream_v1alpha2_pod_groups
+                .get(&ObjectRef::new(name).within(namespace))
+        };
+        match beta {
+            Some(group) => group.spec.priority,
+            None => alpha().and_then(|g| g.spec.priority),
+        }
+    }
 }
 
 impl NamespaceLookup for Stores {
@@ -215,6 +238,8 @@ pub struct StaticLookup {
     pub capacity: Resources,
     /// Answer every lookup with [`NotSynced`].
     pub unsynced: bool,
+    /// Kubernetes' PodGroups: namespace, name and priority.
+    pub kubernetes_pod_groups: Vec<(String, String, i32)>,
 }
 
 impl StaticLookup {
@@ -273,6 +298,13 @@ impl PodGroupLookup for StaticLookup {
             .collect();
         groups.sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
         Ok(groups)
+    }
+
+    fn kubernetes_pod_group_priority(&self, namespace: &str, name: &str) -> Option<i32> {
+        self.kubernetes_pod_groups
+            .iter()
+            .find(|(ns, n, _)| ns == namespace && n == name)
+            .map(|(_, _, priority)| *priority)
     }
 }
 

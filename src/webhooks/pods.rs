@@ -58,6 +58,9 @@
 //!    admitted on arrival gets only `managed`, unless `--place-arrivals` or its priority is
 //!    above zero: the scheduler places it alone and Gangplank holds its bind until quorum.
 //!
+//! A pod whose priority differs from that of the Kubernetes PodGroup it names in
+//! `spec.schedulingGroup` is refused: the scheduler would place none of that group's pods.
+//!
 //! A pod of a group or queue with `spec.nodeName` set is refused: it would bypass the scheduler
 //! and its queue (the API server refuses a gate on a bound pod), running past the queue's
 //! capability and share.
@@ -285,6 +288,7 @@ pub fn mutate(w: &Webhooks, request: &AdmissionRequest<Pod>) -> Result<Verdict, 
     }
     errors.into_result()?;
     check_queue(w, namespace, &membership)?;
+    check_priority(w, namespace, pod)?;
 
     let mut patch = Patcher::new(pod);
     if let Some(group) = &membership.group {
@@ -416,6 +420,36 @@ fn check_queue(w: &Webhooks, namespace: &str, membership: &Membership) -> Result
         Some(queue) => check_open(lookup, &queue.name, namespace, &queue.source.field()),
         None => Ok(()),
     }
+}
+
+/// Refuses a pod whose priority differs from that of the Kubernetes PodGroup it names: the
+/// scheduler places no member of such a group, so it would wait for ever, admitted and holding
+/// its queue's room.
+fn check_priority(w: &Webhooks, namespace: &str, pod: &Pod) -> Result<(), Denial> {
+    let Some(group) = scheduling_group(pod) else {
+        return Ok(());
+    };
+    let Some(expected) = w
+        .lookup()
+        .kubernetes_pod_group_priority(namespace, &group.name)
+    else {
+        return Ok(());
+    };
+    let spec = pod.spec.as_ref();
+    let priority = spec.and_then(|s| s.priority).unwrap_or(0);
+    if priority == expected {
+        return Ok(());
+    }
+    let class = spec
+        .and_then(|s| s.priority_class_name.as_deref())
+        .unwrap_or_default();
+    Err(Denial::invalid(
+        "spec.priority",
+        format!(
+            "{priority} (priorityClassName {class:?}) differs from {expected}, the priority of PodGroup {namespace}/{} of scheduling.k8s.io: the scheduler places no pod whose priority differs from its PodGroup's, so this one would wait for ever; give it the PodGroup's priorityClassName",
+            group.name
+        ),
+    ))
 }
 
 #[cfg(test)]

@@ -590,7 +590,7 @@ async fn with_namespace_fair_share_a_namespace_holding_less_of_the_queue_goes_fi
 }
 
 /// The PriorityClass `gangplank-e2e-high` (value 1000), created once for all tests.
-async fn high_priority_class(client: &Client) {
+pub async fn high_priority_class(client: &Client) {
     let classes: Api<PriorityClass> = Api::all(client.clone());
     let class: PriorityClass = serde_json::from_value(json!({
         "apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",

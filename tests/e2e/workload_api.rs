@@ -14,7 +14,8 @@ use kube::{Api, Client};
 use serde_json::json;
 
 use crate::queues::{
-    cpu_cap, create_gang, create_queue, not_admitted_because, running_cpu_by_prefix,
+    cpu_cap, create_gang, create_queue, high_priority_class, not_admitted_because,
+    running_cpu_by_prefix,
 };
 use crate::support::{
     Cluster, bound_with_prefix, default_queue, delete_queue, events_about, eventually, holds_for,
@@ -413,4 +414,56 @@ async fn lowering_min_count_of_a_waiting_kubernetes_pod_group_lets_it_run_with_t
     assert!(note.starts_with("minMember 4 -> 3"), "{note}");
     ns.delete().await;
     delete_queue(&cluster.client, &queue).await;
+}
+
+#[tokio::test]
+#[ignore = "needs the local control plane: run e2e/test"]
+async fn a_pod_whose_priority_differs_from_its_kubernetes_pod_group_s_is_refused_naming_both() {
+    let cluster = Cluster::connect().await;
+    needs_gate(&cluster, "GenericWorkload");
+    high_priority_class(&cluster.client).await;
+    let ns = cluster.namespace("workload-api-priority").await;
+    default_queue(&cluster, &ns.name, "default").await;
+    let pods = ns.api::<Pod>();
+    upstream(&cluster.client, &ns.name, "PodGroup")
+        .create(
+            &PostParams::default(),
+            &object(json!({
+                "apiVersion": "scheduling.k8s.io/v1beta1", "kind": "PodGroup",
+                "metadata": {"name": "train"},
+                "spec": {"schedulingPolicy": {"gang": {"minCount": 2}},
+                    "priorityClassName": "gangplank-e2e-high"}
+            })),
+        )
+        .await
+        .unwrap();
+
+    // The API server resolves each pod's priority before Gangplank's webhook sees it.
+    let mut attempt = 0;
+    let why = eventually("a pod of priority 0 refused", 30, || {
+        attempt += 1;
+        let (pods, name) = (pods.clone(), format!("plain-{attempt}"));
+        async move {
+            match pods
+                .create(&PostParams::default(), &member(&name, "train", 1))
+                .await
+            {
+                Err(kube::Error::Api(status)) => Some(status.message),
+                _ => None,
+            }
+        }
+    })
+    .await;
+    assert!(
+        why.contains(
+            "spec.priority: 0 (priorityClassName \"\") differs from 1000, the priority of PodGroup"
+        ),
+        "{why}"
+    );
+    let mut high = member("high-0", "train", 1);
+    high.spec.as_mut().unwrap().priority_class_name = Some("gangplank-e2e-high".into());
+    pods.create(&PostParams::default(), &high)
+        .await
+        .expect("a pod of the PodGroup's priority is admitted");
+    ns.delete().await;
 }
