@@ -128,6 +128,16 @@ impl<'a> Foreign<'a> {
         }
     }
 
+    /// Whether this is Kubernetes' own PodGroup (the Workload API).
+    fn is_kubernetes(&self) -> bool {
+        workload_api::API_VERSIONS.contains(&self.api_version)
+    }
+
+    /// The gang size it asks for: its `minMember`, 1 when absent or below 1.
+    fn gang_size(&self) -> i32 {
+        self.min_member.unwrap_or(0).max(1)
+    }
+
     /// The API group, as notes name the dialect.
     fn dialect(&self) -> &'static str {
         self.api_version
@@ -179,7 +189,7 @@ pub fn left_to_its_job(source: &Foreign, job: impl Fn(&str, &str) -> Option<Arc<
     let Some(namespace) = source.meta.namespace.as_deref() else {
         return false;
     };
-    workload_api::API_VERSIONS.contains(&source.api_version)
+    source.is_kubernetes()
         && crate::api::controller(source.meta)
             .filter(|o| o.kind == "Job" && o.api_version == "batch/v1")
             .and_then(|o| job(namespace, &o.name))
@@ -191,11 +201,11 @@ pub fn left_to_its_job(source: &Foreign, job: impl Fn(&str, &str) -> Option<Arc<
 /// later scheduling cycles only. An admitted group keeps the gang it was admitted as (its
 /// `minMember` is frozen, `crate::webhooks::pod_groups`).
 fn resize(source: &Foreign, group: &PodGroup) -> Option<Plan> {
-    if !workload_api::API_VERSIONS.contains(&source.api_version) {
+    if !source.is_kubernetes() {
         return None;
     }
     let phase = group.status.as_ref().map(|s| s.phase).unwrap_or_default();
-    let min_member = source.min_member.unwrap_or(1).max(1);
+    let min_member = source.gang_size();
     if phase != PodGroupPhase::Pending || group.spec.min_member == min_member {
         return None;
     }
@@ -273,7 +283,7 @@ fn pod_group(
         (None, None) => (labels::DEFAULT_QUEUE, "the default queue"),
     };
     let asked = source.min_member.unwrap_or(0);
-    let min_member = asked.max(1);
+    let min_member = source.gang_size();
     let mut spec = PodGroupSpec::with_min_member(min_member);
     spec.min_resources = source.min_resources.clone();
     spec.schedule_timeout_seconds = source.schedule_timeout_seconds.filter(|s| *s >= 1);

@@ -162,9 +162,10 @@ impl Membership {
             name: name.to_owned(),
             source: queue_source(name, labels_map, annotations),
         });
+        let upstream = scheduling_group(pod);
         match (group, queue) {
-            (None, None) if scheduling_group(pod).is_some() => Ok(Membership {
-                group: scheduling_group(pod),
+            (None, None) if upstream.is_some() => Ok(Membership {
+                group: upstream,
                 queue: None,
             }),
             (None, None) => {
@@ -189,7 +190,7 @@ impl Membership {
                             source: Source::JobOwner,
                         })
                     })
-                    .or_else(|| scheduling_group(pod)),
+                    .or(upstream),
                 queue: Some(queue),
             }),
             (group, queue) => Ok(Membership { group, queue }),
