@@ -9,8 +9,9 @@ use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use serde_json::json;
 
 use crate::support::{
-    Cluster, Frozen, bound_with_prefix, complete_the_held_gang, component_ctl, delete_queue,
-    eventually, gang_with_three_binds_held, gangplank_readyz, managed_pod, pod, pod_group, running,
+    Cluster, Frozen, bound_eventually, bound_with_prefix, complete_the_held_gang, component_ctl,
+    delete_queue, eventually, gang_with_three_binds_held, gangplank_readyz, managed_pod, pod,
+    pod_group, running,
 };
 
 #[tokio::test]
@@ -89,10 +90,12 @@ async fn gangplank_is_unready_while_the_api_server_restarts_and_current_after() 
         .await
         .unwrap();
     }
-    eventually(
+    bound_eventually(
         "the gang created after the restarts bound whole",
         90,
-        || async { (bound_with_prefix(&pods, "after").await.len() == 2).then_some(()) },
+        &pods,
+        "after",
+        2,
     )
     .await;
     let all: kube::Api<Pod> = kube::Api::all(cluster.client.clone());
@@ -188,10 +191,7 @@ impl Drop for NodeBack {
 /// Waits for the gang `wide` of four members to run on all four nodes; the node of its first
 /// member.
 async fn wide_gang_running_on_all_four_nodes(pods: &Api<Pod>, groups: &Api<PodGroup>) -> String {
-    eventually("the gang running on all four nodes", 60, || async {
-        (bound_with_prefix(pods, "wide").await.len() == 4).then_some(())
-    })
-    .await;
+    bound_eventually("the gang running on all four nodes", 60, pods, "wide", 4).await;
     crate::support::pod_group_in_phase(groups, "wide", "Running").await;
     pods.get("wide-0")
         .await
@@ -294,10 +294,12 @@ async fn a_node_deleted_under_a_running_gang_leaves_it_below_min_member_and_coun
         ready.then_some(())
     })
     .await;
-    eventually(
+    bound_eventually(
         "the new gang running on the node that came back",
         60,
-        || async { (bound_with_prefix(&pods, "next").await.len() == 1).then_some(()) },
+        &pods,
+        "next",
+        1,
     )
     .await;
     ns.delete().await;
@@ -410,10 +412,12 @@ async fn a_node_not_ready_under_a_running_gang_keeps_it_running_and_counted_but_
     );
 
     drop(not_ready);
-    eventually(
+    bound_eventually(
         "the new gang running whole once the node is Ready again",
         90,
-        || async { (bound_with_prefix(&pods, "next").await.len() == 4).then_some(()) },
+        &pods,
+        "next",
+        4,
     )
     .await;
     ns.delete().await;

@@ -12,8 +12,8 @@ use kube::api::PostParams;
 use serde_json::json;
 
 use crate::support::{
-    Cluster, bound_with_prefix, complete_the_held_gang, events_about, eventually, fill_one_node,
-    gang_with_three_binds_held, gangplank_ctl, holds_for, managed_pod, pod_group,
+    Cluster, bound_eventually, bound_with_prefix, complete_the_held_gang, events_about, eventually,
+    fill_one_node, gang_with_three_binds_held, gangplank_ctl, holds_for, managed_pod, pod_group,
     pod_group_in_phase,
 };
 
@@ -41,10 +41,7 @@ async fn a_gang_of_eight_that_fits_is_bound_whole_within_seconds() {
     let pods = ns.api::<Pod>();
     let started = std::time::Instant::now();
     create_pods(&pods, "eight", "eight", 8, 4).await;
-    eventually("all 8 members bound", 30, || async {
-        (bound_with_prefix(&pods, "eight").await.len() == 8).then_some(())
-    })
-    .await;
+    bound_eventually("all 8 members bound", 30, &pods, "eight", 8).await;
     eprintln!("gang of 8 bound {:?} after creation", started.elapsed());
     pod_group_in_phase(&groups, "eight", "Running").await;
     let metrics = cluster.gangplank_metrics().await;
@@ -149,10 +146,12 @@ async fn two_gangs_each_needing_sixty_percent_run_one_after_the_other_whole() {
         bound_with_prefix(&pods, first.1).await.is_empty()
     })
     .await;
-    eventually(
+    bound_eventually(
         "the second gang bound whole after the first finished",
         90,
-        || async { (bound_with_prefix(&pods, first.1).await.len() == 5).then_some(()) },
+        &pods,
+        first.1,
+        5,
     )
     .await;
     ns.delete().await;
@@ -170,10 +169,7 @@ async fn an_elastic_gang_of_four_to_eight_on_room_for_six_gets_six() {
         .await
         .unwrap();
     create_pods(&pods, "elastic", "elastic", 8, 16).await;
-    eventually("6 members bound", 60, || async {
-        (bound_with_prefix(&pods, "elastic").await.len() == 6).then_some(())
-    })
-    .await;
+    bound_eventually("6 members bound", 60, &pods, "elastic", 6).await;
     holds_for(5, "exactly 6 bound", async || {
         bound_with_prefix(&pods, "elastic").await.len() == 6
     })
@@ -333,10 +329,7 @@ async fn while_nothing_waits_a_gang_that_fits_arrives_ungated_and_once_one_waits
         assert_eq!(gates_of(pod), Vec::<String>::new(), "{name:?}");
         assert_eq!(markers_of(pod), [labels::MANAGED_RESOURCE], "{name:?}");
     }
-    eventually("all 4 members of quick bound", 30, || async {
-        (bound_with_prefix(&pods, "quick").await.len() == 4).then_some(())
-    })
-    .await;
+    bound_eventually("all 4 members of quick bound", 30, &pods, "quick", 4).await;
     pod_group_in_phase(&groups, "quick", "Running").await;
     let arrived = cluster
         .gangplank_metrics()

@@ -15,7 +15,7 @@ use serde_json::json;
 
 use crate::queues::{QueueGuard, create_gang, create_queue};
 use crate::support::{
-    Cluster, Metrics, TestNamespace, bound_with_prefix, delete_queue, eventually, gangplank_ctl,
+    Cluster, Metrics, TestNamespace, bound_eventually, delete_queue, eventually, gangplank_ctl,
     managed_pod, pod_group, run_dir,
 };
 use gangplank::api::PodGroup;
@@ -251,9 +251,13 @@ async fn a_second_replica_follows_takes_over_when_the_leader_dies_and_hands_back
         (leads && holds).then_some(())
     })
     .await;
-    eventually("the pod bound through the first's extender", 60, || async {
-        (bound_with_prefix(&pods, "solo").await.len() == 1).then_some(())
-    })
+    bound_eventually(
+        "the pod bound through the first's extender",
+        60,
+        &pods,
+        "solo",
+        1,
+    )
     .await;
     ns.delete().await;
 }

@@ -14,8 +14,8 @@ use kube::api::{ApiResource, DeleteParams, DynamicObject, GroupVersionKind, Post
 use serde_json::json;
 
 use crate::support::{
-    Cluster, bound_with_prefix, default_queue, eventually, fill_one_node, holds_for, managed_pod,
-    pod, pod_group, pod_group_collected, pod_group_in_phase,
+    Cluster, bound_eventually, bound_with_prefix, default_queue, eventually, fill_one_node,
+    holds_for, managed_pod, pod, pod_group, pod_group_collected, pod_group_in_phase,
 };
 
 /// A pod as an operator in scheduler-plugins mode makes it: only the coscheduling label names
@@ -88,10 +88,7 @@ async fn a_scheduler_plugins_pod_group_waits_whole_without_room_runs_whole_with_
     pods.delete("filler", &DeleteParams::default())
         .await
         .unwrap();
-    eventually("all four members of train bound", 60, || async {
-        (bound_with_prefix(&pods, "train").await.len() == 4).then_some(())
-    })
-    .await;
+    bound_eventually("all four members of train bound", 60, &pods, "train", 4).await;
 
     sources
         .delete("train", &DeleteParams::background())
@@ -172,10 +169,7 @@ async fn a_volcano_pod_group_is_admitted_on_its_min_resources_before_its_pods_ex
         let gates = created.spec.unwrap().scheduling_gates.unwrap_or_default();
         assert!(gates.is_empty(), "train-{i} was gated: {gates:?}");
     }
-    eventually("all four members of train bound", 60, || async {
-        (bound_with_prefix(&pods, "train").await.len() == 4).then_some(())
-    })
-    .await;
+    bound_eventually("all four members of train bound", 60, &pods, "train", 4).await;
     eventually("the Volcano PodGroup Running", 60, || async {
         (volcano_phase(&sources, "train").await.as_deref() == Some("Running")).then_some(())
     })
@@ -227,10 +221,7 @@ async fn a_gang_naming_a_scheduler_nobody_serves_waits_saying_so_and_holds_no_ro
         .await
         .unwrap();
     }
-    eventually("all four members of next bound", 60, || async {
-        (bound_with_prefix(&pods, "next-").await.len() == 4).then_some(())
-    })
-    .await;
+    bound_eventually("all four members of next bound", 60, &pods, "next-", 4).await;
     assert!(bound_with_prefix(&pods, "astray-").await.is_empty());
     ns.delete().await;
 }
@@ -632,10 +623,7 @@ async fn a_kubernetes_pod_group_of_the_workload_api_waits_whole_then_runs_whole(
     pods.delete("filler", &DeleteParams::default())
         .await
         .unwrap();
-    eventually("all four members of train bound", 60, || async {
-        (bound_with_prefix(&pods, "train-").await.len() == 4).then_some(())
-    })
-    .await;
+    bound_eventually("all four members of train bound", 60, &pods, "train-", 4).await;
 
     // Kubernetes keeps its PodGroup while pods name it; then Gangplank's goes with it.
     for i in 0..4 {

@@ -420,6 +420,21 @@ pub async fn pod_group_collected(groups: &Api<gangplank::api::PodGroup>, name: &
     .await;
 }
 
+/// Waits, for at most `seconds`, until `count` pods of `pods` whose names start with `prefix`
+/// are bound; panics naming `what` on timeout.
+pub async fn bound_eventually(
+    what: &str,
+    seconds: u64,
+    pods: &Api<Pod>,
+    prefix: &str,
+    count: usize,
+) {
+    eventually(what, seconds, || async {
+        (bound_with_prefix(pods, prefix).await.len() == count).then_some(())
+    })
+    .await;
+}
+
 /// The names of the pods in `pods` whose name starts with `prefix` and that are bound.
 pub async fn bound_with_prefix(pods: &Api<Pod>, prefix: &str) -> Vec<String> {
     let list = pods
@@ -487,10 +502,7 @@ pub async fn complete_the_held_gang(pods: &Api<Pod>) {
     )
     .await
     .unwrap();
-    eventually("the whole gang bound", 90, || async {
-        (bound_with_prefix(pods, "held").await.len() == 4).then_some(())
-    })
-    .await;
+    bound_eventually("the whole gang bound", 90, pods, "held", 4).await;
 }
 
 /// Runs `e2e/component NAME ACTION` (kill, start, restart) against this cluster.

@@ -18,8 +18,8 @@ use crate::queues::{
     running_cpu_by_prefix,
 };
 use crate::support::{
-    Cluster, bound_with_prefix, default_queue, delete_queue, events_about, eventually, holds_for,
-    pod, pod_group_in_phase,
+    Cluster, bound_eventually, bound_with_prefix, default_queue, delete_queue, events_about,
+    eventually, holds_for, pod, pod_group_in_phase,
 };
 
 /// Panics unless the cluster runs with `gate` on.
@@ -162,10 +162,7 @@ async fn a_workload_s_pod_group_waits_in_its_queue_with_a_reason_then_the_schedu
 
     // Room in the queue: Gangplank admits it, the scheduler's PodGroup cycle places it whole.
     cap_cpu(&cluster, &queue, "96").await;
-    eventually("all three members bound", 60, || async {
-        (bound_with_prefix(&pods, "workers-").await.len() == 3).then_some(())
-    })
-    .await;
+    bound_eventually("all three members bound", 60, &pods, "workers-", 3).await;
     eventually(
         "the scheduler to say it placed the PodGroup",
         30,
@@ -221,10 +218,7 @@ async fn reclaim_takes_a_borrowing_queue_s_workload_api_gangs_whole() {
             .unwrap();
         }
     }
-    eventually("the lender's 8 pods bound", 60, || async {
-        (bound_with_prefix(&pods, "a").await.len() == 8).then_some(())
-    })
-    .await;
+    bound_eventually("the lender's 8 pods bound", 60, &pods, "a", 8).await;
 
     // The claimant, of the same weight, asks for half: 64 CPUs in Gangplank gangs.
     for g in 0..2 {
@@ -337,10 +331,7 @@ async fn a_job_on_the_workload_with_job_path_is_its_queue_s_gang_and_kubernetes_
     .await;
 
     cap_cpu(&cluster, &queue, "96").await;
-    eventually("the Job's three pods bound", 60, || async {
-        (bound_with_prefix(&pods, &name).await.len() == 3).then_some(())
-    })
-    .await;
+    bound_eventually("the Job's three pods bound", 60, &pods, &name, 3).await;
     ns.api::<Job>()
         .delete(&name, &DeleteParams::background())
         .await
@@ -401,10 +392,7 @@ async fn lowering_min_count_of_a_waiting_kubernetes_pod_group_lets_it_run_with_t
         (groups.get("train").await.ok()?.spec.min_member == 3).then_some(())
     })
     .await;
-    eventually("the three members bound", 60, || async {
-        (bound_with_prefix(&pods, "train-").await.len() == 3).then_some(())
-    })
-    .await;
+    bound_eventually("the three members bound", 60, &pods, "train-", 3).await;
     let note = eventually("the PodGroupResized Event", 30, || async {
         events_about(&cluster.client, &ns.name, "train")
             .await
