@@ -48,6 +48,7 @@ const SETTINGS: Settings = Settings {
     max_hold: Duration::from_secs(3600),
     bind_unmarked: false,
     hold_scheduler_gangs: false,
+    gated_admission: false,
 };
 
 fn node_name(i: usize) -> String {

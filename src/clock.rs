@@ -1,5 +1,6 @@
 //! The wall clock, read here and handed to the pure core as an argument (the core never reads
-//! it itself): the admission pass's `now` and admission-on-arrival times, in Unix seconds.
+//! it itself): the admission pass's `now` and admission-on-arrival times, in Unix seconds, and
+//! the times Gangplank writes into its annotations.
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -8,4 +9,12 @@ pub fn unix_now() -> i64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX))
+}
+
+/// Now, to the second, as RFC 3339 (the value of Gangplank's admission annotations).
+pub fn rfc3339_now() -> String {
+    let now = k8s_openapi::jiff::Timestamp::now();
+    now.round(k8s_openapi::jiff::Unit::Second)
+        .unwrap_or(now)
+        .to_string()
 }

@@ -369,6 +369,7 @@ impl ServeArgs {
             max_hold: std::time::Duration::from_secs(self.max_bind_hold_seconds),
             bind_unmarked: self.bind_unmarked_pods,
             hold_scheduler_gangs: self.hold_workload_api_gang_binds,
+            gated_admission: self.gate_pods,
         }
     }
 

@@ -127,6 +127,7 @@ fn router(cache: Cache, binder: Arc<FakeBinder>) -> Router {
         max_hold: Duration::from_secs(60),
         bind_unmarked: false,
         hold_scheduler_gangs: false,
+        gated_admission: false,
     };
     extender::router(Arc::new(Extender::new(cache, binder, settings)))
 }

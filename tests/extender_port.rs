@@ -61,6 +61,7 @@ async fn extender(tls: Option<Files>, bounds: Bounds) -> (SocketAddr, Cancellati
         max_hold: Duration::from_secs(60),
         bind_unmarked: false,
         hold_scheduler_gangs: false,
+        gated_admission: false,
     };
     let extender = Extender::new(Cache::new().0, Arc::new(NeverBinds), settings);
     serve(extender, tls, bounds).await
@@ -282,6 +283,7 @@ async fn a_held_bind_whose_connection_closes_is_no_longer_held() {
         max_hold: Duration::from_secs(60),
         bind_unmarked: false,
         hold_scheduler_gangs: false,
+        gated_admission: false,
     };
     let extender = Extender::new(cache, Arc::new(NeverBinds), settings);
     let permits = extender.permits();

@@ -111,6 +111,7 @@ fn extender_over(cache: Cache, binder: Arc<FakeBinder>) -> Extender {
         max_hold: Duration::from_secs(60),
         bind_unmarked: false,
         hold_scheduler_gangs: false,
+        gated_admission: false,
     };
     Extender::new(cache, binder, settings)
 }
@@ -539,6 +540,7 @@ async fn preempt_drops_a_node_whose_victims_would_break_a_running_gang() {
         max_hold: Duration::from_secs(60),
         bind_unmarked: false,
         hold_scheduler_gangs: false,
+        gated_admission: false,
     };
     let router = extender::router(Arc::new(Extender::new(
         cache,

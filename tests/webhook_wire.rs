@@ -274,6 +274,24 @@ async fn a_pod_already_labelled_gated_and_marked_is_admitted_unchanged() {
 }
 
 #[tokio::test]
+async fn a_gated_pod_created_with_gangplanks_record_of_admission_loses_the_record() {
+    let mut pod = a_pod(json!({"scheduling.gangplank.dev/pod-group": "g"}));
+    pod["metadata"]["annotations"] =
+        json!({"scheduling.gangplank.dev/admitted": "2026-11-28T00:00:00Z", "team": "a"});
+    let answer = post(router(), MUTATE_PODS, &create("pods", pod)).await;
+    let ops = patch(&answer).as_array().unwrap().clone();
+    assert!(
+        ops.contains(&json!({"op": "remove",
+            "path": "/metadata/annotations/scheduling.gangplank.dev~1admitted"})),
+        "{ops:?}"
+    );
+    assert!(
+        ops.iter().any(|op| op["path"] == "/spec/schedulingGates"),
+        "{ops:?}"
+    );
+}
+
+#[tokio::test]
 async fn a_pod_that_names_no_group_or_queue_is_admitted_unchanged() {
     let pod = a_pod(json!({"app": "web"}));
     allowed_unchanged(&post(router(), MUTATE_PODS, &create("pods", pod)).await);
@@ -362,7 +380,8 @@ async fn a_dry_run_pod_is_gated_as_if_nothing_were_admitted_on_arrival_and_takes
     assert_eq!(door.0.load(Ordering::SeqCst), 1);
 }
 
-/// The patch for a member of `g` created while every gang is admitted on arrival.
+/// The patch for a member of `g` created while every gang is admitted on arrival, less the
+/// record of its admission, which every such patch must carry (checked here).
 async fn arrival_patch(settings: Settings, priority: Option<i32>) -> Value {
     let webhooks = Webhooks::new(Arc::new(cluster()), settings).with_arrivals(Arc::new(OpenDoor));
     let mut pod = a_pod(json!({"scheduling.gangplank.dev/pod-group": "g"}));
@@ -375,7 +394,17 @@ async fn arrival_patch(settings: Settings, priority: Option<i32>) -> Value {
         &create("pods", pod),
     )
     .await;
-    patch(&answer).clone()
+    let mut ops = patch(&answer).as_array().unwrap().clone();
+    let record = ops
+        .iter()
+        .position(|op| {
+            op["op"] == "add"
+                && op["path"] == "/metadata/annotations"
+                && op["value"]["scheduling.gangplank.dev/admitted"].is_string()
+        })
+        .unwrap_or_else(|| panic!("no record of the admission on arrival: {ops:?}"));
+    ops.remove(record);
+    Value::Array(ops)
 }
 
 #[tokio::test]

@@ -211,6 +211,7 @@ pub const SETTINGS: Settings = Settings {
     max_hold: Duration::from_secs(3600),
     bind_unmarked: false,
     hold_scheduler_gangs: false,
+    gated_admission: false,
 };
 
 pub fn pod_group(namespace: &str, name: &str, min_member: u32) -> PodGroup {

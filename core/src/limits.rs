@@ -93,6 +93,7 @@ mod tests {
             max_hold: Duration::from_secs(60),
             bind_unmarked: false,
             hold_scheduler_gangs: false,
+            gated_admission: false,
         };
         let now = Instant::now();
         let candidates = ["n1"];

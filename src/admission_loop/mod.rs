@@ -303,9 +303,8 @@ fn in_units(resource: &str, amount: i64) -> f64 {
 /// `gangplank_core::model::Ahead`): the annotation the cache and the controller read.
 async fn admit_ahead(client: &Client, group: &GroupKey) -> Result<(), Error> {
     let api: Api<PodGroup> = Api::namespaced(client.clone(), &group.namespace);
-    let now = k8s_openapi::jiff::Timestamp::now().round(k8s_openapi::jiff::Unit::Second);
     let patch = serde_json::json!({"metadata": {"annotations": {
-        (labels::ADMITTED_AHEAD_ANNOTATION): now.map_or_else(|_| String::new(), |t| t.to_string()),
+        (labels::ADMITTED_AHEAD_ANNOTATION): crate::clock::rfc3339_now(),
     }}});
     api.patch(&group.name, &PatchParams::default(), &Patch::Merge(&patch))
         .await
@@ -316,9 +315,27 @@ async fn admit_ahead(client: &Client, group: &GroupKey) -> Result<(), Error> {
         })
 }
 
-/// Removes Gangplank's gate from one pod, if its gates are still as the decision saw them.
+/// Removes Gangplank's gate from one pod, if its gates are still as the decision saw them, and
+/// records in the same write that Gangplank admitted it (the annotation the bind verb asks for).
 async fn release(client: &Client, pod: &PodRef) -> Result<(), Error> {
     let api: Api<Pod> = Api::namespaced(client.clone(), &pod.namespace);
+    let patch = release_patch(pod, &crate::clock::rfc3339_now());
+    api.patch(
+        &pod.name,
+        &PatchParams::default(),
+        &Patch::Json::<()>(patch),
+    )
+    .await
+    .map(|_| tracing::debug!(pod = %format!("{}/{}", pod.namespace, pod.name), "released"))
+    .map_err(|why| Error::Release {
+        namespace: pod.namespace.clone(),
+        name: pod.name.clone(),
+        why,
+    })
+}
+
+/// The JSON patch of [`release`], recording `admitted` as the time of admission.
+fn release_patch(pod: &PodRef, admitted: &str) -> json_patch::Patch {
     let gates = |names: &[String]| {
         serde_json::Value::Array(
             names
@@ -342,26 +359,65 @@ async fn release(client: &Client, pod: &PodRef) -> Result<(), Error> {
     if let Some(selector) = &pod.node_selector {
         ops.push(serde_json::json!({"op": "add", "path": "/spec/nodeSelector", "value": selector}));
     }
+    if pod.annotated {
+        let path = json_patch::jsonptr::PointerBuf::from_tokens([
+            "metadata",
+            "annotations",
+            labels::ADMITTED_ANNOTATION,
+        ]);
+        ops.push(serde_json::json!({"op": "add", "path": path.as_str(), "value": admitted}));
+    } else {
+        // The API server's `test` of `null` passes on a missing member: the pod still has no
+        // annotations, which the next op would otherwise replace.
+        ops.push(serde_json::json!({"op": "test", "path": "/metadata/annotations", "value": null}));
+        ops.push(
+            serde_json::json!({"op": "add", "path": "/metadata/annotations",
+            "value": {(labels::ADMITTED_ANNOTATION): admitted}}),
+        );
+    }
     ops.push(serde_json::json!({"op": "replace", "path": "/spec/schedulingGates", "value": gates(&kept)}));
-    let patch: json_patch::Patch =
-        serde_json::from_value(serde_json::Value::Array(ops)).expect("a well-formed JSON patch");
-    api.patch(
-        &pod.name,
-        &PatchParams::default(),
-        &Patch::Json::<()>(patch),
-    )
-    .await
-    .map(|_| tracing::debug!(pod = %format!("{}/{}", pod.namespace, pod.name), "released"))
-    .map_err(|why| Error::Release {
-        namespace: pod.namespace.clone(),
-        name: pod.name.clone(),
-        why,
-    })
+    serde_json::from_value(serde_json::Value::Array(ops)).expect("a well-formed JSON patch")
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_release_removes_only_gangplanks_gate_and_records_the_admission_in_the_same_patch() {
+        let pod = PodRef {
+            namespace: "ns".into(),
+            name: "p".into(),
+            uid: "u".into(),
+            gates: vec![ADMISSION_GATE.into(), "other/gate".into()],
+            node_selector: None,
+            annotated: true,
+        };
+        let mut doc = serde_json::json!({
+            "metadata": {"uid": "u", "annotations": {"team": "a"}},
+            "spec": {"schedulingGates": [{"name": ADMISSION_GATE}, {"name": "other/gate"}]},
+        });
+        json_patch::patch(&mut doc, &release_patch(&pod, "2026-11-28T19:00:00Z")).unwrap();
+        assert_eq!(
+            doc,
+            serde_json::json!({
+                "metadata": {"uid": "u", "annotations": {
+                    "team": "a", (labels::ADMITTED_ANNOTATION): "2026-11-28T19:00:00Z"}},
+                "spec": {"schedulingGates": [{"name": "other/gate"}]},
+            })
+        );
+        let bare = PodRef {
+            annotated: false,
+            ..pod
+        };
+        let ops = serde_json::to_value(release_patch(&bare, "t")).unwrap();
+        assert!(
+            ops.as_array().unwrap().contains(
+                &serde_json::json!({"op": "test", "path": "/metadata/annotations", "value": null})
+            ),
+            "a pod without annotations gets the map only if it still has none: {ops}"
+        );
+    }
     use crate::api::labels;
     use gangplank_core::model::Resources;
     use published::{PassOutcome, Published};

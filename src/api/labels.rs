@@ -55,7 +55,7 @@ pub const ADMITTED_AHEAD_ANNOTATION: &str = "scheduling.gangplank.dev/admitted-a
 pub const LEADER_LABEL: &str = "scheduling.gangplank.dev/leader";
 
 pub use gangplank_core::model::names::{
-    ADMISSION_GATE, DEFAULT_QUEUE, MANAGED_RESOURCE, PLACEMENT_RESOURCE,
+    ADMISSION_GATE, ADMITTED_ANNOTATION, DEFAULT_QUEUE, MANAGED_RESOURCE, PLACEMENT_RESOURCE,
 };
 
 /// scheduler-plugins (coscheduling) pod label naming the pod's PodGroup. Accepted as an alias of
@@ -193,6 +193,7 @@ mod tests {
             QUEUE_LABEL,
             MIN_MEMBER_ANNOTATION,
             ADMISSION_GATE,
+            ADMITTED_ANNOTATION,
             MANAGED_RESOURCE,
             PLACEMENT_RESOURCE,
         ] {

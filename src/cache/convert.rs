@@ -130,6 +130,9 @@ pub fn pod(pod: &core::Pod) -> Result<Pod, Error> {
             .and_then(|s| s.scheduling_gates.as_ref())
             .map(|gates| gates.iter().map(|g| g.name.clone()).collect())
             .unwrap_or_default(),
+        admission_recorded: pod_annotations
+            .is_some_and(|a| a.contains_key(labels::ADMITTED_ANNOTATION)),
+        annotated: pod_annotations.is_some_and(|a| !a.is_empty()),
         created: meta
             .creation_timestamp
             .as_ref()

@@ -72,6 +72,7 @@ mod tests {
             max_hold: Duration::from_secs(60),
             bind_unmarked: false,
             hold_scheduler_gangs: false,
+            gated_admission: false,
         };
         let now = Instant::now().into_std();
         cache
@@ -94,6 +95,7 @@ mod tests {
                 max_hold: Duration::from_secs(60),
                 bind_unmarked: false,
                 hold_scheduler_gangs: false,
+                gated_admission: false,
             },
         ));
         let timer = tokio::spawn(run(cache.ledger(), permits, shutdown.clone()));

@@ -438,6 +438,7 @@ mod tests {
             max_hold,
             bind_unmarked: false,
             hold_scheduler_gangs: false,
+            gated_admission: false,
         };
         Permits::new(cache.ledger(), binder, settings)
     }

@@ -8,7 +8,7 @@
 //! with one `add` of the whole nested value.
 
 use json_patch::jsonptr::PointerBuf;
-use json_patch::{AddOperation, Patch, PatchOperation};
+use json_patch::{AddOperation, Patch, PatchOperation, RemoveOperation};
 use serde_json::{Map, Value};
 
 /// Accumulates a patch against a copy of the object.
@@ -71,6 +71,19 @@ impl Patcher {
         }
     }
 
+    /// Removes the member at `path`, if there is one.
+    pub fn remove(&mut self, path: &[&str]) {
+        if self.get(path).is_none() {
+            return;
+        }
+        let op = PatchOperation::Remove(RemoveOperation {
+            path: PointerBuf::from_tokens(path.iter().copied()),
+        });
+        json_patch::patch(&mut self.doc, std::slice::from_ref(&op))
+            .expect("a remove of an existing member always applies");
+        self.ops.push(op);
+    }
+
     /// The value at `path`, if any.
     pub fn get(&self, path: &[&str]) -> Option<&Value> {
         path.iter().try_fold(&self.doc, |value, key| match value {
@@ -130,6 +143,17 @@ mod tests {
                 {"op": "add", "path": "/metadata/labels/scheduling.gangplank.dev~1pod-group", "value": "g"},
                 {"op": "add", "path": "/metadata/labels/odd~0key", "value": "v"}
             ])
+        );
+    }
+
+    #[test]
+    fn remove_takes_out_a_member_that_is_there_and_nothing_else() {
+        let mut p = Patcher::new(&json!({"metadata": {"annotations": {"a/b": "1"}}}));
+        p.remove(&["metadata", "annotations", "missing"]);
+        p.remove(&["metadata", "annotations", "a/b"]);
+        assert_eq!(
+            ops(p),
+            json!([{"op": "remove", "path": "/metadata/annotations/a~1b"}])
         );
     }
 

@@ -37,7 +37,9 @@
 //!    label or annotation or from the namespace. A pod of a group keeps no namespace default: its
 //!    PodGroup's `spec.queue` decides its queue.
 //! 2. the scheduling gate `scheduling.gangplank.dev/admission`, unless already there,
-//!    `--gate-pods=false`, or the pod's gang is admitted on arrival: while nothing waits for
+//!    `--gate-pods=false`, or the pod's gang is admitted on arrival (then the annotation
+//!    `scheduling.gangplank.dev/admitted` records the admission, which the bind verb asks of
+//!    a managed pod without the gate; a gated pod loses any such annotation it came with): while nothing waits for
 //!    admission, the first member of a gang whose `minMember` copies fit in the room the last
 //!    pass left admits the gang, and it and its later members, `minMember` in all and none
 //!    larger than the first, are created ungated
@@ -332,13 +334,19 @@ pub fn mutate(w: &Webhooks, request: &AdmissionRequest<Pod>) -> Result<Verdict, 
             && !request.dry_run
             && unserved.is_none()
             && admitted_on_arrival(w, namespace, &request.name, &membership, spec);
+        let record = ["metadata", "annotations", labels::ADMITTED_ANNOTATION];
         if arrived {
             ::metrics::counter!(metrics::ADMISSION_ARRIVED_PODS_TOTAL).increment(1);
-        } else if !gated {
-            patch.push(
-                &["spec", "schedulingGates"],
-                json!({"name": labels::ADMISSION_GATE}),
-            );
+            patch.set(&record, json!(crate::clock::rfc3339_now()));
+        } else {
+            // Written by anyone else, the record would let the pod bind once its gate is gone.
+            patch.remove(&record);
+            if !gated {
+                patch.push(
+                    &["spec", "schedulingGates"],
+                    json!({"name": labels::ADMISSION_GATE}),
+                );
+            }
         }
     }
     if let Some(container) = spec.and_then(|s| s.containers.first()) {

@@ -13,7 +13,7 @@ use gangplank::api::{PodGroup, QueueSpec};
 use k8s_openapi::api::core::v1::{Pod, ResourceQuota, ServiceAccount};
 use k8s_openapi::api::rbac::v1::RoleBinding;
 use k8s_openapi::api::scheduling::v1::PriorityClass;
-use kube::api::{DeleteParams, PostParams};
+use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 use kube::config::{KubeConfigOptions, Kubeconfig, NamedAuthInfo};
 use kube::{Api, Client, Config};
 use serde_json::json;
@@ -263,6 +263,56 @@ async fn a_tenant_who_removes_the_gate_from_a_waiting_pod_is_refused_and_it_keep
         "{refused}"
     );
     nothing_runs_past_the_capability(&pods).await;
+    tenant.delete().await;
+    delete_queue(&cluster.client, &queue).await;
+}
+
+#[tokio::test]
+#[ignore = "needs the local control plane: run e2e/test"]
+async fn a_gate_removed_past_the_api_servers_policy_still_binds_nothing_past_the_capability() {
+    let cluster = Cluster::connect().await;
+    let queue = two_cpu_queue(&cluster, "tenant-record").await;
+    let _guard = QueueGuard(queue.clone());
+    let tenant = Tenant::new(&cluster, "tenant-record").await;
+    let pods = full_queue(&tenant, &queue).await;
+    let admitted = pods.get("first").await.unwrap();
+    assert!(
+        (admitted.metadata.annotations.unwrap_or_default())
+            .contains_key(gangplank::api::labels::ADMITTED_ANNOTATION),
+        "Gangplank records its admission on the pod it released"
+    );
+    let refused = tenant
+        .kubectl(
+            &[
+                "annotate",
+                "pod",
+                "second",
+                "scheduling.gangplank.dev/admitted=2026-11-28T00:00:00Z",
+            ],
+            None,
+        )
+        .expect_err("a tenant must not write Gangplank's record");
+    assert!(
+        refused.contains("written by Gangplank alone, when the pod's queue admits it"),
+        "{refused}"
+    );
+
+    // The cluster's admin is exempt from the policy: the gate goes, and the bind verb is the
+    // line that holds.
+    let patch: json_patch::Patch = serde_json::from_value(json!([
+        {"op": "remove", "path": "/spec/schedulingGates"}
+    ]))
+    .unwrap();
+    let admin_pods: Api<Pod> = Api::namespaced(cluster.client.clone(), &tenant.mine.name);
+    admin_pods
+        .patch("second", &PatchParams::default(), &Patch::Json::<()>(patch))
+        .await
+        .expect("an admin removes the gate");
+    holds_for(5, "the queue's capability", async || {
+        let second = pods.get("second").await.unwrap();
+        second.spec.unwrap().node_name.is_none() && bound_cpu(&pods).await <= 2000
+    })
+    .await;
     tenant.delete().await;
     delete_queue(&cluster.client, &queue).await;
 }

@@ -5,7 +5,7 @@
 
 use std::time::Instant;
 
-use super::{Error, Settings, spec};
+use super::{Error, Settings, gate_removed_by_other, spec};
 use crate::model::{GroupKey, Pod, PodGroup, PodPhase, Reservation, Resources, Slot, State};
 use crate::policy::fit::size;
 
@@ -55,8 +55,9 @@ pub fn reserve(
 }
 
 /// Refuses a bind the scheduler serving Gangplank would not ask for: a pod other than the one
-/// `uid` names (`display` is `namespace/name`), a pod already bound, or one without the marker
-/// resource (unless `settings.bind_unmarked`).
+/// `uid` names (`display` is `namespace/name`), a pod already bound, one without the marker
+/// resource (unless `settings.bind_unmarked`), one still at Gangplank's gate, and one of a
+/// group or queue whose gate someone else removed (`settings.gated_admission`).
 fn bindable(pod: &Pod, uid: &str, display: &str, settings: &Settings) -> Result<(), Error> {
     let same = display
         .strip_prefix(pod.namespace.as_str())
@@ -87,6 +88,11 @@ fn bindable(pod: &Pod, uid: &str, display: &str, settings: &Settings) -> Result<
     }
     if !settings.bind_unmarked && pod.pod_group.is_none() && pod.queue.is_none() {
         return Err(Error::MarkedOutsideAnyQueue {
+            pod: display.to_owned(),
+        });
+    }
+    if gate_removed_by_other(pod, settings) {
+        return Err(Error::GateRemovedByOther {
             pod: display.to_owned(),
         });
     }
@@ -260,6 +266,7 @@ mod tests {
         let every_pod = Settings {
             bind_unmarked: true,
             hold_scheduler_gangs: false,
+            gated_admission: false,
             ..SETTINGS
         };
         assert_eq!(
@@ -286,6 +293,55 @@ mod tests {
         let err = reserve(&mut s, "waiting", "ns/waiting", "n0", &SETTINGS, now).unwrap_err();
         assert!(matches!(err, Error::NotAdmitted { .. }), "{err}");
         assert!(s.ledger().reservations().is_empty(), "nothing reserved");
+    }
+
+    #[test]
+    fn bind_refuses_a_pod_whose_gate_someone_else_removed_and_binds_one_gangplank_admitted() {
+        let mut s = cluster(1, 8);
+        let pod = |uid: &str, admission_recorded| Pod {
+            uid: uid.into(),
+            namespace: "ns".into(),
+            name: uid.into(),
+            queue: Some("default".into()),
+            marked: true,
+            admission_recorded,
+            requests: Resources::from([("cpu", 1000), ("pods", 1)]),
+            ..Default::default()
+        };
+        s.apply_pod(pod("ungated-by-hand", false));
+        s.apply_pod(pod("admitted", true));
+        let gated = Settings {
+            gated_admission: true,
+            ..SETTINGS
+        };
+        let now = Instant::now();
+        let err = reserve(
+            &mut s,
+            "ungated-by-hand",
+            "ns/ungated-by-hand",
+            "n0",
+            &gated,
+            now,
+        )
+        .unwrap_err();
+        assert!(matches!(err, Error::GateRemovedByOther { .. }), "{err}");
+        assert!(s.ledger().reservations().is_empty(), "nothing reserved");
+        assert_eq!(
+            reserve(&mut s, "admitted", "ns/admitted", "n0", &gated, now),
+            Ok(None)
+        );
+        assert_eq!(
+            reserve(
+                &mut s,
+                "ungated-by-hand",
+                "ns/ungated-by-hand",
+                "n0",
+                &SETTINGS,
+                now
+            ),
+            Ok(None),
+            "without gates (--gate-pods=false) no pod carries the record, and none needs it"
+        );
     }
 
     #[test]
@@ -345,6 +401,7 @@ mod tests {
         let every_pod = Settings {
             bind_unmarked: true,
             hold_scheduler_gangs: false,
+            gated_admission: false,
             ..SETTINGS
         };
         let bound = reserve(&mut s, "plain", "kube-system/plain", "n0", &every_pod, now);

@@ -12,7 +12,7 @@ use rustc_hash::FxHashSet;
 use super::binds::placed_members;
 use super::expiry::expire;
 use super::slots::{fits_on_empty, member_shapes, plan};
-use super::{Error, FailReason, FilterVerdict, Settings, spec};
+use super::{Error, FailReason, FilterVerdict, Settings, gate_removed_by_other, spec};
 use crate::limits;
 use crate::model::{Claim, GroupKey, Pod, PodGroup, ResourceId, Resources, State};
 use crate::policy::constraints::Constraints;
@@ -21,7 +21,8 @@ use crate::policy::fit::size;
 /// Filters `candidates` for `pod` (already converted from the request), creating or refreshing
 /// its gang's claim. A pod with a queue but no group (a group of one) lands only in room no
 /// gang has claimed, like a gang's elastic extras: admission counted on that, and a backfill
-/// head's reservation is a claim. Pods in neither pass through untouched.
+/// head's reservation is a claim. Pods in neither pass through untouched; a pod whose gate
+/// someone other than Gangplank removed fails every node.
 pub fn filter<'a, S: AsRef<str>>(
     state: &mut State,
     pod: &Pod,
@@ -30,6 +31,12 @@ pub fn filter<'a, S: AsRef<str>>(
     settings: &Settings,
     now: Instant,
 ) -> Result<FilterVerdict<'a>, Error> {
+    if gate_removed_by_other(pod, settings) {
+        let why = Error::GateRemovedByOther {
+            pod: format!("{}/{}", pod.namespace, pod.name),
+        };
+        return Ok(FilterVerdict::all_fail(candidates, &why.to_string(), true));
+    }
     let Some(key) = GroupKey::of(pod) else {
         if pod.queue.is_some() {
             expire(state, now);
@@ -297,6 +304,49 @@ mod tests {
             ..pod
         };
         assert_eq!(run(&mut s, &small, Instant::now()).passed, vec!["n0", "n1"]);
+    }
+
+    #[test]
+    fn a_gang_member_whose_gate_someone_else_removed_fails_every_node_and_claims_nothing() {
+        let mut s = cluster(2, 8);
+        group(&mut s, "g", 2);
+        let forged = member(&mut s, "g", 0, 1);
+        let recorded = Pod {
+            admission_recorded: true,
+            ..member(&mut s, "g", 1, 1)
+        };
+        let gated = Settings {
+            gated_admission: true,
+            ..SETTINGS
+        };
+        let names = names(&s);
+        let now = Instant::now();
+        let v = filter(
+            &mut s,
+            &forged,
+            &Constraints::default(),
+            &names,
+            &gated,
+            now,
+        )
+        .unwrap();
+        assert!(v.passed.is_empty(), "{v:?}");
+        assert!(v.unresolvable["n0"].contains("removed the gate"), "{v:?}");
+        assert!(s.ledger().claims().is_empty(), "no claim taken for it");
+        let v = filter(
+            &mut s,
+            &recorded,
+            &Constraints::default(),
+            &names,
+            &gated,
+            now,
+        )
+        .unwrap();
+        assert_eq!(
+            v.passed,
+            vec!["n0", "n1"],
+            "a member Gangplank admitted is placed"
+        );
     }
 
     #[test]

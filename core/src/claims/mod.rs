@@ -145,6 +145,10 @@ pub enum Error {
     )]
     NotAdmitted { pod: String },
     #[error(
+        "pod {pod} has lost Gangplank's admission gate but carries no annotation scheduling.gangplank.dev/admitted: someone other than Gangplank removed the gate, so its queue has not admitted it and Gangplank does not bind it; delete the pod and create it again to wait in its queue"
+    )]
+    GateRemovedByOther { pod: String },
+    #[error(
         "pod {pod} carries the marker resource scheduling.gangplank.dev/managed but names no group or queue, so Gangplank's webhook did not put it there: Gangplank binds only pods of a group or queue; remove the marker from the pod's spec, or give it a queue"
     )]
     MarkedOutsideAnyQueue { pod: String },
@@ -177,6 +181,10 @@ pub struct Settings {
     /// ([`PodGroup::placed_whole_by_scheduler`]) until quorum, like any other gang
     /// (`--hold-workload-api-gang-binds`).
     pub hold_scheduler_gangs: bool,
+    /// Managed pods are created behind Gangplank's gate (`--gate-pods`): a managed pod that has
+    /// lost its gate is bound only if it carries Gangplank's record that it admitted it
+    /// ([`crate::model::Pod::admission_recorded`]).
+    pub gated_admission: bool,
 }
 
 impl Settings {
@@ -190,6 +198,15 @@ impl Settings {
     pub fn holds_binds_of(&self, group: &PodGroup) -> bool {
         !group.placed_whole_by_scheduler || self.hold_scheduler_gangs
     }
+}
+
+/// `pod`, of a group or queue, has lost Gangplank's gate without Gangplank's record that it
+/// admitted it: someone else removed the gate (`settings.gated_admission` only).
+fn gate_removed_by_other(pod: &Pod, settings: &Settings) -> bool {
+    settings.gated_admission
+        && (pod.pod_group.is_some() || pod.queue.is_some())
+        && !pod.awaits_admission()
+        && !pod.admission_recorded
 }
 
 /// The spec of the PodGroup `key` that `pod` names, or the error that says to create it.

@@ -15,6 +15,7 @@ pub(super) const SETTINGS: Settings = Settings {
     max_hold: Duration::from_secs(60),
     bind_unmarked: false,
     hold_scheduler_gangs: false,
+    gated_admission: false,
 };
 
 /// The nodes `n0`, `n1`, ... (`nodes` of them), each of `cpu` CPUs.

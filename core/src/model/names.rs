@@ -6,6 +6,13 @@
 /// the pod's group is admitted.
 pub const ADMISSION_GATE: &str = "scheduling.gangplank.dev/admission";
 
+/// Annotation that records on a pod that Gangplank admitted it (its value: when, RFC 3339):
+/// written by the admission loop in the same patch that removes the gate, or by the mutating
+/// webhook when it admits the pod on arrival. Only Gangplank may write it (the API server's
+/// policy `gangplank-pods`), so the bind verb refuses a managed pod that lost its gate without
+/// it: someone else removed the gate.
+pub const ADMITTED_ANNOTATION: &str = "scheduling.gangplank.dev/admitted";
+
 /// Extended resource (named in request and limit; the webhook gives it zero units) that marks a
 /// pod as managed by Gangplank, so the scheduler sends only those pods' bind calls to Gangplank
 /// (the binding extender's `managedResources`, which looks at the name, not the amount).

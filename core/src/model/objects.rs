@@ -105,6 +105,12 @@ pub struct Pod {
     pub priority: i32,
     /// `spec.schedulingGates` by name: while any is left the scheduler does not see the pod.
     pub scheduling_gates: Vec<String>,
+    /// The pod carries Gangplank's record that it admitted it
+    /// ([`crate::model::names::ADMITTED_ANNOTATION`]).
+    pub admission_recorded: bool,
+    /// `metadata.annotations` is not empty (the admission loop's release patch adds its record
+    /// to them, or creates them).
+    pub annotated: bool,
     /// `metadata.creationTimestamp` in seconds since the Unix epoch (0 when unknown): the age
     /// that orders waiting groups.
     pub created: i64,

@@ -33,6 +33,9 @@ pub struct PodRef {
     /// The `nodeSelector` to give the pod as it is released (its own plus the topology domain
     /// admission chose for its group); `None`: leave it as it is.
     pub node_selector: Option<BTreeMap<String, String>>,
+    /// The pod had annotations as the cache saw it: the release adds Gangplank's record of
+    /// admission to them, or else creates them.
+    pub annotated: bool,
 }
 
 impl PodRef {
@@ -43,6 +46,7 @@ impl PodRef {
             uid: pod.uid.clone(),
             gates: pod.scheduling_gates.clone(),
             node_selector: None,
+            annotated: pod.annotated,
         }
     }
 
