@@ -158,13 +158,55 @@ impl<'s> Room<'s> {
         Ok(())
     }
 
-    /// Whether some schedulable node carries the label `key` (with the value `pinned`, when
-    /// given): without one, a group with that `topologyKey` cannot be placed at all.
-    pub fn has_domain(&self, key: &str, pinned: Option<&str>) -> bool {
-        self.labels
+    /// The values of the label `key` on schedulable nodes (only `pinned`, when given), sorted.
+    fn domains(&self, key: &str, pinned: Option<&str>) -> Vec<&'s str> {
+        let mut domains: Vec<&'s str> = self
+            .labels
             .iter()
-            .filter_map(|labels| labels.get(key))
-            .any(|v| pinned.is_none_or(|p| p == v))
+            .filter_map(|labels| labels.get(key).map(String::as_str))
+            .filter(|v| pinned.is_none_or(|p| p == *v))
+            .collect();
+        domains.sort_unstable();
+        domains.dedup();
+        domains
+    }
+
+    /// The indexes of the nodes whose label `key` is `domain`.
+    fn nodes_in(&self, key: &str, domain: &str) -> Vec<usize> {
+        (0..self.nodes.len())
+            .filter(|&at| self.labels[at].get(key).map(String::as_str) == Some(domain))
+            .collect()
+    }
+
+    /// Whether some domain of the label `key` (only `pinned`, when given) could hold every pod
+    /// of `need` with nothing else running on its nodes. If none could: `None` when no node has
+    /// the label (or only other values than `pinned`), else a member that found no node left
+    /// in the domain that held the most. A gang that fails this never fits one domain, and
+    /// must neither head the line nor ask reclaim for room.
+    pub fn domain_could_hold(
+        &self,
+        need: &[&Resources],
+        key: &str,
+        pinned: Option<&str>,
+    ) -> Result<(), Option<Resources>> {
+        let pods = biggest_first(need.iter().copied());
+        let mut closest: Option<(usize, Resources)> = None;
+        for domain in self.domains(key, pinned) {
+            let mut empty: Vec<Resources> = self
+                .nodes_in(key, domain)
+                .iter()
+                .map(|&at| self.allocatable[at].clone())
+                .collect();
+            match first_fit_all(&pods, &mut empty) {
+                Ok(_) => return Ok(()),
+                Err((placed, pod)) => {
+                    if closest.as_ref().is_none_or(|(n, _)| placed > *n) {
+                        closest = Some((placed, pod.clone()));
+                    }
+                }
+            }
+        }
+        Err(closest.map(|(_, pod)| pod))
     }
 
     /// Places every pod of `need` like [`Room::place`], but all on nodes with the same value of
@@ -180,40 +222,27 @@ impl<'s> Room<'s> {
         pinned: Option<&str>,
     ) -> Result<&'s str, Option<Resources>> {
         let pods = biggest_first(need.iter().copied());
-        let value = |at: usize| self.labels[at].get(key).map(String::as_str);
-        let mut domains: Vec<&'s str> = (0..self.nodes.len())
-            .filter_map(|at| self.labels[at].get(key).map(String::as_str))
-            .filter(|v| pinned.is_none_or(|p| p == *v))
-            .collect();
-        domains.sort_unstable();
-        domains.dedup();
         type Fit<'p, 's> = (&'s str, Vec<(usize, &'p Resources)>, Resources);
         let mut best: Option<Fit<'_, 's>> = None;
         let mut closest: Option<(usize, Resources)> = None;
-        for domain in domains {
-            let nodes: Vec<usize> = (0..self.nodes.len())
-                .filter(|&at| value(at) == Some(domain))
-                .collect();
+        for domain in self.domains(key, pinned) {
+            let nodes = self.nodes_in(key, domain);
             let mut free: Vec<Resources> = nodes.iter().map(|&at| self.nodes[at].clone()).collect();
-            let mut placed: Vec<(usize, &Resources)> = Vec::with_capacity(pods.len());
-            for pod in &pods {
-                let Some(i) = free.iter().position(|f| pod.fits_in(f)) else {
-                    if closest.as_ref().is_none_or(|(n, _)| placed.len() > *n) {
-                        closest = Some((placed.len(), (*pod).clone()));
+            let placed = match first_fit_all(&pods, &mut free) {
+                Ok(placed) => placed,
+                Err((placed, pod)) => {
+                    if closest.as_ref().is_none_or(|(n, _)| placed > *n) {
+                        closest = Some((placed, pod.clone()));
                     }
-                    break;
-                };
-                free[i].sub(pod);
-                placed.push((nodes[i], *pod));
-            }
-            if placed.len() < pods.len() {
-                continue;
-            }
+                    continue;
+                }
+            };
             let mut left = Resources::new();
             for f in &free {
                 left.add(&at_least_zero(f));
             }
             if best.as_ref().is_none_or(|(_, _, l)| size(&left) < size(l)) {
+                let placed = placed.into_iter().map(|(i, pod)| (nodes[i], pod)).collect();
                 best = Some((domain, placed, left));
             }
         }
@@ -301,27 +330,84 @@ impl<'s> Room<'s> {
     /// freed a little more would hand the room it held to the groups behind it, and the head
     /// would wait for them. So it stays put, and grows as its nodes free up.
     ///
+    /// With `within` (a gang's `topologyKey` and the domain its members already pinned, if
+    /// any), the reservation lies inside one domain of that label that could hold the whole
+    /// gang: the one it held before, else the one with the most of its requests free now.
+    ///
     /// The reservation holds at most `budget` in all (what the head's queue may take: other
     /// queues' unused guarantees stay theirs).
     ///
     /// Returns false, holding nothing, when the gang could not fit even on empty nodes (a
-    /// member larger than any node): a reservation would then block everyone for nothing.
+    /// member larger than any node, or no domain large enough): a reservation would then
+    /// block everyone for nothing.
     pub fn reserve(
         &mut self,
         need: &[&Resources],
         budget: &Resources,
         held_before: &dyn Fn(&str) -> bool,
+        within: Option<(&str, Option<&str>)>,
     ) -> bool {
-        let mut budget = budget.clone();
         let pods = biggest_first(need.iter().copied());
+        let candidates: Vec<Vec<usize>> = match within {
+            None => vec![(0..self.nodes.len()).collect()],
+            Some((key, pinned)) => self
+                .domains(key, pinned)
+                .into_iter()
+                .map(|domain| self.nodes_in(key, domain))
+                .collect(),
+        };
+        let mut best: Option<Planned> = None;
+        for nodes in &candidates {
+            let plan = self.plan_reservation(nodes, &pods, budget, held_before);
+            if let Some(plan) = plan
+                && best.as_ref().is_none_or(|b| plan.preference > b.preference)
+            {
+                best = Some(plan);
+            }
+        }
+        let Some(plan) = best else {
+            return false;
+        };
+        let Planned {
+            mut held,
+            mut lacking,
+            short,
+            ..
+        } = plan;
+        for (at, h) in &held {
+            self.nodes[*at].sub(h);
+            self.total.sub(h);
+            self.held_total.add(h);
+        }
+        self.changed();
+        held.sort_by_key(|(at, _)| *at);
+        lacking.sort_by_key(|(at, _)| *at);
+        self.held = held;
+        self.lacking = lacking;
+        self.short = at_least_zero(&short);
+        true
+    }
+
+    /// [`Room::reserve`]'s choice of nodes among `nodes` for `pods` (biggest first), changing
+    /// nothing; `None` when they could not hold the pods even empty.
+    fn plan_reservation(
+        &self,
+        nodes: &[usize],
+        pods: &[&Resources],
+        budget: &Resources,
+        held_before: &dyn Fn(&str) -> bool,
+    ) -> Option<Planned> {
+        let mut budget = budget.clone();
         let mut capacity: Vec<(usize, Resources)> = Vec::new();
         let mut held: Vec<(usize, Resources)> = Vec::new();
         let mut free: Vec<(usize, Resources)> = Vec::new();
         let mut lacking: Vec<(usize, Resources)> = Vec::new();
         let mut short = Resources::new();
-        for pod in pods {
+        let mut found = Resources::new();
+        let mut kept = false;
+        for &pod in pods {
             let mut best: Option<(usize, Preference)> = None;
-            for at in 0..self.nodes.len() {
+            for &at in nodes {
                 let left = find(&capacity, at).unwrap_or(self.allocatable[at]);
                 if !pod.fits_in(left) {
                     continue;
@@ -335,13 +421,13 @@ impl<'s> Room<'s> {
                     best = Some((at, score));
                 }
             }
-            let Some((at, _)) = best else {
-                return false;
-            };
+            let (at, (before, _)) = best?;
+            kept |= before;
             // What is free of the member's requests here; the reservation holds it within the
             // budget. It lacks only what pods on the node must free: room the budget keeps for
             // other queues stays free, and is not lacking.
             let here = at_least_zero(find(&free, at).unwrap_or(&self.nodes[at])).min_of(pod);
+            found.add(&here);
             let taken = here.min_of(&budget);
             budget.sub(&taken);
             short.add(&here.minus(&taken));
@@ -361,19 +447,40 @@ impl<'s> Room<'s> {
                 None => lacking.push((at, lack)),
             }
         }
-        for (at, h) in &held {
-            self.nodes[*at].sub(h);
-            self.total.sub(h);
-            self.held_total.add(h);
-        }
-        self.changed();
-        held.sort_by_key(|(at, _)| *at);
-        lacking.sort_by_key(|(at, _)| *at);
-        self.held = held;
-        self.lacking = lacking;
-        self.short = at_least_zero(&short);
-        true
+        Some(Planned {
+            held,
+            lacking,
+            short,
+            preference: (kept, size(&found)),
+        })
     }
+}
+
+/// A reservation [`Room::reserve`] may hold: per node what it holds and lacks, what the budget
+/// left short, and how much it suits the head (it keeps nodes held before, then the most of
+/// the head's requests free now).
+struct Planned {
+    held: Vec<(usize, Resources)>,
+    lacking: Vec<(usize, Resources)>,
+    short: Resources,
+    preference: Preference,
+}
+
+/// Places `pods` in order, each on the first of `free` with room for it, taking that room:
+/// where each went (an index of `free`), or how many were placed before `pod` found no room.
+fn first_fit_all<'p>(
+    pods: &[&'p Resources],
+    free: &mut [Resources],
+) -> Result<Vec<(usize, &'p Resources)>, (usize, &'p Resources)> {
+    let mut placed = Vec::with_capacity(pods.len());
+    for pod in pods {
+        let Some(i) = free.iter().position(|f| pod.fits_in(f)) else {
+            return Err((placed.len(), *pod));
+        };
+        free[i].sub(pod);
+        placed.push((i, *pod));
+    }
+    Ok(placed)
 }
 
 /// How much a node suits a reserved member: held by the head before, then how much of the

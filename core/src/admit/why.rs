@@ -28,6 +28,9 @@ pub enum Reason {
     /// It does not fit and its queue already holds at least its deserved share.
     QueueOverShare,
     DoesNotFit,
+    /// No domain of its `topologyKey` could hold it whole even with nothing else running:
+    /// it never fits as it is, holds no room, and reclaim frees none for it.
+    NoDomainFits,
     /// It would fit, but only in room reserved for the group at the head of the line.
     BehindReservation,
     /// It heads the line and holds a reservation until its room frees.
@@ -59,6 +62,7 @@ impl Reason {
             Reason::CapabilityReached => "CapabilityReached",
             Reason::QueueOverShare => "QueueOverShare",
             Reason::DoesNotFit => "DoesNotFit",
+            Reason::NoDomainFits => "NoDomainFits",
             Reason::BehindReservation => "BehindReservation",
             Reason::Reserved => "Reserved",
             Reason::OverdueReserved => "OverdueReserved",
@@ -114,6 +118,9 @@ pub enum Why {
         key: String,
         pinned: Option<String>,
         member: Option<Resources>,
+        /// Not even with nothing else running: no node has the label, or no domain is large
+        /// enough for every member.
+        never: bool,
     },
     OverShare {
         /// Shared with the pass's other groups of the queue: most waiting groups of a busy
@@ -154,6 +161,7 @@ impl Why {
             Why::QueueMissing { .. } => Reason::QueueMissing,
             Why::QueueClosed { .. } => Reason::QueueClosed,
             Why::Capability { .. } => Reason::CapabilityReached,
+            Why::NoDomain { never: true, .. } => Reason::NoDomainFits,
             Why::Room { .. } | Why::NoNode { .. } | Why::NoDomain { .. } => Reason::DoesNotFit,
             Why::OverShare { .. } | Why::Yields { .. } => Reason::QueueOverShare,
             Why::Behind { .. } => Reason::BehindReservation,
@@ -231,6 +239,26 @@ impl fmt::Display for Why {
                 key,
                 pinned,
                 member,
+                never: true,
+            } => match (pinned, member) {
+                (_, None) => write!(
+                    f,
+                    "never fits as it is: no schedulable node has the label {key} (its spec.topologyKey)"
+                ),
+                (Some(value), Some(member)) => write!(
+                    f,
+                    "never fits as it is: its members must run where {key}={value} (a member is there already), and those nodes could not hold every member even with nothing else running (a member requesting {member} finds no node left); lower minMember or the members' requests"
+                ),
+                (None, Some(member)) => write!(
+                    f,
+                    "never fits as it is: no single domain of {key} could hold every member even with nothing else running (a member requesting {member} finds no node left in the largest); lower minMember or the members' requests, or choose a wider spec.topologyKey"
+                ),
+            },
+            Why::NoDomain {
+                key,
+                pinned,
+                member,
+                never: false,
             } => {
                 f.write_str("does not fit now: ")?;
                 match (pinned, member) {

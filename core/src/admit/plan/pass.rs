@@ -191,14 +191,17 @@ impl<'s> Pass<'s> {
         if c.missing == 0 && c.topology.is_none() {
             return self.place_extras(i, c, slot);
         }
-        // No node to place it on, now or after anything finishes: it must not head the line.
+        // No domain to place it in, now or after anything finishes: it must not head the line.
         if let Some((key, pinned)) = c.topology
-            && !self.room.has_domain(key, pinned)
+            && let Err(member) =
+                self.room
+                    .domain_could_hold(&c.need().collect::<Vec<_>>(), key, pinned)
         {
             return Err(Why::NoDomain {
                 key: key.to_owned(),
                 pinned: pinned.map(str::to_owned),
-                member: None,
+                member,
+                never: true,
             });
         }
         let needed = c.needed();
@@ -227,17 +230,19 @@ impl<'s> Pass<'s> {
                         key: key.to_owned(),
                         pinned: pinned.map(str::to_owned),
                         member,
+                        never: false,
                     }),
                 },
             }
         };
         if self.head.is_none()
             && let Some(group) = c.group
-            && self
-                .room
-                .reserve(&c.need().collect::<Vec<_>>(), &available, &|node| {
-                    held_before(self.state, group, node)
-                })
+            && self.room.reserve(
+                &c.need().collect::<Vec<_>>(),
+                &available,
+                &|node| held_before(self.state, group, node),
+                c.topology,
+            )
         {
             self.head = Some((group, overdue.is_some()));
             return Err(Why::Reserved {

@@ -127,3 +127,53 @@ fn members_of_a_gang_already_running_in_a_domain_join_it() {
         Some([("zone".to_owned(), "b".to_owned())].into())
     );
 }
+
+#[test]
+fn a_gang_no_domain_could_ever_hold_waits_saying_so_holds_nothing_and_blocks_no_one() {
+    // Each zone has 16 CPUs in all; six members of 4 CPUs need 24 in one zone. A later gang
+    // of four such members fits zone a whole.
+    let mut s = zones([0, 0, 4_000, 0]);
+    gang(&mut s, "wide", "q", 6, 4_000, NOW - 60);
+    with_topology(&mut s, "wide", "zone");
+    gang(&mut s, "fits", "q", 4, 4_000, NOW - 30);
+    with_topology(&mut s, "fits", "zone");
+    let d = decide_at(&s, &|_| false, NOW);
+    assert_eq!(reason(&d, "wide"), Reason::NoDomainFits);
+    assert!(
+        why(&d, "wide").contains(
+            "no single domain of zone could hold every member even with nothing else running"
+        ),
+        "{}",
+        why(&d, "wide")
+    );
+    assert_eq!(d.hold, None, "no reservation for a gang no domain can hold");
+    assert!(
+        d.short_of_room.is_empty(),
+        "reclaim frees nothing for it: {:?}",
+        d.short_of_room
+    );
+    assert_eq!(admitted(&d), vec!["fits"]);
+}
+
+#[test]
+fn the_head_of_the_line_reserves_inside_one_domain_that_could_hold_it_whole() {
+    // Two members of 8 CPUs, each zone could hold them empty but none has them free: a1 and
+    // b2 have 4 CPUs free, a2 and b1 have 6. The nodes with the most free are a2 and b1, in
+    // two zones; the reservation keeps to one zone.
+    let mut s = zones([4_000, 2_000, 2_000, 4_000]);
+    gang(&mut s, "head", "q", 2, 8_000, NOW - 60);
+    with_topology(&mut s, "head", "zone");
+    let d = decide_at(&s, &|_| false, NOW);
+    assert_eq!(reason(&d, "head"), Reason::Reserved);
+    let hold = d.hold.expect("the head holds room");
+    let zones: Vec<char> = hold
+        .nodes
+        .iter()
+        .map(|(node, _)| node.chars().next().unwrap())
+        .collect();
+    assert_eq!(zones.len(), 2, "{hold:?}");
+    assert_eq!(
+        zones[0], zones[1],
+        "a reservation split over zones: {hold:?}"
+    );
+}
