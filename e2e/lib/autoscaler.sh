@@ -35,8 +35,12 @@ build_autoscaler() {
 # CapacityBuffer and the kwok provider's KWOKNodeClass) from the module, then
 # e2e/autoscaler/karpenter/nodepool.yaml (the NodePool `default` and its KWOKNodeClass), then the
 # process, with the admin kubeconfig, the instance types of
-# e2e/autoscaler/karpenter/instance-types.json, leader election off, and its metrics and health
-# ports picked free (Karpenter binds them on all addresses; it has no flag for the host).
+# e2e/autoscaler/karpenter/instance-types.json, leader election off, its metrics and health
+# ports picked free (Karpenter binds them on all addresses; it has no flag for the host), and
+# the NodeOverlay feature gate on (off by default in v1.15): a NodeOverlay can then add extended
+# resources to the instance types, such as the marker resources Gangplank's webhook puts on the
+# pods it manages, which no instance type has and for which Karpenter provisions nothing
+# otherwise.
 start_karpenter() {
   local dir crd health metrics
   dir=$(karpenter_go list -m -f '{{.Dir}}' sigs.k8s.io/karpenter)
@@ -51,7 +55,7 @@ start_karpenter() {
   health=$(free_port)
   metrics=$(free_port)
   log "starting karpenter (kwok provider, NodePool default; metrics http://127.0.0.1:$metrics/metrics)"
-  KUBECONFIG="$RUN_DIR/kubeconfig" DISABLE_LEADER_ELECTION=true \
+  KUBECONFIG="$RUN_DIR/kubeconfig" DISABLE_LEADER_ELECTION=true FEATURE_GATES=NodeOverlay=true \
     HEALTH_PROBE_PORT=$health METRICS_PORT=$metrics \
     INSTANCE_TYPES_FILE_PATH="$KARPENTER_DIR/instance-types.json" \
     start karpenter "$karpenter_BIN"
