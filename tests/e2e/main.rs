@@ -5,6 +5,7 @@
 
 mod support;
 
+mod autoscaler;
 mod batch_jobs;
 mod cli;
 mod control_plane;
