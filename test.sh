@@ -36,6 +36,10 @@ e2e/test --mode all-pods "$@" -- \
   gangs::two_gangs_each_needing_sixty_percent_run_one_after_the_other_whole \
   gangs::an_elastic_gang_of_four_to_eight_on_room_for_six_gets_six \
   operators::
+# Karpenter (its kwok provider, built with GOTOOLCHAIN=go1.27.3) on a cluster of its own: it
+# would add nodes for the main suite's pods that are meant to wait.
+step "end-to-end with a node autoscaler (e2e/test --autoscaler karpenter, the autoscaler tests)"
+GP_OPERATORS="" e2e/test --autoscaler karpenter "$@" -- autoscaler::
 step "the demo (e2e/demo, what ./demo.sh runs) and its report (scripts/check-demo)"
 e2e/demo
 scripts/check-demo
