@@ -478,6 +478,49 @@ async fn a_gang_with_a_topology_key_runs_whole_in_one_zone() {
 
 #[tokio::test]
 #[ignore = "needs the local control plane: run e2e/test"]
+async fn a_gang_no_zone_could_hold_waits_saying_so_and_a_later_gang_that_fits_one_runs() {
+    const ZONE: &str = "topology.kubernetes.io/zone";
+    let cluster = Cluster::connect().await;
+    let queue = create_queue(&cluster.client, "no-zone", QueueSpec::default()).await;
+    let ns = cluster.namespace("queues-no-zone").await;
+    let pods = ns.api::<Pod>();
+    let groups = ns.api::<PodGroup>();
+    // Each zone of e2e/up's four nodes has 64 CPUs: six members of 12 need 72 in one zone,
+    // four of them 48.
+    for (name, members) in [("wide", 6), ("fits", 4)] {
+        let mut group = pod_group(name, members, None);
+        group.spec.queue = Some(queue.clone());
+        group.spec.topology_key = Some(ZONE.to_owned());
+        groups.create(&PostParams::default(), &group).await.unwrap();
+        for i in 0..members {
+            pods.create(
+                &PostParams::default(),
+                &managed_pod(&format!("{name}-{i}"), Some(name), 12, json!({})),
+            )
+            .await
+            .unwrap();
+        }
+    }
+    eventually("the gang that fits a zone bound whole", 60, || async {
+        (bound(&pods, "fits").await == 4).then_some(())
+    })
+    .await;
+    let (reason, message) = eventually("the wide gang to say why it waits", 30, || async {
+        not_admitted(&groups, "wide").await
+    })
+    .await;
+    assert_eq!(reason, "NoDomainFits", "{message}");
+    assert!(
+        message.contains("no single domain of topology.kubernetes.io/zone could hold every member"),
+        "{message}"
+    );
+    assert_eq!(bound(&pods, "wide").await, 0);
+    ns.delete().await;
+    delete_queue(&cluster.client, &queue).await;
+}
+
+#[tokio::test]
+#[ignore = "needs the local control plane: run e2e/test"]
 async fn a_group_waiting_past_its_max_wait_goes_before_the_fair_share_order() {
     let cluster = Cluster::connect().await;
     // Y holds 96 of the 128 CPUs in gangs that run until deleted and that reclaim may not take.
