@@ -8,7 +8,7 @@
 use std::collections::BTreeMap;
 
 use crate::model::{Resources, State};
-use crate::policy::fit::{biggest_first, size};
+use crate::policy::fit::{biggest_first, first_fit, size};
 
 /// Free room during a pass.
 pub(super) struct Room<'s> {
@@ -189,15 +189,14 @@ impl<'s> Room<'s> {
         key: &str,
         pinned: Option<&str>,
     ) -> Result<(), Option<Resources>> {
-        let pods = biggest_first(need.iter().copied());
         let mut closest: Option<(usize, Resources)> = None;
         for domain in self.domains(key, pinned) {
-            let mut empty: Vec<Resources> = self
+            let empty: Vec<Resources> = self
                 .nodes_in(key, domain)
                 .iter()
                 .map(|&at| self.allocatable[at].clone())
                 .collect();
-            match first_fit_all(&pods, &mut empty) {
+            match first_fit(&empty, need.iter().copied()) {
                 Ok(_) => return Ok(()),
                 Err((placed, pod)) => {
                     if closest.as_ref().is_none_or(|(n, _)| placed > *n) {
@@ -221,14 +220,13 @@ impl<'s> Room<'s> {
         key: &str,
         pinned: Option<&str>,
     ) -> Result<&'s str, Option<Resources>> {
-        let pods = biggest_first(need.iter().copied());
         type Fit<'p, 's> = (&'s str, Vec<(usize, &'p Resources)>, Resources);
         let mut best: Option<Fit<'_, 's>> = None;
         let mut closest: Option<(usize, Resources)> = None;
         for domain in self.domains(key, pinned) {
             let nodes = self.nodes_in(key, domain);
             let mut free: Vec<Resources> = nodes.iter().map(|&at| self.nodes[at].clone()).collect();
-            let placed = match first_fit_all(&pods, &mut free) {
+            let placed = match first_fit(&free, need.iter().copied()) {
                 Ok(placed) => placed,
                 Err((placed, pod)) => {
                     if closest.as_ref().is_none_or(|(n, _)| placed > *n) {
@@ -237,6 +235,9 @@ impl<'s> Room<'s> {
                     continue;
                 }
             };
+            for &(i, pod) in &placed {
+                free[i].sub(pod);
+            }
             let mut left = Resources::new();
             for f in &free {
                 left.add(&at_least_zero(f));
@@ -466,23 +467,6 @@ struct Planned {
     preference: Preference,
 }
 
-/// Places `pods` in order, each on the first of `free` with room for it, taking that room:
-/// where each went (an index of `free`), or how many were placed before `pod` found no room.
-fn first_fit_all<'p>(
-    pods: &[&'p Resources],
-    free: &mut [Resources],
-) -> Result<Vec<(usize, &'p Resources)>, (usize, &'p Resources)> {
-    let mut placed = Vec::with_capacity(pods.len());
-    for pod in pods {
-        let Some(i) = free.iter().position(|f| pod.fits_in(f)) else {
-            return Err((placed.len(), *pod));
-        };
-        free[i].sub(pod);
-        placed.push((i, *pod));
-    }
-    Ok(placed)
-}
-
 /// How much a node suits a reserved member: held by the head before, then how much of the
 /// member's requests it has free (see [`weight`]).
 type Preference = (bool, (i64, i64, i64));
@@ -514,7 +498,6 @@ mod tests {
 
     use super::*;
     use crate::model::Node;
-    use crate::policy::fit::first_fit;
 
     fn requests((cpus, gib): (i64, i64)) -> Resources {
         Resources::from([("cpu", cpus * 1_000), ("memory", gib << 30)])

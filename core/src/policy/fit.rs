@@ -29,11 +29,12 @@ pub fn biggest_first<'a>(pods: impl IntoIterator<Item = &'a Resources>) -> Vec<&
 }
 
 /// Where each pod of `need` goes, in [`biggest_first`] order, on the first node of `free` with
-/// room left for it: `(node, pod)` pairs, `free` unchanged. Or the first pod that finds no node.
+/// room left for it: `(node, pod)` pairs, `free` unchanged. Or how many were placed before the
+/// first pod that finds no node, and that pod.
 pub fn first_fit<'a>(
     free: &[Resources],
     need: impl IntoIterator<Item = &'a Resources>,
-) -> Result<Vec<(usize, &'a Resources)>, &'a Resources> {
+) -> Result<Vec<(usize, &'a Resources)>, (usize, &'a Resources)> {
     let pods = biggest_first(need);
     // What the pods placed so far take, per node they went to.
     let mut taken: FxHashMap<usize, Resources> = FxHashMap::default();
@@ -51,7 +52,7 @@ pub fn first_fit<'a>(
             None => pod.fits_in(&free[*at]),
         });
         let Some(at) = found else {
-            return Err(pod);
+            return Err((out.len(), pod));
         };
         previous = Some((pod, at));
         taken.entry(at).or_default().add(pod);
@@ -91,6 +92,6 @@ mod tests {
     fn a_gang_that_does_not_fit_names_the_first_member_without_a_node() {
         let free = vec![pod(4, 8)];
         let need = [pod(2, 2), pod(2, 2), pod(2, 2)];
-        assert_eq!(first_fit(&free, &need), Err(&need[2]));
+        assert_eq!(first_fit(&free, &need), Err((2, &need[2])));
     }
 }

@@ -539,7 +539,7 @@ impl World {
         if !short.is_empty() {
             return Some(short);
         }
-        let pod = first_fit(&self.nodes, need).err()?;
+        let (_, pod) = first_fit(&self.nodes, need).err()?;
         let scarce: Vec<ResourceId> = pod
             .ids()
             .filter(|&(id, amount)| self.nodes.iter().all(|n| n.amount(id) < amount))
@@ -571,7 +571,7 @@ impl World {
 /// placed.
 #[cfg(test)]
 fn place(nodes: &mut [Resources], need: &[Resources]) -> Result<(), Resources> {
-    for (at, pod) in first_fit(nodes, need).map_err(Resources::clone)? {
+    for (at, pod) in first_fit(nodes, need).map_err(|(_, pod)| pod.clone())? {
         nodes[at].sub(pod);
     }
     Ok(())
