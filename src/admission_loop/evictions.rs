@@ -19,8 +19,11 @@
 //!   gangs are not candidates.
 //! - **Events**: `Reclaimed` on each victim's PodGroup (or lone pod) and `Reclaiming` on the
 //!   starved group's, naming each other's queues (`Preempted` and `Preempting` for priority preemption, naming
-//!   the priorities); the metrics `gangplank_reclaim_evictions_total` and
-//!   `gangplank_preemption_evictions_total` count the requests by victim queue and outcome.
+//!   the priorities); for the elastic yield, `Preempted`/`Preempting` when the elastic members
+//!   are of the starved group's queue and `Reclaimed`/`Reclaiming` when of another, naming the
+//!   members and the group they make room for. The metrics `gangplank_reclaim_evictions_total`
+//!   and `gangplank_preemption_evictions_total` count the requests by victim queue and outcome
+//!   (an elastic yield as preemption inside one queue, as reclaim across queues).
 
 use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;
@@ -49,7 +52,8 @@ pub struct Reclaimer {
     evicting: HashMap<String, Instant>,
     /// Gangs left alone after a refusal, until then.
     refused: HashMap<GroupKey, Instant>,
-    /// Gangs partly evicted: the members still to evict, why, and the victim's queue.
+    /// Gangs partly evicted: the members still to evict, why (as counted: see [`counted`]),
+    /// and the victim's queue.
     unfinished: BTreeMap<GroupKey, (Cause, String, Vec<Victim>)>,
 }
 
@@ -116,8 +120,8 @@ impl Reclaimer {
     }
 
     async fn evict_gang(&mut self, reclaim: &Reclaim, victim: &GangVictim) {
-        let cause = reclaim.cause;
-        let noun = cause.noun();
+        let cause = counted(reclaim.cause, &victim.queue, &reclaim.queue);
+        let noun = reclaim.cause.noun();
         for pod in &victim.pods {
             match self.evict(pod, true).await {
                 EvictionOutcome::Evicted | EvictionOutcome::Gone => {}
@@ -137,57 +141,15 @@ impl Reclaimer {
                 }
             }
         }
-        let what = if victim.lone {
-            "the pod"
-        } else if victim.whole {
-            "the whole gang"
-        } else {
-            "its elastic members beyond minMember"
-        };
-        let subject = victim.subject();
         let names: Vec<&str> = victim.pods.iter().map(|p| p.name.as_str()).collect();
         let starved = reclaim.subject();
-        let this = if reclaim.pod.is_some() {
-            "pod"
-        } else {
-            "group"
-        };
-        tracing::info!(gang = %victim.group, queue = %victim.queue, for_group = %starved, for_queue = %reclaim.queue, pods = ?names, "{noun}: evicting {what}");
+        tracing::info!(gang = %victim.group, queue = %victim.queue, for_group = %starved, for_queue = %reclaim.queue, pods = ?names, "{noun}: evicting {}", victim_what(victim));
         let left = self.evict_all(cause, &victim.queue, &victim.pods).await;
         if !left.is_empty() {
             self.unfinished
                 .insert(victim.group.clone(), (cause, victim.queue.clone(), left));
         }
-        let (victim_reason, victim_note, starved_reason, starved_note) = match cause {
-            Cause::Reclaim => (
-                "Reclaimed",
-                format!(
-                    "evicted {what} ({}) of queue {}, which holds more than its deserved share, to make room for {starved} of queue {}",
-                    names.join(", "),
-                    victim.queue,
-                    reclaim.queue
-                ),
-                "Reclaiming",
-                format!(
-                    "evicting {subject} of queue {} (above its deserved share) to make room for this {this} of queue {} (below its deserved share)",
-                    victim.queue, reclaim.queue
-                ),
-            ),
-            Cause::Preemption => (
-                "Preempted",
-                format!(
-                    "evicted {what} ({}) of priority {} to make room for {starved} of higher priority in the same queue {}",
-                    names.join(", "),
-                    victim.priority,
-                    reclaim.queue
-                ),
-                "Preempting",
-                format!(
-                    "evicting {subject} of priority {} (lower than this {this}'s) in queue {} to make room for this {this}",
-                    victim.priority, reclaim.queue
-                ),
-            ),
-        };
+        let [(victim_reason, victim_note), (starved_reason, starved_note)] = notes(reclaim, victim);
         self.publish(Event {
             regarding: victim_reference(victim),
             warning: true,
@@ -263,9 +225,96 @@ impl Reclaimer {
     }
 }
 
+/// "the pod", "the whole gang" or "its elastic members beyond minMember".
+fn victim_what(victim: &GangVictim) -> &'static str {
+    if victim.lone {
+        "the pod"
+    } else if victim.whole {
+        "the whole gang"
+    } else {
+        "its elastic members beyond minMember"
+    }
+}
+
+/// The reasons and notes of the Events on a victim and on the group it makes room for.
+fn notes(reclaim: &Reclaim, victim: &GangVictim) -> [(&'static str, String); 2] {
+    let what = victim_what(victim);
+    let subject = victim.subject();
+    let names: Vec<&str> = victim.pods.iter().map(|p| p.name.as_str()).collect();
+    let starved = reclaim.subject();
+    let this = if reclaim.pod.is_some() {
+        "pod"
+    } else {
+        "group"
+    };
+    let (victim_reason, victim_note, starved_reason, starved_note) = match reclaim.cause {
+        Cause::Yield => {
+            let (victim_reason, starved_reason) =
+                match counted(reclaim.cause, &victim.queue, &reclaim.queue) {
+                    Cause::Reclaim => ("Reclaimed", "Reclaiming"),
+                    _ => ("Preempted", "Preempting"),
+                };
+            (
+                victim_reason,
+                format!(
+                    "evicted {what} ({}) of queue {}, to make room for {starved} of queue {} to reach its minMember: elastic members yield to any gang's minimum",
+                    names.join(", "),
+                    victim.queue,
+                    reclaim.queue
+                ),
+                starved_reason,
+                format!(
+                    "evicting {subject} beyond its minMember ({}) of queue {} to make room for this {this}'s minMember: elastic members yield to any gang's minimum",
+                    names.join(", "),
+                    victim.queue
+                ),
+            )
+        }
+        Cause::Reclaim => (
+            "Reclaimed",
+            format!(
+                "evicted {what} ({}) of queue {}, which holds more than its deserved share, to make room for {starved} of queue {}",
+                names.join(", "),
+                victim.queue,
+                reclaim.queue
+            ),
+            "Reclaiming",
+            format!(
+                "evicting {subject} of queue {} (above its deserved share) to make room for this {this} of queue {} (below its deserved share)",
+                victim.queue, reclaim.queue
+            ),
+        ),
+        Cause::Preemption => (
+            "Preempted",
+            format!(
+                "evicted {what} ({}) of priority {} to make room for {starved} of higher priority in the same queue {}",
+                names.join(", "),
+                victim.priority,
+                reclaim.queue
+            ),
+            "Preempting",
+            format!(
+                "evicting {subject} of priority {} (lower than this {this}'s) in queue {} to make room for this {this}",
+                victim.priority, reclaim.queue
+            ),
+        ),
+    };
+    [(victim_reason, victim_note), (starved_reason, starved_note)]
+}
+
+/// How an eviction for `cause` of a victim of `victim_queue`, for a group of `for_queue`, is
+/// counted: an elastic yield as preemption inside one queue, as reclaim across queues.
+fn counted(cause: Cause, victim_queue: &str, for_queue: &str) -> Cause {
+    match cause {
+        Cause::Yield if victim_queue == for_queue => Cause::Preemption,
+        Cause::Yield => Cause::Reclaim,
+        other => other,
+    }
+}
+
 fn count(cause: Cause, queue: &str, outcome: &'static str) {
     let name = match cause {
-        Cause::Reclaim => metrics::RECLAIM_EVICTIONS_TOTAL,
+        Cause::Reclaim | Cause::Yield => metrics::RECLAIM_EVICTIONS_TOTAL,
         Cause::Preemption => metrics::PREEMPTION_EVICTIONS_TOTAL,
     };
     ::metrics::counter!(name, "queue" => queue.to_owned(), "outcome" => outcome).increment(1);
@@ -333,5 +382,46 @@ mod tests {
             victims: vec![gang],
         };
         assert_eq!(starved_reference(&starved).kind.as_deref(), Some("Pod"));
+    }
+
+    #[test]
+    fn an_elastic_yield_names_the_members_and_the_group_they_make_room_for() {
+        let extras = GangVictim {
+            group: GroupKey::new("ns", "a"),
+            queue: "q".into(),
+            priority: 10,
+            pods: vec![victim("a-8"), victim("a-9")],
+            whole: false,
+            lone: false,
+        };
+        let for_b = Reclaim {
+            group: GroupKey::new("ns", "b"),
+            pod: None,
+            queue: "q".into(),
+            cause: Cause::Yield,
+            victims: vec![extras.clone()],
+        };
+        let [(on_a, a_note), (on_b, b_note)] = notes(&for_b, &extras);
+        assert_eq!((on_a, on_b), ("Preempted", "Preempting"));
+        assert_eq!(
+            a_note,
+            "evicted its elastic members beyond minMember (a-8, a-9) of queue q, to make room for \
+             gang ns/b of queue q to reach its minMember: elastic members yield to any gang's minimum"
+        );
+        assert_eq!(
+            b_note,
+            "evicting elastic members of gang ns/a beyond its minMember (a-8, a-9) of queue q to \
+             make room for this group's minMember: elastic members yield to any gang's minimum"
+        );
+        // For a group of another queue, they are reclaimed, and counted so.
+        let other = Reclaim {
+            queue: "other".into(),
+            ..for_b
+        };
+        let [(on_a, _), (on_b, b_note)] = notes(&other, &extras);
+        assert_eq!((on_a, on_b), ("Reclaimed", "Reclaiming"));
+        assert!(b_note.contains("of queue q to make room"), "{b_note}");
+        assert_eq!(counted(Cause::Yield, "q", "other"), Cause::Reclaim);
+        assert_eq!(counted(Cause::Yield, "q", "q"), Cause::Preemption);
     }
 }

@@ -705,6 +705,115 @@ async fn a_high_priority_group_preempts_a_lower_priority_gang_of_its_full_queue_
 
 #[tokio::test]
 #[ignore = "needs the local control plane: run e2e/test"]
+async fn an_elastic_gang_holding_its_queues_room_yields_five_members_to_a_gang_of_five_of_the_same_queue()
+ {
+    let cluster = Cluster::connect().await;
+    let queue = create_queue(&cluster.client, "elastic-yield", QueueSpec::default()).await;
+    let ns = cluster.namespace("queues-elastic-yield").await;
+    let pods = ns.api::<Pod>();
+    let evictions = |m: &crate::support::Metrics| {
+        m.sum(
+            "gangplank_preemption_evictions_total",
+            &[("queue", queue.as_str()), ("outcome", "ok")],
+        )
+    };
+    let before = evictions(&cluster.gangplank_metrics().await);
+    // Three of the four 32-CPU nodes taken by pods outside Gangplank: 32 CPUs left.
+    for i in 0..3 {
+        let name = format!("filler-{i}");
+        pods.create(
+            &PostParams::default(),
+            &pod(json!({
+                "apiVersion": "v1", "kind": "Pod", "metadata": {"name": name},
+                "spec": {"containers": [{"name": "main", "image": "busybox",
+                    "resources": {"requests": {"cpu": "32"}}}]}
+            })),
+        )
+        .await
+        .unwrap();
+        running(&pods, &name, 60).await;
+    }
+    // The example in CPUs: gang a (minMember 5, maxMember 10) of 3-CPU members holds
+    // 30 of the 32.
+    let mut elastic = pod_group("a", 5, Some(10));
+    elastic.spec.queue = Some(queue.clone());
+    ns.api::<PodGroup>()
+        .create(&PostParams::default(), &elastic)
+        .await
+        .unwrap();
+    for i in 0..10 {
+        pods.create(
+            &PostParams::default(),
+            &managed_pod(&format!("a-{i}"), Some("a"), 3, json!({})),
+        )
+        .await
+        .unwrap();
+    }
+    eventually("all ten members of a bound", 60, || async {
+        (bound(&pods, "a-").await == 10).then_some(())
+    })
+    .await;
+    let a_before = uids(&pods).await;
+
+    // b, of the same queue and priority, needs five members of 3 CPUs: 15 CPUs, 2 free.
+    let started = tokio::time::Instant::now();
+    create_gang(&ns, &queue, "b", 5, 3, None, None).await;
+    eventually("b's five members bound", 60, || async {
+        (bound(&pods, "b-").await == 5).then_some(())
+    })
+    .await;
+    eprintln!(
+        "b ran {:.1} s after it was created",
+        started.elapsed().as_secs_f64()
+    );
+    holds_for(5, "a keeping its minimum of five running", async || {
+        bound(&pods, "a-").await == 5
+    })
+    .await;
+    let left = uids(&pods).await;
+    let gone = a_before.iter().filter(|uid| !left.contains(uid)).count();
+    assert_eq!(gone, 5, "five of a's elastic members evicted, no more");
+    assert_eq!(
+        evictions(&cluster.gangplank_metrics().await) - before,
+        5.0,
+        "one eviction per elastic member, counted as preemption inside the queue"
+    );
+    let on_a = events_about(&cluster.client, &ns.name, "a").await;
+    let note = on_a.get("Preempted").expect("a Preempted event on a");
+    assert!(
+        note.contains("evicted its elastic members beyond minMember")
+            && note.contains(&format!("gang {}/b", ns.name))
+            && note.contains("elastic members yield to any gang's minimum"),
+        "{note}"
+    );
+    let on_b = events_about(&cluster.client, &ns.name, "b").await;
+    let note = on_b.get("Preempting").expect("a Preempting event on b");
+    assert!(
+        note.contains(&format!("elastic members of gang {}/a", ns.name)),
+        "{note}"
+    );
+
+    // a's owner would make its members again: they wait at the gate, and b keeps running.
+    for i in 10..15 {
+        pods.create(
+            &PostParams::default(),
+            &managed_pod(&format!("a-{i}"), Some("a"), 3, json!({})),
+        )
+        .await
+        .unwrap();
+    }
+    holds_for(
+        5,
+        "b keeping its five, a's new members waiting",
+        async || bound(&pods, "b-").await == 5 && bound(&pods, "a-").await == 5,
+    )
+    .await;
+    ns.delete().await;
+    delete_queue(&cluster.client, &queue).await;
+}
+
+#[tokio::test]
+#[ignore = "needs the local control plane: run e2e/test"]
 async fn a_queue_below_its_share_reclaims_whole_gangs_from_a_borrower_within_a_minute() {
     let cluster = Cluster::connect().await;
     let lender = create_queue(&cluster.client, "reclaim-a", QueueSpec::default()).await;

@@ -158,6 +158,29 @@ impl<'s> Room<'s> {
         Ok(())
     }
 
+    /// Whether every pod of `need` would fit (first fit, as [`Room::place`]) with `extra` added
+    /// to the free room of the node of each name, and, with `held`, the head's reservation
+    /// too. Changes nothing.
+    pub fn fits_with(
+        &self,
+        need: &[&Resources],
+        extra: &rustc_hash::FxHashMap<&str, Resources>,
+        held: bool,
+    ) -> bool {
+        let mut nodes = self.nodes.clone();
+        for (at, name) in self.names.iter().enumerate() {
+            if let Some(more) = extra.get(name) {
+                nodes[at].add(more);
+            }
+        }
+        if held {
+            for (at, h) in &self.held {
+                nodes[*at].add(h);
+            }
+        }
+        first_fit(&nodes, need.iter().copied()).is_ok()
+    }
+
     /// The values of the label `key` on schedulable nodes (only `pinned`, when given), sorted.
     fn domains(&self, key: &str, pinned: Option<&str>) -> Vec<&'s str> {
         let mut domains: Vec<&'s str> = self

@@ -1,7 +1,8 @@
-//! Reclaim and priority preemption after an admission pass: which running gangs to evict so
-//! that groups of queues below their deserved share get the room queues above theirs borrowed,
-//! and groups of higher priority get the room (or their queue's capability) that lower-priority
-//! gangs of their queue hold.
+//! Reclaim, the elastic yield and priority preemption after an admission pass: which running
+//! gangs to evict so that a group waiting for room gets the room elastic members (beyond their
+//! gang's `minMember`) hold, in its own queue or another, groups of queues below their
+//! deserved share get the room queues above theirs borrowed, and groups of higher priority get
+//! the room (or their queue's capability) that lower-priority gangs of their queue hold.
 //!
 //! [`plan`] builds the input of [`policy::reclaim`](crate::policy::reclaim) from the state and
 //! the pass's [`Decision`] (the groups that waited only for room, each queue's allocation and
@@ -16,9 +17,10 @@
 //! are never picked again.
 //!
 //! **Cost.** `plan` runs on every admission pass. In the common case (no queue with a starved
-//! group below its deserved share in what the group needs, and no pod going away) the plan is
-//! known to be empty before the costly part of the input, the nodes' free room and the running
-//! gangs, is built: that check reads only the pass's [`Decision`] and the pods.
+//! group below its deserved share in what the group needs, no running elastic members, and no
+//! pod going away) the plan is known to be empty before the costly part of the input, the
+//! nodes' free room and the running gangs, is built: that check reads only the pass's
+//! [`Decision`] and the pods.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 
@@ -75,14 +77,26 @@ pub enum Cause {
     Reclaim,
     /// They are of the group's queue, and of lower priority.
     Preemption,
+    /// They are elastic members (beyond their gang's `minMember`), of any priority, of the
+    /// group's queue or of another: they yield to any gang's minimum.
+    Yield,
 }
 
 impl Cause {
-    /// The word for logs and status lines.
+    /// The word for logs.
     pub fn noun(self) -> &'static str {
         match self {
             Cause::Reclaim => "reclaim",
             Cause::Preemption => "preemption",
+            Cause::Yield => "elastic yield",
+        }
+    }
+
+    /// What the starved group's status line says it waits for.
+    fn awaited(self) -> &'static str {
+        match self {
+            Cause::Yield => "elastic members to yield",
+            other => other.noun(),
         }
     }
 }
@@ -159,6 +173,7 @@ pub fn plan<'s>(
             }
             ReclaimVerdict::Reclaim(evictions) => (Cause::Reclaim, evictions),
             ReclaimVerdict::Preempt(evictions) => (Cause::Preemption, evictions),
+            ReclaimVerdict::Yield(evictions) => (Cause::Yield, evictions),
         };
         let pod = lone_starved
             .contains(&key)
@@ -207,7 +222,7 @@ impl Plan {
             group.clone(),
             format!(
                 "waiting for {}: evicting {}",
-                cause.noun(),
+                cause.awaited(),
                 describe(cause, &victims)
             ),
         );
@@ -230,6 +245,7 @@ fn describe(cause: Cause, victims: &[GangVictim]) -> String {
             match cause {
                 Cause::Reclaim => format!("{what} (queue {}, above its deserved share)", v.queue),
                 Cause::Preemption => format!("{what} (priority {})", v.priority),
+                Cause::Yield => format!("{what} (queue {})", v.queue),
             }
         })
         .collect::<Vec<_>>()
@@ -395,11 +411,12 @@ fn input<'s>(
 }
 
 /// Whether the plan is bound to be empty, which is the common case: no pod on a node is going
-/// away (so no starved group gets a line for room coming free), no starved group's queue may
-/// reclaim for it ([`policy::may_reclaim`]; with no pod going away, `queues` hold what the
-/// input's will), and no starved group has a higher priority than a running gang of its own
-/// queue (so none may preempt): no verdict evicts anything. Checked before the nodes' free room and the
-/// running gangs are built, which is most of the cost of a plan on a large cluster.
+/// away (so no starved group gets a line for room coming free), no gang runs elastic members
+/// (so none yields), no starved group's queue may reclaim for it ([`policy::may_reclaim`];
+/// with no pod going away, `queues` hold what the input's will), and no starved group has a
+/// higher priority than a running gang of its own queue (so none may preempt): no verdict
+/// evicts anything. Checked before the nodes' free room and the running gangs are built,
+/// which is most of the cost of a plan on a large cluster.
 fn needs_no_plan(
     state: &State,
     decision: &Decision,
@@ -407,6 +424,9 @@ fn needs_no_plan(
     queues: &[policy::ReclaimQueue],
     going: &dyn Fn(&Pod) -> bool,
 ) -> bool {
+    if !decision.elastic.is_empty() {
+        return false;
+    }
     let may_reclaim = decision.short_of_room.iter().any(|w| {
         !w.capped
             && slot
@@ -758,6 +778,168 @@ mod tests {
         let plan = plan_on(&s, &d, &|_| false, &|_| false);
         assert!(plan.reclaims.is_empty());
         assert!(plan.waiting.is_empty());
+    }
+
+    const GPU: &str = "nvidia.com/gpu";
+
+    /// The example: queue `q` on two nodes of 5 GPUs, all ten held by gang `a`
+    /// (minMember 5, maxMember 10, members of one GPU created a second apart, `a-9` the
+    /// newest); gang `b` (minMember 5) of `b_queue` waits with five gated members.
+    fn ten_gpus_held_by_an_elastic_gang(b_queue: &str) -> State {
+        let mut s = State::default();
+        s.apply_queue(Queue::new("q"));
+        if b_queue != "q" {
+            s.apply_queue(Queue::new(b_queue));
+        }
+        for n in ["g1", "g2"] {
+            s.apply_node(node_of(n, Resources::from([(GPU, 5), ("pods", 110)])));
+        }
+        s.apply_pod_group(PodGroup {
+            max_member: Some(10),
+            ..pod_group("a", 5, "q")
+        });
+        for i in 0..10 {
+            s.apply_pod(
+                pod(format!("a-{i}"))
+                    .in_group("a")
+                    .requests(Resources::from([(GPU, 1), ("pods", 1)]))
+                    .created(1 + i)
+                    .running_on(if i < 5 { "g1" } else { "g2" }),
+            );
+        }
+        s.apply_pod_group(pod_group("b", 5, b_queue));
+        for i in 0..5 {
+            s.apply_pod(
+                pod(format!("b-{i}"))
+                    .in_group("b")
+                    .requests(Resources::from([(GPU, 1), ("pods", 1)]))
+                    .created(20)
+                    .gated(),
+            );
+        }
+        s
+    }
+
+    #[test]
+    fn an_elastic_gang_holding_all_ten_gpus_yields_its_five_newest_members_to_a_gang_of_five_of_its_queue()
+     {
+        let s = ten_gpus_held_by_an_elastic_gang("q");
+        let d = decide_now(&s);
+        assert!(d.admit.is_empty());
+        let plan = plan_on(&s, &d, &|_| false, &|_| false);
+        assert_eq!(
+            victims(&plan),
+            vec![(
+                "a".into(),
+                ["a-5", "a-6", "a-7", "a-8", "a-9"]
+                    .map(String::from)
+                    .to_vec()
+            )]
+        );
+        let reclaim = &plan.reclaims[0];
+        assert_eq!(reclaim.group, GroupKey::new("ns", "b"));
+        assert_eq!(reclaim.cause, Cause::Yield);
+        assert!(!reclaim.victims[0].whole);
+        assert_eq!(reclaim.victims[0].subject(), "elastic members of gang ns/a");
+        assert_eq!(
+            plan.waiting[&GroupKey::new("ns", "b")],
+            "waiting for elastic members to yield: evicting elastic members of gang ns/a (queue q)"
+        );
+    }
+
+    #[test]
+    fn an_elastic_gang_yields_its_members_to_a_gang_of_another_queue_that_reclaim_would_not_serve()
+    {
+        let mut s = ten_gpus_held_by_an_elastic_gang("other");
+        // q weighs 3, other 1: other deserves 2.5 GPUs, and b asks for 5.
+        s.apply_queue(Queue {
+            weight: 3,
+            ..Queue::new("q")
+        });
+        let plan = plan_on(&s, &decide_now(&s), &|_| false, &|_| false);
+        assert_eq!(plan.reclaims[0].cause, Cause::Yield);
+        assert_eq!(plan.reclaims[0].victims[0].pods.len(), 5);
+        assert_eq!(plan.reclaims[0].victims[0].queue, "q");
+    }
+
+    #[test]
+    fn the_replacements_of_yielded_members_wait_and_the_gang_they_yielded_to_gets_the_room() {
+        let mut s = ten_gpus_held_by_an_elastic_gang("q");
+        // a's members are of higher priority than b: the yield ignores it, and so must the
+        // pass, or a's replacements would take the room first.
+        for i in 0..10 {
+            let p = s.pods()[&format!("a-{i}")].as_ref().clone();
+            s.apply_pod(Pod { priority: 10, ..p });
+        }
+        let yielded = ["a-5", "a-6", "a-7", "a-8", "a-9"];
+        let plan = plan_on(&s, &decide_now(&s), &|_| false, &|_| false);
+        assert_eq!(victims(&plan)[0].1, yielded.map(String::from).to_vec());
+        // Evicted: they go away, and a's owner makes five replacements, gated.
+        for uid in yielded {
+            let p = s.pods()[uid].as_ref().clone();
+            s.apply_pod(Pod {
+                deleting: true,
+                ..p
+            });
+        }
+        for i in 10..15 {
+            s.apply_pod(
+                pod(format!("a-{i}"))
+                    .in_group("a")
+                    .requests(Resources::from([(GPU, 1), ("pods", 1)]))
+                    .priority(10)
+                    .created(30)
+                    .gated(),
+            );
+        }
+        let d = decide_now(&s);
+        assert!(d.admit.is_empty(), "{:?}", d.admit);
+        let plan = plan_on(&s, &d, &|_| false, &|_| false);
+        assert!(plan.reclaims.is_empty(), "nothing more to evict: {plan:?}");
+        // Three of them gone, two still going: b does not fit yet, and the replacements take
+        // none of the three free GPUs.
+        for uid in &yielded[..3] {
+            s.delete_pod(uid);
+        }
+        let d = decide_now(&s);
+        assert!(d.admit.is_empty(), "{:?}", d.admit);
+        let a = d
+            .waiting
+            .iter()
+            .find(|w| &*w.group.name == "a")
+            .expect("a's replacements wait");
+        assert!(
+            a.why
+                .to_string()
+                .contains("wait while gang ns/b waits for room for its minMember"),
+            "{}",
+            a.why
+        );
+        assert!(plan_on(&s, &d, &|_| false, &|_| false).reclaims.is_empty());
+        // All gone: b is admitted, and the replacements still wait.
+        for uid in &yielded[3..] {
+            s.delete_pod(uid);
+        }
+        let d = decide_now(&s);
+        let admitted: Vec<_> = d.admit.iter().map(|a| a.group.clone()).collect();
+        assert_eq!(admitted, vec![Some(GroupKey::new("ns", "b"))]);
+        assert_eq!(d.admit[0].pods.len(), 5);
+        // And with b running, a gang at its minimum and its replacements waiting, nothing more
+        // is evicted.
+        let mut s = s.clone();
+        for i in 0..5 {
+            let p = s.pods()[&format!("b-{i}")].as_ref().clone();
+            s.apply_pod(
+                Pod {
+                    scheduling_gates: vec![],
+                    ..p
+                }
+                .running_on("g2"),
+            );
+        }
+        let d = decide_now(&s);
+        assert!(d.admit.is_empty());
+        assert!(plan_on(&s, &d, &|_| false, &|_| false).reclaims.is_empty());
     }
 
     mod agreement {

@@ -129,6 +129,12 @@ pub enum Why {
         share: DominantShare,
         room: Box<Why>,
     },
+    /// Elastic members (beyond `minMember` of a gang that has quorum) wait while `group`, a
+    /// gang of any queue, waits for room that elastic members hold: they yield to any gang's
+    /// minimum, so the room their evictions free goes to `group`.
+    ElasticYields {
+        group: GroupKey,
+    },
     /// Its queue holds at least its deserved share while a group of `starved`, a queue below
     /// its share, waits for room: the room reclaim frees goes to that one.
     Yields {
@@ -162,7 +168,10 @@ impl Why {
             Why::QueueClosed { .. } => Reason::QueueClosed,
             Why::Capability { .. } => Reason::CapabilityReached,
             Why::NoDomain { never: true, .. } => Reason::NoDomainFits,
-            Why::Room { .. } | Why::NoNode { .. } | Why::NoDomain { .. } => Reason::DoesNotFit,
+            Why::Room { .. }
+            | Why::NoNode { .. }
+            | Why::NoDomain { .. }
+            | Why::ElasticYields { .. } => Reason::DoesNotFit,
             Why::OverShare { .. } | Why::Yields { .. } => Reason::QueueOverShare,
             Why::Behind { .. } => Reason::BehindReservation,
             Why::Reserved { overdue: None, .. } => Reason::Reserved,
@@ -276,6 +285,10 @@ impl fmt::Display for Why {
             Why::OverShare { queue, share, room } => write!(
                 f,
                 "queue {queue} holds {share} (at or above its fair share, so queues below theirs go first); {room}"
+            ),
+            Why::ElasticYields { group } => write!(
+                f,
+                "its elastic members beyond minMember wait while gang {group} waits for room for its minMember: elastic members yield to any gang's minimum"
             ),
             Why::Yields {
                 queue,

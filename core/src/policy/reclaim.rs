@@ -1,7 +1,9 @@
-//! Reclaim: which running gangs to evict so that a queue below its deserved share gets it, or
-//! so that a group of higher priority runs before its queue's lower-priority gangs ([`plan`]).
-//! A pure function of an [`Input`] built by `crate::admit::reclaim`; whole gangs only, never a
-//! queue below its share or guarantee, only what the group needs and never for nothing. The
+//! Reclaim: which running gangs to evict so that a group waiting for room gets it ([`plan`]):
+//! first elastic members (beyond a gang's `minMember`) of any queue, which yield to any gang's
+//! minimum; then whole gangs of queues above their deserved share, for a queue below its share;
+//! then whole gangs of lower priority of the group's own queue. A pure function of an [`Input`]
+//! built by `crate::admit::reclaim`; never a gang below its `minMember`, never a queue below
+//! its share (reclaim) or guarantee, only what the group needs and never for nothing. The
 //! rules, why reclaim happens at admission rather than in the preempt verb, and the search's
 //! cost are in `docs/decisions/reclaim.md`.
 
@@ -92,6 +94,9 @@ pub struct Eviction<K> {
 pub enum ReclaimVerdict<K> {
     /// It fits once the pods already being evicted are gone: nothing more to evict.
     Fits,
+    /// Evict these elastic members (beyond `minMember`, at most one entry per gang, of any
+    /// queue: its own, or another reclaimable one kept at its guarantee), then it fits.
+    Yield(Vec<Eviction<K>>),
     /// Evict these (at most one entry per gang, of queues above their deserved share), then
     /// it fits.
     Reclaim(Vec<Eviction<K>>),
@@ -117,7 +122,7 @@ pub fn plan<K: Clone + Ord + Debug>(input: &Input<K>) -> Vec<(K, ReclaimVerdict<
         free: Resources::new(),
         unused: Vec::new(),
         unused_total: Resources::new(),
-        searched: vec![[false; 2]; input.queues.len()],
+        searched: vec![[false; 3]; input.queues.len()],
     };
     for node in &world.nodes {
         world.free.add(&node.positive());
@@ -174,7 +179,7 @@ struct World {
     unused: Vec<Resources>,
     unused_total: Resources,
     /// Per queue and [`Rule`]: one of its groups already searched for victims in this plan.
-    searched: Vec<[bool; 2]>,
+    searched: Vec<[bool; 3]>,
 }
 
 /// Whose gangs a starved group may take room from.
@@ -184,6 +189,9 @@ enum Rule {
     Reclaim,
     /// Priority preemption: its own queue's gangs of lower priority.
     Preempt,
+    /// Elastic members of any gang: its own queue's, or (unless it waits for its queue's
+    /// capability, which other queues' room does not change) another reclaimable queue's.
+    Yield,
 }
 
 /// A candidate victim: some members of one gang.
@@ -208,6 +216,16 @@ fn serve<K: Clone + Ord + Debug>(
         }
         Some(short) => short,
     };
+    // Elastic members yield to any gang's minimum, before anything else is considered.
+    let extras = |g: &Gang<K>| g.members.len() > g.min_member as usize;
+    let elastic = if input.gangs.iter().any(extras) {
+        match search(input, order, world, s, &short, Rule::Yield) {
+            Ok(evictions) => return ReclaimVerdict::Yield(evictions),
+            Err(why) => Some(why),
+        }
+    } else {
+        None
+    };
     let mine = &input.queues[q];
     let after = world.allocated[q].plus(&s.requests);
     let reclaim = match short
@@ -225,9 +243,10 @@ fn serve<K: Clone + Ord + Debug>(
         )),
         None => search(input, order, world, s, &short, Rule::Reclaim),
     };
-    let why = match reclaim {
-        Ok(evictions) => return ReclaimVerdict::Reclaim(evictions),
-        Err(why) => why,
+    let why = match (reclaim, elastic) {
+        (Ok(evictions), _) => return ReclaimVerdict::Reclaim(evictions),
+        (Err(why), None) => why,
+        (Err(why), Some(elastic)) => format!("{elastic}; {why}"),
     };
     let lower = |g: &Gang<K>| g.queue == q && g.priority < s.priority;
     if !input.gangs.iter().any(lower) {
@@ -254,6 +273,7 @@ fn search<K: Clone + Ord + Debug>(
     let what = match rule {
         Rule::Reclaim => "reclaim",
         Rule::Preempt => "preemption",
+        Rule::Yield => "elastic yield",
     };
     if world.searched[q][rule as usize] {
         return Err(format!(
@@ -270,6 +290,9 @@ fn search<K: Clone + Ord + Debug>(
             Rule::Preempt => {
                 "evicting every gang of lower priority in its queue would still not make room for it"
             }
+            Rule::Yield => {
+                "evicting every elastic member that may yield would still not make room for it"
+            }
         }
         .to_owned())
     };
@@ -279,7 +302,7 @@ fn search<K: Clone + Ord + Debug>(
     // them back (cheaper than a copy of the world).
     let mut all: Vec<&Take> = Vec::new();
     for c in &candidates {
-        if world.may_take(input, c, short, rule) {
+        if world.may_take(input, c, s, short, rule) {
             world.take(input, c, true);
             all.push(c);
         }
@@ -295,7 +318,7 @@ fn search<K: Clone + Ord + Debug>(
     let mut taken: Vec<Take> = Vec::new();
     let mut fits = false;
     for c in candidates {
-        if !trial.may_take(input, &c, short, rule) {
+        if !trial.may_take(input, &c, s, short, rule) {
             continue;
         }
         trial.take(input, &c, true);
@@ -361,7 +384,8 @@ fn search<K: Clone + Ord + Debug>(
 /// Candidates in the order of the module docs: extras of every gang, then whole gangs, of
 /// the gangs `rule` allows: for reclaim, those of reclaimable queues other than `s`'s that hold
 /// more than they deserve of a short resource; for preemption, those of `s`'s queue of lower
-/// priority than `s`.
+/// priority than `s`; for the elastic yield, the extras alone of `s`'s queue and, unless `s`
+/// waits for its queue's capability, of every reclaimable queue.
 fn candidates<K>(
     input: &Input<K>,
     order: &[usize],
@@ -381,6 +405,7 @@ fn candidates<K>(
                     .any(|&id| world.held[v].amount(id) > queue.deserved.amount(id))
         }
         Rule::Preempt => gang.queue == q && gang.priority < s.priority,
+        Rule::Yield => gang.queue == q || (!s.capped && input.queues[gang.queue].reclaimable),
     };
     let mut extras = Vec::new();
     let mut wholes = Vec::new();
@@ -394,6 +419,9 @@ fn candidates<K>(
         }
         if left.len() == gang.min_member as usize {
             // No elastic extras: the gang goes whole or not at all.
+            if rule == Rule::Yield {
+                continue;
+            }
             wholes.push(Take {
                 gang: g,
                 members: left,
@@ -413,11 +441,13 @@ fn candidates<K>(
                 whole: false,
             });
         }
-        wholes.push(Take {
-            gang: g,
-            members: left,
-            whole: true,
-        });
+        if rule != Rule::Yield {
+            wholes.push(Take {
+                gang: g,
+                members: left,
+                whole: true,
+            });
+        }
     }
     extras.extend(wholes);
     extras
@@ -435,17 +465,25 @@ impl World {
         out
     }
 
-    /// Whether taking `t` frees some short resource and, for reclaim, keeps its queue at or
-    /// above its guarantee in every resource and its deserved share in every short resource
-    /// it frees (preemption moves room inside one queue: its share does not change).
-    fn may_take<K>(&self, input: &Input<K>, t: &Take, short: &[ResourceId], rule: Rule) -> bool {
+    /// Whether taking `t` (for starved group `s`) frees some short resource and, for reclaim,
+    /// keeps its queue at or above its guarantee in every resource and its deserved share in
+    /// every short resource it frees (preemption moves room inside one queue: its share does
+    /// not change); for the elastic yield, another queue's at or above its guarantee.
+    fn may_take<K>(
+        &self,
+        input: &Input<K>,
+        t: &Take,
+        s: &Starved<K>,
+        short: &[ResourceId],
+        rule: Rule,
+    ) -> bool {
         let v = input.gangs[t.gang].queue;
         let queue = &input.queues[v];
         let freed = self.freed(input, t);
         if !short.iter().any(|&id| freed.amount(id) > 0) {
             return false;
         }
-        if rule == Rule::Preempt {
+        if rule == Rule::Preempt || (rule == Rule::Yield && v == s.queue) {
             return true;
         }
         let after = self.held[v].minus(&freed);
@@ -453,6 +491,9 @@ impl World {
             .guarantee
             .ids()
             .all(|(id, floor)| freed.amount(id) <= 0 || after.amount(id) >= floor);
+        if rule == Rule::Yield {
+            return above_guarantee;
+        }
         let above_deserved = short
             .iter()
             .filter(|&&id| freed.amount(id) > 0)
@@ -662,6 +703,190 @@ mod tests {
         }
     }
 
+    fn yielded(verdict: &ReclaimVerdict<String>) -> Vec<(String, Vec<String>, bool)> {
+        match verdict {
+            ReclaimVerdict::Yield(e) => e
+                .iter()
+                .map(|e| (e.gang.clone(), e.pods.clone(), e.whole))
+                .collect(),
+            other => panic!("no elastic yield: {other:?}"),
+        }
+    }
+
+    fn gpus(n: i64) -> Resources {
+        Resources::from([("nvidia.com/gpu", n), ("pods", 1)])
+    }
+
+    /// The example: one queue, two nodes of 5 GPUs, gang `a` (minMember 5, ten
+    /// members of one GPU, created one second apart) holds all ten; `b` needs five.
+    fn ten_gpus_held_by_an_elastic_gang() -> Input<String> {
+        let members = (0..10)
+            .map(|i| Member {
+                uid: format!("a-{i}"),
+                node: i / 5,
+                requests: gpus(1),
+                created: 10 + i as i64,
+            })
+            .collect();
+        let mut queue = queue("q", 0, 0);
+        queue.allocated = Resources::from([("nvidia.com/gpu", 10), ("pods", 10)]);
+        queue.deserved = queue.allocated.clone();
+        Input {
+            queues: vec![queue],
+            nodes: vec![Resources::from([("nvidia.com/gpu", 0), ("pods", 100)]); 2],
+            in_flight: Resources::new(),
+            gangs: vec![Gang {
+                key: "a".into(),
+                queue: 0,
+                min_member: 5,
+                priority: 0,
+                created: 10,
+                members,
+            }],
+            starved: vec![Starved {
+                key: "b".into(),
+                queue: 0,
+                need: vec![gpus(1); 5],
+                requests: Resources::from([("nvidia.com/gpu", 5), ("pods", 5)]),
+                priority: 0,
+                capped: false,
+            }],
+        }
+    }
+
+    #[test]
+    fn an_elastic_gang_yields_its_five_newest_extras_to_a_gang_of_its_own_queue_that_needs_five() {
+        let out = plan(&ten_gpus_held_by_an_elastic_gang());
+        assert_eq!(
+            yielded(&out[0].1),
+            vec![(
+                "a".into(),
+                ["a-5", "a-6", "a-7", "a-8", "a-9"]
+                    .map(String::from)
+                    .to_vec(),
+                false
+            )],
+            "the newest five go, the gang keeps its minimum of five"
+        );
+    }
+
+    #[test]
+    fn an_elastic_gang_yields_only_as_many_extras_as_the_waiting_gang_needs() {
+        let mut input = ten_gpus_held_by_an_elastic_gang();
+        input.starved[0].need = vec![gpus(1); 2];
+        input.starved[0].requests = Resources::from([("nvidia.com/gpu", 2), ("pods", 2)]);
+        assert_eq!(
+            yielded(&plan(&input)[0].1),
+            vec![("a".into(), vec!["a-8".into(), "a-9".into()], false)]
+        );
+    }
+
+    #[test]
+    fn an_elastic_gang_yields_its_extras_to_a_gang_of_another_queue_even_at_its_deserved_share() {
+        let mut input = ten_gpus_held_by_an_elastic_gang();
+        // b's queue deserves nothing: reclaim would not take a GPU for it.
+        input.queues.push(queue("other", 0, 0));
+        input.starved[0].queue = 1;
+        let out = plan(&input);
+        assert_eq!(yielded(&out[0].1)[0].1.len(), 5);
+        // A queue's guarantee still holds against other queues: guaranteed 8 GPUs, a keeps 8,
+        // and two extras do not make room for five.
+        input.queues[0].guarantee = Resources::from([("nvidia.com/gpu", 8)]);
+        let out = plan(&input);
+        assert!(
+            matches!(&out[0].1, ReclaimVerdict::No(why) if why.contains("every elastic member that may yield")),
+            "{out:?}"
+        );
+        // So does a queue that is not reclaimable.
+        input.queues[0].guarantee = Resources::new();
+        input.queues[0].reclaimable = false;
+        assert!(matches!(plan(&input)[0].1, ReclaimVerdict::No(_)));
+        // Its own queue's gangs yield whatever the queue says about others.
+        input.starved[0].queue = 0;
+        assert_eq!(yielded(&plan(&input)[0].1)[0].1.len(), 5);
+    }
+
+    #[test]
+    fn no_extra_is_evicted_for_a_gang_that_would_still_not_fit() {
+        let mut input = ten_gpus_held_by_an_elastic_gang();
+        // One member of 6 GPUs: no node of 5 GPUs holds it, however many extras go.
+        input.starved[0].need = vec![gpus(6)];
+        input.starved[0].requests = Resources::from([("nvidia.com/gpu", 6), ("pods", 1)]);
+        let out = plan(&input);
+        assert!(matches!(out[0].1, ReclaimVerdict::No(_)), "{out:?}");
+        // Nor for six members of one GPU: five extras free five GPUs.
+        input.starved[0].need = vec![gpus(1); 6];
+        input.starved[0].requests = Resources::from([("nvidia.com/gpu", 6), ("pods", 6)]);
+        let out = plan(&input);
+        assert!(matches!(out[0].1, ReclaimVerdict::No(_)), "{out:?}");
+    }
+
+    #[test]
+    fn the_elastic_yield_never_takes_a_gang_below_its_minimum() {
+        let mut input = ten_gpus_held_by_an_elastic_gang();
+        // a: 7 of minMember 5 hold node 0 and two GPUs of node 1; `rigid` (minMember 3) the rest.
+        input.gangs[0].members.truncate(7);
+        input.gangs.push(Gang {
+            key: "rigid".into(),
+            queue: 0,
+            min_member: 3,
+            priority: 0,
+            created: 0,
+            members: (0..3)
+                .map(|i| Member {
+                    uid: format!("rigid-{i}"),
+                    node: 1,
+                    requests: gpus(1),
+                    created: 0,
+                })
+                .collect(),
+        });
+        let out = plan(&input);
+        assert!(
+            matches!(&out[0].1, ReclaimVerdict::No(why) if why.contains("every elastic member that may yield")),
+            "two extras do not make room for five, and no minimum is touched: {out:?}"
+        );
+    }
+
+    #[test]
+    fn elastic_extras_yield_before_any_whole_gang_of_lower_priority_is_preempted() {
+        let mut input = ten_gpus_held_by_an_elastic_gang();
+        // `a`, of priority 9, holds node 0 and one extra on node 1 (a-5); `low`, of priority
+        // 0, three GPUs of node 1, which has one free. `b`, of priority 5, needs two.
+        input.gangs[0].priority = 9;
+        input.gangs[0].members.truncate(6);
+        input.gangs.push(Gang {
+            key: "low".into(),
+            queue: 0,
+            min_member: 3,
+            priority: 0,
+            created: 0,
+            members: (0..3)
+                .map(|i| Member {
+                    uid: format!("low-{i}"),
+                    node: 1,
+                    requests: gpus(1),
+                    created: 0,
+                })
+                .collect(),
+        });
+        input.nodes[1] = Resources::from([("nvidia.com/gpu", 1), ("pods", 100)]);
+        input.starved[0].priority = 5;
+        input.starved[0].need = vec![gpus(1); 2];
+        input.starved[0].requests = Resources::from([("nvidia.com/gpu", 2), ("pods", 2)]);
+        assert_eq!(
+            yielded(&plan(&input)[0].1),
+            vec![("a".into(), vec!["a-5".into()], false)],
+            "a's extra, though of higher priority than b, goes before the whole lower-priority gang"
+        );
+        // Without that extra, the lower-priority gang is preempted whole.
+        input.gangs[0].members.truncate(5);
+        input.nodes[1] = Resources::from([("nvidia.com/gpu", 2), ("pods", 100)]);
+        input.starved[0].need = vec![gpus(1); 3];
+        input.starved[0].requests = Resources::from([("nvidia.com/gpu", 3), ("pods", 3)]);
+        assert_eq!(preempted(&plan(&input)[0].1)[0].0, "low");
+    }
+
     /// Two nodes of 8 CPUs full of queue `a`'s gangs, which is at its deserved share (16 CPUs);
     /// queue `b` holds nothing and deserves nothing.
     fn full_queue(gangs: Vec<Gang<String>>) -> Input<String> {
@@ -810,7 +1035,7 @@ mod tests {
         let out = plan(&input);
         // The two youngest extras of `elastic` free 4 CPUs on node 1; the gang keeps minMember.
         assert_eq!(
-            evicted(&out[0].1),
+            yielded(&out[0].1),
             vec![(
                 "elastic".into(),
                 vec!["elastic-2".into(), "elastic-3".into()],
@@ -1039,15 +1264,15 @@ mod tests {
             input
         }
 
-        /// The evictions of reclaim verdicts, or with `preemption` of every verdict.
-        fn evictions(
-            out: &[(usize, ReclaimVerdict<usize>)],
-            preemption: bool,
-        ) -> Vec<&Eviction<usize>> {
+        /// The evictions of reclaim verdicts, or with `every` of every verdict (priority
+        /// preemption and the elastic yield too).
+        fn evictions(out: &[(usize, ReclaimVerdict<usize>)], every: bool) -> Vec<&Eviction<usize>> {
             out.iter()
                 .flat_map(|(_, v)| match v {
                     ReclaimVerdict::Reclaim(e) => e.iter().collect(),
-                    ReclaimVerdict::Preempt(e) if preemption => e.iter().collect(),
+                    ReclaimVerdict::Preempt(e) | ReclaimVerdict::Yield(e) if every => {
+                        e.iter().collect()
+                    }
                     _ => vec![],
                 })
                 .collect()
@@ -1107,7 +1332,9 @@ mod tests {
                     match verdict {
                         ReclaimVerdict::No(_) => continue,
                         ReclaimVerdict::Fits => {}
-                        ReclaimVerdict::Reclaim(taken) | ReclaimVerdict::Preempt(taken) => {
+                        ReclaimVerdict::Reclaim(taken)
+                        | ReclaimVerdict::Preempt(taken)
+                        | ReclaimVerdict::Yield(taken) => {
                             for e in taken {
                                 if matches!(verdict, ReclaimVerdict::Reclaim(_)) {
                                     pairs.push((e.queue, starved.queue));
@@ -1143,6 +1370,40 @@ mod tests {
             }
 
             #[test]
+            fn the_elastic_yield_takes_only_extras_and_keeps_other_queues_at_their_guarantee(s in scenario()) {
+                let input = build(s);
+                let out = plan(&input);
+                // Per queue: what other queues' groups took from it, by any rule.
+                let mut taken_by_others: Vec<Resources> = vec![Resources::new(); input.queues.len()];
+                for ((_, verdict), starved) in out.iter().zip(&input.starved) {
+                    let (ReclaimVerdict::Yield(taken) | ReclaimVerdict::Reclaim(taken)) = verdict else { continue };
+                    for e in taken {
+                        let gang = input.gangs.iter().find(|g| g.key == e.gang).unwrap();
+                        if matches!(verdict, ReclaimVerdict::Yield(_)) {
+                            prop_assert!(!e.whole, "the yield took gang {} whole", gang.key);
+                            prop_assert!(gang.members.len() - e.pods.len() >= gang.min_member as usize);
+                            if gang.queue != starved.queue {
+                                prop_assert!(input.queues[gang.queue].reclaimable);
+                            }
+                        }
+                        if gang.queue == starved.queue {
+                            continue;
+                        }
+                        for m in gang.members.iter().filter(|m| e.pods.contains(&m.uid)) {
+                            taken_by_others[gang.queue].add(&m.requests);
+                        }
+                    }
+                }
+                for (v, queue) in input.queues.iter().enumerate() {
+                    if taken_by_others[v].get("cpu") > 0 {
+                        let after = queue.allocated.minus(&taken_by_others[v]);
+                        prop_assert!(after.get("cpu") >= queue.guarantee.get("cpu"),
+                            "queue {v} taken below its guarantee");
+                    }
+                }
+            }
+
+            #[test]
             fn reclaim_is_deterministic_and_ignores_the_order_of_gangs(s in scenario()) {
                 let input = build(s);
                 let mut reversed = input.clone();
@@ -1158,7 +1419,8 @@ mod tests {
                 // What `crate::admit::reclaim` checks before building the input.
                 let lowest = input.gangs.iter().map(|g| g.priority).min().unwrap_or(i32::MAX);
                 let may_preempt = input.starved.iter().any(|g| g.priority > lowest);
-                if !may && !may_preempt {
+                let elastic = input.gangs.iter().any(|g| g.members.len() > g.min_member as usize);
+                if !may && !may_preempt && !elastic {
                     let out = plan(&input);
                     prop_assert!(out.iter().all(|(_, v)| matches!(v, ReclaimVerdict::Fits | ReclaimVerdict::No(_))), "{:?}", out);
                 }
@@ -1169,7 +1431,7 @@ mod tests {
                 let input = build(s);
                 let out = plan(&input);
                 // Only the first starved group sees the input's world unchanged.
-                let Some((_, ReclaimVerdict::Reclaim(evictions))) = out.first() else { return Ok(()) };
+                let Some((_, ReclaimVerdict::Reclaim(evictions) | ReclaimVerdict::Yield(evictions))) = out.first() else { return Ok(()) };
                 let first = &input.starved[0];
                 for skip in 0..evictions.len() {
                     let mut nodes = input.nodes.clone();
@@ -1206,7 +1468,7 @@ mod tests {
                 let out = plan(&input);
                 let mut gone: BTreeMap<usize, usize> = BTreeMap::new();
                 for ((_, verdict), starved) in out.iter().zip(&input.starved) {
-                    let (ReclaimVerdict::Preempt(taken) | ReclaimVerdict::Reclaim(taken)) = verdict else { continue };
+                    let (ReclaimVerdict::Preempt(taken) | ReclaimVerdict::Reclaim(taken) | ReclaimVerdict::Yield(taken)) = verdict else { continue };
                     prop_assert!(!taken.is_empty());
                     for e in taken {
                         *gone.entry(e.gang).or_default() += e.pods.len();

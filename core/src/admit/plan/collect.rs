@@ -1,6 +1,7 @@
 //! Phase 1 of the pass: the waiting groups (and pods of a queue in no group) as
-//! [`Candidate`]s, with what blocks any of them outright, and what every queue's groups hold
-//! (placed members, and released ones up to what their gang lacks for quorum).
+//! [`Candidate`]s, with what blocks any of them outright, what every queue's groups hold
+//! (placed members, and released ones up to what their gang lacks for quorum), and what
+//! running gangs' elastic members hold, node by node.
 
 use std::collections::BTreeMap;
 
@@ -95,6 +96,10 @@ pub(super) struct Book<'s> {
     pub(super) namespace_allocated: FxHashMap<&'s str, BTreeMap<String, Resources>>,
     /// Released members not yet placed (counted against free room, not any node).
     pub(super) in_flight: Resources,
+    /// What elastic members hold: per gang with a PodGroup and more members bound than
+    /// `minMember`, the newest of them beyond it, by node name, and their sum.
+    pub(super) elastic_on: FxHashMap<&'s str, Resources>,
+    pub(super) elastic: Resources,
 }
 
 pub(super) fn collect<'s>(state: &'s State, groups: &Groups<'s>) -> Book<'s> {
@@ -112,6 +117,9 @@ pub(super) fn collect<'s>(state: &'s State, groups: &Groups<'s>) -> Book<'s> {
             members,
             g.min_member,
         );
+        if g.spec.is_some() {
+            elastic(&mut book, members, g.min_member);
+        }
         let Some(mut candidate) = candidate(g.queue, g.namespace, g.name, members, g.min_member)
         else {
             continue;
@@ -209,6 +217,31 @@ fn hold<'s>(
             .entry(namespace.to_owned())
             .or_default()
             .add(&held);
+    }
+}
+
+/// Adds what the elastic members of a gang of `members` hold to `book` (see [`Book::elastic`]):
+/// those bound beyond `min_member`, newest first, as reclaim's elastic yield takes them.
+fn elastic<'s>(book: &mut Book<'s>, members: &[Seen<'s>], min_member: u32) {
+    let mut bound: Vec<&'s Member> = members
+        .iter()
+        .filter(|m| m.placed && m.member.pod.node_name.is_some())
+        .map(|m| m.member)
+        .collect();
+    let Some(extras) = bound.len().checked_sub(min_member as usize) else {
+        return;
+    };
+    if extras == 0 {
+        return;
+    }
+    bound.sort_unstable_by(|a, b| {
+        (std::cmp::Reverse(a.created), &a.pod.uid).cmp(&(std::cmp::Reverse(b.created), &b.pod.uid))
+    });
+    for m in &bound[..extras] {
+        if let Some(node) = m.pod.node_name.as_deref() {
+            book.elastic_on.entry(node).or_default().add(&m.requests);
+            book.elastic.add(&m.requests);
+        }
     }
 }
 

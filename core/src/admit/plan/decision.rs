@@ -126,11 +126,15 @@ pub struct Decision {
     /// The head's reservation, if a group heads the line.
     pub hold: Option<Hold>,
     /// The groups of `waiting` that passed every check but free room, or but their queue's
-    /// capability (`RoomWait::capped`), in the pass's order: what reclaim and priority
+    /// capability (`RoomWait::capped`), in the pass's order, short of members for quorum
+    /// (not a gang's elastic members alone): what the elastic yield, reclaim and priority
     /// preemption (`crate::admit::reclaim`) may make room for.
     pub short_of_room: Vec<RoomWait>,
     /// Released members not yet placed (counted against the free room, not any node).
     pub in_flight: Resources,
+    /// What the elastic members of running gangs (bound members beyond `minMember`, the
+    /// newest) hold at the start of the pass: room that yields to any gang's minimum.
+    pub elastic: Resources,
     /// Groups admitted into the head's reservation by their expected runtime.
     pub lent: Vec<GroupKey>,
     /// Room for admissions on arrival, when every group left waiting lacks only members

@@ -1,9 +1,11 @@
 //! The order in which the [`Pass`] tries the waiting groups: those that cannot be considered
 //! (blocked, queue missing or closed) wait at once; groups past their `maxWaitSeconds` go
 //! first, the most overdue first; then weighted DRF across queues
-//! ([`crate::policy::queue_order`]), each queue starting from what it holds after the overdue.
+//! ([`crate::policy::queue_order`]), each queue starting from what it holds after the overdue;
+//! last, the gated elastic members of gangs that have quorum, in weighted DRF again from what
+//! each queue holds then: they are the lowest priority in the cluster.
 
-use super::collect::{Book, Key, seconds};
+use super::collect::{Book, Candidate, Key, seconds};
 use super::pass::Pass;
 use super::share::Shares;
 use crate::admit::why::Why;
@@ -31,6 +33,8 @@ pub(super) fn order<'s>(pass: &mut Pass<'s>, book: &Book<'s>, shares: &Shares) -
     };
     // Per candidate: whether the pass considers it (its queue exists and is open).
     let mut open = vec![false; candidates.len()];
+    // Elastic members alone: tried after every other group, never as overdue.
+    let elastic = |c: &Candidate| c.group.is_some() && c.missing == 0;
     // `(deadline, key, waited, maxWait)` of the overdue ones.
     let mut overdue: Vec<(i64, Key, i64, i64)> = Vec::new();
     for (i, c) in candidates.iter().enumerate() {
@@ -50,6 +54,7 @@ pub(super) fn order<'s>(pass: &mut Pass<'s>, book: &Book<'s>, shares: &Shares) -
         }
         let max_wait = c.max_wait.or(queue.max_wait.map(seconds));
         if let Some(max_wait) = max_wait
+            && !elastic(c)
             && c.created > 0
             && pass.now - c.created > max_wait
         {
@@ -74,10 +79,32 @@ pub(super) fn order<'s>(pass: &mut Pass<'s>, book: &Book<'s>, shares: &Shares) -
         }
     }
 
-    // Then weighted DRF, each queue starting from what it holds after the overdue ones.
+    // Then weighted DRF, each queue starting from what it holds after the overdue ones; then
+    // the elastic members the same way.
+    for last in [false, true] {
+        let chosen: Vec<bool> = candidates
+            .iter()
+            .zip(&open)
+            .map(|(c, &open)| open && elastic(c) == last)
+            .collect();
+        drf(pass, book, shares, &chosen, &mut wait);
+    }
+    waits
+}
+
+/// Tries the candidates `chosen` in weighted DRF order, each queue starting from what it holds
+/// now; `wait` records those left waiting.
+fn drf<'s>(
+    pass: &mut Pass<'s>,
+    book: &Book<'s>,
+    shares: &Shares,
+    chosen: &[bool],
+    wait: &mut dyn FnMut(usize, Why),
+) {
+    let candidates = &book.candidates;
     let mut snapshots: Vec<Option<QueueSnapshot<Key>>> = vec![None; pass.queues.len()];
     for (i, c) in candidates.iter().enumerate() {
-        if !open[i] {
+        if !chosen[i] {
             continue;
         }
         let queue = pass.queues[c.slot];
@@ -120,5 +147,4 @@ pub(super) fn order<'s>(pass: &mut Pass<'s>, book: &Book<'s>, shares: &Shares) -
             wait(i, why);
         }
     }
-    waits
 }

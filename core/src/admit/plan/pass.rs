@@ -1,6 +1,11 @@
 //! Phase 3's running state: one [`Pass`] tries each group, in the order [`super::order`] picks,
 //! against its queue's (and its parents') capability, fair share and the free room, reserving
 //! room for the head of the line and lending it to groups that end before the head could start.
+//!
+//! Elastic members (beyond `minMember` of a gang that has quorum) are tried after every group
+//! short of its quorum, and get no room while a gang waits for room that the running elastic
+//! members hold (`Pass::yielding`): reclaim's elastic yield evicts those for it, and their
+//! owner's replacements must not take the room they free.
 
 use std::sync::Arc;
 
@@ -59,6 +64,15 @@ pub(super) struct Pass<'s> {
     /// Per admitted candidate of extra members only (its gang has quorum): how many of its
     /// gated members, in order, fit and are released.
     pub(super) extras: FxHashMap<usize, usize>,
+    /// The first gang left waiting for room that would fit if the running elastic members were
+    /// gone (by the sum, then node by node): while there is one, no elastic member is released.
+    pub(super) yielding: Option<GroupKey>,
+    /// Per queue slot: one of its gangs was checked for [`Pass::yielding`] (one per queue, as
+    /// reclaim searches victims for one group of a queue per pass).
+    yield_checked: Vec<bool>,
+    /// What running elastic members hold, by node name, and in all ([`super::collect::Book`]).
+    elastic_on: FxHashMap<&'s str, Resources>,
+    elastic: Resources,
 }
 
 impl<'s> Pass<'s> {
@@ -75,6 +89,7 @@ impl<'s> Pass<'s> {
             .map(|r| r.allocated.clone())
             .collect();
         let ancestors = ancestry(&by_slot);
+        let by_slot_len = by_slot.len();
         let guarantees = fair_share::fitted_guarantees(
             &by_slot.iter().map(|q| &q.guarantee).collect::<Vec<_>>(),
             &ancestors,
@@ -116,6 +131,10 @@ impl<'s> Pass<'s> {
             starved: None,
             reclaimable,
             extras: FxHashMap::default(),
+            yielding: None,
+            yield_checked: vec![false; by_slot_len],
+            elastic_on: book.elastic_on.clone(),
+            elastic: book.elastic.clone(),
         }
     }
 
@@ -153,13 +172,42 @@ impl<'s> Pass<'s> {
                 starved: self.names[starved].clone(),
             });
         }
+        let elastic_only = c.missing == 0 && c.group.is_some();
+        if elastic_only && let Some(group) = &self.yielding {
+            return Err(Why::ElasticYields {
+                group: group.clone(),
+            });
+        }
         // Whether reclaim could make room for it, judged on the room before this candidate
         // takes any of it for a reservation.
         let reclaim_helps = share.is_some_and(|share| share < FAIR)
             && self.starved.is_none()
             && c.needed()
                 .fits_in(&self.room.available_to(slot).plus(&self.reclaimable));
+        // Whether the elastic members' room could: checked as reclaim_helps, and then node by
+        // node once it is refused.
+        let elastic_helps = !elastic_only
+            && self.yielding.is_none()
+            && !self.yield_checked[slot]
+            && !self.elastic.is_empty()
+            && c.needed()
+                .fits_in(&self.room.available_to(slot).plus(&self.elastic));
         let refusal = self.place(i, c, slot, share, overdue);
+        if elastic_helps
+            && let Err(why) = &refusal
+            && why.reason().short_of_room()
+        {
+            self.yield_checked[slot] = true;
+            let head = self
+                .head
+                .is_some_and(|(head, _)| c.group.is_some_and(|g| g == head));
+            if self
+                .room
+                .fits_with(&c.need().collect::<Vec<_>>(), &self.elastic_on, head)
+            {
+                self.yielding = Some(c.group_key());
+            }
+        }
         if reclaim_helps
             && refusal
                 .as_ref()

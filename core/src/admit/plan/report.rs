@@ -69,7 +69,7 @@ pub(super) fn report(pass: Pass, book: Book, shares: Shares, waits: Waits) -> De
         let c = &candidates[i];
         let reason = whys[i].as_ref().map(Why::reason);
         let capped = reason == Some(Reason::CapabilityReached);
-        let listed = capped || reason.is_some_and(Reason::short_of_room);
+        let listed = c.missing > 0 && (capped || reason.is_some_and(Reason::short_of_room));
         if listed {
             decision.short_of_room.push(RoomWait {
                 group: c.group_key(),
@@ -83,6 +83,7 @@ pub(super) fn report(pass: Pass, book: Book, shares: Shares, waits: Waits) -> De
         }
     }
     decision.in_flight = book.in_flight.clone();
+    decision.elastic = book.elastic.clone();
     decision.lent = pass
         .lent
         .iter()

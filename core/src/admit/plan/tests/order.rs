@@ -497,3 +497,66 @@ fn with_namespace_fair_share_the_namespace_holding_less_of_the_queue_goes_first(
         "namespace a already holds half the queue"
     );
 }
+
+#[test]
+fn elastic_members_are_tried_after_every_gang_short_of_quorum_whatever_their_priority() {
+    let mut s = cluster();
+    s.apply_pod_group(pod_group("wide", 1, "q"));
+    running(&mut s, "wide-0", Some("wide"), "n1", 4_000, NOW - 100);
+    let p = s.pods()["wide-0"].as_ref().clone();
+    s.apply_pod(p.priority(10));
+    s.apply_pod(
+        pod("wide-1")
+            .in_group("wide")
+            .in_queue("q")
+            .cpu(4_000)
+            .priority(10)
+            .gated()
+            .created(NOW - 50),
+    );
+    gang(&mut s, "g", "q", 1, 4_000, NOW - 10);
+    let d = decide_at(&s, &|_| false, NOW);
+    assert_eq!(
+        admitted(&d),
+        vec!["g"],
+        "the elastic member of priority 10 yields to g's minimum"
+    );
+    assert_eq!(reason(&d, "wide"), Reason::DoesNotFit);
+    assert!(
+        d.short_of_room.is_empty(),
+        "no gang needs room for its quorum: {:?}",
+        d.short_of_room
+    );
+}
+
+#[test]
+fn elastic_members_wait_while_a_gang_waits_for_the_room_running_elastic_members_hold() {
+    let mut s = cluster();
+    // wide (minMember 1) runs two members of 3 CPUs: one of them elastic; 2 CPUs are free.
+    s.apply_pod_group(pod_group("wide", 1, "q"));
+    running(&mut s, "wide-0", Some("wide"), "n1", 3_000, NOW - 100);
+    running(&mut s, "wide-1", Some("wide"), "n1", 3_000, NOW - 90);
+    s.apply_pod(
+        pod("wide-2")
+            .in_group("wide")
+            .in_queue("q")
+            .cpu(2_000)
+            .gated()
+            .created(NOW - 50),
+    );
+    // g needs 5 CPUs: the 2 free and the 3 of wide's elastic member.
+    gang(&mut s, "g", "q", 1, 5_000, NOW - 10);
+    let d = decide_at(&s, &|_| false, NOW);
+    assert!(d.admit.is_empty(), "{:?}", d.admit);
+    assert_eq!(
+        why(&d, "wide"),
+        "its elastic members beyond minMember wait while gang ns/g waits for room for its minMember: elastic members yield to any gang's minimum"
+    );
+    assert_eq!(d.elastic.get("cpu"), 3_000);
+    // Needing 9 CPUs, g would not fit even then (nor hold a reservation): wide's member takes
+    // the free room.
+    let mut s = s.clone();
+    gang(&mut s, "g", "q", 1, 9_000, NOW - 10);
+    let d = decide_at(&s, &|_| false, NOW);
+    assert_eq!(admitted(&d), vec!["wide"]);
+}
