@@ -109,8 +109,15 @@ pub fn pod(pod: &core::Pod) -> Result<Pod, Error> {
     let controller = (min_member.is_some() && workload.is_none())
         .then(|| controller_of(meta))
         .flatten();
+    let stand_in_for = pod_labels
+        .filter(|l| l.get(labels::STAND_IN_LABEL).is_some_and(|v| v == "true"))
+        .and_then(|_| pod_annotations?.get(labels::STAND_IN_FOR_ANNOTATION))
+        .and_then(|v| v.split_once('/'))
+        .filter(|(ns, name)| !ns.is_empty() && !name.is_empty())
+        .map(|(ns, name)| GroupKey::new(ns, name));
     Ok(Pod {
         uid,
+        stand_in_for,
         namespace,
         name,
         node_name: pod.spec.as_ref().and_then(|s| s.node_name.clone()),
