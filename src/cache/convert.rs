@@ -718,6 +718,32 @@ mod tests {
     }
 
     #[test]
+    fn a_stand_in_names_its_gang_only_with_both_its_label_and_its_annotation() {
+        let of = |labels: serde_json::Value, annotations: serde_json::Value| {
+            let k8s: core::Pod = serde_json::from_value(serde_json::json!({
+                "metadata": {"name": "s", "namespace": "gangplank-system", "uid": "u",
+                    "labels": labels, "annotations": annotations},
+            }))
+            .unwrap();
+            pod(&k8s).unwrap().stand_in_for
+        };
+        let label = serde_json::json!({(labels::STAND_IN_LABEL): "true"});
+        let annotation = serde_json::json!({(labels::STAND_IN_FOR_ANNOTATION): "team-a/train"});
+        assert_eq!(
+            of(label.clone(), annotation.clone()),
+            Some(GroupKey::new("team-a", "train"))
+        );
+        assert_eq!(of(serde_json::json!({}), annotation), None);
+        assert_eq!(
+            of(
+                label,
+                serde_json::json!({(labels::STAND_IN_FOR_ANNOTATION): "no-slash"})
+            ),
+            None
+        );
+    }
+
+    #[test]
     fn a_bad_quantity_names_the_object_and_the_resource() {
         let k8s: core::Node = serde_json::from_value(serde_json::json!({
             "metadata": {"name": "n1"},

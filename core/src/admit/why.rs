@@ -166,6 +166,8 @@ pub enum Why {
     /// made `waited` seconds ago; growth is given up after `timeout` seconds.
     Growing {
         asked: usize,
+        /// What the stand-ins ask for, in all.
+        requests: Resources,
         placed: usize,
         waited: i64,
         timeout: i64,
@@ -355,13 +357,14 @@ impl fmt::Display for Why {
             }
             Why::Growing {
                 asked,
+                requests,
                 placed,
                 waited,
                 timeout,
                 room,
             } => write!(
                 f,
-                "waiting for the cluster to grow: {placed} of {asked} stand-in pods sized like its members are on nodes ({waited}s since the first was made; growth is given up after {timeout}s); {room}"
+                "waiting for the cluster to grow: {asked} stand-in pods sized like its members ask the node autoscaler for {requests} in all, {placed} of them on nodes ({waited}s since the first was made; growth is given up after {timeout}s); {room}"
             ),
             Why::GrowthQueued {
                 behind: Some(behind),

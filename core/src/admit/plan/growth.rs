@@ -81,7 +81,9 @@ impl<'s> Pass<'s> {
             .unwrap_or(self.now);
         let waited = self.now.saturating_sub(since);
         let placed = stand_ins.map_or(0, |s| s.values().filter(|p| p.node_name.is_some()).count());
-        if stand_ins.is_some() && placed < c.missing && waited >= growth.timeout_secs {
+        // Placed stand-ins lend the gang their room, so a gang still here after the timeout
+        // lacks some (or they were placed where it cannot use them): give up either way.
+        if stand_ins.is_some() && waited >= growth.timeout_secs {
             self.growing.timed_out.push(group.clone());
             return Some(Why::GrowthFailed {
                 ago: 0,
@@ -119,6 +121,7 @@ impl<'s> Pass<'s> {
         self.hold_quota(slot, &c.requests);
         Some(Why::Growing {
             asked: c.missing,
+            requests: c.needed(),
             placed,
             waited,
             timeout: growth.timeout_secs,
