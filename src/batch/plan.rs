@@ -70,6 +70,8 @@ pub struct Decision {
     pub delete_job: bool,
     /// Look again after this many seconds (a pending timeout or a TTL), if nothing changes.
     pub recheck_after: Option<u64>,
+    /// A task with its own `maxRetry` restarted (a task or a pod of it): one more of its retries.
+    task_retried: Option<String>,
 }
 
 /// An event a policy may handle, with the task it happened in.
@@ -79,6 +81,9 @@ struct Happened<'p> {
     task: &'p str,
     pod: Option<&'p PodView>,
 }
+
+/// The reason of a job aborted because `spec.suspend` is true.
+pub const SUSPENDED: &str = "Suspended";
 
 /// Every event name a policy may name.
 pub const EVENTS: [&str; 7] = [
@@ -134,6 +139,7 @@ pub fn decide(job: &BatchJob, group: Option<&GroupView>, pods: &[PodView], now: 
         min_available: spec.gang_size(),
         version: old.version,
         retry_count: old.retry_count,
+        task_retry_count: old.task_retry_count.clone(),
         running_since: old.running_since.clone(),
         controlled_resources: old.controlled_resources.clone(),
         conditions: old.conditions.clone(),
@@ -157,7 +163,31 @@ pub fn decide(job: &BatchJob, group: Option<&GroupView>, pods: &[PodView], now: 
         spec.tasks.iter().map(|t| t.name.as_str()),
     );
     let phase = old.state.phase;
+    let mut resumed = false;
     let next = match phase {
+        JobPhase::Aborted if old.state.reason == SUSPENDED && !spec.suspend.unwrap_or(false) => {
+            resumed = true;
+            Next::to(
+                JobPhase::Pending,
+                "Resumed",
+                "resumed (spec.suspend is false): its gang is made again and waits for admission",
+            )
+        }
+        JobPhase::Pending | JobPhase::Running | JobPhase::Restarting
+            if spec.suspend.unwrap_or(false) =>
+        {
+            out.delete.extend(
+                current
+                    .iter()
+                    .filter(|p| !p.deleting)
+                    .map(|p| p.name.clone()),
+            );
+            Next::to(
+                JobPhase::Aborting,
+                SUSPENDED,
+                "suspended (spec.suspend): its pods are deleted and its room given back; set spec.suspend to false to resume",
+            )
+        }
         JobPhase::Completed | JobPhase::Failed | JobPhase::Terminated | JobPhase::Aborted => {
             if let Some(ttl) = spec.ttl_seconds_after_finished {
                 let finished = old
@@ -234,8 +264,16 @@ pub fn decide(job: &BatchJob, group: Option<&GroupView>, pods: &[PodView], now: 
         status.retry_count = status.retry_count.saturating_add(1);
         status.running_since = None;
     }
+    if resumed {
+        status.version = status.version.saturating_add(1);
+        status.running_since = None;
+    }
     if next.retried {
         status.retry_count = status.retry_count.saturating_add(1);
+    }
+    if let Some(task) = out.task_retried.take() {
+        let n = status.task_retry_count.entry(task).or_default();
+        *n = n.saturating_add(1);
     }
     status.state.phase = next.phase;
     status.state.reason = next.reason;
@@ -280,7 +318,29 @@ fn active(
                 );
             }
             action @ ("RestartTask" | "RestartPod") => {
-                if retries >= spec.max_retries() {
+                // A task with its own maxRetry counts its own restarts; the others, the job's.
+                let task_limit = spec
+                    .tasks
+                    .iter()
+                    .find(|t| t.name == happened.task)
+                    .and_then(|t| t.max_retry);
+                if let Some(limit) = task_limit {
+                    let done = counts
+                        .task_retry_count
+                        .get(happened.task)
+                        .copied()
+                        .unwrap_or(0);
+                    if done >= limit {
+                        return Next::to(
+                            JobPhase::Failed,
+                            "MaxRetryExceeded",
+                            format!(
+                                "{why}; {action} asked for, but task {} already restarted {done} times (its maxRetry {limit})",
+                                happened.task
+                            ),
+                        );
+                    }
+                } else if retries >= spec.max_retries() {
                     return over(action);
                 }
                 let doomed: Vec<String> = current
@@ -294,6 +354,9 @@ fn active(
                     .collect();
                 let retried = !doomed.is_empty();
                 out.delete.extend(doomed);
+                if retried && task_limit.is_some() {
+                    out.task_retried = Some(happened.task.to_owned());
+                }
                 let what = if action == "RestartTask" {
                     format!("restarting task {}", happened.task)
                 } else {
@@ -816,6 +879,97 @@ mod tests {
             "{}",
             d.status.state.message
         );
+    }
+
+    #[test]
+    fn a_task_with_its_own_max_retry_counts_its_own_restarts_and_fails_the_job_past_them() {
+        // The job allows 2 restarts; the worker task 1 of its own, the master the job's.
+        let mut j = job(
+            &[("master", 1), ("worker", 2)],
+            vec![policy("PodFailed", "RestartPod")],
+        );
+        j.spec.tasks[1].max_retry = Some(1);
+        let j = in_phase(j, JobPhase::Running);
+        let pods = [
+            pod("master", 0, "Running"),
+            pod("worker", 0, "Failed"),
+            pod("worker", 1, "Running"),
+        ];
+        let d = decide(&j, Some(&ADMITTED), &pods, NOW);
+        assert_eq!(d.status.state.phase, JobPhase::Running);
+        assert_eq!(d.delete, vec!["train-worker-0"]);
+        assert_eq!(d.status.task_retry_count.get("worker"), Some(&1));
+        assert_eq!(d.status.retry_count, 1);
+
+        // The remade worker fails again: the task's one restart is spent, the job's are not.
+        let mut j = j;
+        j.status = Some(d.status.clone());
+        let d = decide(&j, Some(&ADMITTED), &pods, NOW);
+        assert_eq!(d.status.state.phase, JobPhase::Failed);
+        assert_eq!(d.status.state.reason, "MaxRetryExceeded");
+        assert!(
+            d.status
+                .state
+                .message
+                .contains("task worker already restarted 1 times (its maxRetry 1)"),
+            "{}",
+            d.status.state.message
+        );
+
+        // The master, without a maxRetry of its own, is restarted while the job has retries.
+        let pods = [
+            pod("master", 0, "Failed"),
+            pod("worker", 0, "Running"),
+            pod("worker", 1, "Running"),
+        ];
+        let d = decide(&j, Some(&ADMITTED), &pods, NOW);
+        assert_eq!(d.status.state.phase, JobPhase::Running);
+        assert_eq!(d.delete, vec!["train-master-0"]);
+        assert_eq!(d.status.retry_count, 2);
+        assert_eq!(d.status.task_retry_count.get("worker"), Some(&1));
+    }
+
+    #[test]
+    fn a_suspended_job_deletes_its_pods_and_a_resumed_one_waits_for_admission_again() {
+        let mut j = in_phase(
+            job(&[("master", 1), ("worker", 2)], vec![]),
+            JobPhase::Running,
+        );
+        j.spec.suspend = Some(true);
+        let pods = [
+            pod("master", 0, "Running"),
+            pod("worker", 0, "Running"),
+            pod("worker", 1, "Running"),
+        ];
+        let d = decide(&j, Some(&ADMITTED), &pods, NOW);
+        assert_eq!(d.status.state.phase, JobPhase::Aborting);
+        assert_eq!(d.status.state.reason, SUSPENDED);
+        assert_eq!(d.delete.len(), 3);
+
+        j.status = Some(d.status.clone());
+        let d = decide(&j, Some(&ADMITTED), &[], NOW);
+        assert_eq!(d.status.state.phase, JobPhase::Aborted);
+        assert_eq!(d.status.state.reason, SUSPENDED);
+        j.status = Some(d.status.clone());
+        let d = decide(&j, Some(&ADMITTED), &[], NOW);
+        assert_eq!(d.status.state.phase, JobPhase::Aborted, "still suspended");
+        assert!(d.create.is_empty());
+
+        j.spec.suspend = Some(false);
+        let d = decide(&j, Some(&ADMITTED), &[], NOW);
+        assert_eq!(d.status.state.phase, JobPhase::Pending);
+        assert_eq!(d.status.state.reason, "Resumed");
+        assert_eq!(
+            d.status.version, 1,
+            "the pods made again are of a new version"
+        );
+        assert_eq!(d.status.retry_count, 0, "a resume is no retry");
+
+        // A job aborted by a policy stays aborted whatever spec.suspend says.
+        let mut aborted = in_phase(job(&[("worker", 1)], vec![]), JobPhase::Aborted);
+        aborted.status.as_mut().unwrap().state.reason = "AbortJob".into();
+        let d = decide(&aborted, Some(&ADMITTED), &[], NOW);
+        assert_eq!(d.status.state.phase, JobPhase::Aborted);
     }
 
     #[test]

@@ -12,7 +12,7 @@
 //! `PodPending`), the plugins Gangplank has, durations it can read, volumes with an absolute
 //! mount path, and the queue (the spec's, else the namespace's) existing and Open.
 //!
-//! On UPDATE: the spec is fixed once created, apart from `maxRetry` (still at most
+//! On UPDATE: the spec is fixed once created, apart from `suspend`, `maxRetry` (still at most
 //! [`limits::MAX_RETRIES`]) and `ttlSecondsAfterFinished` (a running gang's size and pods are what admission reserved room
 //! for): delete the Job and create it again.
 
@@ -41,12 +41,13 @@ pub fn validate(w: &Webhooks, request: &AdmissionRequest<BatchJob>) -> Result<Ve
         let fixed = |spec: &BatchJobSpec| BatchJobSpec {
             max_retry: None,
             ttl_seconds_after_finished: None,
+            suspend: None,
             ..spec.clone()
         };
         if fixed(&old.spec) != fixed(&job.spec) {
             return Err(Denial::invalid(
                 "spec",
-                "a Job's spec cannot change once created, apart from maxRetry and ttlSecondsAfterFinished; delete the Job and create it again",
+                "a Job's spec cannot change once created, apart from suspend, maxRetry and ttlSecondsAfterFinished; delete the Job and create it again",
             ));
         }
         let mut errors = FieldErrors::new();
