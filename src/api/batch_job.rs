@@ -108,6 +108,12 @@ pub struct BatchJobSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub priority_class_name: Option<String>,
 
+    /// Jobs of the same namespace this job starts after: it makes no PodGroup and no pod until
+    /// every one of them (`iteration: all`, the default) or one (`any`) has Completed, and
+    /// fails (reason `DependencyFailed`) once that can no longer happen. At most 100 names.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub depends_on: Option<DependsOn>,
+
     /// `true` suspends the job: its pods are deleted (phase `Aborted`, reason `Suspended`), so it
     /// holds no room; `false` (or absent) again resumes it: its gang is made again and waits
     /// for admission like a new one. The one field besides `maxRetry` and
@@ -161,15 +167,17 @@ pub struct TaskSpec {
     pub depends_on: Option<DependsOn>,
 }
 
-/// Tasks a task waits for.
+/// Tasks a task waits for (in a task), or Jobs a Job waits for (in a Job's spec).
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 #[schemars(transform = kubernetes_style)]
 pub struct DependsOn {
-    /// Names of the tasks waited for.
+    /// Names of the tasks (or Jobs) waited for.
     #[serde(default)]
+    #[schemars(length(max = 100))]
     pub name: Vec<String>,
-    /// `all` (every task named is running; the default) or `any` (one of them is).
+    /// `all` (every task named is running, or every Job named has completed; the default) or
+    /// `any` (one of them).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub iteration: Option<String>,
 }
@@ -348,6 +356,7 @@ impl BatchJobSpec {
             plugins: BTreeMap::new(),
             running_estimate: None,
             queue: None,
+            depends_on: None,
             suspend: None,
             max_retry: None,
             ttl_seconds_after_finished: None,

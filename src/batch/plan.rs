@@ -131,8 +131,99 @@ impl Next {
     }
 }
 
+/// Where the Jobs a job depends on (`spec.dependsOn`) leave it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum After {
+    /// It depends on none, or they completed as it asks: it may start.
+    Ready,
+    /// Not yet: why.
+    Waiting(String),
+    /// They can no longer complete as it asks: why.
+    Failed(String),
+}
+
+/// Where the Jobs `job` depends on leave it, `phase_of` giving each one's phase (`None`: no
+/// such Job in its namespace).
+pub fn after(job: &BatchJob, phase_of: impl Fn(&str) -> Option<JobPhase>) -> After {
+    let Some(depends) = job.spec.depends_on.as_ref().filter(|d| !d.name.is_empty()) else {
+        return After::Ready;
+    };
+    let any = depends.iteration.as_deref() == Some("any");
+    let (mut done, mut failed, mut waiting) = (Vec::new(), Vec::new(), Vec::new());
+    for name in &depends.name {
+        match phase_of(name) {
+            Some(JobPhase::Completed) => done.push(name.as_str()),
+            Some(phase) if phase.is_finished() => {
+                failed.push(format!("{name} ({})", phase.as_str()))
+            }
+            Some(phase) => waiting.push(format!("{name} ({})", phase.as_str())),
+            None => waiting.push(format!("{name} (not created yet)")),
+        }
+    }
+    let enough = if any {
+        !done.is_empty()
+    } else {
+        done.len() == depends.name.len()
+    };
+    let hopeless = if any {
+        failed.len() == depends.name.len()
+    } else {
+        !failed.is_empty()
+    };
+    if enough {
+        After::Ready
+    } else if hopeless {
+        After::Failed(format!(
+            "jobs it depends on ended without completing: {}",
+            failed.join(", ")
+        ))
+    } else {
+        let how = if any { "one of" } else { "every one of" };
+        After::Waiting(format!(
+            "starts once {how} the jobs it depends on has completed; waiting for {}",
+            waiting.join(", ")
+        ))
+    }
+}
+
+/// Where a job that has not started yet stands while the Jobs it depends on are not
+/// [`After::Ready`]: waiting (looked at again soon) or failed; `None` once they are ready.
+fn held_back(after: &After, out: &mut Decision) -> Option<Next> {
+    match after {
+        After::Ready => None,
+        After::Waiting(why) => {
+            out.create_group = false;
+            out.recheck_after = Some(DEPENDENCY_RECHECK_SECONDS);
+            Some(Next::to(
+                JobPhase::Pending,
+                "WaitingForDependencies",
+                why.clone(),
+            ))
+        }
+        After::Failed(why) => {
+            out.create_group = false;
+            Some(Next::to(JobPhase::Failed, "DependencyFailed", why.clone()))
+        }
+    }
+}
+
+/// How often a job waiting for the jobs it depends on looks again.
+pub const DEPENDENCY_RECHECK_SECONDS: u64 = 5;
+
 /// Decides what to do for `job` at `now` (Unix seconds); see the module docs.
 pub fn decide(job: &BatchJob, group: Option<&GroupView>, pods: &[PodView], now: i64) -> Decision {
+    decide_after(job, &After::Ready, group, pods, now)
+}
+
+/// [`decide`], for a job the Jobs it depends on leave at `after`: until it first starts, it
+/// makes no PodGroup and no pod unless they are [`After::Ready`].
+pub fn decide_after(
+    job: &BatchJob,
+    after: &After,
+    group: Option<&GroupView>,
+    pods: &[PodView],
+    now: i64,
+) -> Decision {
     let spec = &job.spec;
     let old = job.status.clone().unwrap_or_default();
     let mut status = BatchJobStatus {
@@ -164,90 +255,101 @@ pub fn decide(job: &BatchJob, group: Option<&GroupView>, pods: &[PodView], now: 
     );
     let phase = old.state.phase;
     let mut resumed = false;
-    let next = match phase {
-        JobPhase::Aborted if old.state.reason == SUSPENDED && !spec.suspend.unwrap_or(false) => {
-            resumed = true;
-            Next::to(
-                JobPhase::Pending,
-                "Resumed",
-                "resumed (spec.suspend is false): its gang is made again and waits for admission",
-            )
-        }
-        JobPhase::Pending | JobPhase::Running | JobPhase::Restarting
-            if spec.suspend.unwrap_or(false) =>
-        {
-            out.delete.extend(
-                current
-                    .iter()
-                    .filter(|p| !p.deleting)
-                    .map(|p| p.name.clone()),
-            );
-            Next::to(
-                JobPhase::Aborting,
-                SUSPENDED,
-                "suspended (spec.suspend): its pods are deleted and its room given back; set spec.suspend to false to resume",
-            )
-        }
-        JobPhase::Completed | JobPhase::Failed | JobPhase::Terminated | JobPhase::Aborted => {
-            if let Some(ttl) = spec.ttl_seconds_after_finished {
-                let finished = old
-                    .state
-                    .last_transition_time
-                    .as_ref()
-                    .map_or(now, |t| t.0.as_second());
-                let due = finished + i64::from(ttl);
-                if now >= due {
-                    out.delete_job = true;
-                } else {
-                    out.recheck_after = Some((due - now).unsigned_abs());
-                }
-            }
-            Next::stay(&old.state)
-        }
-        JobPhase::Restarting => {
-            out.delete.extend(
-                current
-                    .iter()
-                    .filter(|p| !p.deleting)
-                    .map(|p| p.name.clone()),
-            );
-            if pods.is_empty() {
+    let held = if phase == JobPhase::Pending && group.is_none() && pods.is_empty() {
+        held_back(after, &mut out)
+    } else {
+        None
+    };
+    let next = if let Some(next) = held {
+        next
+    } else {
+        match phase {
+            JobPhase::Aborted
+                if old.state.reason == SUSPENDED && !spec.suspend.unwrap_or(false) =>
+            {
+                resumed = true;
                 Next::to(
                     JobPhase::Pending,
-                    "Restarted",
-                    format!(
-                        "restarted ({} of maxRetry {}); waiting for admission",
-                        old.retry_count,
-                        spec.max_retries()
-                    ),
+                    "Resumed",
+                    "resumed (spec.suspend is false): its gang is made again and waits for admission",
                 )
-            } else {
+            }
+            JobPhase::Pending | JobPhase::Running | JobPhase::Restarting
+                if spec.suspend.unwrap_or(false) =>
+            {
+                out.delete.extend(
+                    current
+                        .iter()
+                        .filter(|p| !p.deleting)
+                        .map(|p| p.name.clone()),
+                );
+                Next::to(
+                    JobPhase::Aborting,
+                    SUSPENDED,
+                    "suspended (spec.suspend): its pods are deleted and its room given back; set spec.suspend to false to resume",
+                )
+            }
+            JobPhase::Completed | JobPhase::Failed | JobPhase::Terminated | JobPhase::Aborted => {
+                if let Some(ttl) = spec.ttl_seconds_after_finished {
+                    let finished = old
+                        .state
+                        .last_transition_time
+                        .as_ref()
+                        .map_or(now, |t| t.0.as_second());
+                    let due = finished + i64::from(ttl);
+                    if now >= due {
+                        out.delete_job = true;
+                    } else {
+                        out.recheck_after = Some((due - now).unsigned_abs());
+                    }
+                }
                 Next::stay(&old.state)
             }
-        }
-        JobPhase::Aborting | JobPhase::Terminating | JobPhase::Completing => {
-            let live: Vec<&&PodView> = current.iter().filter(|p| p.live()).collect();
-            out.delete
-                .extend(live.iter().filter(|p| !p.deleting).map(|p| p.name.clone()));
-            if live.is_empty() {
-                let done = match phase {
-                    JobPhase::Aborting => JobPhase::Aborted,
-                    JobPhase::Terminating => JobPhase::Terminated,
-                    _ => JobPhase::Completed,
-                };
-                Next::to(done, &old.state.reason, old.state.message.clone())
-            } else {
-                Next::stay(&old.state)
+            JobPhase::Restarting => {
+                out.delete.extend(
+                    current
+                        .iter()
+                        .filter(|p| !p.deleting)
+                        .map(|p| p.name.clone()),
+                );
+                if pods.is_empty() {
+                    Next::to(
+                        JobPhase::Pending,
+                        "Restarted",
+                        format!(
+                            "restarted ({} of maxRetry {}); waiting for admission",
+                            old.retry_count,
+                            spec.max_retries()
+                        ),
+                    )
+                } else {
+                    Next::stay(&old.state)
+                }
             }
-        }
-        JobPhase::Pending | JobPhase::Running => match spec.beyond_limits() {
-            // Never admitted: fail it before it makes a PodGroup or a pod.
-            Some(why) if group.is_none() => {
-                out.create_group = false;
-                Next::to(JobPhase::Failed, "TooLarge", why)
+            JobPhase::Aborting | JobPhase::Terminating | JobPhase::Completing => {
+                let live: Vec<&&PodView> = current.iter().filter(|p| p.live()).collect();
+                out.delete
+                    .extend(live.iter().filter(|p| !p.deleting).map(|p| p.name.clone()));
+                if live.is_empty() {
+                    let done = match phase {
+                        JobPhase::Aborting => JobPhase::Aborted,
+                        JobPhase::Terminating => JobPhase::Terminated,
+                        _ => JobPhase::Completed,
+                    };
+                    Next::to(done, &old.state.reason, old.state.message.clone())
+                } else {
+                    Next::stay(&old.state)
+                }
             }
-            _ => active(job, group, &current, &status, now, &mut out),
-        },
+            JobPhase::Pending | JobPhase::Running => match spec.beyond_limits() {
+                // Never admitted: fail it before it makes a PodGroup or a pod.
+                Some(why) if group.is_none() => {
+                    out.create_group = false;
+                    Next::to(JobPhase::Failed, "TooLarge", why)
+                }
+                _ => active(job, group, &current, &status, now, &mut out),
+            },
+        }
     };
     if next.phase != phase || status.state.last_transition_time.is_none() {
         status.state.last_transition_time = Some(time(now));
@@ -970,6 +1072,84 @@ mod tests {
         aborted.status.as_mut().unwrap().state.reason = "AbortJob".into();
         let d = decide(&aborted, Some(&ADMITTED), &[], NOW);
         assert_eq!(d.status.state.phase, JobPhase::Aborted);
+    }
+
+    #[test]
+    fn a_job_that_depends_on_others_makes_nothing_until_they_completed_and_fails_if_they_cannot() {
+        let mut j = job(&[("worker", 2)], vec![]);
+        j.spec.depends_on = Some(DependsOn {
+            name: vec!["prepare".into(), "fetch".into()],
+            iteration: None,
+        });
+        let phases = |prepare: Option<JobPhase>, fetch: Option<JobPhase>| {
+            move |name: &str| match name {
+                "prepare" => prepare,
+                "fetch" => fetch,
+                _ => None,
+            }
+        };
+        let waiting = after(
+            &j,
+            phases(Some(JobPhase::Completed), Some(JobPhase::Running)),
+        );
+        let d = decide_after(&j, &waiting, None, &[], NOW);
+        assert!(
+            !d.create_group,
+            "no PodGroup before the jobs it depends on completed"
+        );
+        assert_eq!(d.status.state.reason, "WaitingForDependencies");
+        assert!(
+            d.status.state.message.contains("fetch (Running)"),
+            "{}",
+            d.status.state.message
+        );
+        assert_eq!(d.recheck_after, Some(DEPENDENCY_RECHECK_SECONDS));
+        let missing = after(&j, phases(Some(JobPhase::Completed), None));
+        assert!(matches!(&missing, After::Waiting(why) if why.contains("fetch (not created yet)")));
+
+        let ready = after(
+            &j,
+            phases(Some(JobPhase::Completed), Some(JobPhase::Completed)),
+        );
+        assert_eq!(ready, After::Ready);
+        assert!(decide_after(&j, &ready, None, &[], NOW).create_group);
+
+        let failed = after(
+            &j,
+            phases(Some(JobPhase::Completed), Some(JobPhase::Failed)),
+        );
+        let d = decide_after(&j, &failed, None, &[], NOW);
+        assert_eq!(d.status.state.phase, JobPhase::Failed);
+        assert_eq!(d.status.state.reason, "DependencyFailed");
+
+        // With `any`, one completed is enough, and it fails only once none can complete.
+        j.spec.depends_on.as_mut().unwrap().iteration = Some("any".into());
+        assert_eq!(
+            after(
+                &j,
+                phases(Some(JobPhase::Failed), Some(JobPhase::Completed))
+            ),
+            After::Ready
+        );
+        assert!(matches!(
+            after(&j, phases(Some(JobPhase::Failed), Some(JobPhase::Running))),
+            After::Waiting(_)
+        ));
+        assert!(matches!(
+            after(&j, phases(Some(JobPhase::Failed), Some(JobPhase::Aborted))),
+            After::Failed(_)
+        ));
+
+        // Once started, what the others do no longer matters.
+        let running = in_phase(j, JobPhase::Running);
+        let d = decide_after(
+            &running,
+            &failed,
+            Some(&ADMITTED),
+            &[pod("worker", 0, "Running")],
+            NOW,
+        );
+        assert_ne!(d.status.state.phase, JobPhase::Failed);
     }
 
     #[test]
