@@ -252,6 +252,24 @@ async fn reconcile(job: Arc<BatchJob>, ctx: Arc<Context>) -> Result<Action, Erro
             .map_err(|e| write("delete the finished job", e))?;
         return Ok(Action::await_change());
     }
+    if decision.delete_group
+        && let Some(group) = &group
+    {
+        let api: Api<PodGroup> = Api::namespaced(ctx.client.clone(), &namespace);
+        let params = DeleteParams {
+            preconditions: group
+                .metadata
+                .uid
+                .clone()
+                .map(|uid| kube::api::Preconditions {
+                    uid: Some(uid),
+                    resource_version: None,
+                }),
+            ..DeleteParams::background()
+        };
+        ignore_missing(api.delete(&name, &params).await.map(|_| ()))
+            .map_err(|e| write("delete the suspended job's PodGroup", e))?;
+    }
     if decision.create_group {
         let group = objects::pod_group(&job);
         let api: Api<PodGroup> = Api::namespaced(ctx.client.clone(), &namespace);

@@ -61,6 +61,10 @@ pub struct NewPod {
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct Decision {
     pub create_group: bool,
+    /// The job is suspended: its PodGroup goes, so that it holds no room (admitted ahead of
+    /// its pods, it would hold its queue's room without them) and asks for none; resumed, it
+    /// is made again.
+    pub delete_group: bool,
     /// Pods to create, for the version in `status`.
     pub create: Vec<NewPod>,
     /// Pods to delete, by name.
@@ -376,6 +380,10 @@ pub fn decide_after(
     if let Some(task) = out.task_retried.take() {
         let n = status.task_retry_count.entry(task).or_default();
         *n = n.saturating_add(1);
+    }
+    if matches!(next.phase, JobPhase::Aborting | JobPhase::Aborted) && next.reason == SUSPENDED {
+        out.create_group = false;
+        out.delete_group = group.is_some();
     }
     status.state.phase = next.phase;
     status.state.reason = next.reason;
@@ -1047,18 +1055,21 @@ mod tests {
         assert_eq!(d.status.state.phase, JobPhase::Aborting);
         assert_eq!(d.status.state.reason, SUSPENDED);
         assert_eq!(d.delete.len(), 3);
+        assert!(d.delete_group, "its PodGroup goes, holding no room");
 
         j.status = Some(d.status.clone());
         let d = decide(&j, Some(&ADMITTED), &[], NOW);
         assert_eq!(d.status.state.phase, JobPhase::Aborted);
         assert_eq!(d.status.state.reason, SUSPENDED);
         j.status = Some(d.status.clone());
-        let d = decide(&j, Some(&ADMITTED), &[], NOW);
+        let d = decide(&j, None, &[], NOW);
         assert_eq!(d.status.state.phase, JobPhase::Aborted, "still suspended");
         assert!(d.create.is_empty());
+        assert!(!d.create_group, "no PodGroup while suspended");
 
         j.spec.suspend = Some(false);
-        let d = decide(&j, Some(&ADMITTED), &[], NOW);
+        let d = decide(&j, None, &[], NOW);
+        assert!(d.create_group, "resumed, it gets its PodGroup again");
         assert_eq!(d.status.state.phase, JobPhase::Pending);
         assert_eq!(d.status.state.reason, "Resumed");
         assert_eq!(
