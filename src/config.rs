@@ -293,14 +293,16 @@ pub struct ServeArgs {
     )]
     pub stand_in_image: String,
 
-    /// The PriorityClass of stand-in pods: one of low priority lets the scheduler preempt a
-    /// stand-in for any pod that needs its node (the chart makes `gangplank-stand-in`). Empty:
-    /// none (priority 0).
+    /// The PriorityClass of stand-in pods, which must exist: one below every workload's, so
+    /// that the scheduler preempts a stand-in for a gang's member that needs its node (another
+    /// gang's stand-ins would otherwise hold the room that gang was admitted into). The chart
+    /// makes `gangplank-stand-in` (value -1000, preemptionPolicy Never). Empty: none (priority
+    /// 0), for a cluster whose workloads all have a higher priority.
     #[arg(
         long,
         env = "GANGPLANK_STAND_IN_PRIORITY_CLASS",
         value_name = "NAME",
-        default_value = ""
+        default_value = "gangplank-stand-in"
     )]
     pub stand_in_priority_class: String,
 

@@ -240,7 +240,7 @@ pub async fn run(
             }
         }
         if let Some(stand_ins) = &mut stand_ins {
-            stand_ins.ask(&grown).await;
+            stand_ins.ask(&grown, &ledger).await;
         }
         reclaimer.execute(reclaims).await;
         quiet = settled && reclaimer.is_idle();

@@ -6,7 +6,7 @@
 //!
 //! A stand-in asks for what its member asks for (marker resources aside), copies the member's
 //! node selector, affinity and tolerations so the autoscaler provisions the nodes the member
-//! may run on, runs the pause image, and carries `karpenter.sh/do-not-disrupt` (and the Cluster
+//! may run on, runs the pause image as the `restricted` Pod Security level asks, and carries `karpenter.sh/do-not-disrupt` (and the Cluster
 //! Autoscaler's `safe-to-evict: false`) so the node made for it is not consolidated away
 //! before the gang takes its place. Its name is fixed by its gang and index
 //! (`stand_in_name`), so creating it twice fails with AlreadyExists and changes nothing.
@@ -14,7 +14,10 @@
 use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::{Container, Event, Pod, PodSpec, ResourceRequirements};
+use k8s_openapi::api::core::v1::{
+    Capabilities, Container, Event, Pod, PodSecurityContext, PodSpec, ResourceRequirements,
+    SeccompProfile, SecurityContext,
+};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use kube::Client;
 use kube::api::{Api, DeleteParams, ListParams, ObjectMeta, PostParams, Preconditions};
@@ -28,7 +31,11 @@ use gangplank_core::model::growth::stand_in_name;
 use gangplank_core::model::resources::human;
 use gangplank_core::model::{GroupKey, GrowthFailed, Resources};
 
-/// How long a stand-in just created is not created again while the cache catches up.
+/// The pause image's user (`nobody`'s 65535), so a stand-in runs as non-root.
+const PAUSE_USER: i64 = 65_535;
+
+/// How long a stand-in just created (or refused) is not created again: while the cache catches
+/// up, or before trying again.
 const CREATED_KEPT: Duration = Duration::from_secs(10);
 
 /// What stand-ins look like, from the flags.
@@ -81,8 +88,10 @@ impl StandIns {
         }
     }
 
-    /// Creates the stand-ins the growing gangs of `decision` lack.
-    pub async fn ask(&mut self, decision: &Decision) {
+    /// Creates the stand-ins the growing gangs of `decision` lack, and records in the ledger
+    /// which gangs grow (and why a stand-in was refused, if one was).
+    pub async fn ask(&mut self, decision: &Decision, ledger: &LedgerWriter) {
+        ledger.growth_asked(&decision.grow, crate::clock::unix_now());
         let now = Instant::now();
         self.created
             .retain(|_, at| now.duration_since(*at) < CREATED_KEPT);
@@ -115,8 +124,10 @@ impl StandIns {
                     }
                     Err(kube::Error::Api(status)) if status.code == 409 => {}
                     Err(e) => {
+                        // Kept like a stand-in made: tried again after CREATED_KEPT, not on
+                        // every pass.
                         tracing::warn!(group = %ask.group, error = %e, "stand-in not made");
-                        continue;
+                        ledger.stand_in_refused(&ask.group, refusal(&e));
                     }
                 }
                 self.created.insert(stand_in_name(&ask.group, n), now);
@@ -184,12 +195,25 @@ impl StandIns {
                 || e.source.as_ref().and_then(|s| s.component.as_deref())
                     == Some("default-scheduler")
         };
+        let names_limits = |e: &&&Event| e.message.as_deref().is_some_and(|m| m.contains("limit"));
+        // The autoscaler's messages change as it goes (Karpenter says its NodePool's limits are
+        // reached, then, once at them, that no instance type fits): one naming limits names
+        // the cause.
         about
             .iter()
             .rev()
-            .find(|e| !from_scheduler(e))
+            .find(|e| !from_scheduler(e) && names_limits(e))
+            .or_else(|| about.iter().rev().find(|e| !from_scheduler(e)))
             .or_else(|| about.last())
             .and_then(|e| e.message.clone())
+    }
+}
+
+/// What the API server said refusing a stand-in, for the gang's wait.
+fn refusal(error: &kube::Error) -> String {
+    match error {
+        kube::Error::Api(status) => status.message.clone(),
+        other => other.to_string(),
     }
 }
 
@@ -225,9 +249,28 @@ fn stand_in(settings: &Settings, ask: &GrowthAsk, n: usize, member: &Pod) -> Pod
             ..ObjectMeta::default()
         },
         spec: Some(PodSpec {
+            // What the namespace's `restricted` Pod Security level asks (the chart labels it so).
+            security_context: Some(PodSecurityContext {
+                run_as_non_root: Some(true),
+                run_as_user: Some(PAUSE_USER),
+                seccomp_profile: Some(SeccompProfile {
+                    type_: "RuntimeDefault".to_owned(),
+                    localhost_profile: None,
+                }),
+                ..PodSecurityContext::default()
+            }),
             containers: vec![Container {
                 name: "stand-in".to_owned(),
                 image: Some(settings.image.clone()),
+                security_context: Some(SecurityContext {
+                    allow_privilege_escalation: Some(false),
+                    capabilities: Some(Capabilities {
+                        drop: Some(vec!["ALL".to_owned()]),
+                        add: None,
+                    }),
+                    read_only_root_filesystem: Some(true),
+                    ..SecurityContext::default()
+                }),
                 resources: Some(ResourceRequirements {
                     requests: Some(requests),
                     limits: (!limits.is_empty()).then_some(limits),
@@ -328,6 +371,11 @@ mod tests {
         assert!(
             json["spec"].get("schedulingGates").is_none(),
             "a stand-in is never gated: {json}"
+        );
+        assert_eq!(json["spec"]["securityContext"]["runAsNonRoot"], true);
+        assert_eq!(
+            json["spec"]["containers"][0]["securityContext"]["capabilities"]["drop"][0],
+            "ALL"
         );
     }
 }

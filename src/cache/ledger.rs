@@ -1,6 +1,6 @@
 //! The ledger's owner: the only way to change what Gangplank decided itself (reservations,
 //! claims, the head's reservation and the groups lent room in it, wait reasons, the door for
-//! admissions on arrival, growths given up; [`gangplank_core::model::Ledger`]). The extender, the claim-expiry
+//! admissions on arrival, growths asked and given up; [`gangplank_core::model::Ledger`]). The extender, the claim-expiry
 //! timer, the admission loop, the mutating pod webhook (only while this replica leads,
 //! `crate::webhooks::LeaderArrivals`) and the start and end of a leader's term (which forget it
 //! all, `crate::server`) call these methods; each runs one
@@ -96,6 +96,16 @@ impl LedgerWriter {
                 tracing::debug!(?claims, "claims after the pass");
             }
         });
+    }
+
+    /// Records the growths a pass asked for at `now` ([`State::note_growth_asked`]).
+    pub fn growth_asked(&self, asked: &[plan::GrowthAsk], now: i64) {
+        self.write(|s| s.note_growth_asked(asked.iter().map(|a| &a.group), now));
+    }
+
+    /// Records that the API server refused a stand-in of `group` ([`State::note_stand_in_refused`]).
+    pub fn stand_in_refused(&self, group: &GroupKey, why: String) {
+        self.write(|s| s.note_stand_in_refused(group, why));
     }
 
     /// Records that the growth of the gang `group` was given up ([`State::note_growth_failed`]).

@@ -162,8 +162,8 @@ pub enum Why {
         held: Resources,
         room: Box<Why>,
     },
-    /// The cluster grows for it: `asked` stand-in pods, `placed` of them on nodes, the first
-    /// made `waited` seconds ago; growth is given up after `timeout` seconds.
+    /// The cluster grows for it: `asked` stand-in pods, `placed` of them on nodes, growth asked
+    /// `waited` seconds ago; it is given up after `timeout` seconds.
     Growing {
         asked: usize,
         /// What the stand-ins ask for, in all.
@@ -171,6 +171,8 @@ pub enum Why {
         placed: usize,
         waited: i64,
         timeout: i64,
+        /// What the API server last said refusing a stand-in.
+        refused: Option<String>,
         room: Box<Why>,
     },
     /// It needs the cluster to grow, but as many gangs as may grow at once already do
@@ -361,11 +363,18 @@ impl fmt::Display for Why {
                 placed,
                 waited,
                 timeout,
+                refused,
                 room,
-            } => write!(
-                f,
-                "waiting for the cluster to grow: {asked} stand-in pods sized like its members ask the node autoscaler for {requests} in all, {placed} of them on nodes ({waited}s since the first was made; growth is given up after {timeout}s); {room}"
-            ),
+            } => {
+                write!(
+                    f,
+                    "waiting for the cluster to grow: {asked} stand-in pods sized like its members ask the node autoscaler for {requests} in all, {placed} of them on nodes ({waited}s since growth was asked; given up after {timeout}s)"
+                )?;
+                if let Some(refused) = refused {
+                    write!(f, "; Gangplank's stand-ins are refused: {refused}")?;
+                }
+                write!(f, "; {room}")
+            }
             Why::GrowthQueued {
                 behind: Some(behind),
                 room,

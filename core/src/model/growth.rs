@@ -26,6 +26,16 @@ pub struct Growth {
     pub at_once: usize,
 }
 
+/// A growth asked for: since when, and why its stand-ins could not be made, if they could not.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GrowthAsked {
+    /// When the pass first asked for it (Unix seconds): its timeout counts from here, made
+    /// stand-ins or not.
+    pub since: i64,
+    /// What the API server last said when a stand-in was refused.
+    pub refused: Option<String>,
+}
+
 /// A growth given up: the gang's stand-ins were still unplaced after the timeout.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct GrowthFailed {

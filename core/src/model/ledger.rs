@@ -14,7 +14,7 @@ use std::time::Instant;
 use rustc_hash::{FxHashMap, FxHashSet};
 
 use super::arrivals::{ARRIVAL_ROOM_KEPT, Arrival, Door};
-use super::growth::GrowthFailed;
+use super::growth::{GrowthAsked, GrowthFailed};
 use super::nodes::Sum;
 use super::objects::{GroupKey, Resources};
 use super::state::State;
@@ -45,6 +45,8 @@ pub struct Ledger {
     /// Growths the admission loop gave up, by group: the gang waits without asking again until
     /// the record is [`super::growth::Growth::timeout_secs`] old ([`super::growth`]).
     pub(super) growth_failed: FxHashMap<GroupKey, GrowthFailed>,
+    /// Growths asked by the last pass, by group (written by the admission loop after each pass).
+    pub(super) growth_asked: FxHashMap<GroupKey, GrowthAsked>,
 }
 
 impl Ledger {
@@ -81,6 +83,11 @@ impl Ledger {
     /// Growths given up, by group.
     pub fn growth_failed(&self) -> &FxHashMap<GroupKey, GrowthFailed> {
         &self.growth_failed
+    }
+
+    /// Growths asked by the last pass, by group.
+    pub fn growth_asked(&self) -> &FxHashMap<GroupKey, GrowthAsked> {
+        &self.growth_asked
     }
 
     /// Members of groups admitted ahead let in ungated and not shown yet, by group.
@@ -211,6 +218,32 @@ impl State {
             .growth_failed
             .retain(|k, r| now.saturating_sub(r.at) < timeout && groups.contains_key(k));
         self.ledger.growth_failed.insert(key.clone(), record);
+    }
+
+    /// Records the growths a pass asked for (`asked`) at `now`: each keeps the time it was
+    /// first asked; the others are forgotten.
+    pub fn note_growth_asked<'g>(&mut self, asked: impl Iterator<Item = &'g GroupKey>, now: i64) {
+        let mut kept = FxHashMap::default();
+        for group in asked {
+            let record = self
+                .ledger
+                .growth_asked
+                .remove(group)
+                .unwrap_or(GrowthAsked {
+                    since: now,
+                    refused: None,
+                });
+            kept.insert(group.clone(), record);
+        }
+        self.ledger.growth_asked = kept;
+    }
+
+    /// Records that the API server refused a stand-in of the growing gang `group`, saying
+    /// `why`.
+    pub fn note_stand_in_refused(&mut self, group: &GroupKey, why: String) {
+        if let Some(asked) = self.ledger.growth_asked.get_mut(group) {
+            asked.refused = Some(why);
+        }
     }
 
     /// Replaces the door for admissions on arrival.

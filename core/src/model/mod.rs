@@ -12,7 +12,7 @@ pub mod quantity;
 pub mod resources;
 pub mod state;
 
-pub use growth::{Growth, GrowthFailed};
+pub use growth::{Growth, GrowthAsked, GrowthFailed};
 pub use ledger::{Claim, Ledger, Reservation, Slot};
 pub use nodes::{NodeSlot, Nodes};
 pub use objects::{

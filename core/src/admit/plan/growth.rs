@@ -76,14 +76,20 @@ impl<'s> Pass<'s> {
             });
         }
         let stand_ins = self.state.stand_ins().get(group);
+        let asked = self.state.ledger().growth_asked().get(group);
+        // Since it was first asked for (stand-ins made or not), or since its oldest stand-in
+        // (the ledger forgets at a restart; the stand-ins stay).
         let since = stand_ins
-            .and_then(|s| s.values().map(|p| p.created).min())
-            .unwrap_or(self.now);
-        let waited = self.now.saturating_sub(since);
+            .into_iter()
+            .flat_map(|s| s.values().map(|p| p.created))
+            .chain(asked.map(|a| a.since))
+            .min();
+        let waited = since.map_or(0, |since| self.now.saturating_sub(since));
         let placed = stand_ins.map_or(0, |s| s.values().filter(|p| p.node_name.is_some()).count());
         // Placed stand-ins lend the gang their room, so a gang still here after the timeout
-        // lacks some (or they were placed where it cannot use them): give up either way.
-        if stand_ins.is_some() && waited >= growth.timeout_secs {
+        // lacks some (or they were placed where it cannot use them, or none could be made):
+        // give up either way.
+        if since.is_some() && waited >= growth.timeout_secs {
             self.growing.timed_out.push(group.clone());
             return Some(Why::GrowthFailed {
                 ago: 0,
@@ -92,8 +98,7 @@ impl<'s> Pass<'s> {
                 room,
             });
         }
-        if stand_ins.is_none()
-            && self.growing.before + self.growing.asks.len() >= growth.at_once.max(1)
+        if since.is_none() && self.growing.before + self.growing.asks.len() >= growth.at_once.max(1)
         {
             let behind = self
                 .growing
@@ -125,6 +130,7 @@ impl<'s> Pass<'s> {
             placed,
             waited,
             timeout: growth.timeout_secs,
+            refused: asked.and_then(|a| a.refused.clone()),
             room,
         })
     }

@@ -139,7 +139,12 @@ impl<'s> Pass<'s> {
             elastic_on: book.elastic_on.clone(),
             elastic: book.elastic.clone(),
             growing: Growing {
-                before: state.stand_ins().len(),
+                before: state
+                    .stand_ins()
+                    .keys()
+                    .chain(state.ledger().growth_asked().keys())
+                    .collect::<rustc_hash::FxHashSet<_>>()
+                    .len(),
                 ..Growing::default()
             },
         }

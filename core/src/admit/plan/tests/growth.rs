@@ -217,3 +217,30 @@ fn stand_ins_unplaced_past_the_timeout_give_growth_up_and_the_gang_then_holds_no
     assert_eq!(reason(&d, "big"), Reason::WaitingForGrowth);
     assert_eq!(d.grow.len(), 1);
 }
+
+#[test]
+fn a_growth_whose_stand_ins_are_refused_says_so_and_still_gives_up_after_the_timeout() {
+    let mut s = growing_cluster(1);
+    half_busy(&mut s);
+    gang(&mut s, "big", "q", 2, 6_000, NOW - 60);
+    let d = decide_at(&s, &|_| false, NOW);
+    let big = GroupKey::new("ns", "big");
+    s.note_growth_asked(d.grow.iter().map(|a| &a.group), NOW);
+    s.note_stand_in_refused(&big, "pods \"x\" is forbidden: violates PodSecurity".into());
+    let d = decide_at(&s, &|_| false, NOW + 10);
+    assert_eq!(reason(&d, "big"), Reason::WaitingForGrowth);
+    assert!(
+        why(&d, "big").contains("10s since growth was asked"),
+        "{}",
+        why(&d, "big")
+    );
+    assert!(
+        why(&d, "big").contains("violates PodSecurity"),
+        "{}",
+        why(&d, "big")
+    );
+    s.note_growth_asked(d.grow.iter().map(|a| &a.group), NOW + 10);
+    let d = decide_at(&s, &|_| false, NOW + TIMEOUT);
+    assert_eq!(reason(&d, "big"), Reason::GrowthFailed);
+    assert_eq!(d.growth_timed_out, vec![big]);
+}
