@@ -33,6 +33,18 @@ use crate::support::{Cluster, TestNamespace, eventually, managed_pod, pod, pod_g
 /// has, up to this.
 const LARGEST_INSTANCE_CPU_MILLIS: i64 = 95_900;
 
+/// Gangplank's namespace under e2e/up, where it creates the stand-ins.
+const GANGPLANK_NAMESPACE: &str = "gangplank-system";
+/// The label of every stand-in pod, and the annotation naming the PodGroup it stands in for.
+const STAND_IN_LABEL: &str = "scheduling.gangplank.dev/stand-in";
+const STAND_IN_FOR_ANNOTATION: &str = "scheduling.gangplank.dev/stand-in-for";
+/// Gangplank's `--growth-timeout` when e2e/up runs it beside Karpenter.
+const GROWTH_TIMEOUT_SECONDS: u64 = 30;
+
+/// Whole cores more than half of what the largest instance type leaves to pods: no two pods of
+/// this size fit on one node of any type the NodePool offers.
+const WHOLE_NODE_CPU: i64 = LARGEST_INSTANCE_CPU_MILLIS / 2 / 1000 + 1;
+
 fn karpenter_api(client: &Client, kind: &str) -> Api<DynamicObject> {
     let gvk = GroupVersionKind::gvk("karpenter.sh", "v1", kind);
     Api::all_with(client.clone(), &ApiResource::from_gvk(&gvk))
@@ -155,18 +167,6 @@ async fn a_pod_larger_than_every_node_makes_karpenter_add_one_that_goes_when_the
     .await;
     ns.delete().await;
 }
-
-/// Gangplank's namespace under e2e/up, where it creates the stand-ins.
-const GANGPLANK_NAMESPACE: &str = "gangplank-system";
-/// The label of every stand-in pod, and the annotation naming the PodGroup it stands in for.
-const STAND_IN_LABEL: &str = "scheduling.gangplank.dev/stand-in";
-const STAND_IN_FOR_ANNOTATION: &str = "scheduling.gangplank.dev/stand-in-for";
-/// Gangplank's `--growth-timeout` when e2e/up runs it beside Karpenter.
-const GROWTH_TIMEOUT_SECONDS: u64 = 30;
-
-/// Whole cores more than half of what the largest instance type leaves to pods: no two pods of
-/// this size fit on one node of any type the NodePool offers.
-const WHOLE_NODE_CPU: i64 = LARGEST_INSTANCE_CPU_MILLIS / 2 / 1000 + 1;
 
 /// Waits until the NodePool holds no NodeClaim: nodes an earlier test left for Karpenter to
 /// remove (35 to 45 s after their last pod went) would take this test's pods.
