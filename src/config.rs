@@ -247,6 +247,63 @@ pub struct ServeArgs {
     )]
     pub scheduler_names: Vec<String>,
 
+    /// Whether the cluster grows when pods do not fit (a node autoscaler such as Karpenter or
+    /// the Cluster Autoscaler runs): a gang within its queue's quota that finds no room then
+    /// asks for it with stand-in pods in Gangplank's namespace (--leader-election-namespace),
+    /// which the autoscaler provisions for, instead of holding a reservation of today's nodes.
+    /// See docs/autoscaling.md.
+    #[arg(
+        long,
+        env = "GANGPLANK_NODE_AUTOSCALING",
+        value_name = "BOOL",
+        default_value_t = false,
+        action = clap::ArgAction::Set
+    )]
+    pub node_autoscaling: bool,
+
+    /// With --node-autoscaling: how long a gang's stand-in pods may stay unplaced before its
+    /// growth is given up (the stand-ins deleted, the gang waiting with reason GrowthFailed);
+    /// also how long it then waits before asking again.
+    #[arg(
+        long,
+        env = "GANGPLANK_GROWTH_TIMEOUT",
+        value_name = "SECONDS",
+        default_value_t = 600,
+        value_parser = clap::value_parser!(u32).range(1..=86_400)
+    )]
+    pub growth_timeout: u32,
+
+    /// With --node-autoscaling: how many gangs may grow the cluster at once, taken in
+    /// fair-share order.
+    #[arg(
+        long,
+        env = "GANGPLANK_GROWTH_AT_ONCE",
+        value_name = "N",
+        default_value_t = 1,
+        value_parser = clap::value_parser!(u32).range(1..=1_000)
+    )]
+    pub growth_at_once: u32,
+
+    /// The image of stand-in pods (it never runs a command of its own: the pause image).
+    #[arg(
+        long,
+        env = "GANGPLANK_STAND_IN_IMAGE",
+        value_name = "IMAGE",
+        default_value = "registry.k8s.io/pause:3.10"
+    )]
+    pub stand_in_image: String,
+
+    /// The PriorityClass of stand-in pods: one of low priority lets the scheduler preempt a
+    /// stand-in for any pod that needs its node (the chart makes `gangplank-stand-in`). Empty:
+    /// none (priority 0).
+    #[arg(
+        long,
+        env = "GANGPLANK_STAND_IN_PRIORITY_CLASS",
+        value_name = "NAME",
+        default_value = ""
+    )]
+    pub stand_in_priority_class: String,
+
     /// Whether the extender's bind verb also binds pods that do not carry the marker resource
     /// `scheduling.gangplank.dev/managed`. Only the every-pod scheduler configuration
     /// (`scheduler-config/gangplank-all-pods.yaml`) needs `true`: there the scheduler sends the
@@ -371,6 +428,16 @@ impl ServeArgs {
             hold_scheduler_gangs: self.hold_workload_api_gang_binds,
             gated_admission: self.gate_pods,
         }
+    }
+
+    /// How the cluster grows, or `None` without --node-autoscaling.
+    pub fn growth(&self) -> Option<gangplank_core::model::Growth> {
+        self.node_autoscaling
+            .then(|| gangplank_core::model::Growth {
+                namespace: self.leader_election_namespace.as_str().into(),
+                timeout_secs: i64::from(self.growth_timeout),
+                at_once: self.growth_at_once as usize,
+            })
     }
 
     /// The leader election's settings, or `None` when it is off.

@@ -223,6 +223,24 @@ pub fn rows() -> Vec<Row> {
                     ],
                 ),
                 panel(
+                    "Cluster growth",
+                    "With --node-autoscaling: gangs the cluster grows for now (their stand-in \
+                     pods ask the node autoscaler for room), stand-ins created per second, and \
+                     growths given up per second (stand-ins unplaced after --growth-timeout).",
+                    "short",
+                    vec![
+                        query(format!("max({})", m::GROWTH_GANGS), "gangs growing"),
+                        query(
+                            rate(m::GROWTH_STAND_INS_CREATED_TOTAL, "", ""),
+                            "stand-ins created / s",
+                        ),
+                        query(
+                            rate(m::GROWTH_TIMEOUTS_TOTAL, "", ""),
+                            "growths given up / s",
+                        ),
+                    ],
+                ),
+                panel(
                     "Gang bind wait",
                     "Seconds from a gang's first held bind to quorum, when its members are bound \
                      together.",

@@ -57,6 +57,12 @@ pub const ADMISSION_RELEASED_PODS_TOTAL: &str = "gangplank_admission_released_po
 pub const ADMISSION_ARRIVED_PODS_TOTAL: &str = "gangplank_admission_arrived_pods_total";
 /// Gauge: 1 while the last admission pass left room for admissions on arrival, else 0.
 pub const ADMISSION_DOOR_OPEN: &str = "gangplank_admission_door_open";
+/// Gauge: gangs the last admission pass grows the cluster for (stand-in pods asked).
+pub const GROWTH_GANGS: &str = "gangplank_growth_gangs";
+/// Counter: stand-in pods created to ask a node autoscaler for a gang's room.
+pub const GROWTH_STAND_INS_CREATED_TOTAL: &str = "gangplank_growth_stand_ins_created_total";
+/// Counter: growths given up (a gang's stand-ins still unplaced after --growth-timeout).
+pub const GROWTH_TIMEOUTS_TOTAL: &str = "gangplank_growth_timeouts_total";
 /// Gauge: groups with gated pods that the last admission pass left waiting.
 pub const ADMISSION_WAITING_GROUPS: &str = "gangplank_admission_waiting_groups";
 /// Counter: pods evicted to reclaim room for a queue below its deserved share, by the victim's
@@ -136,6 +142,9 @@ pub fn install() -> Result<PrometheusHandle, Error> {
     metrics::gauge!(ADMISSION_WAITING_GROUPS).set(0.0);
     metrics::counter!(ADMISSION_ARRIVED_PODS_TOTAL).absolute(0);
     metrics::gauge!(ADMISSION_DOOR_OPEN).set(0.0);
+    metrics::gauge!(GROWTH_GANGS).set(0.0);
+    metrics::counter!(GROWTH_STAND_INS_CREATED_TOTAL).absolute(0);
+    metrics::counter!(GROWTH_TIMEOUTS_TOTAL).absolute(0);
     metrics::counter!(GANG_TIMEOUTS_TOTAL).absolute(0);
     metrics::counter!(GANG_BINDS_ABANDONED_TOTAL).absolute(0);
     let _ = metrics::histogram!(GANG_BIND_WAIT_SECONDS);
@@ -273,6 +282,24 @@ pub const CATALOGUE: &[Doc] = &[
         kind: Kind::Gauge,
         labels: &[],
         help: "1 while the last admission pass left nothing waiting but for members, so that (with --admit-on-arrival) a new gang that fits the room it left is admitted at its first pod; 0 while some group waits for room, quota or its share.",
+    },
+    Doc {
+        name: GROWTH_GANGS,
+        kind: Kind::Gauge,
+        labels: &[],
+        help: "Gangs the last admission pass grows the cluster for (with --node-autoscaling): their stand-in pods ask the node autoscaler for their room.",
+    },
+    Doc {
+        name: GROWTH_STAND_INS_CREATED_TOTAL,
+        kind: Kind::Counter,
+        labels: &[],
+        help: "Stand-in pods created in Gangplank's namespace, one per member of a gang that waits for the cluster to grow.",
+    },
+    Doc {
+        name: GROWTH_TIMEOUTS_TOTAL,
+        kind: Kind::Counter,
+        labels: &[],
+        help: "Growths given up: a gang's stand-in pods were still unplaced after --growth-timeout (the gang then waits with reason GrowthFailed and holds no room).",
     },
     Doc {
         name: ADMISSION_WAITING_GROUPS,

@@ -145,7 +145,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     config.default_retry = false;
     let eviction_client = fence::client(config, &fence)
         .context("failed to create Kubernetes client (in-cluster config or KUBECONFIG)")?;
-    let (cache, mirror) = Cache::serving(args.schedulers());
+    let (cache, mirror) = Cache::serving(args.schedulers(), args.growth());
     let changes = mirror.changes();
 
     let mut extender = Extender::new(
@@ -209,6 +209,13 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
             permits,
             heartbeats: [admission_beat, controller_beat],
             census,
+            stand_ins: args
+                .node_autoscaling
+                .then(|| admission_loop::stand_ins::Settings {
+                    namespace: args.leader_election_namespace.clone(),
+                    image: args.stand_in_image.clone(),
+                    priority_class: args.stand_in_priority_class.clone(),
+                }),
             parts: parts.clone(),
         },
         &shutdown,
@@ -294,6 +301,8 @@ struct Leader {
     /// The admission loop's and the controller's: beaten while a term runs, idle between.
     heartbeats: [Arc<health::Heartbeat>; 2],
     census: batch::Census,
+    /// What stand-in pods look like, with --node-autoscaling.
+    stand_ins: Option<admission_loop::stand_ins::Settings>,
     parts: Parts,
 }
 
@@ -358,6 +367,7 @@ async fn term(
             evictions: leader.eviction_client.clone(),
             fence: leader.fence.clone(),
         },
+        leader.stand_ins.clone(),
         leader.cache.clone(),
         leader.published.clone(),
         admission_beat,

@@ -271,6 +271,8 @@ fn cluster_role_grants_exactly_what_gangplank_calls() {
             "ClusterRoleBinding",
             "Role",
             "Role",
+            "Role",
+            "RoleBinding",
             "RoleBinding",
             "RoleBinding"
         ]

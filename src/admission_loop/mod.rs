@@ -29,6 +29,9 @@
 //! picks: of queues above their deserved share when a queue below its share has groups that
 //! wait for room, or of lower priority in a queue whose group of higher priority waits.
 //!
+//! On a cluster that can grow (`--node-autoscaling`), [`stand_ins`] deletes the stand-in pods
+//! no gang needs before the pass's releases and creates those growing gangs lack after them.
+//!
 //! Each pass's decision and reclaim's lines are [`published`] for the controller's statuses;
 //! groups lent room in the head's reservation get a `Backfilled` Event ([`backfills`]).
 //!
@@ -40,6 +43,7 @@
 pub mod backfills;
 pub mod evictions;
 pub mod published;
+pub mod stand_ins;
 
 use std::collections::{BTreeSet, HashMap};
 use std::time::Duration;
@@ -100,6 +104,7 @@ pub struct Clients {
 /// beating `heartbeat` each time it wakes (`crate::health`).
 pub async fn run(
     clients: Clients,
+    stand_ins: Option<stand_ins::Settings>,
     cache: Cache,
     published: published::Published,
     heartbeat: std::sync::Arc<Heartbeat>,
@@ -113,6 +118,7 @@ pub async fn run(
     let ledger = cache.ledger();
     let mut recently: HashMap<String, Instant> = HashMap::new();
     let mut reclaimer = evictions::Reclaimer::new(evictions);
+    let mut stand_ins = stand_ins.map(|s| stand_ins::StandIns::new(client.clone(), s));
     let mut held: Option<plan::Hold> = None;
     let publisher = Publisher::new(client.clone());
     let mut told = Limiter::default();
@@ -137,7 +143,7 @@ pub async fn run(
         reclaimer.settle(&state, now);
         let wall = crate::clock::unix_now();
         let groups = Groups::of(&state, &|uid| recently.contains_key(uid), wall);
-        let decision = plan::decide(&state, &groups, wall);
+        let mut decision = plan::decide(&state, &groups, wall);
         let mut reclaims = gangplank_core::admit::reclaim::plan(
             &state,
             &groups,
@@ -179,6 +185,12 @@ pub async fn run(
         for uid in decision.admit.iter().flat_map(|a| &a.placeholders) {
             recently.insert(uid.clone(), now);
         }
+        let grown = plan::Decision {
+            grow: std::mem::take(&mut decision.grow),
+            unwanted_stand_ins: std::mem::take(&mut decision.unwanted_stand_ins),
+            growth_timed_out: std::mem::take(&mut decision.growth_timed_out),
+            ..plan::Decision::default()
+        };
         published.publish(published::PassOutcome {
             decision,
             reclaim_waiting: std::mem::take(&mut reclaims.waiting),
@@ -188,6 +200,9 @@ pub async fn run(
             quiet = false;
             tokio::time::sleep(MIN_PASS_INTERVAL).await;
             continue;
+        }
+        if let Some(stand_ins) = &mut stand_ins {
+            stand_ins.clear(&grown, &ledger).await;
         }
         for pod in &due {
             recently.insert(pod.uid.clone(), now);
@@ -223,6 +238,9 @@ pub async fn run(
             if let Err(e) = publisher.publish(event).await {
                 tracing::warn!(error = %e, "admission");
             }
+        }
+        if let Some(stand_ins) = &mut stand_ins {
+            stand_ins.ask(&grown).await;
         }
         reclaimer.execute(reclaims).await;
         quiet = settled && reclaimer.is_idle();
@@ -477,6 +495,7 @@ mod tests {
                 evictions: client,
                 fence,
             },
+            None,
             cache,
             Published::new(),
             Heartbeat::idle("the admission loop", Duration::from_secs(120)),

@@ -50,6 +50,12 @@ pub const TOPOLOGY_KEY_ANNOTATION: &str = "scheduling.gangplank.dev/topology-key
 /// for a Volcano PodGroup, see `gangplank_core::model::Ahead`): when, in RFC 3339.
 pub const ADMITTED_AHEAD_ANNOTATION: &str = "scheduling.gangplank.dev/admitted-ahead";
 
+/// Label on Gangplank's stand-in pods (`"true"`): pods in its own namespace that ask a node
+/// autoscaler for a waiting gang's room (`gangplank_core::model::growth`).
+pub const STAND_IN_LABEL: &str = "scheduling.gangplank.dev/stand-in";
+/// Annotation on a stand-in pod: the gang it stands in for, `<namespace>/<name>`.
+pub const STAND_IN_FOR_ANNOTATION: &str = "scheduling.gangplank.dev/stand-in-for";
+
 /// Label on the pod of the Gangplank replica that holds the leader Lease (`"true"`): the
 /// extender's Service selects it, so the scheduler's calls reach the leader only.
 pub const LEADER_LABEL: &str = "scheduling.gangplank.dev/leader";

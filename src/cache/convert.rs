@@ -109,8 +109,15 @@ pub fn pod(pod: &core::Pod) -> Result<Pod, Error> {
     let controller = (min_member.is_some() && workload.is_none())
         .then(|| controller_of(meta))
         .flatten();
+    let stand_in_for = pod_labels
+        .filter(|l| l.get(labels::STAND_IN_LABEL).is_some_and(|v| v == "true"))
+        .and_then(|_| pod_annotations?.get(labels::STAND_IN_FOR_ANNOTATION))
+        .and_then(|v| v.split_once('/'))
+        .filter(|(ns, name)| !ns.is_empty() && !name.is_empty())
+        .map(|(ns, name)| GroupKey::new(ns, name));
     Ok(Pod {
         uid,
+        stand_in_for,
         namespace,
         name,
         node_name: pod.spec.as_ref().and_then(|s| s.node_name.clone()),
@@ -708,6 +715,32 @@ mod tests {
             ..Node::default()
         };
         assert!(!cordoned.takes_new_pods());
+    }
+
+    #[test]
+    fn a_stand_in_names_its_gang_only_with_both_its_label_and_its_annotation() {
+        let of = |labels: serde_json::Value, annotations: serde_json::Value| {
+            let k8s: core::Pod = serde_json::from_value(serde_json::json!({
+                "metadata": {"name": "s", "namespace": "gangplank-system", "uid": "u",
+                    "labels": labels, "annotations": annotations},
+            }))
+            .unwrap();
+            pod(&k8s).unwrap().stand_in_for
+        };
+        let label = serde_json::json!({(labels::STAND_IN_LABEL): "true"});
+        let annotation = serde_json::json!({(labels::STAND_IN_FOR_ANNOTATION): "team-a/train"});
+        assert_eq!(
+            of(label.clone(), annotation.clone()),
+            Some(GroupKey::new("team-a", "train"))
+        );
+        assert_eq!(of(serde_json::json!({}), annotation), None);
+        assert_eq!(
+            of(
+                label,
+                serde_json::json!({(labels::STAND_IN_FOR_ANNOTATION): "no-slash"})
+            ),
+            None
+        );
     }
 
     #[test]

@@ -1,6 +1,6 @@
 //! The ledger's owner: the only way to change what Gangplank decided itself (reservations,
 //! claims, the head's reservation and the groups lent room in it, wait reasons, the door for
-//! admissions on arrival; [`gangplank_core::model::Ledger`]). The extender, the claim-expiry
+//! admissions on arrival, growths given up; [`gangplank_core::model::Ledger`]). The extender, the claim-expiry
 //! timer, the admission loop, the mutating pod webhook (only while this replica leads,
 //! `crate::webhooks::LeaderArrivals`) and the start and end of a leader's term (which forget it
 //! all, `crate::server`) call these methods; each runs one
@@ -12,7 +12,7 @@ use std::time::Instant;
 
 use gangplank_core::admit::{after_pass, on_arrival, plan};
 use gangplank_core::claims::{self, FilterVerdict, Settings};
-use gangplank_core::model::{GroupKey, Pod, PodGroup, Resources, State};
+use gangplank_core::model::{GroupKey, GrowthFailed, Pod, PodGroup, Resources, State};
 use gangplank_core::policy::constraints::Constraints;
 
 use super::Cache;
@@ -96,6 +96,11 @@ impl LedgerWriter {
                 tracing::debug!(?claims, "claims after the pass");
             }
         });
+    }
+
+    /// Records that the growth of the gang `group` was given up ([`State::note_growth_failed`]).
+    pub fn growth_failed(&self, group: &GroupKey, record: GrowthFailed) {
+        self.write(|s| s.note_growth_failed(group, record));
     }
 
     /// Forgets every claim, reservation and admission on arrival ([`State::forget_ledger`]).

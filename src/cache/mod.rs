@@ -7,7 +7,8 @@
 //! - the ledger (reservations, claims, the head's reservation, lent groups, wait reasons):
 //!   only through the [`LedgerWriter`]'s methods, which the extender, the claim-expiry timer and
 //!   the admission loop call;
-//! - the scheduler names the cluster serves: only [`Cache::serving`], once, before any watch.
+//! - the scheduler names the cluster serves and how it grows: only [`Cache::serving`], once,
+//!   before any watch.
 //!
 //! Readers hold the lock only inside [`Cache::read`], a synchronous closure, so it can never
 //! be held across an `.await`; the admission loop and the controller work on a
@@ -25,7 +26,7 @@ pub mod watch;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, PoisonError, RwLock};
 
-use gangplank_core::model::{Schedulers, State};
+use gangplank_core::model::{Growth, Schedulers, State};
 
 pub use ledger::LedgerWriter;
 pub use mirror::{Change, Changes, Mirror};
@@ -92,18 +93,22 @@ pub struct Cache {
 impl Cache {
     /// An empty cache and its one mirror writer, which the watches feed.
     pub fn new() -> (Cache, Mirror) {
-        Cache::serving(Schedulers::default())
+        Cache::serving(Schedulers::default(), None)
     }
 
-    /// [`Cache::new`] for a cluster whose schedulers serve `schedulers` (set once, here).
-    pub fn serving(schedulers: Schedulers) -> (Cache, Mirror) {
+    /// [`Cache::new`] for a cluster whose schedulers serve `schedulers` and that grows as
+    /// `growth` says (`None`: it cannot), both set once, here.
+    pub fn serving(schedulers: Schedulers, growth: Option<Growth>) -> (Cache, Mirror) {
         let cache = Cache::default();
-        cache
-            .inner
-            .state
-            .write()
-            .unwrap_or_else(PoisonError::into_inner)
-            .set_schedulers(schedulers);
+        {
+            let mut state = cache
+                .inner
+                .state
+                .write()
+                .unwrap_or_else(PoisonError::into_inner);
+            state.set_schedulers(schedulers);
+            state.set_growth(growth);
+        }
         let mirror = Mirror::new(cache.clone());
         (cache, mirror)
     }

@@ -158,6 +158,29 @@ impl<'s> Room<'s> {
         Ok(())
     }
 
+    /// Adds (`give`) or takes back the room of `pods` (node name, requests) to their nodes
+    /// among the schedulable ones: a growing gang's stand-ins' room, lent to it alone
+    /// ([`super::plan`]'s growth).
+    pub fn lend(&mut self, pods: &[(&str, &Resources)], give: bool) {
+        for (node, requests) in pods {
+            let Ok(at) = self.names.binary_search(node) else {
+                continue;
+            };
+            if give {
+                self.nodes[at].add(requests);
+                self.total.add(requests);
+                // That node has room again: every shape may look at it again.
+                for (_, cursor) in &mut self.cursors {
+                    *cursor = (*cursor).min(at);
+                }
+            } else {
+                self.nodes[at].sub(requests);
+                self.total.sub(requests);
+            }
+            self.changed();
+        }
+    }
+
     /// Whether every pod of `need` would fit (first fit, as [`Room::place`]) with `extra` added
     /// to the free room of the node of each name, and, with `held`, the head's reservation
     /// too. Changes nothing.

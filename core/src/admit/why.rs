@@ -37,6 +37,11 @@ pub enum Reason {
     Reserved,
     /// It waited past its `maxWaitSeconds`: it goes first and holds a reservation.
     OverdueReserved,
+    /// It does not fit today's nodes and the cluster grows for it: stand-in pods ask the node
+    /// autoscaler for its room (or it waits for another gang's growth to end first).
+    WaitingForGrowth,
+    /// The cluster did not grow for it in time: it holds no room and asks again later.
+    GrowthFailed,
 }
 
 impl Reason {
@@ -66,6 +71,8 @@ impl Reason {
             Reason::BehindReservation => "BehindReservation",
             Reason::Reserved => "Reserved",
             Reason::OverdueReserved => "OverdueReserved",
+            Reason::WaitingForGrowth => "WaitingForGrowth",
+            Reason::GrowthFailed => "GrowthFailed",
         }
     }
 }
@@ -155,6 +162,31 @@ pub enum Why {
         held: Resources,
         room: Box<Why>,
     },
+    /// The cluster grows for it: `asked` stand-in pods, `placed` of them on nodes, the first
+    /// made `waited` seconds ago; growth is given up after `timeout` seconds.
+    Growing {
+        asked: usize,
+        /// What the stand-ins ask for, in all.
+        requests: Resources,
+        placed: usize,
+        waited: i64,
+        timeout: i64,
+        room: Box<Why>,
+    },
+    /// It needs the cluster to grow, but as many gangs as may grow at once already do
+    /// (`behind`: the first of them).
+    GrowthQueued {
+        behind: Option<GroupKey>,
+        room: Box<Why>,
+    },
+    /// Its stand-ins were not all placed within `timeout` seconds, `ago` seconds ago; `message`
+    /// is what the autoscaler last said about one.
+    GrowthFailed {
+        ago: i64,
+        timeout: i64,
+        message: Option<String>,
+        room: Box<Why>,
+    },
 }
 
 impl Why {
@@ -178,6 +210,8 @@ impl Why {
             Why::Reserved {
                 overdue: Some(_), ..
             } => Reason::OverdueReserved,
+            Why::Growing { .. } | Why::GrowthQueued { .. } => Reason::WaitingForGrowth,
+            Why::GrowthFailed { .. } => Reason::GrowthFailed,
         }
     }
 }
@@ -319,6 +353,47 @@ impl fmt::Display for Why {
                 write!(
                     f,
                     "holds a reservation of {held} on {nodes} nodes that groups behind it may not take; {room}"
+                )
+            }
+            Why::Growing {
+                asked,
+                requests,
+                placed,
+                waited,
+                timeout,
+                room,
+            } => write!(
+                f,
+                "waiting for the cluster to grow: {asked} stand-in pods sized like its members ask the node autoscaler for {requests} in all, {placed} of them on nodes ({waited}s since the first was made; growth is given up after {timeout}s); {room}"
+            ),
+            Why::GrowthQueued {
+                behind: Some(behind),
+                room,
+            } => write!(
+                f,
+                "needs the cluster to grow, after gang {behind}, which grows first (Gangplank's --growth-at-once); {room}"
+            ),
+            Why::GrowthQueued { behind: None, room } => write!(
+                f,
+                "needs the cluster to grow, after the gangs growing now (Gangplank's --growth-at-once); {room}"
+            ),
+            Why::GrowthFailed {
+                ago,
+                timeout,
+                message,
+                room,
+            } => {
+                write!(
+                    f,
+                    "the cluster did not grow for it: its stand-in pods were not all on nodes within {timeout}s"
+                )?;
+                if let Some(message) = message {
+                    write!(f, " (the autoscaler said: {message})")?;
+                }
+                write!(
+                    f,
+                    "; it holds no room and asks again in {}s; {room}",
+                    timeout.saturating_sub(*ago)
                 )
             }
         }

@@ -14,6 +14,7 @@ use std::time::Instant;
 use rustc_hash::{FxHashMap, FxHashSet};
 
 use super::arrivals::{ARRIVAL_ROOM_KEPT, Arrival, Door};
+use super::growth::GrowthFailed;
 use super::nodes::Sum;
 use super::objects::{GroupKey, Resources};
 use super::state::State;
@@ -41,6 +42,9 @@ pub struct Ledger {
     /// created at once all find fewer than `minMember` live members, and only `minMember` of
     /// them may pass.
     pub(super) ahead_arrivals: FxHashMap<GroupKey, Vec<(String, Instant)>>,
+    /// Growths the admission loop gave up, by group: the gang waits without asking again until
+    /// the record is [`super::growth::Growth::timeout_secs`] old ([`super::growth`]).
+    pub(super) growth_failed: FxHashMap<GroupKey, GrowthFailed>,
 }
 
 impl Ledger {
@@ -72,6 +76,11 @@ impl Ledger {
     /// Gangs admitted on arrival, by group.
     pub fn arrivals(&self) -> &FxHashMap<GroupKey, Arrival> {
         &self.arrivals
+    }
+
+    /// Growths given up, by group.
+    pub fn growth_failed(&self) -> &FxHashMap<GroupKey, GrowthFailed> {
+        &self.growth_failed
     }
 
     /// Members of groups admitted ahead let in ungated and not shown yet, by group.
@@ -190,6 +199,18 @@ impl State {
             recent.retain(|(_, at)| now.saturating_duration_since(*at) < ARRIVAL_ROOM_KEPT);
             !recent.is_empty() && groups.contains_key(key)
         });
+    }
+
+    /// Records that the growth of the gang `key` was given up, and forgets the records that
+    /// are [`super::growth::Growth::timeout_secs`] old at `record.at` or whose group is gone.
+    pub fn note_growth_failed(&mut self, key: &GroupKey, record: GrowthFailed) {
+        let timeout = self.growth.as_ref().map_or(0, |g| g.timeout_secs);
+        let groups = &self.groups;
+        let now = record.at;
+        self.ledger
+            .growth_failed
+            .retain(|k, r| now.saturating_sub(r.at) < timeout && groups.contains_key(k));
+        self.ledger.growth_failed.insert(key.clone(), record);
     }
 
     /// Replaces the door for admissions on arrival.

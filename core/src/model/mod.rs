@@ -1,8 +1,9 @@
 //! The cluster model: nodes, pods, PodGroups and Queues as scheduling sees them ([`objects`]),
 //! resource amounts ([`resources`], [`quantity`]), per-node sums ([`nodes`]), the whole
-//! cluster as the watches show it ([`state`]) and what Gangplank decided itself ([`ledger`], with [`arrivals`] for admissions on arrival).
+//! cluster as the watches show it ([`state`]), how it grows ([`growth`]) and what Gangplank decided itself ([`ledger`], with [`arrivals`] for admissions on arrival).
 
 pub mod arrivals;
+pub mod growth;
 pub mod ledger;
 pub mod names;
 pub mod nodes;
@@ -11,6 +12,7 @@ pub mod quantity;
 pub mod resources;
 pub mod state;
 
+pub use growth::{Growth, GrowthFailed};
 pub use ledger::{Claim, Ledger, Reservation, Slot};
 pub use nodes::{NodeSlot, Nodes};
 pub use objects::{

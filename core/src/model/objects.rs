@@ -143,6 +143,11 @@ pub struct Pod {
     /// asks for its PodGroup by annotation ([`Pod::min_member`]) and belongs to no
     /// [`Pod::workload`]: the PodGroup made for it is owned by that controller.
     pub controller: Option<Arc<Workload>>,
+    /// The group this pod stands in for, when it is one of Gangplank's stand-in pods (label
+    /// `scheduling.gangplank.dev/stand-in`, annotation `scheduling.gangplank.dev/stand-in-for`):
+    /// room asked of a node autoscaler for that gang ([`crate::model::growth`]). The state
+    /// believes it only in Gangplank's own namespace.
+    pub stand_in_for: Option<GroupKey>,
 }
 
 /// The name of the scheduler a pod that names none gets.

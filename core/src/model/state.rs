@@ -36,6 +36,7 @@ use std::sync::Arc;
 
 use rustc_hash::FxHashMap;
 
+use super::growth::Growth;
 use super::ledger::Ledger;
 use super::nodes::Nodes;
 use super::objects::{GroupKey, Node, Pod, PodGroup, Queue, Resources, Schedulers};
@@ -109,6 +110,10 @@ pub struct State {
     pub(super) ledger: Ledger,
     /// The scheduler names served, set when the cache is made.
     pub(super) schedulers: Schedulers,
+    /// How the cluster grows; `None`: it cannot ([`super::growth`]). Set when the cache is made.
+    pub(super) growth: Option<Growth>,
+    /// Stand-in pods (in [`Growth::namespace`]) by the group they stand in for, by UID.
+    pub(super) stand_ins: imbl::OrdMap<GroupKey, imbl::OrdMap<String, Arc<Pod>>>,
 }
 
 /// The node whose `used` counts `pod`: its node while it has not finished.
@@ -162,6 +167,21 @@ impl State {
     /// Sets the scheduler names served (when the cache is made).
     pub fn set_schedulers(&mut self, schedulers: Schedulers) {
         self.schedulers = schedulers;
+    }
+
+    /// How the cluster grows; `None`: it cannot.
+    pub fn growth(&self) -> Option<&Growth> {
+        self.growth.as_ref()
+    }
+
+    /// Sets how the cluster grows (when the cache is made, before any pod is applied).
+    pub fn set_growth(&mut self, growth: Option<Growth>) {
+        self.growth = growth;
+    }
+
+    /// Stand-in pods by the group they stand in for ([`super::growth`]).
+    pub fn stand_ins(&self) -> &imbl::OrdMap<GroupKey, imbl::OrdMap<String, Arc<Pod>>> {
+        &self.stand_ins
     }
 
     // ----- reads
@@ -292,7 +312,12 @@ impl State {
         {
             self.hand_to_reservation(node, &old.requests);
         }
-        if let Some(key) = GroupKey::of(&pod) {
+        if let Some(key) = self.stands_in_for(&pod) {
+            self.stand_ins
+                .entry(key.clone())
+                .or_default()
+                .insert(pod.uid.clone(), pod.clone());
+        } else if let Some(key) = GroupKey::of(&pod) {
             self.groups
                 .entry(key)
                 .or_default()
@@ -319,12 +344,27 @@ impl State {
         self.release(uid).is_some() || old.is_some()
     }
 
+    /// The group `pod` stands in for: only a pod of Gangplank's own namespace is believed.
+    fn stands_in_for<'p>(&self, pod: &'p Pod) -> Option<&'p GroupKey> {
+        let growth = self.growth.as_ref()?;
+        pod.stand_in_for
+            .as_ref()
+            .filter(|_| *pod.namespace == *growth.namespace)
+    }
+
     /// Undoes what `apply_pod` recorded for `old`.
     fn forget(&mut self, old: &Pod) {
         if let Some(node) = counted_on(old) {
             self.nodes.unplace_pod(node, old);
         }
-        if let Some(key) = GroupKey::of(old)
+        if let Some(key) = self.stands_in_for(old) {
+            if let Some(stand_ins) = self.stand_ins.get_mut(key) {
+                stand_ins.remove(&old.uid);
+                if stand_ins.is_empty() {
+                    self.stand_ins.remove(key);
+                }
+            }
+        } else if let Some(key) = GroupKey::of(old)
             && let Some(group) = self.groups.get_mut(&key)
         {
             group.members.remove(&old.uid);

@@ -140,6 +140,28 @@ pub struct Decision {
     /// Room for admissions on arrival, when every group left waiting lacks only members
     /// ([`crate::admit::on_arrival`]).
     pub door: Option<Door>,
+    /// Gangs the cluster grows for, each with the stand-in pods it should have
+    /// ([`crate::model::growth`]); empty when the cluster cannot grow.
+    pub grow: Vec<GrowthAsk>,
+    /// Stand-in pods no gang of this pass asked for: to delete.
+    pub unwanted_stand_ins: Vec<PodRef>,
+    /// Gangs whose stand-ins stayed unplaced past the growth timeout in this pass: to record
+    /// as given up (their stand-ins are in `unwanted_stand_ins`).
+    pub growth_timed_out: Vec<GroupKey>,
+}
+
+/// A gang the cluster grows for: one stand-in pod per member it needs for quorum.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GrowthAsk {
+    pub group: GroupKey,
+    pub queue: Arc<str>,
+    /// A gated member, whose scheduling constraints (node selector, affinity, tolerations) the
+    /// stand-ins copy.
+    pub model: PodRef,
+    /// The requests of each stand-in, by index ([`crate::model::growth::stand_in_name`]).
+    pub members: Vec<Resources>,
+    /// The indexes of `members` whose stand-in does not exist.
+    pub missing: Vec<usize>,
 }
 
 /// A group (or a pod of a queue in no group, keyed by [`GroupKey::lone`]) that waited only

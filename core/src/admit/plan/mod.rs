@@ -5,7 +5,8 @@
 //! - `share`: each queue's deserved share of the cluster;
 //! - `order`: overdue groups first, then weighted DRF, each group tried by the
 //!   `pass` against capabilities, fair share and free room (reserving room for
-//!   the head of the line, lending it by `backfill` shadow time);
+//!   the head of the line, lending it by `backfill` shadow time), and on a cluster that can
+//!   grow asking for room with stand-in pods (`growth`);
 //! - `report`: the [`Decision`] the pass leaves (`decision` holds its types).
 //!
 //! The phases, the backfill reservation, expected runtimes, `maxWaitSeconds` and their cost are
@@ -14,6 +15,7 @@
 mod backfill;
 mod collect;
 mod decision;
+mod growth;
 mod order;
 mod pass;
 mod report;
@@ -22,7 +24,7 @@ mod share;
 mod tests;
 
 pub use super::why::{Reason, Why};
-pub use decision::{Admission, Decision, Hold, PodRef, QueueReport, RoomWait, Waiting};
+pub use decision::{Admission, Decision, GrowthAsk, Hold, PodRef, QueueReport, RoomWait, Waiting};
 
 use super::groups::Groups;
 use crate::model::State;

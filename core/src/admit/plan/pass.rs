@@ -13,6 +13,7 @@ use rustc_hash::FxHashMap;
 
 use super::backfill;
 use super::collect::{Book, Candidate};
+use super::growth::Growing;
 use super::share::Shares;
 use crate::admit::free_room::Room;
 use crate::admit::why::Why;
@@ -73,6 +74,8 @@ pub(super) struct Pass<'s> {
     /// What running elastic members hold, by node name, and in all ([`super::collect::Book`]).
     elastic_on: FxHashMap<&'s str, Resources>,
     elastic: Resources,
+    /// Growth asked in this pass ([`super::growth`]).
+    pub(super) growing: Growing,
 }
 
 impl<'s> Pass<'s> {
@@ -135,6 +138,10 @@ impl<'s> Pass<'s> {
             yield_checked: vec![false; by_slot_len],
             elastic_on: book.elastic_on.clone(),
             elastic: book.elastic.clone(),
+            growing: Growing {
+                before: state.stand_ins().len(),
+                ..Growing::default()
+            },
         }
     }
 
@@ -192,7 +199,11 @@ impl<'s> Pass<'s> {
             && !self.elastic.is_empty()
             && c.needed()
                 .fits_in(&self.room.available_to(slot).plus(&self.elastic));
+        let lent = self.lend_stand_ins(c);
         let refusal = self.place(i, c, slot, share, overdue);
+        if refusal.is_err() {
+            self.take_back(&lent);
+        }
         if elastic_helps
             && let Err(why) = &refusal
             && why.reason().short_of_room()
@@ -283,6 +294,11 @@ impl<'s> Pass<'s> {
                 },
             }
         };
+        if let Some(why) = self.growth_wait(c, slot, || {
+            refused(needed.clone(), available.clone(), member.clone())
+        }) {
+            return Err(why);
+        }
         if self.head.is_none()
             && let Some(group) = c.group
             && self.room.reserve(
@@ -374,13 +390,18 @@ impl<'s> Pass<'s> {
 
     /// Records candidate `i` of queue `slot` admitted, holding `requests`.
     fn admitted_with(&mut self, i: usize, slot: usize, requests: &Resources) {
+        self.hold_quota(slot, requests);
+        self.room
+            .set_unused_guarantee(slot, &self.guarantees[slot], &self.held[slot]);
+        self.admitted.push(i);
+    }
+
+    /// Counts `requests` as held by queue `slot` and its ancestors.
+    pub(super) fn hold_quota(&mut self, slot: usize, requests: &Resources) {
         self.held[slot].add(requests);
         for &p in &self.ancestors[slot] {
             self.subtree[p].add(requests);
         }
-        self.room
-            .set_unused_guarantee(slot, &self.guarantees[slot], &self.held[slot]);
-        self.admitted.push(i);
     }
 
     /// When the head could start at the earliest (see the module docs), computed once.

@@ -12,7 +12,7 @@ use crate::model::Member;
 use crate::model::arrivals::Door;
 
 /// What `pass` decided over `book`.
-pub(super) fn report(pass: Pass, book: Book, shares: Shares, waits: Waits) -> Decision {
+pub(super) fn report(mut pass: Pass, book: Book, shares: Shares, waits: Waits) -> Decision {
     let state = pass.state;
     let candidates = &book.candidates;
     let Waits { mut whys, waited } = waits;
@@ -44,8 +44,11 @@ pub(super) fn report(pass: Pass, book: Book, shares: Shares, waits: Waits) -> De
                 })
                 .collect(),
         }),
+        unwanted_stand_ins: pass.unwanted_stand_ins(),
         ..Decision::default()
     };
+    decision.grow = std::mem::take(&mut pass.growing.asks);
+    decision.growth_timed_out = std::mem::take(&mut pass.growing.timed_out);
     for &i in &pass.admitted {
         let c = &candidates[i];
         let released = pass.extras.get(&i).map_or(&c.gated[..], |&n| &c.gated[..n]);

@@ -3,6 +3,7 @@
 
 mod arrivals;
 mod backfill;
+mod growth;
 mod order;
 mod topology;
 

@@ -1,0 +1,219 @@
+//! On a cluster that can grow: gangs that find no room ask for it with stand-ins, are admitted
+//! into their stand-ins' room, and give growth up after the timeout, holding nothing.
+
+use super::*;
+use crate::model::growth::stand_in_name;
+use crate::model::{Growth, GrowthFailed};
+
+const TIMEOUT: i64 = 60;
+
+/// `cluster()` (one node of 8 CPUs, queue q) that can grow, one gang at a time.
+fn growing_cluster(at_once: usize) -> State {
+    let mut s = cluster();
+    s.set_growth(Some(Growth {
+        namespace: "gangplank-system".into(),
+        timeout_secs: TIMEOUT,
+        at_once,
+    }));
+    s
+}
+
+/// The stand-ins `d` asks for `group` made, created at `created`, and bound to `node` if given.
+fn make_stand_ins(s: &mut State, d: &Decision, group: &str, created: i64, node: Option<&str>) {
+    let ask = d
+        .grow
+        .iter()
+        .find(|a| &*a.group.name == group)
+        .unwrap_or_else(|| panic!("no growth asked for {group}: {d:?}"));
+    for &n in &ask.missing {
+        let name = stand_in_name(&ask.group, n);
+        s.apply_pod(Pod {
+            namespace: "gangplank-system".into(),
+            stand_in_for: Some(ask.group.clone()),
+            requests: ask.members[n].clone(),
+            node_name: node.map(str::to_owned),
+            phase: if node.is_some() {
+                PodPhase::Running
+            } else {
+                PodPhase::Pending
+            },
+            ..pod(name.clone()).created(created)
+        });
+    }
+}
+
+/// Half of `n1` taken by a running pod in no group.
+fn half_busy(s: &mut State) {
+    running(s, "busy", None, "n1", 4_000, NOW - 10);
+}
+
+#[test]
+fn a_gang_that_does_not_fit_asks_for_stand_ins_sized_like_its_members_and_reserves_nothing() {
+    let mut s = growing_cluster(1);
+    half_busy(&mut s);
+    gang(&mut s, "big", "q", 3, 6_000, NOW - 60);
+    let d = decide_at(&s, &|_| false, NOW);
+    assert!(admitted(&d).is_empty());
+    assert_eq!(reason(&d, "big"), Reason::WaitingForGrowth);
+    assert_eq!(d.hold, None, "a growing gang holds no reservation");
+    assert_eq!(d.grow.len(), 1);
+    assert_eq!(d.grow[0].members.len(), 3);
+    assert_eq!(d.grow[0].missing, vec![0, 1, 2]);
+    assert_eq!(d.grow[0].members[0].get("cpu"), 6_000);
+    assert!(
+        d.short_of_room.iter().all(|w| &*w.group.name != "big"),
+        "reclaim is not asked for a gang the cluster grows for: {:?}",
+        d.short_of_room
+    );
+}
+
+#[test]
+fn without_growth_the_same_gang_holds_a_reservation_as_before() {
+    let mut s = cluster();
+    half_busy(&mut s);
+    gang(&mut s, "big", "q", 1, 6_000, NOW - 60);
+    let d = decide_at(&s, &|_| false, NOW);
+    assert_eq!(reason(&d, "big"), Reason::Reserved);
+    assert!(d.grow.is_empty());
+}
+
+#[test]
+fn a_gang_is_admitted_into_the_room_of_its_bound_stand_ins_and_they_are_deleted() {
+    let mut s = growing_cluster(1);
+    half_busy(&mut s);
+    gang(&mut s, "big", "q", 2, 6_000, NOW - 60);
+    let d = decide_at(&s, &|_| false, NOW);
+    for name in ["new-1", "new-2"] {
+        s.apply_node(node(name, 8_000));
+    }
+    make_stand_ins(&mut s, &d, "big", NOW, None);
+    // Placed, one on each new node, as the scheduler would.
+    let stand_ins: Vec<Pod> = s.stand_ins()[&GroupKey::new("ns", "big")]
+        .values()
+        .map(|p| p.as_ref().clone())
+        .collect();
+    for (p, node) in stand_ins.into_iter().zip(["new-1", "new-2"]) {
+        s.apply_pod(Pod {
+            node_name: Some(node.into()),
+            phase: PodPhase::Running,
+            ..p
+        });
+    }
+    let d = decide_at(&s, &|_| false, NOW + 5);
+    assert_eq!(admitted(&d), vec!["big"]);
+    assert!(d.grow.is_empty());
+    assert_eq!(d.unwanted_stand_ins.len(), 2, "{d:?}");
+}
+
+#[test]
+fn the_room_of_a_gangs_stand_ins_is_lent_to_it_and_no_tenant_pod_passes_for_one() {
+    let mut s = growing_cluster(1);
+    half_busy(&mut s);
+    gang(&mut s, "big", "q", 1, 6_000, NOW - 60);
+    let d = decide_at(&s, &|_| false, NOW);
+    s.apply_node(node("new-1", 6_000));
+    make_stand_ins(&mut s, &d, "big", NOW, Some("new-1"));
+    // A tenant's pod in its own namespace that claims to stand in for its gang, on the rest of
+    // n1: believed, its room would be lent to that gang.
+    gang(&mut s, "other", "q", 1, 4_000, NOW - 30);
+    let tenant = Pod {
+        stand_in_for: Some(GroupKey::new("ns", "other")),
+        node_name: Some("n1".into()),
+        phase: PodPhase::Running,
+        ..pod("fake-stand-in").cpu(4_000)
+    };
+    s.apply_pod(tenant);
+    let d = decide_at(&s, &|_| false, NOW + 5);
+    assert_eq!(admitted(&d), vec!["big"]);
+    assert_eq!(
+        reason(&d, "other"),
+        Reason::WaitingForGrowth,
+        "a pod outside Gangplank's namespace is no stand-in: its room is not lent"
+    );
+}
+
+#[test]
+fn only_as_many_gangs_as_may_grow_at_once_ask_and_the_others_wait_behind_them() {
+    let mut s = growing_cluster(1);
+    gang(&mut s, "first", "q", 2, 6_000, NOW - 60);
+    gang(&mut s, "second", "q", 2, 6_000, NOW - 30);
+    let d = decide_at(&s, &|_| false, NOW);
+    assert_eq!(d.grow.len(), 1);
+    assert_eq!(&*d.grow[0].group.name, "first");
+    assert_eq!(reason(&d, "second"), Reason::WaitingForGrowth);
+    assert!(
+        why(&d, "second").contains("after gang ns/first"),
+        "{}",
+        why(&d, "second")
+    );
+    let mut s = growing_cluster(2);
+    gang(&mut s, "first", "q", 2, 6_000, NOW - 60);
+    gang(&mut s, "second", "q", 2, 6_000, NOW - 30);
+    assert_eq!(decide_at(&s, &|_| false, NOW).grow.len(), 2);
+}
+
+#[test]
+fn a_growing_gang_holds_its_queues_quota_so_a_second_gang_does_not_pass_the_capability_too() {
+    let mut s = growing_cluster(2);
+    s.apply_queue(Queue {
+        capability: Capability::from([("cpu", 12_000)]),
+        ..Queue::new("q")
+    });
+    gang(&mut s, "first", "q", 2, 6_000, NOW - 60);
+    gang(&mut s, "second", "q", 2, 6_000, NOW - 30);
+    let d = decide_at(&s, &|_| false, NOW);
+    assert_eq!(d.grow.len(), 1);
+    assert_eq!(reason(&d, "second"), Reason::CapabilityReached);
+}
+
+#[test]
+fn stand_ins_unplaced_past_the_timeout_give_growth_up_and_the_gang_then_holds_nothing() {
+    let mut s = growing_cluster(1);
+    gang(&mut s, "big", "q", 3, 6_000, NOW - 60);
+    let d = decide_at(&s, &|_| false, NOW);
+    make_stand_ins(&mut s, &d, "big", NOW, None);
+    let d = decide_at(&s, &|_| false, NOW + TIMEOUT - 1);
+    assert_eq!(reason(&d, "big"), Reason::WaitingForGrowth);
+    assert!(d.growth_timed_out.is_empty());
+
+    let d = decide_at(&s, &|_| false, NOW + TIMEOUT);
+    assert_eq!(reason(&d, "big"), Reason::GrowthFailed);
+    assert_eq!(d.growth_timed_out, vec![GroupKey::new("ns", "big")]);
+    assert_eq!(d.unwanted_stand_ins.len(), 3);
+    assert!(d.grow.is_empty());
+
+    // The loop records it and deletes the stand-ins: the gang waits, holding nothing, and a
+    // gang that fits runs.
+    let failed_at = NOW + TIMEOUT;
+    s.note_growth_failed(
+        &GroupKey::new("ns", "big"),
+        GrowthFailed {
+            at: failed_at,
+            message: Some("all available instance types exceed limits for nodepool".into()),
+        },
+    );
+    for uid in s
+        .pods()
+        .values()
+        .filter(|p| p.stand_in_for.is_some())
+        .map(|p| p.uid.clone())
+        .collect::<Vec<_>>()
+    {
+        s.delete_pod(&uid);
+    }
+    gang(&mut s, "small", "q", 2, 2_000, NOW + TIMEOUT);
+    let d = decide_at(&s, &|_| false, failed_at + 1);
+    assert_eq!(reason(&d, "big"), Reason::GrowthFailed);
+    assert!(
+        why(&d, "big").contains("exceed limits"),
+        "{}",
+        why(&d, "big")
+    );
+    assert_eq!(d.hold, None);
+    assert_eq!(admitted(&d), vec!["small"]);
+
+    // After another timeout it asks again.
+    let d = decide_at(&s, &|_| false, failed_at + TIMEOUT);
+    assert_eq!(reason(&d, "big"), Reason::WaitingForGrowth);
+    assert_eq!(d.grow.len(), 1);
+}
