@@ -14,7 +14,7 @@ use std::sync::{Arc, Mutex};
 use futures::StreamExt;
 use gangplank::api::labels::ADMISSION_GATE;
 use gangplank::api::{PodGroup, Queue, QueueSpec};
-use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::core::v1::{Event, Node, Pod};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use kube::api::{
     ApiResource, DeleteParams, DynamicObject, GroupVersionKind, ListParams, Patch, PatchParams,
@@ -213,6 +213,26 @@ async fn stand_ins_for(client: &Client, namespace: &str, group: &str) -> Vec<Str
         .collect()
 }
 
+/// The messages of the `FailedScheduling` Events Karpenter wrote about the pods `names` of
+/// Gangplank's namespace.
+async fn karpenter_said_about(client: &Client, names: &BTreeSet<String>) -> Vec<String> {
+    let events: Api<Event> = Api::namespaced(client.clone(), GANGPLANK_NAMESPACE);
+    let list = events.list(&ListParams::default()).await.unwrap();
+    list.items
+        .into_iter()
+        .filter(|e| e.reason.as_deref() == Some("FailedScheduling"))
+        .filter(|e| {
+            let source = e.source.as_ref().and_then(|s| s.component.as_deref());
+            source == Some("karpenter") || e.reporting_component.as_deref() == Some("karpenter")
+        })
+        .filter(|e| {
+            let about = e.involved_object.name.as_ref();
+            about.is_some_and(|name| names.contains(name))
+        })
+        .filter_map(|e| e.message)
+        .collect()
+}
+
 /// Waits until Gangplank has deleted every stand-in of PodGroup `group` of `ns`.
 async fn no_stand_ins_left(client: &Client, ns: &TestNamespace, group: &str) {
     eventually(
@@ -272,10 +292,14 @@ fn capability(of: &[(&str, i64)]) -> QueueSpec {
 }
 
 /// What a watch showed of one pod at one moment.
-#[derive(Clone, Copy, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq)]
 struct Seen {
     bound: bool,
     gated: bool,
+    /// For a stand-in: the PodGroup it stands in for, as `namespace/name`.
+    stand_in_for: Option<String>,
+    /// Deleted, and going.
+    deleting: bool,
 }
 
 impl Seen {
@@ -287,6 +311,12 @@ impl Seen {
         Seen {
             bound: spec.and_then(|s| s.node_name.as_ref()).is_some(),
             gated: gates.iter().any(|g| g.name == ADMISSION_GATE),
+            stand_in_for: pod
+                .metadata
+                .annotations
+                .as_ref()
+                .and_then(|a| a.get(STAND_IN_FOR_ANNOTATION).cloned()),
+            deleting: pod.metadata.deletion_timestamp.is_some(),
         }
     }
 }
@@ -294,8 +324,8 @@ impl Seen {
 /// A namespace's pods at one moment, by name.
 type Moment = BTreeMap<String, Seen>;
 
-/// Every moment a watch of a namespace's pods showed, one per change it delivered, from a
-/// watch that listed the namespace before the test made its pods; records until dropped.
+/// Every moment a watch of pods showed, one per change it delivered, from a watch that listed
+/// them before the test made any; records until dropped.
 struct PodHistory {
     task: tokio::task::JoinHandle<()>,
     moments: Arc<Mutex<Vec<Moment>>>,
@@ -304,7 +334,7 @@ struct PodHistory {
 }
 
 impl PodHistory {
-    async fn record(pods: Api<Pod>) -> PodHistory {
+    async fn record(pods: Api<Pod>, config: watcher::Config) -> PodHistory {
         let moments = Arc::<Mutex<Vec<Moment>>>::default();
         let relists = Arc::<Mutex<usize>>::default();
         let (listed, first_list) = tokio::sync::oneshot::channel();
@@ -313,7 +343,7 @@ impl PodHistory {
             async move {
                 let mut listed = Some(listed);
                 let (mut now, mut listing) = (Moment::new(), Moment::new());
-                let events = watcher(pods, watcher::Config::default()).default_backoff();
+                let events = watcher(pods, config).default_backoff();
                 let mut events = std::pin::pin!(events);
                 while let Some(event) = events.next().await {
                     let name = |p: &Pod| p.metadata.name.clone().unwrap_or_default();
@@ -367,7 +397,7 @@ impl PodHistory {
                 let members = moment
                     .iter()
                     .filter(|(name, _)| name.starts_with(&prefix))
-                    .map(|(name, seen)| (name.clone(), *seen));
+                    .map(|(name, seen)| (name.clone(), seen.clone()));
                 (at, members.collect())
             })
             .collect()
@@ -398,6 +428,24 @@ impl PodHistory {
             .flat_map(|(_, members)| members)
             .filter(|(_, s)| s.bound)
             .map(|(name, _)| name)
+            .collect()
+    }
+
+    /// The moments at which stand-ins not being deleted stood in for more than one PodGroup of
+    /// `namespace`, with those groups: they grew the cluster at once.
+    fn growing_at_once(&self, namespace: &str) -> Vec<BTreeSet<String>> {
+        let prefix = format!("{namespace}/");
+        let moments = self.moments.lock().unwrap();
+        moments
+            .iter()
+            .map(|moment| {
+                let asking = moment.values().filter(|s| !s.deleting);
+                let groups = asking.filter_map(|s| s.stand_in_for.clone());
+                groups
+                    .filter(|g| g.starts_with(&prefix))
+                    .collect::<BTreeSet<_>>()
+            })
+            .filter(|groups| groups.len() > 1)
             .collect()
     }
 
@@ -440,7 +488,7 @@ async fn a_gang_of_four_whole_node_pods_grows_the_cluster_binds_whole_never_part
     let _guard = QueueGuard(queue.clone());
     let ns = cluster.namespace("grow-whole").await;
     let pods = ns.api::<Pod>();
-    let history = PodHistory::record(pods.clone()).await;
+    let history = PodHistory::record(pods.clone(), watcher::Config::default()).await;
 
     let submitted = tokio::time::Instant::now();
     create_gang(&ns, &queue, "whole", 4, WHOLE_NODE_CPU as u32, None, None).await;
@@ -528,7 +576,7 @@ async fn a_gang_beyond_the_node_pools_gpu_limit_waits_whole_then_fails_to_grow_s
     let _guard = QueueGuard(queue.clone());
     let ns = cluster.namespace("grow-beyond").await;
     let groups = ns.api::<PodGroup>();
-    let history = PodHistory::record(ns.api::<Pod>()).await;
+    let history = PodHistory::record(ns.api::<Pod>(), watcher::Config::default()).await;
 
     create_gpu_gang(&ns, &queue, "beyond", members, cpu, 8).await;
     let asked = eventually(
@@ -545,6 +593,12 @@ async fn a_gang_beyond_the_node_pools_gpu_limit_waits_whole_then_fails_to_grow_s
         asked.contains(&members.to_string()),
         "the wait for growth does not say how many stand-ins were asked for the {members} members: {asked}"
     );
+    let stand_in_names: BTreeSet<String> =
+        eventually("the stand-ins of the gang beyond the limit", 30, || async {
+            let names = stand_ins_for(&cluster.client, &ns.name, "beyond").await;
+            (names.len() == members as usize).then(|| names.into_iter().collect())
+        })
+        .await;
 
     create_gang(&ns, &queue, "small", 2, small_cpu as u32, None, None).await;
     eventually(
@@ -575,9 +629,16 @@ async fn a_gang_beyond_the_node_pools_gpu_limit_waits_whole_then_fails_to_grow_s
         "GrowthFailed {:?} after the wait for growth began: {failed}",
         waiting_since.elapsed()
     );
+    // Karpenter says first that the NodePool's limits stop it, then, once it has added what
+    // the limits allow, that no node fits: Gangplank passes on the last thing it said.
+    let karpenter_said = karpenter_said_about(&cluster.client, &stand_in_names).await;
     assert!(
-        failed.contains("exceed limits"),
-        "GrowthFailed does not give Karpenter's reason (the NodePool's limits): {failed}"
+        karpenter_said.iter().any(|m| m.contains("exceed limits")),
+        "Karpenter never said the NodePool's limits stopped it: {karpenter_said:?}"
+    );
+    assert!(
+        karpenter_said.iter().any(|m| failed.contains(m.as_str())),
+        "GrowthFailed does not pass on what Karpenter said about a stand-in ({karpenter_said:?}): {failed}"
     );
     history.assert_complete();
     assert_eq!(
@@ -614,7 +675,12 @@ async fn gangs_of_two_queues_that_both_need_growth_get_the_new_room_in_fair_shar
     let _b_guard = QueueGuard(b.clone());
     let ns = cluster.namespace("grow-order").await;
     let groups = ns.api::<PodGroup>();
-    let history = PodHistory::record(ns.api::<Pod>()).await;
+    let history = PodHistory::record(ns.api::<Pod>(), watcher::Config::default()).await;
+    let stand_ins = PodHistory::record(
+        Api::namespaced(client.clone(), GANGPLANK_NAMESPACE),
+        watcher::Config::default().labels(&format!("{STAND_IN_LABEL}=true")),
+    )
+    .await;
 
     // B holds a running small gang; A holds nothing.
     create_gang(&ns, &b, "b-small", 1, small_cpu as u32, None, None).await;
@@ -644,14 +710,27 @@ async fn gangs_of_two_queues_that_both_need_growth_get_the_new_room_in_fair_shar
         .await
         .unwrap();
 
-    let (a_at, b_at) = eventually("both large gangs bound whole", 180, || async {
-        Some((
-            history.whole_at("a-large", 2)?,
-            history.whole_at("b-large", 2)?,
-        ))
-    })
+    // Each growth succeeds at its first ask (the NodePool has room for both), so both gangs
+    // are bound before a growth could have timed out: a gang admitted into its stand-ins' room
+    // that cannot take it (another gang's stand-ins took it) would wait out a growth timeout.
+    let (a_at, b_at) = eventually(
+        "both large gangs bound whole, within the growth timeout",
+        GROWTH_TIMEOUT_SECONDS,
+        || async {
+            Some((
+                history.whole_at("a-large", 2)?,
+                history.whole_at("b-large", 2)?,
+            ))
+        },
+    )
     .await;
     history.assert_complete();
+    stand_ins.assert_complete();
+    assert_eq!(
+        stand_ins.growing_at_once(&ns.name),
+        Vec::<BTreeSet<String>>::new(),
+        "both gangs had stand-ins at once, though Gangplank grows for one gang at a time (--growth-at-once 1)"
+    );
     assert!(
         a_at < b_at,
         "B's gang (moment {b_at}) was bound before A's (moment {a_at}), though A held less of its share"
