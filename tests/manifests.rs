@@ -300,6 +300,7 @@ fn cluster_role_grants_exactly_what_gangplank_calls() {
         (labels::GROUP, "podgroups", "watch"),
         (labels::GROUP, "podgroups", "create"),
         (labels::GROUP, "podgroups", "patch"),
+        (labels::GROUP, "podgroups", "delete"),
         (labels::GROUP, "podgroups/status", "patch"),
         (labels::GROUP, "queues", "get"),
         (labels::GROUP, "queues", "list"),

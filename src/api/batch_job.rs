@@ -108,6 +108,20 @@ pub struct BatchJobSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub priority_class_name: Option<String>,
 
+    /// Jobs of the same namespace this job starts after: it makes no PodGroup and no pod until
+    /// every one of them (`iteration: all`, the default) or one (`any`) has Completed, and
+    /// fails (reason `DependencyFailed`) once that can no longer happen. At most 100 names.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub depends_on: Option<DependsOn>,
+
+    /// `true` suspends the job: its pods are deleted (phase `Aborted`, reason `Suspended`), so it
+    /// holds no room; `false` (or absent) again resumes it: its gang is made again and waits
+    /// for admission like a new one. The one field besides `maxRetry` and
+    /// `ttlSecondsAfterFinished` that may change after creation. (batch/v1's field name; Volcano
+    /// suspends and resumes through its `vcctl job suspend`/`resume` commands.)
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub suspend: Option<bool>,
+
     /// Pods that must succeed for the job to complete, at most 10,000. Absent: `minAvailable`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 1, max = gangplank_core::limits::MAX_MEMBERS))]
@@ -153,15 +167,17 @@ pub struct TaskSpec {
     pub depends_on: Option<DependsOn>,
 }
 
-/// Tasks a task waits for.
+/// Tasks a task waits for (in a task), or Jobs a Job waits for (in a Job's spec).
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 #[schemars(transform = kubernetes_style)]
 pub struct DependsOn {
-    /// Names of the tasks waited for.
+    /// Names of the tasks (or Jobs) waited for.
     #[serde(default)]
+    #[schemars(length(max = 100))]
     pub name: Vec<String>,
-    /// `all` (every task named is running; the default) or `any` (one of them is).
+    /// `all` (every task named is running, or every Job named has completed; the default) or
+    /// `any` (one of them).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub iteration: Option<String>,
 }
@@ -183,8 +199,7 @@ pub struct VolumeSpec {
 #[serde(rename_all = "camelCase")]
 #[schemars(transform = kubernetes_style)]
 pub struct LifecyclePolicy {
-    /// `AbortJob`, `RestartJob`, `RestartTask`, `RestartPod`, `TerminateJob`, `CompleteJob` or
-    /// `ResumeJob`.
+    /// `AbortJob`, `RestartJob`, `RestartTask`, `RestartPod`, `TerminateJob` or `CompleteJob`.
     pub action: String,
     /// `PodFailed`, `PodEvicted`, `PodPending`, `TaskCompleted`, `TaskFailed`, `Unknown`, or
     /// `*` for any of them. Exclusive with `exitCode`.
@@ -234,6 +249,9 @@ pub struct BatchJobStatus {
     /// Restarts so far.
     #[serde(default)]
     pub retry_count: i32,
+    /// Per task with its own `maxRetry`: its restarts (`RestartTask`, `RestartPod`) so far.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub task_retry_count: BTreeMap<String, i32>,
     /// When the job first ran (all its gang running).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub running_since: Option<Time>,
@@ -338,6 +356,8 @@ impl BatchJobSpec {
             plugins: BTreeMap::new(),
             running_estimate: None,
             queue: None,
+            depends_on: None,
+            suspend: None,
             max_retry: None,
             ttl_seconds_after_finished: None,
             priority_class_name: None,

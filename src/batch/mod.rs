@@ -2,9 +2,11 @@
 //! and its plugins' objects, and keeps its status, by Volcano's lifecycle.
 //!
 //! A reconciler per Job (kube's `Controller`) rather than the snapshot passes of
-//! [`crate::controller`]: a Job's state is a function of its own PodGroup and pods only. It reads
-//! them from its own stores (pods and PodGroups labelled with the job's name, so the watches
-//! carry nothing else), decides with the pure [`plan::decide`], and writes: the PodGroup
+//! [`crate::controller`]: a Job's state is a function of its own PodGroup and pods, and, until
+//! it starts, of the phases of the Jobs it depends on (`spec.dependsOn`, read from the Job
+//! store and looked at again every few seconds while it waits for them). It reads them from its
+//! own stores (pods and PodGroups labelled with the job's name, so the watches carry nothing
+//! else), decides with the pure [`plan::decide_after`], and writes: the PodGroup
 //! ([`objects::pod_group`], admitted ahead of its pods), the pods once the group is admitted
 //! (so a waiting Job costs the API server nothing), deletions the policies ask for, and the
 //! status (server-side apply). After writing it waits, with a deadline, until its stores show
@@ -232,7 +234,12 @@ async fn reconcile(job: Arc<BatchJob>, ctx: Arc<Context>) -> Result<Action, Erro
     let now = Timestamp::now().as_second();
     let views: Vec<PodView> = pods.iter().filter_map(|p| pod_view(p)).collect();
     let group_view = group.as_deref().map(|g| group_view(g, now));
-    let decision = plan::decide(&job, group_view.as_ref(), &views, now);
+    let after = plan::after(&job, |other| {
+        ctx.jobs
+            .get(&ObjectRef::new(other).within(&namespace))
+            .map(|j| j.status.as_ref().map(|s| s.state.phase).unwrap_or_default())
+    });
+    let decision = plan::decide_after(&job, &after, group_view.as_ref(), &views, now);
     let write = |what: &str, why: kube::Error| Error::Write {
         what: what.to_owned(),
         job: format!("{namespace}/{name}"),
@@ -244,6 +251,24 @@ async fn reconcile(job: Arc<BatchJob>, ctx: Arc<Context>) -> Result<Action, Erro
         ignore_missing(api.delete(&name, &DeleteParams::background()).await)
             .map_err(|e| write("delete the finished job", e))?;
         return Ok(Action::await_change());
+    }
+    if decision.delete_group
+        && let Some(group) = &group
+    {
+        let api: Api<PodGroup> = Api::namespaced(ctx.client.clone(), &namespace);
+        let params = DeleteParams {
+            preconditions: group
+                .metadata
+                .uid
+                .clone()
+                .map(|uid| kube::api::Preconditions {
+                    uid: Some(uid),
+                    resource_version: None,
+                }),
+            ..DeleteParams::background()
+        };
+        ignore_missing(api.delete(&name, &params).await.map(|_| ()))
+            .map_err(|e| write("delete the suspended job's PodGroup", e))?;
     }
     if decision.create_group {
         let group = objects::pod_group(&job);

@@ -61,6 +61,10 @@ pub struct NewPod {
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct Decision {
     pub create_group: bool,
+    /// The job is suspended: its PodGroup goes, so that it holds no room (admitted ahead of
+    /// its pods, it would hold its queue's room without them) and asks for none; resumed, it
+    /// is made again.
+    pub delete_group: bool,
     /// Pods to create, for the version in `status`.
     pub create: Vec<NewPod>,
     /// Pods to delete, by name.
@@ -70,6 +74,8 @@ pub struct Decision {
     pub delete_job: bool,
     /// Look again after this many seconds (a pending timeout or a TTL), if nothing changes.
     pub recheck_after: Option<u64>,
+    /// A task with its own `maxRetry` restarted (a task or a pod of it): one more of its retries.
+    task_retried: Option<String>,
 }
 
 /// An event a policy may handle, with the task it happened in.
@@ -79,6 +85,9 @@ struct Happened<'p> {
     task: &'p str,
     pod: Option<&'p PodView>,
 }
+
+/// The reason of a job aborted because `spec.suspend` is true.
+pub const SUSPENDED: &str = "Suspended";
 
 /// Every event name a policy may name.
 pub const EVENTS: [&str; 7] = [
@@ -126,14 +135,106 @@ impl Next {
     }
 }
 
+/// Where the Jobs a job depends on (`spec.dependsOn`) leave it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum After {
+    /// It depends on none, or they completed as it asks: it may start.
+    Ready,
+    /// Not yet: why.
+    Waiting(String),
+    /// They can no longer complete as it asks: why.
+    Failed(String),
+}
+
+/// Where the Jobs `job` depends on leave it, `phase_of` giving each one's phase (`None`: no
+/// such Job in its namespace).
+pub fn after(job: &BatchJob, phase_of: impl Fn(&str) -> Option<JobPhase>) -> After {
+    let Some(depends) = job.spec.depends_on.as_ref().filter(|d| !d.name.is_empty()) else {
+        return After::Ready;
+    };
+    let any = depends.iteration.as_deref() == Some("any");
+    let (mut done, mut failed, mut waiting) = (Vec::new(), Vec::new(), Vec::new());
+    for name in &depends.name {
+        match phase_of(name) {
+            Some(JobPhase::Completed) => done.push(name.as_str()),
+            Some(phase) if phase.is_finished() => {
+                failed.push(format!("{name} ({})", phase.as_str()))
+            }
+            Some(phase) => waiting.push(format!("{name} ({})", phase.as_str())),
+            None => waiting.push(format!("{name} (not created yet)")),
+        }
+    }
+    let enough = if any {
+        !done.is_empty()
+    } else {
+        done.len() == depends.name.len()
+    };
+    let hopeless = if any {
+        failed.len() == depends.name.len()
+    } else {
+        !failed.is_empty()
+    };
+    if enough {
+        After::Ready
+    } else if hopeless {
+        After::Failed(format!(
+            "jobs it depends on ended without completing: {}",
+            failed.join(", ")
+        ))
+    } else {
+        let how = if any { "one of" } else { "every one of" };
+        After::Waiting(format!(
+            "starts once {how} the jobs it depends on has completed; waiting for {}",
+            waiting.join(", ")
+        ))
+    }
+}
+
+/// Where a job that has not started yet stands while the Jobs it depends on are not
+/// [`After::Ready`]: waiting (looked at again soon) or failed; `None` once they are ready.
+fn held_back(after: &After, out: &mut Decision) -> Option<Next> {
+    match after {
+        After::Ready => None,
+        After::Waiting(why) => {
+            out.create_group = false;
+            out.recheck_after = Some(DEPENDENCY_RECHECK_SECONDS);
+            Some(Next::to(
+                JobPhase::Pending,
+                "WaitingForDependencies",
+                why.clone(),
+            ))
+        }
+        After::Failed(why) => {
+            out.create_group = false;
+            Some(Next::to(JobPhase::Failed, "DependencyFailed", why.clone()))
+        }
+    }
+}
+
+/// How often a job waiting for the jobs it depends on looks again.
+pub const DEPENDENCY_RECHECK_SECONDS: u64 = 5;
+
 /// Decides what to do for `job` at `now` (Unix seconds); see the module docs.
 pub fn decide(job: &BatchJob, group: Option<&GroupView>, pods: &[PodView], now: i64) -> Decision {
+    decide_after(job, &After::Ready, group, pods, now)
+}
+
+/// [`decide`], for a job the Jobs it depends on leave at `after`: until it first starts, it
+/// makes no PodGroup and no pod unless they are [`After::Ready`].
+pub fn decide_after(
+    job: &BatchJob,
+    after: &After,
+    group: Option<&GroupView>,
+    pods: &[PodView],
+    now: i64,
+) -> Decision {
     let spec = &job.spec;
     let old = job.status.clone().unwrap_or_default();
     let mut status = BatchJobStatus {
         min_available: spec.gang_size(),
         version: old.version,
         retry_count: old.retry_count,
+        task_retry_count: old.task_retry_count.clone(),
         running_since: old.running_since.clone(),
         controlled_resources: old.controlled_resources.clone(),
         conditions: old.conditions.clone(),
@@ -157,67 +258,102 @@ pub fn decide(job: &BatchJob, group: Option<&GroupView>, pods: &[PodView], now: 
         spec.tasks.iter().map(|t| t.name.as_str()),
     );
     let phase = old.state.phase;
-    let next = match phase {
-        JobPhase::Completed | JobPhase::Failed | JobPhase::Terminated | JobPhase::Aborted => {
-            if let Some(ttl) = spec.ttl_seconds_after_finished {
-                let finished = old
-                    .state
-                    .last_transition_time
-                    .as_ref()
-                    .map_or(now, |t| t.0.as_second());
-                let due = finished + i64::from(ttl);
-                if now >= due {
-                    out.delete_job = true;
-                } else {
-                    out.recheck_after = Some((due - now).unsigned_abs());
-                }
-            }
-            Next::stay(&old.state)
-        }
-        JobPhase::Restarting => {
-            out.delete.extend(
-                current
-                    .iter()
-                    .filter(|p| !p.deleting)
-                    .map(|p| p.name.clone()),
-            );
-            if pods.is_empty() {
+    let mut resumed = false;
+    let held = if phase == JobPhase::Pending && group.is_none() && pods.is_empty() {
+        held_back(after, &mut out)
+    } else {
+        None
+    };
+    let next = if let Some(next) = held {
+        next
+    } else {
+        match phase {
+            JobPhase::Aborted
+                if old.state.reason == SUSPENDED && !spec.suspend.unwrap_or(false) =>
+            {
+                resumed = true;
                 Next::to(
                     JobPhase::Pending,
-                    "Restarted",
-                    format!(
-                        "restarted ({} of maxRetry {}); waiting for admission",
-                        old.retry_count,
-                        spec.max_retries()
-                    ),
+                    "Resumed",
+                    "resumed (spec.suspend is false): its gang is made again and waits for admission",
                 )
-            } else {
+            }
+            JobPhase::Pending | JobPhase::Running | JobPhase::Restarting
+                if spec.suspend.unwrap_or(false) =>
+            {
+                out.delete.extend(
+                    current
+                        .iter()
+                        .filter(|p| !p.deleting)
+                        .map(|p| p.name.clone()),
+                );
+                Next::to(
+                    JobPhase::Aborting,
+                    SUSPENDED,
+                    "suspended (spec.suspend): its pods are deleted and its room given back; set spec.suspend to false to resume",
+                )
+            }
+            JobPhase::Completed | JobPhase::Failed | JobPhase::Terminated | JobPhase::Aborted => {
+                if let Some(ttl) = spec.ttl_seconds_after_finished {
+                    let finished = old
+                        .state
+                        .last_transition_time
+                        .as_ref()
+                        .map_or(now, |t| t.0.as_second());
+                    let due = finished + i64::from(ttl);
+                    if now >= due {
+                        out.delete_job = true;
+                    } else {
+                        out.recheck_after = Some((due - now).unsigned_abs());
+                    }
+                }
                 Next::stay(&old.state)
             }
-        }
-        JobPhase::Aborting | JobPhase::Terminating | JobPhase::Completing => {
-            let live: Vec<&&PodView> = current.iter().filter(|p| p.live()).collect();
-            out.delete
-                .extend(live.iter().filter(|p| !p.deleting).map(|p| p.name.clone()));
-            if live.is_empty() {
-                let done = match phase {
-                    JobPhase::Aborting => JobPhase::Aborted,
-                    JobPhase::Terminating => JobPhase::Terminated,
-                    _ => JobPhase::Completed,
-                };
-                Next::to(done, &old.state.reason, old.state.message.clone())
-            } else {
-                Next::stay(&old.state)
+            JobPhase::Restarting => {
+                out.delete.extend(
+                    current
+                        .iter()
+                        .filter(|p| !p.deleting)
+                        .map(|p| p.name.clone()),
+                );
+                if pods.is_empty() {
+                    Next::to(
+                        JobPhase::Pending,
+                        "Restarted",
+                        format!(
+                            "restarted ({} of maxRetry {}); waiting for admission",
+                            old.retry_count,
+                            spec.max_retries()
+                        ),
+                    )
+                } else {
+                    Next::stay(&old.state)
+                }
             }
-        }
-        JobPhase::Pending | JobPhase::Running => match spec.beyond_limits() {
-            // Never admitted: fail it before it makes a PodGroup or a pod.
-            Some(why) if group.is_none() => {
-                out.create_group = false;
-                Next::to(JobPhase::Failed, "TooLarge", why)
+            JobPhase::Aborting | JobPhase::Terminating | JobPhase::Completing => {
+                let live: Vec<&&PodView> = current.iter().filter(|p| p.live()).collect();
+                out.delete
+                    .extend(live.iter().filter(|p| !p.deleting).map(|p| p.name.clone()));
+                if live.is_empty() {
+                    let done = match phase {
+                        JobPhase::Aborting => JobPhase::Aborted,
+                        JobPhase::Terminating => JobPhase::Terminated,
+                        _ => JobPhase::Completed,
+                    };
+                    Next::to(done, &old.state.reason, old.state.message.clone())
+                } else {
+                    Next::stay(&old.state)
+                }
             }
-            _ => active(job, group, &current, &status, now, &mut out),
-        },
+            JobPhase::Pending | JobPhase::Running => match spec.beyond_limits() {
+                // Never admitted: fail it before it makes a PodGroup or a pod.
+                Some(why) if group.is_none() => {
+                    out.create_group = false;
+                    Next::to(JobPhase::Failed, "TooLarge", why)
+                }
+                _ => active(job, group, &current, &status, now, &mut out),
+            },
+        }
     };
     if next.phase != phase || status.state.last_transition_time.is_none() {
         status.state.last_transition_time = Some(time(now));
@@ -234,8 +370,20 @@ pub fn decide(job: &BatchJob, group: Option<&GroupView>, pods: &[PodView], now: 
         status.retry_count = status.retry_count.saturating_add(1);
         status.running_since = None;
     }
+    if resumed {
+        status.version = status.version.saturating_add(1);
+        status.running_since = None;
+    }
     if next.retried {
         status.retry_count = status.retry_count.saturating_add(1);
+    }
+    if let Some(task) = out.task_retried.take() {
+        let n = status.task_retry_count.entry(task).or_default();
+        *n = n.saturating_add(1);
+    }
+    if matches!(next.phase, JobPhase::Aborting | JobPhase::Aborted) && next.reason == SUSPENDED {
+        out.create_group = false;
+        out.delete_group = group.is_some();
     }
     status.state.phase = next.phase;
     status.state.reason = next.reason;
@@ -280,7 +428,29 @@ fn active(
                 );
             }
             action @ ("RestartTask" | "RestartPod") => {
-                if retries >= spec.max_retries() {
+                // A task with its own maxRetry counts its own restarts; the others, the job's.
+                let task_limit = spec
+                    .tasks
+                    .iter()
+                    .find(|t| t.name == happened.task)
+                    .and_then(|t| t.max_retry);
+                if let Some(limit) = task_limit {
+                    let done = counts
+                        .task_retry_count
+                        .get(happened.task)
+                        .copied()
+                        .unwrap_or(0);
+                    if done >= limit {
+                        return Next::to(
+                            JobPhase::Failed,
+                            "MaxRetryExceeded",
+                            format!(
+                                "{why}; {action} asked for, but task {} already restarted {done} times (its maxRetry {limit})",
+                                happened.task
+                            ),
+                        );
+                    }
+                } else if retries >= spec.max_retries() {
                     return over(action);
                 }
                 let doomed: Vec<String> = current
@@ -294,6 +464,9 @@ fn active(
                     .collect();
                 let retried = !doomed.is_empty();
                 out.delete.extend(doomed);
+                if retried && task_limit.is_some() {
+                    out.task_retried = Some(happened.task.to_owned());
+                }
                 let what = if action == "RestartTask" {
                     format!("restarting task {}", happened.task)
                 } else {
@@ -816,6 +989,178 @@ mod tests {
             "{}",
             d.status.state.message
         );
+    }
+
+    #[test]
+    fn a_task_with_its_own_max_retry_counts_its_own_restarts_and_fails_the_job_past_them() {
+        // The job allows 2 restarts; the worker task 1 of its own, the master the job's.
+        let mut j = job(
+            &[("master", 1), ("worker", 2)],
+            vec![policy("PodFailed", "RestartPod")],
+        );
+        j.spec.tasks[1].max_retry = Some(1);
+        let j = in_phase(j, JobPhase::Running);
+        let pods = [
+            pod("master", 0, "Running"),
+            pod("worker", 0, "Failed"),
+            pod("worker", 1, "Running"),
+        ];
+        let d = decide(&j, Some(&ADMITTED), &pods, NOW);
+        assert_eq!(d.status.state.phase, JobPhase::Running);
+        assert_eq!(d.delete, vec!["train-worker-0"]);
+        assert_eq!(d.status.task_retry_count.get("worker"), Some(&1));
+        assert_eq!(d.status.retry_count, 1);
+
+        // The remade worker fails again: the task's one restart is spent, the job's are not.
+        let mut j = j;
+        j.status = Some(d.status.clone());
+        let d = decide(&j, Some(&ADMITTED), &pods, NOW);
+        assert_eq!(d.status.state.phase, JobPhase::Failed);
+        assert_eq!(d.status.state.reason, "MaxRetryExceeded");
+        assert!(
+            d.status
+                .state
+                .message
+                .contains("task worker already restarted 1 times (its maxRetry 1)"),
+            "{}",
+            d.status.state.message
+        );
+
+        // The master, without a maxRetry of its own, is restarted while the job has retries.
+        let pods = [
+            pod("master", 0, "Failed"),
+            pod("worker", 0, "Running"),
+            pod("worker", 1, "Running"),
+        ];
+        let d = decide(&j, Some(&ADMITTED), &pods, NOW);
+        assert_eq!(d.status.state.phase, JobPhase::Running);
+        assert_eq!(d.delete, vec!["train-master-0"]);
+        assert_eq!(d.status.retry_count, 2);
+        assert_eq!(d.status.task_retry_count.get("worker"), Some(&1));
+    }
+
+    #[test]
+    fn a_suspended_job_deletes_its_pods_and_a_resumed_one_waits_for_admission_again() {
+        let mut j = in_phase(
+            job(&[("master", 1), ("worker", 2)], vec![]),
+            JobPhase::Running,
+        );
+        j.spec.suspend = Some(true);
+        let pods = [
+            pod("master", 0, "Running"),
+            pod("worker", 0, "Running"),
+            pod("worker", 1, "Running"),
+        ];
+        let d = decide(&j, Some(&ADMITTED), &pods, NOW);
+        assert_eq!(d.status.state.phase, JobPhase::Aborting);
+        assert_eq!(d.status.state.reason, SUSPENDED);
+        assert_eq!(d.delete.len(), 3);
+        assert!(d.delete_group, "its PodGroup goes, holding no room");
+
+        j.status = Some(d.status.clone());
+        let d = decide(&j, Some(&ADMITTED), &[], NOW);
+        assert_eq!(d.status.state.phase, JobPhase::Aborted);
+        assert_eq!(d.status.state.reason, SUSPENDED);
+        j.status = Some(d.status.clone());
+        let d = decide(&j, None, &[], NOW);
+        assert_eq!(d.status.state.phase, JobPhase::Aborted, "still suspended");
+        assert!(d.create.is_empty());
+        assert!(!d.create_group, "no PodGroup while suspended");
+
+        j.spec.suspend = Some(false);
+        let d = decide(&j, None, &[], NOW);
+        assert!(d.create_group, "resumed, it gets its PodGroup again");
+        assert_eq!(d.status.state.phase, JobPhase::Pending);
+        assert_eq!(d.status.state.reason, "Resumed");
+        assert_eq!(
+            d.status.version, 1,
+            "the pods made again are of a new version"
+        );
+        assert_eq!(d.status.retry_count, 0, "a resume is no retry");
+
+        // A job aborted by a policy stays aborted whatever spec.suspend says.
+        let mut aborted = in_phase(job(&[("worker", 1)], vec![]), JobPhase::Aborted);
+        aborted.status.as_mut().unwrap().state.reason = "AbortJob".into();
+        let d = decide(&aborted, Some(&ADMITTED), &[], NOW);
+        assert_eq!(d.status.state.phase, JobPhase::Aborted);
+    }
+
+    #[test]
+    fn a_job_that_depends_on_others_makes_nothing_until_they_completed_and_fails_if_they_cannot() {
+        let mut j = job(&[("worker", 2)], vec![]);
+        j.spec.depends_on = Some(DependsOn {
+            name: vec!["prepare".into(), "fetch".into()],
+            iteration: None,
+        });
+        let phases = |prepare: Option<JobPhase>, fetch: Option<JobPhase>| {
+            move |name: &str| match name {
+                "prepare" => prepare,
+                "fetch" => fetch,
+                _ => None,
+            }
+        };
+        let waiting = after(
+            &j,
+            phases(Some(JobPhase::Completed), Some(JobPhase::Running)),
+        );
+        let d = decide_after(&j, &waiting, None, &[], NOW);
+        assert!(
+            !d.create_group,
+            "no PodGroup before the jobs it depends on completed"
+        );
+        assert_eq!(d.status.state.reason, "WaitingForDependencies");
+        assert!(
+            d.status.state.message.contains("fetch (Running)"),
+            "{}",
+            d.status.state.message
+        );
+        assert_eq!(d.recheck_after, Some(DEPENDENCY_RECHECK_SECONDS));
+        let missing = after(&j, phases(Some(JobPhase::Completed), None));
+        assert!(matches!(&missing, After::Waiting(why) if why.contains("fetch (not created yet)")));
+
+        let ready = after(
+            &j,
+            phases(Some(JobPhase::Completed), Some(JobPhase::Completed)),
+        );
+        assert_eq!(ready, After::Ready);
+        assert!(decide_after(&j, &ready, None, &[], NOW).create_group);
+
+        let failed = after(
+            &j,
+            phases(Some(JobPhase::Completed), Some(JobPhase::Failed)),
+        );
+        let d = decide_after(&j, &failed, None, &[], NOW);
+        assert_eq!(d.status.state.phase, JobPhase::Failed);
+        assert_eq!(d.status.state.reason, "DependencyFailed");
+
+        // With `any`, one completed is enough, and it fails only once none can complete.
+        j.spec.depends_on.as_mut().unwrap().iteration = Some("any".into());
+        assert_eq!(
+            after(
+                &j,
+                phases(Some(JobPhase::Failed), Some(JobPhase::Completed))
+            ),
+            After::Ready
+        );
+        assert!(matches!(
+            after(&j, phases(Some(JobPhase::Failed), Some(JobPhase::Running))),
+            After::Waiting(_)
+        ));
+        assert!(matches!(
+            after(&j, phases(Some(JobPhase::Failed), Some(JobPhase::Aborted))),
+            After::Failed(_)
+        ));
+
+        // Once started, what the others do no longer matters.
+        let running = in_phase(j, JobPhase::Running);
+        let d = decide_after(
+            &running,
+            &failed,
+            Some(&ADMITTED),
+            &[pod("worker", 0, "Running")],
+            NOW,
+        );
+        assert_ne!(d.status.state.phase, JobPhase::Failed);
     }
 
     #[test]

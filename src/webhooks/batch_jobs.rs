@@ -12,7 +12,7 @@
 //! `PodPending`), the plugins Gangplank has, durations it can read, volumes with an absolute
 //! mount path, and the queue (the spec's, else the namespace's) existing and Open.
 //!
-//! On UPDATE: the spec is fixed once created, apart from `maxRetry` (still at most
+//! On UPDATE: the spec is fixed once created, apart from `suspend`, `maxRetry` (still at most
 //! [`limits::MAX_RETRIES`]) and `ttlSecondsAfterFinished` (a running gang's size and pods are what admission reserved room
 //! for): delete the Job and create it again.
 
@@ -29,6 +29,9 @@ use crate::batch::plan::{self, ACTIONS, EVENTS};
 use crate::batch::plugins::PLUGINS;
 use gangplank_core::limits;
 
+/// Most Jobs a Job may depend on (`spec.dependsOn.name`).
+const MAX_JOBS_DEPENDED_ON: usize = 100;
+
 /// Scheduler names a Job may give: Gangplank serves the job through the stock scheduler.
 const SCHEDULERS: [&str; 3] = ["volcano", "gangplank", "default-scheduler"];
 
@@ -41,12 +44,13 @@ pub fn validate(w: &Webhooks, request: &AdmissionRequest<BatchJob>) -> Result<Ve
         let fixed = |spec: &BatchJobSpec| BatchJobSpec {
             max_retry: None,
             ttl_seconds_after_finished: None,
+            suspend: None,
             ..spec.clone()
         };
         if fixed(&old.spec) != fixed(&job.spec) {
             return Err(Denial::invalid(
                 "spec",
-                "a Job's spec cannot change once created, apart from maxRetry and ttlSecondsAfterFinished; delete the Job and create it again",
+                "a Job's spec cannot change once created, apart from suspend, maxRetry and ttlSecondsAfterFinished; delete the Job and create it again",
             ));
         }
         let mut errors = FieldErrors::new();
@@ -110,6 +114,38 @@ pub fn check_spec(name: &str, spec: &BatchJobSpec) -> Result<(), Denial> {
     errors.members("spec.minAvailable", spec.min_available.unwrap_or(0).into());
     errors.members("spec.minSuccess", spec.min_success.unwrap_or(0).into());
     retries(&mut errors, "spec.maxRetry", spec.max_retry);
+    if let Some(depends) = &spec.depends_on {
+        if depends.name.len() > MAX_JOBS_DEPENDED_ON {
+            errors.add(
+                "spec.dependsOn.name",
+                format!(
+                    "list at most {MAX_JOBS_DEPENDED_ON} Jobs, got {}",
+                    depends.name.len()
+                ),
+            );
+        }
+        for (d, other) in depends.name.iter().enumerate().take(MAX_JOBS_DEPENDED_ON) {
+            let well_formed = !other.is_empty()
+                && other.len() <= 253
+                && other.bytes().all(|b| {
+                    b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'.'
+                });
+            if other == name || !well_formed {
+                errors.add(
+                    format!("spec.dependsOn.name[{d}]"),
+                    format!("{other:?} is not the name of another Job of this namespace"),
+                );
+            }
+        }
+        if let Some(iteration) = depends.iteration.as_deref()
+            && !matches!(iteration, "all" | "any")
+        {
+            errors.add(
+                "spec.dependsOn.iteration",
+                format!("{iteration:?} is neither \"all\" nor \"any\""),
+            );
+        }
+    }
     let names: BTreeSet<&str> = spec.tasks.iter().map(|t| t.name.as_str()).collect();
     let mut seen = BTreeSet::new();
     for (i, task) in spec.tasks.iter().enumerate() {
@@ -342,6 +378,10 @@ mod tests {
             name: vec!["worker".into()],
             iteration: None,
         });
+        s.depends_on = Some(DependsOn {
+            name: vec!["prepare".into(), "train".into(), "Data/Set".into()],
+            iteration: Some("some".into()),
+        });
         let message = check_spec("train", &s).unwrap_err().message;
         for expected in [
             "spec.schedulerName: \"kube-batch\" is not served here",
@@ -352,6 +392,9 @@ mod tests {
             "spec.plugins.horovod: not a plugin Gangplank has",
             "spec.policies[0].action: \"Explode\" is not an action",
             "spec.policies[0].exitCode: give either an exit code or events, not both",
+            "spec.dependsOn.name[1]: \"train\" is not the name of another Job of this namespace",
+            "spec.dependsOn.name[2]: \"Data/Set\" is not the name of another Job",
+            "spec.dependsOn.iteration: \"some\" is neither",
         ] {
             assert!(message.contains(expected), "{expected} in {message}");
         }
@@ -383,6 +426,12 @@ mod tests {
         let mut s = spec(vec![task("a", i32::MAX), task("b", i32::MAX)]);
         s.min_available = Some(i32::MAX);
         s.min_success = Some(i32::MAX);
+        s.depends_on = Some(DependsOn {
+            name: (0..=MAX_JOBS_DEPENDED_ON)
+                .map(|i| format!("job-{i}"))
+                .collect(),
+            iteration: None,
+        });
         s.max_retry = Some(i32::MAX);
         s.tasks[0].min_available = Some(i32::MAX);
         s.tasks[1].max_retry = Some(1_001);
@@ -395,6 +444,7 @@ mod tests {
             "spec.minSuccess: must be at most 10000",
             "spec.maxRetry: must be at most 1000, got 2147483647",
             "spec.tasks[1].maxRetry: must be at most 1000, got 1001",
+            "spec.dependsOn.name: list at most 100 Jobs, got 101",
         ] {
             assert!(message.contains(expected), "{expected} in {message}");
         }

@@ -434,3 +434,198 @@ async fn workers_that_depend_on_the_master_are_created_once_it_runs() {
     ns.delete().await;
     delete_queue(&cluster.client, &queue).await;
 }
+
+/// Sets the Job's `spec.suspend`, as a user would with `kubectl patch`.
+async fn suspend(jobs: &Api<BatchJob>, name: &str, suspended: bool) {
+    jobs.patch(
+        name,
+        &kube::api::PatchParams::default(),
+        &kube::api::Patch::Merge(json!({"spec": {"suspend": suspended}})),
+    )
+    .await
+    .unwrap_or_else(|e| panic!("failed to set suspend {suspended} on Job {name}: {e}"));
+}
+
+#[tokio::test]
+#[ignore = "needs the local control plane: run e2e/test"]
+async fn a_suspended_job_gives_its_room_to_a_waiting_one_and_runs_again_once_resumed() {
+    let cluster = Cluster::connect().await;
+    let capped = QueueSpec {
+        capability: [("cpu".to_string(), Quantity("2".into()))].into(),
+        ..QueueSpec::default()
+    };
+    let queue = create_queue(&cluster.client, "suspend", capped).await;
+    let _guard = QueueGuard(queue.clone());
+    let ns = cluster.namespace("batch-suspend").await;
+    let long = json!({"pod-complete.stage.kwok.x-k8s.io/delay": "600s"});
+    let jobs = create_job(
+        &ns,
+        "first",
+        json!({"queue": queue, "tasks": [task("worker", 2, long.clone())]}),
+    )
+    .await;
+    job_in_phase(&jobs, "first", JobPhase::Running, 60).await;
+    create_job(
+        &ns,
+        "second",
+        json!({"queue": queue, "tasks": [task("worker", 2, long)]}),
+    )
+    .await;
+    eventually(
+        "the second Job to wait for the queue's capability",
+        60,
+        || async {
+            let state = jobs.get("second").await.ok()?.status?.state;
+            (state.reason == "WaitingForAdmission").then_some(())
+        },
+    )
+    .await;
+
+    suspend(&jobs, "first", true).await;
+    let suspended = job_in_phase(&jobs, "first", JobPhase::Aborted, 60).await;
+    assert_eq!(suspended.status.unwrap().state.reason, "Suspended");
+    job_in_phase(&jobs, "second", JobPhase::Running, 60).await;
+    let pods = ns.api::<Pod>();
+    eventually("the suspended Job to have no pod left", 60, || async {
+        pods_of(&pods, "first").await.is_empty().then_some(())
+    })
+    .await;
+
+    suspend(&jobs, "first", false).await;
+    eventually(
+        "the resumed Job to be pending again, as a new version",
+        60,
+        || async {
+            let status = jobs.get("first").await.ok()?.status?;
+            (status.state.phase == JobPhase::Pending && status.version == 1).then_some(())
+        },
+    )
+    .await;
+    holds_for(
+        3,
+        "the resumed Job to wait while the other holds the queue",
+        async || {
+            jobs.get("first")
+                .await
+                .ok()
+                .and_then(|j| j.status)
+                .map(|s| s.state.phase)
+                == Some(JobPhase::Pending)
+        },
+    )
+    .await;
+    jobs.delete("second", &Default::default()).await.unwrap();
+    let resumed = job_in_phase(&jobs, "first", JobPhase::Running, 90).await;
+    assert_eq!(
+        resumed.status.unwrap().retry_count,
+        0,
+        "a resume is no retry"
+    );
+    ns.delete().await;
+    delete_queue(&cluster.client, &queue).await;
+}
+
+#[tokio::test]
+#[ignore = "needs the local control plane: run e2e/test"]
+async fn a_task_with_its_own_max_retry_fails_the_job_once_its_restarts_are_spent() {
+    let cluster = Cluster::connect().await;
+    let queue = create_queue(&cluster.client, "task-retry", QueueSpec::default()).await;
+    let _guard = QueueGuard(queue.clone());
+    let ns = cluster.namespace("batch-task-retry").await;
+    let mut worker = task(
+        "worker",
+        1,
+        json!({"pod-fail.stage.kwok.x-k8s.io/delay": "2s",
+               "pod-fail.stage.kwok.x-k8s.io/exit-code": "7"}),
+    );
+    worker["maxRetry"] = json!(1);
+    let jobs = create_job(
+        &ns,
+        "flaky-task",
+        json!({
+            "queue": queue,
+            "maxRetry": 5,
+            "policies": [{"event": "PodFailed", "action": "RestartPod"}],
+            "tasks": [
+                task("master", 1, json!({"pod-complete.stage.kwok.x-k8s.io/delay": "600s"})),
+                worker,
+            ],
+        }),
+    )
+    .await;
+    let failed = job_in_phase(&jobs, "flaky-task", JobPhase::Failed, 120).await;
+    let status = failed.status.unwrap();
+    assert_eq!(status.state.reason, "MaxRetryExceeded");
+    assert!(
+        status
+            .state
+            .message
+            .contains("task worker already restarted 1 times (its maxRetry 1)"),
+        "{}",
+        status.state.message
+    );
+    assert_eq!(status.task_retry_count.get("worker"), Some(&1));
+    assert_eq!(
+        status.retry_count, 1,
+        "one restart of the job's 5 was spent"
+    );
+    ns.delete().await;
+    delete_queue(&cluster.client, &queue).await;
+}
+
+#[tokio::test]
+#[ignore = "needs the local control plane: run e2e/test"]
+async fn a_job_that_depends_on_another_makes_nothing_until_that_one_completed() {
+    let cluster = Cluster::connect().await;
+    let queue = create_queue(&cluster.client, "chain", QueueSpec::default()).await;
+    let _guard = QueueGuard(queue.clone());
+    let ns = cluster.namespace("batch-chain").await;
+    let jobs = create_job(
+        &ns,
+        "train",
+        json!({"queue": queue, "dependsOn": {"name": ["prepare"]},
+               "tasks": [task("worker", 2, json!({"pod-complete.stage.kwok.x-k8s.io/delay": "2s"}))]}),
+    )
+    .await;
+    eventually("the Job to wait for the one it depends on", 60, || async {
+        let state = jobs.get("train").await.ok()?.status?.state;
+        (state.reason == "WaitingForDependencies"
+            && state.message.contains("prepare (not created yet)"))
+        .then_some(())
+    })
+    .await;
+    create_job(
+        &ns,
+        "prepare",
+        json!({"queue": queue, "tasks": [task("fetch", 1, json!({"pod-complete.stage.kwok.x-k8s.io/delay": "5s"}))]}),
+    )
+    .await;
+    let groups = ns.api::<PodGroup>();
+    let prepared = eventually(
+        "the first Job to complete, the second having no PodGroup meanwhile",
+        90,
+        || async {
+            let prepare = jobs.get("prepare").await.ok()?;
+            let train_group = groups.get_opt("train").await.unwrap();
+            let done = prepare.status.as_ref()?.state.phase == JobPhase::Completed;
+            assert!(
+                done || train_group.is_none(),
+                "the second Job made its PodGroup before the first completed"
+            );
+            done.then(|| prepare.status?.state.last_transition_time)
+                .flatten()
+        },
+    )
+    .await;
+    let completed = job_in_phase(&jobs, "train", JobPhase::Completed, 90).await;
+    let train_group = groups.get("train").await.unwrap();
+    let made = train_group.metadata.creation_timestamp.unwrap().0;
+    assert!(
+        made >= prepared.0,
+        "the second Job's PodGroup was made at {made}, before the first completed at {}",
+        prepared.0
+    );
+    assert_eq!(completed.status.unwrap().succeeded, 2);
+    ns.delete().await;
+    delete_queue(&cluster.client, &queue).await;
+}
