@@ -421,6 +421,16 @@ impl PodHistory {
             .map(|(at, _)| at)
     }
 
+    /// The members of `gang` that carried the admission gate at any moment.
+    fn ever_gated(&self, gang: &str) -> BTreeSet<String> {
+        self.of_gang(gang)
+            .into_iter()
+            .flat_map(|(_, members)| members)
+            .filter(|(_, s)| s.gated)
+            .map(|(name, _)| name)
+            .collect()
+    }
+
     /// The members of `gang` that were bound at any moment.
     fn ever_bound(&self, gang: &str) -> BTreeSet<String> {
         self.of_gang(gang)
@@ -501,6 +511,11 @@ async fn a_gang_of_four_whole_node_pods_grows_the_cluster_binds_whole_never_part
         submitted.elapsed()
     );
     history.assert_complete();
+    assert_eq!(
+        history.ever_gated("whole").len(),
+        4,
+        "the members did not all wait at the admission gate first"
+    );
     assert_eq!(
         history.partial("whole"),
         Vec::<Vec<(String, Seen)>>::new(),
@@ -736,6 +751,11 @@ async fn gangs_of_two_queues_that_both_need_growth_get_the_new_room_in_fair_shar
         "B's gang (moment {b_at}) was bound before A's (moment {a_at}), though A held less of its share"
     );
     for gang in ["a-large", "b-large"] {
+        assert_eq!(
+            history.ever_gated(gang).len(),
+            2,
+            "the members of {gang} did not all wait at the admission gate first"
+        );
         assert_eq!(
             history.partial(gang),
             Vec::<Vec<(String, Seen)>>::new(),
