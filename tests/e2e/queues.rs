@@ -154,7 +154,7 @@ pub async fn not_admitted_because(groups: &Api<PodGroup>, name: &str) -> Option<
 }
 
 /// `(reason, message)` of the PodGroup's `Admitted` condition when it is False.
-async fn not_admitted(groups: &Api<PodGroup>, name: &str) -> Option<(String, String)> {
+pub async fn not_admitted(groups: &Api<PodGroup>, name: &str) -> Option<(String, String)> {
     let status = groups.get(name).await.ok()?.status?;
     let admitted = status
         .conditions
