@@ -1,11 +1,12 @@
 //! What an admission pass leaves in the ledger: the head's reservation, kept between passes as
-//! a claim without a deadline, the groups lent room in it, and the door for admissions on
-//! arrival ([`super::on_arrival`]). Why the reservation is a claim:
+//! a claim without a deadline, the groups lent room in it, the door for admissions on
+//! arrival ([`super::on_arrival`]), and the claims of gangs admitted into their stand-ins'
+//! room ([`crate::model::growth`]). Why the reservation is a claim:
 //! [`docs/decisions/admission-pass.md`](../../../docs/decisions/admission-pass.md).
 
 use std::time::Instant;
 
-use crate::model::{Claim, Resources, Slot, State};
+use crate::model::{Claim, GroupKey, Resources, Slot, State};
 
 use super::plan::{Admission, Decision, Hold};
 
@@ -16,6 +17,40 @@ pub fn record(state: &mut State, before: Option<&Hold>, decision: &Decision, at:
         state.lend(decision.lent.iter().cloned());
     }
     super::on_arrival::open(state, decision.door.clone(), at);
+    for (group, slots) in &decision.stand_in_claims {
+        stand_in_claim(state, group, slots, at);
+    }
+}
+
+/// The claim of a gang admitted into the room of its stand-ins (kept until it is bound):
+/// its members are placed there, and no other gang's filter takes that room meanwhile. It
+/// lasts the group's `scheduleTimeout`, as any claim for placement.
+fn stand_in_claim(state: &mut State, group: &GroupKey, slots: &[(String, Resources)], at: Instant) {
+    let Some(timeout) = state
+        .group(group)
+        .and_then(|g| g.spec.as_deref())
+        .map(|spec| spec.schedule_timeout)
+    else {
+        return;
+    };
+    if state.ledger().claims().contains_key(group) {
+        return;
+    }
+    let slots = slots
+        .iter()
+        .map(|(node, requests)| Slot {
+            node: node.clone(),
+            requests: requests.clone(),
+        })
+        .collect();
+    state.set_claim(
+        group,
+        Claim {
+            slots,
+            deadline: Some(at + timeout),
+            lacking: Vec::new(),
+        },
+    );
 }
 
 /// Replaces the claim that holds the head's reservation (`before`) with `now`'s. When the

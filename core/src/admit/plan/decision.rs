@@ -143,8 +143,11 @@ pub struct Decision {
     /// Gangs the cluster grows for, each with the stand-in pods it should have
     /// ([`crate::model::growth`]); empty when the cluster cannot grow.
     pub grow: Vec<GrowthAsk>,
-    /// Stand-in pods no gang of this pass asked for: to delete.
+    /// Stand-in pods no gang needs any more: to delete.
     pub unwanted_stand_ins: Vec<PodRef>,
+    /// Gangs admitted into the room of their stand-ins, which stay until the gang is bound:
+    /// per gang, the claim its members are placed in (node, requests), one slot per member.
+    pub stand_in_claims: Vec<(GroupKey, Vec<(String, Resources)>)>,
     /// Gangs whose stand-ins stayed unplaced past the growth timeout in this pass: to record
     /// as given up (their stand-ins are in `unwanted_stand_ins`).
     pub growth_timed_out: Vec<GroupKey>,

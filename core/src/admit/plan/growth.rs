@@ -135,16 +135,74 @@ impl<'s> Pass<'s> {
         })
     }
 
-    /// The stand-ins no gang of this pass asked for (its gang admitted, gone, fitting without
-    /// them, or its growth given up): to delete.
-    pub(super) fn unwanted_stand_ins(&self) -> Vec<PodRef> {
+    /// The stand-ins no gang needs any more: to delete. A gang's stand-ins are kept while it
+    /// grows, and, once it is admitted, until every live member of it is bound, if they are of
+    /// a lower priority than its members: until then they hold its room against every other
+    /// gang, and each member's scheduling preempts the one on its node. Of the same priority or
+    /// higher they could not be preempted, and go as the gang is admitted. Those of a gang
+    /// gone, fitting without them, or whose growth was given up go too.
+    pub(super) fn unwanted_stand_ins(&self, admitted: &FxHashSet<&GroupKey>) -> Vec<PodRef> {
         self.state
             .stand_ins()
             .iter()
-            .filter(|(group, _)| !self.growing.kept.contains(*group))
+            .filter(|(group, stand_ins)| {
+                let holding = self.being_placed(group, admitted.contains(group))
+                    && stand_ins
+                        .values()
+                        .all(|p| self.below_members(group, p.priority));
+                !self.growing.kept.contains(*group) && !holding
+            })
             .flat_map(|(_, pods)| pods.values())
             .filter(|p| !p.deleting)
             .map(|p| PodRef::of(p))
+            .collect()
+    }
+
+    /// Whether `group` was admitted (`now`: by this pass) and some live member of it is not
+    /// bound yet.
+    fn being_placed(&self, group: &GroupKey, now: bool) -> bool {
+        let members: Vec<_> = self
+            .state
+            .members(group)
+            .filter(|p| !p.phase.is_terminal())
+            .collect();
+        let released =
+            now || (!members.is_empty() && members.iter().all(|p| !p.awaits_admission()));
+        released && members.iter().any(|p| p.node_name.is_none())
+    }
+
+    /// Whether `priority` is below that of every live member of `group`.
+    fn below_members(&self, group: &GroupKey, priority: i32) -> bool {
+        self.state
+            .members(group)
+            .filter(|p| !p.phase.is_terminal())
+            .all(|p| priority < p.priority)
+    }
+
+    /// For a gang admitted into the room of its stand-ins, which are kept until it is bound
+    /// (see [`Pass::unwanted_stand_ins`]): the claim its members are placed in, one slot per
+    /// member it needed on the node of the stand-in made for that member; `None` unless each
+    /// of those stand-ins is placed and kept.
+    pub(super) fn stand_in_claim(&self, c: &Candidate<'s>) -> Option<Vec<(String, Resources)>> {
+        let group = c.group?;
+        let stand_ins = self.state.stand_ins().get(group)?;
+        if !stand_ins
+            .values()
+            .all(|p| self.below_members(group, p.priority))
+        {
+            return None;
+        }
+        c.need()
+            .enumerate()
+            .map(|(n, requests)| {
+                let name = stand_in_name(group, n);
+                let node = stand_ins
+                    .values()
+                    .find(|p| p.name == name && !p.deleting && !p.phase.is_terminal())?
+                    .node_name
+                    .clone()?;
+                Some((node, requests.clone()))
+            })
             .collect()
     }
 }

@@ -44,7 +44,21 @@ pub(super) fn report(mut pass: Pass, book: Book, shares: Shares, waits: Waits) -
                 })
                 .collect(),
         }),
-        unwanted_stand_ins: pass.unwanted_stand_ins(),
+        unwanted_stand_ins: pass.unwanted_stand_ins(
+            &pass
+                .admitted
+                .iter()
+                .filter_map(|&i| candidates[i].group)
+                .collect(),
+        ),
+        stand_in_claims: pass
+            .admitted
+            .iter()
+            .filter_map(|&i| {
+                let c = &candidates[i];
+                Some((c.group?.clone(), pass.stand_in_claim(c)?))
+            })
+            .collect(),
         ..Decision::default()
     };
     decision.grow = std::mem::take(&mut pass.growing.asks);

@@ -244,3 +244,53 @@ fn a_growth_whose_stand_ins_are_refused_says_so_and_still_gives_up_after_the_tim
     assert_eq!(reason(&d, "big"), Reason::GrowthFailed);
     assert_eq!(d.growth_timed_out, vec![big]);
 }
+
+#[test]
+fn stand_ins_below_the_gangs_priority_hold_its_room_as_its_claim_until_its_members_are_bound() {
+    let mut s = growing_cluster(1);
+    half_busy(&mut s);
+    gang(&mut s, "big", "q", 2, 6_000, NOW - 60);
+    let d = decide_at(&s, &|_| false, NOW);
+    for name in ["new-1", "new-2"] {
+        s.apply_node(node(name, 8_000));
+    }
+    make_stand_ins(&mut s, &d, "big", NOW, None);
+    let stand_ins: Vec<Pod> = s.stand_ins()[&GroupKey::new("ns", "big")]
+        .values()
+        .map(|p| p.as_ref().clone())
+        .collect();
+    for (p, node) in stand_ins.into_iter().zip(["new-1", "new-2"]) {
+        s.apply_pod(Pod {
+            node_name: Some(node.into()),
+            phase: PodPhase::Running,
+            priority: -1_000,
+            ..p
+        });
+    }
+    let d = decide_at(&s, &|_| false, NOW + 5);
+    assert_eq!(admitted(&d), vec!["big"]);
+    assert!(
+        d.unwanted_stand_ins.is_empty(),
+        "kept until the gang is bound: {d:?}"
+    );
+    let (group, slots) = &d.stand_in_claims[0];
+    assert_eq!(&*group.name, "big");
+    let mut nodes: Vec<&str> = slots.iter().map(|(n, _)| n.as_str()).collect();
+    nodes.sort_unstable();
+    assert_eq!(nodes, vec!["new-1", "new-2"]);
+
+    // Released: while a member is unbound, the stand-ins stay; once all are bound, they go.
+    release(&mut s, &d);
+    let d = decide_at(&s, &|_| false, NOW + 6);
+    assert!(d.unwanted_stand_ins.is_empty());
+    for (i, node) in ["new-1", "new-2"].into_iter().enumerate() {
+        let member = s.pods()[&format!("big-{i}")].as_ref().clone();
+        s.apply_pod(Pod {
+            node_name: Some(node.into()),
+            phase: PodPhase::Running,
+            ..member
+        });
+    }
+    let d = decide_at(&s, &|_| false, NOW + 7);
+    assert_eq!(d.unwanted_stand_ins.len(), 2);
+}
