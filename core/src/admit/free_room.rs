@@ -158,6 +158,17 @@ impl<'s> Room<'s> {
         Ok(())
     }
 
+    /// Takes the room of released members not placed yet (`members`, already counted against
+    /// the total) from the nodes first fit would put them on, so that no group is placed where
+    /// they are going; a member that fits nowhere takes none.
+    pub fn hold_in_flight(&mut self, members: &[&Resources]) {
+        for pod in biggest_first(members.iter().copied()) {
+            if let Some(at) = self.nodes.iter().position(|free| pod.fits_in(free)) {
+                self.nodes[at].sub(pod);
+            }
+        }
+    }
+
     /// Adds (`give`) or takes back the room of `pods` (node name, requests) to their nodes
     /// among the schedulable ones: a growing gang's stand-ins' room, lent to it alone
     /// ([`super::plan`]'s growth).

@@ -96,6 +96,10 @@ pub(super) struct Book<'s> {
     pub(super) namespace_allocated: FxHashMap<&'s str, BTreeMap<String, Resources>>,
     /// Released members not yet placed (counted against free room, not any node).
     pub(super) in_flight: Resources,
+    /// On a cluster that can grow, the requests of each of them: the pass places them on nodes
+    /// before anything else, so that no gang is admitted into the room of new nodes that a gang
+    /// admitted into them is on its way to (`crate::admit::plan::growth`).
+    pub(super) in_flight_members: Vec<&'s Resources>,
     /// What elastic members hold: per gang with a PodGroup and more members bound than
     /// `minMember`, the newest of them beyond it, by node name, and their sum.
     pub(super) elastic_on: FxHashMap<&'s str, Resources>,
@@ -173,7 +177,7 @@ fn hold<'s>(
     book: &mut Book<'s>,
     queue: &'s str,
     namespace: &str,
-    members: &[Seen],
+    members: &[Seen<'s>],
     min_member: u32,
 ) {
     let mut held = Resources::new();
@@ -197,6 +201,9 @@ fn hold<'s>(
         // Released to a scheduler nobody serves, it will never be placed: it holds no room.
         if !m.placed && !m.gated && state.schedulers().unserved(&m.member.pod).is_none() {
             released.add(&m.member.requests);
+            if state.growth().is_some() {
+                book.in_flight_members.push(&m.member.requests);
+            }
             left -= 1;
         }
     }

@@ -136,8 +136,8 @@ impl<'s> Pass<'s> {
     }
 
     /// The stand-ins no gang needs any more: to delete. A gang's stand-ins are kept while it
-    /// grows, and, once it is admitted, until every live member of it is bound, if they are of
-    /// a lower priority than its members: until then they hold its room against every other
+    /// grows, and, once it is admitted, the placed ones until every live member of it is bound,
+    /// if they are of a lower priority than its members: until then they hold its room against every other
     /// gang, and each member's scheduling preempts the one on its node. Of the same priority or
     /// higher they could not be preempted, and go as the gang is admitted. Those of a gang
     /// gone, fitting without them, or whose growth was given up go too.
@@ -145,14 +145,18 @@ impl<'s> Pass<'s> {
         self.state
             .stand_ins()
             .iter()
-            .filter(|(group, stand_ins)| {
+            .filter(|(group, _)| !self.growing.kept.contains(*group))
+            .flat_map(|(group, stand_ins)| {
                 let holding = self.being_placed(group, admitted.contains(group))
                     && stand_ins
                         .values()
                         .all(|p| self.below_members(group, p.priority));
-                !self.growing.kept.contains(*group) && !holding
+                // Unplaced, a stand-in of an admitted gang holds nothing and would only make
+                // the autoscaler add a node nobody needs.
+                stand_ins
+                    .values()
+                    .filter(move |p| !holding || p.node_name.is_none())
             })
-            .flat_map(|(_, pods)| pods.values())
             .filter(|p| !p.deleting)
             .map(|p| PodRef::of(p))
             .collect()

@@ -99,6 +99,7 @@ impl<'s> Pass<'s> {
             &shares.capacity,
         );
         let mut room = Room::new(state, &book.in_flight, by_slot.len());
+        room.hold_in_flight(&book.in_flight_members);
         for (slot, guarantee) in guarantees.iter().enumerate() {
             room.set_unused_guarantee(slot, guarantee, &held[slot]);
         }

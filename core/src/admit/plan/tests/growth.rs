@@ -294,3 +294,65 @@ fn stand_ins_below_the_gangs_priority_hold_its_room_as_its_claim_until_its_membe
     let d = decide_at(&s, &|_| false, NOW + 7);
     assert_eq!(d.unwanted_stand_ins.len(), 2);
 }
+
+#[test]
+fn a_gang_is_not_placed_where_a_released_gang_is_on_its_way_on_a_cluster_that_can_grow() {
+    // Three nodes of 8 CPUs; gang a (2 x 6) released and not placed yet. By the sum, 12 CPUs
+    // are left for b (2 x 6), but only one node could take one of its members once a's are
+    // placed: b must grow, not be admitted into a's room.
+    let mut s = growing_cluster(1);
+    for name in ["n2", "n3"] {
+        s.apply_node(node(name, 8_000));
+    }
+    gang(&mut s, "a", "q", 2, 6_000, NOW - 60);
+    let d = decide_at(&s, &|_| false, NOW);
+    assert_eq!(admitted(&d), vec!["a"]);
+    release(&mut s, &d);
+    gang(&mut s, "b", "q", 2, 6_000, NOW - 30);
+    let d = decide_at(&s, &|_| false, NOW + 1);
+    assert!(admitted(&d).is_empty(), "{d:?}");
+    assert_eq!(reason(&d, "b"), Reason::WaitingForGrowth);
+
+    // Without growth, the pass keeps counting released members against the total only.
+    s.set_growth(None);
+    assert_eq!(admitted(&decide_at(&s, &|_| false, NOW + 1)), vec!["b"]);
+}
+
+#[test]
+fn an_admitted_gangs_unplaced_stand_ins_go_at_once_and_its_placed_ones_stay() {
+    let mut s = growing_cluster(1);
+    half_busy(&mut s);
+    gang(&mut s, "big", "q", 2, 6_000, NOW - 60);
+    let d = decide_at(&s, &|_| false, NOW);
+    s.apply_node(node("new-1", 8_000));
+    s.apply_node(node("new-2", 8_000));
+    make_stand_ins(&mut s, &d, "big", NOW, None);
+    let first = stand_in_name(&GroupKey::new("ns", "big"), 0);
+    let placed = s.pods()[&first].as_ref().clone();
+    s.apply_pod(Pod {
+        node_name: Some("new-1".into()),
+        phase: PodPhase::Running,
+        priority: -1_000,
+        ..placed
+    });
+    let pending = s.pods()[&stand_in_name(&GroupKey::new("ns", "big"), 1)]
+        .as_ref()
+        .clone();
+    s.apply_pod(Pod {
+        priority: -1_000,
+        ..pending
+    });
+    // new-2 fits the second member as it is: the gang is admitted before its second stand-in
+    // is placed.
+    let d = decide_at(&s, &|_| false, NOW + 3);
+    assert_eq!(admitted(&d), vec!["big"]);
+    let unwanted: Vec<&str> = d
+        .unwanted_stand_ins
+        .iter()
+        .map(|p| p.name.as_str())
+        .collect();
+    assert_eq!(
+        unwanted,
+        vec![stand_in_name(&GroupKey::new("ns", "big"), 1)]
+    );
+}
