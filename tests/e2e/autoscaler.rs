@@ -107,6 +107,7 @@ async fn a_pod_larger_than_every_node_makes_karpenter_add_one_that_goes_when_the
     };
     let nodes = Api::<Node>::all(cluster.client.clone());
     let claims = karpenter_api(&cluster.client, "NodeClaim");
+    no_node_claims_left(&claims).await;
     let ns = cluster.namespace("autoscaler").await;
     let pods = ns.api::<Pod>();
 

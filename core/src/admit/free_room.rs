@@ -160,33 +160,47 @@ impl<'s> Room<'s> {
 
     /// Takes the room of released members not placed yet (`members`, already counted against
     /// the total) from the nodes first fit would put them on, so that no group is placed where
-    /// they are going; a member that fits nowhere takes none.
-    pub fn hold_in_flight(&mut self, members: &[&Resources]) {
+    /// they are going; a member that fits nowhere takes none. Placed
+    /// `stand_ins` (node, requests) yield to them: a member preempts a stand-in, so their room
+    /// counts as free for the members, and what the members take of it is no stand-in's to
+    /// lend its gang any more.
+    pub fn hold_in_flight(&mut self, members: &[&Resources], stand_ins: &[(&str, &Resources)]) {
+        self.shift(stand_ins, true, false);
         for pod in biggest_first(members.iter().copied()) {
             if let Some(at) = self.nodes.iter().position(|free| pod.fits_in(free)) {
                 self.nodes[at].sub(pod);
             }
         }
+        self.shift(stand_ins, false, false);
     }
 
     /// Adds (`give`) or takes back the room of `pods` (node name, requests) to their nodes
     /// among the schedulable ones: a growing gang's stand-ins' room, lent to it alone
     /// ([`super::plan`]'s growth).
     pub fn lend(&mut self, pods: &[(&str, &Resources)], give: bool) {
+        self.shift(pods, give, true);
+    }
+
+    /// [`Room::lend`] on the nodes alone (`total` too with `with_total`).
+    fn shift(&mut self, pods: &[(&str, &Resources)], give: bool, with_total: bool) {
         for (node, requests) in pods {
             let Ok(at) = self.names.binary_search(node) else {
                 continue;
             };
             if give {
                 self.nodes[at].add(requests);
-                self.total.add(requests);
+                if with_total {
+                    self.total.add(requests);
+                }
                 // That node has room again: every shape may look at it again.
                 for (_, cursor) in &mut self.cursors {
                     *cursor = (*cursor).min(at);
                 }
             } else {
                 self.nodes[at].sub(requests);
-                self.total.sub(requests);
+                if with_total {
+                    self.total.sub(requests);
+                }
             }
             self.changed();
         }

@@ -99,7 +99,14 @@ impl<'s> Pass<'s> {
             &shares.capacity,
         );
         let mut room = Room::new(state, &book.in_flight, by_slot.len());
-        room.hold_in_flight(&book.in_flight_members);
+        let stand_ins: Vec<(&str, &Resources)> = state
+            .stand_ins()
+            .values()
+            .flat_map(|pods| pods.values())
+            .filter(|p| !p.phase.is_terminal())
+            .filter_map(|p| Some((p.node_name.as_deref()?, &p.requests)))
+            .collect();
+        room.hold_in_flight(&book.in_flight_members, &stand_ins);
         for (slot, guarantee) in guarantees.iter().enumerate() {
             room.set_unused_guarantee(slot, guarantee, &held[slot]);
         }

@@ -356,3 +356,33 @@ fn an_admitted_gangs_unplaced_stand_ins_go_at_once_and_its_placed_ones_stay() {
         vec![stand_in_name(&GroupKey::new("ns", "big"), 1)]
     );
 }
+
+#[test]
+fn a_gangs_stand_in_on_the_room_a_released_gang_is_going_to_lends_it_nothing() {
+    // Gang a was admitted into node `left` and released; before its member got there, the
+    // scheduler put b's stand-in there. The member will preempt the stand-in: b must not be
+    // admitted into that room.
+    let mut s = growing_cluster(1);
+    half_busy(&mut s);
+    s.apply_node(node("left", 8_000));
+    gang(&mut s, "a", "q", 1, 6_000, NOW - 60);
+    let d = decide_at(&s, &|_| false, NOW);
+    assert_eq!(admitted(&d), vec!["a"]);
+    release(&mut s, &d);
+    gang(&mut s, "b", "q", 1, 6_000, NOW - 30);
+    let d = decide_at(&s, &|_| false, NOW + 1);
+    assert_eq!(reason(&d, "b"), Reason::WaitingForGrowth);
+    let ask = &d.grow[0];
+    s.apply_pod(Pod {
+        namespace: "gangplank-system".into(),
+        stand_in_for: Some(ask.group.clone()),
+        requests: ask.members[0].clone(),
+        node_name: Some("left".into()),
+        phase: PodPhase::Running,
+        priority: -1_000,
+        ..pod(stand_in_name(&ask.group, 0)).created(NOW + 1)
+    });
+    let d = decide_at(&s, &|_| false, NOW + 2);
+    assert!(admitted(&d).is_empty(), "{d:?}");
+    assert_eq!(reason(&d, "b"), Reason::WaitingForGrowth);
+}
