@@ -47,6 +47,23 @@ fn half_busy(s: &mut State) {
     running(s, "busy", None, "n1", 4_000, NOW - 10);
 }
 
+/// Places the stand-ins of `group`, in name order, on `nodes`, one each, of `priority`, as the
+/// scheduler would.
+fn place_stand_ins(s: &mut State, group: &str, nodes: &[&str], priority: i32) {
+    let stand_ins: Vec<Pod> = s.stand_ins()[&GroupKey::new("ns", group)]
+        .values()
+        .map(|p| p.as_ref().clone())
+        .collect();
+    for (p, node) in stand_ins.into_iter().zip(nodes) {
+        s.apply_pod(Pod {
+            node_name: Some((*node).into()),
+            phase: PodPhase::Running,
+            priority,
+            ..p
+        });
+    }
+}
+
 #[test]
 fn a_gang_that_does_not_fit_asks_for_stand_ins_sized_like_its_members_and_reserves_nothing() {
     let mut s = growing_cluster(1);
@@ -87,18 +104,7 @@ fn a_gang_is_admitted_into_the_room_of_its_bound_stand_ins_and_they_are_deleted(
         s.apply_node(node(name, 8_000));
     }
     make_stand_ins(&mut s, &d, "big", NOW, None);
-    // Placed, one on each new node, as the scheduler would.
-    let stand_ins: Vec<Pod> = s.stand_ins()[&GroupKey::new("ns", "big")]
-        .values()
-        .map(|p| p.as_ref().clone())
-        .collect();
-    for (p, node) in stand_ins.into_iter().zip(["new-1", "new-2"]) {
-        s.apply_pod(Pod {
-            node_name: Some(node.into()),
-            phase: PodPhase::Running,
-            ..p
-        });
-    }
+    place_stand_ins(&mut s, "big", &["new-1", "new-2"], 0);
     let d = decide_at(&s, &|_| false, NOW + 5);
     assert_eq!(admitted(&d), vec!["big"]);
     assert!(d.grow.is_empty());
@@ -255,18 +261,7 @@ fn stand_ins_below_the_gangs_priority_hold_its_room_as_its_claim_until_its_membe
         s.apply_node(node(name, 8_000));
     }
     make_stand_ins(&mut s, &d, "big", NOW, None);
-    let stand_ins: Vec<Pod> = s.stand_ins()[&GroupKey::new("ns", "big")]
-        .values()
-        .map(|p| p.as_ref().clone())
-        .collect();
-    for (p, node) in stand_ins.into_iter().zip(["new-1", "new-2"]) {
-        s.apply_pod(Pod {
-            node_name: Some(node.into()),
-            phase: PodPhase::Running,
-            priority: -1_000,
-            ..p
-        });
-    }
+    place_stand_ins(&mut s, "big", &["new-1", "new-2"], -1_000);
     let d = decide_at(&s, &|_| false, NOW + 5);
     assert_eq!(admitted(&d), vec!["big"]);
     assert!(
