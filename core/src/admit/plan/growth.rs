@@ -35,11 +35,7 @@ impl<'s> Pass<'s> {
         let Some(stand_ins) = c.group.and_then(|g| self.state.stand_ins().get(g)) else {
             return Vec::new();
         };
-        let lent: Vec<(&str, &Resources)> = stand_ins
-            .values()
-            .filter(|p| !p.phase.is_terminal())
-            .filter_map(|p| Some((p.node_name.as_deref()?, &p.requests)))
-            .collect();
+        let lent: Vec<(&str, &Resources)> = placed(stand_ins.values()).collect();
         self.room.lend(&lent, true);
         lent
     }
@@ -209,4 +205,14 @@ impl<'s> Pass<'s> {
             })
             .collect()
     }
+}
+
+/// The node and requests of each of `stand_ins` placed on a node and not finished: the room
+/// they hold.
+pub(super) fn placed<'a>(
+    stand_ins: impl Iterator<Item = &'a std::sync::Arc<crate::model::Pod>>,
+) -> impl Iterator<Item = (&'a str, &'a Resources)> {
+    stand_ins
+        .filter(|p| !p.phase.is_terminal())
+        .filter_map(|p| Some((p.node_name.as_deref()?, &p.requests)))
 }

@@ -13,7 +13,7 @@ use rustc_hash::FxHashMap;
 
 use super::backfill;
 use super::collect::{Book, Candidate};
-use super::growth::Growing;
+use super::growth::{self, Growing};
 use super::share::Shares;
 use crate::admit::free_room::Room;
 use crate::admit::why::Why;
@@ -99,13 +99,8 @@ impl<'s> Pass<'s> {
             &shares.capacity,
         );
         let mut room = Room::new(state, &book.in_flight, by_slot.len());
-        let stand_ins: Vec<(&str, &Resources)> = state
-            .stand_ins()
-            .values()
-            .flat_map(|pods| pods.values())
-            .filter(|p| !p.phase.is_terminal())
-            .filter_map(|p| Some((p.node_name.as_deref()?, &p.requests)))
-            .collect();
+        let stand_ins: Vec<(&str, &Resources)> =
+            growth::placed(state.stand_ins().values().flat_map(|pods| pods.values())).collect();
         room.hold_in_flight(&book.in_flight_members, &stand_ins);
         for (slot, guarantee) in guarantees.iter().enumerate() {
             room.set_unused_guarantee(slot, guarantee, &held[slot]);
