@@ -434,6 +434,7 @@ pub fn rows() -> Vec<Row> {
                             query(format!("max({})", m::CACHE_PODS), "pods"),
                             query(format!("max({})", m::CACHE_POD_GROUPS), "PodGroups"),
                             query(format!("max({})", m::CACHE_QUEUES), "Queues"),
+                            query(format!("max({})", m::CACHE_TOPOLOGIES), "Topologies"),
                         ],
                     )
                 },

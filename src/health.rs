@@ -220,12 +220,13 @@ mod tests {
         assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
         assert_eq!(
             body,
-            "not ready: not synced: nodes, pods, podgroups, queues\n"
+            "not ready: not synced: nodes, pods, podgroups, queues, topologies\n"
         );
 
         mirror.apply(Change::Listed(Watched::Nodes, None));
         mirror.apply(Change::Listed(Watched::PodGroups, None));
         mirror.apply(Change::Listed(Watched::Queues, None));
+        mirror.apply(Change::Listed(Watched::Topologies, None));
         let (_, body) = get(router(of(cache.clone()), vec![]), "/readyz").await;
         assert_eq!(body, "not ready: not synced: pods\n");
 

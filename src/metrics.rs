@@ -77,6 +77,8 @@ pub const PREEMPT_REFUSED_NODES_TOTAL: &str = "gangplank_preempt_refused_nodes_t
 pub const CACHE_POD_GROUPS: &str = "gangplank_cache_pod_groups";
 /// Gauge: Queues in the cluster cache.
 pub const CACHE_QUEUES: &str = "gangplank_cache_queues";
+/// Gauge: Topologies in the cluster cache.
+pub const CACHE_TOPOLOGIES: &str = "gangplank_cache_topologies";
 /// Gauge: a queue's deserved share, by `queue` and `resource`.
 pub const QUEUE_DESERVED: &str = "gangplank_queue_deserved";
 /// Gauge: what a queue's admitted groups hold, by `queue` and `resource`.
@@ -134,6 +136,7 @@ pub fn install() -> Result<PrometheusHandle, Error> {
     metrics::gauge!(CACHE_PODS).set(0.0);
     metrics::gauge!(CACHE_POD_GROUPS).set(0.0);
     metrics::gauge!(CACHE_QUEUES).set(0.0);
+    metrics::gauge!(CACHE_TOPOLOGIES).set(0.0);
     metrics::gauge!(LEADER).set(0.0);
     metrics::gauge!(GANG_BINDS_HELD).set(0.0);
     metrics::gauge!(GANG_CLAIMS).set(0.0);
@@ -348,6 +351,12 @@ pub const CATALOGUE: &[Doc] = &[
         kind: Kind::Gauge,
         labels: &[],
         help: "Queues in Gangplank's cluster cache.",
+    },
+    Doc {
+        name: CACHE_TOPOLOGIES,
+        kind: Kind::Gauge,
+        labels: &[],
+        help: "Topologies in Gangplank's cluster cache.",
     },
     Doc {
         name: QUEUE_DESERVED,

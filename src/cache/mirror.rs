@@ -1,15 +1,15 @@
-//! The mirror's one writer: the task that applies watch events to the model. The four watches
-//! (nodes and pods in [`super::watch`], PodGroups and Queues in [`super::stores`]) convert
-//! what they see into [`Change`]s and send them here; [`Mirror::run`] applies them in arrival
-//! order, a batch at a time under one write lock, and wakes the loops once per batch that
-//! changed anything (and [`super::Cache::arrived`] once per batch with a change that may want
-//! an admission decision). A change that leaves the model as it was (a status write, a
+//! The mirror's one writer: the task that applies watch events to the model. The five watches
+//! (nodes, pods and Topologies in [`super::watch`], PodGroups and Queues in
+//! [`super::stores`]) convert what they see into [`Change`]s and send them here;
+//! [`Mirror::run`] applies them in arrival order, a batch at a time under one write lock, and
+//! wakes the loops once per batch that changed anything (and [`super::Cache::arrived`] once per
+//! batch with a change that may want an admission decision). A change that leaves the model as it was (a status write, a
 //! heartbeat) wakes nobody. A kind is marked synced (readiness) when the change that ends its
 //! list is applied, not when the list was read, so `/readyz` never runs ahead of the model.
 
 use std::collections::HashSet;
 
-use gangplank_core::model::{GroupKey, Node, Pod, PodGroup, Queue, State};
+use gangplank_core::model::{GroupKey, Node, Pod, PodGroup, Queue, State, Topology};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
@@ -31,6 +31,8 @@ pub enum Change {
     PodGroupGone(GroupKey),
     Queue(Queue),
     QueueGone(String),
+    Topology(Topology),
+    TopologyGone(String),
     /// A list of the kind completed and named these keys (see [`Mirror::keys`]): whatever
     /// else of the kind the model holds is gone, and the kind is synced. `None`: the list's
     /// start was not seen, so nothing is deleted.
@@ -157,6 +159,8 @@ impl Mirror {
                     Change::PodGroupGone(key) => s.delete_pod_group(&key),
                     Change::Queue(queue) => s.apply_queue(queue),
                     Change::QueueGone(name) => s.delete_queue(&name),
+                    Change::Topology(topology) => s.apply_topology(topology),
+                    Change::TopologyGone(name) => s.delete_topology(&name),
                     Change::Listed(kind, seen) => {
                         ends.push((kind, true));
                         let gone: Vec<String> = match seen {
@@ -200,13 +204,14 @@ impl Mirror {
     }
 
     /// The keys the model holds of `kind`, as its list names them: node name, pod UID,
-    /// `namespace/name` of a PodGroup, Queue name.
+    /// `namespace/name` of a PodGroup, Queue or Topology name.
     pub fn keys(state: &State, kind: Watched) -> Box<dyn Iterator<Item = String> + '_> {
         match kind {
             Watched::Nodes => Box::new(state.nodes().keys().cloned()),
             Watched::Pods => Box::new(state.pods().keys().cloned()),
             Watched::PodGroups => Box::new(pod_groups(state).map(GroupKey::to_string)),
             Watched::Queues => Box::new(state.queues().keys().cloned()),
+            Watched::Topologies => Box::new(state.topologies().keys().cloned()),
         }
     }
 }
@@ -219,6 +224,7 @@ impl Change {
             Change::Pod(_) | Change::PodGone(_) => Watched::Pods,
             Change::PodGroup(_) | Change::PodGroupGone(_) => Watched::PodGroups,
             Change::Queue(_) | Change::QueueGone(_) => Watched::Queues,
+            Change::Topology(_) | Change::TopologyGone(_) => Watched::Topologies,
             Change::Listed(kind, _) | Change::Failed(kind) => *kind,
         }
     }
@@ -230,6 +236,7 @@ fn count(state: &State, kind: Watched) -> usize {
         Watched::Pods => state.pods().len(),
         Watched::PodGroups => pod_groups(state).count(),
         Watched::Queues => state.queues().len(),
+        Watched::Topologies => state.topologies().len(),
     }
 }
 
@@ -250,6 +257,7 @@ fn delete(state: &mut State, kind: Watched, key: &str) -> bool {
             .split_once('/')
             .is_some_and(|(ns, name)| state.delete_pod_group(&GroupKey::new(ns, name))),
         Watched::Queues => state.delete_queue(key),
+        Watched::Topologies => state.delete_topology(key),
     }
 }
 
@@ -259,5 +267,6 @@ fn gauge(kind: Watched) -> &'static str {
         Watched::Pods => metrics::CACHE_PODS,
         Watched::PodGroups => metrics::CACHE_POD_GROUPS,
         Watched::Queues => metrics::CACHE_QUEUES,
+        Watched::Topologies => metrics::CACHE_TOPOLOGIES,
     }
 }

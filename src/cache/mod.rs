@@ -2,7 +2,7 @@
 //! API by watches ([`watch`]) through conversions at the edge ([`convert`], [`constraints`]).
 //!
 //! Who writes what (the compiler keeps it so: the write lock is private to this module):
-//! - the API mirror (nodes, pods, PodGroups, Queues and their indexes): only the one
+//! - the API mirror (nodes, pods, PodGroups, Queues, Topologies and their indexes): only the one
 //!   [`Mirror`] task, applying the watches' changes in order;
 //! - the ledger (reservations, claims, the head's reservation, lent groups, wait reasons):
 //!   only through the [`LedgerWriter`]'s methods, which the extender, the claim-expiry timer and
@@ -48,14 +48,16 @@ pub enum Watched {
     Pods,
     PodGroups,
     Queues,
+    Topologies,
 }
 
 impl Watched {
-    pub const ALL: [Watched; 4] = [
+    pub const ALL: [Watched; 5] = [
         Watched::Nodes,
         Watched::Pods,
         Watched::PodGroups,
         Watched::Queues,
+        Watched::Topologies,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -64,6 +66,7 @@ impl Watched {
             Watched::Pods => "pods",
             Watched::PodGroups => "podgroups",
             Watched::Queues => "queues",
+            Watched::Topologies => "topologies",
         }
     }
 }
@@ -81,6 +84,7 @@ struct Inner {
     pods_synced: AtomicBool,
     pod_groups_synced: AtomicBool,
     queues_synced: AtomicBool,
+    topologies_synced: AtomicBool,
 }
 
 /// A cheap-to-clone handle on the shared cache: reads and snapshots. Its writers are the one
@@ -173,6 +177,7 @@ impl Cache {
             Watched::Pods => &self.inner.pods_synced,
             Watched::PodGroups => &self.inner.pod_groups_synced,
             Watched::Queues => &self.inner.queues_synced,
+            Watched::Topologies => &self.inner.topologies_synced,
         }
     }
 
@@ -378,12 +383,14 @@ mod tests {
                 Watched::Nodes,
                 Watched::Pods,
                 Watched::PodGroups,
-                Watched::Queues
+                Watched::Queues,
+                Watched::Topologies
             ]
         );
         mirror.apply(Change::Listed(Watched::Pods, None));
         mirror.apply(Change::Listed(Watched::PodGroups, None));
         mirror.apply(Change::Listed(Watched::Queues, None));
+        mirror.apply(Change::Listed(Watched::Topologies, None));
         assert_eq!(cache.unsynced(), vec![Watched::Nodes]);
         mirror.apply(Change::Listed(Watched::Nodes, None));
         assert!(cache.unsynced().is_empty());

@@ -1,6 +1,6 @@
 //! The watch loops that feed the cache from the API server.
 //!
-//! One kube-runtime watcher per kind: nodes and pods here ([`run`]); PodGroups and Queues come
+//! One kube-runtime watcher per kind: nodes, pods and Topologies here ([`run`]); PodGroups and Queues come
 //! from the watches of [`crate::cache::stores`], which the controller and webhooks need anyway,
 //! through a [`Relay`] each. The full API objects are converted at once and sent to the one
 //! writer, the [`super::Mirror`] task: the cache keeps only its small model. A (re)list
@@ -100,7 +100,20 @@ impl Mirrored for crate::api::Queue {
     }
 }
 
-/// Watches nodes and pods cluster-wide until `shutdown` is cancelled, sending what changes to
+impl Mirrored for crate::api::Topology {
+    const WATCHED: Watched = Watched::Topologies;
+    fn key(&self) -> Option<String> {
+        self.metadata.name.clone()
+    }
+    fn change(&self) -> Result<Change, Error> {
+        Ok(Change::Topology(convert::topology(self)))
+    }
+    fn gone(&self) -> Option<Change> {
+        self.key().map(Change::TopologyGone)
+    }
+}
+
+/// Watches nodes, pods and Topologies cluster-wide until `shutdown` is cancelled, sending what changes to
 /// the mirror.
 pub async fn run(client: Client, changes: Changes, shutdown: CancellationToken) {
     tokio::join!(
@@ -109,7 +122,12 @@ pub async fn run(client: Client, changes: Changes, shutdown: CancellationToken) 
             changes.clone(),
             shutdown.clone()
         ),
-        watch(Api::<core::Pod>::all(client), changes, shutdown),
+        watch(
+            Api::<core::Pod>::all(client.clone()),
+            changes.clone(),
+            shutdown.clone()
+        ),
+        watch(Api::<crate::api::Topology>::all(client), changes, shutdown),
     );
 }
 

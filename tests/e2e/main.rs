@@ -18,5 +18,6 @@ mod operators;
 mod queues;
 mod security;
 mod tenancy;
+mod topology;
 mod webhooks;
 mod workload_api;
