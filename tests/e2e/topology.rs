@@ -7,7 +7,7 @@
 use gangplank::api::{PodGroup, QueueSpec, Topology, TopologyLevel, TopologySpec};
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::Api;
-use kube::api::{DeleteParams, PostParams};
+use kube::api::PostParams;
 use serde_json::json;
 
 use crate::queues::{bound, create_queue, delete_queue, not_admitted};
@@ -41,21 +41,20 @@ fn label(node: &Node, key: &str) -> String {
     node.metadata.labels.as_ref().unwrap()[key].clone()
 }
 
-/// Deletes the Topology when the test ends, failed or not (it is cluster-scoped).
-struct TopologyGuard(Api<Topology>, String);
+/// Deletes the Topology when the test ends, failed or not (it is cluster-scoped), with kubectl:
+/// the test's client cannot run while its runtime is in a drop.
+struct TopologyGuard(String);
 
 impl Drop for TopologyGuard {
     fn drop(&mut self) {
-        let (api, name) = (self.0.clone(), self.1.clone());
-        let done = std::thread::spawn(move || {
-            tokio::runtime::Runtime::new()
-                .unwrap()
-                .block_on(api.delete(&name, &DeleteParams::default()))
-                .map(|_| ())
-        })
-        .join();
-        if !matches!(done, Ok(Ok(()))) {
-            eprintln!("could not delete Topology {}: {done:?}", self.1);
+        let run = crate::support::run_dir();
+        let status = std::process::Command::new(run.join("bin/kubectl"))
+            .arg("--kubeconfig")
+            .arg(run.join("kubeconfig"))
+            .args(["delete", "topology", &self.0, "--wait=true", "--timeout=60s"])
+            .status();
+        if !status.as_ref().is_ok_and(|s| s.success()) {
+            eprintln!("could not delete Topology {}: {status:?}", self.0);
         }
     }
 }
@@ -81,7 +80,7 @@ async fn a_gang_goes_into_its_preferred_rack_when_one_has_room_and_into_one_zone
         )
         .await
         .unwrap();
-    let _topology = TopologyGuard(topologies, name);
+    let _topology = TopologyGuard(name);
     let queue = create_queue(&cluster.client, "racks", QueueSpec::default()).await;
     let ns = cluster.namespace("topology-racks").await;
     let pods = ns.api::<Pod>();
