@@ -51,7 +51,13 @@ impl Drop for TopologyGuard {
         let status = std::process::Command::new(run.join("bin/kubectl"))
             .arg("--kubeconfig")
             .arg(run.join("kubeconfig"))
-            .args(["delete", "topology", &self.0, "--wait=true", "--timeout=60s"])
+            .args([
+                "delete",
+                "topology",
+                &self.0,
+                "--wait=true",
+                "--timeout=60s",
+            ])
             .status();
         if !status.as_ref().is_ok_and(|s| s.success()) {
             eprintln!("could not delete Topology {}: {status:?}", self.0);
