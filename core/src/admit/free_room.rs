@@ -6,6 +6,9 @@
 //! and `Room::reserve` for how the head's reservation is chosen.
 
 use std::collections::BTreeMap;
+use std::rc::Rc;
+
+use rustc_hash::FxHashMap;
 
 use crate::admit::why::{DomainTried, LevelTried};
 use crate::model::topology::{self, Domain};
@@ -55,7 +58,15 @@ pub(super) struct Room<'s> {
     /// guarantees have not changed since (thousands of groups are checked between two
     /// admissions).
     available: Vec<Option<Resources>>,
+    /// Per topology level seen in this pass (its label keys): its domains and their nodes
+    /// (labels do not change during a pass), and per domain the sum of its nodes'
+    /// allocatable.
+    levels: FxHashMap<Vec<&'s str>, Rc<Partition<'s>>>,
 }
+
+/// A level's domains (see [`topology::domains`]), each with its nodes and their allocatable
+/// in all.
+type Partition<'s> = BTreeMap<Domain<'s>, (Vec<usize>, Resources)>;
 
 impl<'s> Room<'s> {
     /// The free room of `state`'s schedulable nodes, minus `in_flight` (released members not
@@ -91,6 +102,7 @@ impl<'s> Room<'s> {
             short: Resources::new(),
             cursors: Vec::new(),
             available: vec![None; queues],
+            levels: FxHashMap::default(),
         };
         for (name, allocatable, free, labels) in nodes {
             room.names.push(name);
@@ -237,9 +249,24 @@ impl<'s> Room<'s> {
         first_fit(&nodes, need.iter().copied()).is_ok()
     }
 
-    /// The domains of the level `keys` (see [`topology::domains`]) among schedulable nodes.
-    fn domains(&self, keys: &[&str], pinned: &[(&str, &str)]) -> BTreeMap<Domain<'s>, Vec<usize>> {
-        topology::domains(self.labels.iter().copied(), keys, pinned)
+    /// The domains of the level `keys` among schedulable nodes (see [`topology::domains`]),
+    /// each with its nodes and their allocatable in all; made once per pass and level.
+    fn level(&mut self, keys: &[&'s str]) -> Rc<Partition<'s>> {
+        let (labels, allocatable) = (&self.labels, &self.allocatable);
+        let partition = self.levels.entry(keys.to_vec()).or_insert_with(|| {
+            let domains = topology::domains(labels.iter().copied(), keys, &[]);
+            Rc::new(
+                domains
+                    .into_iter()
+                    .map(|(domain, nodes)| {
+                        let mut sum = Resources::new();
+                        nodes.iter().for_each(|&at| sum.add(allocatable[at]));
+                        (domain, (nodes, sum))
+                    })
+                    .collect(),
+            )
+        });
+        Rc::clone(partition)
     }
 
     /// Whether some domain of the level `keys` (agreeing with `pinned`) could hold every pod
@@ -248,17 +275,29 @@ impl<'s> Room<'s> {
     /// no node left in the domain that held the most. A gang that fails this never fits one
     /// domain, and must neither head the line nor ask reclaim for room.
     pub fn domain_could_hold(
-        &self,
+        &mut self,
         need: &[&Resources],
-        keys: &[&str],
+        keys: &[&'s str],
         pinned: &[(&str, &str)],
     ) -> Result<(), Option<Resources>> {
+        let sum = need.iter().fold(Resources::new(), |mut sum, pod| {
+            sum.add(pod);
+            sum
+        });
         let mut closest: Option<(usize, Resources)> = None;
-        for nodes in self.domains(keys, pinned).values() {
-            let empty: Vec<Resources> = nodes
-                .iter()
-                .map(|&at| self.allocatable[at].clone())
-                .collect();
+        let level = self.level(keys);
+        for (domain, (nodes, allocatable)) in level.iter() {
+            if !topology::agrees(keys, domain, pinned) {
+                continue;
+            }
+            let empty: Vec<Resources> = if sum.fits_in(allocatable) {
+                nodes
+                    .iter()
+                    .map(|&at| self.allocatable[at].clone())
+                    .collect()
+            } else {
+                Vec::new()
+            };
             match first_fit(&empty, need.iter().copied()) {
                 Ok(_) => return Ok(()),
                 Err((placed, pod)) => {
@@ -278,43 +317,54 @@ impl<'s> Room<'s> {
     pub fn place_in_domain(
         &mut self,
         need: &[&Resources],
-        keys: &[&str],
+        keys: &[&'s str],
         pinned: &[(&str, &str)],
     ) -> Result<Domain<'s>, LevelTried> {
-        type Fit<'p, 's> = (Domain<'s>, Vec<(usize, &'p Resources)>, Resources);
-        let mut best: Option<Fit<'_, 's>> = None;
+        type Fit<'p, 's> = (&'s [usize], Vec<(usize, &'p Resources)>, Resources, usize);
+        let level = self.level(keys);
+        let mut best: Option<Fit<'_, '_>> = None;
         let mut closest: Vec<DomainTried> = Vec::new();
-        let domains = self.domains(keys, pinned);
-        let tried = domains.len();
-        for (domain, nodes) in domains {
+        let mut tried = 0;
+        for (i, (domain, (nodes, _))) in level.iter().enumerate() {
+            if !topology::agrees(keys, domain, pinned) {
+                continue;
+            }
+            tried += 1;
             let mut free: Vec<Resources> = nodes.iter().map(|&at| self.nodes[at].clone()).collect();
-            let placed = match first_fit(&free, need.iter().copied()) {
+            let placed = first_fit(&free, need.iter().copied());
+            let placed = match placed {
                 Ok(placed) => placed,
                 Err((placed, pod)) => {
-                    closest.push(DomainTried {
-                        domain: topology::describe(keys, &domain),
-                        placed,
-                        of: need.len(),
-                        member: pod.clone(),
-                    });
-                    closest.sort_by_key(|d| std::cmp::Reverse(d.placed));
-                    closest.truncate(LevelTried::SHOWN);
+                    if closest.len() < LevelTried::SHOWN
+                        || closest.last().is_some_and(|d| placed > d.placed)
+                    {
+                        closest.push(DomainTried {
+                            domain: topology::describe(keys, domain),
+                            placed,
+                            of: need.len(),
+                            member: pod.clone(),
+                        });
+                        closest.sort_by_key(|d| std::cmp::Reverse(d.placed));
+                        closest.truncate(LevelTried::SHOWN);
+                    }
                     continue;
                 }
             };
-            for &(i, pod) in &placed {
-                free[i].sub(pod);
+            for &(at, pod) in &placed {
+                free[at].sub(pod);
             }
-            let mut left = Resources::new();
-            for f in &free {
+            let left = free.iter().fold(Resources::new(), |mut left, f| {
                 left.add(&at_least_zero(f));
-            }
-            if best.as_ref().is_none_or(|(_, _, l)| size(&left) < size(l)) {
-                let placed = placed.into_iter().map(|(i, pod)| (nodes[i], pod)).collect();
-                best = Some((domain, placed, left));
+                left
+            });
+            if best
+                .as_ref()
+                .is_none_or(|(_, _, l, _)| size(&left) < size(l))
+            {
+                best = Some((nodes, placed, left, i));
             }
         }
-        let Some((domain, placed, _)) = best else {
+        let Some((nodes, placed, _, i)) = best else {
             return Err(LevelTried {
                 key: keys.last().copied().unwrap_or_default().to_owned(),
                 domains: tried,
@@ -322,12 +372,13 @@ impl<'s> Room<'s> {
             });
         };
         for (at, pod) in placed {
-            self.nodes[at].sub(pod);
+            self.nodes[nodes[at]].sub(pod);
         }
         for pod in need {
             self.total.sub(pod);
         }
         self.changed();
+        let domain = level.keys().nth(i).cloned().unwrap_or_default();
         Ok(domain)
     }
 
@@ -338,7 +389,7 @@ impl<'s> Room<'s> {
     pub fn place_in_reservation(
         &mut self,
         need: &[&Resources],
-        within: Option<Within<'_, '_>>,
+        within: Option<Within<'_, 's>>,
     ) -> Result<Option<Domain<'s>>, Resources> {
         let pods = biggest_first(need.iter().copied());
         let mut with_held: Vec<Resources> = self.nodes.clone();
@@ -348,9 +399,10 @@ impl<'s> Room<'s> {
         let choices: Vec<(Option<Domain<'s>>, Vec<usize>)> = match within {
             None => vec![(None, (0..self.nodes.len()).collect())],
             Some((keys, pinned)) => self
-                .domains(keys, pinned)
-                .into_iter()
-                .map(|(d, nodes)| (Some(d), nodes))
+                .level(keys)
+                .iter()
+                .filter(|(d, _)| topology::agrees(keys, d, pinned))
+                .map(|(d, (nodes, _))| (Some(d.clone()), nodes.clone()))
                 .collect(),
         };
         let mut missing: Option<Resources> = None;
@@ -441,12 +493,17 @@ impl<'s> Room<'s> {
         need: &[&Resources],
         budget: &Resources,
         held_before: &dyn Fn(&str) -> bool,
-        within: Option<Within<'_, '_>>,
+        within: Option<Within<'_, 's>>,
     ) -> bool {
         let pods = biggest_first(need.iter().copied());
         let candidates: Vec<Vec<usize>> = match within {
             None => vec![(0..self.nodes.len()).collect()],
-            Some((keys, pinned)) => self.domains(keys, pinned).into_values().collect(),
+            Some((keys, pinned)) => self
+                .level(keys)
+                .iter()
+                .filter(|(d, _)| topology::agrees(keys, d, pinned))
+                .map(|(_, (nodes, _))| nodes.clone())
+                .collect(),
         };
         let mut best: Option<Planned> = None;
         for nodes in &candidates {

@@ -101,16 +101,21 @@ pub fn domains<'l>(
         else {
             continue;
         };
-        let agrees = pinned.iter().all(|(k, v)| {
-            keys.iter()
-                .position(|key| key == k)
-                .is_none_or(|i| values[i] == *v)
-        });
-        if agrees {
+        if agrees(keys, &values, pinned) {
             out.entry(values).or_default().push(at);
         }
     }
     out
+}
+
+/// Whether the domain `values` of the level `keys` agrees with `pinned` (label, value) on the
+/// keys they share.
+pub fn agrees(keys: &[&str], values: &[&str], pinned: &[(&str, &str)]) -> bool {
+    pinned.iter().all(|(k, v)| {
+        keys.iter()
+            .position(|key| key == k)
+            .is_none_or(|i| values[i] == *v)
+    })
 }
 
 /// `key=value` pairs of a domain of the level `keys`, joined by commas: how reasons name it.
