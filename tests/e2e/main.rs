@@ -6,6 +6,7 @@
 mod support;
 
 mod autoscaler;
+mod backfill;
 mod batch_jobs;
 mod cli;
 mod control_plane;
@@ -16,6 +17,7 @@ mod gangs;
 mod leader;
 mod operators;
 mod queues;
+mod reclaim;
 mod security;
 mod tenancy;
 mod topology;
