@@ -58,6 +58,7 @@ impl Drop for TopologyGuard {
                 "--wait=true",
                 "--timeout=60s",
             ])
+            .stdout(std::process::Stdio::null())
             .status();
         if !status.as_ref().is_ok_and(|s| s.success()) {
             eprintln!("could not delete Topology {}: {status:?}", self.0);
