@@ -62,12 +62,29 @@ impl<'s> Levels<'s> {
                 .rev()
                 .map(|i| t.levels[..=i].iter().map(String::as_str).collect())
                 .collect(),
-            None => match (required, preferred) {
-                (Some(r), Some(p)) if p != r => vec![vec![r, p], vec![r]],
-                (Some(r), _) => vec![vec![r]],
-                (None, Some(p)) => vec![vec![p]],
-                (None, None) => return None,
-            },
+            None => {
+                // The required level as a Topology that lists it names it, else by itself.
+                let chain = |key: &'s str| -> Vec<&'s str> {
+                    topologies
+                        .values()
+                        .find_map(|t| {
+                            let at = t.levels.iter().position(|l| l == key)?;
+                            Some(t.levels[..=at].iter().map(String::as_str).collect())
+                        })
+                        .unwrap_or_else(|| vec![key])
+                };
+                match (required, preferred) {
+                    (Some(r), Some(p)) if p != r => {
+                        let wide = chain(r);
+                        let mut narrow = wide.clone();
+                        narrow.push(p);
+                        vec![narrow, wide]
+                    }
+                    (Some(r), _) => vec![chain(r)],
+                    (None, Some(p)) => vec![vec![p]],
+                    (None, None) => return None,
+                }
+            }
         };
         Some(Levels {
             tiers,
@@ -211,6 +228,17 @@ mod tests {
             vec![vec!["zone"]]
         );
         assert_eq!(Levels::of(None, None, &none), None);
+    }
+
+    #[test]
+    fn a_preferred_level_no_topology_lists_goes_inside_the_required_level_as_its_topology_names_it()
+    {
+        let t = datacenter();
+        let levels = Levels::of(Some("block"), Some("gpu-island"), &t).unwrap();
+        assert_eq!(
+            levels.tiers,
+            vec![vec!["zone", "block", "gpu-island"], vec!["zone", "block"]]
+        );
     }
 
     #[test]
