@@ -220,8 +220,12 @@ mod tests {
         assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
         assert_eq!(
             body,
-            "not ready: not synced: nodes, pods, podgroups, queues\n"
+            "not ready: not synced: nodes, pods, podgroups, queues, deviceclasses, \
+             resourceslices, resourceclaimtemplates, resourceclaims\n"
         );
+        for dra in &Watched::ALL[4..] {
+            mirror.apply(Change::Listed(*dra, None));
+        }
 
         mirror.apply(Change::Listed(Watched::Nodes, None));
         mirror.apply(Change::Listed(Watched::PodGroups, None));

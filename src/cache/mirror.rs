@@ -1,11 +1,13 @@
-//! The mirror's one writer: the task that applies watch events to the model. The four watches
-//! (nodes and pods in [`super::watch`], PodGroups and Queues in [`super::stores`]) convert
-//! what they see into [`Change`]s and send them here; [`Mirror::run`] applies them in arrival
+//! The mirror's one writer: the task that applies watch events to the model. The watches
+//! (nodes, pods and the DRA kinds in [`super::watch`], PodGroups and Queues in
+//! [`super::stores`]) convert what they see into [`Change`]s and send them here; [`Mirror::run`] applies them in arrival
 //! order, a batch at a time under one write lock, and wakes the loops once per batch that
 //! changed anything (and [`super::Cache::arrived`] once per batch with a change that may want
 //! an admission decision). A change that leaves the model as it was (a status write, a
 //! heartbeat) wakes nobody. A kind is marked synced (readiness) when the change that ends its
 //! list is applied, not when the list was read, so `/readyz` never runs ahead of the model.
+//! The DRA objects go to the mirror's own [`dra::Index`], which re-applies the nodes and pods
+//! whose device counts they change.
 
 use std::collections::HashSet;
 
@@ -13,6 +15,7 @@ use gangplank_core::model::{GroupKey, Node, Pod, PodGroup, Queue, State};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
+use super::dra::{self, ClaimRef};
 use super::{Cache, Watched};
 use crate::metrics;
 
@@ -25,12 +28,15 @@ pub const BATCH: usize = 256;
 pub enum Change {
     Node(Node),
     NodeGone(String),
-    Pod(Pod),
+    /// A pod, and the claims it names (empty for most pods).
+    Pod(Pod, Vec<ClaimRef>),
     PodGone(String),
     PodGroup(PodGroup),
     PodGroupGone(GroupKey),
     Queue(Queue),
     QueueGone(String),
+    /// A DeviceClass, ResourceSlice, ResourceClaimTemplate or ResourceClaim.
+    Dra(dra::Object),
     /// A list of the kind completed and named these keys (see [`Mirror::keys`]): whatever
     /// else of the kind the model holds is gone, and the kind is synced. `None`: the list's
     /// start was not seen, so nothing is deleted.
@@ -57,6 +63,7 @@ pub struct Mirror {
     cache: Cache,
     sender: Changes,
     receiver: mpsc::UnboundedReceiver<Change>,
+    dra: dra::Index,
 }
 
 impl Mirror {
@@ -66,6 +73,7 @@ impl Mirror {
             cache,
             sender: Changes(sender),
             receiver,
+            dra: dra::Index::default(),
         }
     }
 
@@ -104,7 +112,7 @@ impl Mirror {
     }
 
     pub fn apply_pod(&mut self, pod: Pod) {
-        self.apply(Change::Pod(pod));
+        self.apply(Change::Pod(pod, Vec::new()));
     }
 
     pub fn apply_pod_group(&mut self, group: PodGroup) {
@@ -134,6 +142,7 @@ impl Mirror {
         let mut ends: Vec<(Watched, bool)> = Vec::new();
         let mut touched: Vec<Watched> = Vec::new();
         let mut arrived = false;
+        let index = &mut self.dra;
         let counts = self.cache.write_if_changed(|s| {
             let mut changed = false;
             for change in changes {
@@ -142,31 +151,52 @@ impl Mirror {
                     touched.push(kind);
                 }
                 let arrival = match &change {
-                    Change::Pod(pod) => {
+                    Change::Pod(pod, _) => {
                         !pod.scheduling_gates.is_empty() || !s.pods().contains_key(&pod.uid)
                     }
                     Change::PodGone(_) | Change::Failed(_) => false,
                     _ => true,
                 };
                 let this = match change {
-                    Change::Node(node) => s.apply_node(node),
+                    Change::Node(mut node) => {
+                        index.count_on(&mut node);
+                        s.apply_node(node)
+                    }
                     Change::NodeGone(name) => s.delete_node(&name),
-                    Change::Pod(pod) => s.apply_pod(pod),
-                    Change::PodGone(uid) => s.delete_pod(&uid),
+                    Change::Pod(mut pod, claims) => {
+                        let others = index.claiming(&mut pod, claims);
+                        s.apply_pod(pod) | index.refresh_pods(&others, s)
+                    }
+                    Change::PodGone(uid) => {
+                        let heirs = index.pod_gone(&uid);
+                        s.delete_pod(&uid) | index.refresh_pods(&heirs, s)
+                    }
                     Change::PodGroup(group) => s.apply_pod_group(group),
                     Change::PodGroupGone(key) => s.delete_pod_group(&key),
                     Change::Queue(queue) => s.apply_queue(queue),
                     Change::QueueGone(name) => s.delete_queue(&name),
+                    Change::Dra(object) => index.apply(object, s),
                     Change::Listed(kind, seen) => {
                         ends.push((kind, true));
                         let gone: Vec<String> = match seen {
-                            Some(seen) => {
-                                Self::keys(s, kind).filter(|k| !seen.contains(k)).collect()
-                            }
+                            Some(seen) => keys(s, index, kind)
+                                .into_iter()
+                                .filter(|k| !seen.contains(k))
+                                .collect(),
                             None => Vec::new(),
                         };
-                        gone.iter()
-                            .fold(false, |any, key| delete(s, kind, key) | any)
+                        let deleted =
+                            gone.into_iter().fold(false, |any, key| {
+                                match dra::Index::gone(kind, key.clone()) {
+                                    Some(object) => index.apply(object, s) | any,
+                                    None => delete(s, kind, &key) | any,
+                                }
+                            });
+                        let heirs = match kind {
+                            Watched::Pods => index.retain_pods(s),
+                            _ => Vec::new(),
+                        };
+                        deleted | index.refresh_pods(&heirs, s)
                     }
                     Change::Failed(kind) => {
                         ends.push((kind, false));
@@ -176,8 +206,10 @@ impl Mirror {
                 changed |= this;
                 arrived |= this && arrival;
             }
-            let counts: Vec<(Watched, usize)> =
-                touched.iter().map(|&kind| (kind, count(s, kind))).collect();
+            let counts: Vec<(Watched, usize)> = touched
+                .iter()
+                .map(|&kind| (kind, count(s, index, kind)))
+                .collect();
             (counts, changed)
         });
         if arrived {
@@ -195,19 +227,41 @@ impl Mirror {
             self.cache.mark_synced(kind);
         }
         for (kind, count) in counts {
-            ::metrics::gauge!(gauge(kind)).set(count as f64);
+            match gauge(kind) {
+                Some(name) => ::metrics::gauge!(name).set(count as f64),
+                None => ::metrics::gauge!(metrics::CACHE_DRA_OBJECTS, "kind" => kind.as_str())
+                    .set(count as f64),
+            }
         }
     }
 
     /// The keys the model holds of `kind`, as its list names them: node name, pod UID,
-    /// `namespace/name` of a PodGroup, Queue name.
+    /// `namespace/name` of a PodGroup, Queue name (the DRA kinds are in the mirror's own
+    /// index).
     pub fn keys(state: &State, kind: Watched) -> Box<dyn Iterator<Item = String> + '_> {
         match kind {
             Watched::Nodes => Box::new(state.nodes().keys().cloned()),
             Watched::Pods => Box::new(state.pods().keys().cloned()),
             Watched::PodGroups => Box::new(pod_groups(state).map(GroupKey::to_string)),
             Watched::Queues => Box::new(state.queues().keys().cloned()),
+            _ => Box::new(std::iter::empty()),
         }
+    }
+
+    /// The DRA objects' index, for tests.
+    #[cfg(test)]
+    pub fn dra(&self) -> &dra::Index {
+        &self.dra
+    }
+}
+
+/// The keys of `kind` held in the model or the DRA index.
+fn keys(state: &State, index: &dra::Index, kind: Watched) -> Vec<String> {
+    match kind {
+        Watched::Nodes | Watched::Pods | Watched::PodGroups | Watched::Queues => {
+            Mirror::keys(state, kind).collect()
+        }
+        _ => index.keys(kind),
     }
 }
 
@@ -216,20 +270,22 @@ impl Change {
     pub fn kind(&self) -> Watched {
         match self {
             Change::Node(_) | Change::NodeGone(_) => Watched::Nodes,
-            Change::Pod(_) | Change::PodGone(_) => Watched::Pods,
+            Change::Pod(..) | Change::PodGone(_) => Watched::Pods,
             Change::PodGroup(_) | Change::PodGroupGone(_) => Watched::PodGroups,
             Change::Queue(_) | Change::QueueGone(_) => Watched::Queues,
+            Change::Dra(object) => object.kind(),
             Change::Listed(kind, _) | Change::Failed(kind) => *kind,
         }
     }
 }
 
-fn count(state: &State, kind: Watched) -> usize {
+fn count(state: &State, index: &dra::Index, kind: Watched) -> usize {
     match kind {
         Watched::Nodes => state.nodes().len(),
         Watched::Pods => state.pods().len(),
         Watched::PodGroups => pod_groups(state).count(),
         Watched::Queues => state.queues().len(),
+        _ => index.count(kind),
     }
 }
 
@@ -250,14 +306,17 @@ fn delete(state: &mut State, kind: Watched, key: &str) -> bool {
             .split_once('/')
             .is_some_and(|(ns, name)| state.delete_pod_group(&GroupKey::new(ns, name))),
         Watched::Queues => state.delete_queue(key),
+        _ => false,
     }
 }
 
-fn gauge(kind: Watched) -> &'static str {
+/// The gauge of `kind`'s count; `None` for the DRA kinds, counted by one labelled gauge.
+fn gauge(kind: Watched) -> Option<&'static str> {
     match kind {
-        Watched::Nodes => metrics::CACHE_NODES,
-        Watched::Pods => metrics::CACHE_PODS,
-        Watched::PodGroups => metrics::CACHE_POD_GROUPS,
-        Watched::Queues => metrics::CACHE_QUEUES,
+        Watched::Nodes => Some(metrics::CACHE_NODES),
+        Watched::Pods => Some(metrics::CACHE_PODS),
+        Watched::PodGroups => Some(metrics::CACHE_POD_GROUPS),
+        Watched::Queues => Some(metrics::CACHE_QUEUES),
+        _ => None,
     }
 }

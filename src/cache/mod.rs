@@ -3,7 +3,8 @@
 //!
 //! Who writes what (the compiler keeps it so: the write lock is private to this module):
 //! - the API mirror (nodes, pods, PodGroups, Queues and their indexes): only the one
-//!   [`Mirror`] task, applying the watches' changes in order;
+//!   [`Mirror`] task, applying the watches' changes in order; it also owns the index of DRA
+//!   objects ([`dra::Index`]) that adds devices to the nodes' allocatable and the pods' requests;
 //! - the ledger (reservations, claims, the head's reservation, lent groups, wait reasons):
 //!   only through the [`LedgerWriter`]'s methods, which the extender, the claim-expiry timer and
 //!   the admission loop call;
@@ -18,6 +19,7 @@
 
 pub mod constraints;
 pub mod convert;
+pub mod dra;
 pub mod ledger;
 pub mod mirror;
 pub mod stores;
@@ -48,14 +50,22 @@ pub enum Watched {
     Pods,
     PodGroups,
     Queues,
+    DeviceClasses,
+    ResourceSlices,
+    ResourceClaimTemplates,
+    ResourceClaims,
 }
 
 impl Watched {
-    pub const ALL: [Watched; 4] = [
+    pub const ALL: [Watched; 8] = [
         Watched::Nodes,
         Watched::Pods,
         Watched::PodGroups,
         Watched::Queues,
+        Watched::DeviceClasses,
+        Watched::ResourceSlices,
+        Watched::ResourceClaimTemplates,
+        Watched::ResourceClaims,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -64,6 +74,10 @@ impl Watched {
             Watched::Pods => "pods",
             Watched::PodGroups => "podgroups",
             Watched::Queues => "queues",
+            Watched::DeviceClasses => "deviceclasses",
+            Watched::ResourceSlices => "resourceslices",
+            Watched::ResourceClaimTemplates => "resourceclaimtemplates",
+            Watched::ResourceClaims => "resourceclaims",
         }
     }
 }
@@ -81,6 +95,8 @@ struct Inner {
     pods_synced: AtomicBool,
     pod_groups_synced: AtomicBool,
     queues_synced: AtomicBool,
+    /// The DRA kinds, by their place in [`Watched::ALL`] less four.
+    dra_synced: [AtomicBool; 4],
 }
 
 /// A cheap-to-clone handle on the shared cache: reads and snapshots. Its writers are the one
@@ -173,6 +189,10 @@ impl Cache {
             Watched::Pods => &self.inner.pods_synced,
             Watched::PodGroups => &self.inner.pod_groups_synced,
             Watched::Queues => &self.inner.queues_synced,
+            Watched::DeviceClasses => &self.inner.dra_synced[0],
+            Watched::ResourceSlices => &self.inner.dra_synced[1],
+            Watched::ResourceClaimTemplates => &self.inner.dra_synced[2],
+            Watched::ResourceClaims => &self.inner.dra_synced[3],
         }
     }
 
@@ -372,15 +392,10 @@ mod tests {
     #[test]
     fn the_cache_is_ready_only_when_every_watcher_synced() {
         let (cache, mut mirror) = Cache::new();
-        assert_eq!(
-            cache.unsynced(),
-            vec![
-                Watched::Nodes,
-                Watched::Pods,
-                Watched::PodGroups,
-                Watched::Queues
-            ]
-        );
+        assert_eq!(cache.unsynced(), Watched::ALL);
+        for dra in &Watched::ALL[4..] {
+            mirror.apply(Change::Listed(*dra, None));
+        }
         mirror.apply(Change::Listed(Watched::Pods, None));
         mirror.apply(Change::Listed(Watched::PodGroups, None));
         mirror.apply(Change::Listed(Watched::Queues, None));
