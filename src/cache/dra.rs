@@ -1,7 +1,7 @@
 //! Devices of Dynamic Resource Allocation (`resource.k8s.io/v1`) as countable resources: one
 //! per DeviceClass, named as upstream names a class's implicit extended resource
 //! (`deviceclass.resource.kubernetes.io/<class>`, KEP-5004), so fit, queue usage, capability,
-//! guarantee and deserved share count devices like any other resource ([docs/dra.md]).
+//! guarantee and deserved share count devices like any other resource (docs/dra.md).
 //!
 //! - A node's allocatable gains, per class, the devices of the ResourceSlices published for it
 //!   (`spec.nodeName`) that every selector of the class selects. The selectors are CEL,
@@ -20,8 +20,6 @@
 //! [`Index`] is owned by the one [`super::Mirror`] task, its only writer: the watches of the
 //! four kinds send [`Object`]s, and the mirror applies them here, re-applying the nodes and pods
 //! whose counts they change to the [`State`] under the same write lock.
-//!
-//! [docs/dra.md]: https://github.com/gangplank/gangplank/blob/main/docs/dra.md
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt;
