@@ -18,8 +18,10 @@
 //!   has, so it is never admitted as if it asked for nothing.
 //!
 //! [`Index`] is owned by the one [`super::Mirror`] task, its only writer: the watches of the
-//! four kinds send [`Object`]s, and the mirror applies them here, re-applying the nodes and pods
-//! whose counts they change to the [`State`] under the same write lock.
+//! four kinds send [`Object`]s; the mirror takes them into the index before it takes the
+//! model's write lock ([`Index::take`]: the CEL evaluations, each device once per class, happen
+//! there), then re-applies the nodes and pods whose counts they changed to the [`State`] under
+//! the lock ([`Index::carry`]: sums per node, no CEL).
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt;
@@ -226,6 +228,18 @@ impl Object {
     }
 }
 
+/// What a DRA object changed, for [`Index::carry`] to bring into the model.
+#[derive(Debug)]
+pub enum Effect {
+    Nothing,
+    /// The devices counted on these nodes may have changed.
+    Nodes(Vec<String>),
+    /// A class changed: the devices counted on every node may have.
+    AllNodes,
+    /// What these pods (UIDs) ask for may have changed.
+    Pods(Vec<String>),
+}
+
 /// A pod that names claims: what it names and what the index last added to its requests.
 #[derive(Debug)]
 struct Claiming {
@@ -248,6 +262,8 @@ enum Named {
 pub struct Index {
     classes: BTreeMap<String, Class>,
     slices: HashMap<String, Slice>,
+    /// Per slice, how many of its devices each class selects (none: not listed).
+    selected: HashMap<String, BTreeMap<String, i64>>,
     /// Node name to the slices published for it.
     slices_on: HashMap<String, BTreeSet<String>>,
     templates: HashMap<String, Asks>,
@@ -344,21 +360,43 @@ impl Index {
         gone.iter().flat_map(|uid| self.pod_gone(uid)).collect()
     }
 
-    /// Applies a DRA object, re-applying to `state` the nodes and pods whose counts it
-    /// changes; whether the model changed.
-    pub fn apply(&mut self, object: Object, state: &mut State) -> bool {
+    /// Takes a DRA object into the index, evaluating the selectors it concerns: the mirror
+    /// calls it before it takes the model's write lock, so no filter or bind waits for CEL.
+    /// What it changed is carried into the model by [`Index::carry`].
+    pub fn take(&mut self, object: Object) -> Effect {
         match object {
             Object::Class(name, class) => {
                 self.clear_problem(&name);
                 if let Err(why) = &class.selectors {
                     self.report(name.clone(), why.clone());
                 }
+                let mut problems = Vec::new();
+                for (slice, selected) in &mut self.selected {
+                    let devices = self.slices.get(slice).map(|s| &s.devices[..]);
+                    match count_selected(&class, devices.unwrap_or_default()) {
+                        Ok(0) => selected.remove(&name),
+                        Ok(n) => selected.insert(name.clone(), n),
+                        Err(why) => {
+                            problems.push(why);
+                            selected.remove(&name)
+                        }
+                    };
+                }
+                for why in problems {
+                    self.report(name.clone(), why);
+                }
                 self.classes.insert(name, class);
-                self.refresh_all_nodes(state)
+                Effect::AllNodes
             }
             Object::ClassGone(name) => {
                 self.clear_problem(&name);
-                self.classes.remove(&name).is_some() && self.refresh_all_nodes(state)
+                for selected in self.selected.values_mut() {
+                    selected.remove(&name);
+                }
+                match self.classes.remove(&name) {
+                    Some(_) => Effect::AllNodes,
+                    None => Effect::Nothing,
+                }
             }
             Object::Slice(name, slice) => {
                 let mut nodes: Vec<String> = self.unpublish(&name).into_iter().collect();
@@ -369,42 +407,67 @@ impl Index {
                         .insert(name.clone());
                     nodes.push(node.clone());
                 }
+                let mut selected = BTreeMap::new();
+                let mut problems = Vec::new();
+                for (class_name, class) in &self.classes {
+                    match count_selected(class, &slice.devices) {
+                        Ok(0) => {}
+                        Ok(n) => {
+                            selected.insert(class_name.clone(), n);
+                        }
+                        Err(why) => problems.push((class_name.clone(), why)),
+                    }
+                }
+                for (class, why) in problems {
+                    self.report(class, why);
+                }
+                self.selected.insert(name.clone(), selected);
                 self.slices.insert(name, slice);
-                nodes
-                    .iter()
-                    .fold(false, |any, n| self.refresh_node(n, state) | any)
+                Effect::Nodes(nodes)
             }
             Object::SliceGone(name) => {
                 let node = self.unpublish(&name);
                 self.slices.remove(&name);
-                node.is_some_and(|n| self.refresh_node(&n, state))
+                self.selected.remove(&name);
+                Effect::Nodes(node.into_iter().collect())
             }
             Object::Template(key, asks) => {
                 if self.templates.get(&key) == Some(&asks) {
-                    return false;
+                    return Effect::Nothing;
                 }
                 self.templates.insert(key.clone(), asks);
-                let users = self.users_of(&Named::Template(key));
-                self.refresh_pods(&users, state)
+                Effect::Pods(self.users_of(&Named::Template(key)))
             }
             Object::Claim(key, asks) => {
                 if self.claims.get(&key) == Some(&asks) {
-                    return false;
+                    return Effect::Nothing;
                 }
                 self.claims.insert(key.clone(), asks);
-                let users = self.users_of(&Named::Claim(key));
-                self.refresh_pods(&users, state)
+                Effect::Pods(self.users_of(&Named::Claim(key)))
             }
             // A pod already counted keeps its count: its claim outlives the template, and a
             // claim in use is not deleted before its pods.
             Object::TemplateGone(key) => {
                 self.templates.remove(&key);
-                false
+                Effect::Nothing
             }
             Object::ClaimGone(key) => {
                 self.claims.remove(&key);
-                false
+                Effect::Nothing
             }
+        }
+    }
+
+    /// Carries what [`Index::take`] changed into the model: re-applies the nodes and pods whose
+    /// counts changed (sums, no CEL); whether the model changed.
+    pub fn carry(&mut self, effect: Effect, state: &mut State) -> bool {
+        match effect {
+            Effect::Nothing => false,
+            Effect::Nodes(nodes) => nodes
+                .iter()
+                .fold(false, |any, n| self.refresh_node(n, state) | any),
+            Effect::AllNodes => self.refresh_all_nodes(state),
+            Effect::Pods(uids) => self.refresh_pods(&uids, state),
         }
     }
 
@@ -557,34 +620,21 @@ impl Index {
     }
 
     /// The devices per class of the slices published for `node`.
-    fn devices_on(&mut self, node: &str) -> Resources {
+    fn devices_on(&self, node: &str) -> Resources {
         let mut counts: BTreeMap<&str, i64> = BTreeMap::new();
-        let mut problems: Vec<(String, String)> = Vec::new();
-        let root = cel::Context::default();
-        let devices = self
+        let selected = self
             .slices_on
             .get(node)
             .into_iter()
             .flatten()
-            .filter_map(|name| self.slices.get(name))
-            .flat_map(|slice| slice.devices.iter());
-        for device in devices {
-            let mut context = root.new_inner_scope();
-            context.add_variable_from_value("device", device.clone());
-            for (name, class) in &self.classes {
-                match selects(class, &context) {
-                    Ok(true) => *counts.entry(name).or_default() += 1,
-                    Ok(false) => {}
-                    Err(why) => problems.push((name.clone(), why)),
-                }
-            }
+            .filter_map(|slice| self.selected.get(slice))
+            .flatten();
+        for (class, n) in selected {
+            *counts.entry(class).or_default() += n;
         }
         let mut out = Resources::new();
         for (class, count) in counts {
             out.set(&class_resource(class), count);
-        }
-        for (class, why) in problems {
-            self.report(class, why);
         }
         out
     }
@@ -609,18 +659,26 @@ impl Index {
     }
 }
 
-/// Whether every selector of `class` selects the device in `context`.
-fn selects(class: &Class, context: &cel::Context<'_, '_>) -> Result<bool, String> {
+/// How many of `devices` every selector of `class` selects; an error at the first device a
+/// selector cannot be evaluated on.
+fn count_selected(class: &Class, devices: &[cel::Value]) -> Result<i64, String> {
     let selectors = class.selectors.as_ref().map_err(Clone::clone)?;
-    for selector in selectors.iter() {
-        match selector.execute(context) {
-            Ok(cel::Value::Bool(true)) => {}
-            Ok(cel::Value::Bool(false)) => return Ok(false),
-            Ok(other) => return Err(format!("a selector gave {other:?}, not a bool")),
-            Err(e) => return Err(format!("a selector failed: {e}")),
+    let root = cel::Context::default();
+    let mut count = 0;
+    'devices: for device in devices {
+        let mut context = root.new_inner_scope();
+        context.add_variable_from_value("device", device.clone());
+        for selector in selectors.iter() {
+            match selector.execute(&context) {
+                Ok(cel::Value::Bool(true)) => {}
+                Ok(cel::Value::Bool(false)) => continue 'devices,
+                Ok(other) => return Err(format!("a selector gave {other:?}, not a bool")),
+                Err(e) => return Err(format!("a selector failed: {e}")),
+            }
         }
+        count += 1;
     }
-    Ok(true)
+    Ok(count)
 }
 
 /// The templates and claims `refs` name, keyed in `namespace`.
@@ -773,6 +831,24 @@ mod tests {
             problems["broken"].contains("does not compile"),
             "{problems:?}"
         );
+    }
+
+    #[test]
+    fn a_relist_drops_the_slices_it_did_not_name_but_not_one_published_after_it() {
+        let (cache, mut mirror) = mirror_with(vec![
+            node("n1"),
+            node("n2"),
+            device_class("gpu", "device.driver == \"gpu.example.com\""),
+            resource_slice("old", Some("n1"), &["a100", "a100"]),
+        ]);
+        assert_eq!(devices(&cache, "n1", GPU), 2);
+        mirror.apply_all(vec![
+            Change::Listed(Watched::ResourceSlices, Some(["kept".to_owned()].into())),
+            resource_slice("new", Some("n2"), &["a100"]),
+        ]);
+        assert_eq!(devices(&cache, "n1", GPU), 0, "the list did not name it");
+        assert_eq!(devices(&cache, "n2", GPU), 1, "published after the list");
+        assert!(cache.is_synced(Watched::ResourceSlices));
     }
 
     #[test]

@@ -142,10 +142,23 @@ impl Mirror {
         let mut ends: Vec<(Watched, bool)> = Vec::new();
         let mut touched: Vec<Watched> = Vec::new();
         let mut arrived = false;
+        let steps = self.take_dra(changes);
         let index = &mut self.dra;
         let counts = self.cache.write_if_changed(|s| {
             let mut changed = false;
-            for change in changes {
+            for step in steps {
+                let change = match step {
+                    Step::Dra(kind, effect) => {
+                        if !touched.contains(&kind) {
+                            touched.push(kind);
+                        }
+                        let this = index.carry(effect, s);
+                        changed |= this;
+                        arrived |= this;
+                        continue;
+                    }
+                    Step::Model(change) => change,
+                };
                 let kind = change.kind();
                 if !touched.contains(&kind) {
                     touched.push(kind);
@@ -175,23 +188,19 @@ impl Mirror {
                     Change::PodGroupGone(key) => s.delete_pod_group(&key),
                     Change::Queue(queue) => s.apply_queue(queue),
                     Change::QueueGone(name) => s.delete_queue(&name),
-                    Change::Dra(object) => index.apply(object, s),
+                    // Taken into the index by `take_dra` before the lock.
+                    Change::Dra(_) => false,
                     Change::Listed(kind, seen) => {
                         ends.push((kind, true));
                         let gone: Vec<String> = match seen {
-                            Some(seen) => keys(s, index, kind)
-                                .into_iter()
-                                .filter(|k| !seen.contains(k))
-                                .collect(),
+                            Some(seen) => {
+                                Self::keys(s, kind).filter(|k| !seen.contains(k)).collect()
+                            }
                             None => Vec::new(),
                         };
-                        let deleted =
-                            gone.into_iter().fold(false, |any, key| {
-                                match dra::Index::gone(kind, key.clone()) {
-                                    Some(object) => index.apply(object, s) | any,
-                                    None => delete(s, kind, &key) | any,
-                                }
-                            });
+                        let deleted = gone
+                            .iter()
+                            .fold(false, |any, key| delete(s, kind, key) | any);
                         let heirs = match kind {
                             Watched::Pods => index.retain_pods(s),
                             _ => Vec::new(),
@@ -255,13 +264,42 @@ impl Mirror {
     }
 }
 
-/// The keys of `kind` held in the model or the DRA index.
-fn keys(state: &State, index: &dra::Index, kind: Watched) -> Vec<String> {
-    match kind {
-        Watched::Nodes | Watched::Pods | Watched::PodGroups | Watched::Queues => {
-            Mirror::keys(state, kind).collect()
+/// A change as the mirror applies it under the write lock: the DRA objects already taken into
+/// the index ([`Mirror::take_dra`]), with what they changed. As large as a [`Change`], which
+/// the mirror moves by value everywhere: boxing would cost an allocation per change.
+#[allow(clippy::large_enum_variant)]
+enum Step {
+    Model(Change),
+    Dra(Watched, dra::Effect),
+}
+
+impl Mirror {
+    /// Takes the DRA objects among `changes` into the index, in order and before the write
+    /// lock, since evaluating a class's selectors on every device may take a while; a list of
+    /// a DRA kind deletes what it did not name here too, so that it is not applied out of
+    /// order with the objects that follow it.
+    fn take_dra(&mut self, changes: impl IntoIterator<Item = Change>) -> Vec<Step> {
+        let mut steps = Vec::new();
+        for change in changes {
+            match change {
+                Change::Dra(object) => {
+                    let kind = object.kind();
+                    steps.push(Step::Dra(kind, self.dra.take(object)));
+                }
+                Change::Listed(kind, Some(seen)) if kind.is_dra() => {
+                    for key in self.dra.keys(kind) {
+                        if !seen.contains(&key)
+                            && let Some(gone) = dra::Index::gone(kind, key)
+                        {
+                            steps.push(Step::Dra(kind, self.dra.take(gone)));
+                        }
+                    }
+                    steps.push(Step::Model(Change::Listed(kind, None)));
+                }
+                other => steps.push(Step::Model(other)),
+            }
         }
-        _ => index.keys(kind),
+        steps
     }
 }
 

@@ -68,6 +68,17 @@ impl Watched {
         Watched::ResourceClaims,
     ];
 
+    /// Whether it is one of DRA's kinds, which the mirror keeps in its [`dra::Index`].
+    pub fn is_dra(self) -> bool {
+        matches!(
+            self,
+            Watched::DeviceClasses
+                | Watched::ResourceSlices
+                | Watched::ResourceClaimTemplates
+                | Watched::ResourceClaims
+        )
+    }
+
     pub fn as_str(self) -> &'static str {
         match self {
             Watched::Nodes => "nodes",
