@@ -6,8 +6,9 @@
 //! an admission decision). A change that leaves the model as it was (a status write, a
 //! heartbeat) wakes nobody. A kind is marked synced (readiness) when the change that ends its
 //! list is applied, not when the list was read, so `/readyz` never runs ahead of the model.
-//! The DRA objects go to the mirror's own [`dra::Index`], which re-applies the nodes and pods
-//! whose device counts they change.
+//! The DRA objects go to the mirror's own [`dra::Index`], taken in before the write lock (their
+//! CEL selectors are evaluated there), which then re-applies the nodes and pods whose device
+//! counts they changed.
 
 use std::collections::HashSet;
 
