@@ -659,6 +659,19 @@ impl Index {
     }
 }
 
+/// What a group's wait message `why` should add about the DeviceClasses it names that count
+/// no device (`problems`, [`Index::problems`]): `None` when it names none of them.
+pub fn note(why: &str, problems: &BTreeMap<String, String>) -> Option<String> {
+    let notes: Vec<String> = problems
+        .iter()
+        .filter(|(class, _)| why.contains(&class_resource(class)))
+        .map(|(class, problem)| {
+            format!("DeviceClass {class} counts no device as Gangplank reads it: {problem}")
+        })
+        .collect();
+    (!notes.is_empty()).then(|| notes.join("; "))
+}
+
 /// How many of `devices` every selector of `class` selects; an error at the first device a
 /// selector cannot be evaluated on.
 fn count_selected(class: &Class, devices: &[cel::Value]) -> Result<i64, String> {
@@ -818,7 +831,7 @@ mod tests {
 
     #[test]
     fn a_class_whose_selector_cannot_be_evaluated_counts_no_device_and_says_why() {
-        let (cache, mirror) = mirror_with(vec![
+        let (cache, mut mirror) = mirror_with(vec![
             node("n1"),
             resource_slice("s1", Some("n1"), &["a100"]),
             device_class("gpu", "device.attributes[\"gpu.example.com\"].memory > 1"),
@@ -831,6 +844,24 @@ mod tests {
             problems["broken"].contains("does not compile"),
             "{problems:?}"
         );
+        assert_eq!(
+            *cache.dra_problems(),
+            *problems,
+            "published for the controller"
+        );
+
+        let why = format!("does not fit now: {GPU} 4 needed, 0 free");
+        let told = note(&why, &cache.dra_problems()).unwrap();
+        assert!(
+            told.starts_with("DeviceClass gpu counts no device as Gangplank reads it: "),
+            "{told}"
+        );
+        assert!(!told.contains("broken"), "{told}");
+        assert_eq!(note("cpu 4 needed, 0 free", &cache.dra_problems()), None);
+
+        mirror.apply(device_class("gpu", "device.driver == \"gpu.example.com\""));
+        assert_eq!(devices(&cache, "n1", GPU), 1, "fixed");
+        assert!(!cache.dra_problems().contains_key("gpu"));
     }
 
     #[test]

@@ -144,6 +144,7 @@ impl Mirror {
         let mut touched: Vec<Watched> = Vec::new();
         let mut arrived = false;
         let steps = self.take_dra(changes);
+        self.cache.publish_dra_problems(self.dra.problems());
         let index = &mut self.dra;
         let counts = self.cache.write_if_changed(|s| {
             let mut changed = false;

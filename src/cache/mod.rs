@@ -9,7 +9,9 @@
 //!   only through the [`LedgerWriter`]'s methods, which the extender, the claim-expiry timer and
 //!   the admission loop call;
 //! - the scheduler names the cluster serves and how it grows: only [`Cache::serving`], once,
-//!   before any watch.
+//!   before any watch;
+//! - the DeviceClasses that count no device, and why ([`Cache::dra_problems`]): only the
+//!   [`Mirror`], after it took DRA objects in.
 //!
 //! Readers hold the lock only inside [`Cache::read`], a synchronous closure, so it can never
 //! be held across an `.await`; the admission loop and the controller work on a
@@ -108,7 +110,13 @@ struct Inner {
     queues_synced: AtomicBool,
     /// The DRA kinds, by their place in [`Watched::ALL`] less four.
     dra_synced: [AtomicBool; 4],
+    /// The DeviceClasses whose selectors cannot be evaluated, and why: published by the
+    /// mirror, its one writer, for the controller to tell the groups that wait for them.
+    dra_problems: RwLock<Arc<DraProblems>>,
 }
+
+/// DeviceClass name to why it counts no device ([`dra::Index::problems`]).
+pub type DraProblems = std::collections::BTreeMap<String, String>;
 
 /// A cheap-to-clone handle on the shared cache: reads and snapshots. Its writers are the one
 /// [`Mirror`] and the [`LedgerWriter`].
@@ -169,6 +177,26 @@ impl Cache {
 
     pub fn pod_count(&self) -> usize {
         self.read(|s| s.pods().len())
+    }
+
+    /// The DeviceClasses whose selectors cannot be evaluated, and why.
+    pub fn dra_problems(&self) -> Arc<DraProblems> {
+        self.inner
+            .dra_problems
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    /// The mirror's publication of [`Cache::dra_problems`], when they changed.
+    fn publish_dra_problems(&self, problems: &DraProblems) {
+        if *self.dra_problems() != *problems {
+            *self
+                .inner
+                .dra_problems
+                .write()
+                .unwrap_or_else(PoisonError::into_inner) = Arc::new(problems.clone());
+        }
     }
 
     /// Records that `watched` has completed its initial list.

@@ -32,6 +32,11 @@ struct Gpus {
 
 impl Gpus {
     async fn publish(cluster: &Cluster) -> Gpus {
+        Gpus::publish_selecting(cluster, |driver| format!("device.driver == {driver:?}")).await
+    }
+
+    /// [`Gpus::publish`] with the class's selector made by `selector` from the driver's name.
+    async fn publish_selecting(cluster: &Cluster, selector: impl Fn(&str) -> String) -> Gpus {
         let class = unique("gpu");
         let driver = format!("{class}.example.com");
         let mut nodes: Vec<String> = Api::<Node>::all(cluster.client.clone())
@@ -46,7 +51,7 @@ impl Gpus {
         nodes.truncate(2);
         let device_class: DeviceClass = serde_json::from_value(json!({
             "metadata": {"name": class},
-            "spec": {"selectors": [{"cel": {"expression": format!("device.driver == {driver:?}")}}]}
+            "spec": {"selectors": [{"cel": {"expression": selector(&driver)}}]}
         }))
         .unwrap();
         Api::<DeviceClass>::all(cluster.client.clone())
@@ -279,6 +284,42 @@ async fn a_gang_asking_for_more_devices_than_are_free_waits_and_holds_no_member_
             .is_empty()
     })
     .await;
+
+    ns.delete().await;
+    delete_queue(&cluster.client, &queue).await;
+    gpus.remove().await;
+}
+
+#[tokio::test]
+#[ignore = "needs the local control plane: run e2e/test"]
+async fn a_gang_asking_for_a_class_whose_selector_gangplank_cannot_evaluate_waits_saying_why() {
+    let cluster = Cluster::connect().await;
+    // The devices have no `memory` attribute: the selector fails on each of them.
+    let gpus = Gpus::publish_selecting(&cluster, |driver| {
+        format!("device.attributes[{driver:?}].memory > 1")
+    })
+    .await;
+    let queue = create_queue(&cluster.client, "dra-broken", QueueSpec::default()).await;
+    let _guard = QueueGuard(queue.clone());
+    let ns = cluster.namespace("dra-broken").await;
+    gpus.template(&ns, "one-gpu", 1).await;
+    claiming_gang(&ns, &queue, "lost", 1, "one-gpu").await;
+
+    let groups = ns.api::<PodGroup>();
+    let (reason, message) = eventually("the gang to say why it waits", 30, || async {
+        not_admitted(&groups, "lost")
+            .await
+            .filter(|(_, message)| message.contains("DeviceClass"))
+    })
+    .await;
+    assert_eq!(reason, "DoesNotFit", "{message}");
+    assert!(
+        message.contains(&format!(
+            "DeviceClass {} counts no device as Gangplank reads it: a selector failed",
+            gpus.class
+        )),
+        "{message}"
+    );
 
     ns.delete().await;
     delete_queue(&cluster.client, &queue).await;
