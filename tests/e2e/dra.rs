@@ -13,6 +13,7 @@ use kube::Api;
 use kube::api::{DeleteParams, PostParams};
 use serde_json::json;
 
+use crate::cli::gangplank;
 use crate::queues::{QueueGuard, create_queue, delete_queue, not_admitted};
 use crate::support::{
     Cluster, TestNamespace, eventually, holds_for, managed_pod, pod_group, unique,
@@ -248,6 +249,15 @@ async fn a_gang_beyond_its_queues_capability_in_a_device_class_waits_naming_the_
         message.contains(&format!("{resource} 8 held + 4 requested > capability 8")),
         "{message}"
     );
+    // The CLI shows the class like any resource.
+    let queues = gangplank(&["queues"]);
+    let line = queues
+        .lines()
+        .find(|l| l.contains(&queue))
+        .unwrap_or_else(|| panic!("no {queue} in:\n{queues}"));
+    assert!(line.contains(&format!("{resource}:8")), "{line}");
+    let story = gangplank(&["why", "pg/second", "-n", &ns.name]);
+    assert!(story.contains(&resource), "{story}");
     holds_for(5, "the second gang waiting", async || {
         running_on(&pods, "second").await.is_empty()
     })
