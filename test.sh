@@ -26,7 +26,7 @@ scripts/chart
 step "end-to-end suite (e2e/test)"
 e2e/test "$@"
 step "end-to-end with the Workload API off, as Kubernetes ships it (GenericWorkload off): the gang, queue and operator tests"
-GP_FEATURE_GATES="" e2e/test "$@" -- gangs:: queues:: operators:: \
+GP_FEATURE_GATES="" e2e/test "$@" -- gangs:: queues:: reclaim:: backfill:: topology:: operators:: \
   --skip operators::a_kubernetes_pod_group_of_the_workload_api
 # The every-pod scheduler configuration on a cluster of its own: gangs still bind whole when
 # Gangplank sees every pod (and its marker resource does not make them unschedulable).

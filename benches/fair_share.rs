@@ -25,7 +25,7 @@ use gangplank_core::admit::groups::Groups;
 use gangplank_core::admit::plan;
 use gangplank_core::admit::reclaim;
 use gangplank_core::model::State;
-use gangplank_core::model::{GroupKey, Node, Pod, PodGroup, Queue, Resources};
+use gangplank_core::model::{GroupKey, Node, Pod, PodGroup, Queue, Resources, Topology};
 use gangplank_core::policy::fair_share::{Capability, QueueDemand, deserved_shares};
 use gangplank_core::policy::queue_order::{Options, QueueSnapshot, WaitingGroup, admission_order};
 
@@ -176,15 +176,34 @@ fn bench_order(c: &mut Criterion) {
 /// A cache state for a whole admission pass: 1,000 nodes of 32 CPUs and 128 GiB, 100 queues
 /// (weights 1 to 4, every seventh with a CPU capability, every fifth with a guarantee), a
 /// cluster about half full of bound gang members, and 10,000 gated groups of 1 to 8 pods
-/// waiting, spread unevenly over the queues.
-fn admission_state() -> State {
+/// waiting, spread unevenly over the queues. With `topology`, the nodes are in 4 zones of 5
+/// blocks of 10 racks of 5 nodes (a `Topology` of those three levels), and every group
+/// requires a zone and prefers a rack.
+fn admission_state(topology: bool) -> State {
     let mut rng = Lcg(13);
     let mut s = State::default();
+    const LEVELS: [&str; 3] = ["zone", "block", "rack"];
+    if topology {
+        s.apply_topology(Topology {
+            name: "dc".into(),
+            levels: LEVELS.map(String::from).to_vec(),
+        });
+    }
     for n in 0..1_000 {
+        let labels = if topology {
+            let (zone, block, rack) = (n / 250, n / 50 % 5, n / 5 % 10);
+            LEVELS
+                .iter()
+                .zip([zone, block, rack])
+                .map(|(k, v)| ((*k).to_owned(), format!("{k}-{v}")))
+                .collect()
+        } else {
+            Default::default()
+        };
         s.apply_node(Node {
             name: format!("node-{n:04}"),
             allocatable: Resources::from([("cpu", 32_000), ("memory", 128 * GIB), ("pods", 110)]),
-            labels: Default::default(),
+            labels,
             taints: vec![],
             unschedulable: false,
             not_ready: false,
@@ -209,6 +228,8 @@ fn admission_state() -> State {
         let key = GroupKey::new(namespace.clone(), format!("job-{g:05}"));
         s.apply_pod_group(PodGroup {
             schedule_timeout: std::time::Duration::from_secs(60),
+            topology_key: topology.then(|| "zone".to_owned()),
+            preferred_topology_key: topology.then(|| "rack".to_owned()),
             ..PodGroup::new(key.clone(), size, format!("queue-{qi:03}"))
         });
         let cpu = 1_000 * (1 + rng.below(4) as i64);
@@ -237,19 +258,26 @@ fn admission_state() -> State {
     s
 }
 
+/// The pass over [`admission_state`], and over the same with every group in a topology (the
+/// baseline and the cost of levels, in the same run).
 fn bench_admission_pass(c: &mut Criterion) {
-    let state = admission_state();
     let mut group = c.benchmark_group("admission_pass");
     group.throughput(Throughput::Elements(GROUPS as u64));
-    group.bench_function(format!("{GROUPS}_groups_{QUEUES}_queues_1000_nodes"), |b| {
-        b.iter(|| {
-            let state = black_box(&state);
-            let now = unix_now();
-            plan::decide(state, &Groups::of(state, &|_| false, now), now)
-                .admit
-                .len()
-        })
-    });
+    for (topology, name) in [(false, ""), (true, "/zone_required_rack_preferred")] {
+        let state = admission_state(topology);
+        group.bench_function(
+            format!("{GROUPS}_groups_{QUEUES}_queues_1000_nodes{name}"),
+            |b| {
+                b.iter(|| {
+                    let state = black_box(&state);
+                    let now = unix_now();
+                    plan::decide(state, &Groups::of(state, &|_| false, now), now)
+                        .admit
+                        .len()
+                })
+            },
+        );
+    }
     group.finish();
 }
 
@@ -257,7 +285,7 @@ fn bench_admission_pass(c: &mut Criterion) {
 /// short of room, each of which reclaim considers (most are in queues at or above their
 /// share, so they only cost the fit check).
 fn bench_reclaim(c: &mut Criterion) {
-    let state = admission_state();
+    let state = admission_state(false);
     let now = unix_now();
     let groups = Groups::of(&state, &|_| false, now);
     let decision = plan::decide(&state, &groups, now);

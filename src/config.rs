@@ -206,7 +206,7 @@ pub struct ServeArgs {
     /// are created without the admission gate (no gate removal later): only while the last
     /// admission pass left nothing waiting but for members, only when `minMember` copies of
     /// the first member fit in the room that pass left (less recent arrivals and every queue's
-    /// unused guarantee), and never for gangs with a `topologyKey`, elastic gangs or queues
+    /// unused guarantee), and never for gangs with a topology key, elastic gangs or queues
     /// with a capability. With `false`, every new managed pod is gated and released by a pass.
     #[arg(
         long,

@@ -436,6 +436,7 @@ pub fn rows() -> Vec<Row> {
                             query(format!("max({})", m::CACHE_PODS), "pods"),
                             query(format!("max({})", m::CACHE_POD_GROUPS), "PodGroups"),
                             query(format!("max({})", m::CACHE_QUEUES), "Queues"),
+                            query(format!("max({})", m::CACHE_TOPOLOGIES), "Topologies"),
                             query(
                                 format!("max by (kind) ({})", m::CACHE_DRA_OBJECTS),
                                 "{{kind}}",

@@ -220,16 +220,16 @@ mod tests {
         assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
         assert_eq!(
             body,
-            "not ready: not synced: nodes, pods, podgroups, queues, deviceclasses, \
+            "not ready: not synced: nodes, pods, podgroups, queues, topologies, deviceclasses, \
              resourceslices, resourceclaimtemplates, resourceclaims\n"
         );
-        for dra in &Watched::ALL[4..] {
-            mirror.apply(Change::Listed(*dra, None));
+        for dra in Watched::ALL.into_iter().filter(|w| w.is_dra()) {
+            mirror.apply(Change::Listed(dra, None));
         }
-
         mirror.apply(Change::Listed(Watched::Nodes, None));
         mirror.apply(Change::Listed(Watched::PodGroups, None));
         mirror.apply(Change::Listed(Watched::Queues, None));
+        mirror.apply(Change::Listed(Watched::Topologies, None));
         let (_, body) = get(router(of(cache.clone()), vec![]), "/readyz").await;
         assert_eq!(body, "not ready: not synced: pods\n");
 

@@ -77,6 +77,8 @@ pub const PREEMPT_REFUSED_NODES_TOTAL: &str = "gangplank_preempt_refused_nodes_t
 pub const CACHE_POD_GROUPS: &str = "gangplank_cache_pod_groups";
 /// Gauge: Queues in the cluster cache.
 pub const CACHE_QUEUES: &str = "gangplank_cache_queues";
+/// Gauge: Topologies in the cluster cache.
+pub const CACHE_TOPOLOGIES: &str = "gangplank_cache_topologies";
 /// Gauge: DRA objects in the cluster cache, by `kind` (deviceclasses, resourceslices,
 /// resourceclaimtemplates, resourceclaims).
 pub const CACHE_DRA_OBJECTS: &str = "gangplank_cache_dra_objects";
@@ -140,6 +142,7 @@ pub fn install() -> Result<PrometheusHandle, Error> {
     metrics::gauge!(CACHE_PODS).set(0.0);
     metrics::gauge!(CACHE_POD_GROUPS).set(0.0);
     metrics::gauge!(CACHE_QUEUES).set(0.0);
+    metrics::gauge!(CACHE_TOPOLOGIES).set(0.0);
     metrics::gauge!(LEADER).set(0.0);
     metrics::gauge!(GANG_BINDS_HELD).set(0.0);
     metrics::gauge!(GANG_CLAIMS).set(0.0);
@@ -366,6 +369,12 @@ pub const CATALOGUE: &[Doc] = &[
         kind: Kind::Gauge,
         labels: &[],
         help: "Queues in Gangplank's cluster cache.",
+    },
+    Doc {
+        name: CACHE_TOPOLOGIES,
+        kind: Kind::Gauge,
+        labels: &[],
+        help: "Topologies in Gangplank's cluster cache.",
     },
     Doc {
         name: QUEUE_DESERVED,

@@ -315,6 +315,8 @@ fn cluster_role_grants_exactly_what_gangplank_calls() {
         (labels::GROUP, "queues", "watch"),
         (labels::GROUP, "queues", "create"),
         (labels::GROUP, "queues/status", "patch"),
+        (labels::GROUP, "topologies", "list"),
+        (labels::GROUP, "topologies", "watch"),
         ("scheduling.x-k8s.io", "podgroups", "list"),
         ("scheduling.x-k8s.io", "podgroups", "watch"),
         ("scheduling.volcano.sh", "podgroups", "list"),

@@ -935,6 +935,21 @@ async fn a_job_whose_topology_key_annotation_is_not_a_label_key_is_refused() {
 }
 
 #[tokio::test]
+async fn a_job_whose_preferred_topology_key_annotation_is_not_a_label_key_is_refused() {
+    let job = a_job(
+        json!({"scheduling.gangplank.dev/preferred-topology-key": "rack/of/node"}),
+        json!({}),
+    );
+    let answer = post(router(), VALIDATE_JOBS, &create("jobs", job)).await;
+    assert!(
+        denial(&answer, 422).starts_with(
+            "metadata.annotations[scheduling.gangplank.dev/preferred-topology-key]: must be a label key"
+        ),
+        "{answer}"
+    );
+}
+
+#[tokio::test]
 async fn a_new_job_in_a_closed_queue_is_refused() {
     let mut job = a_job(json!({}), json!({}));
     job["metadata"]["labels"] = json!({"scheduling.gangplank.dev/queue": "archive"});
@@ -1026,6 +1041,25 @@ async fn a_pod_group_of_min_member_beyond_the_limit_is_refused_naming_the_field_
         "spec.minMember: must be at most 10000, Gangplank's largest gang, got 2147483647; spec.maxMember: must be at most 10000, Gangplank's largest gang, got 2147483647"
     );
     let group = a_pod_group(json!({"minMember": 10000, "maxMember": 10000}), None);
+    let answer = post(router(), VALIDATE_PODGROUPS, &create("podgroups", group)).await;
+    allowed_unchanged(&answer);
+}
+
+#[tokio::test]
+async fn a_pod_group_whose_preferred_topology_key_is_not_a_label_key_is_refused_naming_the_field() {
+    let group = a_pod_group(
+        json!({"minMember": 2, "topologyKey": "topology.kubernetes.io/zone", "preferredTopologyKey": "rack name"}),
+        None,
+    );
+    let answer = post(router(), VALIDATE_PODGROUPS, &create("podgroups", group)).await;
+    assert!(
+        denial(&answer, 422).starts_with("spec.preferredTopologyKey: must be a label key"),
+        "{answer}"
+    );
+    let group = a_pod_group(
+        json!({"minMember": 2, "topologyKey": "topology.kubernetes.io/zone", "preferredTopologyKey": "example.com/rack"}),
+        None,
+    );
     let answer = post(router(), VALIDATE_PODGROUPS, &create("podgroups", group)).await;
     allowed_unchanged(&answer);
 }

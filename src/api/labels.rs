@@ -45,6 +45,22 @@ pub const MIN_MEMBER_ANNOTATION: &str = "scheduling.gangplank.dev/min-member";
 /// Annotation on a Job: the `topologyKey` of the PodGroup the controller creates for it (all
 /// its pods on nodes sharing that label's value).
 pub const TOPOLOGY_KEY_ANNOTATION: &str = "scheduling.gangplank.dev/topology-key";
+/// Annotation on a Job: the `preferredTopologyKey` of the PodGroup the controller creates for
+/// it (all its pods in one domain of that level when one has room).
+pub const PREFERRED_TOPOLOGY_KEY_ANNOTATION: &str =
+    "scheduling.gangplank.dev/preferred-topology-key";
+
+/// The value of `annotation` on an object, trimmed; `None` when absent or empty.
+pub fn annotation_value<'m>(
+    meta: &'m k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
+    annotation: &str,
+) -> Option<&'m str> {
+    meta.annotations
+        .as_ref()
+        .and_then(|a| a.get(annotation))
+        .map(|k| k.trim())
+        .filter(|k| !k.is_empty())
+}
 
 /// Annotation the admission loop puts on a PodGroup it admits ahead of its members (one made
 /// for a Volcano PodGroup, see `gangplank_core::model::Ahead`): when, in RFC 3339.

@@ -31,6 +31,7 @@ pub mod labels;
 pub mod pod_group;
 pub mod queue;
 pub mod scheduler_plugins;
+pub mod topology;
 pub mod volcano;
 pub mod workload_api;
 pub mod workloads;
@@ -43,6 +44,7 @@ use serde_json::Value;
 
 pub use pod_group::{PodGroup, PodGroupPhase, PodGroupSpec, PodGroupStatus};
 pub use queue::{Queue, QueueSpec, QueueState, QueueStatus};
+pub use topology::{Topology, TopologyLevel, TopologySpec};
 
 /// A Kubernetes resource list: resource name (`cpu`, `memory`, `nvidia.com/gpu`, ...) to quantity.
 pub type ResourceList = BTreeMap<String, Quantity>;
@@ -193,7 +195,7 @@ mod tests {
 
     fn all_properties() -> Vec<(String, Value)> {
         let mut out = Vec::new();
-        for crd in [Queue::crd(), PodGroup::crd()] {
+        for crd in [Queue::crd(), PodGroup::crd(), Topology::crd()] {
             let kind = crd.spec.names.kind.clone();
             properties(&kind, &schema_of(&crd), &mut out);
         }

@@ -118,12 +118,20 @@ pub struct PodGroupSpec {
     #[schemars(range(min = 1))]
     pub expected_runtime_seconds: Option<i32>,
 
-    /// A node label (for example `topology.kubernetes.io/zone`): every member runs on nodes
-    /// with the same value of it. Admission picks the domain (the nodes sharing one value)
-    /// where the whole gang fits, and adds the label with that value to each member's
-    /// `nodeSelector` as it releases them. Absent: members may go to any node.
+    /// The required topology level, a node label (for example `topology.kubernetes.io/zone`):
+    /// every member runs on nodes with the same value of it (and of every wider level of a
+    /// Topology that lists it). Admission picks the domain where the whole gang fits, and adds
+    /// the domain's labels to each member's `nodeSelector` as it releases them. Absent:
+    /// members may go to any node.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub topology_key: Option<String>,
+
+    /// The preferred topology level, a node label narrower than `topologyKey` (for example a
+    /// rack label): admission places the gang whole in one domain of it when one has room,
+    /// else in one of the next wider level of its Topology, up to `topologyKey` (or, without
+    /// it, anywhere). Absent: only `topologyKey` applies.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub preferred_topology_key: Option<String>,
 }
 
 impl PodGroup {
@@ -147,6 +155,7 @@ impl PodGroupSpec {
             max_wait_seconds: None,
             expected_runtime_seconds: None,
             topology_key: None,
+            preferred_topology_key: None,
         }
     }
 

@@ -11,7 +11,7 @@ use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use gangplank_core::model::quantity::{self, Scale};
 use gangplank_core::model::{
     Ahead, DEFAULT_SCHEDULER, GroupKey, Node, Pod, PodGroup, PodPhase, Queue, ResourceId,
-    Resources, Taint, TaintEffect, Workload,
+    Resources, Taint, TaintEffect, Topology, Workload,
 };
 use gangplank_core::policy::fair_share::Capability;
 
@@ -198,6 +198,19 @@ fn controller_of(
     }))
 }
 
+/// Converts a Topology: its name and levels' label keys, widest first.
+pub fn topology(topology: &api::Topology) -> Topology {
+    Topology {
+        name: topology.metadata.name.clone().unwrap_or_default(),
+        levels: topology
+            .spec
+            .levels
+            .iter()
+            .map(|l| l.node_label.clone())
+            .collect(),
+    }
+}
+
 /// Converts a PodGroup. A `minMember` below 1 (refused by the CRD schema) counts as 1.
 pub fn pod_group(group: &api::PodGroup) -> Result<PodGroup, Error> {
     let meta = &group.metadata;
@@ -219,6 +232,10 @@ pub fn pod_group(group: &api::PodGroup) -> Result<PodGroup, Error> {
         max_wait: seconds(spec.max_wait_seconds),
         expected_runtime: seconds(spec.expected_runtime_seconds),
         topology_key: spec.topology_key.clone().filter(|k| !k.is_empty()),
+        preferred_topology_key: spec
+            .preferred_topology_key
+            .clone()
+            .filter(|k| !k.is_empty()),
         placed_whole_by_scheduler: spec.min_member > 1 && workload_api::made_for_upstream(group),
         ahead: group.admitted_ahead_of_members().then(|| {
             let min_member = spec.min_member.max(1).unsigned_abs();

@@ -1,9 +1,9 @@
 //! The mirror's one writer: the task that applies watch events to the model. The watches
-//! (nodes, pods and the DRA kinds in [`super::watch`], PodGroups and Queues in
-//! [`super::stores`]) convert what they see into [`Change`]s and send them here; [`Mirror::run`] applies them in arrival
-//! order, a batch at a time under one write lock, and wakes the loops once per batch that
-//! changed anything (and [`super::Cache::arrived`] once per batch with a change that may want
-//! an admission decision). A change that leaves the model as it was (a status write, a
+//! (nodes, pods, Topologies and the DRA kinds in [`super::watch`], PodGroups and Queues in
+//! [`super::stores`]) convert what they see into [`Change`]s and send them here;
+//! [`Mirror::run`] applies them in arrival order, a batch at a time under one write lock, and
+//! wakes the loops once per batch that changed anything (and [`super::Cache::arrived`] once per
+//! batch with a change that may want an admission decision). A change that leaves the model as it was (a status write, a
 //! heartbeat) wakes nobody. A kind is marked synced (readiness) when the change that ends its
 //! list is applied, not when the list was read, so `/readyz` never runs ahead of the model.
 //! The DRA objects go to the mirror's own [`dra::Index`], taken in before the write lock (their
@@ -12,7 +12,7 @@
 
 use std::collections::HashSet;
 
-use gangplank_core::model::{GroupKey, Node, Pod, PodGroup, Queue, State};
+use gangplank_core::model::{GroupKey, Node, Pod, PodGroup, Queue, State, Topology};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
@@ -36,6 +36,8 @@ pub enum Change {
     PodGroupGone(GroupKey),
     Queue(Queue),
     QueueGone(String),
+    Topology(Topology),
+    TopologyGone(String),
     /// A DeviceClass, ResourceSlice, ResourceClaimTemplate or ResourceClaim.
     Dra(dra::Object),
     /// A list of the kind completed and named these keys (see [`Mirror::keys`]): whatever
@@ -190,6 +192,8 @@ impl Mirror {
                     Change::PodGroupGone(key) => s.delete_pod_group(&key),
                     Change::Queue(queue) => s.apply_queue(queue),
                     Change::QueueGone(name) => s.delete_queue(&name),
+                    Change::Topology(topology) => s.apply_topology(topology),
+                    Change::TopologyGone(name) => s.delete_topology(&name),
                     // Taken into the index by `take_dra` before the lock.
                     Change::Dra(_) => false,
                     Change::Listed(kind, seen) => {
@@ -247,14 +251,15 @@ impl Mirror {
     }
 
     /// The keys the model holds of `kind`, as its list names them: node name, pod UID,
-    /// `namespace/name` of a PodGroup, Queue name (the DRA kinds are in the mirror's own
-    /// index).
+    /// `namespace/name` of a PodGroup, Queue or Topology name (the DRA kinds are in the
+    /// mirror's own index).
     pub fn keys(state: &State, kind: Watched) -> Box<dyn Iterator<Item = String> + '_> {
         match kind {
             Watched::Nodes => Box::new(state.nodes().keys().cloned()),
             Watched::Pods => Box::new(state.pods().keys().cloned()),
             Watched::PodGroups => Box::new(pod_groups(state).map(GroupKey::to_string)),
             Watched::Queues => Box::new(state.queues().keys().cloned()),
+            Watched::Topologies => Box::new(state.topologies().keys().cloned()),
             _ => Box::new(std::iter::empty()),
         }
     }
@@ -313,6 +318,7 @@ impl Change {
             Change::Pod(..) | Change::PodGone(_) => Watched::Pods,
             Change::PodGroup(_) | Change::PodGroupGone(_) => Watched::PodGroups,
             Change::Queue(_) | Change::QueueGone(_) => Watched::Queues,
+            Change::Topology(_) | Change::TopologyGone(_) => Watched::Topologies,
             Change::Dra(object) => object.kind(),
             Change::Listed(kind, _) | Change::Failed(kind) => *kind,
         }
@@ -325,6 +331,7 @@ fn count(state: &State, index: &dra::Index, kind: Watched) -> usize {
         Watched::Pods => state.pods().len(),
         Watched::PodGroups => pod_groups(state).count(),
         Watched::Queues => state.queues().len(),
+        Watched::Topologies => state.topologies().len(),
         _ => index.count(kind),
     }
 }
@@ -346,6 +353,7 @@ fn delete(state: &mut State, kind: Watched, key: &str) -> bool {
             .split_once('/')
             .is_some_and(|(ns, name)| state.delete_pod_group(&GroupKey::new(ns, name))),
         Watched::Queues => state.delete_queue(key),
+        Watched::Topologies => state.delete_topology(key),
         _ => false,
     }
 }
@@ -357,6 +365,7 @@ fn gauge(kind: Watched) -> Option<&'static str> {
         Watched::Pods => Some(metrics::CACHE_PODS),
         Watched::PodGroups => Some(metrics::CACHE_POD_GROUPS),
         Watched::Queues => Some(metrics::CACHE_QUEUES),
+        Watched::Topologies => Some(metrics::CACHE_TOPOLOGIES),
         _ => None,
     }
 }

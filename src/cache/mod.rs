@@ -2,7 +2,7 @@
 //! API by watches ([`watch`]) through conversions at the edge ([`convert`], [`constraints`]).
 //!
 //! Who writes what (the compiler keeps it so: the write lock is private to this module):
-//! - the API mirror (nodes, pods, PodGroups, Queues and their indexes): only the one
+//! - the API mirror (nodes, pods, PodGroups, Queues, Topologies and their indexes): only the one
 //!   [`Mirror`] task, applying the watches' changes in order; it also owns the index of DRA
 //!   objects ([`dra::Index`]) that adds devices to the nodes' allocatable and the pods' requests;
 //! - the ledger (reservations, claims, the head's reservation, lent groups, wait reasons):
@@ -52,6 +52,7 @@ pub enum Watched {
     Pods,
     PodGroups,
     Queues,
+    Topologies,
     DeviceClasses,
     ResourceSlices,
     ResourceClaimTemplates,
@@ -59,11 +60,12 @@ pub enum Watched {
 }
 
 impl Watched {
-    pub const ALL: [Watched; 8] = [
+    pub const ALL: [Watched; 9] = [
         Watched::Nodes,
         Watched::Pods,
         Watched::PodGroups,
         Watched::Queues,
+        Watched::Topologies,
         Watched::DeviceClasses,
         Watched::ResourceSlices,
         Watched::ResourceClaimTemplates,
@@ -87,6 +89,7 @@ impl Watched {
             Watched::Pods => "pods",
             Watched::PodGroups => "podgroups",
             Watched::Queues => "queues",
+            Watched::Topologies => "topologies",
             Watched::DeviceClasses => "deviceclasses",
             Watched::ResourceSlices => "resourceslices",
             Watched::ResourceClaimTemplates => "resourceclaimtemplates",
@@ -108,7 +111,8 @@ struct Inner {
     pods_synced: AtomicBool,
     pod_groups_synced: AtomicBool,
     queues_synced: AtomicBool,
-    /// The DRA kinds, by their place in [`Watched::ALL`] less four.
+    topologies_synced: AtomicBool,
+    /// The DRA kinds, in the order of [`Watched::ALL`].
     dra_synced: [AtomicBool; 4],
     /// The DeviceClasses whose selectors cannot be evaluated, and why: published by the
     /// mirror, its one writer, for the controller to tell the groups that wait for them.
@@ -228,6 +232,7 @@ impl Cache {
             Watched::Pods => &self.inner.pods_synced,
             Watched::PodGroups => &self.inner.pod_groups_synced,
             Watched::Queues => &self.inner.queues_synced,
+            Watched::Topologies => &self.inner.topologies_synced,
             Watched::DeviceClasses => &self.inner.dra_synced[0],
             Watched::ResourceSlices => &self.inner.dra_synced[1],
             Watched::ResourceClaimTemplates => &self.inner.dra_synced[2],
@@ -432,12 +437,13 @@ mod tests {
     fn the_cache_is_ready_only_when_every_watcher_synced() {
         let (cache, mut mirror) = Cache::new();
         assert_eq!(cache.unsynced(), Watched::ALL);
-        for dra in &Watched::ALL[4..] {
-            mirror.apply(Change::Listed(*dra, None));
+        for dra in Watched::ALL.into_iter().filter(|w| w.is_dra()) {
+            mirror.apply(Change::Listed(dra, None));
         }
         mirror.apply(Change::Listed(Watched::Pods, None));
         mirror.apply(Change::Listed(Watched::PodGroups, None));
         mirror.apply(Change::Listed(Watched::Queues, None));
+        mirror.apply(Change::Listed(Watched::Topologies, None));
         assert_eq!(cache.unsynced(), vec![Watched::Nodes]);
         mirror.apply(Change::Listed(Watched::Nodes, None));
         assert!(cache.unsynced().is_empty());

@@ -1,8 +1,8 @@
 //! The watch loops that feed the cache from the API server.
 //!
-//! One kube-runtime watcher per kind: nodes, pods and the four DRA kinds (DeviceClasses,
-//! ResourceSlices, ResourceClaimTemplates, ResourceClaims: [`super::dra`]) here ([`run`]),
-//! each converted to the little the model counts; PodGroups and Queues come
+//! One kube-runtime watcher per kind: nodes, pods, Topologies and the four DRA kinds
+//! (DeviceClasses, ResourceSlices, ResourceClaimTemplates, ResourceClaims: [`super::dra`]) here
+//! ([`run`]), each converted to the little the model counts; PodGroups and Queues come
 //! from the watches of [`crate::cache::stores`], which the controller and webhooks need anyway,
 //! through a [`Relay`] each. The full API objects are converted at once and sent to the one
 //! writer, the [`super::Mirror`] task: the cache keeps only its small model. A (re)list
@@ -104,6 +104,19 @@ impl Mirrored for crate::api::Queue {
     }
 }
 
+impl Mirrored for crate::api::Topology {
+    const WATCHED: Watched = Watched::Topologies;
+    fn key(&self) -> Option<String> {
+        self.metadata.name.clone()
+    }
+    fn change(&self) -> Result<Change, Error> {
+        Ok(Change::Topology(convert::topology(self)))
+    }
+    fn gone(&self) -> Option<Change> {
+        self.key().map(Change::TopologyGone)
+    }
+}
+
 impl Mirrored for resource::DeviceClass {
     const WATCHED: Watched = Watched::DeviceClasses;
     fn key(&self) -> Option<String> {
@@ -178,12 +191,22 @@ fn namespaced_key(
     ))
 }
 
-/// Watches nodes, pods and the DRA kinds cluster-wide until `shutdown` is cancelled, sending
-/// what changes to the mirror.
+/// Watches nodes, pods, Topologies and the DRA kinds cluster-wide until `shutdown` is cancelled,
+/// sending what changes to the mirror.
 pub async fn run(client: Client, changes: Changes, shutdown: CancellationToken) {
     tokio::join!(
         watch(
             Api::<core::Node>::all(client.clone()),
+            changes.clone(),
+            shutdown.clone()
+        ),
+        watch(
+            Api::<core::Pod>::all(client.clone()),
+            changes.clone(),
+            shutdown.clone()
+        ),
+        watch(
+            Api::<crate::api::Topology>::all(client.clone()),
             changes.clone(),
             shutdown.clone()
         ),
@@ -203,11 +226,10 @@ pub async fn run(client: Client, changes: Changes, shutdown: CancellationToken) 
             shutdown.clone()
         ),
         watch(
-            Api::<resource::ResourceClaim>::all(client.clone()),
-            changes.clone(),
-            shutdown.clone()
+            Api::<resource::ResourceClaim>::all(client),
+            changes,
+            shutdown
         ),
-        watch(Api::<core::Pod>::all(client), changes, shutdown),
     );
 }
 

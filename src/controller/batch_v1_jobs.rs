@@ -226,12 +226,11 @@ fn pod_group(job: &Job, name: &str, namespace: &str, uid: &str, min_member: i32)
         .and_then(|s| s.template.spec.as_ref())
         .and_then(|s| s.priority_class_name.clone())
         .filter(|p| !p.is_empty());
-    spec.topology_key = meta
-        .annotations
-        .as_ref()
-        .and_then(|a| a.get(labels::TOPOLOGY_KEY_ANNOTATION))
-        .map(|k| k.trim().to_owned())
-        .filter(|k| !k.is_empty());
+    spec.topology_key =
+        labels::annotation_value(meta, labels::TOPOLOGY_KEY_ANNOTATION).map(str::to_owned);
+    spec.preferred_topology_key =
+        labels::annotation_value(meta, labels::PREFERRED_TOPOLOGY_KEY_ANNOTATION)
+            .map(str::to_owned);
     made(
         name,
         namespace,

@@ -134,18 +134,15 @@ pub fn validate(w: &Webhooks, request: &AdmissionRequest<Job>) -> Result<Verdict
         );
     }
 
-    let topology_key = job
-        .metadata
-        .annotations
-        .as_ref()
-        .and_then(|a| a.get(labels::TOPOLOGY_KEY_ANNOTATION))
-        .map(|k| k.trim())
-        .filter(|k| !k.is_empty());
-    if let Some(problem) = topology_key.and_then(super::label_key_problem) {
-        errors.add(
-            format!("metadata.annotations[{}]", labels::TOPOLOGY_KEY_ANNOTATION),
-            problem,
-        );
+    for annotation in [
+        labels::TOPOLOGY_KEY_ANNOTATION,
+        labels::PREFERRED_TOPOLOGY_KEY_ANNOTATION,
+    ] {
+        if let Some(problem) =
+            labels::annotation_value(&job.metadata, annotation).and_then(super::label_key_problem)
+        {
+            errors.add(format!("metadata.annotations[{annotation}]"), problem);
+        }
     }
 
     let template = spec.and_then(|s| s.template.metadata.as_ref());

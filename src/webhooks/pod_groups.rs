@@ -92,12 +92,13 @@ pub fn validate(w: &Webhooks, request: &AdmissionRequest<PodGroup>) -> Result<Ve
     }
     errors.seconds("spec.maxWaitSeconds", spec.max_wait_seconds);
     errors.seconds("spec.expectedRuntimeSeconds", spec.expected_runtime_seconds);
-    if let Some(problem) = spec
-        .topology_key
-        .as_deref()
-        .and_then(super::label_key_problem)
-    {
-        errors.add("spec.topologyKey", problem);
+    for (field, key) in [
+        ("spec.topologyKey", &spec.topology_key),
+        ("spec.preferredTopologyKey", &spec.preferred_topology_key),
+    ] {
+        if let Some(problem) = key.as_deref().and_then(super::label_key_problem) {
+            errors.add(field, problem);
+        }
     }
     errors.into_result()?;
 

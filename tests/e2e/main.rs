@@ -6,6 +6,7 @@
 mod support;
 
 mod autoscaler;
+mod backfill;
 mod batch_jobs;
 mod cli;
 mod control_plane;
@@ -17,7 +18,9 @@ mod gangs;
 mod leader;
 mod operators;
 mod queues;
+mod reclaim;
 mod security;
 mod tenancy;
+mod topology;
 mod webhooks;
 mod workload_api;

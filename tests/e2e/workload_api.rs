@@ -14,9 +14,9 @@ use kube::{Api, Client};
 use serde_json::json;
 
 use crate::queues::{
-    cpu_cap, create_gang, create_queue, high_priority_class, not_admitted_because,
-    running_cpu_by_prefix,
+    cpu_cap, create_gang, create_queue, not_admitted_because, running_cpu_by_prefix,
 };
+use crate::reclaim::high_priority_class;
 use crate::support::{
     Cluster, bound_eventually, bound_with_prefix, default_queue, delete_queue, events_about,
     eventually, holds_for, pod, pod_group_in_phase,

@@ -6,9 +6,20 @@
 //! and `Room::reserve` for how the head's reservation is chosen.
 
 use std::collections::BTreeMap;
+use std::rc::Rc;
 
+use rustc_hash::FxHashMap;
+
+use crate::admit::why::{DomainTried, LevelTried};
+use crate::model::topology::{self, Domain};
 use crate::model::{Resources, State};
 use crate::policy::fit::{biggest_first, first_fit, size};
+
+/// A level's label keys and the values a gang's members pinned: one domain of it to keep to.
+pub(super) type Within<'a, 'k> = (&'a [&'k str], &'a [(&'k str, &'k str)]);
+
+/// Where [`Room::place_in_reservation`] puts a group: its domain, if any, and its pods' nodes.
+type Placed<'p, 's> = (Option<Domain<'s>>, Vec<(usize, &'p Resources)>);
 
 /// Free room during a pass.
 pub(super) struct Room<'s> {
@@ -47,7 +58,15 @@ pub(super) struct Room<'s> {
     /// guarantees have not changed since (thousands of groups are checked between two
     /// admissions).
     available: Vec<Option<Resources>>,
+    /// Per topology level seen in this pass (its label keys): its domains and their nodes
+    /// (labels do not change during a pass), and per domain the sum of its nodes'
+    /// allocatable.
+    levels: FxHashMap<Vec<&'s str>, Rc<Partition<'s>>>,
 }
+
+/// A level's domains (see [`topology::domains`]), each with its nodes and their allocatable
+/// in all.
+type Partition<'s> = BTreeMap<Domain<'s>, (Vec<usize>, Resources)>;
 
 impl<'s> Room<'s> {
     /// The free room of `state`'s schedulable nodes, minus `in_flight` (released members not
@@ -83,6 +102,7 @@ impl<'s> Room<'s> {
             short: Resources::new(),
             cursors: Vec::new(),
             available: vec![None; queues],
+            levels: FxHashMap::default(),
         };
         for (name, allocatable, free, labels) in nodes {
             room.names.push(name);
@@ -229,44 +249,55 @@ impl<'s> Room<'s> {
         first_fit(&nodes, need.iter().copied()).is_ok()
     }
 
-    /// The values of the label `key` on schedulable nodes (only `pinned`, when given), sorted.
-    fn domains(&self, key: &str, pinned: Option<&str>) -> Vec<&'s str> {
-        let mut domains: Vec<&'s str> = self
-            .labels
-            .iter()
-            .filter_map(|labels| labels.get(key).map(String::as_str))
-            .filter(|v| pinned.is_none_or(|p| p == *v))
-            .collect();
-        domains.sort_unstable();
-        domains.dedup();
-        domains
+    /// The domains of the level `keys` among schedulable nodes (see [`topology::domains`]),
+    /// each with its nodes and their allocatable in all; made once per pass and level.
+    fn level(&mut self, keys: &[&'s str]) -> Rc<Partition<'s>> {
+        let (labels, allocatable) = (&self.labels, &self.allocatable);
+        let partition = self.levels.entry(keys.to_vec()).or_insert_with(|| {
+            let domains = topology::domains(labels.iter().copied(), keys, &[]);
+            Rc::new(
+                domains
+                    .into_iter()
+                    .map(|(domain, nodes)| {
+                        let mut sum = Resources::new();
+                        nodes.iter().for_each(|&at| sum.add(allocatable[at]));
+                        (domain, (nodes, sum))
+                    })
+                    .collect(),
+            )
+        });
+        Rc::clone(partition)
     }
 
-    /// The indexes of the nodes whose label `key` is `domain`.
-    fn nodes_in(&self, key: &str, domain: &str) -> Vec<usize> {
-        (0..self.nodes.len())
-            .filter(|&at| self.labels[at].get(key).map(String::as_str) == Some(domain))
-            .collect()
-    }
-
-    /// Whether some domain of the label `key` (only `pinned`, when given) could hold every pod
-    /// of `need` with nothing else running on its nodes. If none could: `None` when no node has
-    /// the label (or only other values than `pinned`), else a member that found no node left
-    /// in the domain that held the most. A gang that fails this never fits one domain, and
-    /// must neither head the line nor ask reclaim for room.
+    /// Whether some domain of the level `keys` (agreeing with `pinned`) could hold every pod
+    /// of `need` with nothing else running on its nodes. If none could: `None` when no node
+    /// has the level's labels (or only other values than `pinned`), else a member that found
+    /// no node left in the domain that held the most. A gang that fails this never fits one
+    /// domain, and must neither head the line nor ask reclaim for room.
     pub fn domain_could_hold(
-        &self,
+        &mut self,
         need: &[&Resources],
-        key: &str,
-        pinned: Option<&str>,
+        keys: &[&'s str],
+        pinned: &[(&str, &str)],
     ) -> Result<(), Option<Resources>> {
+        let sum = need.iter().fold(Resources::new(), |mut sum, pod| {
+            sum.add(pod);
+            sum
+        });
         let mut closest: Option<(usize, Resources)> = None;
-        for domain in self.domains(key, pinned) {
-            let empty: Vec<Resources> = self
-                .nodes_in(key, domain)
-                .iter()
-                .map(|&at| self.allocatable[at].clone())
-                .collect();
+        let level = self.level(keys);
+        for (domain, (nodes, allocatable)) in level.iter() {
+            if !topology::agrees(keys, domain, pinned) {
+                continue;
+            }
+            let empty: Vec<Resources> = if sum.fits_in(allocatable) {
+                nodes
+                    .iter()
+                    .map(|&at| self.allocatable[at].clone())
+                    .collect()
+            } else {
+                Vec::new()
+            };
             match first_fit(&empty, need.iter().copied()) {
                 Ok(_) => return Ok(()),
                 Err((placed, pod)) => {
@@ -279,74 +310,119 @@ impl<'s> Room<'s> {
         Err(closest.map(|(_, pod)| pod))
     }
 
-    /// Places every pod of `need` like [`Room::place`], but all on nodes with the same value of
-    /// the label `key` (only `pinned` when given): in the domain that fits it tightest (least
-    /// room left over, GPUs first), so that roomier domains stay free for larger gangs.
-    /// Returns that value; or, changing nothing, a member that found no node in the domain
-    /// that placed the most (`None`: no node has the label, or only other values than
-    /// `pinned`).
+    /// Places every pod of `need` like [`Room::place`], but all in one domain of the level
+    /// `keys` (agreeing with `pinned`): the one that fits it tightest (least room left over,
+    /// GPUs first), so that roomier domains stay free for larger gangs. Returns that domain;
+    /// or, changing nothing, the domains tried and what the closest lacked.
     pub fn place_in_domain(
         &mut self,
         need: &[&Resources],
-        key: &str,
-        pinned: Option<&str>,
-    ) -> Result<&'s str, Option<Resources>> {
-        type Fit<'p, 's> = (&'s str, Vec<(usize, &'p Resources)>, Resources);
-        let mut best: Option<Fit<'_, 's>> = None;
-        let mut closest: Option<(usize, Resources)> = None;
-        for domain in self.domains(key, pinned) {
-            let nodes = self.nodes_in(key, domain);
+        keys: &[&'s str],
+        pinned: &[(&str, &str)],
+    ) -> Result<Domain<'s>, LevelTried> {
+        type Fit<'p, 's> = (&'s [usize], Vec<(usize, &'p Resources)>, Resources, usize);
+        let level = self.level(keys);
+        let mut best: Option<Fit<'_, '_>> = None;
+        let mut closest: Vec<DomainTried> = Vec::new();
+        let mut tried = 0;
+        for (i, (domain, (nodes, _))) in level.iter().enumerate() {
+            if !topology::agrees(keys, domain, pinned) {
+                continue;
+            }
+            tried += 1;
             let mut free: Vec<Resources> = nodes.iter().map(|&at| self.nodes[at].clone()).collect();
-            let placed = match first_fit(&free, need.iter().copied()) {
+            let placed = first_fit(&free, need.iter().copied());
+            let placed = match placed {
                 Ok(placed) => placed,
                 Err((placed, pod)) => {
-                    if closest.as_ref().is_none_or(|(n, _)| placed > *n) {
-                        closest = Some((placed, pod.clone()));
+                    if closest.len() < LevelTried::SHOWN
+                        || closest.last().is_some_and(|d| placed > d.placed)
+                    {
+                        closest.push(DomainTried {
+                            domain: topology::describe(keys, domain),
+                            placed,
+                            of: need.len(),
+                            member: pod.clone(),
+                        });
+                        closest.sort_by_key(|d| std::cmp::Reverse(d.placed));
+                        closest.truncate(LevelTried::SHOWN);
                     }
                     continue;
                 }
             };
-            for &(i, pod) in &placed {
-                free[i].sub(pod);
+            for &(at, pod) in &placed {
+                free[at].sub(pod);
             }
-            let mut left = Resources::new();
-            for f in &free {
+            let left = free.iter().fold(Resources::new(), |mut left, f| {
                 left.add(&at_least_zero(f));
-            }
-            if best.as_ref().is_none_or(|(_, _, l)| size(&left) < size(l)) {
-                let placed = placed.into_iter().map(|(i, pod)| (nodes[i], pod)).collect();
-                best = Some((domain, placed, left));
+                left
+            });
+            if best
+                .as_ref()
+                .is_none_or(|(_, _, l, _)| size(&left) < size(l))
+            {
+                best = Some((nodes, placed, left, i));
             }
         }
-        let Some((domain, placed, _)) = best else {
-            return Err(closest.map(|(_, pod)| pod));
+        let Some((nodes, placed, _, i)) = best else {
+            return Err(LevelTried {
+                key: keys.last().copied().unwrap_or_default().to_owned(),
+                domains: tried,
+                closest,
+            });
         };
         for (at, pod) in placed {
-            self.nodes[at].sub(pod);
+            self.nodes[nodes[at]].sub(pod);
         }
         for pod in need {
             self.total.sub(pod);
         }
+        self.changed();
+        let domain = level.keys().nth(i).cloned().unwrap_or_default();
         Ok(domain)
     }
 
     /// Places `need` like [`Room::place`], but also in the head's reservation: for a group
     /// expected to finish before the head could start. Takes the reservation last, node by
-    /// node, so that what it leaves of it stays held.
-    pub fn place_in_reservation(&mut self, need: &[&Resources]) -> Result<(), Resources> {
+    /// node, so that what it leaves of it stays held. With `within` (a level's keys and the
+    /// pinned values), all in one domain of it, which it returns.
+    pub fn place_in_reservation(
+        &mut self,
+        need: &[&Resources],
+        within: Option<Within<'_, 's>>,
+    ) -> Result<Option<Domain<'s>>, Resources> {
         let pods = biggest_first(need.iter().copied());
         let mut with_held: Vec<Resources> = self.nodes.clone();
         for (at, held) in &self.held {
             with_held[*at].add(held);
         }
-        let mut placed: Vec<(usize, &Resources)> = Vec::with_capacity(pods.len());
-        for pod in pods {
-            let Some(at) = with_held.iter().position(|free| pod.fits_in(free)) else {
-                return Err(pod.clone());
-            };
-            with_held[at].sub(pod);
-            placed.push((at, pod));
+        let choices: Vec<(Option<Domain<'s>>, Vec<usize>)> = match within {
+            None => vec![(None, (0..self.nodes.len()).collect())],
+            Some((keys, pinned)) => self
+                .level(keys)
+                .iter()
+                .filter(|(d, _)| topology::agrees(keys, d, pinned))
+                .map(|(d, (nodes, _))| (Some(d.clone()), nodes.clone()))
+                .collect(),
+        };
+        let mut missing: Option<Resources> = None;
+        let mut chosen: Option<Placed<'_, 's>> = None;
+        for (domain, nodes) in choices {
+            let free: Vec<Resources> = nodes.iter().map(|&at| with_held[at].clone()).collect();
+            match first_fit(&free, pods.iter().copied()) {
+                Ok(placed) => {
+                    let placed = placed.into_iter().map(|(i, pod)| (nodes[i], pod)).collect();
+                    chosen = Some((domain, placed));
+                    break;
+                }
+                Err((_, pod)) => missing = Some(pod.clone()),
+            }
         }
+        let Some((domain, placed)) = chosen else {
+            return Err(
+                missing.unwrap_or_else(|| pods.first().map(|p| (*p).clone()).unwrap_or_default())
+            );
+        };
         for (at, pod) in placed {
             // Free room first; what it lacks comes out of the reservation on that node.
             let from_free = at_least_zero(&self.nodes[at]).min_of(pod);
@@ -360,7 +436,7 @@ impl<'s> Room<'s> {
                 self.held_total.sub(&from_held);
             }
         }
-        Ok(())
+        Ok(domain)
     }
 
     /// The first node with room for `pod`, scanning from its shape's cursor.
@@ -402,8 +478,8 @@ impl<'s> Room<'s> {
     /// freed a little more would hand the room it held to the groups behind it, and the head
     /// would wait for them. So it stays put, and grows as its nodes free up.
     ///
-    /// With `within` (a gang's `topologyKey` and the domain its members already pinned, if
-    /// any), the reservation lies inside one domain of that label that could hold the whole
+    /// With `within` (the keys of a gang's required level and the values its members already
+    /// pinned), the reservation lies inside one domain of that level that could hold the whole
     /// gang: the one it held before, else the one with the most of its requests free now.
     ///
     /// The reservation holds at most `budget` in all (what the head's queue may take: other
@@ -417,15 +493,16 @@ impl<'s> Room<'s> {
         need: &[&Resources],
         budget: &Resources,
         held_before: &dyn Fn(&str) -> bool,
-        within: Option<(&str, Option<&str>)>,
+        within: Option<Within<'_, 's>>,
     ) -> bool {
         let pods = biggest_first(need.iter().copied());
         let candidates: Vec<Vec<usize>> = match within {
             None => vec![(0..self.nodes.len()).collect()],
-            Some((key, pinned)) => self
-                .domains(key, pinned)
-                .into_iter()
-                .map(|domain| self.nodes_in(key, domain))
+            Some((keys, pinned)) => self
+                .level(keys)
+                .iter()
+                .filter(|(d, _)| topology::agrees(keys, d, pinned))
+                .map(|(_, (nodes, _))| nodes.clone())
                 .collect(),
         };
         let mut best: Option<Planned> = None;

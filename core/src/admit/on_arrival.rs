@@ -11,7 +11,7 @@
 //! each new door (the pass may not see their members yet), so two passes never hand out the
 //! same room. A node that stops taking pods, loses allocatable or leaves after the pass shuts
 //! the door until the next pass, so no gang is let in on room that is gone. Groups with a
-//! `topologyKey` (their domain is chosen at release), elastic groups and groups of a queue
+//! `topologyKey` or `preferredTopologyKey` (their domain is chosen at release), elastic groups and groups of a queue
 //! with a capability (on it or an ancestor) always take the gate.
 //!
 //! What an arrival costs if the estimate is wrong: members are estimated as copies of the first
@@ -32,7 +32,7 @@ use crate::policy::fit::first_fit;
 /// admission gate: its gang was admitted on arrival and has a place left for it
 /// ([`Arrival::let_in_another`]), or this is its first member and the door lets `minMember`
 /// copies of it in, which admits the gang. Only a gang whose PodGroup the model knows,
-/// without a `topologyKey` and not elastic. Also a member of a group admitted ahead
+/// without a topology key and not elastic. Also a member of a group admitted ahead
 /// ([`crate::model::Ahead`]) while the admission holds at `wall` (Unix seconds) and fewer than
 /// `minMember` members exist or were let in (by `name`) and are not shown yet: its placeholder
 /// kept its room.
@@ -71,7 +71,8 @@ pub fn admit(
     let elastic = spec.max_member.is_some_and(|max| max > spec.min_member);
     let first = !group.members.values().any(|m| m.live);
     let too_large = !limits::gang_within_limit(spec.min_member);
-    if spec.topology_key.is_some() || elastic || !first || too_large {
+    let topology = spec.topology_key.is_some() || spec.preferred_topology_key.is_some();
+    if topology || elastic || !first || too_large {
         return false;
     }
     let need = vec![requests.clone(); spec.min_member as usize];

@@ -26,7 +26,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 
 use super::groups::Groups;
 use super::plan::Decision;
-use crate::model::{GroupKey, Pod, Resources, State};
+use crate::model::{GroupKey, Pod, Resources, State, topology};
 use crate::policy::reclaim::{self as policy, ReclaimVerdict};
 
 /// A pod to evict (or, in [`Reclaim::pod`], the pod evictions make room for).
@@ -308,21 +308,6 @@ fn input<'s>(
     if needs_no_plan(state, decision, &slot, &queues, &going) {
         return None;
     }
-    let starved: Vec<policy::Starved<GroupKey>> = decision
-        .short_of_room
-        .iter()
-        .filter_map(|w| {
-            Some(policy::Starved {
-                key: w.group.clone(),
-                queue: *slot.get(&*w.queue)?,
-                need: w.need.clone(),
-                requests: w.requests.clone(),
-                priority: w.priority,
-                capped: w.capped,
-            })
-        })
-        .collect();
-
     let names = state.schedulable_nodes();
     let node: HashMap<&str, usize> = names
         .iter()
@@ -330,6 +315,32 @@ fn input<'s>(
         .map(|(i, n)| (n.name.as_str(), i))
         .collect();
     let mut nodes: Vec<Resources> = names.iter().map(|n| state.free_on(n)).collect();
+    let starved: Vec<policy::Starved<GroupKey>> = decision
+        .short_of_room
+        .iter()
+        .filter_map(|w| {
+            let domains = w.within.as_ref().map(|within| {
+                let keys: Vec<&str> = within.keys.iter().map(String::as_str).collect();
+                let pinned: Vec<(&str, &str)> = within
+                    .pinned
+                    .iter()
+                    .map(|(k, v)| (k.as_str(), v.as_str()))
+                    .collect();
+                topology::domains(names.iter().map(|n| &n.labels), &keys, &pinned)
+                    .into_values()
+                    .collect()
+            });
+            Some(policy::Starved {
+                key: w.group.clone(),
+                queue: *slot.get(&*w.queue)?,
+                need: w.need.clone(),
+                requests: w.requests.clone(),
+                priority: w.priority,
+                capped: w.capped,
+                domains,
+            })
+        })
+        .collect();
 
     let mut freeing = Resources::new();
     let mut gangs = Vec::new();

@@ -118,16 +118,21 @@ pub enum Why {
     NoNode {
         member: Resources,
     },
-    /// No domain of the group's `topologyKey` has room for every member (`pinned`: the domain a
-    /// member already names or runs in); `member` is one that found no node in the domain that
-    /// came closest, `None` when no schedulable node has the label.
+    /// No domain of the group's required level (`topologyKey`) could hold every member even
+    /// with nothing else running. `pinned`: the domain a member already names or runs in;
+    /// `member`: one that found no node left in the domain that held the most, `None` when no
+    /// schedulable node has the level's labels.
     NoDomain {
         key: String,
         pinned: Option<String>,
         member: Option<Resources>,
-        /// Not even with nothing else running: no node has the label, or no domain is large
-        /// enough for every member.
-        never: bool,
+    },
+    /// No domain of any level the group may use has room for every member now: per level
+    /// tried (narrowest first), the domains that came closest. `pinned`: as for
+    /// [`Why::NoDomain`].
+    NoDomainRoom {
+        tried: Vec<LevelTried>,
+        pinned: Option<String>,
     },
     OverShare {
         /// Shared with the pass's other groups of the queue: most waiting groups of a busy
@@ -191,6 +196,57 @@ pub enum Why {
     },
 }
 
+/// The domains of one level a waiting gang was tried in.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LevelTried {
+    /// The level's label (the narrowest of the keys naming its domains).
+    pub key: String,
+    /// How many domains of it were tried.
+    pub domains: usize,
+    /// The ones that held the most members, most first (at most [`LevelTried::SHOWN`]).
+    pub closest: Vec<DomainTried>,
+}
+
+/// One domain a waiting gang was tried in, and what it lacked.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DomainTried {
+    /// `key=value,...` (see [`crate::model::topology::describe`]).
+    pub domain: String,
+    /// How many members found a node there before `member` found none.
+    pub placed: usize,
+    pub of: usize,
+    pub member: Resources,
+}
+
+impl LevelTried {
+    /// How many of a level's domains a reason names.
+    pub const SHOWN: usize = 2;
+}
+
+impl fmt::Display for LevelTried {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let LevelTried {
+            key,
+            domains,
+            closest,
+        } = self;
+        if *domains == 0 {
+            return write!(f, "no schedulable node has the label {key}");
+        }
+        let plural = if *domains == 1 { "" } else { "s" };
+        write!(f, "{domains} domain{plural} of {key} tried")?;
+        for (i, d) in closest.iter().enumerate() {
+            let lead = if i == 0 { ": " } else { ", " };
+            write!(
+                f,
+                "{lead}{} holds {} of {} members (then one requesting {} finds no node)",
+                d.domain, d.placed, d.of, d.member
+            )?;
+        }
+        Ok(())
+    }
+}
+
 impl Why {
     /// The condition reason for these details.
     pub fn reason(&self) -> Reason {
@@ -201,10 +257,10 @@ impl Why {
             Why::QueueMissing { .. } => Reason::QueueMissing,
             Why::QueueClosed { .. } => Reason::QueueClosed,
             Why::Capability { .. } => Reason::CapabilityReached,
-            Why::NoDomain { never: true, .. } => Reason::NoDomainFits,
+            Why::NoDomain { .. } => Reason::NoDomainFits,
             Why::Room { .. }
             | Why::NoNode { .. }
-            | Why::NoDomain { .. }
+            | Why::NoDomainRoom { .. }
             | Why::ElasticYields { .. } => Reason::DoesNotFit,
             Why::OverShare { .. } | Why::Yields { .. } => Reason::QueueOverShare,
             Why::Behind { .. } => Reason::BehindReservation,
@@ -284,7 +340,6 @@ impl fmt::Display for Why {
                 key,
                 pinned,
                 member,
-                never: true,
             } => match (pinned, member) {
                 (_, None) => write!(
                     f,
@@ -292,31 +347,26 @@ impl fmt::Display for Why {
                 ),
                 (Some(value), Some(member)) => write!(
                     f,
-                    "never fits as it is: its members must run where {key}={value} (a member is there already), and those nodes could not hold every member even with nothing else running (a member requesting {member} finds no node left); lower minMember or the members' requests"
+                    "never fits as it is: its members must run where {value} (a member is there already), and those nodes could not hold every member even with nothing else running (a member requesting {member} finds no node left); lower minMember or the members' requests"
                 ),
                 (None, Some(member)) => write!(
                     f,
                     "never fits as it is: no single domain of {key} could hold every member even with nothing else running (a member requesting {member} finds no node left in the largest); lower minMember or the members' requests, or choose a wider spec.topologyKey"
                 ),
             },
-            Why::NoDomain {
-                key,
-                pinned,
-                member,
-                never: false,
-            } => {
+            Why::NoDomainRoom { tried, pinned } => {
                 f.write_str("does not fit now: ")?;
-                match (pinned, member) {
-                    (_, None) => write!(f, "no schedulable node has the label {key}"),
-                    (Some(value), Some(member)) => write!(
+                if let Some(value) = pinned {
+                    write!(
                         f,
-                        "its members must run where {key}={value} (a member is there already), and no node there has room for a member requesting {member}"
-                    ),
-                    (None, Some(member)) => write!(
-                        f,
-                        "no single domain of {key} has room for every member (a member requesting {member} finds no node in any)"
-                    ),
+                        "its members must run where {value} (a member is there already); "
+                    )?;
                 }
+                f.write_str("no single domain has room for every member")?;
+                for level in tried {
+                    write!(f, "; {level}")?;
+                }
+                Ok(())
             }
             Why::OverShare { queue, share, room } => write!(
                 f,

@@ -1,6 +1,6 @@
 //! The cluster model: nodes, pods, PodGroups and Queues as scheduling sees them ([`objects`]),
 //! resource amounts ([`resources`], [`quantity`]), per-node sums ([`nodes`]), the whole
-//! cluster as the watches show it ([`state`]), how it grows ([`growth`]) and what Gangplank decided itself ([`ledger`], with [`arrivals`] for admissions on arrival).
+//! cluster as the watches show it ([`state`]), how it grows ([`growth`]), its network's levels ([`topology`]) and what Gangplank decided itself ([`ledger`], with [`arrivals`] for admissions on arrival).
 
 pub mod arrivals;
 pub mod growth;
@@ -11,6 +11,7 @@ pub mod objects;
 pub mod quantity;
 pub mod resources;
 pub mod state;
+pub mod topology;
 
 pub use growth::{Growth, GrowthAsked, GrowthFailed};
 pub use ledger::{Claim, Ledger, Reservation, Slot};
@@ -21,3 +22,4 @@ pub use objects::{
 };
 pub use resources::{ResourceId, Resources};
 pub use state::{Group, Member, State};
+pub use topology::{Levels, Topology};

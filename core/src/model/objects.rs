@@ -279,6 +279,9 @@ pub struct PodGroup {
     /// `topologyKey`: a node label whose value every member's node must share (see
     /// `crate::admit::plan`).
     pub topology_key: Option<String>,
+    /// `preferredTopologyKey`: the narrowest level the gang would rather run in, tried before
+    /// wider ones (see [`crate::model::Levels`]).
+    pub preferred_topology_key: Option<String>,
     /// Admitted on `min_resources` before any member exists ([`Ahead`]); `None` for a group
     /// admitted as its gated members ask.
     pub ahead: Option<Ahead>,
@@ -340,6 +343,7 @@ impl PodGroup {
             max_wait: None,
             expected_runtime: None,
             topology_key: None,
+            preferred_topology_key: None,
             ahead: None,
             placed_whole_by_scheduler: false,
         }

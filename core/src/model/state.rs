@@ -40,6 +40,7 @@ use super::growth::Growth;
 use super::ledger::Ledger;
 use super::nodes::Nodes;
 use super::objects::{GroupKey, Node, Pod, PodGroup, Queue, Resources, Schedulers};
+use super::topology::Topology;
 use crate::limits;
 
 /// Pods by UID: a persistent map, so that a snapshot of the state shares it.
@@ -106,6 +107,8 @@ pub struct State {
     pub(super) queue_only: imbl::OrdMap<String, Member>,
     /// Queues by name: admission reads their weights and bounds, the controller their shares.
     pub(super) queues: FxHashMap<String, Arc<Queue>>,
+    /// Topologies by name: the levels gangs may be placed at.
+    pub(super) topologies: BTreeMap<String, Topology>,
     /// What Gangplank decided itself: reservations, claims, lent groups, wait reasons.
     pub(super) ledger: Ledger,
     /// The scheduler names served, set when the cache is made.
@@ -147,6 +150,11 @@ impl State {
     /// Pods that name a queue and no group, by UID.
     pub fn queue_only(&self) -> &imbl::OrdMap<String, Member> {
         &self.queue_only
+    }
+
+    /// Topologies by name.
+    pub fn topologies(&self) -> &BTreeMap<String, Topology> {
+        &self.topologies
     }
 
     /// Queues by name.
@@ -418,6 +426,18 @@ impl State {
 
     pub fn delete_queue(&mut self, name: &str) -> bool {
         self.queues.remove(name).is_some()
+    }
+
+    pub fn apply_topology(&mut self, topology: Topology) -> bool {
+        if self.topologies.get(&topology.name) == Some(&topology) {
+            return false;
+        }
+        self.topologies.insert(topology.name.clone(), topology);
+        true
+    }
+
+    pub fn delete_topology(&mut self, name: &str) -> bool {
+        self.topologies.remove(name).is_some()
     }
 }
 

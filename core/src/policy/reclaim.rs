@@ -62,6 +62,9 @@ pub struct Starved<K> {
     /// It waits because its queue reached its capability: only preemption inside its queue
     /// can make room for it.
     pub capped: bool,
+    /// The domains of its required topology level it may go into, each as indexes in
+    /// [`Input::nodes`]: it fits only inside one. `None`: anywhere.
+    pub domains: Option<Vec<Vec<usize>>>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -551,7 +554,7 @@ impl World {
     /// `None` when `s` fits the room and its queue's capability; else the short resources:
     /// those of the room (see the module docs), or else those its queue's capability lacks.
     fn shortfall<K>(&self, input: &Input<K>, s: &Starved<K>) -> Option<Vec<ResourceId>> {
-        if let Some(short) = self.misfit(s.queue, &s.need) {
+        if let Some(short) = self.misfit(s.queue, &s.need, s.domains.as_deref()) {
             return Some(short);
         }
         let after = self.allocated[s.queue].plus(&s.requests);
@@ -566,7 +569,12 @@ impl World {
 
     /// `None` when `need` fits the room for queue `q`; else the short resources (see the
     /// module docs).
-    fn misfit(&self, q: usize, need: &[Resources]) -> Option<Vec<ResourceId>> {
+    fn misfit(
+        &self,
+        q: usize,
+        need: &[Resources],
+        domains: Option<&[Vec<usize>]>,
+    ) -> Option<Vec<ResourceId>> {
         let mut sum = Resources::new();
         for pod in need {
             sum.add(pod);
@@ -580,7 +588,7 @@ impl World {
         if !short.is_empty() {
             return Some(short);
         }
-        let (_, pod) = first_fit(&self.nodes, need).err()?;
+        let (_, pod) = fit_within(&self.nodes, need, domains).err()?;
         let scarce: Vec<ResourceId> = pod
             .ids()
             .filter(|&(id, amount)| self.nodes.iter().all(|n| n.amount(id) < amount))
@@ -599,12 +607,48 @@ impl World {
     /// Books the room of a group that fits.
     fn admit<K>(&mut self, input: &Input<K>, s: &Starved<K>) {
         // It fits, so every member is placed.
-        for (at, pod) in first_fit(&self.nodes, &s.need).unwrap_or_default() {
+        for (at, pod) in fit_within(&self.nodes, &s.need, s.domains.as_deref()).unwrap_or_default()
+        {
             self.free.sub_positive(&self.nodes[at]);
             self.nodes[at].sub(pod);
             self.free.add_positive(&self.nodes[at]);
         }
         self.allocate(input, s.queue, &s.requests, true);
+    }
+}
+
+/// Where each pod of `need` goes ([`first_fit`]) on `nodes`, all inside one of `domains`
+/// (lists of indexes in `nodes`; `None`: anywhere), or the pod that found no node in the
+/// domain that held the most.
+fn fit_within<'a>(
+    nodes: &[Resources],
+    need: &'a [Resources],
+    domains: Option<&[Vec<usize>]>,
+) -> Result<Vec<(usize, &'a Resources)>, (usize, &'a Resources)> {
+    let Some(domains) = domains else {
+        return first_fit(nodes, need);
+    };
+    let mut closest: Option<(usize, &'a Resources)> = None;
+    for domain in domains {
+        let free: Vec<Resources> = domain.iter().map(|&at| nodes[at].clone()).collect();
+        match first_fit(&free, need) {
+            Ok(placed) => {
+                return Ok(placed
+                    .into_iter()
+                    .map(|(i, pod)| (domain[i], pod))
+                    .collect());
+            }
+            Err((placed, pod)) => {
+                if closest.is_none_or(|(n, _)| placed > n) {
+                    closest = Some((placed, pod));
+                }
+            }
+        }
+    }
+    match (closest, need.first()) {
+        (Some(closest), _) => Err(closest),
+        (None, Some(pod)) => Err((0, pod)),
+        (None, None) => Ok(Vec::new()),
     }
 }
 
@@ -678,6 +722,7 @@ mod tests {
             requests,
             priority: 0,
             capped: false,
+            domains: None,
         }
     }
 
@@ -711,6 +756,36 @@ mod tests {
                 .collect(),
             other => panic!("no elastic yield: {other:?}"),
         }
+    }
+
+    #[test]
+    fn a_group_required_in_one_domain_is_given_room_inside_one_not_split_over_two() {
+        // One node per domain; four gangs of one 4-CPU member, two on each node, youngest w.
+        let gangs = vec![
+            gang("x", 1, 4_000, &[0], 0, 1),
+            gang("y", 1, 4_000, &[1], 0, 2),
+            gang("z", 1, 4_000, &[0], 0, 3),
+            gang("w", 1, 4_000, &[1], 0, 4),
+        ];
+        let mut input = borrowed(gangs);
+        input.queues[0].deserved = Resources::from([("cpu", 4_000)]);
+        input.starved = vec![starved("b-gang", 1, 2, 4_000)];
+        let anywhere: Vec<String> = evicted(&plan(&input)[0].1)
+            .into_iter()
+            .map(|(g, _, _)| g)
+            .collect();
+        assert_eq!(
+            anywhere,
+            vec!["w", "z"],
+            "the two youngest, one on each node"
+        );
+        input.starved[0].domains = Some(vec![vec![0], vec![1]]);
+        let mut inside: Vec<String> = evicted(&plan(&input)[0].1)
+            .into_iter()
+            .map(|(g, _, _)| g)
+            .collect();
+        inside.sort();
+        assert_eq!(inside, vec!["w", "y"], "both gangs of node 1, and no more");
     }
 
     fn gpus(n: i64) -> Resources {
@@ -750,6 +825,7 @@ mod tests {
                 requests: Resources::from([("nvidia.com/gpu", 5), ("pods", 5)]),
                 priority: 0,
                 capped: false,
+                domains: None,
             }],
         }
     }
@@ -942,6 +1018,7 @@ mod tests {
         input.starved = vec![Starved {
             priority: 5,
             capped: true,
+            domains: None,
             ..starved("urgent", 0, 2, 2_000)
         }];
         let out = plan(&input);
@@ -1258,6 +1335,7 @@ mod tests {
                         requests: s.requests,
                         priority,
                         capped: false,
+                        domains: None,
                     }
                 })
                 .collect();
@@ -1362,7 +1440,7 @@ mod tests {
                         continue;
                     }
                     let s = super::starved("", victim, back.0, back.1 * 1_000);
-                    next.starved = vec![Starved { key: 999, queue: victim, need: s.need, requests: s.requests, priority: 0, capped: false }];
+                    next.starved = vec![Starved { key: 999, queue: victim, need: s.need, requests: s.requests, priority: 0, capped: false, domains: None }];
                     for e in evictions(&plan(&next), false) {
                         prop_assert_ne!(e.queue, reclaimer, "queue {} reclaims back from {}", victim, reclaimer);
                     }

@@ -11,7 +11,7 @@ use super::decision::PodRef;
 use crate::admit::groups::{Groups, Seen};
 use crate::admit::why::Why;
 use crate::limits;
-use crate::model::{GroupKey, Member, Resources, State};
+use crate::model::{GroupKey, Levels, Member, Resources, State};
 
 /// A group (or a queue-only pod) with gated members, found by [`collect`].
 pub(super) struct Candidate<'s> {
@@ -35,9 +35,9 @@ pub(super) struct Candidate<'s> {
     pub(super) max_wait: Option<i64>,
     /// The PodGroup's `expectedRuntimeSeconds`.
     pub(super) expected_runtime: Option<i64>,
-    /// The PodGroup's `topologyKey`, and the domain (value) a member already runs in or names
-    /// in its `nodeSelector`, if any.
-    pub(super) topology: Option<(&'s str, Option<&'s str>)>,
+    /// The levels its PodGroup's `topologyKey` and `preferredTopologyKey` allow, and the
+    /// domain of the required level a member already runs in or names in its `nodeSelector`.
+    pub(super) topology: Option<Where<'s>>,
     /// Why it cannot be considered at all (no PodGroup, too few members).
     pub(super) blocked: Option<Why>,
 }
@@ -146,10 +146,19 @@ pub(super) fn collect<'s>(state: &'s State, groups: &Groups<'s>) -> Book<'s> {
             });
             candidate.max_wait = g.spec.and_then(|s| s.max_wait).map(seconds);
             candidate.expected_runtime = g.spec.and_then(|s| s.expected_runtime).map(seconds);
-            candidate.topology = g
-                .spec
-                .and_then(|s| s.topology_key.as_deref())
-                .map(|key| (key, domain_of(state, members, key)));
+            candidate.topology = g.spec.and_then(|s| {
+                let levels = Levels::of(
+                    s.topology_key.as_deref(),
+                    s.preferred_topology_key.as_deref(),
+                    state.topologies(),
+                )?;
+                let pinned = if levels.required {
+                    domain_of(state, members, levels.widest())
+                } else {
+                    Vec::new()
+                };
+                Some(Where { levels, pinned })
+            });
         }
         book.candidates.push(candidate);
     }
@@ -294,16 +303,43 @@ fn candidate<'s>(
     })
 }
 
-/// The value of the label `key` that `members` are already tied to: that of the node one runs
-/// on, or else the one a member's `nodeSelector` names.
-fn domain_of<'s>(state: &'s State, members: &[Seen<'s>], key: &str) -> Option<&'s str> {
-    let running = members.iter().find_map(|m| {
-        let node = state.nodes().get(m.member.pod.node_name.as_deref()?)?;
-        node.labels.get(key).map(String::as_str)
-    });
-    running.or_else(|| {
-        members
-            .iter()
-            .find_map(|m| m.member.pod.node_selector.get(key).map(String::as_str))
-    })
+/// Where a gang with a topology may go: its [`Levels`], and the values of its required level's
+/// keys that a member already runs in or names in its `nodeSelector` (it must join them).
+#[derive(Debug, Clone)]
+pub(super) struct Where<'s> {
+    pub(super) levels: Levels<'s>,
+    pub(super) pinned: Vec<(&'s str, &'s str)>,
+}
+
+impl Where<'_> {
+    /// The pinned domain as reasons name it, if any.
+    pub(super) fn pinned(&self) -> Option<String> {
+        (!self.pinned.is_empty()).then(|| {
+            let (keys, values): (Vec<&str>, Vec<&str>) = self.pinned.iter().copied().unzip();
+            crate::model::topology::describe(&keys, &values)
+        })
+    }
+}
+
+/// Per key of `keys`, the value a running member's node has for it, else one a member names
+/// in its `nodeSelector`.
+fn domain_of<'s>(
+    state: &'s State,
+    members: &[Seen<'s>],
+    keys: &[&'s str],
+) -> Vec<(&'s str, &'s str)> {
+    keys.iter()
+        .filter_map(|&key| {
+            let running = members.iter().find_map(|m| {
+                let node = state.nodes().get(m.member.pod.node_name.as_deref()?)?;
+                node.labels.get(key).map(String::as_str)
+            });
+            let value = running.or_else(|| {
+                members
+                    .iter()
+                    .find_map(|m| m.member.pod.node_selector.get(key).map(String::as_str))
+            })?;
+            Some((key, value))
+        })
+        .collect()
 }

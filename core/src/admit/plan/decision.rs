@@ -50,10 +50,15 @@ impl PodRef {
         }
     }
 
-    /// Releasing `pod` into the domain `key`=`value`.
-    pub(super) fn into_domain(pod: &Pod, key: &str, value: &str) -> PodRef {
+    /// Releasing `pod` into the domain of these (label, value) pairs.
+    pub(super) fn into_domain(pod: &Pod, domain: &[(&str, &str)]) -> PodRef {
         let mut selector = pod.node_selector.clone();
-        let missing = selector.insert(key.to_owned(), value.to_owned()).is_none();
+        let mut missing = false;
+        for (key, value) in domain {
+            missing |= selector
+                .insert((*key).to_owned(), (*value).to_owned())
+                .is_none();
+        }
         PodRef {
             node_selector: missing.then_some(selector),
             ..PodRef::of(pod)
@@ -184,4 +189,13 @@ pub struct RoomWait {
     pub capped: bool,
     /// It is a pod of a queue in no group (`group` is its [`GroupKey::lone`]).
     pub lone: bool,
+    /// It fits only inside one domain of its required topology level. `None`: anywhere.
+    pub within: Option<Within>,
+}
+
+/// A required topology level's label keys, and the values a gang's members pinned.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Within {
+    pub keys: Vec<String>,
+    pub pinned: Vec<(String, String)>,
 }

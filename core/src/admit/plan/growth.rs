@@ -57,7 +57,7 @@ impl<'s> Pass<'s> {
         let growth = self.state.growth()?;
         let group = c.group?;
         let model = c.gated.iter().find(|m| !m.pod.is_placeholder())?;
-        if c.missing == 0 || c.topology.is_some() {
+        if c.missing == 0 || c.topology.as_ref().is_some_and(|w| w.levels.required) {
             return None;
         }
         let room = Box::new(room());

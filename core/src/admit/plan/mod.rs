@@ -24,7 +24,9 @@ mod share;
 mod tests;
 
 pub use super::why::{Reason, Why};
-pub use decision::{Admission, Decision, GrowthAsk, Hold, PodRef, QueueReport, RoomWait, Waiting};
+pub use decision::{
+    Admission, Decision, GrowthAsk, Hold, PodRef, QueueReport, RoomWait, Waiting, Within,
+};
 
 use super::groups::Groups;
 use crate::model::State;

@@ -53,8 +53,9 @@ pub(super) struct Pass<'s> {
     pub(super) admitted: Vec<usize>,
     /// Those of `admitted` placed in the head's reservation.
     pub(super) lent: Vec<usize>,
-    /// Per admitted group with a `topologyKey`: the domain (the key's value) chosen for it.
-    pub(super) domains: FxHashMap<usize, &'s str>,
+    /// Per admitted group with a topology: the domain chosen for it, as (label, value) pairs
+    /// its members' `nodeSelector`s gain.
+    pub(super) domains: FxHashMap<usize, Vec<(&'s str, &'s str)>>,
     /// The first queue below its fair share whose group this pass left waiting for room that
     /// reclaim could free (see `reclaimable`): while there is one, queues at or above their
     /// share admit nothing (what they took, reclaim would take back for it).
@@ -255,20 +256,22 @@ impl<'s> Pass<'s> {
         share: Option<DominantShare>,
         overdue: Option<(i64, i64)>,
     ) -> Result<(), Why> {
-        if c.missing == 0 && c.topology.is_none() {
+        let required = c.topology.as_ref().filter(|w| w.levels.required);
+        if c.missing == 0 && required.is_none() {
             return self.place_extras(i, c, slot);
         }
         // No domain to place it in, now or after anything finishes: it must not head the line.
-        if let Some((key, pinned)) = c.topology
-            && let Err(member) =
-                self.room
-                    .domain_could_hold(&c.need().collect::<Vec<_>>(), key, pinned)
+        if let Some(w) = required
+            && let Err(member) = self.room.domain_could_hold(
+                &c.need().collect::<Vec<_>>(),
+                w.levels.widest(),
+                &w.pinned,
+            )
         {
             return Err(Why::NoDomain {
-                key: key.to_owned(),
-                pinned: pinned.map(str::to_owned),
+                key: w.levels.widest().join(" and "),
+                pinned: w.pinned(),
                 member,
-                never: true,
             });
         }
         let needed = c.needed();
@@ -279,7 +282,7 @@ impl<'s> Pass<'s> {
             None
         } else {
             let need: Vec<&Resources> = c.need().collect();
-            match c.topology {
+            match &c.topology {
                 None => match self.room.place(&need) {
                     Ok(()) => {
                         self.admitted(i, c, slot);
@@ -287,19 +290,34 @@ impl<'s> Pass<'s> {
                     }
                     Err(member) => Some(Why::NoNode { member }),
                 },
-                Some((key, pinned)) => match self.room.place_in_domain(&need, key, pinned) {
-                    Ok(domain) => {
-                        self.domains.insert(i, domain);
-                        self.admitted(i, c, slot);
-                        return Ok(());
+                Some(w) => {
+                    let mut tried = Vec::with_capacity(w.levels.tiers.len());
+                    for keys in &w.levels.tiers {
+                        match self.room.place_in_domain(&need, keys, &w.pinned) {
+                            Ok(domain) => {
+                                self.domains
+                                    .insert(i, keys.iter().copied().zip(domain).collect());
+                                self.admitted(i, c, slot);
+                                return Ok(());
+                            }
+                            Err(level) => tried.push(level),
+                        }
                     }
-                    Err(member) => Some(Why::NoDomain {
-                        key: key.to_owned(),
-                        pinned: pinned.map(str::to_owned),
-                        member,
-                        never: false,
-                    }),
-                },
+                    if w.levels.required {
+                        Some(Why::NoDomainRoom {
+                            tried,
+                            pinned: w.pinned(),
+                        })
+                    } else {
+                        match self.room.place(&need) {
+                            Ok(()) => {
+                                self.admitted(i, c, slot);
+                                return Ok(());
+                            }
+                            Err(member) => Some(Why::NoNode { member }),
+                        }
+                    }
+                }
             }
         };
         if let Some(why) = self.growth_wait(c, slot, || {
@@ -313,7 +331,7 @@ impl<'s> Pass<'s> {
                 &c.need().collect::<Vec<_>>(),
                 &available,
                 &|node| held_before(self.state, group, node),
-                c.topology,
+                required.map(|w| (w.levels.widest(), w.pinned.as_slice())),
             )
         {
             self.head = Some((group, overdue.is_some()));
@@ -328,13 +346,16 @@ impl<'s> Pass<'s> {
             && needed.fits_in(&available.plus(&self.room.held_total))
         {
             if let Some(runtime) = c.expected_runtime
-                && c.topology.is_none()
                 && self.now.saturating_add(runtime) <= self.shadow()
-                && self
-                    .room
-                    .place_in_reservation(&c.need().collect::<Vec<_>>())
-                    .is_ok()
+                && let Ok(domain) = self.room.place_in_reservation(
+                    &c.need().collect::<Vec<_>>(),
+                    required.map(|w| (w.levels.widest(), w.pinned.as_slice())),
+                )
             {
+                if let (Some(w), Some(domain)) = (required, domain) {
+                    self.domains
+                        .insert(i, w.levels.widest().iter().copied().zip(domain).collect());
+                }
                 self.admitted(i, c, slot);
                 self.lent.push(i);
                 return Ok(());

@@ -3,7 +3,7 @@
 //! queue's report, and the door for admissions on arrival when only members are lacking.
 
 use super::collect::Book;
-use super::decision::{Admission, Decision, Hold, PodRef, QueueReport, RoomWait, Waiting};
+use super::decision::{Admission, Decision, Hold, PodRef, QueueReport, RoomWait, Waiting, Within};
 use super::order::Waits;
 use super::pass::Pass;
 use super::share::Shares;
@@ -68,12 +68,12 @@ pub(super) fn report(mut pass: Pass, book: Book, shares: Shares, waits: Waits) -
         let released = pass.extras.get(&i).map_or(&c.gated[..], |&n| &c.gated[..n]);
         let (placeholders, gated): (Vec<&Member>, Vec<&Member>) =
             released.iter().partition(|m| m.pod.is_placeholder());
-        let pods = match (c.topology, pass.domains.get(&i)) {
-            (Some((key, _)), Some(value)) => gated
+        let pods = match pass.domains.get(&i) {
+            Some(domain) => gated
                 .iter()
-                .map(|m| PodRef::into_domain(&m.pod, key, value))
+                .map(|m| PodRef::into_domain(&m.pod, domain))
                 .collect(),
-            _ => gated.iter().map(|m| PodRef::of(&m.pod)).collect(),
+            None => gated.iter().map(|m| PodRef::of(&m.pod)).collect(),
         };
         decision.admit.push(Admission {
             group: c.group.cloned(),
@@ -96,6 +96,15 @@ pub(super) fn report(mut pass: Pass, book: Book, shares: Shares, waits: Waits) -
                 priority: c.priority,
                 capped,
                 lone: c.group.is_none(),
+                within: c.topology.as_ref().filter(|w| w.levels.required).map(|w| {
+                    let keys = w.levels.widest().iter().map(|k| (*k).to_owned()).collect();
+                    let pinned = w
+                        .pinned
+                        .iter()
+                        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+                        .collect();
+                    Within { keys, pinned }
+                }),
             });
         }
     }

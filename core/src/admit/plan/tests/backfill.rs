@@ -2,16 +2,6 @@
 
 use super::*;
 
-/// Sets `name`'s expected runtime (and keeps the rest of its spec).
-fn expect_runtime(s: &mut State, name: &str, seconds: u64) {
-    let key = GroupKey::new("ns", name);
-    let spec = s.groups()[&key].spec.as_deref().unwrap().clone();
-    s.apply_pod_group(PodGroup {
-        expected_runtime: Some(Duration::from_secs(seconds)),
-        ..spec
-    });
-}
-
 /// Two nodes of 8 CPUs: n1 full, n2 half used by `busy` (4 CPUs started 50 s ago), and
 /// `big` (one member of 8 CPUs, the oldest) waiting.
 fn big_waits_behind_busy() -> State {

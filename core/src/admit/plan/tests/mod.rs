@@ -18,6 +18,16 @@ use crate::testing::{
 };
 use std::time::Duration;
 
+/// Sets `name`'s expected runtime (and keeps the rest of its spec).
+pub(super) fn expect_runtime(s: &mut State, name: &str, seconds: u64) {
+    let key = GroupKey::new("ns", name);
+    let spec = s.groups()[&key].spec.as_deref().unwrap().clone();
+    s.apply_pod_group(PodGroup {
+        expected_runtime: Some(Duration::from_secs(seconds)),
+        ..spec
+    });
+}
+
 pub(super) fn admitted(d: &Decision) -> Vec<String> {
     d.admit
         .iter()
