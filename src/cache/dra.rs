@@ -11,6 +11,9 @@
 //!   ([`Index::problems`], the metric `gangplank_dra_class_errors`). Slices for many nodes
 //!   (`nodeSelector`, `allNodes`, per-device node selection) are not counted: one device would
 //!   count on every node that reaches it.
+//!   A class with an `extendedResourceName` counts its devices under that name as well, on
+//!   the nodes that do not advertise it themselves (a device plugin's, which the scheduler
+//!   then uses).
 //! - A pod's requests gain, per class, the devices its claims ask for: through
 //!   `resourceClaimTemplateName` the template's requests, through `resourceClaimName` the
 //!   claim's, counted once, in the first pod by name of those in the namespace that name it.
@@ -52,6 +55,8 @@ pub fn class_resource(class: &str) -> String {
 #[derive(Clone)]
 pub struct Class {
     selectors: Result<Arc<[cel::Program]>, String>,
+    /// `spec.extendedResourceName`: the name pods may also ask for its devices by.
+    extended: Option<String>,
 }
 
 impl fmt::Debug for Class {
@@ -76,7 +81,15 @@ pub fn class(class: &resource::DeviceClass) -> Class {
         })
         .collect::<Result<Vec<_>, _>>()
         .map(Arc::from);
-    Class { selectors }
+    let extended = class
+        .spec
+        .as_ref()
+        .and_then(|s| s.extended_resource_name.clone())
+        .filter(|n| !n.is_empty());
+    Class {
+        selectors,
+        extended,
+    }
 }
 
 /// A ResourceSlice: the node it is published for (`None`: for many nodes, not counted) and
@@ -285,9 +298,12 @@ impl Index {
     }
 
     /// Adds the devices counted on `node` to its allocatable, for a node the watch sends.
-    pub fn count_on(&self, node: &mut Node) {
-        if let Some(devices) = self.counted.get(&node.name) {
-            node.allocatable.add(devices);
+    pub fn count_on(&mut self, node: &mut Node) {
+        let devices = self.devices_on(&node.name, &node.allocatable);
+        node.allocatable.add(&devices);
+        self.counted.remove(&node.name);
+        if !devices.is_empty() {
+            self.counted.insert(node.name.clone(), devices);
         }
     }
 
@@ -602,25 +618,28 @@ impl Index {
 
     /// Recounts the devices on `node` and re-applies it if they changed.
     fn refresh_node(&mut self, node: &str, state: &mut State) -> bool {
-        let now = self.devices_on(node);
         let before = self.counted.remove(node).unwrap_or_default();
+        let held = state.nodes().get(node).map(|n| Node::clone(n));
+        // What the node has of itself, without the devices counted on it.
+        let base = held
+            .as_ref()
+            .map(|n| n.allocatable.minus(&before))
+            .unwrap_or_default();
+        let now = self.devices_on(node, &base);
         if !now.is_empty() {
             self.counted.insert(node.to_owned(), now.clone());
         }
-        if now == before {
-            return false;
-        }
-        let Some(held) = state.nodes().get(node) else {
+        let Some(mut held) = held.filter(|_| now != before) else {
             return false;
         };
-        let mut held = Node::clone(held);
-        held.allocatable.sub(&before);
-        held.allocatable.add(&now);
+        held.allocatable = base.plus(&now);
         state.apply_node(held)
     }
 
-    /// The devices per class of the slices published for `node`.
-    fn devices_on(&self, node: &str) -> Resources {
+    /// The devices per class of the slices published for `node`, under each class's implicit
+    /// name, and under its `extendedResourceName` too where the node's own allocatable
+    /// (`base`) does not have that name (a device plugin's: the scheduler then uses that).
+    fn devices_on(&self, node: &str, base: &Resources) -> Resources {
         let mut counts: BTreeMap<&str, i64> = BTreeMap::new();
         let selected = self
             .slices_on
@@ -635,6 +654,10 @@ impl Index {
         let mut out = Resources::new();
         for (class, count) in counts {
             out.set(&class_resource(class), count);
+            let extended = self.classes.get(class).and_then(|c| c.extended.as_deref());
+            if let Some(name) = extended.filter(|name| base.get(name) == 0) {
+                out.set(name, out.get(name) + count);
+            }
         }
         out
     }
@@ -880,6 +903,45 @@ mod tests {
         assert_eq!(devices(&cache, "n1", GPU), 0, "the list did not name it");
         assert_eq!(devices(&cache, "n2", GPU), 1, "published after the list");
         assert!(cache.is_synced(Watched::ResourceSlices));
+    }
+
+    #[test]
+    fn a_class_with_an_extended_resource_name_counts_under_it_where_no_device_plugin_does() {
+        let class: resource::DeviceClass = serde_json::from_value(json!({
+            "metadata": {"name": "gpu"},
+            "spec": {
+                "selectors": [{"cel": {"expression": "device.driver == \"gpu.example.com\""}}],
+                "extendedResourceName": "example.com/gpu"
+            }
+        }))
+        .unwrap();
+        let mut plugin = Node {
+            name: "n2".into(),
+            ..Default::default()
+        };
+        plugin.allocatable.set("example.com/gpu", 4);
+        let (cache, mut mirror) = mirror_with(vec![
+            node("n1"),
+            Change::Node(plugin.clone()),
+            Change::Dra(Object::Class("gpu".into(), super::class(&class))),
+            resource_slice("s1", Some("n1"), &["a100", "a100"]),
+            resource_slice("s2", Some("n2"), &["a100"]),
+        ]);
+        assert_eq!(devices(&cache, "n1", GPU), 2);
+        assert_eq!(devices(&cache, "n1", "example.com/gpu"), 2);
+        assert_eq!(devices(&cache, "n2", GPU), 1);
+        assert_eq!(
+            devices(&cache, "n2", "example.com/gpu"),
+            4,
+            "the device plugin's count, which the scheduler uses there"
+        );
+        mirror.apply(Change::Node(plugin));
+        assert_eq!(
+            devices(&cache, "n2", "example.com/gpu"),
+            4,
+            "after a node update too"
+        );
+        assert_eq!(devices(&cache, "n2", GPU), 1);
     }
 
     #[test]
