@@ -8,7 +8,8 @@
 //!   evaluated with the `cel` crate on `device.driver`, `device.attributes[domain][name]` and
 //!   `device.allowMultipleAllocations`; a class with an expression that does not compile, or
 //!   that fails or gives no bool on a device, counts no device there and is logged
-//!   ([`Index::problems`], the metric `gangplank_dra_class_errors`). Slices for many nodes
+//!   ([`Index::problems`], the metric `gangplank_dra_class_errors`, and [`note`]: the wait
+//!   message of the groups that ask for it). Slices for many nodes
 //!   (`nodeSelector`, `allNodes`, per-device node selection) are not counted: one device would
 //!   count on every node that reaches it.
 //!   A class with an `extendedResourceName` counts its devices under that name as well, on
