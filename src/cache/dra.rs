@@ -12,6 +12,8 @@
 //!   message of the groups that ask for it). Slices for many nodes
 //!   (`nodeSelector`, `allNodes`, per-device node selection) are not counted: one device would
 //!   count on every node that reaches it.
+//!   Devices that draw on shared counters (partitions) count no more than the counters let
+//!   be allocated at once ([`at_once`]).
 //!   A class with an `extendedResourceName` counts its devices under that name as well, on
 //!   the nodes that do not advertise it themselves (a device plugin's, which the scheduler
 //!   then uses).
@@ -31,6 +33,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt;
 use std::sync::Arc;
 
+use gangplank_core::model::quantity::{self, Scale};
 use gangplank_core::model::{Node, Pod, Resources, State};
 use k8s_openapi::api::core::v1 as core;
 use k8s_openapi::api::resource::v1 as resource;
@@ -93,28 +96,77 @@ pub fn class(class: &resource::DeviceClass) -> Class {
     }
 }
 
-/// A ResourceSlice: the node it is published for (`None`: for many nodes, not counted) and
-/// its devices, as CEL sees them.
+/// A ResourceSlice: the node it is published for (`None`: for many nodes, not counted), its
+/// devices as CEL sees them and what each draws from shared counters, and the counter sets it
+/// publishes (a slice has devices or counter sets, not both).
 #[derive(Debug, Clone)]
 pub struct Slice {
     node: Option<String>,
+    /// The pool its counter sets are named in: driver and pool name.
+    pool: (String, String),
     devices: Arc<[cel::Value]>,
+    /// Per device, the first counter set it draws from and how much of each counter.
+    consumes: Arc<[Option<Consumption>]>,
+    /// Counter set name to the amount of each counter.
+    counter_sets: Vec<(String, BTreeMap<String, i64>)>,
 }
 
-/// Converts a ResourceSlice. The number of devices is bounded by the API (128 per slice).
+/// What a device draws from a counter set: the set's name and the amount of each counter
+/// (milli-units).
+type Consumption = (String, Vec<(String, i64)>);
+
+/// A counter set's key: driver, pool and set name.
+type SetKey = (String, String, String);
+
+/// How much of each counter of a set a device draws (milli-units).
+type Draws = [(String, i64)];
+
+/// Converts a ResourceSlice. The number of devices is bounded by the API (128 per slice), and
+/// so are counter sets (8) and counters (32 a set).
 pub fn slice(slice: &resource::ResourceSlice) -> Slice {
     let spec = &slice.spec;
     let node = spec
         .node_name
         .clone()
         .filter(|_| spec.per_device_node_selection != Some(true));
-    let devices = spec
-        .devices
+    let devices = spec.devices.iter().flatten();
+    let consumes = devices
+        .clone()
+        .map(|d| {
+            let first = d.consumes_counters.as_ref()?.first()?;
+            Some((first.counter_set.clone(), amounts(&first.counters)))
+        })
+        .collect();
+    let counter_sets = spec
+        .shared_counters
         .iter()
         .flatten()
-        .map(|d| device(&spec.driver, d))
+        .map(|set| {
+            (
+                set.name.clone(),
+                amounts(&set.counters).into_iter().collect(),
+            )
+        })
         .collect();
-    Slice { node, devices }
+    Slice {
+        node,
+        pool: (spec.driver.clone(), spec.pool.name.clone()),
+        devices: devices.map(|d| device(&spec.driver, d)).collect(),
+        consumes,
+        counter_sets,
+    }
+}
+
+/// Counters in milli-units; one whose quantity does not parse (or does not fit) is left out,
+/// so it bounds nothing.
+fn amounts(counters: &BTreeMap<String, resource::Counter>) -> Vec<(String, i64)> {
+    counters
+        .iter()
+        .filter_map(|(name, c)| {
+            let amount = quantity::parse(&c.value.0, Scale::Milli).ok()?;
+            Some((name.clone(), amount))
+        })
+        .collect()
 }
 
 /// The CEL `device` variable of one device: `driver`, `attributes` by domain (a name without a
@@ -276,8 +328,11 @@ enum Named {
 pub struct Index {
     classes: BTreeMap<String, Class>,
     slices: HashMap<String, Slice>,
-    /// Per slice, how many of its devices each class selects (none: not listed).
-    selected: HashMap<String, BTreeMap<String, i64>>,
+    /// Per slice, the devices (their places in the slice) each class selects (none: not
+    /// listed).
+    selected: HashMap<String, BTreeMap<String, Vec<usize>>>,
+    /// The counter sets of partitionable devices, by driver, pool and set name.
+    counter_sets: HashMap<SetKey, BTreeMap<String, i64>>,
     /// Node name to the slices published for it.
     slices_on: HashMap<String, BTreeSet<String>>,
     templates: HashMap<String, Asks>,
@@ -390,9 +445,9 @@ impl Index {
                 let mut problems = Vec::new();
                 for (slice, selected) in &mut self.selected {
                     let devices = self.slices.get(slice).map(|s| &s.devices[..]);
-                    match count_selected(&class, devices.unwrap_or_default()) {
-                        Ok(0) => selected.remove(&name),
-                        Ok(n) => selected.insert(name.clone(), n),
+                    match select(&class, devices.unwrap_or_default()) {
+                        Ok(picked) if picked.is_empty() => selected.remove(&name),
+                        Ok(picked) => selected.insert(name.clone(), picked),
                         Err(why) => {
                             problems.push(why);
                             selected.remove(&name)
@@ -416,6 +471,13 @@ impl Index {
                 }
             }
             Object::Slice(name, slice) => {
+                let counters_changed =
+                    self.withdraw_counters(&name) | !slice.counter_sets.is_empty();
+                for (set, counters) in &slice.counter_sets {
+                    let (driver, pool) = slice.pool.clone();
+                    self.counter_sets
+                        .insert((driver, pool, set.clone()), counters.clone());
+                }
                 let mut nodes: Vec<String> = self.unpublish(&name).into_iter().collect();
                 if let Some(node) = &slice.node {
                     self.slices_on
@@ -427,10 +489,10 @@ impl Index {
                 let mut selected = BTreeMap::new();
                 let mut problems = Vec::new();
                 for (class_name, class) in &self.classes {
-                    match count_selected(class, &slice.devices) {
-                        Ok(0) => {}
-                        Ok(n) => {
-                            selected.insert(class_name.clone(), n);
+                    match select(class, &slice.devices) {
+                        Ok(picked) if picked.is_empty() => {}
+                        Ok(picked) => {
+                            selected.insert(class_name.clone(), picked);
                         }
                         Err(why) => problems.push((class_name.clone(), why)),
                     }
@@ -440,13 +502,20 @@ impl Index {
                 }
                 self.selected.insert(name.clone(), selected);
                 self.slices.insert(name, slice);
-                Effect::Nodes(nodes)
+                match counters_changed {
+                    true => Effect::AllNodes,
+                    false => Effect::Nodes(nodes),
+                }
             }
             Object::SliceGone(name) => {
+                let counters_changed = self.withdraw_counters(&name);
                 let node = self.unpublish(&name);
                 self.slices.remove(&name);
                 self.selected.remove(&name);
-                Effect::Nodes(node.into_iter().collect())
+                match counters_changed {
+                    true => Effect::AllNodes,
+                    false => Effect::Nodes(node.into_iter().collect()),
+                }
             }
             Object::Template(key, asks) => {
                 if self.templates.get(&key) == Some(&asks) {
@@ -552,6 +621,18 @@ impl Index {
             .unwrap_or_default()
     }
 
+    /// Forgets the counter sets the slice `name` published; whether it published any.
+    fn withdraw_counters(&mut self, name: &str) -> bool {
+        let Some(slice) = self.slices.get(name) else {
+            return false;
+        };
+        for (set, _) in &slice.counter_sets {
+            let (driver, pool) = slice.pool.clone();
+            self.counter_sets.remove(&(driver, pool, set.clone()));
+        }
+        !slice.counter_sets.is_empty()
+    }
+
     /// Takes the slice `name` off the node it was published for; that node.
     fn unpublish(&mut self, name: &str) -> Option<String> {
         let node = self.slices.get(name)?.node.clone()?;
@@ -642,15 +723,34 @@ impl Index {
     /// (`base`) does not have that name (a device plugin's: the scheduler then uses that).
     fn devices_on(&self, node: &str, base: &Resources) -> Resources {
         let mut counts: BTreeMap<&str, i64> = BTreeMap::new();
-        let selected = self
+        // Per class and counter set, what each selected device that draws on it draws.
+        let mut drawing: BTreeMap<(&str, SetKey), Vec<&Draws>> = BTreeMap::new();
+        let slices = self
             .slices_on
             .get(node)
             .into_iter()
             .flatten()
-            .filter_map(|slice| self.selected.get(slice))
-            .flatten();
-        for (class, n) in selected {
-            *counts.entry(class).or_default() += n;
+            .filter_map(|name| Some((self.slices.get(name)?, self.selected.get(name)?)));
+        for (slice, selected) in slices {
+            for (class, picked) in selected {
+                for &i in picked {
+                    match slice.consumes.get(i).and_then(Option::as_ref) {
+                        Some((set, amounts)) => {
+                            let (driver, pool) = slice.pool.clone();
+                            let key = (driver, pool, set.clone());
+                            drawing.entry((class, key)).or_default().push(amounts);
+                        }
+                        None => *counts.entry(class).or_default() += 1,
+                    }
+                }
+            }
+        }
+        for ((class, key), devices) in drawing {
+            let at_once = self
+                .counter_sets
+                .get(&key)
+                .map_or(devices.len(), |available| at_once(available, &devices));
+            *counts.entry(class).or_default() += at_once as i64;
         }
         let mut out = Resources::new();
         for (class, count) in counts {
@@ -696,13 +796,13 @@ pub fn note(why: &str, problems: &BTreeMap<String, String>) -> Option<String> {
     (!notes.is_empty()).then(|| notes.join("; "))
 }
 
-/// How many of `devices` every selector of `class` selects; an error at the first device a
-/// selector cannot be evaluated on.
-fn count_selected(class: &Class, devices: &[cel::Value]) -> Result<i64, String> {
+/// The places in `devices` of those every selector of `class` selects; an error at the first
+/// device a selector cannot be evaluated on.
+fn select(class: &Class, devices: &[cel::Value]) -> Result<Vec<usize>, String> {
     let selectors = class.selectors.as_ref().map_err(Clone::clone)?;
     let root = cel::Context::default();
-    let mut count = 0;
-    'devices: for device in devices {
+    let mut picked = Vec::new();
+    'devices: for (i, device) in devices.iter().enumerate() {
         let mut context = root.new_inner_scope();
         context.add_variable_from_value("device", device.clone());
         for selector in selectors.iter() {
@@ -713,9 +813,34 @@ fn count_selected(class: &Class, devices: &[cel::Value]) -> Result<i64, String> 
                 Err(e) => return Err(format!("a selector failed: {e}")),
             }
         }
-        count += 1;
+        picked.push(i);
     }
-    Ok(count)
+    Ok(picked)
+}
+
+/// At most how many of `devices`, which draw from one counter set holding `available`, can be
+/// allocated at once: for each counter every one of them draws from, what the set holds over
+/// the least any of them draws (each allocated device draws at least that); the least over
+/// such counters, and never more than there are devices. An upper bound: devices that draw
+/// more, or from a second set, may fit fewer.
+fn at_once(available: &BTreeMap<String, i64>, devices: &[&Draws]) -> usize {
+    let mut most = devices.len();
+    for (counter, held) in available {
+        let drawn: Option<Vec<i64>> = devices
+            .iter()
+            .map(|d| {
+                d.iter()
+                    .find(|(c, _)| c == counter)
+                    .map(|(_, n)| *n)
+                    .filter(|n| *n > 0)
+            })
+            .collect();
+        if let Some(least) = drawn.and_then(|d| d.into_iter().min()) {
+            let fit = usize::try_from(*held.max(&0) / least).unwrap_or(usize::MAX);
+            most = most.min(fit);
+        }
+    }
+    most
 }
 
 /// The templates and claims `refs` name, keyed in `namespace`.
@@ -943,6 +1068,67 @@ mod tests {
             "after a node update too"
         );
         assert_eq!(devices(&cache, "n2", GPU), 1);
+    }
+
+    #[test]
+    fn partitions_of_one_gpu_count_no_more_than_its_counters_let_be_allocated_at_once() {
+        let partition = |name: &str, profile: &str, memory: &str, slices: i64| {
+            json!({"name": name, "attributes": {"profile": {"string": profile}},
+                "consumesCounters": [{"counterSet": "gpu-0",
+                    "counters": {"memory": {"value": memory}, "slices": {"value": slices.to_string()}}}]})
+        };
+        let mut partitions = vec![partition("whole", "whole", "80Gi", 7)];
+        partitions.extend((0..7).map(|i| partition(&format!("1g-{i}"), "1g", "10Gi", 1)));
+        partitions.extend((0..2).map(|i| partition(&format!("3g-{i}"), "3g", "40Gi", 3)));
+        let slice = |name: &str, spec: serde_json::Value| -> Change {
+            let mut spec = spec;
+            spec["driver"] = json!("gpu.example.com");
+            spec["pool"] = json!({"name": "n1", "generation": 1, "resourceSliceCount": 2});
+            let slice: resource::ResourceSlice =
+                serde_json::from_value(json!({"metadata": {"name": name}, "spec": spec})).unwrap();
+            Change::Dra(Object::Slice(name.into(), super::slice(&slice)))
+        };
+        let profile =
+            |p: &str| format!("device.attributes[\"gpu.example.com\"].profile == \"{p}\"");
+        let (cache, mut mirror) = mirror_with(vec![
+            node("n1"),
+            device_class("gpu", "device.driver == \"gpu.example.com\""),
+            device_class("whole", &profile("whole")),
+            device_class("3g", &profile("3g")),
+            slice("devices", json!({"nodeName": "n1", "devices": partitions})),
+        ]);
+        assert_eq!(
+            devices(&cache, "n1", GPU),
+            10,
+            "the counters are not known yet: every device"
+        );
+
+        mirror.apply(slice(
+            "counters",
+            json!({"sharedCounters": [{"name": "gpu-0",
+                "counters": {"memory": {"value": "80Gi"}, "slices": {"value": "7"}}}]}),
+        ));
+        assert_eq!(devices(&cache, "n1", GPU), 7, "seven 1g partitions at most");
+        assert_eq!(devices(&cache, "n1", &class_resource("whole")), 1);
+        assert_eq!(devices(&cache, "n1", &class_resource("3g")), 2);
+
+        mirror.apply(Change::Dra(Object::SliceGone("counters".into())));
+        assert_eq!(devices(&cache, "n1", GPU), 10);
+    }
+
+    #[test]
+    fn a_counter_bounds_only_devices_that_all_draw_from_it() {
+        let available = BTreeMap::from([("memory".to_owned(), 80), ("slices".to_owned(), 7)]);
+        let memory = vec![("memory".to_owned(), 40)];
+        let slices = vec![("slices".to_owned(), 1)];
+        let both = vec![("memory".to_owned(), 40), ("slices".to_owned(), 1)];
+        assert_eq!(at_once(&available, &[&memory, &memory, &memory]), 2);
+        assert_eq!(
+            at_once(&available, &[&memory, &slices, &slices, &slices]),
+            4,
+            "neither counter is drawn by all four"
+        );
+        assert_eq!(at_once(&available, &[&both, &both, &both]), 2);
     }
 
     #[test]
