@@ -427,7 +427,9 @@ pub fn rows() -> Vec<Row> {
                     ..panel(
                         "Cluster cache",
                         "Objects in Gangplank's cluster cache; they should match what the API \
-                         server holds.",
+                         server holds. DeviceClasses in error: classes whose CEL selectors \
+                         Gangplank cannot evaluate, so it counts none of their devices (the \
+                         log says why).",
                         "short",
                         vec![
                             query(format!("max({})", m::CACHE_NODES), "nodes"),
@@ -435,6 +437,14 @@ pub fn rows() -> Vec<Row> {
                             query(format!("max({})", m::CACHE_POD_GROUPS), "PodGroups"),
                             query(format!("max({})", m::CACHE_QUEUES), "Queues"),
                             query(format!("max({})", m::CACHE_TOPOLOGIES), "Topologies"),
+                            query(
+                                format!("max by (kind) ({})", m::CACHE_DRA_OBJECTS),
+                                "{{kind}}",
+                            ),
+                            query(
+                                format!("sum(max by (class) ({}))", m::DRA_CLASS_ERRORS),
+                                "DeviceClasses in error",
+                            ),
                         ],
                     )
                 },

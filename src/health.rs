@@ -220,9 +220,12 @@ mod tests {
         assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
         assert_eq!(
             body,
-            "not ready: not synced: nodes, pods, podgroups, queues, topologies\n"
+            "not ready: not synced: nodes, pods, podgroups, queues, topologies, deviceclasses, \
+             resourceslices, resourceclaimtemplates, resourceclaims\n"
         );
-
+        for dra in Watched::ALL.into_iter().filter(|w| w.is_dra()) {
+            mirror.apply(Change::Listed(dra, None));
+        }
         mirror.apply(Change::Listed(Watched::Nodes, None));
         mirror.apply(Change::Listed(Watched::PodGroups, None));
         mirror.apply(Change::Listed(Watched::Queues, None));

@@ -79,6 +79,12 @@ pub const CACHE_POD_GROUPS: &str = "gangplank_cache_pod_groups";
 pub const CACHE_QUEUES: &str = "gangplank_cache_queues";
 /// Gauge: Topologies in the cluster cache.
 pub const CACHE_TOPOLOGIES: &str = "gangplank_cache_topologies";
+/// Gauge: DRA objects in the cluster cache, by `kind` (deviceclasses, resourceslices,
+/// resourceclaimtemplates, resourceclaims).
+pub const CACHE_DRA_OBJECTS: &str = "gangplank_cache_dra_objects";
+/// Gauge: 1 for a DeviceClass whose selectors cannot be evaluated (it counts no device), by
+/// `class`; 0 once fixed.
+pub const DRA_CLASS_ERRORS: &str = "gangplank_dra_class_errors";
 /// Gauge: a queue's deserved share, by `queue` and `resource`.
 pub const QUEUE_DESERVED: &str = "gangplank_queue_deserved";
 /// Gauge: what a queue's admitted groups hold, by `queue` and `resource`.
@@ -345,6 +351,18 @@ pub const CATALOGUE: &[Doc] = &[
         kind: Kind::Gauge,
         labels: &[],
         help: "PodGroups in Gangplank's cluster cache.",
+    },
+    Doc {
+        name: CACHE_DRA_OBJECTS,
+        kind: Kind::Gauge,
+        labels: &["kind"],
+        help: "DRA objects (DeviceClasses, ResourceSlices, ResourceClaimTemplates, ResourceClaims) in Gangplank's cluster cache, by kind.",
+    },
+    Doc {
+        name: DRA_CLASS_ERRORS,
+        kind: Kind::Gauge,
+        labels: &["class"],
+        help: "1 for a DeviceClass whose CEL selectors Gangplank cannot evaluate, so it counts none of its devices (the log says why); 0 once fixed.",
     },
     Doc {
         name: CACHE_QUEUES,

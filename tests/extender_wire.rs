@@ -625,6 +625,48 @@ async fn a_pod_of_a_queue_in_no_group_is_kept_out_of_room_a_gang_claimed() {
 }
 
 #[tokio::test]
+async fn a_member_naming_resource_claims_is_filtered_with_the_devices_the_cache_counted() {
+    const GPU: &str = "deviceclass.resource.kubernetes.io/gpu.example.com";
+    let (cache, mut mirror) = fixture_cache();
+    // Only kwok-node-2 publishes devices of the class; the cache counted four for the member
+    // (from its claim template, which the scheduler's request does not carry).
+    let cached = |name: &str| cache.read(|s| Node::clone(&s.nodes()[name]));
+    let mut with_devices = cached("kwok-node-2");
+    with_devices.allocatable.set(GPU, 8);
+    mirror.apply_node(with_devices);
+    let uid = "6b1d7c1e-3f0a-4a57-9a55-2f4f6f0e8b11";
+    let mut member = cache.read(|s| Pod::clone(&s.pods()[uid]));
+    member.requests.set(GPU, 4);
+    mirror.apply_pod(member);
+    let router = extender::router(Arc::new(extender_over(cache, Arc::default())));
+
+    let mut request = golden_json("filter-node-names.request.json");
+    request["Pod"]["spec"]["resourceClaims"] =
+        serde_json::json!([{"name": "gpus", "resourceClaimTemplateName": "four-gpus"}]);
+
+    // A member the cache has not counted yet fits nowhere, whatever it asks besides.
+    let mut unseen = request.clone();
+    unseen["Pod"]["metadata"]["uid"] = serde_json::json!("not-seen-yet");
+    let (_, body) = post(router.clone(), "filter", unseen.to_string()).await;
+    let answer: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(answer["NodeNames"], serde_json::json!([]), "{body}");
+    assert!(
+        answer["FailedAndUnresolvableNodes"]["kwok-node-2"]
+            .as_str()
+            .is_some_and(|why| why.contains("resource.gangplank.dev/unresolved-claims")),
+        "{body}"
+    );
+
+    let (_, body) = post(router, "filter", request.to_string()).await;
+    let answer: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(
+        answer["NodeNames"],
+        serde_json::json!(["kwok-node-2"]),
+        "{body}"
+    );
+}
+
+#[tokio::test]
 async fn mutated_requests_get_an_answer_or_a_400_never_a_crash() {
     let (seed, cases) = fuzzing::budget(3_000);
     let mut noise = fuzzing::Noise::new(seed);

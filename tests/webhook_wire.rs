@@ -380,6 +380,26 @@ async fn a_dry_run_pod_is_gated_as_if_nothing_were_admitted_on_arrival_and_takes
     assert_eq!(door.0.load(Ordering::SeqCst), 1);
 }
 
+#[tokio::test]
+async fn a_member_naming_resource_claims_is_gated_even_while_gangs_are_admitted_on_arrival() {
+    let door = Arc::new(CountingDoor::default());
+    let webhooks = Webhooks::new(Arc::new(cluster()), settings()).with_arrivals(door.clone());
+    let mut pod = a_pod(json!({"scheduling.gangplank.dev/pod-group": "g"}));
+    pod["spec"]["resourceClaims"] = json!([{"name": "gpus", "resourceClaimTemplateName": "t"}]);
+    let answer = post(
+        webhooks::router(Arc::new(webhooks)),
+        MUTATE_PODS,
+        &create("pods", pod),
+    )
+    .await;
+    let ops = patch(&answer).as_array().unwrap().clone();
+    assert!(
+        ops.iter().any(|op| op["path"] == "/spec/schedulingGates"),
+        "its devices are counted by the cache, not here: {ops:?}"
+    );
+    assert_eq!(door.0.load(Ordering::SeqCst), 0, "it took room on arrival");
+}
+
 /// The patch for a member of `g` created while every gang is admitted on arrival, less the
 /// record of its admission, which every such patch must carry (checked here).
 async fn arrival_patch(settings: Settings, priority: Option<i32>) -> Value {

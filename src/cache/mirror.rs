@@ -1,11 +1,14 @@
-//! The mirror's one writer: the task that applies watch events to the model. The five watches
-//! (nodes, pods and Topologies in [`super::watch`], PodGroups and Queues in
+//! The mirror's one writer: the task that applies watch events to the model. The watches
+//! (nodes, pods, Topologies and the DRA kinds in [`super::watch`], PodGroups and Queues in
 //! [`super::stores`]) convert what they see into [`Change`]s and send them here;
 //! [`Mirror::run`] applies them in arrival order, a batch at a time under one write lock, and
 //! wakes the loops once per batch that changed anything (and [`super::Cache::arrived`] once per
 //! batch with a change that may want an admission decision). A change that leaves the model as it was (a status write, a
 //! heartbeat) wakes nobody. A kind is marked synced (readiness) when the change that ends its
 //! list is applied, not when the list was read, so `/readyz` never runs ahead of the model.
+//! The DRA objects go to the mirror's own [`dra::Index`], taken in before the write lock (their
+//! CEL selectors are evaluated there), which then re-applies the nodes and pods whose device
+//! counts they changed.
 
 use std::collections::HashSet;
 
@@ -13,6 +16,7 @@ use gangplank_core::model::{GroupKey, Node, Pod, PodGroup, Queue, State, Topolog
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
+use super::dra::{self, ClaimRef};
 use super::{Cache, Watched};
 use crate::metrics;
 
@@ -25,7 +29,8 @@ pub const BATCH: usize = 256;
 pub enum Change {
     Node(Node),
     NodeGone(String),
-    Pod(Pod),
+    /// A pod, and the claims it names (empty for most pods).
+    Pod(Pod, Vec<ClaimRef>),
     PodGone(String),
     PodGroup(PodGroup),
     PodGroupGone(GroupKey),
@@ -33,6 +38,8 @@ pub enum Change {
     QueueGone(String),
     Topology(Topology),
     TopologyGone(String),
+    /// A DeviceClass, ResourceSlice, ResourceClaimTemplate or ResourceClaim.
+    Dra(dra::Object),
     /// A list of the kind completed and named these keys (see [`Mirror::keys`]): whatever
     /// else of the kind the model holds is gone, and the kind is synced. `None`: the list's
     /// start was not seen, so nothing is deleted.
@@ -59,6 +66,7 @@ pub struct Mirror {
     cache: Cache,
     sender: Changes,
     receiver: mpsc::UnboundedReceiver<Change>,
+    dra: dra::Index,
 }
 
 impl Mirror {
@@ -68,6 +76,7 @@ impl Mirror {
             cache,
             sender: Changes(sender),
             receiver,
+            dra: dra::Index::default(),
         }
     }
 
@@ -106,7 +115,7 @@ impl Mirror {
     }
 
     pub fn apply_pod(&mut self, pod: Pod) {
-        self.apply(Change::Pod(pod));
+        self.apply(Change::Pod(pod, Vec::new()));
     }
 
     pub fn apply_pod_group(&mut self, group: PodGroup) {
@@ -136,31 +145,57 @@ impl Mirror {
         let mut ends: Vec<(Watched, bool)> = Vec::new();
         let mut touched: Vec<Watched> = Vec::new();
         let mut arrived = false;
+        let steps = self.take_dra(changes);
+        self.cache.publish_dra_problems(self.dra.problems());
+        let index = &mut self.dra;
         let counts = self.cache.write_if_changed(|s| {
             let mut changed = false;
-            for change in changes {
+            for step in steps {
+                let change = match step {
+                    Step::Dra(kind, effect) => {
+                        if !touched.contains(&kind) {
+                            touched.push(kind);
+                        }
+                        let this = index.carry(effect, s);
+                        changed |= this;
+                        arrived |= this;
+                        continue;
+                    }
+                    Step::Model(change) => change,
+                };
                 let kind = change.kind();
                 if !touched.contains(&kind) {
                     touched.push(kind);
                 }
                 let arrival = match &change {
-                    Change::Pod(pod) => {
+                    Change::Pod(pod, _) => {
                         !pod.scheduling_gates.is_empty() || !s.pods().contains_key(&pod.uid)
                     }
                     Change::PodGone(_) | Change::Failed(_) => false,
                     _ => true,
                 };
                 let this = match change {
-                    Change::Node(node) => s.apply_node(node),
+                    Change::Node(mut node) => {
+                        index.count_on(&mut node);
+                        s.apply_node(node)
+                    }
                     Change::NodeGone(name) => s.delete_node(&name),
-                    Change::Pod(pod) => s.apply_pod(pod),
-                    Change::PodGone(uid) => s.delete_pod(&uid),
+                    Change::Pod(mut pod, claims) => {
+                        let others = index.claiming(&mut pod, claims);
+                        s.apply_pod(pod) | index.refresh_pods(&others, s)
+                    }
+                    Change::PodGone(uid) => {
+                        let heirs = index.pod_gone(&uid);
+                        s.delete_pod(&uid) | index.refresh_pods(&heirs, s)
+                    }
                     Change::PodGroup(group) => s.apply_pod_group(group),
                     Change::PodGroupGone(key) => s.delete_pod_group(&key),
                     Change::Queue(queue) => s.apply_queue(queue),
                     Change::QueueGone(name) => s.delete_queue(&name),
                     Change::Topology(topology) => s.apply_topology(topology),
                     Change::TopologyGone(name) => s.delete_topology(&name),
+                    // Taken into the index by `take_dra` before the lock.
+                    Change::Dra(_) => false,
                     Change::Listed(kind, seen) => {
                         ends.push((kind, true));
                         let gone: Vec<String> = match seen {
@@ -169,8 +204,14 @@ impl Mirror {
                             }
                             None => Vec::new(),
                         };
-                        gone.iter()
-                            .fold(false, |any, key| delete(s, kind, key) | any)
+                        let deleted = gone
+                            .iter()
+                            .fold(false, |any, key| delete(s, kind, key) | any);
+                        let heirs = match kind {
+                            Watched::Pods => index.retain_pods(s),
+                            _ => Vec::new(),
+                        };
+                        deleted | index.refresh_pods(&heirs, s)
                     }
                     Change::Failed(kind) => {
                         ends.push((kind, false));
@@ -180,8 +221,10 @@ impl Mirror {
                 changed |= this;
                 arrived |= this && arrival;
             }
-            let counts: Vec<(Watched, usize)> =
-                touched.iter().map(|&kind| (kind, count(s, kind))).collect();
+            let counts: Vec<(Watched, usize)> = touched
+                .iter()
+                .map(|&kind| (kind, count(s, index, kind)))
+                .collect();
             (counts, changed)
         });
         if arrived {
@@ -199,12 +242,17 @@ impl Mirror {
             self.cache.mark_synced(kind);
         }
         for (kind, count) in counts {
-            ::metrics::gauge!(gauge(kind)).set(count as f64);
+            match gauge(kind) {
+                Some(name) => ::metrics::gauge!(name).set(count as f64),
+                None => ::metrics::gauge!(metrics::CACHE_DRA_OBJECTS, "kind" => kind.as_str())
+                    .set(count as f64),
+            }
         }
     }
 
     /// The keys the model holds of `kind`, as its list names them: node name, pod UID,
-    /// `namespace/name` of a PodGroup, Queue or Topology name.
+    /// `namespace/name` of a PodGroup, Queue or Topology name (the DRA kinds are in the
+    /// mirror's own index).
     pub fn keys(state: &State, kind: Watched) -> Box<dyn Iterator<Item = String> + '_> {
         match kind {
             Watched::Nodes => Box::new(state.nodes().keys().cloned()),
@@ -212,7 +260,53 @@ impl Mirror {
             Watched::PodGroups => Box::new(pod_groups(state).map(GroupKey::to_string)),
             Watched::Queues => Box::new(state.queues().keys().cloned()),
             Watched::Topologies => Box::new(state.topologies().keys().cloned()),
+            _ => Box::new(std::iter::empty()),
         }
+    }
+
+    /// The DRA objects' index, for tests.
+    #[cfg(test)]
+    pub fn dra(&self) -> &dra::Index {
+        &self.dra
+    }
+}
+
+/// A change as the mirror applies it under the write lock: the DRA objects already taken into
+/// the index ([`Mirror::take_dra`]), with what they changed. As large as a [`Change`], which
+/// the mirror moves by value everywhere: boxing would cost an allocation per change.
+#[allow(clippy::large_enum_variant)]
+enum Step {
+    Model(Change),
+    Dra(Watched, dra::Effect),
+}
+
+impl Mirror {
+    /// Takes the DRA objects among `changes` into the index, in order and before the write
+    /// lock, since evaluating a class's selectors on every device may take a while; a list of
+    /// a DRA kind deletes what it did not name here too, so that it is not applied out of
+    /// order with the objects that follow it.
+    fn take_dra(&mut self, changes: impl IntoIterator<Item = Change>) -> Vec<Step> {
+        let mut steps = Vec::new();
+        for change in changes {
+            match change {
+                Change::Dra(object) => {
+                    let kind = object.kind();
+                    steps.push(Step::Dra(kind, self.dra.take(object)));
+                }
+                Change::Listed(kind, Some(seen)) if kind.is_dra() => {
+                    for key in self.dra.keys(kind) {
+                        if !seen.contains(&key)
+                            && let Some(gone) = dra::Index::gone(kind, key)
+                        {
+                            steps.push(Step::Dra(kind, self.dra.take(gone)));
+                        }
+                    }
+                    steps.push(Step::Model(Change::Listed(kind, None)));
+                }
+                other => steps.push(Step::Model(other)),
+            }
+        }
+        steps
     }
 }
 
@@ -221,22 +315,24 @@ impl Change {
     pub fn kind(&self) -> Watched {
         match self {
             Change::Node(_) | Change::NodeGone(_) => Watched::Nodes,
-            Change::Pod(_) | Change::PodGone(_) => Watched::Pods,
+            Change::Pod(..) | Change::PodGone(_) => Watched::Pods,
             Change::PodGroup(_) | Change::PodGroupGone(_) => Watched::PodGroups,
             Change::Queue(_) | Change::QueueGone(_) => Watched::Queues,
             Change::Topology(_) | Change::TopologyGone(_) => Watched::Topologies,
+            Change::Dra(object) => object.kind(),
             Change::Listed(kind, _) | Change::Failed(kind) => *kind,
         }
     }
 }
 
-fn count(state: &State, kind: Watched) -> usize {
+fn count(state: &State, index: &dra::Index, kind: Watched) -> usize {
     match kind {
         Watched::Nodes => state.nodes().len(),
         Watched::Pods => state.pods().len(),
         Watched::PodGroups => pod_groups(state).count(),
         Watched::Queues => state.queues().len(),
         Watched::Topologies => state.topologies().len(),
+        _ => index.count(kind),
     }
 }
 
@@ -258,15 +354,18 @@ fn delete(state: &mut State, kind: Watched, key: &str) -> bool {
             .is_some_and(|(ns, name)| state.delete_pod_group(&GroupKey::new(ns, name))),
         Watched::Queues => state.delete_queue(key),
         Watched::Topologies => state.delete_topology(key),
+        _ => false,
     }
 }
 
-fn gauge(kind: Watched) -> &'static str {
+/// The gauge of `kind`'s count; `None` for the DRA kinds, counted by one labelled gauge.
+fn gauge(kind: Watched) -> Option<&'static str> {
     match kind {
-        Watched::Nodes => metrics::CACHE_NODES,
-        Watched::Pods => metrics::CACHE_PODS,
-        Watched::PodGroups => metrics::CACHE_POD_GROUPS,
-        Watched::Queues => metrics::CACHE_QUEUES,
-        Watched::Topologies => metrics::CACHE_TOPOLOGIES,
+        Watched::Nodes => Some(metrics::CACHE_NODES),
+        Watched::Pods => Some(metrics::CACHE_PODS),
+        Watched::PodGroups => Some(metrics::CACHE_POD_GROUPS),
+        Watched::Queues => Some(metrics::CACHE_QUEUES),
+        Watched::Topologies => Some(metrics::CACHE_TOPOLOGIES),
+        _ => None,
     }
 }

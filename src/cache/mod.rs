@@ -3,12 +3,15 @@
 //!
 //! Who writes what (the compiler keeps it so: the write lock is private to this module):
 //! - the API mirror (nodes, pods, PodGroups, Queues, Topologies and their indexes): only the one
-//!   [`Mirror`] task, applying the watches' changes in order;
+//!   [`Mirror`] task, applying the watches' changes in order; it also owns the index of DRA
+//!   objects ([`dra::Index`]) that adds devices to the nodes' allocatable and the pods' requests;
 //! - the ledger (reservations, claims, the head's reservation, lent groups, wait reasons):
 //!   only through the [`LedgerWriter`]'s methods, which the extender, the claim-expiry timer and
 //!   the admission loop call;
 //! - the scheduler names the cluster serves and how it grows: only [`Cache::serving`], once,
-//!   before any watch.
+//!   before any watch;
+//! - the DeviceClasses that count no device, and why ([`Cache::dra_problems`]): only the
+//!   [`Mirror`], after it took DRA objects in.
 //!
 //! Readers hold the lock only inside [`Cache::read`], a synchronous closure, so it can never
 //! be held across an `.await`; the admission loop and the controller work on a
@@ -18,6 +21,7 @@
 
 pub mod constraints;
 pub mod convert;
+pub mod dra;
 pub mod ledger;
 pub mod mirror;
 pub mod stores;
@@ -49,16 +53,35 @@ pub enum Watched {
     PodGroups,
     Queues,
     Topologies,
+    DeviceClasses,
+    ResourceSlices,
+    ResourceClaimTemplates,
+    ResourceClaims,
 }
 
 impl Watched {
-    pub const ALL: [Watched; 5] = [
+    pub const ALL: [Watched; 9] = [
         Watched::Nodes,
         Watched::Pods,
         Watched::PodGroups,
         Watched::Queues,
         Watched::Topologies,
+        Watched::DeviceClasses,
+        Watched::ResourceSlices,
+        Watched::ResourceClaimTemplates,
+        Watched::ResourceClaims,
     ];
+
+    /// Whether it is one of DRA's kinds, which the mirror keeps in its [`dra::Index`].
+    pub fn is_dra(self) -> bool {
+        matches!(
+            self,
+            Watched::DeviceClasses
+                | Watched::ResourceSlices
+                | Watched::ResourceClaimTemplates
+                | Watched::ResourceClaims
+        )
+    }
 
     pub fn as_str(self) -> &'static str {
         match self {
@@ -67,6 +90,10 @@ impl Watched {
             Watched::PodGroups => "podgroups",
             Watched::Queues => "queues",
             Watched::Topologies => "topologies",
+            Watched::DeviceClasses => "deviceclasses",
+            Watched::ResourceSlices => "resourceslices",
+            Watched::ResourceClaimTemplates => "resourceclaimtemplates",
+            Watched::ResourceClaims => "resourceclaims",
         }
     }
 }
@@ -85,7 +112,15 @@ struct Inner {
     pod_groups_synced: AtomicBool,
     queues_synced: AtomicBool,
     topologies_synced: AtomicBool,
+    /// The DRA kinds, in the order of [`Watched::ALL`].
+    dra_synced: [AtomicBool; 4],
+    /// The DeviceClasses whose selectors cannot be evaluated, and why: published by the
+    /// mirror, its one writer, for the controller to tell the groups that wait for them.
+    dra_problems: RwLock<Arc<DraProblems>>,
 }
+
+/// DeviceClass name to why it counts no device ([`dra::Index::problems`]).
+pub type DraProblems = std::collections::BTreeMap<String, String>;
 
 /// A cheap-to-clone handle on the shared cache: reads and snapshots. Its writers are the one
 /// [`Mirror`] and the [`LedgerWriter`].
@@ -148,6 +183,26 @@ impl Cache {
         self.read(|s| s.pods().len())
     }
 
+    /// The DeviceClasses whose selectors cannot be evaluated, and why.
+    pub fn dra_problems(&self) -> Arc<DraProblems> {
+        self.inner
+            .dra_problems
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    /// The mirror's publication of [`Cache::dra_problems`], when they changed.
+    fn publish_dra_problems(&self, problems: &DraProblems) {
+        if *self.dra_problems() != *problems {
+            *self
+                .inner
+                .dra_problems
+                .write()
+                .unwrap_or_else(PoisonError::into_inner) = Arc::new(problems.clone());
+        }
+    }
+
     /// Records that `watched` has completed its initial list.
     fn mark_synced(&self, watched: Watched) {
         self.synced_flag(watched).store(true, Ordering::Release);
@@ -178,6 +233,10 @@ impl Cache {
             Watched::PodGroups => &self.inner.pod_groups_synced,
             Watched::Queues => &self.inner.queues_synced,
             Watched::Topologies => &self.inner.topologies_synced,
+            Watched::DeviceClasses => &self.inner.dra_synced[0],
+            Watched::ResourceSlices => &self.inner.dra_synced[1],
+            Watched::ResourceClaimTemplates => &self.inner.dra_synced[2],
+            Watched::ResourceClaims => &self.inner.dra_synced[3],
         }
     }
 
@@ -377,16 +436,10 @@ mod tests {
     #[test]
     fn the_cache_is_ready_only_when_every_watcher_synced() {
         let (cache, mut mirror) = Cache::new();
-        assert_eq!(
-            cache.unsynced(),
-            vec![
-                Watched::Nodes,
-                Watched::Pods,
-                Watched::PodGroups,
-                Watched::Queues,
-                Watched::Topologies
-            ]
-        );
+        assert_eq!(cache.unsynced(), Watched::ALL);
+        for dra in Watched::ALL.into_iter().filter(|w| w.is_dra()) {
+            mirror.apply(Change::Listed(dra, None));
+        }
         mirror.apply(Change::Listed(Watched::Pods, None));
         mirror.apply(Change::Listed(Watched::PodGroups, None));
         mirror.apply(Change::Listed(Watched::Queues, None));

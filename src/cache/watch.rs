@@ -1,6 +1,8 @@
 //! The watch loops that feed the cache from the API server.
 //!
-//! One kube-runtime watcher per kind: nodes, pods and Topologies here ([`run`]); PodGroups and Queues come
+//! One kube-runtime watcher per kind: nodes, pods, Topologies and the four DRA kinds
+//! (DeviceClasses, ResourceSlices, ResourceClaimTemplates, ResourceClaims: [`super::dra`]) here
+//! ([`run`]), each converted to the little the model counts; PodGroups and Queues come
 //! from the watches of [`crate::cache::stores`], which the controller and webhooks need anyway,
 //! through a [`Relay`] each. The full API objects are converted at once and sent to the one
 //! writer, the [`super::Mirror`] task: the cache keeps only its small model. A (re)list
@@ -26,8 +28,9 @@ use kube::{Api, Client, Resource};
 use serde::de::DeserializeOwned;
 use tokio_util::sync::CancellationToken;
 
-use super::{Change, Changes, Error, Watched, convert};
+use super::{Change, Changes, Error, Watched, convert, dra};
 use gangplank_core::model::GroupKey;
+use k8s_openapi::api::resource::v1 as resource;
 
 /// An API kind the cache mirrors.
 pub trait Mirrored: Resource + Clone + DeserializeOwned + Debug + Send + 'static {
@@ -59,7 +62,8 @@ impl Mirrored for core::Pod {
         self.metadata.uid.clone()
     }
     fn change(&self) -> Result<Change, Error> {
-        Ok(Change::Pod(convert::pod(self)?))
+        let claims = self.spec.as_ref().map(dra::claims_of).unwrap_or_default();
+        Ok(Change::Pod(convert::pod(self)?, claims))
     }
     fn gone(&self) -> Option<Change> {
         self.key().map(Change::PodGone)
@@ -113,8 +117,82 @@ impl Mirrored for crate::api::Topology {
     }
 }
 
-/// Watches nodes, pods and Topologies cluster-wide until `shutdown` is cancelled, sending what changes to
-/// the mirror.
+impl Mirrored for resource::DeviceClass {
+    const WATCHED: Watched = Watched::DeviceClasses;
+    fn key(&self) -> Option<String> {
+        self.metadata.name.clone()
+    }
+    fn change(&self) -> Result<Change, Error> {
+        let name = self.key().unwrap_or_default();
+        Ok(Change::Dra(dra::Object::Class(name, dra::class(self))))
+    }
+    fn gone(&self) -> Option<Change> {
+        self.key().map(|k| Change::Dra(dra::Object::ClassGone(k)))
+    }
+}
+
+impl Mirrored for resource::ResourceSlice {
+    const WATCHED: Watched = Watched::ResourceSlices;
+    fn key(&self) -> Option<String> {
+        self.metadata.name.clone()
+    }
+    fn change(&self) -> Result<Change, Error> {
+        let name = self.key().unwrap_or_default();
+        Ok(Change::Dra(dra::Object::Slice(name, dra::slice(self))))
+    }
+    fn gone(&self) -> Option<Change> {
+        self.key().map(|k| Change::Dra(dra::Object::SliceGone(k)))
+    }
+}
+
+impl Mirrored for resource::ResourceClaimTemplate {
+    const WATCHED: Watched = Watched::ResourceClaimTemplates;
+    fn key(&self) -> Option<String> {
+        namespaced_key(&self.metadata)
+    }
+    fn change(&self) -> Result<Change, Error> {
+        let key = self.key().unwrap_or_default();
+        Ok(Change::Dra(dra::Object::Template(
+            key,
+            dra::asks(self.spec.as_ref().and_then(|t| t.spec.as_ref())),
+        )))
+    }
+    fn gone(&self) -> Option<Change> {
+        self.key()
+            .map(|k| Change::Dra(dra::Object::TemplateGone(k)))
+    }
+}
+
+impl Mirrored for resource::ResourceClaim {
+    const WATCHED: Watched = Watched::ResourceClaims;
+    fn key(&self) -> Option<String> {
+        namespaced_key(&self.metadata)
+    }
+    fn change(&self) -> Result<Change, Error> {
+        let key = self.key().unwrap_or_default();
+        Ok(Change::Dra(dra::Object::Claim(
+            key,
+            dra::asks(self.spec.as_ref()),
+        )))
+    }
+    fn gone(&self) -> Option<Change> {
+        self.key().map(|k| Change::Dra(dra::Object::ClaimGone(k)))
+    }
+}
+
+/// `namespace/name`, how the DRA index keys templates and claims.
+fn namespaced_key(
+    meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
+) -> Option<String> {
+    Some(format!(
+        "{}/{}",
+        meta.namespace.as_deref()?,
+        meta.name.as_deref()?
+    ))
+}
+
+/// Watches nodes, pods, Topologies and the DRA kinds cluster-wide until `shutdown` is cancelled,
+/// sending what changes to the mirror.
 pub async fn run(client: Client, changes: Changes, shutdown: CancellationToken) {
     tokio::join!(
         watch(
@@ -127,7 +205,31 @@ pub async fn run(client: Client, changes: Changes, shutdown: CancellationToken) 
             changes.clone(),
             shutdown.clone()
         ),
-        watch(Api::<crate::api::Topology>::all(client), changes, shutdown),
+        watch(
+            Api::<crate::api::Topology>::all(client.clone()),
+            changes.clone(),
+            shutdown.clone()
+        ),
+        watch(
+            Api::<resource::DeviceClass>::all(client.clone()),
+            changes.clone(),
+            shutdown.clone()
+        ),
+        watch(
+            Api::<resource::ResourceSlice>::all(client.clone()),
+            changes.clone(),
+            shutdown.clone()
+        ),
+        watch(
+            Api::<resource::ResourceClaimTemplate>::all(client.clone()),
+            changes.clone(),
+            shutdown.clone()
+        ),
+        watch(
+            Api::<resource::ResourceClaim>::all(client),
+            changes,
+            shutdown
+        ),
     );
 }
 

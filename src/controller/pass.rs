@@ -44,14 +44,18 @@ impl Controller {
         let started = Instant::now();
         let observation = observe::observe(&self.cache.snapshot());
         let decision = &outcome.decision;
+        let dra_problems = self.cache.dra_problems();
         let admission_waits: HashMap<GroupKey, (&'static str, String)> = decision
             .waiting
             .iter()
             .map(|w| {
-                let why = match outcome.reclaim_waiting.get(&w.group) {
+                let mut why = match outcome.reclaim_waiting.get(&w.group) {
                     Some(note) => format!("{}; {note}", w.why),
                     None => w.why.to_string(),
                 };
+                if let Some(note) = crate::cache::dra::note(&why, &dra_problems) {
+                    why = format!("{why}; {note}");
+                }
                 (w.group.clone(), (w.why.reason().as_str(), why))
             })
             .collect();

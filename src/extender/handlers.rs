@@ -39,7 +39,7 @@ pub async fn filter(State(extender): State<Arc<Extender>>, Body(verb, body): Bod
         return pass_through(&args, request);
     }
     let candidates = request.names();
-    let decided = gang_member(&args, verb).and_then(|(pod, constraints)| {
+    let decided = gang_member(&extender, &args, verb).and_then(|(pod, constraints)| {
         let settings = extender.settings;
         extender
             .ledger
@@ -115,7 +115,7 @@ pub async fn prioritize(State(extender): State<Arc<Extender>>, Body(verb, body):
     };
     let member = request
         .in_a_group
-        .then(|| gang_member(&args, verb).ok())
+        .then(|| gang_member(&extender, &args, verb).ok())
         .flatten();
     let body = match member {
         None => b"[]".to_vec(),
@@ -260,14 +260,32 @@ fn full_nodes(raw: &RawValue, verb: Verb) -> Result<NodeList, Error> {
     })
 }
 
-/// The request's pod as the cache models it, and its placement constraints.
+/// The request's pod as the cache models it, and its placement constraints. A pod that names
+/// resource claims asks for what the cache counted for it (its devices, from templates and
+/// claims the request does not carry); one the cache has not seen yet asks for an
+/// unresolved claim, as in the cache, so it fits no node.
 fn gang_member(
+    extender: &Extender,
     args: &ExtenderArgsRef<'_>,
     verb: Verb,
 ) -> Result<(gangplank_core::model::Pod, Constraints), Error> {
     let decode = |why: String| Error::Decode { verb, why };
     let pod: Pod = serde_json::from_str(args.pod.get()).map_err(|e| decode(format!("Pod: {e}")))?;
-    let model = convert::pod(&pod).map_err(|e| decode(e.to_string()))?;
+    let mut model = convert::pod(&pod).map_err(|e| decode(e.to_string()))?;
+    if pod
+        .spec
+        .as_ref()
+        .is_some_and(|s| s.resource_claims.as_ref().is_some_and(|c| !c.is_empty()))
+    {
+        let counted = extender
+            .cache
+            .read(|s| s.pods().get(&model.uid).map(|p| p.requests.clone()));
+        model.requests = counted.unwrap_or_else(|| {
+            let mut requests = model.requests.clone();
+            requests.set_requested(crate::cache::dra::UNRESOLVED, 1);
+            requests
+        });
+    }
     Ok((model, crate::cache::constraints::constraints_of(&pod)))
 }
 

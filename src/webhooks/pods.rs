@@ -44,7 +44,8 @@
 //!    pass left admits the gang, and it and its later members, `minMember` in all and none
 //!    larger than the first, are created ungated
 //!    ([`gangplank_core::admit::on_arrival`]; `--admit-on-arrival`; a member created before its
-//!    PodGroup reached the cache is gated, and admission releases it; only the replica that
+//!    PodGroup reached the cache is gated, and admission releases it, as is a member that
+//!    names resource claims, whose devices only the cache counts; only the replica that
 //!    leads admits on arrival, a follower gates every pod, [`super::LeaderArrivals`]); so are, under the same flag,
 //!    the first `minMember` members of a group admitted ahead of its members while that
 //!    admission holds (a Volcano PodGroup's or a batch Job's, [`gangplank_core::model::Ahead`];
@@ -395,6 +396,11 @@ fn admitted_on_arrival(
     let (Some(arrivals), Some(group), Some(spec)) = (w.arrivals(), &membership.group, spec) else {
         return false;
     };
+    // Its devices come from claims the webhook does not read: it waits for a pass, which
+    // counts them.
+    if spec.resource_claims.as_ref().is_some_and(|c| !c.is_empty()) {
+        return false;
+    }
     let Ok(requests) = convert::pod_requests(spec) else {
         return false;
     };

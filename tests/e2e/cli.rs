@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 use crate::support::{Cluster, eventually, managed_pod, pod_group, run_dir};
 
 /// Runs the `gangplank` binary with `args` on the local cluster's kubeconfig; its stdout.
-fn gangplank(args: &[&str]) -> String {
+pub fn gangplank(args: &[&str]) -> String {
     let output = Command::new(env!("CARGO_BIN_EXE_gangplank"))
         .args(args)
         .env("KUBECONFIG", run_dir().join("kubeconfig"))
