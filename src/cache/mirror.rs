@@ -3,8 +3,8 @@
 //! [`super::stores`]) convert what they see into [`Change`]s and send them here;
 //! [`Mirror::run`] applies them in arrival order, a batch at a time under one write lock, and
 //! wakes the loops once per batch that changed anything (and [`super::Cache::arrived`] once per
-//! batch with a change that may want an admission decision). A change that leaves the model as it was (a status write, a
-//! heartbeat) wakes nobody. A kind is marked synced (readiness) when the change that ends its
+//! batch with a change that may want an admission decision). A change that leaves the model as
+//! it was (a status write, a heartbeat) wakes nobody. A kind is marked synced (readiness) when the change that ends its
 //! list is applied, not when the list was read, so `/readyz` never runs ahead of the model.
 //! The DRA objects go to the mirror's own [`dra::Index`], taken in before the write lock (their
 //! CEL selectors are evaluated there), which then re-applies the nodes and pods whose device
