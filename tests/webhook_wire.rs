@@ -23,9 +23,10 @@ use base64::Engine;
 use gangplank::api::{PodGroupPhase, QueueState};
 use gangplank::webhooks::lookup::{
     CapacityLookup, Lookup, NamespaceLookup, PodGroupLookup, PodGroupView, QueueLookup, QueueView,
+    TopologyLookup,
 };
 use gangplank::webhooks::{self, Settings, StaticLookup, Webhooks};
-use gangplank_core::model::{GroupKey, Resources};
+use gangplank_core::model::{GroupKey, Resources, Topology};
 use http_body_util::BodyExt;
 use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
@@ -68,6 +69,7 @@ fn cluster() -> StaticLookup {
         labelled: Vec::new(),
         unsynced: false,
         kubernetes_pod_groups: Vec::new(),
+        topologies: Vec::new(),
     }
 }
 
@@ -1064,6 +1066,59 @@ async fn a_pod_group_whose_preferred_topology_key_is_not_a_label_key_is_refused_
     allowed_unchanged(&answer);
 }
 
+/// [`cluster`] with a Topology `dc` of levels zone, block and rack.
+fn with_racks() -> Router {
+    let lookup = StaticLookup {
+        topologies: vec![Topology {
+            name: "dc".into(),
+            levels: ["zone", "block", "rack"].map(String::from).to_vec(),
+        }],
+        ..cluster()
+    };
+    router_with(lookup, settings())
+}
+
+#[tokio::test]
+async fn a_preferred_topology_level_wider_than_the_required_one_is_refused_naming_the_topology() {
+    let group = a_pod_group(
+        json!({"minMember": 2, "topologyKey": "rack", "preferredTopologyKey": "zone"}),
+        None,
+    );
+    let answer = post(
+        with_racks(),
+        VALIDATE_PODGROUPS,
+        &create("podgroups", group),
+    )
+    .await;
+    assert_eq!(
+        denial(&answer, 422),
+        "spec.preferredTopologyKey: must be at or below the required level rack, but Topology dc lists zone above it (levels, widest first: zone, block, rack); choose a narrower preferred level or a wider required one"
+    );
+    let group = a_pod_group(
+        json!({"minMember": 2, "topologyKey": "zone", "preferredTopologyKey": "rack"}),
+        None,
+    );
+    let answer = post(
+        with_racks(),
+        VALIDATE_PODGROUPS,
+        &create("podgroups", group),
+    )
+    .await;
+    allowed_unchanged(&answer);
+    let job = a_job(
+        json!({"scheduling.gangplank.dev/topology-key": "block",
+               "scheduling.gangplank.dev/preferred-topology-key": "zone"}),
+        json!({}),
+    );
+    let answer = post(with_racks(), VALIDATE_JOBS, &create("jobs", job)).await;
+    assert!(
+        denial(&answer, 422).starts_with(
+            "metadata.annotations[scheduling.gangplank.dev/preferred-topology-key]: must be at or below the required level block"
+        ),
+        "{answer}"
+    );
+}
+
 #[tokio::test]
 async fn waiting_and_running_times_below_one_second_are_refused() {
     let group = a_pod_group(
@@ -1467,6 +1522,12 @@ impl PodGroupLookup for LateQueue {
 impl CapacityLookup for LateQueue {
     fn schedulable_capacity(&self) -> Lookup<Resources> {
         Ok(Resources::new())
+    }
+}
+
+impl TopologyLookup for LateQueue {
+    fn topologies(&self) -> Lookup<BTreeMap<String, Topology>> {
+        Ok(BTreeMap::new())
     }
 }
 

@@ -144,6 +144,19 @@ pub fn validate(w: &Webhooks, request: &AdmissionRequest<Job>) -> Result<Verdict
             errors.add(format!("metadata.annotations[{annotation}]"), problem);
         }
     }
+    if let Some(problem) = super::topology_levels_problem(
+        w.lookup(),
+        labels::annotation_value(&job.metadata, labels::TOPOLOGY_KEY_ANNOTATION),
+        labels::annotation_value(&job.metadata, labels::PREFERRED_TOPOLOGY_KEY_ANNOTATION),
+    ) {
+        errors.add(
+            format!(
+                "metadata.annotations[{}]",
+                labels::PREFERRED_TOPOLOGY_KEY_ANNOTATION
+            ),
+            problem,
+        );
+    }
 
     let template = spec.and_then(|s| s.template.metadata.as_ref());
     let template_queue = labels::queue_of(

@@ -17,7 +17,7 @@ use kube::runtime::reflector::ObjectRef;
 
 use crate::api::{PodGroup, PodGroupPhase, Queue, QueueState, labels};
 use crate::cache::stores::{Kind, Stores};
-use gangplank_core::model::Resources;
+use gangplank_core::model::{Resources, Topology};
 
 /// A lookup could not answer: that kind's initial list has not completed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
@@ -102,10 +102,22 @@ pub trait CapacityLookup: Send + Sync {
     fn schedulable_capacity(&self) -> Lookup<Resources>;
 }
 
-/// Everything the webhooks read.
-pub trait ClusterLookup: QueueLookup + PodGroupLookup + NamespaceLookup + CapacityLookup {}
+/// The cluster's Topologies.
+pub trait TopologyLookup: Send + Sync {
+    /// Every Topology, by name.
+    fn topologies(&self) -> Lookup<BTreeMap<String, Topology>>;
+}
 
-impl<T: QueueLookup + PodGroupLookup + NamespaceLookup + CapacityLookup> ClusterLookup for T {}
+/// Everything the webhooks read.
+pub trait ClusterLookup:
+    QueueLookup + PodGroupLookup + NamespaceLookup + CapacityLookup + TopologyLookup
+{
+}
+
+impl<T: QueueLookup + PodGroupLookup + NamespaceLookup + CapacityLookup + TopologyLookup>
+    ClusterLookup for T
+{
+}
 
 impl QueueView {
     pub fn of(queue: &Queue) -> Option<Self> {
@@ -145,6 +157,15 @@ impl CapacityLookup for Stores {
             return Err(NotSynced("Nodes"));
         }
         Ok(self.cache.read(|s| s.schedulable_capacity()))
+    }
+}
+
+impl TopologyLookup for Stores {
+    fn topologies(&self) -> Lookup<BTreeMap<String, Topology>> {
+        if !self.cache.is_synced(crate::cache::Watched::Topologies) {
+            return Err(NotSynced("Topologies"));
+        }
+        Ok(self.cache.read(|s| s.topologies().clone()))
     }
 }
 
@@ -240,6 +261,8 @@ pub struct StaticLookup {
     pub unsynced: bool,
     /// Kubernetes' PodGroups: namespace, name and priority.
     pub kubernetes_pod_groups: Vec<(String, String, i32)>,
+    /// What [`TopologyLookup::topologies`] answers.
+    pub topologies: Vec<Topology>,
 }
 
 impl StaticLookup {
@@ -256,6 +279,17 @@ impl CapacityLookup for StaticLookup {
     fn schedulable_capacity(&self) -> Lookup<Resources> {
         self.ready("Nodes")?;
         Ok(self.capacity.clone())
+    }
+}
+
+impl TopologyLookup for StaticLookup {
+    fn topologies(&self) -> Lookup<BTreeMap<String, Topology>> {
+        self.ready("Topologies")?;
+        Ok(self
+            .topologies
+            .iter()
+            .map(|t| (t.name.clone(), t.clone()))
+            .collect())
     }
 }
 

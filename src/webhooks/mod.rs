@@ -607,6 +607,24 @@ pub fn name_problem(name: &str) -> Option<String> {
     })
 }
 
+/// Why the `preferred` topology level cannot go with the `required` one: a Topology lists it
+/// wider. `None` when it can, or when the Topologies are not listed yet (the admission pass
+/// does not use such a level anyway, `gangplank_core::model::Levels::of`).
+pub fn topology_levels_problem(
+    lookup: &dyn lookup::TopologyLookup,
+    required: Option<&str>,
+    preferred: Option<&str>,
+) -> Option<String> {
+    let (required, preferred) = (required?, preferred?);
+    let topologies = lookup.topologies().ok()?;
+    let topology = gangplank_core::model::topology::wider_in(preferred, required, &topologies)?;
+    Some(format!(
+        "must be at or below the required level {required}, but Topology {} lists {preferred} above it (levels, widest first: {}); choose a narrower preferred level or a wider required one",
+        topology.name,
+        topology.levels.join(", ")
+    ))
+}
+
 /// Why `key` cannot be a label key (an optional DNS subdomain prefix of at most 253
 /// characters and `/`, then a name of at most 63 letters, digits, `-`, `_` or `.`, starting and
 /// ending with a letter or digit), or `None` when it can.

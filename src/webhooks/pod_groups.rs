@@ -100,6 +100,13 @@ pub fn validate(w: &Webhooks, request: &AdmissionRequest<PodGroup>) -> Result<Ve
             errors.add(field, problem);
         }
     }
+    if let Some(problem) = super::topology_levels_problem(
+        w.lookup(),
+        spec.topology_key.as_deref(),
+        spec.preferred_topology_key.as_deref(),
+    ) {
+        errors.add("spec.preferredTopologyKey", problem);
+    }
     errors.into_result()?;
 
     let queue = spec.queue_name();

@@ -37,14 +37,8 @@ impl<'s> Levels<'s> {
         preferred: Option<&'s str>,
         topologies: &'s BTreeMap<String, Topology>,
     ) -> Option<Levels<'s>> {
-        let wider = |p: &str, r: &str| {
-            topologies.values().any(|t| {
-                let at = |key: &str| t.levels.iter().position(|l| l == key);
-                at(p).zip(at(r)).is_some_and(|(p, r)| p < r)
-            })
-        };
         let preferred = match (required, preferred) {
-            (Some(r), Some(p)) if wider(p, r) => None,
+            (Some(r), Some(p)) if wider_in(p, r, topologies).is_some() => None,
             _ => preferred,
         };
         let narrowest = preferred.or(required)?;
@@ -96,6 +90,19 @@ impl<'s> Levels<'s> {
     pub fn widest(&self) -> &[&'s str] {
         self.tiers.last().map_or(&[], Vec::as_slice)
     }
+}
+
+/// A Topology that lists `preferred` as a wider level than `required`, if any: such a
+/// preferred level is not used.
+pub fn wider_in<'t>(
+    preferred: &str,
+    required: &str,
+    topologies: &'t BTreeMap<String, Topology>,
+) -> Option<&'t Topology> {
+    topologies.values().find(|t| {
+        let at = |key: &str| t.levels.iter().position(|l| l == key);
+        at(preferred).zip(at(required)).is_some_and(|(p, r)| p < r)
+    })
 }
 
 /// A domain: the values of a level's label keys, widest first.
