@@ -1,5 +1,5 @@
 //! Mutations of well-formed requests, for the decoder fuzz tests of `tests/extender_wire.rs`
-//! and `tests/webhook_wire.rs`: each case is a golden request changed at random, at the JSON
+//! and `tests/webhook_wire/main.rs`: each case is a golden request changed at random, at the JSON
 //! level (a value replaced by one of another type or an extreme one, a key dropped, a value
 //! nested deep) or at the byte level (bytes flipped, inserted or cut off). Deterministic for a
 //! seed; `GANGPLANK_FUZZ_SEED` replays a run and `GANGPLANK_FUZZ_CASES` sets its budget
