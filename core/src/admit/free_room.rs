@@ -18,8 +18,16 @@ use crate::policy::fit::{biggest_first, first_fit, size};
 /// A level's label keys and the values a gang's members pinned: one domain of it to keep to.
 pub(super) type Within<'a, 'k> = (&'a [&'k str], &'a [(&'k str, &'k str)]);
 
+/// A domain as the (label, value) pairs its members' `nodeSelector`s gain.
+pub(super) type Labelled<'s> = Vec<(&'s str, &'s str)>;
+
 /// Where [`Room::place_in_reservation`] puts a group: its domain, if any, and its pods' nodes.
-type Placed<'p, 's> = (Option<Domain<'s>>, Vec<(usize, &'p Resources)>);
+type Placed<'p, 's> = (Option<Labelled<'s>>, Vec<(usize, &'p Resources)>);
+
+/// The domain `values` of the level `keys` as (label, value) pairs.
+fn labelled<'s>(keys: &[&'s str], values: &[&'s str]) -> Labelled<'s> {
+    keys.iter().copied().zip(values.iter().copied()).collect()
+}
 
 /// Free room during a pass.
 pub(super) struct Room<'s> {
@@ -269,6 +277,23 @@ impl<'s> Room<'s> {
         Rc::clone(partition)
     }
 
+    /// Where a group may go: with `within`, each domain of that level agreeing with its
+    /// pinned values, as (label, value) pairs, with its nodes; without, every node.
+    fn choices(
+        &mut self,
+        within: Option<Within<'_, 's>>,
+    ) -> Vec<(Option<Labelled<'s>>, Vec<usize>)> {
+        match within {
+            None => vec![(None, (0..self.nodes.len()).collect())],
+            Some((keys, pinned)) => self
+                .level(keys)
+                .iter()
+                .filter(|(d, _)| topology::agrees(keys, d, pinned))
+                .map(|(d, (nodes, _))| (Some(labelled(keys, d)), nodes.clone()))
+                .collect(),
+        }
+    }
+
     /// Whether some domain of the level `keys` (agreeing with `pinned`) could hold every pod
     /// of `need` with nothing else running on its nodes. If none could: `None` when no node
     /// has the level's labels (or only other values than `pinned`), else a member that found
@@ -312,20 +337,26 @@ impl<'s> Room<'s> {
 
     /// Places every pod of `need` like [`Room::place`], but all in one domain of the level
     /// `keys` (agreeing with `pinned`): the one that fits it tightest (least room left over,
-    /// GPUs first), so that roomier domains stay free for larger gangs. Returns that domain;
-    /// or, changing nothing, the domains tried and what the closest lacked.
+    /// GPUs first), so that roomier domains stay free for larger gangs. Returns that domain as
+    /// (label, value) pairs; or, changing nothing, the domains tried and what the closest
+    /// lacked.
     pub fn place_in_domain(
         &mut self,
         need: &[&Resources],
         keys: &[&'s str],
         pinned: &[(&str, &str)],
-    ) -> Result<Domain<'s>, LevelTried> {
-        type Fit<'p, 's> = (&'s [usize], Vec<(usize, &'p Resources)>, Resources, usize);
+    ) -> Result<Labelled<'s>, LevelTried> {
+        type Fit<'l, 'p, 's> = (
+            &'l Domain<'s>,
+            &'l [usize],
+            Vec<(usize, &'p Resources)>,
+            Resources,
+        );
         let level = self.level(keys);
-        let mut best: Option<Fit<'_, '_>> = None;
+        let mut best: Option<Fit<'_, '_, 's>> = None;
         let mut closest: Vec<DomainTried> = Vec::new();
         let mut tried = 0;
-        for (i, (domain, (nodes, _))) in level.iter().enumerate() {
+        for (domain, (nodes, _)) in level.iter() {
             if !topology::agrees(keys, domain, pinned) {
                 continue;
             }
@@ -359,12 +390,12 @@ impl<'s> Room<'s> {
             });
             if best
                 .as_ref()
-                .is_none_or(|(_, _, l, _)| size(&left) < size(l))
+                .is_none_or(|(_, _, _, l)| size(&left) < size(l))
             {
-                best = Some((nodes, placed, left, i));
+                best = Some((domain, nodes, placed, left));
             }
         }
-        let Some((nodes, placed, _, i)) = best else {
+        let Some((domain, nodes, placed, _)) = best else {
             return Err(LevelTried {
                 key: keys.last().copied().unwrap_or_default().to_owned(),
                 domains: tried,
@@ -378,33 +409,24 @@ impl<'s> Room<'s> {
             self.total.sub(pod);
         }
         self.changed();
-        let domain = level.keys().nth(i).cloned().unwrap_or_default();
-        Ok(domain)
+        Ok(labelled(keys, domain))
     }
 
     /// Places `need` like [`Room::place`], but also in the head's reservation: for a group
     /// expected to finish before the head could start. Takes the reservation last, node by
     /// node, so that what it leaves of it stays held. With `within` (a level's keys and the
-    /// pinned values), all in one domain of it, which it returns.
+    /// pinned values), all in one domain of it, which it returns as (label, value) pairs.
     pub fn place_in_reservation(
         &mut self,
         need: &[&Resources],
         within: Option<Within<'_, 's>>,
-    ) -> Result<Option<Domain<'s>>, Resources> {
+    ) -> Result<Option<Labelled<'s>>, Resources> {
         let pods = biggest_first(need.iter().copied());
         let mut with_held: Vec<Resources> = self.nodes.clone();
         for (at, held) in &self.held {
             with_held[*at].add(held);
         }
-        let choices: Vec<(Option<Domain<'s>>, Vec<usize>)> = match within {
-            None => vec![(None, (0..self.nodes.len()).collect())],
-            Some((keys, pinned)) => self
-                .level(keys)
-                .iter()
-                .filter(|(d, _)| topology::agrees(keys, d, pinned))
-                .map(|(d, (nodes, _))| (Some(d.clone()), nodes.clone()))
-                .collect(),
-        };
+        let choices = self.choices(within);
         let mut missing: Option<Resources> = None;
         let mut chosen: Option<Placed<'_, 's>> = None;
         for (domain, nodes) in choices {
@@ -496,17 +518,9 @@ impl<'s> Room<'s> {
         within: Option<Within<'_, 's>>,
     ) -> bool {
         let pods = biggest_first(need.iter().copied());
-        let candidates: Vec<Vec<usize>> = match within {
-            None => vec![(0..self.nodes.len()).collect()],
-            Some((keys, pinned)) => self
-                .level(keys)
-                .iter()
-                .filter(|(d, _)| topology::agrees(keys, d, pinned))
-                .map(|(_, (nodes, _))| nodes.clone())
-                .collect(),
-        };
+        let candidates = self.choices(within);
         let mut best: Option<Planned> = None;
-        for nodes in &candidates {
+        for (_, nodes) in &candidates {
             let plan = self.plan_reservation(nodes, &pods, budget, held_before);
             if let Some(plan) = plan
                 && best.as_ref().is_none_or(|b| plan.preference > b.preference)

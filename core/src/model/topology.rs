@@ -16,6 +16,18 @@ pub struct Topology {
     pub levels: Vec<String>,
 }
 
+impl Topology {
+    /// The index of the level whose label is `key` (0: the widest).
+    fn level(&self, key: &str) -> Option<usize> {
+        self.levels.iter().position(|l| l == key)
+    }
+
+    /// The label keys that name a domain of level `at`: its own and every wider level's.
+    fn named_by(&self, at: usize) -> Vec<&str> {
+        self.levels[..=at].iter().map(String::as_str).collect()
+    }
+}
+
 /// Where a gang may go: its levels, narrowest first, each named by the label keys whose values
 /// name its domains (widest first); the gang goes whole into one domain of the first level
 /// where one has room. With `required`, never outside one domain of the last level; without,
@@ -43,28 +55,21 @@ impl<'s> Levels<'s> {
         };
         let narrowest = preferred.or(required)?;
         let listed = topologies.values().find_map(|t| {
-            let at = |key: &str| t.levels.iter().position(|l| l == key);
-            let low = at(narrowest)?;
+            let low = t.level(narrowest)?;
             let high = match required {
-                Some(r) => at(r)?,
+                Some(r) => t.level(r)?,
                 None => 0,
             };
             (high <= low).then_some((t, high, low))
         });
         let tiers = match listed {
-            Some((t, high, low)) => (high..=low)
-                .rev()
-                .map(|i| t.levels[..=i].iter().map(String::as_str).collect())
-                .collect(),
+            Some((t, high, low)) => (high..=low).rev().map(|i| t.named_by(i)).collect(),
             None => {
                 // The required level as a Topology that lists it names it, else by itself.
                 let chain = |key: &'s str| -> Vec<&'s str> {
                     topologies
                         .values()
-                        .find_map(|t| {
-                            let at = t.levels.iter().position(|l| l == key)?;
-                            Some(t.levels[..=at].iter().map(String::as_str).collect())
-                        })
+                        .find_map(|t| Some(t.named_by(t.level(key)?)))
                         .unwrap_or_else(|| vec![key])
                 };
                 match (required, preferred) {
@@ -100,8 +105,9 @@ pub fn wider_in<'t>(
     topologies: &'t BTreeMap<String, Topology>,
 ) -> Option<&'t Topology> {
     topologies.values().find(|t| {
-        let at = |key: &str| t.levels.iter().position(|l| l == key);
-        at(preferred).zip(at(required)).is_some_and(|(p, r)| p < r)
+        t.level(preferred)
+            .zip(t.level(required))
+            .is_some_and(|(p, r)| p < r)
     })
 }
 

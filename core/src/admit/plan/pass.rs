@@ -295,8 +295,7 @@ impl<'s> Pass<'s> {
                     for keys in &w.levels.tiers {
                         match self.room.place_in_domain(&need, keys, &w.pinned) {
                             Ok(domain) => {
-                                self.domains
-                                    .insert(i, keys.iter().copied().zip(domain).collect());
+                                self.domains.insert(i, domain);
                                 self.admitted(i, c, slot);
                                 return Ok(());
                             }
@@ -352,9 +351,8 @@ impl<'s> Pass<'s> {
                     required.map(|w| (w.levels.widest(), w.pinned.as_slice())),
                 )
             {
-                if let (Some(w), Some(domain)) = (required, domain) {
-                    self.domains
-                        .insert(i, w.levels.widest().iter().copied().zip(domain).collect());
+                if let Some(domain) = domain {
+                    self.domains.insert(i, domain);
                 }
                 self.admitted(i, c, slot);
                 self.lent.push(i);
