@@ -7,7 +7,8 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use clap::Parser;
-use gangplank::server::{self, Bounds};
+use gangplank::connections::Bounds;
+use gangplank::server;
 use gangplank::tls::Files;
 use gangplank::webhooks::{self, Settings, StaticLookup, Webhooks};
 use tokio_util::sync::CancellationToken;

@@ -1,117 +1,113 @@
 //! Bounds on the connections a server holds ([`Limited`], an `axum_server` acceptor around the
-//! TLS or plain one), so that a flood of idle, slow or half-open clients cannot take every
-//! file descriptor of the process, the memory of their buffers, or the places of the clients
-//! that matter (the scheduler, the API server, Prometheus):
-//! - a connection still in its TLS handshake takes one of a small budget of handshakes (and is
-//!   cut off at the handshake deadline); one beyond that budget is closed as soon as it is
-//!   accepted;
-//! - a connection takes one of the places of open connections only once its handshake is done,
-//!   and one beyond them is closed then;
+//! TLS or plain one), so that a flood of idle, slow or half-open clients can take neither every
+//! file descriptor of the process, nor the memory of their buffers, nor the places of the
+//! clients that matter (the scheduler, the API server, Prometheus):
+//! - a connection in its TLS handshake holds one of a small set of handshake places (and is
+//!   cut off at the handshake deadline); a connection open after its handshake holds one of
+//!   the open places. A new connection always gets a place: when none is free, the holder that
+//!   has come least far gives its own up ([`places`]: silent before handshaking ones, those
+//!   mid-handshake before those waiting for the client's last flight; open connections that
+//!   never made a request before idle ones; from the address holding the most places, oldest
+//!   first). An open connection with a request in flight keeps its place; only when all do is
+//!   a new one closed after its handshake;
 //! - an open connection with no request in flight for the idle deadline is closed, whatever its
 //!   protocol: a client silent after connecting, one trickling its headers (HTTP/1) or its
 //!   HEADERS frames (HTTP/2), and a keep-alive connection left idle. A request in flight (a
 //!   held bind, for minutes) keeps its connection open; its body has its own deadline
 //!   (`server::serve`).
 //!
-//! Refused connections are counted by what was full
-//! (`gangplank_server_connections_refused_total{stage}`), the open ones are a gauge
-//! (`gangplank_server_connections`), and each closed one is counted by how it ended
-//! ([`Ending`], `gangplank_server_connections_closed_total`), which is how an operator sees the
-//! deadlines at work, or a client without the right certificate. The scheduler and the API
+//! Connections refused with every place busy are counted
+//! (`gangplank_server_connections_refused_total`), the ones in their handshake and the
+//! open ones are gauges (`gangplank_server_handshakes`, `gangplank_server_connections`), and
+//! each closed one is counted by how it ended ([`Ending`],
+//! `gangplank_server_connections_closed_total`), which is how an operator sees a flood shed,
+//! the deadlines at work, or a client without the right certificate. The scheduler and the API
 //! server each keep a few connections to Gangplank, far below the bounds.
 
 use std::io;
+use std::net::IpAddr;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, Ordering};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
 use axum_server::accept::Accept;
 use futures::future::BoxFuture;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
-use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio::net::TcpStream;
+use tokio_util::sync::WaitForCancellationFutureOwned;
 
 use crate::metrics;
-use crate::server::Bounds;
 
 pub mod body;
+mod bounds;
+pub mod places;
+
+pub use bounds::Bounds;
+
+use places::{Place, Places, Progress};
 
 /// Connections each server holds open at once.
 pub const MAX_CONNECTIONS: usize = 1024;
 
 /// Connections each server lets do their TLS handshake at once. A client that completes its
-/// handshake does it in milliseconds, so this many hold the budget only in a flood.
+/// handshake does it in milliseconds, so this many are all taken only in a flood, and then
+/// by the flood's own connections, which give their places up first.
 pub const MAX_HANDSHAKES: usize = 128;
 
-/// Which of the two budgets was full when a connection was refused.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Stage {
-    Handshake,
-    Open,
-}
-
-impl Stage {
-    fn label(self) -> &'static str {
-        match self {
-            Stage::Handshake => "handshake",
-            Stage::Open => "open",
-        }
-    }
-
-    fn refused(self, server: &'static str) -> ::metrics::Counter {
-        ::metrics::counter!(metrics::SERVER_CONNECTIONS_REFUSED_TOTAL,
-            "server" => server, "stage" => self.label())
-    }
-}
-
-/// An acceptor that lets at most `bounds.handshakes` connections of the server `server` do
-/// their TLS handshake and holds at most `bounds.connections` open at once, and closes one idle
-/// for `bounds.idle`.
+/// An acceptor that gives each connection of the server `server` one of `bounds.handshakes`
+/// places during its TLS handshake and one of `bounds.connections` once open, shedding the
+/// holder that has come least far when a new one finds none free, and closes one idle for
+/// `bounds.idle`.
 #[derive(Clone)]
 pub struct Limited<A> {
     inner: A,
-    handshakes: Arc<Semaphore>,
-    connections: Arc<Semaphore>,
+    handshakes: Arc<Places>,
+    connections: Arc<Places>,
     idle: Duration,
     server: &'static str,
 }
 
 impl<A> Limited<A> {
     pub fn new(inner: A, bounds: Bounds, server: &'static str) -> Limited<A> {
-        ::metrics::gauge!(metrics::SERVER_CONNECTIONS, "server" => server).set(0.0);
-        for stage in [Stage::Handshake, Stage::Open] {
-            stage.refused(server).absolute(0);
-        }
+        refused(server).absolute(0);
         for ending in Ending::ALL {
             ending.counter(server).absolute(0);
         }
         Limited {
             inner,
-            handshakes: Arc::new(Semaphore::new(bounds.handshakes)),
-            connections: Arc::new(Semaphore::new(bounds.connections)),
+            handshakes: Places::new(
+                bounds.handshakes,
+                ::metrics::gauge!(metrics::SERVER_HANDSHAKES, "server" => server),
+            ),
+            connections: Places::new(
+                bounds.connections,
+                ::metrics::gauge!(metrics::SERVER_CONNECTIONS, "server" => server),
+            ),
             idle: bounds.idle,
             server,
         }
     }
 }
 
-fn refuse(stage: Stage, server: &'static str) -> io::Error {
-    stage.refused(server).increment(1);
-    let what = match stage {
-        Stage::Handshake => "TLS handshakes",
-        Stage::Open => "open connections",
-    };
+fn refused(server: &'static str) -> ::metrics::Counter {
+    ::metrics::counter!(metrics::SERVER_CONNECTIONS_REFUSED_TOTAL, "server" => server)
+}
+
+/// The error for a connection closed because every place was held by one that must keep it.
+fn refuse(server: &'static str, what: &str) -> io::Error {
+    refused(server).increment(1);
     io::Error::other(format!(
-        "the {server} holds its most {what}; closing this connection"
+        "every {what} place of the {server} is busy; closing this connection"
     ))
 }
 
 type Accepted<S, T> = io::Result<(Counted<S>, Tracked<T>)>;
 
-impl<A, I, S> Accept<I, S> for Limited<A>
+impl<A, S> Accept<TcpStream, S> for Limited<A>
 where
-    A: Accept<I, S>,
+    A: Accept<Watched<TcpStream>, S>,
     A::Future: Send + 'static,
     A::Stream: Send + 'static,
     A::Service: Send + 'static,
@@ -120,33 +116,53 @@ where
     type Service = Tracked<A::Service>;
     type Future = Pin<Box<dyn Future<Output = Accepted<A::Stream, A::Service>> + Send>>;
 
-    fn accept(&self, stream: I, service: S) -> Self::Future {
+    fn accept(&self, stream: TcpStream, service: S) -> Self::Future {
         let server = self.server;
-        let Ok(handshake) = self.handshakes.clone().try_acquire_owned() else {
+        let source = stream
+            .peer_addr()
+            .map_or(IpAddr::from([0, 0, 0, 0]), |a| a.ip().to_canonical());
+        let handshake = Arc::new(Handshake::default());
+        let Ok(place) = self.handshakes.take(source, handshake.clone()) else {
             drop(stream);
-            return Box::pin(std::future::ready(Err(refuse(Stage::Handshake, server))));
+            return Box::pin(std::future::ready(Err(refuse(server, "handshake"))));
         };
-        let accepting = self.inner.accept(stream, service);
+        let watched = Watched {
+            inner: stream,
+            handshake,
+        };
+        let accepting = self.inner.accept(watched, service);
         let (connections, idle) = (self.connections.clone(), self.idle);
         Box::pin(async move {
-            let (stream, service) = accepting.await.inspect_err(|e| {
-                Ending::of_handshake(e).counter(server).increment(1);
-            })?;
-            drop(handshake);
-            let Ok(permit) = connections.try_acquire_owned() else {
-                return Err(refuse(Stage::Open, server));
+            let shed = place.shed().clone();
+            let accepted = tokio::select! {
+                biased;
+                accepted = accepting => accepted,
+                () = shed.cancelled() => Err(io::Error::new(
+                    io::ErrorKind::ConnectionAborted,
+                    "shed in its TLS handshake for a newer connection",
+                )),
             };
-            ::metrics::gauge!(metrics::SERVER_CONNECTIONS, "server" => server).increment(1.0);
+            drop(place);
+            let (stream, service) = accepted.inspect_err(|e| {
+                let ending = if shed.is_cancelled() {
+                    Ending::ShedInHandshake
+                } else {
+                    Ending::of_handshake(e)
+                };
+                ending.counter(server).increment(1);
+            })?;
             let activity = Arc::new(Activity::default());
+            let Ok(place) = connections.take(source, activity.clone()) else {
+                return Err(refuse(server, "open connection"));
+            };
+            let shed = Box::pin(place.shed().clone().cancelled_owned());
             Ok((
                 Counted {
                     inner: stream,
-                    held: Held {
-                        _permit: permit,
-                        server,
-                    },
+                    place,
+                    server,
+                    shed,
                     ended_by_client: false,
-                    mid_request: false,
                     activity: activity.clone(),
                     idle,
                     idle_since: None,
@@ -160,24 +176,104 @@ where
     }
 }
 
-/// One open connection's place: given back, and the gauge lowered, when it is dropped.
-struct Held {
-    _permit: OwnedSemaphorePermit,
-    server: &'static str,
-}
+/// How far a connection's TLS handshake has come, as its stream saw it.
+#[derive(Debug)]
+pub struct Handshake(AtomicU8);
 
-impl Drop for Held {
-    fn drop(&mut self) {
-        ::metrics::gauge!(metrics::SERVER_CONNECTIONS, "server" => self.server).decrement(1.0);
+impl Default for Handshake {
+    fn default() -> Handshake {
+        Handshake(AtomicU8::new(Handshake::SILENT))
     }
 }
 
-/// The requests of one connection: how many are in flight, and how many times that number
-/// changed (so that its stream restarts the idle deadline after each request).
+impl Handshake {
+    /// Nothing received yet.
+    const SILENT: u8 = 0;
+    /// Bytes received (a ClientHello, whole or in part), nothing sent back.
+    const HELLO: u8 = 1;
+    /// Gangplank answered: the handshake waits for the client's last flight.
+    const ANSWERED: u8 = 2;
+
+    fn reached(&self, step: u8) {
+        if self.0.load(Ordering::Relaxed) < step {
+            self.0.fetch_max(step, Ordering::Relaxed);
+        }
+    }
+}
+
+impl Progress for Handshake {
+    fn tier(&self) -> Option<u8> {
+        Some(self.0.load(Ordering::Relaxed))
+    }
+}
+
+/// A connection's TCP stream, telling its [`Handshake`] what it saw.
+pub struct Watched<S> {
+    inner: S,
+    handshake: Arc<Handshake>,
+}
+
+impl<S: AsyncRead + Unpin> AsyncRead for Watched<S> {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        let before = buf.filled().len();
+        let read = Pin::new(&mut self.inner).poll_read(cx, buf);
+        if buf.filled().len() > before {
+            self.handshake.reached(Handshake::HELLO);
+        }
+        read
+    }
+}
+
+impl<S: AsyncWrite + Unpin> AsyncWrite for Watched<S> {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        let written = Pin::new(&mut self.inner).poll_write(cx, buf);
+        if matches!(written, Poll::Ready(Ok(n)) if n > 0) {
+            self.handshake.reached(Handshake::ANSWERED);
+        }
+        written
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
+
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        let written = Pin::new(&mut self.inner).poll_write_vectored(cx, bufs);
+        if matches!(written, Poll::Ready(Ok(n)) if n > 0) {
+            self.handshake.reached(Handshake::ANSWERED);
+        }
+        written
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.inner.is_write_vectored()
+    }
+}
+
+/// The requests of one open connection: how many are in flight, how many times that number
+/// changed (so that its stream restarts the idle deadline after each request), and whether
+/// bytes of a request have arrived since the last answer.
 #[derive(Debug, Default)]
 struct Activity {
     in_flight: AtomicU64,
     changes: AtomicU64,
+    mid_request: AtomicBool,
 }
 
 impl Activity {
@@ -188,6 +284,21 @@ impl Activity {
     }
 }
 
+impl Progress for Activity {
+    /// Silent since its handshake, then idle after its answers, then a request arriving; a
+    /// request in flight keeps the place.
+    fn tier(&self) -> Option<u8> {
+        if self.in_flight.load(Ordering::SeqCst) > 0 {
+            None
+        } else if self.mid_request.load(Ordering::SeqCst) {
+            Some(2)
+        } else if self.changes.load(Ordering::SeqCst) == 0 {
+            Some(0)
+        } else {
+            Some(1)
+        }
+    }
+}
 /// A request in flight on its connection, until dropped.
 struct InFlight(Arc<Activity>);
 
@@ -249,16 +360,22 @@ pub enum Ending {
     /// The client certificate was signed by the client CA but names another client than the
     /// one allowed ([`crate::tls::WrongClient`]).
     WrongClient,
+    /// A newer connection took its handshake place ([`places`]).
+    ShedInHandshake,
+    /// A newer connection took its open place while it had no request in flight.
+    ShedOpen,
 }
 
 impl Ending {
-    const ALL: [Ending; 6] = [
+    const ALL: [Ending; 8] = [
         Ending::Client,
         Ending::BetweenRequests,
         Ending::MidRequest,
         Ending::HandshakeTimeout,
         Ending::HandshakeFailed,
         Ending::WrongClient,
+        Ending::ShedInHandshake,
+        Ending::ShedOpen,
     ];
 
     fn label(self) -> &'static str {
@@ -269,6 +386,8 @@ impl Ending {
             Ending::HandshakeTimeout => "handshake_timeout",
             Ending::HandshakeFailed => "handshake_failed",
             Ending::WrongClient => "wrong_client",
+            Ending::ShedInHandshake => "shed_in_handshake",
+            Ending::ShedOpen => "shed_open",
         }
     }
 
@@ -295,15 +414,16 @@ impl Ending {
     }
 }
 
-/// A connection's stream that holds its place among the open ones while it lives, and tells
-/// how it ended when it is dropped.
+/// A connection's stream that holds its place among the open ones while it lives (and ends
+/// when that place is shed), and tells how it ended when it is dropped.
 pub struct Counted<S> {
     inner: S,
-    held: Held,
+    place: Place,
+    server: &'static str,
+    /// Ready once a newer connection took the place.
+    shed: Pin<Box<WaitForCancellationFutureOwned>>,
     /// A read saw the end of the stream or an error.
     ended_by_client: bool,
-    /// Bytes arrived since the last answer was written.
-    mid_request: bool,
     activity: Arc<Activity>,
     /// How long the connection may go with no request in flight.
     idle: Duration,
@@ -334,14 +454,16 @@ impl<S> Counted<S> {
 
 impl<S> Drop for Counted<S> {
     fn drop(&mut self) {
-        let ending = if self.ended_by_client {
+        let ending = if self.place.shed().is_cancelled() {
+            Ending::ShedOpen
+        } else if self.ended_by_client {
             Ending::Client
-        } else if self.mid_request {
+        } else if self.activity.mid_request.load(Ordering::SeqCst) {
             Ending::MidRequest
         } else {
             Ending::BetweenRequests
         };
-        ending.counter(self.held.server).increment(1);
+        ending.counter(self.server).increment(1);
     }
 }
 
@@ -358,8 +480,14 @@ impl<S: AsyncRead + Unpin> AsyncRead for Counted<S> {
                 self.ended_by_client = true
             }
             Poll::Ready(Ok(())) if buf.filled().len() == before => {}
-            Poll::Ready(Ok(())) => self.mid_request = true,
+            Poll::Ready(Ok(())) => self.activity.mid_request.store(true, Ordering::SeqCst),
             Poll::Ready(Err(_)) => self.ended_by_client = true,
+            Poll::Pending if self.shed.as_mut().poll(cx).is_ready() => {
+                return Poll::Ready(Err(io::Error::new(
+                    io::ErrorKind::ConnectionAborted,
+                    "shed with no request in flight for a newer connection",
+                )));
+            }
             Poll::Pending if self.idle_expired(cx) => {
                 return Poll::Ready(Err(io::Error::new(
                     io::ErrorKind::TimedOut,
@@ -380,7 +508,7 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for Counted<S> {
     ) -> Poll<io::Result<usize>> {
         let written = Pin::new(&mut self.inner).poll_write(cx, buf);
         if matches!(written, Poll::Ready(Ok(_))) {
-            self.mid_request = false;
+            self.activity.mid_request.store(false, Ordering::SeqCst);
         }
         written
     }
@@ -400,7 +528,7 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for Counted<S> {
     ) -> Poll<io::Result<usize>> {
         let written = Pin::new(&mut self.inner).poll_write_vectored(cx, bufs);
         if matches!(written, Poll::Ready(Ok(_))) {
-            self.mid_request = false;
+            self.activity.mid_request.store(false, Ordering::SeqCst);
         }
         written
     }

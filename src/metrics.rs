@@ -25,6 +25,7 @@ pub const EXTENDER_REQUEST_DURATION_SECONDS: &str = "gangplank_extender_request_
 pub const EXTENDER_DECISION_WAIT_SECONDS: &str = "gangplank_extender_decision_wait_seconds";
 /// Gauge: connections open, by `server` (extender, webhooks, metrics).
 pub const SERVER_CONNECTIONS: &str = "gangplank_server_connections";
+pub const SERVER_HANDSHAKES: &str = "gangplank_server_handshakes";
 /// Counter: connections closed as they came because the server held its most, by `server` and
 /// `stage` (`handshake`, `open`).
 pub const SERVER_CONNECTIONS_REFUSED_TOTAL: &str = "gangplank_server_connections_refused_total";
@@ -33,6 +34,7 @@ pub const SERVER_CONNECTIONS_CLOSED_TOTAL: &str = "gangplank_server_connections_
 /// Counter: admission webhook requests by `webhook`, `operation` and `outcome` (`allowed`,
 /// `denied`, `patched`, `error`).
 pub const WEBHOOK_REQUESTS_TOTAL: &str = "gangplank_webhook_requests_total";
+pub const WEBHOOK_TURNS_TAKEN: &str = "gangplank_webhook_turns_taken";
 /// Histogram: admission webhook latency in seconds, by `webhook`.
 pub const WEBHOOK_REQUEST_DURATION_SECONDS: &str = "gangplank_webhook_request_duration_seconds";
 /// Gauge: nodes in the cluster cache.
@@ -215,22 +217,34 @@ pub const CATALOGUE: &[Doc] = &[
         help: "Connections open after their TLS handshake, by server (extender, webhooks: at most 1024 each; metrics: at most 64).",
     },
     Doc {
+        name: SERVER_HANDSHAKES,
+        kind: Kind::Gauge,
+        labels: &["server"],
+        help: "Connections in their TLS handshake, by server (at most 128 each; at 128, each new connection sheds the one that has come least far).",
+    },
+    Doc {
         name: SERVER_CONNECTIONS_REFUSED_TOTAL,
         kind: Kind::Counter,
-        labels: &["server", "stage"],
-        help: "Connections closed because the server held its most, by server and stage (handshake: closed as soon as accepted, 128 were in their TLS handshake; open: closed after the handshake, 1024 were open, 64 on the metrics port): a flood of clients, not the scheduler, the API server or Prometheus, which keep a few.",
+        labels: &["server"],
+        help: "Connections closed after their handshake because every open place was held by a connection with a request in flight (1024 places, 64 on the metrics port), by server. Idle connections give their places up instead (closed_total, reason shed_open).",
     },
     Doc {
         name: SERVER_CONNECTIONS_CLOSED_TOTAL,
         kind: Kind::Counter,
         labels: &["server", "reason"],
-        help: "Connections closed after they were accepted, by server and reason: client (the client closed it), server_between_requests (Gangplank closed it with no request arriving: no request in flight for the 30 s idle deadline, after answering a body that missed its deadline, or at shutdown), server_mid_request (Gangplank closed it while a request arrived: headers trickled past the idle deadline), handshake_timeout (no TLS handshake within 10 s), handshake_failed (no client certificate, one the client CA did not sign, or not TLS), wrong_client (a client certificate the CA signed for another name than --extender-client-name).",
+        help: "Connections closed after they were accepted, by server and reason: client (the client closed it), server_between_requests (Gangplank closed it with no request arriving: no request in flight for the 30 s idle deadline, after answering a body that missed its deadline, or at shutdown), server_mid_request (Gangplank closed it while a request arrived: headers trickled past the idle deadline), handshake_timeout (no TLS handshake within 10 s), handshake_failed (no client certificate, one the client CA did not sign, or not TLS), wrong_client (a client certificate the CA signed for another name than --extender-client-name), shed_in_handshake (a new connection took its handshake place: it had come least far of the 128), shed_open (a new connection took its open place: it had no request in flight and had come least far of the open ones).",
     },
     Doc {
         name: WEBHOOK_REQUESTS_TOTAL,
         kind: Kind::Counter,
         labels: &["webhook", "operation", "outcome"],
         help: "Admission webhook requests, by webhook (mutate-pods, mutate-jobs, mutate-podgroups, mutate-workloads, validate-jobs, validate-podgroups, validate-queues, validate-batchjobs), operation (CREATE, UPDATE, DELETE; unknown for a body that is not an AdmissionReview) and outcome (allowed: admitted unchanged; patched: admitted with a patch; denied: refused by a rule; error: a body that is not an AdmissionReview, or Gangplank could not decide yet).",
+    },
+    Doc {
+        name: WEBHOOK_TURNS_TAKEN,
+        kind: Kind::Gauge,
+        labels: &["lane"],
+        help: "AdmissionReviews being decided, by lane (small: at most 64 KiB, 32 at once, read before they take a turn; large: 4 at once, read while they hold it). A lane at its bound makes further reviews wait, at most 10 s.",
     },
     Doc {
         name: WEBHOOK_REQUEST_DURATION_SECONDS,

@@ -27,7 +27,7 @@ use tokio_util::sync::CancellationToken;
 use crate::cache::stores::Stores;
 use crate::cache::{self, Cache};
 use crate::config::ServeArgs;
-use crate::connections::{Limited, body};
+use crate::connections::{Bounds, Limited, body};
 use crate::extender::{self, Capture, Extender, KubeBinder, Permits};
 use crate::fence::{self, Fence};
 use crate::shutdown::Parts;
@@ -48,61 +48,6 @@ pub const ADMISSION_LOOP_LIMIT: Duration = Duration::from_secs(120);
 /// The same for the controller, which wakes at least every 30 s and whose pass may write many
 /// statuses through a rate-limited client.
 pub const CONTROLLER_LIMIT: Duration = Duration::from_secs(300);
-
-/// The limits of one port ([`serve`]): how long a client may take, so that connections that
-/// send nothing, or trickle their headers or body, are closed instead of held; how many may be
-/// open at once ([`crate::connections`]); and whether HTTP/2 is offered. What a request may
-/// carry (its body's size, how many are decided at once) is the router's.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Bounds {
-    /// The TLS handshake.
-    pub handshake: Duration,
-    /// A connection with no request in flight: one that sends nothing, trickles its headers,
-    /// or is a keep-alive connection left idle (clients open a new one). Counted from the
-    /// connection's last answer, for HTTP/1 and HTTP/2 alike.
-    pub idle: Duration,
-    /// A request's whole body, from the moment its headers arrived.
-    pub body: Duration,
-    /// Connections open at once, counted once their handshake is done; more are closed then.
-    pub connections: usize,
-    /// Connections in their TLS handshake at once; more are closed as they come.
-    pub handshakes: usize,
-    /// Whether HTTP/2 is offered (by ALPN, and by its preface on a plain port).
-    pub http2: bool,
-}
-
-impl Bounds {
-    /// The extender's port: far above what a scheduler on a working network needs (its
-    /// requests arrive in milliseconds), far below "held forever". HTTP/2 stays offered, with
-    /// the idle deadline and pings: a scheduler whose Go client negotiates it carries a gang's
-    /// held binds on a few connections instead of one each.
-    pub const EXTENDER: Bounds = Bounds {
-        handshake: Duration::from_secs(10),
-        idle: Duration::from_secs(30),
-        body: Duration::from_secs(30),
-        connections: crate::connections::MAX_CONNECTIONS,
-        handshakes: crate::connections::MAX_HANDSHAKES,
-        http2: true,
-    };
-
-    /// The webhooks' port: HTTP/1.1 only, as the API server calls webhooks over HTTP/1.1
-    /// alone (since Kubernetes 1.16), and a body's deadline at the API server's default
-    /// webhook timeout (10 s), after which nobody waits for the answer.
-    pub const WEBHOOKS: Bounds = Bounds {
-        body: Duration::from_secs(10),
-        http2: false,
-        ..Bounds::EXTENDER
-    };
-
-    /// The metrics and probes port: plain HTTP/1.1, for Prometheus and the kubelet, which
-    /// keep a connection or two each.
-    pub const METRICS: Bounds = Bounds {
-        connections: 64,
-        body: Duration::from_secs(10),
-        http2: false,
-        ..Bounds::EXTENDER
-    };
-}
 
 /// What a connection's HTTP/1 read buffer may grow to, so a request's headers may be at most
 /// this large (hyper answers 431 beyond). Those of the scheduler, the API server and

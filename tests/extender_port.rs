@@ -15,8 +15,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use gangplank::cache::Cache;
+use gangplank::connections::Bounds;
 use gangplank::extender::{self, BindRequest, Binder, Extender, MAX_BODY_BYTES};
-use gangplank::server::{self, Bounds};
+use gangplank::server;
 use gangplank::tls::Files;
 use gangplank_core::claims::Settings;
 use gangplank_core::policy::placement::Strategy;
@@ -27,6 +28,10 @@ use tokio_rustls::rustls::pki_types::pem::PemObject;
 use tokio_rustls::rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
 use tokio_rustls::rustls::{ClientConfig, RootCertStore};
 use tokio_util::sync::CancellationToken;
+
+mod recorded;
+
+use recorded::Recorded;
 
 const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/tls");
 
@@ -109,38 +114,6 @@ fn tls_of_replica_ca(client_name: &str) -> Option<Files> {
         client_name: Some(client_name.to_owned()),
         ..tls(false).unwrap()
     })
-}
-
-/// Prometheus' text of the metrics recorded on this thread (the tests' runtime has one) while
-/// it lives.
-struct Recorded {
-    handle: metrics_exporter_prometheus::PrometheusHandle,
-    _guard: metrics::LocalRecorderGuard<'static>,
-}
-
-impl Recorded {
-    fn start() -> Recorded {
-        let recorder = Box::leak(Box::new(
-            metrics_exporter_prometheus::PrometheusBuilder::new().build_recorder(),
-        ));
-        Recorded {
-            handle: recorder.handle(),
-            _guard: metrics::set_default_local_recorder(recorder),
-        }
-    }
-
-    /// Connections the extender closed for `reason`.
-    fn closed(&self, reason: &str) -> u64 {
-        let line = format!(
-            r#"gangplank_server_connections_closed_total{{server="extender",reason="{reason}"}} "#
-        );
-        let text = self.handle.render();
-        text.lines()
-            .find_map(|l| l.strip_prefix(&line))
-            .unwrap_or_else(|| panic!("no {line}in {text}"))
-            .parse()
-            .unwrap()
-    }
 }
 
 // ---- client certificates
@@ -433,8 +406,36 @@ async fn a_connection_in_its_tls_handshake_holds_no_place_among_the_open_ones() 
     shutdown.cancel();
 }
 
+/// A TCP connection to `addr` from the loopback address `127.0.0.<last>`.
+async fn connect_from(last: u8, addr: SocketAddr) -> TcpStream {
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket
+        .bind(SocketAddr::from(([127, 0, 0, last], 0)))
+        .unwrap();
+    socket.connect(addr).await.unwrap()
+}
+
+/// The first bytes of a TLS ClientHello (a record header announcing 512 bytes, and the
+/// handshake header), as a client that stops mid-hello sends them.
+const HELLO_CUT_SHORT: [u8; 9] = [0x16, 0x03, 0x01, 0x02, 0x00, 0x01, 0x00, 0x01, 0xfc];
+
+/// Whether the server has closed `stream` (it reads the end, or an error), waiting for it
+/// up to 30 s when `wait`; without waiting, what is known now.
+async fn closed_by_server(stream: &mut TcpStream, wait: bool) -> bool {
+    let mut byte = [0u8; 1];
+    if wait {
+        let read = tokio::time::timeout(Duration::from_secs(30), stream.read(&mut byte)).await;
+        return matches!(read, Ok(Ok(0) | Err(_)));
+    }
+    match stream.try_read(&mut byte) {
+        Ok(0) => true,
+        Err(e) => e.kind() != std::io::ErrorKind::WouldBlock,
+        Ok(_) => false,
+    }
+}
+
 #[tokio::test]
-async fn handshakes_beyond_their_budget_are_closed_as_they_come_and_counted() {
+async fn the_scheduler_gets_its_answer_while_silent_connections_hold_every_handshake_place() {
     let metrics = Recorded::start();
     let bounds = Bounds {
         handshakes: 2,
@@ -445,18 +446,73 @@ async fn handshakes_beyond_their_budget_are_closed_as_they_come_and_counted() {
     for _ in 0..bounds.handshakes {
         silent.push(TcpStream::connect(addr).await.unwrap());
     }
-    let err = bind_over_tls(addr, Some(("client.crt", "client.key")))
+    metrics
+        .reaches(r#"gangplank_server_handshakes{server="extender"}"#, 2)
+        .await;
+    let answer = bind_over_tls(addr, Some(("client.crt", "client.key")))
         .await
-        .unwrap_err();
-    assert!(!err.is_empty());
-    let text = metrics.handle.render();
+        .unwrap();
+    assert!(answer.starts_with("HTTP/1.1 200 OK"), "{answer}");
     assert!(
-        text.contains(
-            r#"gangplank_server_connections_refused_total{server="extender",stage="handshake"} 1"#
-        ),
-        "{text}"
+        closed_by_server(&mut silent[0], true).await,
+        "the oldest silent connection gave its place up"
     );
-    drop(silent);
+    assert_eq!(metrics.closed("shed_in_handshake"), 1);
+    assert!(!closed_by_server(&mut silent[1], false).await);
+    shutdown.cancel();
+}
+
+#[tokio::test]
+async fn the_scheduler_gets_its_answer_while_hellos_cut_short_hold_every_handshake_place() {
+    let metrics = Recorded::start();
+    let bounds = Bounds {
+        handshakes: 3,
+        ..Bounds::EXTENDER
+    };
+    let (addr, shutdown) = extender(tls(true), bounds).await;
+    let mut stopped = Vec::new();
+    for _ in 0..bounds.handshakes {
+        let mut stream = TcpStream::connect(addr).await.unwrap();
+        stream.write_all(&HELLO_CUT_SHORT).await.unwrap();
+        stopped.push(stream);
+    }
+    metrics
+        .reaches(r#"gangplank_server_handshakes{server="extender"}"#, 3)
+        .await;
+    let answer = bind_over_tls(addr, Some(("client.crt", "client.key")))
+        .await
+        .unwrap();
+    assert!(answer.starts_with("HTTP/1.1 200 OK"), "{answer}");
+    assert_eq!(metrics.closed("shed_in_handshake"), 1);
+    assert_eq!(metrics.closed("handshake_failed"), 0);
+    shutdown.cancel();
+}
+
+#[tokio::test]
+async fn a_flood_from_one_address_gives_its_places_up_before_a_lone_older_client_of_another() {
+    let metrics = Recorded::start();
+    let bounds = Bounds {
+        handshakes: 4,
+        ..Bounds::EXTENDER
+    };
+    let (addr, shutdown) = extender(tls(true), bounds).await;
+    let mut lone = connect_from(3, addr).await;
+    metrics
+        .reaches(r#"gangplank_server_handshakes{server="extender"}"#, 1)
+        .await;
+    let mut flood = Vec::new();
+    for _ in 0..bounds.handshakes {
+        flood.push(connect_from(2, addr).await);
+    }
+    assert!(
+        closed_by_server(&mut flood[0], true).await,
+        "the flood's oldest connection gave its place up"
+    );
+    assert_eq!(metrics.closed("shed_in_handshake"), 1);
+    assert!(
+        !closed_by_server(&mut lone, false).await,
+        "the lone client, older, keeps its place"
+    );
     shutdown.cancel();
 }
 
@@ -503,32 +559,34 @@ async fn a_body_larger_than_a_scheduler_sends_is_refused_with_413() {
 }
 
 #[tokio::test]
-async fn connections_beyond_the_bound_are_closed_as_they_come_and_counted() {
+async fn a_request_gets_its_answer_while_silent_open_connections_hold_every_place() {
     let metrics = Recorded::start();
     let bounds = Bounds {
         connections: 4,
         ..Bounds::EXTENDER
     };
     let (addr, shutdown) = extender(None, bounds).await;
-    // Four clients that say nothing (the idle deadline is 30 s) take every place; the server
-    // accepts connections in the order they came.
+    // Four clients that say nothing (the idle deadline is 30 s) take every place.
     let mut open = Vec::new();
     for _ in 0..bounds.connections {
         open.push(TcpStream::connect(addr).await.unwrap());
     }
-    let held = answer_to(
+    metrics
+        .reaches(r#"gangplank_server_connections{server="extender"}"#, 4)
+        .await;
+    let answer = answer_to(
         addr,
         b"POST /scheduler/filter HTTP/1.1\r\nhost: x\r\ncontent-length: 2\r\nconnection: close\r\n\r\n{}",
     )
     .await;
-    assert_eq!(held, "", "a fifth connection is closed unanswered: {held}");
-    drop(open);
-    let text = metrics.handle.render();
     assert!(
-        text.contains(
-            r#"gangplank_server_connections_refused_total{server="extender",stage="open"} 1"#
-        ),
-        "{text}"
+        answer.starts_with("HTTP/1.1 400"),
+        "a fifth is answered: {answer}"
     );
+    assert!(
+        closed_by_server(&mut open[0], true).await,
+        "the oldest silent connection gave its place up"
+    );
+    assert_eq!(metrics.closed("shed_open"), 1);
     shutdown.cancel();
 }

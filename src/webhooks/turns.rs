@@ -78,14 +78,23 @@ impl Turns {
         }
     }
 
-    /// Waits for a turn in `lane`, at most [`Limits::wait`].
+    /// Waits for a turn in `lane` (named `name` in the gauge of turns taken), at most
+    /// [`Limits::wait`].
     async fn take(
         &self,
         lane: &Arc<Semaphore>,
+        name: &'static str,
         hook: Hook,
-    ) -> Result<OwnedSemaphorePermit, Response> {
+    ) -> Result<Turn, Response> {
         match tokio::time::timeout(self.limits.wait, lane.clone().acquire_owned()).await {
-            Ok(Ok(permit)) => Ok(permit),
+            Ok(Ok(permit)) => {
+                let taken = ::metrics::gauge!(crate::metrics::WEBHOOK_TURNS_TAKEN, "lane" => name);
+                taken.increment(1.0);
+                Ok(Turn {
+                    _permit: permit,
+                    taken,
+                })
+            }
             Ok(Err(_)) | Err(_) => {
                 let busy = Error::Busy {
                     hook,
@@ -95,6 +104,18 @@ impl Turns {
                 Err((StatusCode::SERVICE_UNAVAILABLE, format!("{busy}\n")).into_response())
             }
         }
+    }
+}
+
+/// A review's turn, counted in `gangplank_webhook_turns_taken` until it is answered.
+struct Turn {
+    _permit: OwnedSemaphorePermit,
+    taken: ::metrics::Gauge,
+}
+
+impl Drop for Turn {
+    fn drop(&mut self) {
+        self.taken.decrement(1.0);
     }
 }
 
@@ -126,14 +147,14 @@ pub async fn take_turn(
                     return (status, format!("{}\n", Error::Read { hook, why })).into_response();
                 }
             };
-            let _turn = match turns.take(&turns.small, hook).await {
+            let _turn = match turns.take(&turns.small, "small", hook).await {
                 Ok(turn) => turn,
                 Err(busy) => return busy,
             };
             next.run(Request::from_parts(parts, Body::from(body))).await
         }
         _ => {
-            let _turn = match turns.take(&turns.large, hook).await {
+            let _turn = match turns.take(&turns.large, "large", hook).await {
                 Ok(turn) => turn,
                 Err(busy) => return busy,
             };
