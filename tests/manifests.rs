@@ -14,6 +14,7 @@ use gangplank::config::{Cli, Command};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{Namespace, Pod, PodSpec, Service, ServiceAccount};
 use k8s_openapi::api::flowcontrol::v1::FlowSchema;
+use k8s_openapi::api::networking::v1::NetworkPolicy;
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
 use k8s_openapi::api::scheduling::v1::PriorityClass;
 use serde::Deserialize;
@@ -110,6 +111,46 @@ fn gangplanks_requests_share_the_schedulers_priority_level_and_its_lease_the_lea
     assert_eq!(
         (account.namespace.as_str(), account.name.as_str()),
         (NAMESPACE, "gangplank")
+    );
+}
+
+#[test]
+fn the_network_policy_selects_gangplanks_pods_and_names_each_port_they_serve() {
+    let deployment: Deployment = object("deployment.yaml", "Deployment", "gangplank");
+    let template = deployment.spec.template;
+    let policy: NetworkPolicy = object("network-policy.yaml", "NetworkPolicy", "gangplank");
+    assert_eq!(policy.metadata.namespace.as_deref(), Some(NAMESPACE));
+    let spec = policy.spec.unwrap();
+    let pod_labels = template.metadata.unwrap().labels.unwrap();
+    for (key, value) in spec.pod_selector.unwrap().match_labels.unwrap() {
+        assert_eq!(
+            pod_labels.get(&key),
+            Some(&value),
+            "the policy selects {key}={value}"
+        );
+    }
+    assert_eq!(spec.policy_types, Some(vec!["Ingress".to_string()]));
+    let ports: BTreeSet<i32> = template.spec.unwrap().containers[0]
+        .ports
+        .iter()
+        .flatten()
+        .map(|p| p.container_port)
+        .collect();
+    let allowed: BTreeSet<i32> = spec
+        .ingress
+        .iter()
+        .flatten()
+        .flat_map(|rule| rule.ports.iter().flatten())
+        .map(|p| match p.port {
+            Some(k8s_openapi::apimachinery::pkg::util::intstr::IntOrString::Int(port)) => port,
+            ref other => panic!("a port by number, not {other:?}"),
+        })
+        .collect();
+    assert_eq!(allowed, ports, "every port the pod serves, no other");
+    let metrics = spec.ingress.unwrap().pop().unwrap();
+    assert!(
+        !metrics.from.unwrap_or_default().is_empty(),
+        "the metrics port is open to the monitoring namespace only, by default"
     );
 }
 

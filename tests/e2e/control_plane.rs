@@ -170,7 +170,8 @@ async fn a_pod_of_a_queue_with_the_marker_resources_is_filtered_and_bound_throug
 async fn the_charts_deployment_layout_is_accepted_by_the_api_server_without_a_warning() {
     // e2e/up applied the sidecar layout; the Deployment layout's objects (its Deployment under
     // the namespace's restricted Pod Security level, Services, PodDisruptionBudget,
-    // PriorityClass, generated certificates) are checked by the API server's dry run.
+    // PriorityClass, NetworkPolicy, generated certificates) are checked by the API server's
+    // dry run.
     let run = run_dir();
     let release = read_env_file(&run_dir().join("env"))["K8S_VERSION"].clone();
     let rendered = std::process::Command::new(run.join("bin/helm"))
@@ -181,6 +182,9 @@ async fn the_charts_deployment_layout_is_accepted_by_the_api_server_without_a_wa
             "gangplank-system",
             "--kube-version",
             &release,
+            // The NetworkPolicy's IPv4 and IPv6 exceptions, for the API server to check.
+            "--set",
+            "networkPolicy.podCIDRs={10.244.0.0/16,fd00:10:244::/56}",
         ])
         .output()
         .expect("failed to run helm");
@@ -216,6 +220,7 @@ async fn the_charts_deployment_layout_is_accepted_by_the_api_server_without_a_wa
         "deployment.apps/gangplank",
         "service/gangplank-extender",
         "poddisruptionbudget.policy/gangplank",
+        "networkpolicy.networking.k8s.io/gangplank",
         "secret/gangplank-scheduler-client",
         "mutatingwebhookconfiguration.admissionregistration.k8s.io/gangplank",
     ] {
