@@ -10,6 +10,9 @@
 //!   never made a request before idle ones; from the address holding the most places, oldest
 //!   first). An open connection with a request in flight keeps its place; only when all do is
 //!   a new one closed after its handshake;
+//! - a connection refused, or that gave its place up, is held unread until the handshake
+//!   deadline before it is closed ([`tarpit`]), so that a flood reconnecting at once does not
+//!   turn each refusal into another connection;
 //! - an open connection with no request in flight for the idle deadline is closed, whatever its
 //!   protocol: a client silent after connecting, one trickling its headers (HTTP/1) or its
 //!   HEADERS frames (HTTP/2), and a keep-alive connection left idle. A request in flight (a
@@ -36,17 +39,19 @@ use axum_server::accept::Accept;
 use futures::future::BoxFuture;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
-use tokio_util::sync::WaitForCancellationFutureOwned;
+use tokio_util::sync::{CancellationToken, WaitForCancellationFutureOwned};
 
 use crate::metrics;
 
 pub mod body;
 mod bounds;
 pub mod places;
+pub mod tarpit;
 
 pub use bounds::Bounds;
 
 use places::{Place, Places, Progress};
+use tarpit::Tarpit;
 
 /// Connections each server holds open at once.
 pub const MAX_CONNECTIONS: usize = 1024;
@@ -65,6 +70,7 @@ pub struct Limited<A> {
     inner: A,
     handshakes: Arc<Places>,
     connections: Arc<Places>,
+    tarpit: Arc<Tarpit>,
     idle: Duration,
     server: &'static str,
 }
@@ -84,6 +90,11 @@ impl<A> Limited<A> {
             connections: Places::new(
                 bounds.connections,
                 ::metrics::gauge!(metrics::SERVER_CONNECTIONS, "server" => server),
+            ),
+            tarpit: Tarpit::new(
+                tarpit::MAX_HELD,
+                bounds.handshake,
+                ::metrics::gauge!(metrics::SERVER_CONNECTIONS_HELD_UNREAD, "server" => server),
             ),
             idle: bounds.idle,
             server,
@@ -107,7 +118,7 @@ type Accepted<S, T> = io::Result<(Counted<S>, Tracked<T>)>;
 
 impl<A, S> Accept<TcpStream, S> for Limited<A>
 where
-    A: Accept<Watched<TcpStream>, S>,
+    A: Accept<Watched, S>,
     A::Future: Send + 'static,
     A::Stream: Send + 'static,
     A::Service: Send + 'static,
@@ -122,18 +133,23 @@ where
             .peer_addr()
             .map_or(IpAddr::from([0, 0, 0, 0]), |a| a.ip().to_canonical());
         let handshake = Arc::new(Handshake::default());
-        let Ok(place) = self.handshakes.take(source, handshake.clone()) else {
-            drop(stream);
+        let shed = CancellationToken::new();
+        let Ok(place) = self
+            .handshakes
+            .take(source, handshake.clone(), shed.clone())
+        else {
+            self.tarpit.hold(stream);
             return Box::pin(std::future::ready(Err(refuse(server, "handshake"))));
         };
         let watched = Watched {
-            inner: stream,
+            inner: Some(stream),
             handshake,
+            shed: shed.clone(),
+            tarpit: self.tarpit.clone(),
         };
         let accepting = self.inner.accept(watched, service);
         let (connections, idle) = (self.connections.clone(), self.idle);
         Box::pin(async move {
-            let shed = place.shed().clone();
             let accepted = tokio::select! {
                 biased;
                 accepted = accepting => accepted,
@@ -152,7 +168,8 @@ where
                 ending.counter(server).increment(1);
             })?;
             let activity = Arc::new(Activity::default());
-            let Ok(place) = connections.take(source, activity.clone()) else {
+            let Ok(place) = connections.take(source, activity.clone(), shed.clone()) else {
+                shed.cancel();
                 return Err(refuse(server, "open connection"));
             };
             let shed = Box::pin(place.shed().clone().cancelled_owned());
@@ -207,20 +224,43 @@ impl Progress for Handshake {
     }
 }
 
-/// A connection's TCP stream, telling its [`Handshake`] what it saw.
-pub struct Watched<S> {
-    inner: S,
+/// A connection's TCP stream, telling its [`Handshake`] what it saw, and given to the tarpit
+/// when dropped after its connection lost its place (or found none once open).
+pub struct Watched {
+    inner: Option<TcpStream>,
     handshake: Arc<Handshake>,
+    shed: CancellationToken,
+    tarpit: Arc<Tarpit>,
 }
 
-impl<S: AsyncRead + Unpin> AsyncRead for Watched<S> {
+impl Watched {
+    fn stream(&mut self) -> Pin<&mut TcpStream> {
+        Pin::new(
+            self.inner
+                .as_mut()
+                .expect("the stream is taken only when dropped"),
+        )
+    }
+}
+
+impl Drop for Watched {
+    fn drop(&mut self) {
+        if self.shed.is_cancelled()
+            && let Some(stream) = self.inner.take()
+        {
+            self.tarpit.hold(stream);
+        }
+    }
+}
+
+impl AsyncRead for Watched {
     fn poll_read(
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
         buf: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
         let before = buf.filled().len();
-        let read = Pin::new(&mut self.inner).poll_read(cx, buf);
+        let read = self.stream().poll_read(cx, buf);
         if buf.filled().len() > before {
             self.handshake.reached(Handshake::HELLO);
         }
@@ -228,13 +268,13 @@ impl<S: AsyncRead + Unpin> AsyncRead for Watched<S> {
     }
 }
 
-impl<S: AsyncWrite + Unpin> AsyncWrite for Watched<S> {
+impl AsyncWrite for Watched {
     fn poll_write(
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
         buf: &[u8],
     ) -> Poll<io::Result<usize>> {
-        let written = Pin::new(&mut self.inner).poll_write(cx, buf);
+        let written = self.stream().poll_write(cx, buf);
         if matches!(written, Poll::Ready(Ok(n)) if n > 0) {
             self.handshake.reached(Handshake::ANSWERED);
         }
@@ -242,11 +282,11 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for Watched<S> {
     }
 
     fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.inner).poll_flush(cx)
+        self.stream().poll_flush(cx)
     }
 
     fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.inner).poll_shutdown(cx)
+        self.stream().poll_shutdown(cx)
     }
 
     fn poll_write_vectored(
@@ -254,7 +294,7 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for Watched<S> {
         cx: &mut Context<'_>,
         bufs: &[io::IoSlice<'_>],
     ) -> Poll<io::Result<usize>> {
-        let written = Pin::new(&mut self.inner).poll_write_vectored(cx, bufs);
+        let written = self.stream().poll_write_vectored(cx, bufs);
         if matches!(written, Poll::Ready(Ok(n)) if n > 0) {
             self.handshake.reached(Handshake::ANSWERED);
         }
@@ -262,7 +302,7 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for Watched<S> {
     }
 
     fn is_write_vectored(&self) -> bool {
-        self.inner.is_write_vectored()
+        self.inner.as_ref().is_some_and(|s| s.is_write_vectored())
     }
 }
 

@@ -26,6 +26,7 @@ pub const EXTENDER_DECISION_WAIT_SECONDS: &str = "gangplank_extender_decision_wa
 /// Gauge: connections open, by `server` (extender, webhooks, metrics).
 pub const SERVER_CONNECTIONS: &str = "gangplank_server_connections";
 pub const SERVER_HANDSHAKES: &str = "gangplank_server_handshakes";
+pub const SERVER_CONNECTIONS_HELD_UNREAD: &str = "gangplank_server_connections_held_unread";
 /// Counter: connections closed as they came because the server held its most, by `server` and
 /// `stage` (`handshake`, `open`).
 pub const SERVER_CONNECTIONS_REFUSED_TOTAL: &str = "gangplank_server_connections_refused_total";
@@ -220,13 +221,19 @@ pub const CATALOGUE: &[Doc] = &[
         name: SERVER_HANDSHAKES,
         kind: Kind::Gauge,
         labels: &["server"],
-        help: "Connections in their TLS handshake, by server (at most 128 each; at 128, each new connection sheds the one that has come least far).",
+        help: "Connections in their TLS handshake, by server (at most 128 each; at 128, a new connection from an address holding fewer places than another sheds one of that address's, the one that has come least far, and one from the address holding the most is refused).",
+    },
+    Doc {
+        name: SERVER_CONNECTIONS_HELD_UNREAD,
+        kind: Kind::Gauge,
+        labels: &["server"],
+        help: "Connections refused a place, or that gave theirs up, held open and unread until the 10 s handshake deadline before they are closed, by server (at most 2048 each; beyond, closed at once): a flood's, which would otherwise reconnect at once.",
     },
     Doc {
         name: SERVER_CONNECTIONS_REFUSED_TOTAL,
         kind: Kind::Counter,
         labels: &["server"],
-        help: "Connections closed after their handshake because every open place was held by a connection with a request in flight (1024 places, 64 on the metrics port), by server. Idle connections give their places up instead (closed_total, reason shed_open).",
+        help: "Connections refused a place, by server: every place (128 in the handshake; 1024 open, 64 on the metrics port) held by a connection with a request in flight or from an address holding no more places than the newcomer's (a flood's own newcomers). Held unread, then closed (held_unread).",
     },
     Doc {
         name: SERVER_CONNECTIONS_CLOSED_TOTAL,

@@ -224,11 +224,13 @@ async fn the_webhook_port_offers_http_1_1_alone() {
 async fn a_probe_of_the_metrics_port_is_answered_while_silent_connections_hold_every_place() {
     let router = Router::new().route("/livez", axum::routing::get(|| async { "ok" }));
     let (addr, shutdown) = serve("metrics", router, None, Bounds::METRICS).await;
-    // Clients that say nothing take every place (the idle deadline is 30 s); each new one
-    // sheds the oldest of them, and the probe, which asks at once, is never the one shed.
+    // Clients of another address that say nothing take every place (the idle deadline is
+    // 30 s); the probe's address holds none, so it takes one of theirs.
     let mut open = Vec::new();
     for _ in 0..Bounds::METRICS.connections + 8 {
-        open.push(TcpStream::connect(addr).await.unwrap());
+        let socket = tokio::net::TcpSocket::new_v4().unwrap();
+        socket.bind(SocketAddr::from(([127, 0, 0, 2], 0))).unwrap();
+        open.push(socket.connect(addr).await.unwrap());
     }
     let answer = answer_to(
         addr,

@@ -1,10 +1,12 @@
 //! The places a server has for connections in one stage (their TLS handshake, or open), and
-//! which connection gives its place up when a new one comes and none is free: the one that has
-//! come least far, from the source address that holds the most places, the oldest first. A
-//! new connection so always gets a place while any holder can be shed, and a flood of
-//! connections that send nothing, stop mid-handshake or never make a request sheds itself
-//! before the few connections of the scheduler or the API server, which are young and busy.
-//! docs/decisions/connection-places.md says why this and not a refusal at accept.
+//! which connection gives its place up when a new one comes and none is free: one from a
+//! source address that holds more places than the newcomer's, the one that has come least
+//! far, from the source holding the most, the oldest first. A newcomer from an address that
+//! holds fewer places than another so always gets in, and a flood of connections that send
+//! nothing, stop mid-handshake or never make a request gives its places up to the few
+//! connections of the scheduler or the API server; a newcomer from the address that already
+//! holds the most (the flood's own) is refused instead of shedding one of its kind, so a flood
+//! cannot churn through the places. docs/decisions/connection-places.md says why.
 //!
 //! Only [`super::Limited`]'s accept takes places and sheds; a [`Place`] gives its own back
 //! when dropped.
@@ -40,9 +42,24 @@ pub struct Places {
 struct Holders {
     next: u64,
     by_id: HashMap<u64, Holder>,
+    per_source: HashMap<IpAddr, usize>,
 }
 
-/// Every place was held by a connection that must keep it.
+impl Holders {
+    fn remove(&mut self, id: u64) -> Option<Holder> {
+        let holder = self.by_id.remove(&id)?;
+        if let Some(count) = self.per_source.get_mut(&holder.source) {
+            *count -= 1;
+            if *count == 0 {
+                self.per_source.remove(&holder.source);
+            }
+        }
+        Some(holder)
+    }
+}
+
+/// No place could be given: every holder must keep its own, or comes from an address that
+/// holds no more places than the newcomer's.
 #[derive(Debug, PartialEq, Eq)]
 pub struct Full;
 
@@ -57,26 +74,30 @@ impl Places {
         })
     }
 
-    /// A place for a connection from `source`, shedding one holder if none is free.
+    /// A place for a connection from `source`, shedding one holder if none is free; `shed` is
+    /// cancelled if this place is shed in turn.
     pub fn take(
         self: &Arc<Self>,
         source: IpAddr,
         progress: Arc<dyn Progress>,
+        shed: CancellationToken,
     ) -> Result<Place, Full> {
         let mut holders = self.holders.lock().unwrap_or_else(|e| e.into_inner());
         if holders.by_id.len() >= self.capacity {
-            let candidates = holders
-                .by_id
-                .iter()
-                .map(|(id, h)| (*id, h.source, h.since, h.progress.tier()));
-            let victim = victim(candidates).ok_or(Full)?;
-            if let Some(shed) = holders.by_id.remove(&victim) {
+            let mine = holders.per_source.get(&source).copied().unwrap_or(0);
+            let candidates = holders.by_id.iter().map(|(id, h)| Candidate {
+                id: *id,
+                tier: h.progress.tier(),
+                places_of_source: holders.per_source[&h.source],
+                since: h.since,
+            });
+            let victim = victim(candidates, mine).ok_or(Full)?;
+            if let Some(shed) = holders.remove(victim) {
                 shed.shed.cancel();
             }
         }
         let id = holders.next;
         holders.next += 1;
-        let shed = CancellationToken::new();
         holders.by_id.insert(
             id,
             Holder {
@@ -86,6 +107,7 @@ impl Places {
                 shed: shed.clone(),
             },
         );
+        *holders.per_source.entry(source).or_default() += 1;
         self.gauge.set(holders.by_id.len() as f64);
         Ok(Place {
             places: self.clone(),
@@ -95,18 +117,26 @@ impl Places {
     }
 }
 
-/// The holder to shed among `(id, source, since, tier)`: the lowest tier, then the source
-/// holding the most places, then the oldest; none when every holder must keep its place.
-pub fn victim(
-    holders: impl Iterator<Item = (u64, IpAddr, Instant, Option<u8>)> + Clone,
-) -> Option<u64> {
-    let mut per_source: HashMap<IpAddr, usize> = HashMap::new();
-    for (_, source, _, _) in holders.clone() {
-        *per_source.entry(source).or_default() += 1;
-    }
-    holders
-        .filter_map(|(id, source, since, tier)| {
-            tier.map(|tier| (tier, std::cmp::Reverse(per_source[&source]), since, id))
+/// A holder as [`victim`] weighs it.
+#[derive(Debug, Clone, Copy)]
+pub struct Candidate {
+    pub id: u64,
+    /// `None`: it must keep its place.
+    pub tier: Option<u8>,
+    /// Places held by its source address.
+    pub places_of_source: usize,
+    pub since: Instant,
+}
+
+/// The holder to shed for a newcomer whose address holds `newcomers_places`: among those
+/// that may give their place up and whose address holds more, the lowest tier, then the
+/// address holding the most, then the oldest; none when there is no such holder.
+pub fn victim(candidates: impl Iterator<Item = Candidate>, newcomers_places: usize) -> Option<u64> {
+    candidates
+        .filter(|c| c.places_of_source > newcomers_places)
+        .filter_map(|c| {
+            let tier = c.tier?;
+            Some((tier, std::cmp::Reverse(c.places_of_source), c.since, c.id))
         })
         .min()
         .map(|(_, _, _, id)| id)
@@ -160,58 +190,82 @@ mod tests {
         Places::new(capacity, ::metrics::Gauge::noop())
     }
 
+    fn take(places: &Arc<Places>, from: u8, tier: Option<u8>) -> Result<Place, Full> {
+        places.take(ip(from), Arc::new(Fixed(tier)), CancellationToken::new())
+    }
+
     #[test]
-    fn a_new_connection_sheds_the_one_that_has_come_least_far() {
+    fn a_newcomer_from_another_address_sheds_the_flood_connection_that_has_come_least_far() {
         let places = places(2);
-        let answered = places.take(ip(1), Arc::new(Fixed(Some(2)))).unwrap();
-        let silent = places.take(ip(1), Arc::new(Fixed(Some(0)))).unwrap();
-        let newcomer = places.take(ip(1), Arc::new(Fixed(Some(0)))).unwrap();
+        let answered = take(&places, 2, Some(2)).unwrap();
+        let silent = take(&places, 2, Some(0)).unwrap();
+        let newcomer = take(&places, 1, Some(0)).unwrap();
         assert!(silent.shed().is_cancelled());
         assert!(!answered.shed().is_cancelled());
         assert!(!newcomer.shed().is_cancelled());
     }
 
     #[test]
-    fn among_equals_the_source_holding_the_most_places_gives_one_up_first() {
+    fn the_address_holding_the_most_places_gives_one_up_first_even_if_another_is_older() {
         let places = places(4);
-        let scheduler = places.take(ip(1), Arc::new(Fixed(Some(0)))).unwrap();
-        let flood: Vec<Place> = (0..3)
-            .map(|_| places.take(ip(2), Arc::new(Fixed(Some(0)))).unwrap())
-            .collect();
-        let _newcomer = places.take(ip(3), Arc::new(Fixed(Some(0)))).unwrap();
+        let lone = take(&places, 3, Some(0)).unwrap();
+        let flood: Vec<Place> = (0..3).map(|_| take(&places, 2, Some(0)).unwrap()).collect();
+        let _newcomer = take(&places, 1, Some(0)).unwrap();
         assert!(
-            !scheduler.shed().is_cancelled(),
+            !lone.shed().is_cancelled(),
             "the older but lone holder stays"
         );
-        assert_eq!(flood.iter().filter(|p| p.shed().is_cancelled()).count(), 1);
         assert!(flood[0].shed().is_cancelled(), "the flood's oldest goes");
+        assert_eq!(flood.iter().filter(|p| p.shed().is_cancelled()).count(), 1);
     }
 
     #[test]
-    fn among_one_sources_equals_the_oldest_goes() {
+    fn a_newcomer_from_the_address_holding_the_most_is_refused_and_sheds_none_of_its_kind() {
+        let places = places(3);
+        let flood: Vec<Place> = (0..3).map(|_| take(&places, 2, Some(0)).unwrap()).collect();
+        assert_eq!(take(&places, 2, Some(0)).err(), Some(Full));
+        assert!(flood.iter().all(|p| !p.shed().is_cancelled()));
+    }
+
+    #[test]
+    fn among_one_addresss_equals_the_oldest_goes() {
         let earlier = Instant::now();
         let later = earlier + Duration::from_millis(1);
-        let holders = [(7, ip(1), later, Some(1)), (8, ip(1), earlier, Some(1))];
-        assert_eq!(victim(holders.into_iter()), Some(8));
+        let candidates = [
+            Candidate {
+                id: 7,
+                tier: Some(1),
+                places_of_source: 2,
+                since: later,
+            },
+            Candidate {
+                id: 8,
+                tier: Some(1),
+                places_of_source: 2,
+                since: earlier,
+            },
+        ];
+        assert_eq!(victim(candidates.into_iter(), 0), Some(8));
     }
 
     #[test]
     fn a_holder_that_must_keep_its_place_is_never_shed_and_a_full_stage_refuses() {
         let places = places(1);
-        let busy = places.take(ip(1), Arc::new(Fixed(None))).unwrap();
-        assert_eq!(
-            places.take(ip(2), Arc::new(Fixed(Some(0)))).err(),
-            Some(Full)
-        );
+        let busy = take(&places, 2, None).unwrap();
+        assert_eq!(take(&places, 1, Some(0)).err(), Some(Full));
         assert!(!busy.shed().is_cancelled());
     }
 
     #[test]
-    fn a_dropped_place_is_free_again() {
+    fn a_dropped_place_is_free_again_and_no_longer_counts_for_its_address() {
         let places = places(1);
-        let first = places.take(ip(1), Arc::new(Fixed(None))).unwrap();
-        drop(first);
-        let second = places.take(ip(1), Arc::new(Fixed(None))).unwrap();
-        assert!(!second.shed().is_cancelled());
+        drop(take(&places, 2, None).unwrap());
+        let second = take(&places, 2, Some(0)).unwrap();
+        let third = take(&places, 1, Some(0)).unwrap();
+        assert!(
+            second.shed().is_cancelled(),
+            "its address holds one place, the newcomer's none"
+        );
+        assert!(!third.shed().is_cancelled());
     }
 }

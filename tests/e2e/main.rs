@@ -14,6 +14,7 @@ mod controller;
 mod dashboard;
 mod dra;
 mod faults;
+mod floods;
 mod gangs;
 mod leader;
 mod operators;

@@ -24,17 +24,17 @@ use crate::support::{
 };
 
 /// A namespace user: the `edit` role in one namespace, and a kubeconfig of its own.
-struct Tenant {
+pub(crate) struct Tenant {
     /// The namespace as the admin sees it (who sets the stage and deletes it) ...
     ns: TestNamespace,
     /// ... and as the tenant does.
-    mine: TestNamespace,
+    pub(crate) mine: TestNamespace,
     kubeconfig: PathBuf,
 }
 
 impl Tenant {
     /// A new namespace and its user, `tenant`, bound to `edit` there.
-    async fn new(cluster: &Cluster, prefix: &str) -> Tenant {
+    pub(crate) async fn new(cluster: &Cluster, prefix: &str) -> Tenant {
         let ns = cluster.namespace(prefix).await;
         let pp = PostParams::default();
         let account: ServiceAccount =
@@ -117,11 +117,11 @@ impl Tenant {
     }
 
     /// `kubectl apply` of one object, as the tenant.
-    fn apply(&self, object: serde_json::Value) -> Result<String, String> {
+    pub(crate) fn apply(&self, object: serde_json::Value) -> Result<String, String> {
         self.kubectl(&["apply", "-f", "-"], Some(&object.to_string()))
     }
 
-    async fn delete(self) {
+    pub(crate) async fn delete(self) {
         let _ = std::fs::remove_file(&self.kubeconfig);
         self.ns.delete().await;
     }
