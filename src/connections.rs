@@ -4,12 +4,10 @@
 //! clients that matter (the scheduler, the API server, Prometheus):
 //! - a connection in its TLS handshake holds one of a small set of handshake places (and is
 //!   cut off at the handshake deadline); a connection open after its handshake holds one of
-//!   the open places. A new connection always gets a place: when none is free, the holder that
-//!   has come least far gives its own up ([`places`]: silent before handshaking ones, those
-//!   mid-handshake before those waiting for the client's last flight; open connections that
-//!   never made a request before idle ones; from the address holding the most places, oldest
-//!   first). An open connection with a request in flight keeps its place; only when all do is
-//!   a new one closed after its handshake;
+//!   the open places. When none is free, a newcomer takes the place of a holder from an
+//!   address that holds more places than its own, the one that has come least far
+//!   ([`places`]); with no such holder (the newcomer's address holds the most: a flood's own
+//!   newcomers), or every holder with a request in flight, it is refused;
 //! - a connection refused, or that gave its place up, is held unread until the handshake
 //!   deadline before it is closed ([`tarpit`]), so that a flood reconnecting at once does not
 //!   turn each refusal into another connection;
@@ -19,9 +17,9 @@
 //!   held bind, for minutes) keeps its connection open; its body has its own deadline
 //!   (`server::serve`).
 //!
-//! Connections refused with every place busy are counted
-//! (`gangplank_server_connections_refused_total`), the ones in their handshake and the
-//! open ones are gauges (`gangplank_server_handshakes`, `gangplank_server_connections`), and
+//! Refused connections are counted (`gangplank_server_connections_refused_total`), the ones
+//! in their handshake, open, and held unread are gauges (`gangplank_server_handshakes`,
+//! `gangplank_server_connections`, `gangplank_server_connections_held_unread`), and
 //! each closed one is counted by how it ended ([`Ending`],
 //! `gangplank_server_connections_closed_total`), which is how an operator sees a flood shed,
 //! the deadlines at work, or a client without the right certificate. The scheduler and the API
@@ -62,8 +60,9 @@ pub const MAX_CONNECTIONS: usize = 1024;
 pub const MAX_HANDSHAKES: usize = 128;
 
 /// An acceptor that gives each connection of the server `server` one of `bounds.handshakes`
-/// places during its TLS handshake and one of `bounds.connections` once open, shedding the
-/// holder that has come least far when a new one finds none free, and closes one idle for
+/// places during its TLS handshake and one of `bounds.connections` once open (shedding a
+/// holder of a richer address, or refusing the newcomer, when none is free), holds refused
+/// and shed connections unread until `bounds.handshake`, and closes one idle for
 /// `bounds.idle`.
 #[derive(Clone)]
 pub struct Limited<A> {
