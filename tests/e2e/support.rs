@@ -521,6 +521,16 @@ pub async fn gangplank_readyz(cluster: &Cluster) -> Option<u16> {
     reqwest::get(&url).await.ok().map(|r| r.status().as_u16())
 }
 
+/// Gangs whose binds the suite's Gangplank held until quorum and then bound together, since it
+/// started (`gangplank_gang_bind_wait_seconds_count`): a process-wide total, so a test compares
+/// it before and after.
+pub async fn held_gangs(cluster: &Cluster) -> f64 {
+    cluster
+        .gangplank_metrics()
+        .await
+        .sum("gangplank_gang_bind_wait_seconds_count", &[])
+}
+
 /// Reasons of the Events about `object` in the namespace, with their messages.
 pub async fn events_about(
     client: &Client,
