@@ -278,3 +278,205 @@ fn the_api_check_reads_real_fields() {
     assert!(fields.contains(&"spec.minMember".to_owned()), "{fields:?}");
     assert!(fields.contains(&"status.phase".to_owned()), "{fields:?}");
 }
+
+// ---- the reliability page names tests that exist
+
+/// The last cell (the test column) of each row of the Markdown tables in `page`, header and
+/// separator rows left out.
+fn test_cells(page: &str) -> Vec<&str> {
+    prose(page)
+        .filter(|line| line.starts_with("| ") && !line.starts_with("|---"))
+        .filter_map(|line| line.trim_end().strip_suffix(" |")?.rsplit(" | ").next())
+        .filter(|cell| *cell != "test")
+        .collect()
+}
+
+/// The code spans of `cell`, each with the text between it and the span before.
+fn code_spans(cell: &str) -> Vec<(&str, &str)> {
+    let parts: Vec<&str> = cell.split('`').collect();
+    parts
+        .chunks(2)
+        .filter_map(|pair| Some((pair[0], *pair.get(1)?)))
+        .collect()
+}
+
+/// The `.rs` files at `path`: the file itself, or every one under the folder.
+fn rust_files(path: &std::path::Path) -> Vec<PathBuf> {
+    if path.is_file() {
+        return vec![path.to_path_buf()];
+    }
+    let mut files = Vec::new();
+    for entry in std::fs::read_dir(path).into_iter().flatten().flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            files.extend(rust_files(&path));
+        } else if path.extension().is_some_and(|e| e == "rs") {
+            files.push(path);
+        }
+    }
+    files
+}
+
+/// The files of the module named by `segments` (`gangplank_core::…` in core/src, else in src/
+/// or, for a test crate, tests/; `tests` is a module inline in the file before), and the last
+/// segment when it names no module: a function in them.
+fn module<'a>(segments: &[&'a str]) -> Option<(Vec<PathBuf>, Option<&'a str>)> {
+    let (bases, segments) = match segments {
+        ["gangplank_core", rest @ ..] => (vec![root().join("core/src")], rest),
+        _ => (vec![root().join("src"), root().join("tests")], segments),
+    };
+    bases.into_iter().find_map(|mut dir| {
+        let mut files: Option<Vec<PathBuf>> = None;
+        for (i, segment) in segments.iter().enumerate() {
+            let file = dir.join(format!("{segment}.rs"));
+            let folder = dir.join(segment);
+            if *segment == "tests" && files.is_some() {
+                continue;
+            }
+            if file.is_file() || folder.is_dir() {
+                let mut found = rust_files(&file);
+                if folder.is_dir() {
+                    found.extend(rust_files(&folder));
+                }
+                files = Some(found);
+                dir = folder;
+            } else if i + 1 == segments.len() {
+                return Some((files?, Some(*segment)));
+            } else {
+                return None;
+            }
+        }
+        Some((files?, None))
+    })
+}
+
+/// Whether one of `files` defines a test `name` (with `prefix`, one whose name starts so): a
+/// `fn` under an attribute naming `test`.
+fn defines_test(files: &[PathBuf], name: &str, prefix: bool) -> bool {
+    files.iter().any(|file| {
+        let text = std::fs::read_to_string(file).unwrap_or_default();
+        let lines: Vec<&str> = text.lines().collect();
+        lines.iter().enumerate().any(|(i, line)| {
+            let Some((_, after)) = line.split_once("fn ") else {
+                return false;
+            };
+            let named =
+                after.starts_with(name) && (prefix || after[name.len()..].starts_with(['(', '<']));
+            let attributes = lines[..i]
+                .iter()
+                .rev()
+                .take_while(|l| l.trim_start().starts_with("#[") || l.trim().starts_with("///"));
+            named && attributes.into_iter().any(|l| l.contains("test"))
+        })
+    })
+}
+
+/// Whether one of `files` has a test.
+fn has_tests(files: &[PathBuf]) -> bool {
+    files.iter().any(|file| {
+        let text = std::fs::read_to_string(file).unwrap_or_default();
+        text.contains("#[test]") || text.contains("#[tokio::test")
+    })
+}
+
+/// What the test cells of `page` name that does not exist: an e2e test `module::name` not in
+/// tests/e2e/module.rs; a path; a module (with a test), or a test in one (`module::name`); a
+/// test named alone, in the file or module named just before it in its cell (after `core`, in
+/// core/; first in its cell, anywhere). Spans that are no such name (an environment variable)
+/// are passed over.
+fn unknown_names(page: &str) -> Vec<String> {
+    let mut unknown = Vec::new();
+    for cell in test_cells(page) {
+        let mut scope: Vec<PathBuf> = Vec::new();
+        for (before, span) in code_spans(cell) {
+            let prefix = span.ends_with(['…', '*']);
+            let name = span.trim_end_matches(['…', '*']).trim_end_matches("::");
+            let mut missing = |what: &str| unknown.push(format!("{span}: {what} (in: {cell})"));
+            if name.contains('/') {
+                let path = root().join(name.trim_start_matches("./"));
+                if !path.exists() {
+                    missing("no such file or folder");
+                }
+                scope = rust_files(&path);
+                continue;
+            }
+            let is_path =
+                |c: char| c.is_ascii_lowercase() || c.is_ascii_digit() || "_:".contains(c);
+            if name.is_empty() || !name.chars().all(is_path) {
+                continue;
+            }
+            let segments: Vec<&str> = name.split("::").collect();
+            if before.trim_end().ends_with("e2e") {
+                let file = root().join(format!("tests/e2e/{}.rs", segments[0]));
+                match segments[1..] {
+                    _ if !file.is_file() => missing("no such e2e module"),
+                    [test] if !defines_test(std::slice::from_ref(&file), test, prefix) => {
+                        missing("no such e2e test")
+                    }
+                    _ => {}
+                }
+                scope = vec![file];
+            } else if let Some((files, test)) = module(&segments) {
+                match test {
+                    Some(test) if !defines_test(&files, test, prefix) => {
+                        missing("no such test (or module) there")
+                    }
+                    None if !has_tests(&files) => missing("the module has no test"),
+                    _ => {}
+                }
+                scope = files;
+            } else if segments.len() == 1 {
+                let within = if before.trim_end().ends_with("core") {
+                    rust_files(&root().join("core"))
+                } else if scope.is_empty() {
+                    ["src", "core", "tests", "examples"]
+                        .iter()
+                        .flat_map(|dir| rust_files(&root().join(dir)))
+                        .collect()
+                } else {
+                    scope.clone()
+                };
+                if !defines_test(&within, name, prefix) {
+                    missing("no such test where the cell points");
+                }
+            } else {
+                missing("no such module");
+            }
+        }
+    }
+    unknown
+}
+
+#[test]
+fn every_test_the_reliability_page_names_exists() {
+    let page = std::fs::read_to_string(root().join("docs/reliability.md")).unwrap();
+    let unknown = unknown_names(&page);
+    assert!(
+        unknown.is_empty(),
+        "docs/reliability.md names tests, modules or files that do not exist (renamed or \
+         removed? name what holds the row now):\n{}",
+        unknown.join("\n")
+    );
+}
+
+#[test]
+fn the_test_name_check_sees_names_that_do_not_exist() {
+    let page = "| fault | result | test |\n|---|---|---|\n\
+        | a | b | e2e `leader::killing_the_leader_during_a_stream_of_gangs_leaves_every_gang_whole_and_counted`, `tests/extender_port.rs` `headers_over_16_kib…`, `fence::tests::*`, `gangplank_core::claims` unit test `bind_refuses_a_pod_still_at_the_gate`, `GANGPLANK_FUZZ_SEED` |\n\
+        | c | d | e2e `leader::no_such_test`, e2e `no_such_module::x`, `tests/no_such_file.rs`, `tests/extender_port.rs` `bind_refuses_a_pod_still_at_the_gate`, `gangplank_core::claims::no_such_test`, `no_such_module::x`, `cache::dra` unit tests |\n";
+    let unknown: Vec<String> = unknown_names(page)
+        .iter()
+        .map(|u| u.split(": ").next().unwrap().to_owned())
+        .collect();
+    assert_eq!(
+        unknown,
+        [
+            "leader::no_such_test",
+            "no_such_module::x",
+            "tests/no_such_file.rs",
+            "bind_refuses_a_pod_still_at_the_gate",
+            "gangplank_core::claims::no_such_test",
+            "no_such_module::x",
+        ]
+    );
+}

@@ -564,6 +564,38 @@ async fn a_connection_idle_after_its_answer_is_closed_by_the_idle_deadline_and_c
     shutdown.cancel();
 }
 
+/// A filter request, HTTP/1.1, whose request line and headers come to `bytes` in all (a padding
+/// header makes up the size), with a small body; it asks to close the connection after the
+/// answer.
+fn filter_with_headers_of(bytes: usize) -> Vec<u8> {
+    let head = |padding: &str| {
+        format!(
+            "POST /scheduler/filter HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: 2\r\nconnection: close\r\nx-padding: {padding}\r\n\r\n"
+        )
+    };
+    let padding = "a".repeat(bytes - head("").len());
+    let request = head(&padding) + "{}";
+    assert_eq!(request.len(), bytes + 2);
+    request.into_bytes()
+}
+
+#[tokio::test]
+async fn headers_over_16_kib_are_refused_with_431_and_headers_under_it_are_answered() {
+    assert_eq!(server::MAX_HEADER_BYTES, 16 * 1024);
+    let (addr, shutdown) = extender(None, SHORT).await;
+    let over = answer_to(addr, &filter_with_headers_of(server::MAX_HEADER_BYTES + 1)).await;
+    assert!(over.starts_with("HTTP/1.1 431"), "{over}");
+    // A kibibyte under the limit leaves room for what the server reads past the headers.
+    let under = answer_to(
+        addr,
+        &filter_with_headers_of(server::MAX_HEADER_BYTES - 1024),
+    )
+    .await;
+    assert!(under.starts_with("HTTP/1.1 "), "{under}");
+    assert!(!under.starts_with("HTTP/1.1 431"), "{under}");
+    shutdown.cancel();
+}
+
 #[tokio::test]
 async fn a_body_larger_than_a_scheduler_sends_is_refused_with_413() {
     let (addr, shutdown) = extender(None, SHORT).await;

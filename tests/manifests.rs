@@ -449,3 +449,178 @@ fn the_leader_election_role_grants_exactly_the_lease_calls_in_gangplanks_namespa
         ("gangplank", Some(NAMESPACE))
     );
 }
+
+/// The resource (group, plural) of a kind the code names.
+fn resource_of<K: kube::Resource<DynamicType = ()>>() -> (String, String) {
+    (K::group(&()).into_owned(), K::plural(&()).into_owned())
+}
+
+/// The names the serving code gives the kinds it opens an `Api` for, and their resources.
+fn kinds_the_code_names() -> BTreeMap<&'static str, (String, String)> {
+    use gangplank::api::scheduler_plugins::SchedulerPluginsPodGroup;
+    use gangplank::api::volcano::VolcanoPodGroup;
+    use gangplank::api::workload_api::{UpstreamPodGroup, UpstreamPodGroupV1alpha2};
+    use k8s_openapi::api::{batch, coordination, core, events, resource};
+    [
+        ("Pod", resource_of::<core::v1::Pod>()),
+        ("Node", resource_of::<core::v1::Node>()),
+        ("Namespace", resource_of::<core::v1::Namespace>()),
+        ("Service", resource_of::<core::v1::Service>()),
+        ("Secret", resource_of::<core::v1::Secret>()),
+        ("ConfigMap", resource_of::<core::v1::ConfigMap>()),
+        ("Event", resource_of::<core::v1::Event>()),
+        ("K8sEvent", resource_of::<events::v1::Event>()),
+        ("Lease", resource_of::<coordination::v1::Lease>()),
+        ("Job", resource_of::<batch::v1::Job>()),
+        ("DeviceClass", resource_of::<resource::v1::DeviceClass>()),
+        (
+            "ResourceSlice",
+            resource_of::<resource::v1::ResourceSlice>(),
+        ),
+        (
+            "ResourceClaimTemplate",
+            resource_of::<resource::v1::ResourceClaimTemplate>(),
+        ),
+        (
+            "ResourceClaim",
+            resource_of::<resource::v1::ResourceClaim>(),
+        ),
+        ("PodGroup", resource_of::<gangplank::api::PodGroup>()),
+        ("Queue", resource_of::<Queue>()),
+        ("Topology", resource_of::<gangplank::api::Topology>()),
+        (
+            "BatchJob",
+            resource_of::<gangplank::api::batch_job::BatchJob>(),
+        ),
+        (
+            "SchedulerPluginsPodGroup",
+            resource_of::<SchedulerPluginsPodGroup>(),
+        ),
+        ("VolcanoPodGroup", resource_of::<VolcanoPodGroup>()),
+        ("UpstreamPodGroup", resource_of::<UpstreamPodGroup>()),
+        (
+            "UpstreamPodGroupV1alpha2",
+            resource_of::<UpstreamPodGroupV1alpha2>(),
+        ),
+    ]
+    .into()
+}
+
+/// The `.rs` files under `dir`.
+fn rust_files(dir: &std::path::Path) -> Vec<PathBuf> {
+    let mut files = Vec::new();
+    for entry in std::fs::read_dir(dir).unwrap().flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            files.extend(rust_files(&path));
+        } else if path.extension().is_some_and(|e| e == "rs") {
+            files.push(path);
+        }
+    }
+    files
+}
+
+/// The kind names `T` of every `Api<T>` and `Api::<T>` in `text` (the inner type of
+/// `PartialObjectMeta<T>`, the last segment of a path; generic parameters and `DynamicObject`
+/// left out).
+fn api_kinds(text: &str) -> Vec<String> {
+    let mut kinds = Vec::new();
+    for (at, found) in text.match_indices("Api") {
+        let before = text[..at].chars().next_back();
+        if before.is_some_and(|c| c.is_alphanumeric() || c == '_') {
+            continue;
+        }
+        let rest = &text[at + found.len()..];
+        let Some(rest) = rest.strip_prefix("::<").or_else(|| rest.strip_prefix('<')) else {
+            continue;
+        };
+        let mut depth = 1;
+        let end = rest
+            .char_indices()
+            .find_map(|(i, c)| {
+                depth += match c {
+                    '<' => 1,
+                    '>' => -1,
+                    _ => 0,
+                };
+                (depth == 0).then_some(i)
+            })
+            .expect("a closed Api<…>");
+        let ty = &rest[..end];
+        let ty = ty
+            .split_once('<')
+            .map_or(ty, |(_, inner)| inner.trim_end_matches('>'));
+        let name = ty.rsplit("::").next().unwrap_or(ty).trim();
+        let generic = name.len() == 1;
+        if !generic && name != "DynamicObject" {
+            kinds.push(name.to_owned());
+        }
+    }
+    kinds
+}
+
+#[test]
+fn rbac_grants_the_kinds_the_serving_code_opens_an_api_for_and_no_other() {
+    // The serving code: src/ but the CLI (run with its user's credentials) and the test
+    // modules at the bottom of files.
+    let src = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("src");
+    let names = kinds_the_code_names();
+    let mut opened = BTreeSet::new();
+    for file in rust_files(&src) {
+        if file.starts_with(src.join("cli")) || file.ends_with("testing.rs") {
+            continue;
+        }
+        let text = std::fs::read_to_string(&file).unwrap();
+        let serving = text.split("\n#[cfg(test)]\nmod ").next().unwrap();
+        for kind in api_kinds(serving) {
+            let resource = names.get(kind.as_str()).unwrap_or_else(|| {
+                panic!(
+                    "{} opens an Api for {kind}, which this test does not know: add it to \
+                     kinds_the_code_names, and grant its calls in manifests/rbac.yaml",
+                    file.display()
+                )
+            });
+            opened.insert(resource.clone());
+        }
+    }
+    // Workloads are read through dynamic Apis of the kinds the code lists.
+    opened.extend(
+        gangplank::api::workloads::KINDS
+            .iter()
+            .map(|k| (k.group.to_owned(), k.plural.to_owned())),
+    );
+
+    let mut rules: Vec<_> = object::<ClusterRole>("rbac.yaml", "ClusterRole", "gangplank")
+        .rules
+        .unwrap();
+    for role in [
+        "gangplank-stand-ins",
+        "gangplank-leader-election",
+        "gangplank-scheduler-lease",
+    ] {
+        rules.extend(object::<Role>("rbac.yaml", "Role", role).rules.unwrap());
+    }
+    let mut granted = BTreeSet::new();
+    for rule in rules {
+        for group in rule.api_groups.iter().flatten() {
+            for resource in rule.resources.iter().flatten() {
+                let kind = resource.split('/').next().unwrap();
+                granted.insert((group.clone(), kind.to_owned()));
+            }
+        }
+    }
+    let unused: Vec<_> = granted.difference(&opened).collect();
+    let ungranted: Vec<_> = opened.difference(&granted).collect();
+    assert!(
+        unused.is_empty() && ungranted.is_empty(),
+        "manifests/rbac.yaml grants calls on {unused:?}, for which the serving code opens no Api, \
+         and none on {ungranted:?}, for which it does"
+    );
+}
+
+#[test]
+fn the_api_scan_reads_the_kind_of_each_api() {
+    let code = "let a: Api<Pod> = x; Api::<core::Node>::all(c); Api::<PartialObjectMeta<Namespace>>::all(c);\n\
+        fn f<K>(api: Api<K>) {} let d: Api<DynamicObject>; ApiResource::from_gvk(g); MyApi<Queue>";
+    assert_eq!(api_kinds(code), ["Pod", "Node", "Namespace"]);
+}

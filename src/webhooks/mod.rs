@@ -690,6 +690,43 @@ mod tests {
         assert_eq!(passed, [true, true, false, false]);
     }
 
+    #[tokio::test(start_paused = true)]
+    async fn a_former_leader_gates_every_pod_once_its_fence_closes_whatever_its_ledger_holds() {
+        use gangplank_core::model::{Ahead, PodGroup};
+        let (cache, mut mirror) = crate::cache::Cache::new();
+        let key = GroupKey::new("ns", "vc");
+        mirror.apply_pod_group(PodGroup {
+            ahead: Some(Ahead {
+                share: Resources::from([("cpu", 1_000)]),
+                created: 0,
+                admitted_at: Some(crate::clock::unix_now()),
+            }),
+            ..PodGroup::new(key.clone(), 8, "q")
+        });
+        let fence = crate::fence::Fence::closed();
+        let arrivals = LeaderArrivals::new(cache.ledger(), fence.clone());
+        let cpu = Resources::from([("cpu", 1_000)]);
+        let counted = || cache.read(|s| s.ledger().ahead_arrivals().get(&key).map_or(0, Vec::len));
+        fence.open_until(tokio::time::Instant::now() + Duration::from_secs(10));
+        assert!(
+            arrivals.admit_on_arrival(&key, "vc-0", &cpu),
+            "the leader lets one in"
+        );
+
+        // It stops leading (the Lease lost or given up): its ledger would let seven more in,
+        // but it gates every pod and counts none.
+        fence.close();
+        assert!(!arrivals.admit_on_arrival(&key, "vc-1", &cpu));
+        assert_eq!(counted(), 1, "a former leader's ledger is not written");
+
+        // Leading again, then its renewals stop: the fence closes at its deadline by itself.
+        fence.open_until(tokio::time::Instant::now() + Duration::from_secs(10));
+        assert!(arrivals.admit_on_arrival(&key, "vc-2", &cpu));
+        tokio::time::advance(Duration::from_secs(10)).await;
+        assert!(!arrivals.admit_on_arrival(&key, "vc-3", &cpu));
+        assert_eq!(counted(), 2);
+    }
+
     #[test]
     fn label_keys_have_an_optional_dns_prefix_and_a_short_name() {
         for good in [

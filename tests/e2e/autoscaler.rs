@@ -3,10 +3,11 @@
 //! e2e/autoscaler/karpenter/nodepool.yaml and the instance types beside it), and Gangplank
 //! growing the cluster for gangs through it (`--node-autoscaling true --growth-timeout 30`, as
 //! e2e/up starts it beside Karpenter): stand-in pods that Karpenter provisions for, then the gang
-//! admitted whole on the new room. Its tests return at once, saying so, on a cluster started
-//! without Karpenter, so the suite runs either way. Run them on a cluster of their own
-//! (`e2e/test --autoscaler karpenter --nodes 2 -- autoscaler::`): Karpenter provisions for every
-//! pod pending for want of room, which the rest of the suite expects to wait.
+//! admitted whole on the new room. Run them on a cluster of their own
+//! (`e2e/test --autoscaler karpenter --nodes 2 -- autoscaler::`, as `./test.sh` does): Karpenter
+//! provisions for every pod pending for want of room, which the rest of the suite expects to
+//! wait. On a cluster started without Karpenter they fail, saying so; `e2e/test` leaves them
+//! out of such a run, and says it did.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
@@ -60,16 +61,15 @@ async fn karpenter_runs(client: &Client) -> bool {
     }
 }
 
-/// The cluster, when e2e/up started Karpenter beside it; `None`, saying the test skips, when not.
-async fn karpenter_cluster() -> Option<Cluster> {
+/// The cluster, which e2e/up started with Karpenter beside it: a test of growth cannot pass
+/// without it.
+async fn karpenter_cluster() -> Cluster {
     let cluster = Cluster::connect().await;
-    if karpenter_runs(&cluster.client).await {
-        return Some(cluster);
-    }
-    eprintln!(
-        "skipped: Karpenter does not run (bring the cluster up with e2e/up --autoscaler karpenter)"
+    assert!(
+        karpenter_runs(&cluster.client).await,
+        "Karpenter does not run: bring the cluster up with e2e/up --autoscaler karpenter"
     );
-    None
+    cluster
 }
 
 fn cpu_millis(quantity: &Quantity) -> i64 {
@@ -102,9 +102,7 @@ async fn node_claim_of(claims: &Api<DynamicObject>, node: &str) -> Option<Dynami
 #[tokio::test]
 #[ignore = "needs the local control plane: run e2e/test"]
 async fn a_pod_larger_than_every_node_makes_karpenter_add_one_that_goes_when_the_pod_does() {
-    let Some(cluster) = karpenter_cluster().await else {
-        return;
-    };
+    let cluster = karpenter_cluster().await;
     let nodes = Api::<Node>::all(cluster.client.clone());
     let claims = karpenter_api(&cluster.client, "NodeClaim");
     no_node_claims_left(&claims).await;
@@ -480,9 +478,7 @@ impl Drop for PodHistory {
 #[ignore = "needs the local control plane: run e2e/test"]
 async fn a_gang_of_four_whole_node_pods_grows_the_cluster_binds_whole_never_partial_and_its_nodes_go_after_it()
  {
-    let Some(cluster) = karpenter_cluster().await else {
-        return;
-    };
+    let cluster = karpenter_cluster().await;
     let claims = karpenter_api(&cluster.client, "NodeClaim");
     no_node_claims_left(&claims).await;
     let nodes = Api::<Node>::all(cluster.client.clone());
@@ -570,9 +566,7 @@ async fn a_gang_of_four_whole_node_pods_grows_the_cluster_binds_whole_never_part
 #[ignore = "needs the local control plane: run e2e/test"]
 async fn a_gang_beyond_the_node_pools_gpu_limit_waits_whole_then_fails_to_grow_saying_why_and_blocks_no_one()
  {
-    let Some(cluster) = karpenter_cluster().await else {
-        return;
-    };
+    let cluster = karpenter_cluster().await;
     no_node_claims_left(&karpenter_api(&cluster.client, "NodeClaim")).await;
     let nodes = Api::<Node>::all(cluster.client.clone());
     // Each member asks a CPU more than today's nodes have and a whole gpu-8x's GPUs, so needs a
@@ -671,9 +665,7 @@ async fn a_gang_beyond_the_node_pools_gpu_limit_waits_whole_then_fails_to_grow_s
 #[tokio::test]
 #[ignore = "needs the local control plane: run e2e/test"]
 async fn gangs_of_two_queues_that_both_need_growth_get_the_new_room_in_fair_share_order() {
-    let Some(cluster) = karpenter_cluster().await else {
-        return;
-    };
+    let cluster = karpenter_cluster().await;
     no_node_claims_left(&karpenter_api(&cluster.client, "NodeClaim")).await;
     let client = &cluster.client;
     // Both queues under one parent whose capability first keeps their large gangs waiting, so

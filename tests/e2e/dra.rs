@@ -330,8 +330,29 @@ async fn a_gang_asking_for_a_class_whose_selector_gangplank_cannot_evaluate_wait
         )),
         "{message}"
     );
+    // The class counts no device, and the metric that says so names it, until the class goes.
+    let class = [("class", gpus.class.as_str())];
+    eventually(
+        "gangplank_dra_class_errors to name the class",
+        30,
+        || async {
+            let metrics = cluster.gangplank_metrics().await;
+            (metrics.sum("gangplank_dra_class_errors", &class) == 1.0).then_some(())
+        },
+    )
+    .await;
 
     ns.delete().await;
     delete_queue(&cluster.client, &queue).await;
+    let class = gpus.class.clone();
     gpus.remove().await;
+    eventually(
+        "gangplank_dra_class_errors to forget the class",
+        30,
+        || async {
+            let metrics = cluster.gangplank_metrics().await;
+            (metrics.sum("gangplank_dra_class_errors", &[("class", &class)]) == 0.0).then_some(())
+        },
+    )
+    .await;
 }

@@ -10,8 +10,8 @@ use serde_json::json;
 
 use crate::support::{
     Cluster, Frozen, bound_eventually, bound_with_prefix, complete_the_held_gang, component_ctl,
-    delete_queue, eventually, gang_with_three_binds_held, gangplank_readyz, managed_pod, pod,
-    pod_group, running,
+    delete_queue, eventually, gang_with_three_binds_held, gangplank_readyz, holds_for, managed_pod,
+    pod, pod_group, running,
 };
 
 #[tokio::test]
@@ -347,6 +347,10 @@ impl Drop for NotReady {
     }
 }
 
+/// How long the NotReady test checks that the waiting gang stays unplaced (several admission
+/// passes and scheduling attempts).
+const NOT_READY_HELD_SECONDS: u64 = 10;
+
 #[tokio::test]
 #[ignore = "needs the local control plane: run e2e/test"]
 async fn a_node_not_ready_under_a_running_gang_keeps_it_running_and_counted_but_is_no_room_for_another()
@@ -387,29 +391,34 @@ async fn a_node_not_ready_under_a_running_gang_keeps_it_running_and_counted_but_
         (admitted.status == "False" && waits).then_some(())
     })
     .await;
-    // The running gang is untouched and counted whole; Gangplank stays ready.
-    let group = groups.get("wide").await.unwrap().status.unwrap();
-    assert_eq!(
-        (group.phase.as_str(), group.running),
-        ("Running", 4),
-        "{group:?}"
-    );
     let queues = kube::Api::<gangplank::api::Queue>::all(cluster.client.clone());
+    let queue_counts_the_running_gang_alone = async || {
+        let Some(status) = queues.get(&queue).await.ok().and_then(|q| q.status) else {
+            return false;
+        };
+        let cpu = status.allocated.get("cpu").map(|q| q.0.as_str());
+        cpu == Some("96") && status.running == 1
+    };
     eventually(
         "the queue to count the running gang, no more",
         30,
-        || async {
-            let status = queues.get(&queue).await.ok()?.status?;
-            let cpu = status.allocated.get("cpu")?.0.clone();
-            (cpu == "96" && status.running == 1).then_some(())
+        || async { queue_counts_the_running_gang_alone().await.then_some(()) },
+    )
+    .await;
+    // While the node stays NotReady: the running gang is untouched and counted whole, no
+    // member of the new gang is placed, and Gangplank stays ready.
+    holds_for(
+        NOT_READY_HELD_SECONDS,
+        "the running gang counted whole, the new gang unplaced, Gangplank ready",
+        async || {
+            let wide = groups.get("wide").await.ok().and_then(|g| g.status);
+            wide.is_some_and(|g| g.phase.as_str() == "Running" && g.running == 4)
+                && queue_counts_the_running_gang_alone().await
+                && bound_with_prefix(&pods, "next").await.is_empty()
+                && gangplank_readyz(&cluster).await == Some(200)
         },
     )
     .await;
-    assert_eq!(gangplank_readyz(&cluster).await, Some(200));
-    assert!(
-        bound_with_prefix(&pods, "next").await.is_empty(),
-        "no member of the new gang is placed while it waits"
-    );
 
     drop(not_ready);
     bound_eventually(

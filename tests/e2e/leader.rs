@@ -5,12 +5,19 @@
 //! the scheduler beside it. The Lease's renewals are served at the API server's leader-election
 //! priority level (the chart's FlowSchema `gangplank-leader-election`).
 
+use std::collections::BTreeMap;
 use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
+use futures::StreamExt;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Pod;
 use kube::Api;
 use kube::api::PostParams;
+use kube::runtime::WatchStreamExt;
+use kube::runtime::watcher::{self, watcher};
 use serde_json::json;
 
 use crate::queues::{QueueGuard, create_gang, create_queue};
@@ -397,86 +404,169 @@ where
     .await;
 }
 
-/// Per gang of the stream (by name prefix before `-`): how many members are bound (have a
-/// node), and when they were bound (their `PodScheduled` condition), earliest and latest. A
-/// finished pod's conditions have been seen without `PodScheduled`, so the count does not
-/// rest on them.
-async fn bind_times(pods: &Api<Pod>) -> std::collections::BTreeMap<String, (usize, i64, i64)> {
-    let mut gangs = std::collections::BTreeMap::new();
-    for pod in pods.list(&Default::default()).await.unwrap().items {
-        let name = pod.metadata.name.clone().unwrap_or_default();
-        let gang = name.split('-').next().unwrap_or_default().to_owned();
-        let entry = gangs.entry(gang).or_insert((0, i64::MAX, i64::MIN));
-        let scheduled = pod
-            .status
-            .as_ref()
-            .and_then(|s| s.conditions.as_ref())
-            .and_then(|c| {
-                c.iter()
-                    .find(|c| c.type_ == "PodScheduled" && c.status == "True")
-            })
-            .and_then(|c| c.last_transition_time.as_ref())
-            .map(|t| t.0.as_second());
-        if pod.spec.as_ref().is_some_and(|s| s.node_name.is_some()) {
-            entry.0 += 1;
-        }
-        if let Some(at) = scheduled {
-            entry.1 = entry.1.min(at);
-            entry.2 = entry.2.max(at);
-        }
+/// When each pod of a namespace was first seen bound (`spec.nodeName` set), on the test's clock,
+/// by a watch started before the pods exist: each time is within the watch's delay (a local API
+/// server's, milliseconds) of the Binding. (A finished pod's `PodScheduled` condition has been
+/// seen gone, so the times do not rest on it.) The watch stops when this is dropped.
+struct BindTimes {
+    seen: Arc<Mutex<BTreeMap<String, Instant>>>,
+    listed: Arc<AtomicBool>,
+    watch: tokio::task::JoinHandle<()>,
+}
+
+impl BindTimes {
+    /// Starts watching `pods`, and waits until the watch has listed them.
+    async fn watch(pods: &Api<Pod>) -> BindTimes {
+        let seen = Arc::new(Mutex::new(BTreeMap::new()));
+        let listed = Arc::new(AtomicBool::new(false));
+        let events = watcher(pods.clone(), watcher::Config::default()).default_backoff();
+        let watch = tokio::spawn({
+            let (seen, listed) = (seen.clone(), listed.clone());
+            async move {
+                let mut events = std::pin::pin!(events);
+                while let Some(event) = events.next().await {
+                    let pod = match event {
+                        Ok(watcher::Event::Apply(pod) | watcher::Event::InitApply(pod)) => pod,
+                        Ok(watcher::Event::InitDone) => {
+                            listed.store(true, Ordering::SeqCst);
+                            continue;
+                        }
+                        _ => continue,
+                    };
+                    if pod.spec.as_ref().is_some_and(|s| s.node_name.is_some()) {
+                        let name = pod.metadata.name.unwrap_or_default();
+                        let mut seen = seen.lock().unwrap();
+                        seen.entry(name).or_insert_with(Instant::now);
+                    }
+                }
+            }
+        });
+        let times = BindTimes {
+            seen,
+            listed,
+            watch,
+        };
+        eventually("the watch of bindings to list the pods", 30, || async {
+            times.listed.load(Ordering::SeqCst).then_some(())
+        })
+        .await;
+        times
     }
-    gangs
+
+    /// Per gang of the stream (by name before `-`), when each member was seen bound.
+    fn by_gang(&self) -> BTreeMap<String, Vec<Instant>> {
+        let mut gangs: BTreeMap<String, Vec<Instant>> = BTreeMap::new();
+        for (name, at) in self.seen.lock().unwrap().iter() {
+            let gang = name.split('-').next().unwrap_or_default().to_owned();
+            gangs.entry(gang).or_default().push(*at);
+        }
+        gangs
+    }
+}
+
+impl Drop for BindTimes {
+    fn drop(&mut self) {
+        self.watch.abort();
+    }
+}
+
+/// The most a gang's members may be seen bound apart: Gangplank binds a gang's members
+/// together once the last is placed (seconds apart would mean the gang ran partly).
+const BIND_SPREAD: Duration = Duration::from_secs(5);
+
+/// The longest a failover may take from the kill to another replica holding the Lease: the
+/// Lease's duration (a follower counts it expired that long after it last saw it renewed), two
+/// of the follower's tries (a fifth of the duration apart: one to see the last renewal, one to
+/// find the Lease expired), and 2 s for the API calls and this test's polling.
+fn failover_bound(lease: Duration) -> Duration {
+    lease + lease * 2 / 5 + Duration::from_secs(2)
+}
+
+/// The Lease's duration, as its holder wrote it.
+async fn lease_duration(leases: &Api<Lease>) -> Duration {
+    let lease = leases.get(LEASE).await.unwrap();
+    let seconds = lease.spec.and_then(|s| s.lease_duration_seconds);
+    Duration::from_secs(seconds.expect("the Lease has a duration") as u64)
+}
+
+/// A kill of the leader: when it was killed, and how long until another replica held the Lease.
+struct Kill {
+    at: Instant,
+    failover: Duration,
 }
 
 /// Kills the replica that leads: the suite's Gangplank (then starts it again, to follow) or the
-/// standby (then starts another); waits until another replica holds the Lease.
+/// standby (then starts another), once the other replica answers and follows (so the failover
+/// is a follower's, not a start-up's); waits until the other holds the Lease. What blocks (the
+/// kill, e2e/gangplank start waiting for /readyz) runs off the test's tasks, so the watch of
+/// bindings and the stream go on meanwhile.
 async fn kill_the_leader(
+    cluster: &Cluster,
     leases: &Api<Lease>,
     main: &str,
     standby: &mut Option<Standby>,
-) -> std::time::Duration {
+) -> Kill {
     let before = eventually("a leader", 60, || holder(leases)).await;
-    let killed = std::time::Instant::now();
     let main_led = before == main;
     if main_led {
-        gangplank_ctl("kill");
+        standby.as_ref().unwrap().until_following().await;
     } else {
-        drop(standby.take());
+        eventually("the suite's Gangplank to follow", 60, || async {
+            let leads = cluster
+                .gangplank_metrics()
+                .await
+                .sum("gangplank_leader", &[]);
+            (leads == 0.0).then_some(())
+        })
+        .await;
     }
+    let at = Instant::now();
+    let killed = standby.take_if(|_| !main_led);
+    tokio::task::spawn_blocking(move || match killed {
+        None => gangplank_ctl("kill"),
+        Some(standby) => drop(standby),
+    })
+    .await
+    .unwrap();
     eventually("another replica takes the Lease", 60, || async {
         let now = holder(leases).await?;
         (now != before).then_some(())
     })
     .await;
-    let failover = killed.elapsed();
+    let failover = at.elapsed();
     if main_led {
-        gangplank_ctl("start");
+        tokio::task::spawn_blocking(|| gangplank_ctl("start"))
+            .await
+            .unwrap();
     } else {
         *standby = Some(Standby::launch("standby", &[], true, None));
     }
-    failover
+    Kill { at, failover }
 }
 
-#[tokio::test]
+// Two threads: the watch of bindings keeps its times while another task waits.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs the local control plane: run e2e/test"]
 async fn killing_the_leader_during_a_stream_of_gangs_leaves_every_gang_whole_and_counted() {
     let cluster = Cluster::connect().await;
     let leases: Api<Lease> = Api::namespaced(cluster.client.clone(), LEASE_NAMESPACE);
     let main = eventually("a leader holds the Lease", 30, || holder(&leases)).await;
+    let bound = failover_bound(lease_duration(&leases).await);
     let queue = create_queue(&cluster.client, "kills", Default::default()).await;
     let _guard = QueueGuard(queue.clone());
     let ns = cluster.namespace("leader-kills").await;
     let pods = ns.api::<Pod>();
+    let bind_times = BindTimes::watch(&pods).await;
     let mut standby = Some(Standby::launch("standby", &[], true, None));
     let (stop, stopped) = tokio::sync::watch::channel(false);
-    let mut failovers = Vec::new();
+    let mut kills = Vec::new();
     let made = {
         let stream = stream_of_gangs(&ns, &queue, stopped);
-        let kills = async {
+        let killing = async {
             for _ in 0..leader_kills() {
-                let ran = finished_gangs(&pods).await;
-                failovers.push(kill_the_leader(&leases, &main, &mut standby).await);
+                kills.push(kill_the_leader(&cluster, &leases, &main, &mut standby).await);
                 // Gangs keep coming and running whole under the new leader before the next kill.
+                let ran = finished_gangs(&pods).await;
                 eventually("two more gangs to run whole", 90, || async {
                     (finished_gangs(&pods).await >= ran + 2).then_some(())
                 })
@@ -484,7 +574,7 @@ async fn killing_the_leader_during_a_stream_of_gangs_leaves_every_gang_whole_and
             }
             stop.send(true).unwrap();
         };
-        let (made, ()) = tokio::join!(stream, kills);
+        let (made, ()) = tokio::join!(stream, killing);
         made
     };
     eventually(
@@ -493,30 +583,72 @@ async fn killing_the_leader_during_a_stream_of_gangs_leaves_every_gang_whole_and
         || async { (finished_gangs(&pods).await == made).then_some(()) },
     )
     .await;
-    let timeout = 60;
-    let times = bind_times(&pods).await;
-    failovers.sort();
+
+    let failovers: Vec<Duration> = kills.iter().map(|k| k.failover).collect();
     eprintln!(
-        "{} leader kills: failover (kill to a new Lease holder) min {:?}, max {:?}; {made} gangs, \
-         all bound whole; members bound at most {} s apart",
-        failovers.len(),
-        failovers.first(),
-        failovers.last(),
-        times
-            .values()
-            .filter(|(_, first, last)| first <= last)
-            .map(|(_, first, last)| last - first)
-            .max()
-            .unwrap_or(0)
+        "{} leader kills: failover (kill to a new Lease holder) {failovers:?}, at most {bound:?} allowed",
+        kills.len()
     );
-    for (gang, (bound, first, last)) in times {
-        assert_eq!(bound, STREAM_GANG, "{gang} was bound whole");
+    for failover in &failovers {
         assert!(
-            first > last || last - first <= timeout,
-            "{gang}'s members were bound {}s apart, more than its schedule timeout",
-            last - first
+            *failover <= bound,
+            "another replica held the Lease {failover:?} after the kill, more than {bound:?}"
         );
     }
+    // Every gang bound whole, its members together. A kill between the Bindings of one gang
+    // (Kubernetes binds one pod per request) leaves the members bound before it; the new leader
+    // binds the rest together once the scheduler places them again. Nothing binds between a
+    // kill and the next leader's term, so a member seen bound before the middle of that gap was
+    // bound by the killed leader.
+    let gangs = bind_times.by_gang();
+    assert_eq!(
+        gangs.len(),
+        made,
+        "every gang of the stream was bound: {gangs:?}"
+    );
+    // When a member was seen bound, from the kill nearest to it (for the messages).
+    let from_kill = |at: &Instant| {
+        let kill = kills
+            .iter()
+            .map(|k| k.at)
+            .min_by_key(|&k| k.max(*at) - k.min(*at))
+            .unwrap();
+        match at.checked_duration_since(kill) {
+            Some(after) => format!("{after:.1?} after a kill"),
+            None => format!("{:.1?} before a kill", kill - *at),
+        }
+    };
+    let (mut spread, mut widest) = (Duration::ZERO, String::new());
+    let mut cut = Vec::new();
+    for (gang, times) in &gangs {
+        assert_eq!(times.len(), STREAM_GANG, "{gang} was bound whole");
+        let when: Vec<String> = times.iter().map(from_kill).collect();
+        let mut parts: BTreeMap<usize, Vec<Instant>> = BTreeMap::new();
+        for at in times {
+            let kills_before = kills.iter().filter(|k| k.at + k.failover / 2 < *at).count();
+            parts.entry(kills_before).or_default().push(*at);
+        }
+        if parts.len() > 1 {
+            cut.push(format!("{gang} ({})", when.join(", ")));
+        }
+        for part in parts.values() {
+            let apart = *part.iter().max().unwrap() - *part.iter().min().unwrap();
+            if apart > spread {
+                (spread, widest) = (apart, format!("{gang} ({})", when.join(", ")));
+            }
+            assert!(
+                apart <= BIND_SPREAD,
+                "{gang}'s members were bound {apart:?} apart, more than {BIND_SPREAD:?}: {}",
+                when.join(", ")
+            );
+        }
+    }
+    eprintln!(
+        "{made} gangs, all bound whole; members bound at most {spread:?} apart ({widest}); \
+         gangs whose Bindings a kill cut: {cut:?}"
+    );
+    drop(bind_times);
+
     // The accounting of the leader now in charge: a gang that keeps running is what the
     // queue's status counts, no more (nothing left over from the killed leaders).
     create_gang(&ns, &queue, "last", STREAM_GANG, 2, None, None).await;

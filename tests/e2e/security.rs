@@ -7,32 +7,7 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::api::PostParams;
 use serde_json::json;
 
-use crate::support::{Cluster, pod};
-
-/// POSTs `body` to the extender's bind verb with curl, presenting the scheduler's client
-/// certificate when `as_scheduler`; returns curl's exit status and what it printed.
-fn curl_bind(cluster: &Cluster, body: &serde_json::Value, as_scheduler: bool) -> (bool, String) {
-    let mut curl = std::process::Command::new("curl");
-    curl.args(["-sS", "--max-time", "30", "--cacert"])
-        .arg(cluster.url("GANGPLANK_CA_FILE"))
-        .args(["-H", "content-type: application/json", "-d"])
-        .arg(body.to_string())
-        .arg(format!(
-            "{}/scheduler/bind",
-            cluster.url("GANGPLANK_EXTENDER_URL")
-        ));
-    if as_scheduler {
-        curl.arg("--cert")
-            .arg(cluster.url("GANGPLANK_SCHEDULER_CLIENT_CERT"))
-            .arg("--key")
-            .arg(cluster.url("GANGPLANK_SCHEDULER_CLIENT_KEY"));
-    }
-    let out = curl.output().expect("failed to run curl");
-    (
-        out.status.success(),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-    )
-}
+use crate::support::{Cluster, call_extender, pod};
 
 #[tokio::test]
 #[ignore = "needs the local control plane: run e2e/test"]
@@ -58,13 +33,13 @@ async fn only_the_scheduler_reaches_bind_and_a_pod_gangplank_does_not_manage_sta
         "PodUID": created.metadata.uid.unwrap(), "Node": "kwok-node-0"
     });
 
-    let (ok, printed) = curl_bind(&cluster, &body, false);
+    let (ok, printed) = call_extender(&cluster, "bind", &body, false);
     assert!(
         !ok && printed.is_empty(),
         "a caller without the scheduler's certificate got an answer: {printed}"
     );
 
-    let (ok, printed) = curl_bind(&cluster, &body, true);
+    let (ok, printed) = call_extender(&cluster, "bind", &body, true);
     assert!(ok, "the scheduler's certificate is refused");
     let answer: serde_json::Value = serde_json::from_str(&printed).unwrap();
     let error = answer["Error"].as_str().unwrap_or_default();

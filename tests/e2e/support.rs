@@ -521,6 +521,47 @@ pub async fn gangplank_readyz(cluster: &Cluster) -> Option<u16> {
     reqwest::get(&url).await.ok().map(|r| r.status().as_u16())
 }
 
+/// POSTs `body` to the extender's `verb` (filter, bind, ...) with curl, presenting the
+/// scheduler's client certificate when `as_scheduler`; returns curl's exit status and what it
+/// printed.
+pub fn call_extender(
+    cluster: &Cluster,
+    verb: &str,
+    body: &serde_json::Value,
+    as_scheduler: bool,
+) -> (bool, String) {
+    let mut curl = std::process::Command::new("curl");
+    curl.args(["-sS", "--max-time", "30", "--cacert"])
+        .arg(cluster.url("GANGPLANK_CA_FILE"))
+        .args(["-H", "content-type: application/json", "-d"])
+        .arg(body.to_string())
+        .arg(format!(
+            "{}/scheduler/{verb}",
+            cluster.url("GANGPLANK_EXTENDER_URL")
+        ));
+    if as_scheduler {
+        curl.arg("--cert")
+            .arg(cluster.url("GANGPLANK_SCHEDULER_CLIENT_CERT"))
+            .arg("--key")
+            .arg(cluster.url("GANGPLANK_SCHEDULER_CLIENT_KEY"));
+    }
+    let out = curl.output().expect("failed to run curl");
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+    )
+}
+
+/// Gangs whose binds the suite's Gangplank held until quorum and then bound together, since it
+/// started (`gangplank_gang_bind_wait_seconds_count`): a process-wide total, so a test compares
+/// it before and after.
+pub async fn held_gangs(cluster: &Cluster) -> f64 {
+    cluster
+        .gangplank_metrics()
+        .await
+        .sum("gangplank_gang_bind_wait_seconds_count", &[])
+}
+
 /// Reasons of the Events about `object` in the namespace, with their messages.
 pub async fn events_about(
     client: &Client,

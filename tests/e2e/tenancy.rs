@@ -20,7 +20,8 @@ use serde_json::json;
 
 use crate::queues::{QueueGuard, create_queue, delete_queue};
 use crate::support::{
-    Cluster, TestNamespace, eventually, gangplank_readyz, holds_for, run_dir, running,
+    Cluster, TestNamespace, call_extender, events_about, eventually, gangplank_readyz, holds_for,
+    run_dir, running,
 };
 
 /// A namespace user: the `edit` role in one namespace, and a kubeconfig of its own.
@@ -308,6 +309,26 @@ async fn a_gate_removed_past_the_api_servers_policy_still_binds_nothing_past_the
         .patch("second", &PatchParams::default(), &Patch::Json::<()>(patch))
         .await
         .expect("an admin removes the gate");
+    // The scheduler tries to place it, and Gangplank's filter answers `Error`: the scheduler
+    // says so on the pod.
+    let refusal = "someone other than Gangplank removed the gate";
+    eventually("the scheduler to report the filter's Error", 60, || async {
+        let events = events_about(&cluster.client, &tenant.ns.name, "second").await;
+        let failed = events.get("FailedScheduling")?;
+        failed.contains(refusal).then_some(())
+    })
+    .await;
+    // A bind sent past the scheduler's filter (with its certificate) is refused the same way.
+    let second = pods.get("second").await.unwrap();
+    let bind = json!({
+        "PodName": "second", "PodNamespace": tenant.ns.name,
+        "PodUID": second.metadata.uid, "Node": "kwok-node-0"
+    });
+    let (answered, printed) = call_extender(&cluster, "bind", &bind, true);
+    assert!(answered, "the extender did not answer the bind: {printed}");
+    let answer: serde_json::Value = serde_json::from_str(&printed).unwrap();
+    let error = answer["Error"].as_str().unwrap_or_default();
+    assert!(error.contains(refusal), "{answer}");
     holds_for(5, "the queue's capability", async || {
         let second = pods.get("second").await.unwrap();
         second.spec.unwrap().node_name.is_none() && bound_cpu(&pods).await <= 2000

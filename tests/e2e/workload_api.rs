@@ -19,7 +19,7 @@ use crate::queues::{
 use crate::reclaim::high_priority_class;
 use crate::support::{
     Cluster, bound_eventually, bound_with_prefix, default_queue, delete_queue, events_about,
-    eventually, holds_for, pod, pod_group_in_phase,
+    eventually, held_gangs, holds_for, pod, pod_group_in_phase,
 };
 
 /// Panics unless the cluster runs with `gate` on.
@@ -92,14 +92,6 @@ async fn cap_cpu(cluster: &Cluster, queue: &str, cpu: &str) {
         )
         .await
         .unwrap();
-}
-
-/// Gangs whose binds Gangplank held until quorum, so far.
-async fn held_gangs(cluster: &Cluster) -> f64 {
-    cluster
-        .gangplank_metrics()
-        .await
-        .sum("gangplank_gang_bind_wait_seconds_count", &[])
 }
 
 #[tokio::test]
