@@ -598,7 +598,13 @@ async fn headers_over_16_kib_are_refused_with_431_and_headers_under_it_are_answe
 
 #[tokio::test]
 async fn a_body_larger_than_a_scheduler_sends_is_refused_with_413() {
-    let (addr, shutdown) = extender(None, SHORT).await;
+    // The size is what is tested: the body's deadline is long enough for 16 MiB on a busy
+    // machine.
+    let bounds = Bounds {
+        body: Duration::from_secs(30),
+        ..SHORT
+    };
+    let (addr, shutdown) = extender(None, bounds).await;
     let mut request = format!(
         "POST /scheduler/filter HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
         MAX_BODY_BYTES + 1
