@@ -22,7 +22,10 @@
 //! controller is a Kubeflow training job or a RayCluster, or JobSet's or the MPI operator's
 //! labels name its JobSet or MPIJob) that names a queue or lives in a namespace with a default
 //! queue joins the group named after the workload, which the controller creates sized from the
-//! workload's spec (`crate::controller::workloads`): its operator needs no gang flag. The
+//! workload's spec (`crate::controller::workloads`): its operator needs no gang flag. A pod of
+//! a LeaderWorkerSet replica ([`leader_worker_set::group_key`], once LWS's own webhook has
+//! completed the pod) likewise joins the group named after its replica's group key, which the
+//! controller creates from the leader's size annotation (`crate::controller::orphans`). The
 //! workload comes before a controlling Job (a JobSet's pods and an MPI launcher are controlled
 //! by Jobs of the workload). Both come before the Kubernetes PodGroup the pod names in
 //! `spec.schedulingGroup`: with the `WorkloadWithJob` feature gate, the Job controller gives
@@ -70,7 +73,10 @@
 //!
 //! Group and queue names must be valid PodGroup and Queue names; a Volcano annotation (which
 //! may hold any text) that does not is refused rather than copied into a label that would make
-//! the API server refuse the pod with a less helpful message.
+//! the API server refuse the pod with a less helpful message. The gang size a pod gives for its
+//! missing PodGroup ([`labels::gang_size_of`]: our `min-member` annotation, or the size of a
+//! LeaderWorkerSet replica on its leader) must be at most
+//! [`gangplank_core::limits::MAX_MEMBERS`]: this is where that number enters Gangplank.
 //!
 //! **The queue check** (CREATE, before the mutation): a pod whose group is in a Closed queue
 //! is refused, unless the group is already admitted (a replacement member of a running gang
@@ -92,7 +98,7 @@ use super::patch::Patcher;
 use super::queues::{check_open, unavailable};
 use super::review::{Denial, FieldErrors, Verdict};
 use super::{Webhooks, name_problem};
-use crate::api::{labels, workloads};
+use crate::api::{labels, leader_worker_set, workloads};
 use crate::cache::convert;
 use crate::metrics;
 use gangplank_core::model::GroupKey;
@@ -177,7 +183,7 @@ impl Membership {
                     source: Source::Namespace(namespace.to_owned()),
                 });
                 // A workload's pod keeps no namespace default (see the module docs).
-                match queue.as_ref().and_then(|_| controller_workload(pod)) {
+                match queue.as_ref().and_then(|_| workload_group(pod)) {
                     Some(group) => Ok(Membership {
                         group: Some(group),
                         queue: None,
@@ -186,7 +192,7 @@ impl Membership {
                 }
             }
             (None, Some(queue)) => Ok(Membership {
-                group: controller_workload(pod)
+                group: workload_group(pod)
                     .or_else(|| {
                         controller_job(pod).map(|job| Named {
                             name: job.to_owned(),
@@ -263,12 +269,19 @@ fn controller_job(pod: &Pod) -> Option<&str> {
         .filter(|name| !name.is_empty())
 }
 
-/// The workload the pod belongs to ([`workloads::of`]), as its group.
-fn controller_workload(pod: &Pod) -> Option<Named> {
-    let owner = workloads::of(&pod.metadata)?;
+/// The group of the workload the pod belongs to ([`workloads::of`]), or of the LeaderWorkerSet
+/// replica it is in ([`leader_worker_set::group_key`]).
+fn workload_group(pod: &Pod) -> Option<Named> {
+    if let Some(owner) = workloads::of(&pod.metadata) {
+        return Some(Named {
+            name: owner.name,
+            source: Source::WorkloadOwner(owner.kind.kind),
+        });
+    }
+    let key = leader_worker_set::group_key(pod.metadata.labels.as_ref())?;
     Some(Named {
-        name: owner.name,
-        source: Source::WorkloadOwner(owner.kind.kind),
+        name: key.to_owned(),
+        source: Source::Label(leader_worker_set::GROUP_KEY_LABEL),
     })
 }
 
@@ -289,6 +302,17 @@ pub fn mutate(w: &Webhooks, request: &AdmissionRequest<Pod>) -> Result<Verdict, 
         if let Some(problem) = name_problem(&named.name) {
             errors.add(named.source.field(), problem);
         }
+    }
+    let leads_a_replica = membership
+        .group
+        .as_ref()
+        .is_some_and(|g| g.source == Source::Label(leader_worker_set::GROUP_KEY_LABEL))
+        && leader_worker_set::leads(pod.metadata.labels.as_ref());
+    if let Some((key, size)) =
+        labels::gang_size_of(pod.metadata.annotations.as_ref(), leads_a_replica)
+    {
+        let size = i64::try_from(size).unwrap_or(i64::MAX);
+        errors.members(format!("metadata.annotations[{key}]"), size);
     }
     errors.into_result()?;
     check_queue(w, namespace, &membership)?;
@@ -595,6 +619,27 @@ mod tests {
         // Out of every queue's scope it is left alone.
         let m = Membership::of(&pod(owned), "plain", &StaticLookup::default()).unwrap();
         assert!(m.is_empty());
+    }
+
+    #[test]
+    fn a_pod_of_a_leader_worker_set_replica_in_a_queue_s_scope_joins_its_replica_s_group() {
+        let worker = json!({"name": "lws-0-1", "labels": {
+            (leader_worker_set::GROUP_KEY_LABEL): "k1", (leader_worker_set::WORKER_INDEX_LABEL): "1"}});
+        let m = membership(&pod(worker.clone()));
+        assert_eq!(
+            m.group,
+            Some(Named {
+                name: "k1".into(),
+                source: Source::Label(leader_worker_set::GROUP_KEY_LABEL)
+            })
+        );
+        assert_eq!(m.queue, None, "a pod of a group takes no namespace default");
+        let m = Membership::of(&pod(worker), "plain", &StaticLookup::default()).unwrap();
+        assert!(m.is_empty(), "out of every queue's scope it is left alone");
+        // Before LWS's webhook gave it its worker index, it is a pod of the queue alone.
+        let unseen = json!({"name": "lws-0-1", "labels": {
+            (leader_worker_set::GROUP_KEY_LABEL): "k1", (labels::QUEUE_LABEL): "research"}});
+        assert_eq!(membership(&pod(unseen)).group, None);
     }
 
     #[test]
