@@ -10,7 +10,9 @@
 //! Precedence (first match wins), for the group:
 //! 1. label `scheduling.gangplank.dev/pod-group` (ours),
 //! 2. label `scheduling.x-k8s.io/pod-group` (scheduler-plugins coscheduling),
-//! 3. annotation `scheduling.k8s.io/group-name` (Volcano; Kubeflow, Spark and Ray set it).
+//! 3. annotation `scheduling.k8s.io/group-name` (Volcano; Kubeflow, Spark and Ray set it),
+//! 4. label `leaderworkerset.sigs.k8s.io/group-key` (LeaderWorkerSet: a replica's group), on a
+//!    pod that also names a queue ([`super::leader_worker_set::group_key`]).
 //!
 //! and for the queue:
 //! 1. label `scheduling.gangplank.dev/queue` (ours),
@@ -125,6 +127,10 @@ pub fn pod_group_of<'a>(
     non_empty(labels, POD_GROUP_LABEL)
         .or_else(|| non_empty(labels, SCHEDULER_PLUGINS_POD_GROUP_LABEL))
         .or_else(|| non_empty(annotations, VOLCANO_GROUP_NAME_ANNOTATION))
+        .or_else(|| {
+            queue_of(labels, annotations)?;
+            super::leader_worker_set::group_key(labels)
+        })
 }
 
 /// The Queue name an object (a pod, a pod template, a PodGroup, a Job) asks for, applying the
@@ -229,6 +235,26 @@ mod tests {
             queue_of(Some(&empty_label), Some(&annotations)),
             Some("volcano-q")
         );
+    }
+
+    #[test]
+    fn a_leader_worker_set_s_group_key_names_the_group_last_and_only_with_a_queue() {
+        use crate::api::leader_worker_set::{GROUP_KEY_LABEL, WORKER_INDEX_LABEL};
+        let mut worker = map(&[(GROUP_KEY_LABEL, "k1"), (WORKER_INDEX_LABEL, "2")]);
+        assert_eq!(
+            pod_group_of(Some(&worker), None),
+            None,
+            "no queue: not Gangplank's"
+        );
+        worker.insert(QUEUE_LABEL.into(), "research".into());
+        assert_eq!(pod_group_of(Some(&worker), None), Some("k1"));
+        let volcano = map(&[(VOLCANO_GROUP_NAME_ANNOTATION, "lws-0-5b8f")]);
+        assert_eq!(
+            pod_group_of(Some(&worker), Some(&volcano)),
+            Some("lws-0-5b8f")
+        );
+        worker.insert(POD_GROUP_LABEL.into(), "mine".into());
+        assert_eq!(pod_group_of(Some(&worker), None), Some("mine"));
     }
 
     #[test]

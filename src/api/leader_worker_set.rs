@@ -5,13 +5,17 @@
 //!
 //! Every pod of a replica carries LWS's [`GROUP_KEY_LABEL`] (a hash of the leader's namespace and
 //! name, the same on the leader and its workers), its [`WORKER_INDEX_LABEL`] (`0`: the leader)
-//! and the replica's size in [`SIZE_ANNOTATION`]. Like the workloads of
-//! [`super::workloads`], a replica's pod that names no group of its own joins the group named
-//! after its group key when it is in a queue's scope (a queue on its template, or its
-//! namespace's default queue): the pod webhook writes that name as the pod's group label
-//! (`crate::webhooks::pods`), and LWS's pods in no queue's scope stay nobody's group.
-//! Gangplank then creates the group's PodGroup as for pods that give their gang size
-//! (`crate::controller::orphans`), from the leader's size annotation, owned by the leader.
+//! and the replica's size in [`SIZE_ANNOTATION`]. The group key is the last alias of a pod's
+//! group ([`super::labels::pod_group_of`]), on a pod that names a queue: a queue on its
+//! template, or the one Gangplank's pod webhook writes from its namespace's default queue, so
+//! that LWS's pods in no queue's scope stay nobody's group. Gangplank then creates the
+//! group's PodGroup as for pods that give their gang size (`crate::controller::orphans`), from
+//! the leader's size annotation, owned by the leader.
+//!
+//! The key is read where it stands rather than copied at the pod's creation: LWS's pod webhook
+//! completes its pods after Gangplank's (below), and the API server calls Gangplank's again
+//! only through a webhook whose selector still matches, which the namespace's webhook
+//! (selecting pods with no queue label) no longer does once it has written the queue.
 
 use std::collections::BTreeMap;
 
@@ -25,9 +29,8 @@ pub const SIZE_ANNOTATION: &str = "leaderworkerset.sigs.k8s.io/size";
 /// The pod's replica's group key, once LWS's own pod webhook has completed the pod: it gives the
 /// leader its group key and each worker its worker index, and (with LWS's Volcano provider)
 /// names the Volcano PodGroup, all in one call. A pod lacking either label is one that webhook
-/// has not seen yet: Gangplank's webhook, called before LWS's and again after it
-/// (`reinvocationPolicy: IfNeeded`), names the replica's group only on its second call, when a
-/// Volcano PodGroup's name, if any, is there to take precedence.
+/// has not seen yet: it is in no replica's group until it has, so that a Volcano PodGroup's
+/// name, written in the same call, always takes precedence.
 pub fn group_key(labels: Option<&BTreeMap<String, String>>) -> Option<&str> {
     non_empty(labels, WORKER_INDEX_LABEL)?;
     non_empty(labels, GROUP_KEY_LABEL)
@@ -46,8 +49,8 @@ pub struct Replica<'a> {
     pub leader: bool,
 }
 
-/// The replica whose group the pod is in: the group the pod names ([`super::labels::pod_group_of`],
-/// as the pod webhook wrote it) is its replica's group key.
+/// The replica whose group the pod is in: the group the pod names
+/// ([`super::labels::pod_group_of`]) is its replica's group key.
 pub fn replica_of<'a>(
     labels: Option<&'a BTreeMap<String, String>>,
     annotations: Option<&'a BTreeMap<String, String>>,
@@ -71,7 +74,7 @@ fn non_empty<'a>(map: Option<&'a BTreeMap<String, String>>, key: &str) -> Option
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::api::labels::{POD_GROUP_LABEL, VOLCANO_GROUP_NAME_ANNOTATION};
+    use crate::api::labels::{POD_GROUP_LABEL, QUEUE_LABEL, VOLCANO_GROUP_NAME_ANNOTATION};
 
     fn map(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
         pairs
@@ -92,10 +95,10 @@ mod tests {
     }
 
     #[test]
-    fn a_pod_is_in_its_replica_s_group_when_its_group_label_is_the_group_key() {
+    fn a_pod_is_in_its_replica_s_group_when_its_group_is_the_group_key() {
         let mut leader = map(&[(GROUP_KEY_LABEL, "k1"), (WORKER_INDEX_LABEL, "0")]);
         assert_eq!(replica_of(Some(&leader), None), None, "in no group");
-        leader.insert(POD_GROUP_LABEL.into(), "k1".into());
+        leader.insert(QUEUE_LABEL.into(), "research".into());
         assert_eq!(
             replica_of(Some(&leader), None),
             Some(Replica {
@@ -110,9 +113,10 @@ mod tests {
             Some(false)
         );
         // With LWS's Volcano provider the group is the Volcano PodGroup's.
-        let mut volcano = map(&[(GROUP_KEY_LABEL, "k1"), (WORKER_INDEX_LABEL, "0")]);
-        volcano.insert(POD_GROUP_LABEL.into(), "lws-0-5b8f".into());
         let annotations = map(&[(VOLCANO_GROUP_NAME_ANNOTATION, "lws-0-5b8f")]);
-        assert_eq!(replica_of(Some(&volcano), Some(&annotations)), None);
+        assert_eq!(replica_of(Some(&leader), Some(&annotations)), None);
+        let mut named = leader.clone();
+        named.insert(POD_GROUP_LABEL.into(), "mine".into());
+        assert_eq!(replica_of(Some(&named), None), None);
     }
 }

@@ -650,7 +650,7 @@ mod tests {
                     "name": name, "namespace": "ml", "uid": format!("{name}-uid"),
                     "labels": {(leader_worker_set::GROUP_KEY_LABEL): "k1",
                         (leader_worker_set::WORKER_INDEX_LABEL): index,
-                        (labels::POD_GROUP_LABEL): "k1"},
+                        (labels::QUEUE_LABEL): "research"},
                     "annotations": {(leader_worker_set::SIZE_ANNOTATION): "4"},
                     "ownerReferences": [{"apiVersion": "apps/v1", "kind": "StatefulSet",
                         "name": name, "uid": "sts", "controller": true}]

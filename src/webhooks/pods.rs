@@ -3,7 +3,8 @@
 //! pod (a second, validating call would cost every managed pod another round trip).
 //!
 //! **Which pods are Gangplank's.** A pod belongs to a group when it names one
-//! ([`labels::pod_group_of`]: our label, scheduler-plugins' label, Volcano's annotation; else
+//! ([`labels::pod_group_of`]: our label, scheduler-plugins' label, Volcano's annotation,
+//! LeaderWorkerSet's group key on a pod that names a queue; else
 //! Kubernetes' `spec.schedulingGroup.podGroupName`, unless the pod names a queue and its
 //! workload or Job has a group of its own, see below), and
 //! to a queue when it names one ([`labels::queue_of`]) or, naming neither, when its namespace
@@ -22,10 +23,9 @@
 //! controller is a Kubeflow training job or a RayCluster, or JobSet's or the MPI operator's
 //! labels name its JobSet or MPIJob) that names a queue or lives in a namespace with a default
 //! queue joins the group named after the workload, which the controller creates sized from the
-//! workload's spec (`crate::controller::workloads`): its operator needs no gang flag. A pod of
-//! a LeaderWorkerSet replica ([`leader_worker_set::group_key`], once LWS's own webhook has
-//! completed the pod) likewise joins the group named after its replica's group key, which the
-//! controller creates from the leader's size annotation (`crate::controller::orphans`). The
+//! workload's spec (`crate::controller::workloads`): its operator needs no gang flag. (A pod of
+//! a LeaderWorkerSet replica needs none either: its group key names its group once the pod
+//! names a queue, [`leader_worker_set`].) The
 //! workload comes before a controlling Job (a JobSet's pods and an MPI launcher are controlled
 //! by Jobs of the workload). Both come before the Kubernetes PodGroup the pod names in
 //! `spec.schedulingGroup`: with the `WorkloadWithJob` feature gate, the Job controller gives
@@ -75,7 +75,7 @@
 //! may hold any text) that does not is refused rather than copied into a label that would make
 //! the API server refuse the pod with a less helpful message. The gang size a pod gives for its
 //! missing PodGroup ([`labels::gang_size_of`]: our `min-member` annotation, or the size of a
-//! LeaderWorkerSet replica on its leader) must be at most
+//! LeaderWorkerSet replica on its leader, whatever names its group) must be at most
 //! [`gangplank_core::limits::MAX_MEMBERS`]: this is where that number enters Gangplank.
 //!
 //! **The queue check** (CREATE, before the mutation): a pod whose group is in a Closed queue
@@ -163,6 +163,7 @@ impl Membership {
                 &[
                     labels::POD_GROUP_LABEL,
                     labels::SCHEDULER_PLUGINS_POD_GROUP_LABEL,
+                    leader_worker_set::GROUP_KEY_LABEL,
                 ],
                 &[labels::VOLCANO_GROUP_NAME_ANNOTATION],
             ),
@@ -183,7 +184,7 @@ impl Membership {
                     source: Source::Namespace(namespace.to_owned()),
                 });
                 // A workload's pod keeps no namespace default (see the module docs).
-                match queue.as_ref().and_then(|_| workload_group(pod)) {
+                match queue.as_ref().and_then(|_| controller_workload(pod)) {
                     Some(group) => Ok(Membership {
                         group: Some(group),
                         queue: None,
@@ -192,7 +193,7 @@ impl Membership {
                 }
             }
             (None, Some(queue)) => Ok(Membership {
-                group: workload_group(pod)
+                group: controller_workload(pod)
                     .or_else(|| {
                         controller_job(pod).map(|job| Named {
                             name: job.to_owned(),
@@ -269,19 +270,12 @@ fn controller_job(pod: &Pod) -> Option<&str> {
         .filter(|name| !name.is_empty())
 }
 
-/// The group of the workload the pod belongs to ([`workloads::of`]), or of the LeaderWorkerSet
-/// replica it is in ([`leader_worker_set::group_key`]).
-fn workload_group(pod: &Pod) -> Option<Named> {
-    if let Some(owner) = workloads::of(&pod.metadata) {
-        return Some(Named {
-            name: owner.name,
-            source: Source::WorkloadOwner(owner.kind.kind),
-        });
-    }
-    let key = leader_worker_set::group_key(pod.metadata.labels.as_ref())?;
+/// The workload the pod belongs to ([`workloads::of`]), as its group.
+fn controller_workload(pod: &Pod) -> Option<Named> {
+    let owner = workloads::of(&pod.metadata)?;
     Some(Named {
-        name: key.to_owned(),
-        source: Source::Label(leader_worker_set::GROUP_KEY_LABEL),
+        name: owner.name,
+        source: Source::WorkloadOwner(owner.kind.kind),
     })
 }
 
@@ -303,11 +297,9 @@ pub fn mutate(w: &Webhooks, request: &AdmissionRequest<Pod>) -> Result<Verdict, 
             errors.add(named.source.field(), problem);
         }
     }
-    let leads_a_replica = membership
-        .group
-        .as_ref()
-        .is_some_and(|g| g.source == Source::Label(leader_worker_set::GROUP_KEY_LABEL))
-        && leader_worker_set::leads(pod.metadata.labels.as_ref());
+    // A replica's leader is bounded whatever names its group: with LWS's Volcano provider its
+    // size is the Volcano PodGroup's minMember.
+    let leads_a_replica = leader_worker_set::leads(pod.metadata.labels.as_ref());
     if let Some((key, size)) =
         labels::gang_size_of(pod.metadata.annotations.as_ref(), leads_a_replica)
     {
@@ -622,10 +614,11 @@ mod tests {
     }
 
     #[test]
-    fn a_pod_of_a_leader_worker_set_replica_in_a_queue_s_scope_joins_its_replica_s_group() {
+    fn a_pod_of_a_leader_worker_set_replica_naming_a_queue_joins_its_replica_s_group() {
         let worker = json!({"name": "lws-0-1", "labels": {
-            (leader_worker_set::GROUP_KEY_LABEL): "k1", (leader_worker_set::WORKER_INDEX_LABEL): "1"}});
-        let m = membership(&pod(worker.clone()));
+            (leader_worker_set::GROUP_KEY_LABEL): "k1", (leader_worker_set::WORKER_INDEX_LABEL): "1",
+            (labels::QUEUE_LABEL): "research"}});
+        let m = membership(&pod(worker));
         assert_eq!(
             m.group,
             Some(Named {
@@ -633,8 +626,16 @@ mod tests {
                 source: Source::Label(leader_worker_set::GROUP_KEY_LABEL)
             })
         );
-        assert_eq!(m.queue, None, "a pod of a group takes no namespace default");
-        let m = Membership::of(&pod(worker), "plain", &StaticLookup::default()).unwrap();
+        // In a namespace's scope only, it is a pod of the queue, which the webhook writes on
+        // it: from then on its group key names its group.
+        let scoped = json!({"name": "lws-0-1", "labels": {
+            (leader_worker_set::GROUP_KEY_LABEL): "k1", (leader_worker_set::WORKER_INDEX_LABEL): "1"}});
+        let m = membership(&pod(scoped.clone()));
+        assert_eq!(
+            (m.group, m.queue.map(|q| q.name)),
+            (None, Some("team".into()))
+        );
+        let m = Membership::of(&pod(scoped), "plain", &StaticLookup::default()).unwrap();
         assert!(m.is_empty(), "out of every queue's scope it is left alone");
         // Before LWS's webhook gave it its worker index, it is a pod of the queue alone.
         let unseen = json!({"name": "lws-0-1", "labels": {
