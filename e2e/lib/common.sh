@@ -72,13 +72,21 @@ PY
 }
 
 # start NAME COMMAND...: runs COMMAND in its own session, logs to logs/NAME.log, records its PID
-# and its command line (cmd/NAME, one argument a line, for e2e/component).
+# and its command line (record).
 start() {
+  local name=$1
+  record "$@"
+  shift
+  setsid "$@" >"$RUN_DIR/logs/$name.log" 2>&1 < /dev/null &
+  echo $! >"$RUN_DIR/pids/$name.pid"
+}
+
+# record NAME COMMAND...: records COMMAND as component NAME's command line (cmd/NAME, one
+# argument a line), for e2e/component to start it later.
+record() {
   local name=$1; shift
   mkdir -p "$RUN_DIR/cmd"
   printf '%s\n' "$@" >"$RUN_DIR/cmd/$name"
-  setsid "$@" >"$RUN_DIR/logs/$name.log" 2>&1 < /dev/null &
-  echo $! >"$RUN_DIR/pids/$name.pid"
 }
 
 # running NAME: the process recorded for NAME is alive.

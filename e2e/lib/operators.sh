@@ -3,7 +3,7 @@
 # Each runs with the admin kubeconfig, its CRDs applied from the same module, in the gang mode
 # users set to get whole gangs. Sourced by e2e/up; needs common.sh and go-build.sh.
 
-KNOWN_OPERATORS="training-operator kuberay mpi-operator jobset"
+KNOWN_OPERATORS="training-operator kuberay mpi-operator jobset lws"
 
 # established CRD: the CustomResourceDefinition CRD is served (kubectl wait fails on a CRD too
 # new to have conditions).
@@ -49,6 +49,8 @@ build_operator() {
         github.com/kubeflow/mpi-operator/cmd/mpi-operator "-s -w") ;;
     jobset)
       bin=$(go_build jobset "$E2E_DIR/operators/jobset" sigs.k8s.io/jobset "-s -w") ;;
+    lws)
+      bin=$(go_build lws "$E2E_DIR/operators/lws" sigs.k8s.io/lws/cmd "-s -w") ;;
     *) die "--operators: unknown operator '$1' (known: $KNOWN_OPERATORS)" ;;
   esac
   printf '%s_BIN=%q\n' "${1//-/_}" "$bin"
@@ -261,6 +263,102 @@ webhooks:
   clientConfig: {url: "$url/validate--v1-pod", caBundle: "$ca"}
   rules: [{apiGroups: [""], apiVersions: [v1], operations: [CREATE], resources: [pods]}]
   $pods
+  admissionReviewVersions: [v1]
+  sideEffects: None
+  failurePolicy: Fail
+EOF
+}
+
+# LeaderWorkerSet's controller manager (leaderworkerset.x-k8s.io/v1 LeaderWorkerSet: per
+# replica a leader pod, from a StatefulSet the LeaderWorkerSet owns, and its workers, from a
+# StatefulSet the leader pod owns), with its webhooks, as in a cluster: its pod webhook gives each
+# leader its group key (leaderworkerset.sigs.k8s.io/group-key) and, with the Volcano provider,
+# each pod its Volcano PodGroup's name. They are registered here under upstream's names, with a
+# URL on 127.0.0.1 and a certificate made by webhooks/gen-certs.sh (its own certificate
+# management, which needs a Service, is off: internalCertManagement.enable false in its
+# configuration file). Leader election is off and metrics are not served.
+# It has no flag to confine it to namespaces, so its two gang modes cannot run side by side as
+# the other operators' do: component lws (started here) runs with no gang provider (Gangplank
+# groups each replica by LWS's group key and size), component lws-volcano (its command line
+# recorded for e2e/component, not started) with the Volcano provider
+# (gangSchedulingManagement.schedulerProvider: volcano): one Volcano PodGroup per replica. Both
+# listen on the same ports; a test swaps one for the other (tests/e2e/operators/lws.rs), never
+# running both. LWS_HEALTH_URL (in e2e/.run/env) is where the running one answers /readyz.
+start_lws() {
+  local dir certs webhook health mode config
+  dir=$(module_dir lws sigs.k8s.io/lws)
+  kubectl apply --server-side -f "$dir/config/crd/bases/leaderworkerset.x-k8s.io_leaderworkersets.yaml" >/dev/null
+  wait_for 60 "the LeaderWorkerSet CRD" established leaderworkersets.leaderworkerset.x-k8s.io
+  # Its DisaggregatedSet controller runs too, and stops the process when its kind is not served.
+  kubectl apply --server-side -f "$dir/config/crd/bases/disaggregatedset.x-k8s.io_disaggregatedsets.yaml" >/dev/null
+  wait_for 60 "the DisaggregatedSet CRD" established disaggregatedsets.disaggregatedset.x-k8s.io
+  certs="$RUN_DIR/pki/lws"
+  "$REPO_DIR/webhooks/gen-certs.sh" "$certs" localhost 127.0.0.1 >/dev/null
+  webhook=$(free_port)
+  health=$(free_port)
+  for mode in none volcano; do
+    config="$RUN_DIR/lws-$mode-config.yaml"
+    cat >"$config" <<EOF
+apiVersion: config.lws.x-k8s.io/v1alpha1
+kind: Configuration
+internalCertManagement: {enable: false}
+webhook: {host: 127.0.0.1, port: $webhook, certDir: "$certs"}
+health: {healthProbeBindAddress: "127.0.0.1:$health"}
+metrics: {bindAddress: "0"}
+EOF
+    if [[ $mode == volcano ]]; then
+      echo "gangSchedulingManagement: {schedulerProvider: volcano}" >>"$config"
+    fi
+  done
+  log "starting lws (all namespaces, no gang provider; lws-volcano recorded for e2e/component)"
+  start lws "$lws_BIN" --config="$RUN_DIR/lws-none-config.yaml" --leader-elect=false \
+    --kubeconfig="$RUN_DIR/kubeconfig"
+  record lws-volcano "$lws_BIN" --config="$RUN_DIR/lws-volcano-config.yaml" --leader-elect=false \
+    --kubeconfig="$RUN_DIR/kubeconfig"
+  LWS_HEALTH_URL="http://127.0.0.1:$health"
+  wait_for 120 "lws /readyz" curl -fsS "$LWS_HEALTH_URL/readyz"
+  local ca url="https://127.0.0.1:$webhook"
+  ca=$(base64 -w0 <"$certs/ca.crt")
+  local pods="objectSelector: {matchExpressions: [{key: leaderworkerset.sigs.k8s.io/name, operator: Exists}]}"
+  kubectl apply -f - >/dev/null <<EOF
+apiVersion: admissionregistration.k8s.io/v1
+kind: MutatingWebhookConfiguration
+metadata: {name: lws-mutating-webhook-configuration}
+webhooks:
+- name: mleaderworkerset.kb.io
+  clientConfig: {url: "$url/mutate-leaderworkerset-x-k8s-io-v1-leaderworkerset", caBundle: "$ca"}
+  rules: [{apiGroups: [leaderworkerset.x-k8s.io], apiVersions: [v1], operations: [CREATE, UPDATE], resources: [leaderworkersets]}]
+  admissionReviewVersions: [v1]
+  sideEffects: None
+  failurePolicy: Fail
+- name: mpod.kb.io
+  clientConfig: {url: "$url/mutate--v1-pod", caBundle: "$ca"}
+  rules: [{apiGroups: [""], apiVersions: [v1], operations: [CREATE], resources: [pods]}]
+  $pods
+  admissionReviewVersions: [v1]
+  sideEffects: None
+  failurePolicy: Fail
+---
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingWebhookConfiguration
+metadata: {name: lws-validating-webhook-configuration}
+webhooks:
+- name: vleaderworkerset.kb.io
+  clientConfig: {url: "$url/validate-leaderworkerset-x-k8s-io-v1-leaderworkerset", caBundle: "$ca"}
+  rules: [{apiGroups: [leaderworkerset.x-k8s.io], apiVersions: [v1], operations: [CREATE, UPDATE], resources: [leaderworkersets]}]
+  admissionReviewVersions: [v1]
+  sideEffects: None
+  failurePolicy: Fail
+- name: vpod.kb.io
+  clientConfig: {url: "$url/validate--v1-pod", caBundle: "$ca"}
+  rules: [{apiGroups: [""], apiVersions: [v1], operations: [CREATE, UPDATE], resources: [pods]}]
+  $pods
+  admissionReviewVersions: [v1]
+  sideEffects: None
+  failurePolicy: Fail
+- name: vdisaggregatedset.kb.io
+  clientConfig: {url: "$url/validate-disaggregatedset-x-k8s-io-v1-disaggregatedset", caBundle: "$ca"}
+  rules: [{apiGroups: [disaggregatedset.x-k8s.io], apiVersions: [v1], operations: [CREATE, UPDATE], resources: [disaggregatedsets]}]
   admissionReviewVersions: [v1]
   sideEffects: None
   failurePolicy: Fail

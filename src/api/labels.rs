@@ -10,7 +10,9 @@
 //! Precedence (first match wins), for the group:
 //! 1. label `scheduling.gangplank.dev/pod-group` (ours),
 //! 2. label `scheduling.x-k8s.io/pod-group` (scheduler-plugins coscheduling),
-//! 3. annotation `scheduling.k8s.io/group-name` (Volcano; Kubeflow, Spark and Ray set it).
+//! 3. annotation `scheduling.k8s.io/group-name` (Volcano; Kubeflow, Spark and Ray set it),
+//! 4. label `leaderworkerset.sigs.k8s.io/group-key` (LeaderWorkerSet: a replica's group), on a
+//!    pod that also names a queue ([`super::leader_worker_set::group_key`]).
 //!
 //! and for the queue:
 //! 1. label `scheduling.gangplank.dev/queue` (ours),
@@ -42,6 +44,29 @@ pub const QUEUE_LABEL: &str = "scheduling.gangplank.dev/queue";
 /// Annotation on a batch/v1 Job overriding the gang size of the PodGroup created for it
 /// (otherwise `spec.parallelism`).
 pub const MIN_MEMBER_ANNOTATION: &str = "scheduling.gangplank.dev/min-member";
+/// The gang size a pod asks for, so that Gangplank creates its missing PodGroup, and the
+/// annotation that gives it: [`MIN_MEMBER_ANNOTATION`], else, on the leader of a LeaderWorkerSet
+/// replica whose group is the replica's (`leads_a_replica`,
+/// [`super::leader_worker_set::Replica`]), LWS's
+/// [`super::leader_worker_set::SIZE_ANNOTATION`]. `None` when absent or not a positive integer.
+/// Not bounded here: the pod webhook, where the number enters Gangplank, refuses one above
+/// `gangplank_core::limits::MAX_MEMBERS`.
+pub fn gang_size_of(
+    annotations: Option<&BTreeMap<String, String>>,
+    leads_a_replica: bool,
+) -> Option<(&'static str, u64)> {
+    let annotations = annotations?;
+    let key = if annotations.contains_key(MIN_MEMBER_ANNOTATION) {
+        MIN_MEMBER_ANNOTATION
+    } else if leads_a_replica {
+        super::leader_worker_set::SIZE_ANNOTATION
+    } else {
+        return None;
+    };
+    let size = annotations.get(key)?.trim().parse::<u64>().ok()?;
+    (size > 0).then_some((key, size))
+}
+
 /// Annotation on a Job: the `topologyKey` of the PodGroup the controller creates for it (all
 /// its pods on nodes sharing that label's value).
 pub const TOPOLOGY_KEY_ANNOTATION: &str = "scheduling.gangplank.dev/topology-key";
@@ -102,6 +127,10 @@ pub fn pod_group_of<'a>(
     non_empty(labels, POD_GROUP_LABEL)
         .or_else(|| non_empty(labels, SCHEDULER_PLUGINS_POD_GROUP_LABEL))
         .or_else(|| non_empty(annotations, VOLCANO_GROUP_NAME_ANNOTATION))
+        .or_else(|| {
+            queue_of(labels, annotations)?;
+            super::leader_worker_set::group_key(labels)
+        })
 }
 
 /// The Queue name an object (a pod, a pod template, a PodGroup, a Job) asks for, applying the
@@ -205,6 +234,48 @@ mod tests {
         assert_eq!(
             queue_of(Some(&empty_label), Some(&annotations)),
             Some("volcano-q")
+        );
+    }
+
+    #[test]
+    fn a_leader_worker_set_s_group_key_names_the_group_last_and_only_with_a_queue() {
+        use crate::api::leader_worker_set::{GROUP_KEY_LABEL, WORKER_INDEX_LABEL};
+        let mut worker = map(&[(GROUP_KEY_LABEL, "k1"), (WORKER_INDEX_LABEL, "2")]);
+        assert_eq!(
+            pod_group_of(Some(&worker), None),
+            None,
+            "no queue: not Gangplank's"
+        );
+        worker.insert(QUEUE_LABEL.into(), "research".into());
+        assert_eq!(pod_group_of(Some(&worker), None), Some("k1"));
+        let volcano = map(&[(VOLCANO_GROUP_NAME_ANNOTATION, "lws-0-5b8f")]);
+        assert_eq!(
+            pod_group_of(Some(&worker), Some(&volcano)),
+            Some("lws-0-5b8f")
+        );
+        worker.insert(POD_GROUP_LABEL.into(), "mine".into());
+        assert_eq!(pod_group_of(Some(&worker), None), Some("mine"));
+    }
+
+    #[test]
+    fn the_gang_size_is_our_annotation_else_the_size_on_a_replica_s_leader() {
+        use crate::api::leader_worker_set::SIZE_ANNOTATION;
+        let size = map(&[(SIZE_ANNOTATION, "4")]);
+        assert_eq!(gang_size_of(Some(&size), true), Some((SIZE_ANNOTATION, 4)));
+        assert_eq!(gang_size_of(Some(&size), false), None, "not a leader");
+        let both = map(&[(SIZE_ANNOTATION, "4"), (MIN_MEMBER_ANNOTATION, " 2 ")]);
+        assert_eq!(
+            gang_size_of(Some(&both), true),
+            Some((MIN_MEMBER_ANNOTATION, 2))
+        );
+        for bad in ["0", "four", ""] {
+            let bad = map(&[(MIN_MEMBER_ANNOTATION, bad)]);
+            assert_eq!(gang_size_of(Some(&bad), false), None);
+        }
+        let huge = map(&[(SIZE_ANNOTATION, "2147483647")]);
+        assert_eq!(
+            gang_size_of(Some(&huge), true),
+            Some((SIZE_ANNOTATION, 2_147_483_647))
         );
     }
 

@@ -17,7 +17,7 @@ use gangplank_core::policy::fair_share::Capability;
 
 use super::Error;
 use crate::api;
-use crate::api::{labels, volcano, workload_api, workloads};
+use crate::api::{labels, leader_worker_set, volcano, workload_api, workloads};
 
 /// Converts a Node. Fails only on a missing name or an unparsable quantity, which the API
 /// server never lets through.
@@ -101,14 +101,21 @@ pub fn pod(pod: &core::Pod) -> Result<Pod, Error> {
         .is_some_and(|spec| names_resource(spec, labels::MANAGED_RESOURCE));
     requests = on_node(requests);
     let (pod_labels, pod_annotations) = (meta.labels.as_ref(), meta.annotations.as_ref());
-    let min_member = pod_annotations
-        .and_then(|a| a.get(labels::MIN_MEMBER_ANNOTATION))
-        .and_then(|v| v.trim().parse::<u32>().ok())
-        .filter(|n| *n > 0);
+    let leads_a_replica = leader_worker_set::replica_of(pod_labels, pod_annotations)
+        .is_some_and(|replica| replica.leader);
+    let min_member = labels::gang_size_of(pod_annotations, leads_a_replica)
+        .and_then(|(_, size)| u32::try_from(size).ok());
     let workload = workload_of(meta);
-    let controller = (min_member.is_some() && workload.is_none())
-        .then(|| controller_of(meta))
-        .flatten();
+    let controller = match (min_member, &workload) {
+        (Some(_), None) if leads_a_replica => Some(std::sync::Arc::new(Workload {
+            api_version: "v1".to_owned(),
+            kind: "Pod".to_owned(),
+            name: name.clone(),
+            uid: uid.clone(),
+        })),
+        (Some(_), None) => controller_of(meta),
+        _ => None,
+    };
     let stand_in_for = pod_labels
         .filter(|l| l.get(labels::STAND_IN_LABEL).is_some_and(|v| v == "true"))
         .and_then(|_| pod_annotations?.get(labels::STAND_IN_FOR_ANNOTATION))
@@ -633,6 +640,36 @@ mod tests {
         assert_eq!(with(" 4 "), Some(4));
         assert_eq!(with("0"), None);
         assert_eq!(with("four"), None);
+    }
+
+    #[test]
+    fn a_leader_worker_set_replica_s_leader_gives_its_size_and_owns_its_group() {
+        let member = |name: &str, index: &str| -> core::Pod {
+            serde_json::from_value(serde_json::json!({
+                "metadata": {
+                    "name": name, "namespace": "ml", "uid": format!("{name}-uid"),
+                    "labels": {(leader_worker_set::GROUP_KEY_LABEL): "k1",
+                        (leader_worker_set::WORKER_INDEX_LABEL): index,
+                        (labels::QUEUE_LABEL): "research"},
+                    "annotations": {(leader_worker_set::SIZE_ANNOTATION): "4"},
+                    "ownerReferences": [{"apiVersion": "apps/v1", "kind": "StatefulSet",
+                        "name": name, "uid": "sts", "controller": true}]
+                },
+                "spec": {"containers": []}
+            }))
+            .unwrap()
+        };
+        let leader = pod(&member("lws-0", "0")).unwrap();
+        assert_eq!(leader.pod_group.as_deref(), Some("k1"));
+        assert_eq!(leader.min_member, Some(4));
+        let owner = leader.controller.unwrap();
+        assert_eq!(
+            (owner.kind.as_str(), owner.name.as_str(), owner.uid.as_str()),
+            ("Pod", "lws-0", "lws-0-uid")
+        );
+        let worker = pod(&member("lws-0-1", "1")).unwrap();
+        assert_eq!(worker.pod_group.as_deref(), Some("k1"));
+        assert_eq!((worker.min_member, worker.controller), (None, None));
     }
 
     #[test]

@@ -358,6 +358,32 @@ mod tests {
     }
 
     #[test]
+    fn a_replica_whose_leader_alone_gives_a_size_is_owned_by_that_leader() {
+        // As the cache converts a LeaderWorkerSet replica: the leader names itself, each worker
+        // (controlled by the replica's worker StatefulSet) names nothing.
+        let mut s = State::default();
+        let leader = Arc::new(Workload {
+            api_version: "v1".into(),
+            kind: "Pod".into(),
+            name: "lws-0".into(),
+            uid: "leader".into(),
+        });
+        s.apply_pod(Pod {
+            min_member: Some(4),
+            controller: Some(leader.clone()),
+            ..gated(pod("leader", Some("k1"), Some("q")))
+        });
+        for i in 1..4 {
+            s.apply_pod(gated(pod(&format!("worker-{i}"), Some("k1"), Some("q"))));
+        }
+        let view = &observe(&s).groups[&GroupKey::new("ns", "k1")];
+        let asked = view.asked.as_ref().unwrap();
+        assert_eq!(asked.min_member, Some(4));
+        assert_eq!(asked.controller, Some(leader));
+        assert_eq!(asked.waiting.len(), 4);
+    }
+
+    #[test]
     fn pods_gangplank_does_not_hold_ask_for_no_pod_group() {
         let mut s = State::default();
         // Named by Volcano's annotation, but never through the webhook: no gate, no marker.

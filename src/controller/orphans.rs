@@ -10,6 +10,11 @@
 //! by hand (a pod as owner would take the group with it when that member ends). When members
 //! disagree, the oldest member's annotation wins.
 //!
+//! A LeaderWorkerSet replica asks the same way with LWS's own keys, so its operator needs no
+//! gang provider: its pods' group is named after LWS's group key, and its leader's size
+//! annotation is the gang size; the PodGroup is owned by the leader pod
+//! (`crate::api::leader_worker_set`).
+//!
 //! Without the annotation the pods keep waiting (the admission loop does not release a group
 //! without its PodGroup), and each waiting member gets a Warning event, reason
 //! `PodGroupMissing`, that names the missing object and the two ways to fix it. Groups named

@@ -3,7 +3,8 @@
 //! pod (a second, validating call would cost every managed pod another round trip).
 //!
 //! **Which pods are Gangplank's.** A pod belongs to a group when it names one
-//! ([`labels::pod_group_of`]: our label, scheduler-plugins' label, Volcano's annotation; else
+//! ([`labels::pod_group_of`]: our label, scheduler-plugins' label, Volcano's annotation,
+//! LeaderWorkerSet's group key on a pod that names a queue; else
 //! Kubernetes' `spec.schedulingGroup.podGroupName`, unless the pod names a queue and its
 //! workload or Job has a group of its own, see below), and
 //! to a queue when it names one ([`labels::queue_of`]) or, naming neither, when its namespace
@@ -22,7 +23,9 @@
 //! controller is a Kubeflow training job or a RayCluster, or JobSet's or the MPI operator's
 //! labels name its JobSet or MPIJob) that names a queue or lives in a namespace with a default
 //! queue joins the group named after the workload, which the controller creates sized from the
-//! workload's spec (`crate::controller::workloads`): its operator needs no gang flag. The
+//! workload's spec (`crate::controller::workloads`): its operator needs no gang flag. (A pod of
+//! a LeaderWorkerSet replica needs none either: its group key names its group once the pod
+//! names a queue, [`leader_worker_set`].) The
 //! workload comes before a controlling Job (a JobSet's pods and an MPI launcher are controlled
 //! by Jobs of the workload). Both come before the Kubernetes PodGroup the pod names in
 //! `spec.schedulingGroup`: with the `WorkloadWithJob` feature gate, the Job controller gives
@@ -70,7 +73,10 @@
 //!
 //! Group and queue names must be valid PodGroup and Queue names; a Volcano annotation (which
 //! may hold any text) that does not is refused rather than copied into a label that would make
-//! the API server refuse the pod with a less helpful message.
+//! the API server refuse the pod with a less helpful message. The gang size a pod gives for its
+//! missing PodGroup ([`labels::gang_size_of`]: our `min-member` annotation, or the size of a
+//! LeaderWorkerSet replica on its leader, whatever names its group) must be at most
+//! [`gangplank_core::limits::MAX_MEMBERS`]: this is where that number enters Gangplank.
 //!
 //! **The queue check** (CREATE, before the mutation): a pod whose group is in a Closed queue
 //! is refused, unless the group is already admitted (a replacement member of a running gang
@@ -92,7 +98,7 @@ use super::patch::Patcher;
 use super::queues::{check_open, unavailable};
 use super::review::{Denial, FieldErrors, Verdict};
 use super::{Webhooks, name_problem};
-use crate::api::{labels, workloads};
+use crate::api::{labels, leader_worker_set, workloads};
 use crate::cache::convert;
 use crate::metrics;
 use gangplank_core::model::GroupKey;
@@ -157,6 +163,7 @@ impl Membership {
                 &[
                     labels::POD_GROUP_LABEL,
                     labels::SCHEDULER_PLUGINS_POD_GROUP_LABEL,
+                    leader_worker_set::GROUP_KEY_LABEL,
                 ],
                 &[labels::VOLCANO_GROUP_NAME_ANNOTATION],
             ),
@@ -289,6 +296,15 @@ pub fn mutate(w: &Webhooks, request: &AdmissionRequest<Pod>) -> Result<Verdict, 
         if let Some(problem) = name_problem(&named.name) {
             errors.add(named.source.field(), problem);
         }
+    }
+    // A replica's leader is bounded whatever names its group: with LWS's Volcano provider its
+    // size is the Volcano PodGroup's minMember.
+    let leads_a_replica = leader_worker_set::leads(pod.metadata.labels.as_ref());
+    if let Some((key, size)) =
+        labels::gang_size_of(pod.metadata.annotations.as_ref(), leads_a_replica)
+    {
+        let size = i64::try_from(size).unwrap_or(i64::MAX);
+        errors.members(format!("metadata.annotations[{key}]"), size);
     }
     errors.into_result()?;
     check_queue(w, namespace, &membership)?;
@@ -595,6 +611,36 @@ mod tests {
         // Out of every queue's scope it is left alone.
         let m = Membership::of(&pod(owned), "plain", &StaticLookup::default()).unwrap();
         assert!(m.is_empty());
+    }
+
+    #[test]
+    fn a_pod_of_a_leader_worker_set_replica_naming_a_queue_joins_its_replica_s_group() {
+        let worker = json!({"name": "lws-0-1", "labels": {
+            (leader_worker_set::GROUP_KEY_LABEL): "k1", (leader_worker_set::WORKER_INDEX_LABEL): "1",
+            (labels::QUEUE_LABEL): "research"}});
+        let m = membership(&pod(worker));
+        assert_eq!(
+            m.group,
+            Some(Named {
+                name: "k1".into(),
+                source: Source::Label(leader_worker_set::GROUP_KEY_LABEL)
+            })
+        );
+        // In a namespace's scope only, it is a pod of the queue, which the webhook writes on
+        // it: from then on its group key names its group.
+        let scoped = json!({"name": "lws-0-1", "labels": {
+            (leader_worker_set::GROUP_KEY_LABEL): "k1", (leader_worker_set::WORKER_INDEX_LABEL): "1"}});
+        let m = membership(&pod(scoped.clone()));
+        assert_eq!(
+            (m.group, m.queue.map(|q| q.name)),
+            (None, Some("team".into()))
+        );
+        let m = Membership::of(&pod(scoped), "plain", &StaticLookup::default()).unwrap();
+        assert!(m.is_empty(), "out of every queue's scope it is left alone");
+        // Before LWS's webhook gave it its worker index, it is a pod of the queue alone.
+        let unseen = json!({"name": "lws-0-1", "labels": {
+            (leader_worker_set::GROUP_KEY_LABEL): "k1", (labels::QUEUE_LABEL): "research"}});
+        assert_eq!(membership(&pod(unseen)).group, None);
     }
 
     #[test]

@@ -2,7 +2,10 @@
 //! (`scheduling.x-k8s.io`) with its pods labelled `scheduling.x-k8s.io/pod-group`, and Volcano's
 //! (`scheduling.volcano.sh`) with its pods annotated `scheduling.k8s.io/group-name`, by hand and
 //! from the real operators e2e/up runs (`--operators`).
-//! The cluster is `e2e/up`'s default: 4 nodes of 32 CPUs.
+//! The cluster is `e2e/up`'s default: 4 nodes of 32 CPUs. LeaderWorkerSet's replicas are in
+//! [`lws`].
+
+mod lws;
 
 use gangplank::api::scheduler_plugins::{SchedulerPluginsPodGroup, SchedulerPluginsPodGroupSpec};
 use gangplank::api::volcano::{VolcanoPodGroup, VolcanoPodGroupSpec};

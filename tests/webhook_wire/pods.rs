@@ -1,5 +1,6 @@
-//! The pod webhooks: labels, the gate and the markers, admission on arrival, Volcano's and
-//! Kubernetes' own group names, and the refusals of pods in closed, missing or unselected queues.
+//! The pod webhooks: labels, the gate and the markers, admission on arrival, Volcano's,
+//! LeaderWorkerSet's and Kubernetes' own group names, and the refusals of pods in closed,
+//! missing or unselected queues and of gangs beyond the largest.
 
 use pretty_assertions::assert_eq;
 
@@ -300,6 +301,95 @@ async fn volcano_annotations_become_our_labels() {
             json!({"op": "add", "path": "/metadata/labels/scheduling.gangplank.dev~1queue", "value": "research"})
         ]
     );
+}
+
+/// A pod of LeaderWorkerSet `lws`'s replica 0 as its StatefulSets make it (`index` 0: the
+/// leader), with a queue label from the template; `completed` once LWS's own webhook has given
+/// the leader its group key and each worker its index.
+fn a_replica_pod(index: &str, size: &str, completed: bool) -> Value {
+    let mut labels = json!({"scheduling.gangplank.dev/queue": "research",
+        "leaderworkerset.sigs.k8s.io/name": "lws"});
+    if index != "0" || completed {
+        labels["leaderworkerset.sigs.k8s.io/group-key"] = json!("a3f5e1");
+    }
+    if index == "0" || completed {
+        labels["leaderworkerset.sigs.k8s.io/worker-index"] = json!(index);
+    }
+    let mut pod = a_pod(labels);
+    pod["metadata"]["annotations"] = json!({"leaderworkerset.sigs.k8s.io/size": size});
+    pod
+}
+
+#[tokio::test]
+async fn a_leader_worker_set_pod_joins_its_replica_s_group_once_lws_s_webhook_completed_it() {
+    let group_label = "/metadata/labels/scheduling.gangplank.dev~1pod-group";
+    for index in ["0", "1"] {
+        // Called before LWS's webhook: a pod of the queue, in no group yet, gated all the same.
+        let answer = post(
+            router(),
+            MUTATE_PODS,
+            &create("pods", a_replica_pod(index, "4", false)),
+        )
+        .await;
+        assert!(
+            !patch(&answer).to_string().contains(group_label),
+            "{answer}"
+        );
+        assert!(
+            patch(&answer).to_string().contains("schedulingGates"),
+            "{answer}"
+        );
+        // Called again after it (reinvocationPolicy IfNeeded): the group key names the group.
+        let answer = post(
+            router(),
+            MUTATE_PODS,
+            &create("pods", a_replica_pod(index, "4", true)),
+        )
+        .await;
+        assert_eq!(
+            patch(&answer)[0],
+            json!({"op": "add", "path": group_label, "value": "a3f5e1"})
+        );
+    }
+}
+
+#[tokio::test]
+async fn the_volcano_pod_group_lws_names_wins_over_the_replica_s_group_key() {
+    let mut pod = a_replica_pod("1", "4", true);
+    pod["metadata"]["annotations"]["scheduling.k8s.io/group-name"] = json!("lws-0-5b8f");
+    let answer = post(router(), MUTATE_PODS, &create("pods", pod)).await;
+    assert_eq!(
+        patch(&answer)[0],
+        json!({"op": "add", "path": "/metadata/labels/scheduling.gangplank.dev~1pod-group", "value": "lws-0-5b8f"})
+    );
+}
+
+#[tokio::test]
+async fn a_replica_larger_than_the_largest_gang_is_refused_at_its_leader_naming_lws_s_size() {
+    let answer = post(
+        router(),
+        MUTATE_PODS,
+        &create("pods", a_replica_pod("0", "10001", true)),
+    )
+    .await;
+    assert_eq!(
+        denial(&answer, 422),
+        "metadata.annotations[leaderworkerset.sigs.k8s.io/size]: must be at most 10000, Gangplank's largest gang, got 10001"
+    );
+    let mut pod = a_pod(json!({"scheduling.gangplank.dev/pod-group": "g"}));
+    pod["metadata"]["annotations"] = json!({"scheduling.gangplank.dev/min-member": "20000"});
+    let answer = post(router(), MUTATE_PODS, &create("pods", pod)).await;
+    assert_eq!(
+        denial(&answer, 422),
+        "metadata.annotations[scheduling.gangplank.dev/min-member]: must be at most 10000, Gangplank's largest gang, got 20000"
+    );
+    let answer = post(
+        router(),
+        MUTATE_PODS,
+        &create("pods", a_replica_pod("0", "10000", true)),
+    )
+    .await;
+    assert_eq!(answer["response"]["allowed"], true, "{answer}");
 }
 
 #[tokio::test]

@@ -118,8 +118,9 @@ pub struct Pod {
     /// With its group's expected runtime, when its room is expected back (backfill).
     pub started: Option<i64>,
     /// The gang size the pod's annotation `scheduling.gangplank.dev/min-member` asks for (a
-    /// positive integer), so that the controller can create a missing PodGroup for pods that
-    /// name a group nobody created.
+    /// positive integer; on the leader of a LeaderWorkerSet replica, LWS's size annotation),
+    /// so that the controller can create a missing PodGroup for pods that name a group nobody
+    /// created.
     pub min_member: Option<u32>,
     /// `metadata.deletionTimestamp` is set: the pod is going away (evicted or deleted) and is
     /// not a candidate for reclaim again.
@@ -141,7 +142,8 @@ pub struct Pod {
     pub scheduler: Option<Arc<str>>,
     /// The pod's controller (ownerReference with `controller: true`), kept only for a pod that
     /// asks for its PodGroup by annotation ([`Pod::min_member`]) and belongs to no
-    /// [`Pod::workload`]: the PodGroup made for it is owned by that controller.
+    /// [`Pod::workload`]: the PodGroup made for it is owned by that controller. The leader of a
+    /// LeaderWorkerSet replica names itself: the replica lives as long as its leader.
     pub controller: Option<Arc<Workload>>,
     /// The group this pod stands in for, when it is one of Gangplank's stand-in pods (label
     /// `scheduling.gangplank.dev/stand-in`, annotation `scheduling.gangplank.dev/stand-in-for`):

@@ -1,0 +1,9 @@
+//go:build tools
+
+// Package tools pins LeaderWorkerSet's controller manager so that `go build sigs.k8s.io/lws/cmd`
+// builds the version in go.mod, with the dependencies that version asks for. The e2e suite runs
+// it as a local process against the local cluster, to test Gangplank with the operator as users
+// run it.
+package tools
+
+import _ "sigs.k8s.io/lws/cmd"

@@ -1,0 +1,332 @@
+//! LeaderWorkerSet (`sigs.k8s.io/lws` v0.9.0, `e2e/up --operators lws`): each replica, a leader
+//! and its workers, is one gang in the LeaderWorkerSet's queue, whether LWS writes a Volcano
+//! PodGroup per replica (its Volcano provider) or nothing (Gangplank groups the replica by the
+//! group key and size LWS puts on every pod of it).
+//!
+//! LWS cannot be confined to namespaces, so e2e/up runs it in one mode at a time (components
+//! `lws` and `lws-volcano`, e2e/lib/operators.sh) and each test here swaps in the one it needs.
+//! The cluster is `e2e/up`'s default: 4 nodes of 32 CPUs.
+
+use std::collections::BTreeMap;
+
+use gangplank::api::volcano::VolcanoPodGroup;
+use gangplank::api::{PodGroup, labels, leader_worker_set};
+use k8s_openapi::api::core::v1::Pod;
+use kube::Api;
+use kube::api::{
+    ApiResource, DeleteParams, DynamicObject, GroupVersionKind, Patch, PatchParams, PostParams,
+};
+use serde_json::json;
+
+use super::{operator_runs, volcano_phase};
+use crate::queues::{QueueGuard, cpu_cap, create_queue, delete_queue, not_admitted};
+use crate::support::{
+    Cluster, component_ctl, default_queue, eventually, holds_for, pod_group_collected, run_dir,
+};
+
+/// How LWS is run: which gang provider its configuration names.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Provider {
+    /// None: LWS writes no PodGroup.
+    None,
+    /// `gangSchedulingManagement.schedulerProvider: volcano`: a Volcano PodGroup per replica.
+    Volcano,
+}
+
+/// Where the user names the LeaderWorkerSet's queue: the two places LWS lets them.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum QueueOn {
+    /// The label `scheduling.gangplank.dev/queue` in its pod template, which LWS copies to every
+    /// pod of every replica.
+    Template,
+    /// Its namespace's default queue.
+    Namespace,
+}
+
+/// Runs LWS with `provider`, and not with the other (each reconciles every namespace), and
+/// waits until it is ready.
+async fn lws_with(cluster: &Cluster, provider: Provider) {
+    operator_runs(cluster, "lws");
+    let (on, off) = match provider {
+        Provider::None => ("lws", "lws-volcano"),
+        Provider::Volcano => ("lws-volcano", "lws"),
+    };
+    component_ctl(off, "kill");
+    if !run_dir().join(format!("pids/{on}.pid")).exists() {
+        component_ctl(on, "start");
+    }
+    let url = format!("{}/readyz", cluster.url("LWS_HEALTH_URL"));
+    eventually(&format!("{on} ready"), 60, || async {
+        let answer = reqwest::get(&url).await.ok()?;
+        answer.status().is_success().then_some(())
+    })
+    .await;
+}
+
+/// A LeaderWorkerSet of `replicas` replicas of `size` pods (the leader and its workers, from one
+/// template), each asking for `cpu` CPUs, started `LeaderCreated` (the workers with the
+/// leader); `template` is merged into the pod template (labels, a scheduler name).
+fn leader_worker_set(
+    name: &str,
+    replicas: u32,
+    size: u32,
+    cpu: u32,
+    template: serde_json::Value,
+) -> DynamicObject {
+    let mut pod = json!({"metadata": {}, "spec": {"containers": [{"name": "main",
+        "image": "busybox", "resources": {"requests": {"cpu": cpu.to_string()}}}]}});
+    for (part, fields) in template.as_object().into_iter().flatten() {
+        for (k, v) in fields.as_object().into_iter().flatten() {
+            pod[part][k] = v.clone();
+        }
+    }
+    serde_json::from_value(json!({
+        "apiVersion": "leaderworkerset.x-k8s.io/v1", "kind": "LeaderWorkerSet",
+        "metadata": {"name": name},
+        "spec": {"replicas": replicas, "startupPolicy": "LeaderCreated",
+            "leaderWorkerTemplate": {"size": size, "workerTemplate": pod}}
+    }))
+    .unwrap()
+}
+
+/// One replica as its pods show it.
+#[derive(Debug, Default, Clone)]
+struct Replica {
+    /// Its leader's name (`<lws>-<index>`).
+    leader: String,
+    pods: usize,
+    bound: usize,
+    leader_bound: bool,
+    /// The group its pods are in, read as Gangplank reads it.
+    group: Option<String>,
+    /// The scheduler names on its pods.
+    schedulers: Vec<String>,
+}
+
+/// The namespace's pods by replica (the group key LWS gives them).
+async fn replicas(pods: &Api<Pod>) -> BTreeMap<String, Replica> {
+    let mut out: BTreeMap<String, Replica> = BTreeMap::new();
+    for pod in pods.list(&Default::default()).await.unwrap().items {
+        let meta = &pod.metadata;
+        let Some(pod_labels) = meta.labels.as_ref() else {
+            continue;
+        };
+        let Some(key) = pod_labels.get(leader_worker_set::GROUP_KEY_LABEL) else {
+            continue;
+        };
+        let replica = out.entry(key.clone()).or_default();
+        let spec = pod.spec.as_ref().unwrap();
+        let bound = spec.node_name.is_some();
+        replica.pods += 1;
+        replica.bound += usize::from(bound);
+        replica.group =
+            labels::pod_group_of(Some(pod_labels), meta.annotations.as_ref()).map(str::to_owned);
+        replica
+            .schedulers
+            .push(spec.scheduler_name.clone().unwrap_or_default());
+        if pod_labels
+            .get(leader_worker_set::WORKER_INDEX_LABEL)
+            .map(String::as_str)
+            == Some("0")
+        {
+            replica.leader = meta.name.clone().unwrap_or_default();
+            replica.leader_bound = bound;
+        }
+    }
+    out
+}
+
+/// The story of every mode: with LWS run with `provider`, in a queue of its own named where
+/// `queue_on` says, whose capability holds one replica (32 CPUs: four pods of 8), an LWS of 2
+/// replicas of 4; one replica is bound whole, the other's four pods wait with none bound (its
+/// leader included), its PodGroup in that queue saying why (and its Volcano PodGroup
+/// `Pending`); given room for three and scaled to 3, it runs three gangs; deleting it deletes
+/// their PodGroups.
+async fn each_replica_is_one_gang_in_its_queue(provider: Provider, queue_on: QueueOn) {
+    let cluster = &Cluster::connect().await;
+    lws_with(cluster, provider).await;
+    let queue = create_queue(&cluster.client, "lws", cpu_cap("32")).await;
+    let _guard = QueueGuard(queue.clone());
+    let ns = cluster.namespace("lws").await;
+    let pods = ns.api::<Pod>();
+    let groups = ns.api::<PodGroup>();
+    let volcano = ns.api::<VolcanoPodGroup>();
+    let mut template = json!({"metadata": {"labels": {}}, "spec": {}});
+    match queue_on {
+        QueueOn::Template => template["metadata"]["labels"][labels::QUEUE_LABEL] = json!(queue),
+        QueueOn::Namespace => default_queue(cluster, &ns.name, &queue).await,
+    }
+    let scheduler = match provider {
+        Provider::None => "default-scheduler",
+        Provider::Volcano => "volcano",
+    };
+    if provider == Provider::Volcano {
+        template["spec"]["schedulerName"] = json!(scheduler);
+    }
+    let resource = ApiResource::from_gvk(&GroupVersionKind::gvk(
+        "leaderworkerset.x-k8s.io",
+        "v1",
+        "LeaderWorkerSet",
+    ));
+    let sets: Api<DynamicObject> =
+        Api::namespaced_with(cluster.client.clone(), &ns.name, &resource);
+    let lws = leader_worker_set("lws", 2, 4, 8, template);
+    // LWS's webhook may still be coming up (its process was just swapped in).
+    eventually("the LeaderWorkerSet created", 30, || async {
+        sets.create(&PostParams::default(), &lws).await.ok()
+    })
+    .await;
+
+    let (running, waiting) = eventually(
+        "one replica bound whole, the other's four pods waiting",
+        90,
+        || async {
+            let replicas = replicas(&pods).await;
+            let whole = replicas
+                .values()
+                .find(|r| r.pods == 4 && r.bound == 4)?
+                .clone();
+            let other = replicas
+                .values()
+                .find(|r| r.leader != whole.leader)?
+                .clone();
+            (replicas.len() == 2 && other.pods == 4 && other.group.is_some())
+                .then_some((whole, other))
+        },
+    )
+    .await;
+    assert!(
+        running.schedulers.iter().all(|s| s == scheduler),
+        "{running:?}"
+    );
+    let waiting_group = waiting.group.clone().unwrap();
+    if provider == Provider::Volcano {
+        eventually(
+            "the waiting replica's Volcano PodGroup Pending",
+            30,
+            || async {
+                (volcano_phase(&volcano, &waiting_group).await.as_deref() == Some("Pending"))
+                    .then_some(())
+            },
+        )
+        .await;
+    }
+    holds_for(
+        10,
+        &format!("no pod of replica {} bound", waiting.leader),
+        async || {
+            let now = replicas(&pods).await;
+            let still = now.values().find(|r| r.leader == waiting.leader);
+            still.is_some_and(|r| r.bound == 0 && !r.leader_bound && r.pods == 4)
+                && now
+                    .values()
+                    .any(|r| r.leader == running.leader && r.bound == 4)
+                && (provider == Provider::None
+                    || volcano_phase(&volcano, &waiting_group).await.as_deref() == Some("Pending"))
+        },
+    )
+    .await;
+    let gang = groups.get(&waiting_group).await.unwrap();
+    assert_eq!(gang.spec.min_member, 4);
+    assert_eq!(gang.spec.queue.as_deref(), Some(queue.as_str()));
+    let owner = &gang.metadata.owner_references.as_ref().unwrap()[0];
+    match provider {
+        // Owned by its leader, as LWS's own Volcano PodGroup is.
+        Provider::None => assert_eq!(
+            (owner.kind.as_str(), owner.name.as_str()),
+            ("Pod", waiting.leader.as_str())
+        ),
+        Provider::Volcano => assert_eq!(
+            (owner.kind.as_str(), owner.name.as_str()),
+            ("PodGroup", waiting_group.as_str())
+        ),
+    }
+    let why = eventually("the waiting replica's PodGroup to say why", 30, || async {
+        let (_, why) = not_admitted(&groups, &waiting_group).await?;
+        why.starts_with(&format!("queue {queue} has reached its capability"))
+            .then_some(why)
+    })
+    .await;
+    assert!(why.contains("> capability 32"), "{why}");
+    if provider == Provider::Volcano {
+        let running_group = running.group.clone().unwrap();
+        eventually(
+            "the bound replica's Volcano PodGroup Running",
+            60,
+            || async {
+                (volcano_phase(&volcano, &running_group).await.as_deref() == Some("Running"))
+                    .then_some(())
+            },
+        )
+        .await;
+    }
+
+    // Room for three replicas, and a third replica: three gangs, each bound whole.
+    Api::<gangplank::api::Queue>::all(cluster.client.clone())
+        .patch(
+            &queue,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"capability": {"cpu": "96"}}})),
+        )
+        .await
+        .unwrap();
+    sets.patch(
+        "lws",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"spec": {"replicas": 3}})),
+    )
+    .await
+    .unwrap();
+    let all = eventually("three replicas of four, each bound whole", 90, || async {
+        let replicas = replicas(&pods).await;
+        (replicas.len() == 3 && replicas.values().all(|r| r.pods == 4 && r.bound == 4))
+            .then_some(replicas)
+    })
+    .await;
+    let mut names: Vec<String> = Vec::new();
+    for replica in all.values() {
+        assert!(
+            replica.schedulers.iter().all(|s| s == scheduler),
+            "{replica:?}"
+        );
+        let name = replica.group.clone().unwrap();
+        let gang = groups.get(&name).await.unwrap();
+        assert_eq!(
+            (gang.spec.min_member, gang.spec.queue.as_deref()),
+            (4, Some(queue.as_str()))
+        );
+        names.push(name);
+    }
+    names.sort();
+    names.dedup();
+    assert_eq!(names.len(), 3, "one PodGroup per replica: {names:?}");
+
+    sets.delete("lws", &DeleteParams::background())
+        .await
+        .unwrap();
+    for name in &names {
+        pod_group_collected(&groups, name, "its replica").await;
+    }
+    ns.delete().await;
+    delete_queue(&cluster.client, &queue).await;
+}
+
+#[tokio::test]
+#[ignore = "needs the local control plane: run e2e/test"]
+async fn without_a_gang_provider_each_leader_worker_set_replica_is_one_gang_in_its_pod_template_s_queue()
+ {
+    each_replica_is_one_gang_in_its_queue(Provider::None, QueueOn::Template).await;
+}
+
+#[tokio::test]
+#[ignore = "needs the local control plane: run e2e/test"]
+async fn without_a_gang_provider_each_leader_worker_set_replica_is_one_gang_in_its_namespace_s_queue()
+ {
+    each_replica_is_one_gang_in_its_queue(Provider::None, QueueOn::Namespace).await;
+}
+
+#[tokio::test]
+#[ignore = "needs the local control plane: run e2e/test"]
+async fn with_lws_s_volcano_provider_each_replica_is_one_gang_in_its_namespace_s_queue() {
+    each_replica_is_one_gang_in_its_queue(Provider::Volcano, QueueOn::Namespace).await;
+}
