@@ -20,7 +20,7 @@
 //!    replacements wait at the admission gate).
 //! 5. **Inqueue** when a member that has not finished is released (no admission gate), or the
 //!    group is admitted ahead of its members and the admission holds
-//!    (`gangplank_core::model::Ahead`).
+//!    (`gangplank_core::model::owed`).
 //! 6. **Pending** otherwise: no member released yet, or not enough members (so a group whose
 //!    admission ahead lapsed with no member released is Pending again).
 //!
@@ -121,7 +121,7 @@ pub(crate) fn ahead(group: &PodGroup, now: i64) -> Option<Ahead> {
     }
     let at = api::volcano::admitted_ahead_at(group)?;
     let timeout = group.spec.schedule_timeout();
-    Some(if model::Ahead::admission_holds(at, now, timeout) {
+    Some(if model::PodGroup::admission_holds(at, now, timeout) {
         Ahead::Holds
     } else {
         Ahead::Lapsed(timeout.as_secs())

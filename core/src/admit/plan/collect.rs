@@ -113,19 +113,12 @@ pub(super) fn collect<'s>(state: &'s State, groups: &Groups<'s>) -> Book<'s> {
     };
     for g in &groups.all {
         let members = groups.members(g);
-        hold(
-            state,
-            &mut book,
-            g.queue,
-            g.namespace,
-            members,
-            g.min_member,
-        );
+        let quorum = g.live_quorum();
+        hold(state, &mut book, g.queue, g.namespace, members, quorum);
         if g.spec.is_some() {
-            elastic(&mut book, members, g.min_member);
+            elastic(&mut book, members, quorum);
         }
-        let Some(mut candidate) = candidate(g.queue, g.namespace, g.name, members, g.min_member)
-        else {
+        let Some(mut candidate) = candidate(g.queue, g.namespace, g.name, members, quorum) else {
             continue;
         };
         candidate.blocked = unserved(state, members);
@@ -134,11 +127,12 @@ pub(super) fn collect<'s>(state: &'s State, groups: &Groups<'s>) -> Book<'s> {
             candidate.blocked = candidate.blocked.take().or(match g.spec {
                 None => Some(Why::PodGroupMissing { group: key.clone() }),
                 Some(spec)
-                    if members.len() < spec.min_member as usize
+                    if g.present < spec.min_member as usize
                         || !limits::gang_within_limit(spec.min_member) =>
                 {
                     Some(Why::Members {
-                        live: members.len(),
+                        live: g.present - g.succeeded as usize,
+                        succeeded: g.succeeded,
                         min_member: spec.min_member,
                     })
                 }
@@ -180,14 +174,15 @@ pub(super) fn seconds(d: std::time::Duration) -> i64 {
     i64::try_from(d.as_secs()).unwrap_or(i64::MAX)
 }
 
-/// Adds what `members` (of `namespace`) hold to `queue`'s allocation (see the module docs).
+/// Adds what `members` (of `namespace`, a gang needing `quorum` of them placed) hold to
+/// `queue`'s allocation (see the module docs).
 fn hold<'s>(
     state: &State,
     book: &mut Book<'s>,
     queue: &'s str,
     namespace: &str,
     members: &[Seen<'s>],
-    min_member: u32,
+    quorum: u32,
 ) {
     let mut held = Resources::new();
     let mut placed = 0u32;
@@ -202,7 +197,7 @@ fn hold<'s>(
         }
     }
     // Released members count up to what the gang still lacks for quorum.
-    let mut left = (min_member.saturating_sub(placed) as usize).min(short);
+    let mut left = (quorum.saturating_sub(placed) as usize).min(short);
     for m in members {
         if left == 0 {
             break;
@@ -237,14 +232,15 @@ fn hold<'s>(
 }
 
 /// Adds what the elastic members of a gang of `members` hold to `book` (see [`Book::elastic`]):
-/// those bound beyond `min_member`, newest first, as reclaim's elastic yield takes them.
-fn elastic<'s>(book: &mut Book<'s>, members: &[Seen<'s>], min_member: u32) {
+/// those bound beyond the `quorum` it needs, newest first, as reclaim's elastic yield takes
+/// them.
+fn elastic<'s>(book: &mut Book<'s>, members: &[Seen<'s>], quorum: u32) {
     let mut bound: Vec<&'s Member> = members
         .iter()
         .filter(|m| m.placed && m.member.pod.node_name.is_some())
         .map(|m| m.member)
         .collect();
-    let Some(extras) = bound.len().checked_sub(min_member as usize) else {
+    let Some(extras) = bound.len().checked_sub(quorum as usize) else {
         return;
     };
     if extras == 0 {
@@ -261,14 +257,15 @@ fn elastic<'s>(book: &mut Book<'s>, members: &[Seen<'s>], min_member: u32) {
     }
 }
 
-/// The waiting part of a group (or a queue-only pod) called `name` in `namespace`, if any
-/// member is gated; the caller fills in what only a PodGroup says.
+/// The waiting part of a group (or a queue-only pod) called `name` in `namespace` that needs
+/// `quorum` of its live `members` placed, if any member is gated; the caller fills in what
+/// only a PodGroup says.
 fn candidate<'s>(
     queue: &'s str,
     namespace: &'s str,
     name: &'s str,
     members: &[Seen<'s>],
-    min_member: u32,
+    quorum: u32,
 ) -> Option<Candidate<'s>> {
     if !members.iter().any(|m| m.gated) {
         return None;
@@ -282,9 +279,7 @@ fn candidate<'s>(
         created = created.min(m.created);
     }
     let released = members.len() - gated.len();
-    let missing = (min_member as usize)
-        .saturating_sub(released)
-        .min(gated.len());
+    let missing = (quorum as usize).saturating_sub(released).min(gated.len());
     Some(Candidate {
         queue,
         slot: usize::MAX,
