@@ -28,6 +28,13 @@ pub struct Ledger {
     /// Groups the admission pass lent room of the head's reservation (by their expected
     /// runtime): their claims may be planned in the reservation (see [`Claim::reservation`]).
     pub(super) lent: FxHashSet<GroupKey>,
+    /// Groups whose `minResources` cover more members than `minMember` and whose members fill
+    /// that room (placeholders released, or members released and not placed yet,
+    /// [`super::owed`]), as the last admission pass saw them: the pass counted that room as
+    /// taken before it made the head's reservation, so their members may be placed in the
+    /// reservation too (the room was laid out as pieces of an estimated shape, and the members
+    /// may need it on other nodes).
+    pub(super) keeping: FxHashSet<GroupKey>,
     /// Why the extender last refused to claim room for a gang (written by
     /// `crate::claims::filter`, cleared when a claim succeeds): the controller shows it in the
     /// PodGroup's `Scheduled` condition while the gang waits.
@@ -64,6 +71,11 @@ impl Ledger {
     /// Groups lent room of the head's reservation.
     pub fn lent(&self) -> &FxHashSet<GroupKey> {
         &self.lent
+    }
+
+    /// Groups whose members fill room their `minResources` keep, as the last pass saw them.
+    pub fn keeping(&self) -> &FxHashSet<GroupKey> {
+        &self.keeping
     }
 
     /// Why the extender last refused to claim room for a gang, by group.
@@ -277,6 +289,11 @@ impl State {
     /// Records groups lent room of the head's reservation.
     pub fn lend(&mut self, groups: impl IntoIterator<Item = GroupKey>) {
         self.ledger.lent.extend(groups);
+    }
+
+    /// Replaces the groups whose members fill room their `minResources` keep.
+    pub fn set_keeping(&mut self, groups: impl IntoIterator<Item = GroupKey>) {
+        self.ledger.keeping = groups.into_iter().collect();
     }
 
     /// Forgets every group lent room: the reservation it came from is no longer the head's.

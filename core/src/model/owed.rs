@@ -19,7 +19,10 @@
 //!   to come are taken to look like the last one (a driver's executors, once the first came,
 //!   look like it). Members smaller than that one make the placeholders too few and too large
 //!   (admission is stricter than it needs), larger ones too many and too small (the room kept
-//!   may be split over more nodes than they fit on; they then wait for room as any pod).
+//!   may be split over more nodes than they fit on; they then wait for room as any pod). As
+//!   the pieces are an estimate, the members that fill this room may also be placed in the
+//!   head's reservation, which admission made around the room they keep (the ledger's
+//!   `keeping`, read by `crate::claims::filter`).
 //!
 //! Why pods and not a sum: every phase of the admission pass (capabilities, fair share, room
 //! node by node, the head's reservation, reclaim) counts pods, so owed room placed as pods

@@ -100,6 +100,9 @@ pub(super) struct Book<'s> {
     /// before anything else, so that no gang is admitted into the room of new nodes that a gang
     /// admitted into them is on its way to (`crate::admit::plan::growth`).
     pub(super) in_flight_members: Vec<&'s Resources>,
+    /// Groups whose `minResources` cover more members than `minMember` and whose released,
+    /// unplaced members (placeholders included) fill that room ([`super::Decision::keeping`]).
+    pub(super) keeping: Vec<GroupKey>,
     /// What elastic members hold: per gang with a PodGroup and more members bound than
     /// `minMember`, the newest of them beyond it, by node name, and their sum.
     pub(super) elastic_on: FxHashMap<&'s str, Resources>,
@@ -114,7 +117,14 @@ pub(super) fn collect<'s>(state: &'s State, groups: &Groups<'s>) -> Book<'s> {
     for g in &groups.all {
         let members = groups.members(g);
         let quorum = g.live_quorum();
-        hold(state, &mut book, g.queue, g.namespace, members, quorum);
+        let in_flight = hold(state, &mut book, g.queue, g.namespace, members, quorum);
+        // Its room beyond minMember was laid out as pieces of an estimated shape.
+        if in_flight
+            && g.gang > g.min_member
+            && let Some(key) = g.key
+        {
+            book.keeping.push(key.clone());
+        }
         if g.spec.is_some() {
             elastic(&mut book, members, quorum);
         }
@@ -175,7 +185,8 @@ pub(super) fn seconds(d: std::time::Duration) -> i64 {
 }
 
 /// Adds what `members` (of `namespace`, a gang needing `quorum` of them placed) hold to
-/// `queue`'s allocation (see the module docs).
+/// `queue`'s allocation (see the module docs); whether any of them is in flight (released,
+/// not placed yet, and counted).
 fn hold<'s>(
     state: &State,
     book: &mut Book<'s>,
@@ -183,7 +194,7 @@ fn hold<'s>(
     namespace: &str,
     members: &[Seen<'s>],
     quorum: u32,
-) {
+) -> bool {
     let mut held = Resources::new();
     let mut placed = 0u32;
     let mut short = 0usize;
@@ -211,10 +222,11 @@ fn hold<'s>(
             left -= 1;
         }
     }
+    let in_flight = !released.is_empty();
     held.add(&released);
     book.in_flight.add(&released);
     if held.is_empty() {
-        return;
+        return in_flight;
     }
     book.allocated.entry(queue).or_default().add(&held);
     if state
@@ -229,6 +241,7 @@ fn hold<'s>(
             .or_default()
             .add(&held);
     }
+    in_flight
 }
 
 /// Adds what the elastic members of a gang of `members` hold to `book` (see [`Book::elastic`]):

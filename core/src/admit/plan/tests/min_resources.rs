@@ -76,6 +76,11 @@ fn an_admitted_spark_application_keeps_its_executors_room_until_they_come_and_us
     assert!(d.admit.is_empty(), "{:?}", d.admit);
     assert_eq!(d.in_flight.get("cpu"), 4_000);
     assert!(reason(&d, "b").short_of_room(), "{}", why(&d, "b"));
+    assert_eq!(
+        d.keeping,
+        [GroupKey::new("ns", "a")],
+        "its executors may be placed in b's reservation, made around their room"
+    );
 
     // The driver creates its executors: the four the room is kept for pass the gate, a fifth
     // (beyond minResources) does not.
@@ -91,6 +96,7 @@ fn an_admitted_spark_application_keeps_its_executors_room_until_they_come_and_us
     assert!(s.groups()[&a].owed().is_empty(), "the executors took it");
     let d = decide_at(&s, &|_| false, NOW + 4);
     assert_eq!(d.in_flight.get("cpu"), 4_000, "now as the executors");
+    assert_eq!(d.keeping, std::slice::from_ref(&a));
     assert!(reason(&d, "b").short_of_room(), "{}", why(&d, "b"));
 
     // The application finishes (its executors deleted, its driver done): b's driver is
