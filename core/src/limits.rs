@@ -43,7 +43,7 @@ mod tests {
     use super::*;
     use crate::admit::on_arrival;
     use crate::claims::{self, Settings};
-    use crate::model::{Ahead, GroupKey, Pod, PodGroup, Resources, State};
+    use crate::model::{GroupKey, Pod, PodGroup, Resources, State};
     use crate::policy::constraints::Constraints;
     use crate::policy::placement::Strategy;
     use crate::testing::{PodBuilder, cluster, decide_now, pod};
@@ -54,11 +54,8 @@ mod tests {
         let mut s = cluster();
         let key = GroupKey::new("ns", "huge");
         s.apply_pod_group(PodGroup {
-            ahead: Some(Ahead {
-                share: Resources::from([("cpu", 1), ("pods", 1)]),
-                created: 0,
-                admitted_at: None,
-            }),
+            min_resources: Resources::from([("cpu", i64::from(min_member))]),
+            ahead: true,
             ..PodGroup::new(key.clone(), min_member, "q")
         });
         let pod = pod("huge-0").in_group("huge").gated().marked();
@@ -70,7 +67,7 @@ mod tests {
     fn a_gang_of_min_member_i32_max_with_one_pod_builds_nothing_per_member_and_waits_saying_why() {
         let (mut s, key, pod) = cluster_with_a_gang_of(i32::MAX.unsigned_abs());
         assert!(
-            s.groups()[&key].placeholders.is_empty(),
+            s.groups()[&key].owed().is_empty(),
             "no placeholders for a gang over the limit"
         );
 
@@ -136,6 +133,7 @@ mod tests {
     #[test]
     fn a_gang_at_the_limit_admitted_ahead_has_one_placeholder_per_member() {
         let (s, key, _) = cluster_with_a_gang_of(MAX_MEMBERS);
-        assert_eq!(s.groups()[&key].placeholders.len(), MAX_MEMBERS as usize);
+        // One member came: a placeholder for each of the others.
+        assert_eq!(s.groups()[&key].owed().len(), MAX_MEMBERS as usize - 1);
     }
 }

@@ -85,7 +85,9 @@ pub enum Error {
         name: String,
         why: kube::Error,
     },
-    #[error("failed to record that PodGroup {group} is admitted ahead of its members: {why}")]
+    #[error(
+        "failed to record that PodGroup {group} is admitted with room kept for its members: {why}"
+    )]
     AdmitAhead { group: String, why: kube::Error },
 }
 
@@ -317,8 +319,9 @@ fn in_units(resource: &str, amount: i64) -> f64 {
     }
 }
 
-/// Records on `group`'s PodGroup that it is admitted ahead of its members, now (see
-/// `gangplank_core::model::Ahead`): the annotation the cache and the controller read.
+/// Records on `group`'s PodGroup that it is admitted with room kept for members still to come
+/// (ahead of its members, or on its `minResources`), now (see `gangplank_core::model::owed`):
+/// the annotation the cache and the controller read.
 async fn admit_ahead(client: &Client, group: &GroupKey) -> Result<(), Error> {
     let api: Api<PodGroup> = Api::namespaced(client.clone(), &group.namespace);
     let patch = serde_json::json!({"metadata": {"annotations": {
@@ -326,7 +329,7 @@ async fn admit_ahead(client: &Client, group: &GroupKey) -> Result<(), Error> {
     }}});
     api.patch(&group.name, &PatchParams::default(), &Patch::Merge(&patch))
         .await
-        .map(|_| tracing::info!(group = %group, "admitted ahead of its members"))
+        .map(|_| tracing::info!(group = %group, "admitted with room kept for members to come"))
         .map_err(|why| Error::AdmitAhead {
             group: group.to_string(),
             why,

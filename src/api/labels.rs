@@ -87,8 +87,9 @@ pub fn annotation_value<'m>(
         .filter(|k| !k.is_empty())
 }
 
-/// Annotation the admission loop puts on a PodGroup it admits ahead of its members (one made
-/// for a Volcano PodGroup, see `gangplank_core::model::Ahead`): when, in RFC 3339.
+/// Annotation the admission loop puts on a PodGroup it admits with room kept for members still
+/// to come (ahead of its members, as one made for a Volcano PodGroup, or on its
+/// `minResources`, see `gangplank_core::model::owed`): when, in RFC 3339.
 pub const ADMITTED_AHEAD_ANNOTATION: &str = "scheduling.gangplank.dev/admitted-ahead";
 
 /// Label on Gangplank's stand-in pods (`"true"`): pods in its own namespace that ask a node

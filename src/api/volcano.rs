@@ -68,8 +68,8 @@ pub fn controls(group: &PodGroup) -> bool {
         .any(|o| o.controller == Some(true) && o.kind == "PodGroup" && o.api_version == API_VERSION)
 }
 
-/// When admission admitted `group` ahead of its members (Unix seconds), as its annotation
-/// says.
+/// When admission admitted `group` with room kept for members still to come (ahead of its
+/// members, or on its `minResources`), in Unix seconds, as its annotation says.
 pub fn admitted_ahead_at(group: &PodGroup) -> Option<i64> {
     let value = group
         .metadata

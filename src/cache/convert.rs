@@ -10,8 +10,8 @@ use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 
 use gangplank_core::model::quantity::{self, Scale};
 use gangplank_core::model::{
-    Ahead, DEFAULT_SCHEDULER, GroupKey, Node, Pod, PodGroup, PodPhase, Queue, ResourceId,
-    Resources, Taint, TaintEffect, Topology, Workload,
+    DEFAULT_SCHEDULER, GroupKey, Node, Pod, PodGroup, PodPhase, Queue, ResourceId, Resources,
+    Taint, TaintEffect, Topology, Workload,
 };
 use gangplank_core::policy::fair_share::Capability;
 
@@ -235,7 +235,7 @@ pub fn pod_group(group: &api::PodGroup) -> Result<PodGroup, Error> {
         max_member: spec.max_member.map(|m| m.max(1).unsigned_abs()),
         queue: spec.queue_name().to_owned(),
         schedule_timeout: spec.schedule_timeout(),
-        min_resources: min_resources.clone(),
+        min_resources,
         max_wait: seconds(spec.max_wait_seconds),
         expected_runtime: seconds(spec.expected_runtime_seconds),
         topology_key: spec.topology_key.clone().filter(|k| !k.is_empty()),
@@ -244,19 +244,12 @@ pub fn pod_group(group: &api::PodGroup) -> Result<PodGroup, Error> {
             .clone()
             .filter(|k| !k.is_empty()),
         placed_whole_by_scheduler: spec.min_member > 1 && workload_api::made_for_upstream(group),
-        ahead: group.admitted_ahead_of_members().then(|| {
-            let min_member = spec.min_member.max(1).unsigned_abs();
-            let mut share = min_resources.part(min_member);
-            share.set("pods", 1);
-            Ahead {
-                share,
-                created: meta
-                    .creation_timestamp
-                    .as_ref()
-                    .map_or(0, |t| t.0.as_second()),
-                admitted_at: volcano::admitted_ahead_at(group),
-            }
-        }),
+        ahead: group.admitted_ahead_of_members(),
+        admitted_at: volcano::admitted_ahead_at(group),
+        created: meta
+            .creation_timestamp
+            .as_ref()
+            .map_or(0, |t| t.0.as_second()),
     })
 }
 

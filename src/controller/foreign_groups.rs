@@ -7,7 +7,7 @@
 //! - Volcano's (`scheduling.volcano.sh/v1beta1`): operators in Volcano mode create it, annotate
 //!   their pods `scheduling.k8s.io/group-name: <name>`, and some (the training-operator) create
 //!   the pods only once its `status.phase` leaves `Pending`. Its Gangplank PodGroup is admitted
-//!   ahead of its members on `minResources` (`gangplank_core::model::Ahead`), and
+//!   ahead of its members on `minResources` (`gangplank_core::model::owed`), and
 //!   [`volcano_status`] is the status Gangplank writes back;
 //! - Kubernetes' own (`scheduling.k8s.io`, `v1beta1` from 1.37 and `v1alpha2` on 1.36, served
 //!   with the `GenericWorkload` feature gate): its pods name it in `spec.schedulingGroup.podGroupName`, and its

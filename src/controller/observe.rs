@@ -63,6 +63,9 @@ pub struct GroupView {
     pub wait_reason: Option<String>,
     /// Only for a group with live members and no PodGroup.
     pub asked: Option<Asked>,
+    /// The room its admission keeps for members still to come, while it does
+    /// (`gangplank_core::model::owed`), `pods` aside.
+    pub kept: Option<Resources>,
 }
 
 /// What a queue's pods hold and want.
@@ -83,14 +86,20 @@ pub struct Observation {
     pub queues: HashMap<String, QueueUsage>,
 }
 
-/// Counts and sums over the cache's state (see the module docs).
-pub fn observe(state: &State) -> Observation {
+/// Counts and sums over the cache's state at `now` (Unix seconds; see the module docs).
+pub fn observe(state: &State, now: i64) -> Observation {
     let mut out = Observation::default();
     for (key, group) in state.groups() {
         let spec_queue = group.spec.as_ref().map(|s| s.queue.as_str());
         let mut view = GroupView {
             has_pod_group: group.spec.is_some(),
             wait_reason: state.ledger().wait_reasons().get(key).cloned(),
+            kept: group.keeps_room_at(now).then(|| {
+                let mut kept = Resources::new();
+                group.owed().iter().for_each(|m| kept.add(&m.requests));
+                kept.set("pods", 0);
+                kept
+            }),
             ..GroupView::default()
         };
         let mut live_unbound: Vec<&Pod> = Vec::new();
@@ -287,7 +296,7 @@ mod tests {
         let mut leaving = bound(pod("h", Some("g"), None), PodPhase::Running);
         (leaving.disrupted, leaving.deleting) = (true, true);
         s.apply_pod(leaving);
-        let view = &observe(&s).groups[&GroupKey::new("ns", "g")];
+        let view = &observe(&s, 0).groups[&GroupKey::new("ns", "g")];
         assert_eq!(
             view.members,
             Members {
@@ -319,7 +328,7 @@ mod tests {
             PodPhase::Running,
         ));
         s.apply_pod(bound(pod("plain", None, None), PodPhase::Running));
-        let queues = observe(&s).queues;
+        let queues = observe(&s, 0).queues;
         let research = &queues["research"];
         assert_eq!(
             research.allocated,
@@ -348,7 +357,7 @@ mod tests {
             created: 5,
             ..bound(pod("gone", Some("ghost"), None), PodPhase::Succeeded)
         });
-        let view = &observe(&s).groups[&GroupKey::new("ns", "ghost")];
+        let view = &observe(&s, 0).groups[&GroupKey::new("ns", "ghost")];
         assert!(!view.has_pod_group);
         let asked = view.asked.as_ref().unwrap();
         assert_eq!(asked.min_member, Some(3));
@@ -388,13 +397,13 @@ mod tests {
         let mut s = State::default();
         // Named by Volcano's annotation, but never through the webhook: no gate, no marker.
         s.apply_pod(pod("stray", Some("ghost"), None));
-        let view = &observe(&s).groups[&GroupKey::new("ns", "ghost")];
+        let view = &observe(&s, 0).groups[&GroupKey::new("ns", "ghost")];
         assert_eq!(view.asked, None);
         s.apply_pod(Pod {
             marked: true,
             ..pod("ungated", Some("ghost"), None)
         });
-        let view = &observe(&s).groups[&GroupKey::new("ns", "ghost")];
+        let view = &observe(&s, 0).groups[&GroupKey::new("ns", "ghost")];
         let names: Vec<&str> = (view.asked.as_ref().unwrap().waiting.iter())
             .map(|p| p.name.as_str())
             .collect();

@@ -42,7 +42,7 @@ impl Controller {
     /// falls due.
     pub(super) async fn pass(&mut self, outcome: &PassOutcome) -> Option<Instant> {
         let started = Instant::now();
-        let observation = observe::observe(&self.cache.snapshot());
+        let observation = observe::observe(&self.cache.snapshot(), crate::clock::unix_now());
         let decision = &outcome.decision;
         let dra_problems = self.cache.dra_problems();
         let admission_waits: HashMap<GroupKey, (&'static str, String)> = decision
@@ -347,6 +347,7 @@ impl Controller {
                     .map(|(reason, why)| (*reason, why.as_str())),
                 placement_wait: view.and_then(|v| v.wait_reason.as_deref()),
                 ahead: status::ahead(&group, wall.0.as_second()),
+                kept: view.and_then(|v| v.kept.as_ref()),
             };
             let stored = group.status.as_ref();
             let previous = self.pod_group_writes.previous(&uid, stored);

@@ -20,7 +20,7 @@
 //!    replacements wait at the admission gate).
 //! 5. **Inqueue** when a member that has not finished is released (no admission gate), or the
 //!    group is admitted ahead of its members and the admission holds
-//!    (`gangplank_core::model::Ahead`).
+//!    (`gangplank_core::model::owed`).
 //! 6. **Pending** otherwise: no member released yet, or not enough members (so a group whose
 //!    admission ahead lapsed with no member released is Pending again).
 //!
@@ -103,6 +103,9 @@ pub struct Inputs<'a> {
     pub placement_wait: Option<&'a str>,
     /// For a group admitted ahead of its members: whether that admission holds now.
     pub ahead: Option<Ahead>,
+    /// The room its admission keeps for members still to come, while it does
+    /// (`gangplank_core::model::owed`).
+    pub kept: Option<&'a model::Resources>,
 }
 
 /// Where a group admitted ahead of its members stands.
@@ -121,7 +124,7 @@ pub(crate) fn ahead(group: &PodGroup, now: i64) -> Option<Ahead> {
     }
     let at = api::volcano::admitted_ahead_at(group)?;
     let timeout = group.spec.schedule_timeout();
-    Some(if model::Ahead::admission_holds(at, now, timeout) {
+    Some(if model::PodGroup::admission_holds(at, now, timeout) {
         Ahead::Holds
     } else {
         Ahead::Lapsed(timeout.as_secs())
@@ -275,12 +278,20 @@ fn admitted<'a>(inputs: &'a Inputs, phase: PodGroupPhase, was_evicted: bool) -> 
             ),
         );
     }
-    if m.admitted > 0 || phase != PodGroupPhase::Pending {
+    // Members that finished do not make it admitted: a gang whose first members finished
+    // before the others existed waits, as admission says, until those are released.
+    if m.live > m.gated || phase != PodGroupPhase::Pending {
+        let kept = match inputs.kept {
+            Some(kept) => format!(
+                "; room kept on minResources for members still to come: {kept} (until they come or its schedule timeout passes)"
+            ),
+            None => String::new(),
+        };
         return (
             true,
             "Released",
             format!(
-                "{} member pods released to the scheduler (minMember {})",
+                "{} member pods released to the scheduler (minMember {}){kept}",
                 m.admitted, inputs.min_member
             ),
         );
@@ -305,6 +316,14 @@ fn admitted<'a>(inputs: &'a Inputs, phase: PodGroupPhase, was_evicted: bool) -> 
                 inputs.min_member
             ),
         ),
+        None if m.live == 0 && m.succeeded > 0 => (
+            false,
+            NO_MEMBERS,
+            format!(
+                "{} member pods succeeded and none waits; waiting for the rest of minMember {} (finished members count), which are admitted together",
+                m.succeeded, inputs.min_member
+            ),
+        ),
         None if m.live == 0 => (
             false,
             NO_MEMBERS,
@@ -317,8 +336,13 @@ fn admitted<'a>(inputs: &'a Inputs, phase: PodGroupPhase, was_evicted: bool) -> 
             false,
             ADMITTING,
             format!(
-                "{} member pods exist (minMember {}); the admission loop releases them on its next pass",
-                m.live, inputs.min_member
+                "{} member pods exist{} (minMember {}); the admission loop releases them on its next pass",
+                m.live,
+                match m.succeeded {
+                    0 => String::new(),
+                    n => format!(" and {n} succeeded"),
+                },
+                inputs.min_member
             ),
         ),
     }
@@ -531,6 +555,7 @@ mod tests {
             admission_wait: None,
             placement_wait: None,
             ahead: None,
+            kept: None,
         }
     }
 
@@ -721,6 +746,52 @@ mod tests {
         );
         let empty = pod_group_status(&inputs(Members::default(), &finisher), None, &at(0));
         assert_eq!(empty.conditions[0].reason, "NoMembers");
+    }
+
+    #[test]
+    fn a_gang_whose_first_member_finished_waits_for_the_others_as_admission_says_not_released() {
+        let finisher = PODS;
+        // An initializer that succeeded, then three trainer nodes still gated.
+        let mut i = inputs(members(3, 3, 0, 1, 0), &finisher);
+        i.admission_wait = Some(("DoesNotFit", "does not fit now"));
+        let status = pod_group_status(&i, None, &at(0));
+        assert_eq!(status.phase, Pending);
+        let admitted = &status.conditions[0];
+        assert_eq!(
+            (admitted.status.as_str(), admitted.reason.as_str()),
+            ("False", "DoesNotFit")
+        );
+        // Before the trainer nodes exist: no member is waiting, and it says so.
+        let status = pod_group_status(&inputs(members(0, 0, 0, 1, 0), &finisher), None, &at(0));
+        assert_eq!(status.phase, Pending);
+        assert!(
+            status.conditions[0]
+                .message
+                .starts_with("1 member pods succeeded and none waits"),
+            "{}",
+            status.conditions[0].message
+        );
+        // Once they are released, it is admitted, the finished one counting for the phase.
+        assert_eq!(
+            phase_of(members(3, 0, 3, 1, 0), &finisher, Inqueue),
+            Running
+        );
+    }
+
+    #[test]
+    fn a_released_group_says_what_room_it_keeps_on_min_resources_for_members_to_come() {
+        let finisher = PODS;
+        let kept = model::Resources::from([("cpu", 96_000)]);
+        let i = Inputs {
+            min_member: 1,
+            kept: Some(&kept),
+            ..inputs(members(1, 0, 1, 0, 0), &finisher)
+        };
+        let status = pod_group_status(&i, None, &at(0));
+        assert_eq!(
+            status.conditions[0].message,
+            "1 member pods released to the scheduler (minMember 1); room kept on minResources for members still to come: cpu: 96 (until they come or its schedule timeout passes)"
+        );
     }
 
     #[test]

@@ -50,10 +50,11 @@
 //!    PodGroup reached the cache is gated, and admission releases it, as is a member that
 //!    names resource claims, whose devices only the cache counts; only the replica that
 //!    leads admits on arrival, a follower gates every pod, [`super::LeaderArrivals`]); so are, under the same flag,
-//!    the first `minMember` members of a group admitted ahead of its members while that
-//!    admission holds (a Volcano PodGroup's or a batch Job's, [`gangplank_core::model::Ahead`];
-//!    members it let in that the watch does not show yet count, so pods created at once
-//!    cannot all pass);
+//!    the members of a group admitted with room kept for members still to come while that
+//!    admission holds (ahead of its members, a Volcano PodGroup's or a batch Job's, or on its
+//!    `minResources`, [`gangplank_core::model::owed`]): the first `minMember`, and then
+//!    those the room `minResources` still owe holds (members it let in that the watch does
+//!    not show yet count, so pods created at once cannot all pass);
 //! 3. each marker, `scheduling.gangplank.dev/managed` (the scheduler's binding extender) and
 //!    `scheduling.gangplank.dev/placement` (its placing extender; DESIGN "Which pods reach
 //!    Gangplank"), at zero units in the requests and limits of the first container, unless

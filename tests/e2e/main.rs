@@ -21,6 +21,7 @@ mod operators;
 mod queues;
 mod reclaim;
 mod security;
+mod spark;
 mod tenancy;
 mod topology;
 mod webhooks;

@@ -339,7 +339,7 @@ struct Mode<'a> {
 }
 
 /// The phase of the Volcano PodGroup `name`, as Gangplank wrote it.
-async fn volcano_phase(volcano: &Api<VolcanoPodGroup>, name: &str) -> Option<String> {
+pub async fn volcano_phase(volcano: &Api<VolcanoPodGroup>, name: &str) -> Option<String> {
     volcano.get_opt(name).await.ok()??.status?.phase
 }
 

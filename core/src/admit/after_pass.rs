@@ -1,5 +1,6 @@
 //! What an admission pass leaves in the ledger: the head's reservation, kept between passes as
-//! a claim without a deadline, the groups lent room in it, the door for admissions on
+//! a claim without a deadline, the groups lent room in it, the groups whose members fill room
+//! their `minResources` keep (which may be placed in it too), the door for admissions on
 //! arrival ([`super::on_arrival`]), and the claims of gangs admitted into their stand-ins'
 //! room ([`crate::model::growth`]). Why the reservation is a claim:
 //! [`docs/decisions/admission-pass.md`](../../../docs/decisions/admission-pass.md).
@@ -16,6 +17,7 @@ pub fn record(state: &mut State, before: Option<&Hold>, decision: &Decision, at:
         hold_room(state, before, decision.hold.as_ref(), &decision.admit, at);
         state.lend(decision.lent.iter().cloned());
     }
+    state.set_keeping(decision.keeping.iter().cloned());
     super::on_arrival::open(state, decision.door.clone(), at);
     for (group, slots) in &decision.stand_in_claims {
         stand_in_claim(state, group, slots, at);

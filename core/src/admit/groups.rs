@@ -2,14 +2,24 @@
 //! group, derived once per snapshot ([`Groups::of`]) and shared by both: its queue (the
 //! PodGroup's, else the first member that names one, else the default queue), its gang size,
 //! and its live members with whether each holds room on a node and whether it still waits at
-//! the gate. A group admitted ahead of its members ([`crate::model::Ahead`]) is seen with its
-//! placeholders: all of them, gated, while it has no member and no admission that holds; the
-//! placeholders of the members not created yet, released, while its admission holds.
+//! the gate.
+//!
+//! Members that Succeeded count towards the gang (a gang whose first members finished before
+//! the others existed, such as a Kubeflow Trainer's initializer, is whole with the rest), and
+//! so do the members its `minResources` cover. A group whose `minResources` keep room for
+//! members still to come ([`crate::model::owed`]) is seen with their placeholders, first:
+//! - released (holding their room) while the admission that made them holds (its record on
+//!   the PodGroup, or the loop's release not shown yet), until the members take their place or
+//!   the group's schedule timeout has passed since it was admitted;
+//! - gated, as part of what the gang asks, while it waits for admission: every live member
+//!   still gated, or, admitted ahead of its members, none came yet;
+//! - not at all otherwise (its members run and its admission lapsed, or it came whole and
+//!   finished): the room of members that never came goes back to the others.
 
 use std::ops::Range;
 
 use crate::model::names::DEFAULT_QUEUE;
-use crate::model::{GroupKey, Member, PodGroup, State};
+use crate::model::{Group, GroupKey, Member, PodGroup, PodPhase, State, owed};
 
 /// A live member, as the pass sees it.
 #[derive(Debug, Clone, Copy)]
@@ -33,6 +43,15 @@ pub struct GroupFacts<'s> {
     pub name: &'s str,
     /// `minMember`; 1 for a pod in no group and while the PodGroup is missing.
     pub min_member: u32,
+    /// The gang as admission and reclaim see it: `minMember`, or more when its
+    /// `minResources` cover more members (those that came, and the placeholders seen for
+    /// those still to come); members beyond it are elastic.
+    pub gang: u32,
+    /// Members that Succeeded: they count towards the gang as the members that ran.
+    pub succeeded: u32,
+    /// Members that count towards `minMember` before it is admitted: the live and the
+    /// succeeded ones, and for a group admitted ahead the placeholders seen.
+    pub present: usize,
     members: Range<usize>,
 }
 
@@ -60,29 +79,44 @@ impl<'s> Groups<'s> {
         };
         for (key, group) in state.groups() {
             let start = groups.members.len();
-            groups.members.extend(
-                group
-                    .members
-                    .iter()
-                    .filter(|(_, m)| m.live)
-                    .map(|(uid, m)| seen(uid, m)),
-            );
             let spec = group.spec.as_deref();
-            if let Some((spec, ahead)) = spec.and_then(|s| Some((s, s.ahead.as_ref()?))) {
-                let created = groups.members.len() - start;
-                let holds = ahead.holds_at(now, spec.schedule_timeout);
-                let placeholders = if holds {
-                    group.placeholders.get(created..).unwrap_or_default()
-                } else if created == 0 {
-                    &group.placeholders[..]
-                } else {
-                    &[]
-                };
-                groups.members.extend(placeholders.iter().map(|m| Seen {
-                    gated: !holds && !released(&m.pod.uid),
-                    ..seen(&m.pod.uid, m)
-                }));
+            let mut succeeded = 0;
+            let mut all_gated = true;
+            for (uid, m) in &group.members {
+                if m.live {
+                    let seen = seen(uid, m);
+                    all_gated &= seen.gated;
+                    groups.members.push(seen);
+                } else if m.pod.phase == PodPhase::Succeeded {
+                    succeeded += 1;
+                }
             }
+            let live = groups.members.len() - start;
+            let (owed, admitted) = match (spec, group.owed()) {
+                // The gang came whole and finished: it owes nothing more.
+                (Some(spec), _) if live == 0 && succeeded >= spec.min_member => (&[][..], false),
+                (Some(spec), owed @ [first, ..]) => {
+                    let waits = if live > 0 {
+                        all_gated
+                    } else {
+                        spec.ahead && succeeded == 0
+                    };
+                    if group.keeps_room_at(now) || released(&first.pod.uid) {
+                        (owed, true)
+                    } else if waits {
+                        (owed, false)
+                    } else {
+                        (&[][..], false)
+                    }
+                }
+                _ => (&[][..], false),
+            };
+            // Placeholders first: they are always part of what the gang needs.
+            groups.members.extend(owed.iter().map(|m| Seen {
+                gated: !admitted,
+                ..seen(&m.pod.uid, m)
+            }));
+            groups.members[start..].rotate_right(owed.len());
             let members = &groups.members[start..];
             let queue: &str = match spec {
                 Some(spec) => &spec.queue,
@@ -91,13 +125,24 @@ impl<'s> Groups<'s> {
                     .find_map(|m| m.member.pod.queue.as_deref())
                     .unwrap_or(DEFAULT_QUEUE),
             };
+            let min_member = spec.map_or(1, |s| s.min_member);
+            let covered = spec.map_or(0, |s| covered(s, group));
             groups.all.push(GroupFacts {
                 key: Some(key),
                 spec,
                 queue,
                 namespace: &key.namespace,
                 name: &key.name,
-                min_member: spec.map_or(1, |s| s.min_member),
+                min_member,
+                gang: min_member.max(covered.saturating_add(owed.len() as u32)),
+                succeeded,
+                present: live
+                    + succeeded as usize
+                    + if spec.is_some_and(|s| s.ahead) {
+                        owed.len()
+                    } else {
+                        0
+                    },
                 members: start..groups.members.len(),
             });
         }
@@ -115,6 +160,9 @@ impl<'s> Groups<'s> {
                 namespace: &pod.namespace,
                 name: &pod.name,
                 min_member: 1,
+                gang: 1,
+                succeeded: 0,
+                present: 1,
                 members: start..start + 1,
             });
         }
@@ -128,6 +176,12 @@ impl<'s> Groups<'s> {
 }
 
 impl GroupFacts<'_> {
+    /// How many of its live members (placeholders seen included) the gang needs placed, its
+    /// succeeded members counted: at least one.
+    pub fn live_quorum(&self) -> u32 {
+        self.gang.saturating_sub(self.succeeded).max(1)
+    }
+
     /// Its key: the group's, or the queue-only pod's as a group of one.
     pub fn group_key(&self, groups: &Groups) -> GroupKey {
         match self.key {
@@ -135,6 +189,22 @@ impl GroupFacts<'_> {
             None => GroupKey::lone(&groups.members(self)[0].member.pod),
         }
     }
+}
+
+/// How many of `group`'s members that came its `minResources` cover ([`owed::covered`]):
+/// all of them while what they ask fits in it, else the oldest that do.
+fn covered(spec: &PodGroup, group: &Group) -> u32 {
+    let (came, requests) = group.came();
+    let min = &spec.min_resources;
+    if min.is_empty() {
+        return 0;
+    }
+    if owed::within(requests, min, min) {
+        return came;
+    }
+    let mut oldest: Vec<&Member> = group.members.values().filter(|m| m.came()).collect();
+    oldest.sort_unstable_by(|a, b| (a.created, &a.pod.uid).cmp(&(b.created, &b.pod.uid)));
+    owed::covered(min, oldest.iter().map(|m| &m.requests))
 }
 
 #[cfg(test)]

@@ -25,17 +25,17 @@ use std::time::Instant;
 
 use crate::limits;
 use crate::model::arrivals::{ARRIVAL_ROOM_KEPT, Arrival, Door};
-use crate::model::{GroupKey, Resources, State};
+use crate::model::{GroupKey, PodGroup, Resources, State, owed};
 use crate::policy::fit::first_fit;
 
 /// Whether a new member of the gang `key`, asking `requests`, is created without the
 /// admission gate: its gang was admitted on arrival and has a place left for it
 /// ([`Arrival::let_in_another`]), or this is its first member and the door lets `minMember`
 /// copies of it in, which admits the gang. Only a gang whose PodGroup the model knows,
-/// without a topology key and not elastic. Also a member of a group admitted ahead
-/// ([`crate::model::Ahead`]) while the admission holds at `wall` (Unix seconds) and fewer than
-/// `minMember` members exist or were let in (by `name`) and are not shown yet: its placeholder
-/// kept its room.
+/// without a topology key, not elastic, and whose `minResources` those copies cover. Also a
+/// member of a group whose admission keeps room for members still to come
+/// ([`crate::model::owed`]: admitted ahead, or on its `minResources`) while that admission
+/// holds at `wall` (Unix seconds) and the room is kept for it ([`into_kept_room`]).
 pub fn admit(
     state: &mut State,
     key: &GroupKey,
@@ -53,20 +53,8 @@ pub fn admit(
     let Some(spec) = group.spec.clone() else {
         return false;
     };
-    if let Some(ahead) = &spec.ahead {
-        let live: Vec<String> = group
-            .members
-            .values()
-            .filter(|m| m.live)
-            .map(|m| m.pod.name.clone())
-            .collect();
-        let recent = state.recent_ahead_arrivals(key, &live, now);
-        let admit = ahead.holds_at(wall, spec.schedule_timeout)
-            && live.len() + recent < spec.min_member as usize;
-        if admit {
-            state.note_ahead_arrival(key, name, now);
-        }
-        return admit;
+    if spec.ahead || spec.admission_holds_at(wall) {
+        return into_kept_room(state, &spec, name, requests, now, wall);
     }
     let elastic = spec.max_member.is_some_and(|max| max > spec.min_member);
     let first = !group.members.values().any(|m| m.live);
@@ -76,6 +64,12 @@ pub fn admit(
         return false;
     }
     let need = vec![requests.clone(); spec.min_member as usize];
+    let mut asked = Resources::new();
+    need.iter().for_each(|r| asked.add(r));
+    if !owed::owed(&spec.min_resources, &asked).is_empty() {
+        // More is owed than its copies ask: the pass admits it on its `minResources`.
+        return false;
+    }
     let shrunk = state.nodes().shrunk();
     let Some(door) = state.door_mut() else {
         return false;
@@ -85,6 +79,38 @@ pub fn admit(
     }
     state.note_arrival(key, Arrival::new(spec.queue.clone(), need, now));
     true
+}
+
+/// Whether the member `name` of `spec`'s group, asking `requests`, is let into the room the
+/// group's admission keeps for members still to come: while it holds at `wall`, fewer than
+/// `minMember` members came or were let in since (counting those that Succeeded), or what
+/// `minResources` still owe, less what the members let in and not shown yet ask, holds it.
+fn into_kept_room(
+    state: &mut State,
+    spec: &PodGroup,
+    name: &str,
+    requests: &Resources,
+    now: Instant,
+    wall: i64,
+) -> bool {
+    if !spec.admission_holds_at(wall) {
+        return false;
+    }
+    let Some(group) = state.groups().get(&spec.key) else {
+        return false;
+    };
+    let shown: Vec<String> = group.members.values().map(|m| m.pod.name.clone()).collect();
+    let (came, came_requests) = group.came();
+    let came_requests = came_requests.clone();
+    let shown: Vec<&str> = shown.iter().map(String::as_str).collect();
+    let (recent, asked) = state.recent_ahead_arrivals(&spec.key, &shown, now);
+    let owed = owed::owed(&spec.min_resources, &came_requests.plus(&asked));
+    let admit = (came as usize).saturating_add(recent) < spec.min_member as usize
+        || (!owed.is_empty() && owed::within(requests, &owed, &spec.min_resources));
+    if admit {
+        state.note_ahead_arrival(&spec.key, name, requests, now);
+    }
+    admit
 }
 
 /// Opens `door` (the last pass's) less the room of recent arrivals, and forgets arrivals (on

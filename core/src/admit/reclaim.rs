@@ -297,7 +297,21 @@ fn input<'s>(
     // What this pass admitted takes room too, and counts in its queue.
     let mut in_flight = decision.in_flight.clone();
     for a in &decision.admit {
-        for p in a.pods.iter().filter_map(|p| state.pods().get(&p.uid)) {
+        let owed = a
+            .group
+            .as_ref()
+            .and_then(|g| state.group(g))
+            .map_or(&[][..], |g| g.owed());
+        let placeholders = owed
+            .iter()
+            .filter(|m| a.placeholders.contains(&m.pod.uid))
+            .map(|m| &m.pod);
+        for p in a
+            .pods
+            .iter()
+            .filter_map(|p| state.pods().get(&p.uid))
+            .chain(placeholders)
+        {
             in_flight.add(&p.requests);
             if let Some(&q) = slot.get(a.queue.as_str()) {
                 queues[q].allocated.add(&p.requests);
@@ -391,7 +405,7 @@ fn input<'s>(
             })
             .collect();
         let elsewhere = members.iter().filter(|m| m.member.bound).count() > placed.len();
-        if elsewhere || placed.len() < g.min_member as usize {
+        if elsewhere || placed.len() + (g.succeeded as usize) < g.min_member as usize {
             continue;
         }
         if g.key.is_none() {
@@ -400,7 +414,7 @@ fn input<'s>(
         gangs.push(policy::Gang {
             key,
             queue,
-            min_member: g.min_member,
+            min_member: g.live_quorum(),
             priority: members.iter().map(|m| m.member.priority).max().unwrap_or(0),
             created: members.iter().map(|m| m.member.created).min().unwrap_or(0),
             members: placed,

@@ -88,6 +88,8 @@ impl fmt::Display for Reason {
 pub enum Why {
     Members {
         live: usize,
+        /// Members that Succeeded: they count towards `minMember`.
+        succeeded: u32,
         min_member: u32,
     },
     PodGroupMissing {
@@ -277,16 +279,30 @@ impl Why {
 impl fmt::Display for Why {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Why::Members { live, min_member } if !limits::gang_within_limit(*min_member) => {
+            Why::Members {
+                live, min_member, ..
+            } if !limits::gang_within_limit(*min_member) => {
                 write!(
                     f,
                     "minMember {min_member} is more than Gangplank's largest gang ({}), so the group is never admitted; lower spec.minMember ({live} pods exist)",
                     limits::MAX_MEMBERS
                 )
             }
-            Why::Members { live, min_member } => write!(
+            Why::Members {
+                live,
+                succeeded: 0,
+                min_member,
+            } => write!(
                 f,
                 "{live} of minMember {min_member} pods exist; waiting for the rest before releasing any"
+            ),
+            Why::Members {
+                live,
+                succeeded,
+                min_member,
+            } => write!(
+                f,
+                "{live} pods exist and {succeeded} succeeded, of minMember {min_member} (finished members count); waiting for the rest before releasing any"
             ),
             Why::PodGroupMissing { group } => write!(
                 f,

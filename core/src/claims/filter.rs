@@ -56,9 +56,18 @@ pub fn filter<'a, S: AsRef<str>>(
         let why = format!("gang {key} already has maxMember={max} members placed");
         return Ok(FilterVerdict::all_fail(candidates, &why, true));
     }
+    // Members filling room the group's `minResources` keep may also take the head's
+    // reservation: admission counted that room as taken before it reserved, as pieces of an
+    // estimated shape that the members may need on other nodes.
+    let keeping = state.ledger().keeping().contains(&key);
     if placed >= group.min_member as usize {
         // Quorum: extra (elastic) members take only room nobody has claimed.
-        return Ok(per_node(state, pod, candidates, &FxHashSet::default()));
+        let reserved = if keeping {
+            in_reservation(state, &pod.requests)
+        } else {
+            FxHashSet::default()
+        };
+        return Ok(per_node(state, pod, candidates, &reserved));
     }
     if !limits::gang_within_limit(group.min_member) {
         let why = too_large(&key, group.min_member);
@@ -69,7 +78,7 @@ pub fn filter<'a, S: AsRef<str>>(
     if !state.extend_claim(&key, deadline) {
         let needed = group.min_member as usize - placed;
         let shapes = member_shapes(state, &key, pod, needed);
-        let lent = state.ledger().lent().contains(&key);
+        let lent = keeping || state.ledger().lent().contains(&key);
         match plan(state, &shapes, constraints, settings.strategy, lent) {
             Ok(slots) => {
                 state.set_wait_reason(&key, None);
@@ -125,6 +134,25 @@ pub fn holding<'c>(claim: &'c Claim, requests: &Resources, tightest: bool) -> Fx
     covering
         .filter(|s| !tightest || Some(size(&s.requests)) == smallest)
         .map(|s| s.node.as_str())
+        .collect()
+}
+
+/// The nodes where a pod asking `requests` fits in the room left free there plus what the
+/// head's reservation holds there.
+fn in_reservation<'s>(state: &'s State, requests: &Resources) -> FxHashSet<&'s str> {
+    let Some(reservation) = state.ledger().claims().values().find(|c| c.reservation()) else {
+        return FxHashSet::default();
+    };
+    reservation
+        .per_node()
+        .into_iter()
+        .filter(|(node, held)| {
+            state
+                .nodes()
+                .slot(node)
+                .is_some_and(|slot| requests.fits_in_with(&slot.free, held))
+        })
+        .map(|(node, _)| node)
         .collect()
 }
 
@@ -267,6 +295,34 @@ fn waiting_message(
 mod tests {
     use super::*;
     use crate::claims::testing::*;
+    use crate::testing::{PodBuilder, pod};
+
+    #[test]
+    fn members_filling_room_kept_on_min_resources_may_take_the_heads_reservation_others_not() {
+        let mut s = cluster(1, 8);
+        reserve_on_n0(&mut s, 6_000);
+        // A driver of 2 CPUs runs on n0; its group keeps room for its executors, which the
+        // head's reservation was made around.
+        for name in ["spark", "other"] {
+            group(&mut s, name, 1);
+            s.apply_pod(
+                pod(format!("{name}-driver"))
+                    .in_group(name)
+                    .cpu(1_000)
+                    .running_on("n0"),
+            );
+        }
+        let executor = member(&mut s, "spark", 0, 2);
+        let extra = member(&mut s, "other", 0, 2);
+        assert!(run(&mut s, &executor, Instant::now()).passed.is_empty());
+
+        s.set_keeping([GroupKey::new("ns", "spark")]);
+        assert_eq!(run(&mut s, &executor, Instant::now()).passed, vec!["n0"]);
+        assert!(
+            run(&mut s, &extra, Instant::now()).passed.is_empty(),
+            "another gang's extra member takes only room nobody claimed"
+        );
+    }
 
     #[test]
     fn pods_in_no_group_pass_every_node_without_a_claim() {

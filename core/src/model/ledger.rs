@@ -28,6 +28,13 @@ pub struct Ledger {
     /// Groups the admission pass lent room of the head's reservation (by their expected
     /// runtime): their claims may be planned in the reservation (see [`Claim::reservation`]).
     pub(super) lent: FxHashSet<GroupKey>,
+    /// Groups whose `minResources` cover more members than `minMember` and whose members fill
+    /// that room (placeholders released, or members released and not placed yet,
+    /// [`super::owed`]), as the last admission pass saw them: the pass counted that room as
+    /// taken before it made the head's reservation, so their members may be placed in the
+    /// reservation too (the room was laid out as pieces of an estimated shape, and the members
+    /// may need it on other nodes).
+    pub(super) keeping: FxHashSet<GroupKey>,
     /// Why the extender last refused to claim room for a gang (written by
     /// `crate::claims::filter`, cleared when a claim succeeds): the controller shows it in the
     /// PodGroup's `Scheduled` condition while the gang waits.
@@ -37,11 +44,12 @@ pub struct Ledger {
     pub(super) door: Option<Door>,
     /// Gangs admitted on arrival, by group: their later members are created ungated too.
     pub(super) arrivals: FxHashMap<GroupKey, Arrival>,
-    /// Members of groups admitted ahead that the webhook let in ungated, by pod name and when,
-    /// until the watch shows them (or [`ARRIVAL_ROOM_KEPT`] passes): pods
-    /// created at once all find fewer than `minMember` live members, and only `minMember` of
-    /// them may pass.
-    pub(super) ahead_arrivals: FxHashMap<GroupKey, Vec<(String, Instant)>>,
+    /// Members of groups whose admission keeps room for members still to come (admitted
+    /// ahead, or on their `minResources`) that the webhook let in ungated, by pod name, with
+    /// what they ask and when, until the watch shows them (or [`ARRIVAL_ROOM_KEPT`] passes):
+    /// pods created at once all find the same members and room owed, and only as many as it
+    /// keeps room for may pass.
+    pub(super) ahead_arrivals: FxHashMap<GroupKey, Vec<AheadArrival>>,
     /// Growths the admission loop gave up, by group: the gang waits without asking again until
     /// the record is [`super::growth::Growth::timeout_secs`] old ([`super::growth`]).
     pub(super) growth_failed: FxHashMap<GroupKey, GrowthFailed>,
@@ -63,6 +71,11 @@ impl Ledger {
     /// Groups lent room of the head's reservation.
     pub fn lent(&self) -> &FxHashSet<GroupKey> {
         &self.lent
+    }
+
+    /// Groups whose members fill room their `minResources` keep, as the last pass saw them.
+    pub fn keeping(&self) -> &FxHashSet<GroupKey> {
+        &self.keeping
     }
 
     /// Why the extender last refused to claim room for a gang, by group.
@@ -91,9 +104,17 @@ impl Ledger {
     }
 
     /// Members of groups admitted ahead let in ungated and not shown yet, by group.
-    pub fn ahead_arrivals(&self) -> &FxHashMap<GroupKey, Vec<(String, Instant)>> {
+    pub fn ahead_arrivals(&self) -> &FxHashMap<GroupKey, Vec<AheadArrival>> {
         &self.ahead_arrivals
     }
+}
+
+/// A member let in ungated into the room its group's admission keeps, not shown yet.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AheadArrival {
+    pub pod: String,
+    pub requests: Resources,
+    pub at: Instant,
 }
 
 /// A pod the scheduler asked the extender to bind, not yet shown bound by the API.
@@ -163,26 +184,40 @@ impl State {
         Some(arrival.let_in_another(requests))
     }
 
-    /// How many members of the group `key` (admitted ahead) were let in ungated within
-    /// [`ARRIVAL_ROOM_KEPT`] before `now` and are not among the `live` ones yet; the others
-    /// are forgotten.
+    /// How many members of the group `key` (whose admission keeps room) were let in ungated
+    /// within [`ARRIVAL_ROOM_KEPT`] before `now` and are not among the `shown` ones yet, and
+    /// what they ask in all; the others are forgotten.
     pub fn recent_ahead_arrivals(
         &mut self,
         key: &GroupKey,
-        live: &[String],
+        shown: &[&str],
         now: Instant,
-    ) -> usize {
+    ) -> (usize, Resources) {
         let recent = self.ledger.ahead_arrivals.entry(key.clone()).or_default();
-        recent.retain(|(pod, at)| {
-            now.saturating_duration_since(*at) < ARRIVAL_ROOM_KEPT && !live.contains(pod)
+        recent.retain(|a| {
+            now.saturating_duration_since(a.at) < ARRIVAL_ROOM_KEPT
+                && !shown.contains(&a.pod.as_str())
         });
-        recent.len()
+        let mut asked = Resources::new();
+        recent.iter().for_each(|a| asked.add(&a.requests));
+        (recent.len(), asked)
     }
 
-    /// Records that the member `name` of the group `key` (admitted ahead) was let in ungated.
-    pub fn note_ahead_arrival(&mut self, key: &GroupKey, name: &str, now: Instant) {
+    /// Records that the member `name` of the group `key` (whose admission keeps room), asking
+    /// `requests`, was let in ungated.
+    pub fn note_ahead_arrival(
+        &mut self,
+        key: &GroupKey,
+        name: &str,
+        requests: &Resources,
+        now: Instant,
+    ) {
         let recent = self.ledger.ahead_arrivals.entry(key.clone()).or_default();
-        recent.push((name.to_owned(), now));
+        recent.push(AheadArrival {
+            pod: name.to_owned(),
+            requests: requests.clone(),
+            at: now,
+        });
     }
 
     /// The door for admissions on arrival, to take room from; `None` while something waits.
@@ -203,7 +238,7 @@ impl State {
             now.saturating_duration_since(a.at) < ARRIVAL_ROOM_KEPT && groups.contains_key(key)
         });
         self.ledger.ahead_arrivals.retain(|key, recent| {
-            recent.retain(|(_, at)| now.saturating_duration_since(*at) < ARRIVAL_ROOM_KEPT);
+            recent.retain(|a| now.saturating_duration_since(a.at) < ARRIVAL_ROOM_KEPT);
             !recent.is_empty() && groups.contains_key(key)
         });
     }
@@ -254,6 +289,11 @@ impl State {
     /// Records groups lent room of the head's reservation.
     pub fn lend(&mut self, groups: impl IntoIterator<Item = GroupKey>) {
         self.ledger.lent.extend(groups);
+    }
+
+    /// Replaces the groups whose members fill room their `minResources` keep.
+    pub fn set_keeping(&mut self, groups: impl IntoIterator<Item = GroupKey>) {
+        self.ledger.keeping = groups.into_iter().collect();
     }
 
     /// Forgets every group lent room: the reservation it came from is no longer the head's.

@@ -1,6 +1,6 @@
 //! The cluster model: nodes, pods, PodGroups and Queues as scheduling sees them ([`objects`]),
 //! resource amounts ([`resources`], [`quantity`]), per-node sums ([`nodes`]), the whole
-//! cluster as the watches show it ([`state`]), how it grows ([`growth`]), its network's levels ([`topology`]) and what Gangplank decided itself ([`ledger`], with [`arrivals`] for admissions on arrival).
+//! cluster as the watches show it ([`state`]), how it grows ([`growth`]), its network's levels ([`topology`]) and what Gangplank decided itself ([`ledger`], with [`arrivals`] for admissions on arrival); [`owed`]: the room a PodGroup's `minResources` keep for members still to come.
 
 pub mod arrivals;
 pub mod growth;
@@ -8,17 +8,18 @@ pub mod ledger;
 pub mod names;
 pub mod nodes;
 pub mod objects;
+pub mod owed;
 pub mod quantity;
 pub mod resources;
 pub mod state;
 pub mod topology;
 
 pub use growth::{Growth, GrowthAsked, GrowthFailed};
-pub use ledger::{Claim, Ledger, Reservation, Slot};
+pub use ledger::{AheadArrival, Claim, Ledger, Reservation, Slot};
 pub use nodes::{NodeSlot, Nodes};
 pub use objects::{
-    Ahead, DEFAULT_SCHEDULER, GroupKey, NODE_CONDITION_TAINT_PREFIX, Node, Pod, PodGroup, PodPhase,
-    Queue, Schedulers, Taint, TaintEffect, Workload,
+    DEFAULT_SCHEDULER, GroupKey, NODE_CONDITION_TAINT_PREFIX, Node, Pod, PodGroup, PodPhase, Queue,
+    Schedulers, Taint, TaintEffect, Workload,
 };
 pub use resources::{ResourceId, Resources};
 pub use state::{Group, Member, State};

@@ -193,17 +193,17 @@ pub struct Workload {
 const PLACEHOLDER_UID: &str = "placeholder:";
 
 impl Pod {
-    /// Placeholder `index` of a group admitted ahead of its members ([`Ahead`]): gated, asking
-    /// the group's share, as old as the PodGroup.
-    pub fn placeholder(group: &GroupKey, index: u32, ahead: &Ahead) -> Pod {
+    /// Placeholder `index` of `group`: room its `minResources` keep for a member still to
+    /// come ([`crate::model::owed`]), gated, asking `piece`, as old as the PodGroup.
+    pub fn placeholder(group: &PodGroup, index: u32, piece: &Resources) -> Pod {
         Pod {
-            uid: format!("{PLACEHOLDER_UID}{group}/{index}"),
-            namespace: group.namespace.to_string(),
-            name: group.name.to_string(),
-            requests: ahead.share.clone(),
-            pod_group: Some(group.name.to_string()),
+            uid: format!("{PLACEHOLDER_UID}{}/{index}", group.key),
+            namespace: group.key.namespace.to_string(),
+            name: group.key.name.to_string(),
+            requests: piece.clone(),
+            pod_group: Some(group.key.name.to_string()),
             scheduling_gates: vec![crate::model::names::ADMISSION_GATE.to_owned()],
-            created: ahead.created,
+            created: group.created,
             ..Pod::default()
         }
     }
@@ -284,47 +284,23 @@ pub struct PodGroup {
     /// `preferredTopologyKey`: the narrowest level the gang would rather run in, tried before
     /// wider ones (see [`crate::model::Levels`]).
     pub preferred_topology_key: Option<String>,
-    /// Admitted on `min_resources` before any member exists ([`Ahead`]); `None` for a group
-    /// admitted as its gated members ask.
-    pub ahead: Option<Ahead>,
+    /// Admitted before its members exist: made for a Volcano PodGroup, whose operator creates
+    /// the pods only once the PodGroup leaves `Pending`, or for a batch Job, whose controller
+    /// creates them only once the group is admitted. While fewer than `minMember` members
+    /// came, admission sees placeholders for the rest ([`crate::model::owed`]) and counts them
+    /// as members.
+    pub ahead: bool,
+    /// When the admission pass last admitted the group with room kept for members still to
+    /// come (placeholders, [`crate::model::owed`]), as recorded on the PodGroup (Unix
+    /// seconds): that room is kept until the group's schedule timeout has passed since.
+    pub admitted_at: Option<i64>,
+    /// When the PodGroup was created (Unix seconds): its placeholders' age in the line.
+    pub created: i64,
     /// The stock scheduler places the gang all or nothing itself: the group was made for a
     /// Workload API PodGroup of a gang policy, whose pods the scheduler's PodGroup cycle
     /// places on one snapshot and binds once all pass its Permit. The bind verb then binds
     /// each member at once instead of holding it for quorum (`docs/gangs.md`).
     pub placed_whole_by_scheduler: bool,
-}
-
-/// A group admitted before its members exist: one made for a Volcano PodGroup, whose operator
-/// creates the pods only once the PodGroup leaves `Pending`, or for a batch Job, whose
-/// controller creates them only once the group is admitted. While it has no live member,
-/// admission sees `minMember` placeholders, each asking an equal part of `minResources`
-/// (`crate::model::State::apply_pod_group` makes them); admitted, the placeholders of the
-/// members not created yet keep their room (counted like released members) until
-/// `admitted_at` plus the group's schedule timeout, when an admission that brought no pods
-/// lapses and the group waits again.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Ahead {
-    /// What one placeholder asks: `minResources` divided by `minMember`, rounded up.
-    pub share: Resources,
-    /// When the PodGroup was created (Unix seconds): the placeholders' age in the line.
-    pub created: i64,
-    /// When admission admitted it (Unix seconds), as recorded on the PodGroup.
-    pub admitted_at: Option<i64>,
-}
-
-impl Ahead {
-    /// Admitted, and the admission has not lapsed at `now` for a group of `timeout`.
-    pub fn holds_at(&self, now: i64, timeout: std::time::Duration) -> bool {
-        self.admitted_at
-            .is_some_and(|at| Ahead::admission_holds(at, now, timeout))
-    }
-
-    /// Whether an admission ahead made at `admitted_at` still holds at `now` (Unix seconds)
-    /// for a group whose schedule timeout is `timeout`.
-    pub fn admission_holds(admitted_at: i64, now: i64, timeout: std::time::Duration) -> bool {
-        let timeout = i64::try_from(timeout.as_secs()).unwrap_or(i64::MAX);
-        now <= admitted_at.saturating_add(timeout)
-    }
 }
 
 impl PodGroup {
@@ -346,9 +322,25 @@ impl PodGroup {
             expected_runtime: None,
             topology_key: None,
             preferred_topology_key: None,
-            ahead: None,
+            ahead: false,
+            admitted_at: None,
+            created: 0,
             placed_whole_by_scheduler: false,
         }
+    }
+
+    /// Its admission with room kept for members still to come ([`PodGroup::admitted_at`])
+    /// holds at `now` (Unix seconds): made, and its schedule timeout has not passed since.
+    pub fn admission_holds_at(&self, now: i64) -> bool {
+        self.admitted_at
+            .is_some_and(|at| PodGroup::admission_holds(at, now, self.schedule_timeout))
+    }
+
+    /// Whether an admission made at `admitted_at` still holds at `now` (Unix seconds) for a
+    /// group whose schedule timeout is `timeout`.
+    pub fn admission_holds(admitted_at: i64, now: i64, timeout: std::time::Duration) -> bool {
+        let timeout = i64::try_from(timeout.as_secs()).unwrap_or(i64::MAX);
+        now <= admitted_at.saturating_add(timeout)
     }
 }
 

@@ -39,9 +39,9 @@ use rustc_hash::FxHashMap;
 use super::growth::Growth;
 use super::ledger::Ledger;
 use super::nodes::Nodes;
-use super::objects::{GroupKey, Node, Pod, PodGroup, Queue, Resources, Schedulers};
+use super::objects::{GroupKey, Node, Pod, PodGroup, PodPhase, Queue, Resources, Schedulers};
+use super::owed;
 use super::topology::Topology;
-use crate::limits;
 
 /// Pods by UID: a persistent map, so that a snapshot of the state shares it.
 pub type PodMap =
@@ -70,6 +70,12 @@ pub struct Member {
 }
 
 impl Member {
+    /// It came as far as a group's `minResources` count it: live, or Succeeded (it used its
+    /// part); a failed member's replacement asks for its part again ([`super::owed`]).
+    pub fn came(&self) -> bool {
+        self.live || self.pod.phase == PodPhase::Succeeded
+    }
+
     pub fn of(pod: Arc<Pod>) -> Member {
         Member {
             live: !pod.phase.is_terminal(),
@@ -90,9 +96,87 @@ pub struct Group {
     pub spec: Option<Arc<PodGroup>>,
     /// The pods that name the group, by UID: the same `Arc`s as [`State::pods`].
     pub members: BTreeMap<String, Member>,
-    /// For a group admitted ahead of its members ([`crate::model::Ahead`]), one placeholder
-    /// per member of `minMember`, made when the spec is applied; empty otherwise.
-    pub placeholders: Arc<[Member]>,
+    /// Placeholders for the room its `minResources` keep for members still to come
+    /// ([`super::owed`]): the first `owed` of them ([`Group::owed`]). Remade when the spec or a
+    /// member changes, unless only fewer of the same are owed (a gang's members coming one by
+    /// one each take a placeholder's place, without making the others again).
+    placeholders: Arc<[Member]>,
+    owed: usize,
+    /// How many members came (live or Succeeded, [`Member::came`]), and their requests in all.
+    came: u32,
+    came_requests: Resources,
+}
+
+impl Group {
+    /// The placeholders for the room its `minResources` still keep for members to come
+    /// ([`super::owed`]); empty for most groups.
+    pub fn owed(&self) -> &[Member] {
+        &self.placeholders[..self.owed]
+    }
+
+    /// How many members came (live or Succeeded, [`Member::came`]), and what they ask in all.
+    pub fn came(&self) -> (u32, &Resources) {
+        (self.came, &self.came_requests)
+    }
+
+    /// Its admission keeps room for members still to come at `now` (Unix seconds): it owes
+    /// some ([`Group::owed`]) and the admission that made the placeholders holds.
+    pub fn keeps_room_at(&self, now: i64) -> bool {
+        self.owed > 0
+            && self
+                .spec
+                .as_deref()
+                .is_some_and(|s| s.admission_holds_at(now))
+    }
+
+    fn insert(&mut self, uid: String, member: Member) {
+        if member.came() {
+            self.came += 1;
+            self.came_requests.add(&member.requests);
+        }
+        self.members.insert(uid, member);
+    }
+
+    fn remove(&mut self, uid: &str) {
+        if let Some(member) = self.members.remove(uid)
+            && member.came()
+        {
+            self.came -= 1;
+            self.came_requests.sub(&member.requests);
+        }
+    }
+
+    /// Makes [`Group::owed`] what its spec and members owe now.
+    fn refresh_owed(&mut self) {
+        let pieces = self.spec.as_deref().and_then(|spec| {
+            owed::pieces(spec, self.came, &self.came_requests, || {
+                self.members
+                    .values()
+                    .filter(|m| m.came())
+                    .max_by(|a, b| (a.created, &a.pod.uid).cmp(&(b.created, &b.pod.uid)))
+                    .map(|m| m.requests.clone())
+            })
+        });
+        let Some(pieces) = pieces else {
+            if !self.placeholders.is_empty() {
+                self.placeholders = Arc::from([]);
+            }
+            self.owed = 0;
+            return;
+        };
+        let count = pieces.count as usize;
+        let same = self.placeholders.len() >= count
+            && self
+                .placeholders
+                .first()
+                .is_some_and(|p| p.requests == pieces.piece);
+        if !same && let Some(spec) = self.spec.as_deref() {
+            self.placeholders = (0..pieces.count)
+                .map(|i| Member::of(Arc::new(Pod::placeholder(spec, i, &pieces.piece))))
+                .collect();
+        }
+        self.owed = count;
+    }
 }
 
 #[derive(Debug, Clone, Default)]
@@ -326,11 +410,9 @@ impl State {
                 .or_default()
                 .insert(pod.uid.clone(), pod.clone());
         } else if let Some(key) = GroupKey::of(&pod) {
-            self.groups
-                .entry(key)
-                .or_default()
-                .members
-                .insert(pod.uid.clone(), Member::of(pod.clone()));
+            let group = self.groups.entry(key).or_default();
+            group.insert(pod.uid.clone(), Member::of(pod.clone()));
+            group.refresh_owed();
         } else if pod.queue.is_some() {
             self.queue_only
                 .insert(pod.uid.clone(), Member::of(pod.clone()));
@@ -375,7 +457,8 @@ impl State {
         } else if let Some(key) = GroupKey::of(old)
             && let Some(group) = self.groups.get_mut(&key)
         {
-            group.members.remove(&old.uid);
+            group.remove(&old.uid);
+            group.refresh_owed();
             if group.members.is_empty() && group.spec.is_none() {
                 self.groups.remove(&key);
                 self.ledger.wait_reasons.remove(&key);
@@ -392,14 +475,10 @@ impl State {
         }
         let key = group.key.clone();
         let entry = self.groups.entry(key).or_default();
-        entry.placeholders = match &group.ahead {
-            // A gang over the limit is never admitted (see `crate::limits`): no placeholders.
-            Some(ahead) if limits::gang_within_limit(group.min_member) => (0..group.min_member)
-                .map(|i| Member::of(Arc::new(Pod::placeholder(&group.key, i, ahead))))
-                .collect(),
-            _ => Arc::from([]),
-        };
         entry.spec = Some(Arc::new(group));
+        // Made again for the new spec (its shape or age may differ).
+        entry.placeholders = Arc::from([]);
+        entry.refresh_owed();
         true
     }
 
@@ -407,7 +486,7 @@ impl State {
         let mut known = false;
         if let Some(group) = self.groups.get_mut(key) {
             known = group.spec.take().is_some();
-            group.placeholders = Arc::from([]);
+            group.refresh_owed();
             if group.members.is_empty() {
                 self.groups.remove(key);
             }

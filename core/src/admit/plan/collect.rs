@@ -100,6 +100,9 @@ pub(super) struct Book<'s> {
     /// before anything else, so that no gang is admitted into the room of new nodes that a gang
     /// admitted into them is on its way to (`crate::admit::plan::growth`).
     pub(super) in_flight_members: Vec<&'s Resources>,
+    /// Groups whose `minResources` cover more members than `minMember` and whose released,
+    /// unplaced members (placeholders included) fill that room ([`super::Decision::keeping`]).
+    pub(super) keeping: Vec<GroupKey>,
     /// What elastic members hold: per gang with a PodGroup and more members bound than
     /// `minMember`, the newest of them beyond it, by node name, and their sum.
     pub(super) elastic_on: FxHashMap<&'s str, Resources>,
@@ -113,19 +116,19 @@ pub(super) fn collect<'s>(state: &'s State, groups: &Groups<'s>) -> Book<'s> {
     };
     for g in &groups.all {
         let members = groups.members(g);
-        hold(
-            state,
-            &mut book,
-            g.queue,
-            g.namespace,
-            members,
-            g.min_member,
-        );
-        if g.spec.is_some() {
-            elastic(&mut book, members, g.min_member);
+        let quorum = g.live_quorum();
+        let in_flight = hold(state, &mut book, g.queue, g.namespace, members, quorum);
+        // Its room beyond minMember was laid out as pieces of an estimated shape.
+        if in_flight
+            && g.gang > g.min_member
+            && let Some(key) = g.key
+        {
+            book.keeping.push(key.clone());
         }
-        let Some(mut candidate) = candidate(g.queue, g.namespace, g.name, members, g.min_member)
-        else {
+        if g.spec.is_some() {
+            elastic(&mut book, members, quorum);
+        }
+        let Some(mut candidate) = candidate(g.queue, g.namespace, g.name, members, quorum) else {
             continue;
         };
         candidate.blocked = unserved(state, members);
@@ -134,11 +137,12 @@ pub(super) fn collect<'s>(state: &'s State, groups: &Groups<'s>) -> Book<'s> {
             candidate.blocked = candidate.blocked.take().or(match g.spec {
                 None => Some(Why::PodGroupMissing { group: key.clone() }),
                 Some(spec)
-                    if members.len() < spec.min_member as usize
+                    if g.present < spec.min_member as usize
                         || !limits::gang_within_limit(spec.min_member) =>
                 {
                     Some(Why::Members {
-                        live: members.len(),
+                        live: g.present - g.succeeded as usize,
+                        succeeded: g.succeeded,
                         min_member: spec.min_member,
                     })
                 }
@@ -180,15 +184,17 @@ pub(super) fn seconds(d: std::time::Duration) -> i64 {
     i64::try_from(d.as_secs()).unwrap_or(i64::MAX)
 }
 
-/// Adds what `members` (of `namespace`) hold to `queue`'s allocation (see the module docs).
+/// Adds what `members` (of `namespace`, a gang needing `quorum` of them placed) hold to
+/// `queue`'s allocation (see the module docs); whether any of them is in flight (released,
+/// not placed yet, and counted).
 fn hold<'s>(
     state: &State,
     book: &mut Book<'s>,
     queue: &'s str,
     namespace: &str,
     members: &[Seen<'s>],
-    min_member: u32,
-) {
+    quorum: u32,
+) -> bool {
     let mut held = Resources::new();
     let mut placed = 0u32;
     let mut short = 0usize;
@@ -202,7 +208,7 @@ fn hold<'s>(
         }
     }
     // Released members count up to what the gang still lacks for quorum.
-    let mut left = (min_member.saturating_sub(placed) as usize).min(short);
+    let mut left = (quorum.saturating_sub(placed) as usize).min(short);
     for m in members {
         if left == 0 {
             break;
@@ -216,10 +222,11 @@ fn hold<'s>(
             left -= 1;
         }
     }
+    let in_flight = !released.is_empty();
     held.add(&released);
     book.in_flight.add(&released);
     if held.is_empty() {
-        return;
+        return in_flight;
     }
     book.allocated.entry(queue).or_default().add(&held);
     if state
@@ -234,17 +241,19 @@ fn hold<'s>(
             .or_default()
             .add(&held);
     }
+    in_flight
 }
 
 /// Adds what the elastic members of a gang of `members` hold to `book` (see [`Book::elastic`]):
-/// those bound beyond `min_member`, newest first, as reclaim's elastic yield takes them.
-fn elastic<'s>(book: &mut Book<'s>, members: &[Seen<'s>], min_member: u32) {
+/// those bound beyond the `quorum` it needs, newest first, as reclaim's elastic yield takes
+/// them.
+fn elastic<'s>(book: &mut Book<'s>, members: &[Seen<'s>], quorum: u32) {
     let mut bound: Vec<&'s Member> = members
         .iter()
         .filter(|m| m.placed && m.member.pod.node_name.is_some())
         .map(|m| m.member)
         .collect();
-    let Some(extras) = bound.len().checked_sub(min_member as usize) else {
+    let Some(extras) = bound.len().checked_sub(quorum as usize) else {
         return;
     };
     if extras == 0 {
@@ -261,14 +270,15 @@ fn elastic<'s>(book: &mut Book<'s>, members: &[Seen<'s>], min_member: u32) {
     }
 }
 
-/// The waiting part of a group (or a queue-only pod) called `name` in `namespace`, if any
-/// member is gated; the caller fills in what only a PodGroup says.
+/// The waiting part of a group (or a queue-only pod) called `name` in `namespace` that needs
+/// `quorum` of its live `members` placed, if any member is gated; the caller fills in what
+/// only a PodGroup says.
 fn candidate<'s>(
     queue: &'s str,
     namespace: &'s str,
     name: &'s str,
     members: &[Seen<'s>],
-    min_member: u32,
+    quorum: u32,
 ) -> Option<Candidate<'s>> {
     if !members.iter().any(|m| m.gated) {
         return None;
@@ -282,9 +292,7 @@ fn candidate<'s>(
         created = created.min(m.created);
     }
     let released = members.len() - gated.len();
-    let missing = (min_member as usize)
-        .saturating_sub(released)
-        .min(gated.len());
+    let missing = (quorum as usize).saturating_sub(released).min(gated.len());
     Some(Candidate {
         queue,
         slot: usize::MAX,

@@ -142,6 +142,11 @@ pub struct Decision {
     pub elastic: Resources,
     /// Groups admitted into the head's reservation by their expected runtime.
     pub lent: Vec<GroupKey>,
+    /// Groups whose `minResources` cover more members than `minMember` and whose members fill
+    /// that room (placeholders released, or members released and not placed yet): counted
+    /// before the head reserved, as pieces of an estimated shape, so their members may be
+    /// placed in its reservation (`crate::model::Ledger::keeping`).
+    pub keeping: Vec<GroupKey>,
     /// Room for admissions on arrival, when every group left waiting lacks only members
     /// ([`crate::admit::on_arrival`]).
     pub door: Option<Door>,

@@ -109,6 +109,7 @@ pub(super) fn report(mut pass: Pass, book: Book, shares: Shares, waits: Waits) -
         }
     }
     decision.in_flight = book.in_flight.clone();
+    decision.keeping = book.keeping.clone();
     decision.elastic = book.elastic.clone();
     decision.lent = pass
         .lent

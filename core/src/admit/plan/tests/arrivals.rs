@@ -198,11 +198,9 @@ fn a_node_that_goes_not_ready_after_the_pass_shuts_the_door_until_the_next_pass(
 fn ahead(s: &mut State, name: &str, min: u32, cpu: i64, admitted_at: Option<i64>) {
     s.apply_pod_group(PodGroup {
         schedule_timeout: Duration::from_secs(60),
-        ahead: Some(crate::model::Ahead {
-            share: Resources::from([("cpu", cpu), ("pods", i64::from(min))]).part(min),
-            created: 0,
-            admitted_at,
-        }),
+        min_resources: Resources::from([("cpu", cpu)]),
+        ahead: true,
+        admitted_at,
         ..PodGroup::new(GroupKey::new("ns", name), min, "q")
     });
 }
@@ -241,6 +239,7 @@ fn members_of_a_group_admitted_ahead_created_at_once_pass_ungated_only_up_to_min
             pod(format!("vc-{i}"))
                 .in_group("vc")
                 .in_queue("q")
+                .cpu(1_500)
                 .created(110),
         );
     }

@@ -4,6 +4,7 @@
 mod arrivals;
 mod backfill;
 mod growth;
+mod min_resources;
 mod order;
 mod topology;
 

@@ -41,20 +41,22 @@ fn a_pod_with_a_queue_but_no_group_is_released_alone() {
 }
 
 #[test]
-fn finished_members_do_not_count_and_released_groups_are_oldest_first() {
+fn succeeded_members_count_failed_ones_do_not_and_released_groups_are_oldest_first() {
     let mut s = cluster();
     s.apply_pod_group(pod_group("new", 1, "q"));
-    s.apply_pod_group(pod_group("old", 2, "q"));
+    s.apply_pod_group(pod_group("old", 3, "q"));
     s.apply_pod(pod("n").in_group("new").in_queue("q").gated().created(50));
     s.apply_pod(pod("o1").in_group("old").in_queue("q").gated().created(10));
-    s.apply_pod(Pod {
-        phase: PodPhase::Succeeded,
-        ..pod("o2").in_group("old").in_queue("q").created(10)
-    });
+    for (uid, phase) in [("o2", PodPhase::Succeeded), ("o0", PodPhase::Failed)] {
+        s.apply_pod(Pod {
+            phase,
+            ..pod(uid).in_group("old").in_queue("q").created(10)
+        });
+    }
     assert_eq!(
         decide_now(&s).admit.len(),
         1,
-        "old has one live member of two"
+        "old has a live member and one that succeeded, of three"
     );
     s.apply_pod(pod("o3").in_group("old").in_queue("q").created(11));
     assert_eq!(admitted(&decide_now(&s)), vec!["old", "new"]);
