@@ -346,6 +346,16 @@ pub fn rows() -> Vec<Row> {
                         "{{webhook}} ",
                     ),
                 ),
+                panel(
+                    "Webhook turns taken",
+                    "AdmissionReviews being decided, by lane (small: 32 at once; large: 4). A \
+                     lane at its bound makes further reviews wait, at most 10 s.",
+                    "short",
+                    vec![query(
+                        format!("sum by (lane) ({})", m::WEBHOOK_TURNS_TAKEN),
+                        "{{lane}}",
+                    )],
+                ),
             ],
         },
         Row {
@@ -483,14 +493,23 @@ pub fn rows() -> Vec<Row> {
                 ),
                 panel(
                     "Connections",
-                    "Connections open on the extender's and the webhooks' port, and those closed \
-                     as they came because 1024 were open (a flood, not the scheduler or the API \
-                     server), per second.",
+                    "Connections in their TLS handshake (128 places a port) and open (1024) on \
+                     each port, those held unread after they were refused or gave their place \
+                     up (a flood's), and refusals per second: a flood's newcomers, not the \
+                     scheduler's or the API server's.",
                     "short",
                     vec![
                         query(
+                            format!("sum by (server) ({})", m::SERVER_HANDSHAKES),
+                            "{{server}} in handshake",
+                        ),
+                        query(
                             format!("sum by (server) ({})", m::SERVER_CONNECTIONS),
                             "{{server}} open",
+                        ),
+                        query(
+                            format!("sum by (server) ({})", m::SERVER_CONNECTIONS_HELD_UNREAD),
+                            "{{server}} held unread",
                         ),
                         query(
                             rate(m::SERVER_CONNECTIONS_REFUSED_TOTAL, "", "server"),
@@ -502,8 +521,9 @@ pub fn rows() -> Vec<Row> {
                     "Connections closed",
                     "Connections closed per second, by server and how: by the client, by \
                      Gangplank between requests (idle past the header deadline) or in the middle \
-                     of one (headers trickled past it), or in the TLS handshake (a timeout, or a \
-                     failure: a client without the scheduler's certificate).",
+                     of one (headers trickled past it), in the TLS handshake (a timeout, or a \
+                     failure: a client without the scheduler's certificate), or shed for a \
+                     newcomer of another address (in the handshake, or open and idle).",
                     "short",
                     vec![query(
                         rate(m::SERVER_CONNECTIONS_CLOSED_TOTAL, "", "server, reason"),

@@ -385,7 +385,7 @@ mod tests {
         for i in 1..4 {
             s.apply_pod(gated(pod(&format!("worker-{i}"), Some("k1"), Some("q"))));
         }
-        let view = &observe(&s).groups[&GroupKey::new("ns", "k1")];
+        let view = &observe(&s, 0).groups[&GroupKey::new("ns", "k1")];
         let asked = view.asked.as_ref().unwrap();
         assert_eq!(asked.min_member, Some(4));
         assert_eq!(asked.controller, Some(leader));

@@ -690,15 +690,13 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn a_former_leader_gates_every_pod_once_its_fence_closes_whatever_its_ledger_holds() {
-        use gangplank_core::model::{Ahead, PodGroup};
+        use gangplank_core::model::PodGroup;
         let (cache, mut mirror) = crate::cache::Cache::new();
         let key = GroupKey::new("ns", "vc");
         mirror.apply_pod_group(PodGroup {
-            ahead: Some(Ahead {
-                share: Resources::from([("cpu", 1_000)]),
-                created: 0,
-                admitted_at: Some(crate::clock::unix_now()),
-            }),
+            min_resources: Resources::from([("cpu", 8_000)]),
+            ahead: true,
+            admitted_at: Some(crate::clock::unix_now()),
             ..PodGroup::new(key.clone(), 8, "q")
         });
         let fence = crate::fence::Fence::closed();
