@@ -145,7 +145,11 @@ pub fn queue_of<'a>(
         .or_else(|| non_empty(annotations, VOLCANO_QUEUE_NAME_ANNOTATION))
 }
 
-fn non_empty<'a>(map: Option<&'a BTreeMap<String, String>>, key: &str) -> Option<&'a str> {
+/// The value of `key` in `map`, unless missing or empty.
+pub(crate) fn non_empty<'a>(
+    map: Option<&'a BTreeMap<String, String>>,
+    key: &str,
+) -> Option<&'a str> {
     map?.get(key).map(String::as_str).filter(|v| !v.is_empty())
 }
 

@@ -19,6 +19,8 @@
 
 use std::collections::BTreeMap;
 
+use super::labels::non_empty;
+
 /// LeaderWorkerSet's label on each pod of a replica: a hash of the leader's namespace and name.
 pub const GROUP_KEY_LABEL: &str = "leaderworkerset.sigs.k8s.io/group-key";
 /// LeaderWorkerSet's label numbering a pod within its replica: `0` is the leader.
@@ -65,10 +67,6 @@ pub fn replica_of<'a>(
 /// The pod is its replica's leader.
 pub fn leads(labels: Option<&BTreeMap<String, String>>) -> bool {
     non_empty(labels, WORKER_INDEX_LABEL) == Some("0")
-}
-
-fn non_empty<'a>(map: Option<&'a BTreeMap<String, String>>, key: &str) -> Option<&'a str> {
-    map?.get(key).map(String::as_str).filter(|v| !v.is_empty())
 }
 
 #[cfg(test)]
