@@ -429,20 +429,27 @@ fn closed_by_server(stream: &mut TcpStream) -> bool {
     }
 }
 
-#[tokio::test]
-async fn the_scheduler_gets_its_answer_while_silent_connections_hold_every_handshake_place() {
+/// Fills every one of `places` handshake places with connections of another address that
+/// send `first` and stop, then binds as the scheduler: its answer must come, one of them
+/// having given its place up. Returns the metrics recorded.
+async fn the_scheduler_binds_past(places: usize, first: &[u8]) -> Recorded {
     let metrics = Recorded::start();
     let bounds = Bounds {
-        handshakes: 2,
+        handshakes: places,
         ..Bounds::EXTENDER
     };
     let (addr, shutdown) = extender(tls(true), bounds).await;
-    let mut silent = Vec::new();
-    for _ in 0..bounds.handshakes {
-        silent.push(connect_from(2, addr).await);
+    let mut flood = Vec::new();
+    for _ in 0..places {
+        let mut stream = connect_from(2, addr).await;
+        stream.write_all(first).await.unwrap();
+        flood.push(stream);
     }
     metrics
-        .reaches(r#"gangplank_server_handshakes{server="extender"}"#, 2)
+        .reaches(
+            r#"gangplank_server_handshakes{server="extender"}"#,
+            places as u64,
+        )
         .await;
     let answer = bind_over_tls(addr, Some(("client.crt", "client.key")))
         .await
@@ -456,32 +463,18 @@ async fn the_scheduler_gets_its_answer_while_silent_connections_hold_every_hands
         )
         .await;
     shutdown.cancel();
+    metrics
+}
+
+#[tokio::test]
+async fn the_scheduler_gets_its_answer_while_silent_connections_hold_every_handshake_place() {
+    the_scheduler_binds_past(2, b"").await;
 }
 
 #[tokio::test]
 async fn the_scheduler_gets_its_answer_while_hellos_cut_short_hold_every_handshake_place() {
-    let metrics = Recorded::start();
-    let bounds = Bounds {
-        handshakes: 3,
-        ..Bounds::EXTENDER
-    };
-    let (addr, shutdown) = extender(tls(true), bounds).await;
-    let mut stopped = Vec::new();
-    for _ in 0..bounds.handshakes {
-        let mut stream = connect_from(2, addr).await;
-        stream.write_all(&HELLO_CUT_SHORT).await.unwrap();
-        stopped.push(stream);
-    }
-    metrics
-        .reaches(r#"gangplank_server_handshakes{server="extender"}"#, 3)
-        .await;
-    let answer = bind_over_tls(addr, Some(("client.crt", "client.key")))
-        .await
-        .unwrap();
-    assert!(answer.starts_with("HTTP/1.1 200 OK"), "{answer}");
-    assert_eq!(metrics.closed("shed_in_handshake"), 1);
+    let metrics = the_scheduler_binds_past(3, &HELLO_CUT_SHORT).await;
     assert_eq!(metrics.closed("handshake_failed"), 0);
-    shutdown.cancel();
 }
 
 #[tokio::test]
