@@ -3,7 +3,7 @@
 # Each runs with the admin kubeconfig, its CRDs applied from the same module, in the gang mode
 # users set to get whole gangs. Sourced by e2e/up; needs common.sh and go-build.sh.
 
-KNOWN_OPERATORS="training-operator kuberay mpi-operator jobset lws"
+KNOWN_OPERATORS="training-operator kuberay mpi-operator jobset lws trainer"
 
 # established CRD: the CustomResourceDefinition CRD is served (kubectl wait fails on a CRD too
 # new to have conditions).
@@ -51,6 +51,9 @@ build_operator() {
       bin=$(go_build jobset "$E2E_DIR/operators/jobset" sigs.k8s.io/jobset "-s -w") ;;
     lws)
       bin=$(go_build lws "$E2E_DIR/operators/lws" sigs.k8s.io/lws/cmd "-s -w") ;;
+    trainer)
+      bin=$(go_build trainer "$E2E_DIR/operators/trainer" \
+        github.com/kubeflow/trainer/v2/cmd/trainer-controller-manager "-s -w") ;;
     *) die "--operators: unknown operator '$1' (known: $KNOWN_OPERATORS)" ;;
   esac
   printf '%s_BIN=%q\n' "${1//-/_}" "$bin"
@@ -363,4 +366,80 @@ webhooks:
   sideEffects: None
   failurePolicy: Fail
 EOF
+}
+
+# Kubeflow Trainer's controller manager (trainer.kubeflow.org/v1alpha1 TrainJob, rendered
+# through its TrainingRuntime or ClusterTrainingRuntime into a JobSet, so it needs jobset
+# started first), with its webhooks, as in a cluster: TrainJob defaulting and validation, and
+# the runtimes' validation, registered here under upstream's names with a URL on 127.0.0.1 and a
+# certificate made by webhooks/gen-certs.sh. Its own certificate management, which needs a
+# Service, is off (certManagement.enable false); with it off the manager reads the certificate
+# from controller-runtime's default directory under the temporary directory, so it runs with a
+# TMPDIR of its own (the training-operator's certificates live in the shared one). Leader
+# election is off and metrics are not served. It has no gang flag: a runtime's
+# spec.podGroupPolicy (coscheduling or volcano) says whether Trainer writes a PodGroup.
+start_trainer() {
+  local dir certs webhook health tmp config
+  established jobsets.jobset.x-k8s.io ||
+    die "--operators: trainer renders TrainJobs into JobSets: list jobset before it"
+  dir=$(module_dir trainer github.com/kubeflow/trainer/v2)
+  for kind in trainjobs trainingruntimes clustertrainingruntimes; do
+    kubectl apply --server-side -f "$dir/manifests/base/crds/trainer.kubeflow.org_$kind.yaml" >/dev/null
+    wait_for 60 "the $kind CRD" established "$kind.trainer.kubeflow.org"
+  done
+  tmp="$RUN_DIR/trainer-tmp"
+  certs="$tmp/k8s-webhook-server/serving-certs"
+  "$REPO_DIR/webhooks/gen-certs.sh" "$certs" localhost 127.0.0.1 >/dev/null
+  webhook=$(free_port)
+  health=$(free_port)
+  config="$RUN_DIR/trainer-config.yaml"
+  cat >"$config" <<YAML
+apiVersion: config.trainer.kubeflow.org/v1alpha1
+kind: Configuration
+health: {healthProbeBindAddress: "127.0.0.1:$health", readinessEndpointName: readyz, livenessEndpointName: healthz}
+metrics: {bindAddress: "0"}
+webhook: {host: 127.0.0.1, port: $webhook}
+leaderElection: {leaderElect: false}
+certManagement: {enable: false}
+YAML
+  log "starting trainer (TrainJob in all namespaces; gangs as each runtime's podGroupPolicy says)"
+  TMPDIR="$tmp" KUBECONFIG="$RUN_DIR/kubeconfig" start trainer "$trainer_BIN" --config="$config"
+  wait_for 120 "trainer /readyz" curl -fsS "http://127.0.0.1:$health/readyz"
+  local ca url="https://127.0.0.1:$webhook"
+  ca=$(base64 -w0 <"$certs/ca.crt")
+  kubectl apply -f - >/dev/null <<YAML
+apiVersion: admissionregistration.k8s.io/v1
+kind: MutatingWebhookConfiguration
+metadata: {name: defaulter.trainer.kubeflow.org}
+webhooks:
+- name: defaulter.trainjob.trainer.kubeflow.org
+  clientConfig: {url: "$url/mutate-trainer-kubeflow-org-v1alpha1-trainjob", caBundle: "$ca"}
+  rules: [{apiGroups: [trainer.kubeflow.org], apiVersions: [v1alpha1], operations: [CREATE, UPDATE], resources: [trainjobs]}]
+  admissionReviewVersions: [v1]
+  sideEffects: None
+  failurePolicy: Fail
+---
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingWebhookConfiguration
+metadata: {name: validator.trainer.kubeflow.org}
+webhooks:
+- name: validator.clustertrainingruntime.trainer.kubeflow.org
+  clientConfig: {url: "$url/validate-trainer-kubeflow-org-v1alpha1-clustertrainingruntime", caBundle: "$ca"}
+  rules: [{apiGroups: [trainer.kubeflow.org], apiVersions: [v1alpha1], operations: [CREATE, UPDATE], resources: [clustertrainingruntimes]}]
+  admissionReviewVersions: [v1]
+  sideEffects: None
+  failurePolicy: Fail
+- name: validator.trainingruntime.trainer.kubeflow.org
+  clientConfig: {url: "$url/validate-trainer-kubeflow-org-v1alpha1-trainingruntime", caBundle: "$ca"}
+  rules: [{apiGroups: [trainer.kubeflow.org], apiVersions: [v1alpha1], operations: [CREATE, UPDATE], resources: [trainingruntimes]}]
+  admissionReviewVersions: [v1]
+  sideEffects: None
+  failurePolicy: Fail
+- name: validator.trainjob.trainer.kubeflow.org
+  clientConfig: {url: "$url/validate-trainer-kubeflow-org-v1alpha1-trainjob", caBundle: "$ca"}
+  rules: [{apiGroups: [trainer.kubeflow.org], apiVersions: [v1alpha1], operations: [CREATE, UPDATE], resources: [trainjobs]}]
+  admissionReviewVersions: [v1]
+  sideEffects: None
+  failurePolicy: Fail
+YAML
 }

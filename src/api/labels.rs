@@ -92,6 +92,14 @@ pub fn annotation_value<'m>(
 /// `minResources`, see `gangplank_core::model::owed`): when, in RFC 3339.
 pub const ADMITTED_AHEAD_ANNOTATION: &str = "scheduling.gangplank.dev/admitted-ahead";
 
+/// Annotation on a PodGroup whose members come in stages (`"true"`): its operator creates some
+/// members only once others finished (Kubeflow Trainer's initializers, a JobSet's `dependsOn`).
+/// Such a group is admitted ahead of its members, on its `minResources`, as one made for a
+/// Volcano PodGroup is: each member is let in as it comes while the admission holds, and those
+/// that Succeeded count towards `minMember`. Gangplank sets it on the PodGroups it makes for a
+/// TrainJob's PodGroup and for a JobSet with `dependsOn`; a user may set it on their own.
+pub const MEMBERS_IN_STAGES_ANNOTATION: &str = "scheduling.gangplank.dev/members-in-stages";
+
 /// Label on Gangplank's stand-in pods (`"true"`): pods in its own namespace that ask a node
 /// autoscaler for a waiting gang's room (`gangplank_core::model::growth`).
 pub const STAND_IN_LABEL: &str = "scheduling.gangplank.dev/stand-in";

@@ -33,6 +33,7 @@ pub mod pod_group;
 pub mod queue;
 pub mod scheduler_plugins;
 pub mod topology;
+pub mod trainer;
 pub mod volcano;
 pub mod workload_api;
 pub mod workloads;

@@ -136,9 +136,24 @@ pub struct PodGroupSpec {
 
 impl PodGroup {
     /// Admitted on `minResources` before its members exist: its controller (a Volcano PodGroup
-    /// or a batch Job) creates the pods only once the group is admitted.
+    /// or a batch Job) creates the pods only once the group is admitted, or its members come in
+    /// stages ([`super::labels::MEMBERS_IN_STAGES_ANNOTATION`]).
     pub fn admitted_ahead_of_members(&self) -> bool {
-        super::volcano::controls(self) || super::batch_job::controls(self)
+        super::volcano::controls(self)
+            || super::batch_job::controls(self)
+            || super::labels::annotation_value(
+                &self.metadata,
+                super::labels::MEMBERS_IN_STAGES_ANNOTATION,
+            ) == Some("true")
+    }
+
+    /// Marks it as a group whose members come in stages
+    /// ([`super::labels::MEMBERS_IN_STAGES_ANNOTATION`]), so it is admitted ahead of them.
+    pub fn set_members_in_stages(&mut self) {
+        self.metadata.annotations.get_or_insert_default().insert(
+            super::labels::MEMBERS_IN_STAGES_ANNOTATION.to_owned(),
+            "true".to_owned(),
+        );
     }
 }
 

@@ -42,7 +42,11 @@ pub struct Kind {
     pub plural: &'static str,
     size: fn(&Value) -> Option<u32>,
     templates: fn(&Value) -> Vec<Vec<String>>,
+    stages: fn(&Value) -> Option<Stages<'_>>,
 }
+
+/// Each pod spec a workload makes pods from, with how many run from it at once.
+pub type Stages<'a> = Vec<(u32, &'a Value)>;
 
 impl Kind {
     /// The gang size `object` (the workload, as JSON) asks for; `None` when its spec does not
@@ -56,6 +60,17 @@ impl Kind {
     pub fn templates(&self, object: &Value) -> Vec<Vec<String>> {
         (self.templates)(object)
     }
+
+    /// When the workload's pods come in stages (a JobSet some of whose replicated jobs wait
+    /// for others, `dependsOn`), each pod spec it makes pods from, with how many run from it
+    /// at once; `None` when they all come at once, or its spec does not say.
+    pub fn stages<'a>(&self, object: &'a Value) -> Option<Stages<'a>> {
+        (self.stages)(object.get("spec")?)
+    }
+}
+
+fn all_at_once(_: &Value) -> Option<Stages<'_>> {
+    None
 }
 
 const fn kubeflow(kind: &'static str, plural: &'static str) -> Kind {
@@ -65,6 +80,7 @@ const fn kubeflow(kind: &'static str, plural: &'static str) -> Kind {
         plural,
         size: kubeflow_size,
         templates: kubeflow_templates,
+        stages: all_at_once,
     }
 }
 
@@ -82,6 +98,7 @@ pub const KINDS: [Kind; 8] = [
         plural: "rayclusters",
         size: ray_cluster_size,
         templates: ray_cluster_templates,
+        stages: all_at_once,
     },
     Kind {
         group: "jobset.x-k8s.io",
@@ -89,6 +106,7 @@ pub const KINDS: [Kind; 8] = [
         plural: "jobsets",
         size: jobset_size,
         templates: jobset_templates,
+        stages: jobset_stages,
     },
 ];
 
@@ -238,13 +256,37 @@ fn jobset_templates(object: &Value) -> Vec<Vec<String>> {
 fn jobset_size(spec: &Value) -> Option<u32> {
     let mut total = 0u32;
     for job in spec.get("replicatedJobs")?.as_array()? {
-        let replicas = count(job.get("replicas"), 1)?;
-        let spec = job.pointer("/template/spec");
-        let parallelism = count(spec.and_then(|s| s.get("parallelism")), 1)?;
-        let completions = count(spec.and_then(|s| s.get("completions")), u32::MAX)?;
-        total = total.checked_add(replicas.checked_mul(parallelism.min(completions))?)?;
+        total = total.checked_add(jobset_pods_at_once(job)?)?;
     }
     Some(total)
+}
+
+/// The pods a replicated job runs at once: `replicas` (1 when unset) times each Job's
+/// `min(parallelism, completions)` (parallelism 1 when unset).
+fn jobset_pods_at_once(job: &Value) -> Option<u32> {
+    let replicas = count(job.get("replicas"), 1)?;
+    let spec = job.pointer("/template/spec");
+    let parallelism = count(spec.and_then(|s| s.get("parallelism")), 1)?;
+    let completions = count(spec.and_then(|s| s.get("completions")), u32::MAX)?;
+    replicas.checked_mul(parallelism.min(completions))
+}
+
+fn jobset_stages(spec: &Value) -> Option<Stages<'_>> {
+    let jobs = spec.get("replicatedJobs")?.as_array()?;
+    let waits = |job: &Value| {
+        job.get("dependsOn")
+            .and_then(Value::as_array)
+            .is_some_and(|d| !d.is_empty())
+    };
+    if !jobs.iter().any(waits) {
+        return None;
+    }
+    jobs.iter()
+        .map(|job| {
+            let pods = job.pointer("/template/spec/template/spec")?;
+            Some((jobset_pods_at_once(job)?, pods))
+        })
+        .collect()
 }
 
 #[cfg(test)]
@@ -268,6 +310,28 @@ mod tests {
         assert_eq!(size("kubeflow.org/v1", "TFJob", spec), Some(2));
         let spec = json!({"mpiReplicaSpecs": {"Launcher": {"replicas": 1}, "Worker": {}}});
         assert_eq!(size("kubeflow.org/v2beta1", "MPIJob", spec), Some(2));
+    }
+
+    #[test]
+    fn a_jobset_whose_jobs_wait_for_others_makes_its_pods_in_stages() {
+        let kind = kind_of("jobset.x-k8s.io/v1alpha2", "JobSet").unwrap();
+        let pod = |cpu: &str| json!({"containers": [{"name": "c", "resources": {"requests": {"cpu": cpu}}}]});
+        let staged = json!({"spec": {"replicatedJobs": [
+            {"name": "dataset-initializer", "template": {"spec": {"template": {"spec": pod("1")}}}},
+            {"name": "node", "replicas": 2, "dependsOn": [{"name": "dataset-initializer", "status": "Complete"}],
+             "template": {"spec": {"parallelism": 3, "template": {"spec": pod("8")}}}}]}});
+        let stages = kind.stages(&staged).expect("in stages");
+        assert_eq!(
+            stages.iter().map(|(n, _)| *n).collect::<Vec<_>>(),
+            [1, 6],
+            "the initializer's one pod, then two Jobs of three"
+        );
+        assert_eq!(stages[1].1, &pod("8"));
+        let at_once = json!({"spec": {"replicatedJobs": [
+            {"name": "node", "dependsOn": [], "template": {"spec": {"template": {"spec": pod("8")}}}}]}});
+        assert_eq!(kind.stages(&at_once), None);
+        let ray = kind_of("ray.io/v1", "RayCluster").unwrap();
+        assert_eq!(ray.stages(&staged), None);
     }
 
     #[test]

@@ -44,7 +44,9 @@ use crate::api::volcano::{self, VolcanoPodGroup, VolcanoPodGroupStatus};
 use crate::api::workload_api::{
     self, SchedulingPolicy, UpstreamPodGroup, UpstreamPodGroupV1alpha2,
 };
-use crate::api::{PodGroup, PodGroupPhase, PodGroupSpec, PodGroupStatus, ResourceList, labels};
+use crate::api::{
+    PodGroup, PodGroupPhase, PodGroupSpec, PodGroupStatus, ResourceList, labels, trainer,
+};
 
 const SCHEDULER_PLUGINS: &str = "scheduling.x-k8s.io/v1alpha1";
 const UPSTREAM: &str = workload_api::API_VERSIONS[0];
@@ -288,14 +290,19 @@ fn pod_group(
     spec.min_resources = source.min_resources.clone();
     spec.schedule_timeout_seconds = source.schedule_timeout_seconds.filter(|s| *s >= 1);
     let owner = (source.api_version, "PodGroup", name, uid);
-    let group = made(name, namespace, spec, queue, Some(owner));
+    let mut group = made(name, namespace, spec, queue, Some(owner));
     let dialect = source.dialect();
     let size = if asked >= 1 {
         format!("minMember {min_member} from {dialect} PodGroup {namespace}/{name}")
     } else {
         format!("minMember 1: {dialect} PodGroup {namespace}/{name} sets no minMember")
     };
-    (group, format!("{size}; queue {queue} ({from})"))
+    let mut note = format!("{size}; queue {queue} ({from})");
+    if trainer::controls(source.meta) {
+        group.set_members_in_stages();
+        note.push_str("; members in stages (a TrainJob's initializers run first)");
+    }
+    (group, note)
 }
 
 #[cfg(test)]
@@ -341,6 +348,28 @@ mod tests {
             note,
             "minMember 4 from scheduling.x-k8s.io PodGroup ml/train; queue research (named on it)"
         );
+    }
+
+    #[test]
+    fn a_pod_group_trainer_wrote_for_a_train_job_is_admitted_ahead_of_its_members() {
+        let owner = json!([{"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob",
+            "name": "train", "uid": "tj-uid", "controller": true}]);
+        let pg = source(
+            json!({"ownerReferences": owner}),
+            json!({"minMember": 5, "minResources": {"cpu": "33"}}),
+        );
+        let (group, note) = created(plan((&pg).into(), None, Some("team")));
+        assert!(group.admitted_ahead_of_members(), "{:?}", group.metadata);
+        assert!(
+            note.ends_with("members in stages (a TrainJob's initializers run first)"),
+            "{note}"
+        );
+        let (group, _) = created(plan(
+            (&source(json!({}), json!({"minMember": 5}))).into(),
+            None,
+            None,
+        ));
+        assert!(!group.admitted_ahead_of_members());
     }
 
     #[test]

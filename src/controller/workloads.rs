@@ -16,7 +16,10 @@ use super::batch_v1_jobs::made;
 use super::observe::Asked;
 use super::orphans::Plan;
 use crate::api::{PodGroupSpec, labels, workloads};
-use gangplank_core::model::{GroupKey, Workload};
+use crate::cache::convert::pod_requests;
+use crate::controller::queues::resource_list;
+use gangplank_core::model::{GroupKey, Resources, Workload};
+use k8s_openapi::api::core::v1::PodSpec;
 
 /// What to do for the group `key`, whose pods asked `asked` and are controlled by `workload`,
 /// read as `object` (or the error reading it), in a namespace whose default queue is
@@ -57,7 +60,14 @@ pub fn plan(
         .or(namespace_queue)
         .unwrap_or(labels::DEFAULT_QUEUE)
         .to_owned();
-    let spec = PodGroupSpec::with_min_member(i32::try_from(size).unwrap_or(i32::MAX));
+    let mut spec = PodGroupSpec::with_min_member(i32::try_from(size).unwrap_or(i32::MAX));
+    let stages = kind.stages(&object.data);
+    if let Some(stages) = &stages {
+        match requests_of(stages) {
+            Ok(requests) => spec.min_resources = resource_list(&requests),
+            Err(why) => return missing(format!("a pod template of it cannot be read ({why})")),
+        }
+    }
     let w = workload;
     let owner = (
         w.api_version.as_str(),
@@ -65,8 +75,29 @@ pub fn plan(
         w.name.as_str(),
         uid,
     );
-    let group = made(&key.name, &key.namespace, spec, &queue, Some(owner));
+    let mut group = made(&key.name, &key.namespace, spec, &queue, Some(owner));
+    if stages.is_some() {
+        group.set_members_in_stages();
+    }
     Some(Plan::Create(Box::new(group)))
+}
+
+/// What every pod of a workload whose pods come in stages asks, in all: its `minResources`,
+/// so that admission keeps room for the later stages while the first runs.
+fn requests_of(stages: &[(u32, &serde_json::Value)]) -> Result<Resources, String> {
+    let mut total = Resources::new();
+    for (pods, spec) in stages {
+        let spec: PodSpec = serde_json::from_value((*spec).clone()).map_err(|e| e.to_string())?;
+        for (name, amount) in pod_requests(&spec)?.iter() {
+            total.set(
+                name,
+                total
+                    .get(name)
+                    .saturating_add(amount.saturating_mul((*pods).into())),
+            );
+        }
+    }
+    Ok(total)
 }
 
 #[cfg(test)]
@@ -129,6 +160,56 @@ mod tests {
             panic!("expected a PodGroup");
         };
         assert_eq!(group.spec.queue.as_deref(), Some("team"));
+    }
+
+    #[test]
+    fn a_jobset_whose_trainer_nodes_wait_for_its_initializer_is_admitted_ahead_on_all_it_asks() {
+        let key = GroupKey::new("ml", "train");
+        let jobset = Workload {
+            api_version: "jobset.x-k8s.io/v1alpha2".into(),
+            kind: "JobSet".into(),
+            name: "train".into(),
+            uid: "js-uid".into(),
+        };
+        let pod = |cpu: &str| {
+            json!({"template": {"spec": {"containers": [
+            {"name": "c", "resources": {"requests": {"cpu": cpu, "memory": "1Gi"}}}]}}})
+        };
+        let object: DynamicObject = serde_json::from_value(json!({
+            "apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet",
+            "metadata": {"name": "train", "namespace": "ml", "uid": "js-uid"},
+            "spec": {"replicatedJobs": [
+                {"name": "dataset-initializer", "template": {"spec": pod("1")}},
+                {"name": "node", "replicas": 4, "template": {"spec": pod("8")},
+                 "dependsOn": [{"name": "dataset-initializer", "status": "Complete"}]}]}
+        }))
+        .unwrap();
+        let Some(Plan::Create(group)) = plan(&key, &asked(), &jobset, Ok(&object), None) else {
+            panic!("expected a PodGroup");
+        };
+        assert_eq!(group.spec.min_member, 5);
+        let asks: Vec<(String, String)> = group
+            .spec
+            .min_resources
+            .iter()
+            .map(|(k, v)| (k.clone(), v.0.clone()))
+            .collect();
+        assert_eq!(
+            asks,
+            [("cpu".into(), "33".into()), ("memory".into(), "5Gi".into())]
+        );
+        assert!(group.admitted_ahead_of_members(), "{:?}", group.metadata);
+
+        let mut at_once = object.clone();
+        at_once.data["spec"]["replicatedJobs"][1]
+            .as_object_mut()
+            .unwrap()
+            .remove("dependsOn");
+        let Some(Plan::Create(group)) = plan(&key, &asked(), &jobset, Ok(&at_once), None) else {
+            panic!("expected a PodGroup");
+        };
+        assert!(group.spec.min_resources.is_empty());
+        assert!(!group.admitted_ahead_of_members());
     }
 
     #[test]

@@ -3,9 +3,10 @@
 //! (`scheduling.volcano.sh`) with its pods annotated `scheduling.k8s.io/group-name`, by hand and
 //! from the real operators e2e/up runs (`--operators`).
 //! The cluster is `e2e/up`'s default: 4 nodes of 32 CPUs. LeaderWorkerSet's replicas are in
-//! [`lws`].
+//! [`lws`], Kubeflow Trainer's TrainJobs in [`trainer`].
 
 mod lws;
+mod trainer;
 
 use gangplank::api::scheduler_plugins::{SchedulerPluginsPodGroup, SchedulerPluginsPodGroupSpec};
 use gangplank::api::volcano::{VolcanoPodGroup, VolcanoPodGroupSpec};
