@@ -12,6 +12,8 @@
 //! - `spec.minMember` at least 1; `spec.maxMember`, when set, at least `spec.minMember`; both
 //!   at most [`gangplank_core::limits::MAX_MEMBERS`] (the CRD checks all three too; repeated
 //!   so the rules hold wherever the schema was edited);
+//! - the annotation `scheduling.gangplank.dev/members-in-stages`, when set, is `true` or
+//!   `false`;
 //! - the queue exists and is Open, on CREATE and when an UPDATE changes it;
 //! - once the group is admitted (Inqueue, Running, or Unknown, or admitted ahead of its members
 //!   as its annotation says, before its status does), `spec.minMember` and `spec.queue` may no
@@ -88,6 +90,15 @@ pub fn validate(w: &Webhooks, request: &AdmissionRequest<PodGroup>) -> Result<Ve
                 "must be at least spec.minMember ({}) or unset, got {max}",
                 spec.min_member
             ),
+        );
+    }
+    let in_stages = labels::MEMBERS_IN_STAGES_ANNOTATION;
+    if let Some(value) = labels::annotation_value(&group.metadata, in_stages)
+        && !matches!(value, "true" | "false")
+    {
+        errors.add(
+            &format!("metadata.annotations[{in_stages}]"),
+            format!("must be \"true\" or \"false\", got {value:?}"),
         );
     }
     errors.seconds("spec.maxWaitSeconds", spec.max_wait_seconds);

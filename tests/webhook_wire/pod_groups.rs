@@ -98,6 +98,26 @@ async fn a_pod_group_whose_preferred_topology_key_is_not_a_label_key_is_refused_
     allowed_unchanged(&answer);
 }
 
+#[tokio::test]
+async fn a_members_in_stages_annotation_other_than_true_or_false_is_refused_naming_it() {
+    let mut group = a_pod_group(json!({"minMember": 5}), None);
+    group["metadata"]["annotations"] = json!({"scheduling.gangplank.dev/members-in-stages": "yes"});
+    let answer = post(
+        router(),
+        VALIDATE_PODGROUPS,
+        &create("podgroups", group.clone()),
+    )
+    .await;
+    assert_eq!(
+        denial(&answer, 422),
+        r#"metadata.annotations[scheduling.gangplank.dev/members-in-stages]: must be "true" or "false", got "yes""#
+    );
+    group["metadata"]["annotations"] =
+        json!({"scheduling.gangplank.dev/members-in-stages": "true"});
+    let answer = post(router(), VALIDATE_PODGROUPS, &create("podgroups", group)).await;
+    allowed_unchanged(&answer);
+}
+
 /// [`cluster`] with a Topology `dc` of levels zone, block and rack.
 fn with_racks() -> Router {
     let lookup = StaticLookup {
