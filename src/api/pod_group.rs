@@ -141,10 +141,13 @@ impl PodGroup {
     pub fn admitted_ahead_of_members(&self) -> bool {
         super::volcano::controls(self)
             || super::batch_job::controls(self)
-            || super::labels::annotation_value(
-                &self.metadata,
-                super::labels::MEMBERS_IN_STAGES_ANNOTATION,
-            ) == Some("true")
+            || self.members_in_stages()
+    }
+
+    /// Its members come in stages ([`super::labels::MEMBERS_IN_STAGES_ANNOTATION`] is `true`).
+    pub fn members_in_stages(&self) -> bool {
+        super::labels::annotation_value(&self.metadata, super::labels::MEMBERS_IN_STAGES_ANNOTATION)
+            == Some("true")
     }
 
     /// Marks it as a group whose members come in stages

@@ -245,6 +245,7 @@ pub fn pod_group(group: &api::PodGroup) -> Result<PodGroup, Error> {
             .filter(|k| !k.is_empty()),
         placed_whole_by_scheduler: spec.min_member > 1 && workload_api::made_for_upstream(group),
         ahead: group.admitted_ahead_of_members(),
+        in_stages: group.members_in_stages(),
         admitted_at: volcano::admitted_ahead_at(group),
         created: meta
             .creation_timestamp

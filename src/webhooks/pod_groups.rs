@@ -97,7 +97,7 @@ pub fn validate(w: &Webhooks, request: &AdmissionRequest<PodGroup>) -> Result<Ve
         && !matches!(value, "true" | "false")
     {
         errors.add(
-            &format!("metadata.annotations[{in_stages}]"),
+            format!("metadata.annotations[{in_stages}]"),
             format!("must be \"true\" or \"false\", got {value:?}"),
         );
     }

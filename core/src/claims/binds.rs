@@ -47,7 +47,7 @@ pub fn reserve(
         node,
         now + settings.timeout(&group),
     );
-    let quorum = placed_members(state, &key, "") >= group.min_member as usize;
+    let quorum = quorum_count(state, &key, "") >= group.min_member as usize;
     if quorum {
         state.drop_claim(&key);
     }
@@ -144,6 +144,20 @@ pub fn placed_members(state: &State, key: &GroupKey, except: &str) -> usize {
             })
             .count()
     })
+}
+
+/// What counts towards the quorum the binds of the gang `key` wait for: its
+/// [`placed_members`] other than `except`, and for a group whose members come in stages
+/// ([`crate::model::PodGroup::in_stages`]) the members its admission keeps room for and that
+/// are still to come (its placeholders): a TrainJob's initializer binds into room kept for its
+/// trainer nodes, which are created only once it finished.
+pub fn quorum_count(state: &State, key: &GroupKey, except: &str) -> usize {
+    let placed = placed_members(state, key, except);
+    let kept = state
+        .group(key)
+        .filter(|g| g.spec.as_deref().is_some_and(|s| s.in_stages))
+        .map_or(0, |g| g.owed().len());
+    placed + kept
 }
 
 /// Gives up one slot of the gang's claim for a member reserved on `node`: the slot on that node
@@ -443,6 +457,33 @@ mod tests {
                 .all(|n| n.reserved.is_empty() && n.claimed.is_empty())
         );
         assert!(s.ledger().reservations().is_empty());
+    }
+
+    #[test]
+    fn the_first_stage_of_a_group_in_stages_binds_into_the_room_kept_for_the_later_ones() {
+        for in_stages in [true, false] {
+            let mut s = cluster(2, 32);
+            let group = PodGroup {
+                schedule_timeout: std::time::Duration::from_secs(30),
+                min_resources: Resources::from([("cpu", 33_000)]),
+                ahead: true,
+                in_stages,
+                ..crate::testing::pod_group("train", 5, "default")
+            };
+            let key = group.key.clone();
+            s.apply_pod_group(group);
+            let now = Instant::now();
+            let initializer = member(&mut s, "train", 0, 1);
+            assert!(!run(&mut s, &initializer, now).passed.is_empty());
+            let (_, quorum) = reserve(&mut s, "train-0", "ns/train-0", "n0", &SETTINGS, now)
+                .unwrap()
+                .unwrap();
+            assert_eq!(
+                (quorum_count(&s, &key, ""), quorum),
+                if in_stages { (5, true) } else { (1, false) },
+                "in stages: {in_stages}"
+            );
+        }
     }
 
     #[test]

@@ -9,7 +9,7 @@ use std::time::Instant;
 
 use rustc_hash::FxHashSet;
 
-use super::binds::placed_members;
+use super::binds::quorum_count;
 use super::expiry::expire;
 use super::slots::{fits_on_empty, member_shapes, plan};
 use super::{Error, FailReason, FilterVerdict, Settings, gate_removed_by_other, spec};
@@ -49,7 +49,7 @@ pub fn filter<'a, S: AsRef<str>>(
     };
     expire(state, now);
     let group = spec(state, pod, &key)?;
-    let placed = placed_members(state, &key, &pod.uid);
+    let placed = quorum_count(state, &key, &pod.uid);
     if let Some(max) = group.max_member
         && placed >= max as usize
     {

@@ -290,6 +290,11 @@ pub struct PodGroup {
     /// came, admission sees placeholders for the rest ([`crate::model::owed`]) and counts them
     /// as members.
     pub ahead: bool,
+    /// Its members come in stages (a TrainJob's initializers, then its trainer nodes): those of
+    /// a later stage are created only once an earlier one finished, so the room its admission
+    /// keeps for members still to come (its placeholders, [`crate::model::owed`]) counts
+    /// towards the quorum its binds wait for ([`crate::claims::quorum_count`]). Admitted ahead.
+    pub in_stages: bool,
     /// When the admission pass last admitted the group with room kept for members still to
     /// come (placeholders, [`crate::model::owed`]), as recorded on the PodGroup (Unix
     /// seconds): that room is kept until the group's schedule timeout has passed since.
@@ -323,6 +328,7 @@ impl PodGroup {
             topology_key: None,
             preferred_topology_key: None,
             ahead: false,
+            in_stages: false,
             admitted_at: None,
             created: 0,
             placed_whole_by_scheduler: false,

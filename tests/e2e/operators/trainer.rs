@@ -20,8 +20,10 @@ use super::operator_runs;
 use crate::queues::{QueueGuard, cpu_cap, create_queue, delete_queue, not_admitted};
 use crate::support::{Cluster, default_queue, eventually, holds_for, pod_group_collected};
 
-/// Trainer's label on each pod: the step of the TrainJob it runs.
+/// Trainer's label on each step's Job: the step of the TrainJob it runs.
 const STEP_LABEL: &str = "trainer.kubeflow.org/trainjob-ancestor-step";
+/// JobSet's label on each pod: the replicated job it belongs to (the runtime's step names).
+const REPLICATED_JOB_LABEL: &str = "jobset.sigs.k8s.io/replicatedjob-name";
 
 /// The gang a runtime asks Trainer for (`spec.podGroupPolicy`).
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -40,8 +42,8 @@ fn resource(group: &str, kind: &str) -> ApiResource {
 
 /// A TrainingRuntime of a dataset initializer (1 CPU) and trainer nodes of 8 CPUs that wait for
 /// it (`dependsOn`), with `policy`, in `queue` named where that policy lets a user name it: the
-/// JobSet's label (no policy; the namespace's default queue otherwise, or Volcano's queue
-/// annotation, which Trainer copies to its PodGroup).
+/// JobSet's label (no policy), Volcano's queue annotation, which Trainer copies into its
+/// PodGroup (volcano), or the namespace's default queue (coscheduling, set by the caller).
 fn runtime(name: &str, policy: Policy, queue: &str) -> DynamicObject {
     let mut jobset_meta = json!({"labels": {}, "annotations": {}});
     let mut node_pod = json!({"containers": [{"name": "node", "image": "busybox",
@@ -92,7 +94,8 @@ fn train_job(name: &str, runtime: &str, nodes: u32) -> DynamicObject {
     .unwrap()
 }
 
-/// The namespace's pods of `step` (`dataset-initializer` or `trainer`): `(made, bound, succeeded)`.
+/// The namespace's pods of the runtime's `step` (`dataset-initializer` or `node`):
+/// `(made, bound, succeeded)`.
 async fn step(pods: &Api<Pod>, step: &str) -> (usize, usize, usize) {
     let mut counts = (0, 0, 0);
     for pod in pods.list(&Default::default()).await.unwrap().items {
@@ -100,7 +103,7 @@ async fn step(pods: &Api<Pod>, step: &str) -> (usize, usize, usize) {
             .metadata
             .labels
             .as_ref()
-            .and_then(|l| l.get(STEP_LABEL))
+            .and_then(|l| l.get(REPLICATED_JOB_LABEL))
             .is_some_and(|s| s == step);
         if !of_step {
             continue;
@@ -125,8 +128,12 @@ async fn a_train_job_runs_whole_in_its_queue(policy: Policy) {
     let queue = create_queue(&cluster.client, "trainer", cpu_cap("24")).await;
     let _guard = QueueGuard(queue.clone());
     let ns = cluster.namespace("trainer").await;
-    if policy == Policy::Coscheduling {
-        default_queue(cluster, &ns.name, &queue).await;
+    match policy {
+        Policy::Coscheduling => default_queue(cluster, &ns.name, &queue).await,
+        // Pods that carry only Volcano's annotation reach Gangplank's webhook in a namespace
+        // with a default queue; the group's queue is still its Volcano PodGroup's.
+        Policy::Volcano => default_queue(cluster, &ns.name, labels::DEFAULT_QUEUE).await,
+        Policy::None => {}
     }
     let pods = ns.api::<Pod>();
     let groups = ns.api::<PodGroup>();
@@ -179,7 +186,7 @@ async fn a_train_job_runs_whole_in_its_queue(policy: Policy) {
         10,
         "the initializer unbound and no trainer node made",
         async || {
-            step(&pods, "dataset-initializer").await.1 == 0 && step(&pods, "trainer").await.0 == 0
+            step(&pods, "dataset-initializer").await.1 == 0 && step(&pods, "node").await.0 == 0
         },
     )
     .await;
@@ -197,7 +204,7 @@ async fn a_train_job_runs_whole_in_its_queue(policy: Policy) {
     })
     .await;
     eventually("the four trainer nodes bound", 120, || async {
-        let (made, bound, _) = step(&pods, "trainer").await;
+        let (made, bound, _) = step(&pods, "node").await;
         (made == 4 && bound == 4).then_some(())
     })
     .await;
