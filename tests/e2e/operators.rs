@@ -10,13 +10,14 @@ mod trainer;
 
 use gangplank::api::scheduler_plugins::{SchedulerPluginsPodGroup, SchedulerPluginsPodGroupSpec};
 use gangplank::api::volcano::{VolcanoPodGroup, VolcanoPodGroupSpec};
-use gangplank::api::{PodGroup, labels};
+use gangplank::api::{PodGroup, QueueSpec, labels};
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use kube::Api;
 use kube::api::{ApiResource, DeleteParams, DynamicObject, GroupVersionKind, PostParams};
 use serde_json::json;
 
+use crate::queues::{QueueGuard, create_queue, delete_queue, not_admitted};
 use crate::support::{
     Cluster, bound_eventually, bound_with_prefix, default_queue, eventually, fill_one_node,
     holds_for, managed_pod, pod, pod_group, pod_group_collected, pod_group_in_phase,
@@ -39,6 +40,8 @@ async fn a_scheduler_plugins_pod_group_waits_whole_without_room_runs_whole_with_
  {
     let cluster = Cluster::connect().await;
     let ns = cluster.namespace("scheduler-plugins").await;
+    let queue = create_queue(&cluster.client, "scheduler-plugins", QueueSpec::default()).await;
+    let _guard = QueueGuard(queue.clone());
     let pods = ns.api::<Pod>();
     let groups = ns.api::<PodGroup>();
     let sources = ns.api::<SchedulerPluginsPodGroup>();
@@ -52,14 +55,14 @@ async fn a_scheduler_plugins_pod_group_waits_whole_without_room_runs_whole_with_
             ..Default::default()
         },
     );
-    source.metadata.annotations = Some([(labels::QUEUE_LABEL.into(), "default".into())].into());
+    source.metadata.annotations = Some([(labels::QUEUE_LABEL.into(), queue.clone())].into());
     let source = sources
         .create(&PostParams::default(), &source)
         .await
         .unwrap();
     let group = pod_group_in_phase(&groups, "train", "Pending").await;
     assert_eq!(group.spec.min_member, 4);
-    assert_eq!(group.spec.queue.as_deref(), Some("default"));
+    assert_eq!(group.spec.queue.as_deref(), Some(queue.as_str()));
     let owner = &group.metadata.owner_references.as_ref().unwrap()[0];
     assert_eq!(
         (owner.kind.as_str(), owner.uid.as_str()),
@@ -100,6 +103,7 @@ async fn a_scheduler_plugins_pod_group_waits_whole_without_room_runs_whole_with_
         .unwrap();
     pod_group_collected(&groups, "train", "its source").await;
     ns.delete().await;
+    delete_queue(&cluster.client, &queue).await;
 }
 
 /// A pod as an operator in Volcano mode makes it: only Volcano's annotation names its gang (the
@@ -120,6 +124,10 @@ async fn a_volcano_pod_group_is_admitted_on_its_min_resources_before_its_pods_ex
  {
     let cluster = Cluster::connect().await;
     let ns = cluster.namespace("volcano").await;
+    let queue = create_queue(&cluster.client, "volcano", QueueSpec::default()).await;
+    let _guard = QueueGuard(queue.clone());
+    // Pods that carry only Volcano's annotation reach the webhook in a namespace with a
+    // default queue; the group's queue is the Volcano PodGroup's.
     default_queue(&cluster, &ns.name, "default").await;
     let pods = ns.api::<Pod>();
     let groups = ns.api::<PodGroup>();
@@ -132,7 +140,7 @@ async fn a_volcano_pod_group_is_admitted_on_its_min_resources_before_its_pods_ex
         VolcanoPodGroupSpec {
             min_member: Some(4),
             min_resources: [("cpu".into(), Quantity("128".into()))].into(),
-            queue: Some("default".into()),
+            queue: Some(queue.clone()),
             ..Default::default()
         },
     );
@@ -141,7 +149,11 @@ async fn a_volcano_pod_group_is_admitted_on_its_min_resources_before_its_pods_ex
         .await
         .unwrap();
     let group = pod_group_in_phase(&groups, "train", "Pending").await;
-    assert_eq!(group.spec.min_member, 4);
+    assert_eq!(
+        (group.spec.min_member, group.spec.queue.as_deref()),
+        (4, Some(queue.as_str())),
+        "the Volcano PodGroup's spec.queue, not the namespace's default"
+    );
     eventually("the Volcano PodGroup Pending", 30, || async {
         (volcano_phase(&sources, "train").await.as_deref() == Some("Pending")).then_some(())
     })
@@ -185,6 +197,7 @@ async fn a_volcano_pod_group_is_admitted_on_its_min_resources_before_its_pods_ex
         .unwrap();
     pod_group_collected(&groups, "train", "its source").await;
     ns.delete().await;
+    delete_queue(&cluster.client, &queue).await;
 }
 
 #[tokio::test]
@@ -334,9 +347,19 @@ struct Mode<'a> {
     scheduler: &'a str,
     /// The name of the PodGroup it asks for: the workload's, unless it says otherwise.
     group: Option<&'a str>,
-    /// Whether the test labels the namespace with a default queue (else the workload names
-    /// its queue itself).
-    namespace_queue: bool,
+    /// Where the user names the workload's queue.
+    queue_on: QueueOn,
+}
+
+/// Where an operator row names its queue, each row a queue of its own: a queue the test
+/// makes, never `default`, where a group lands when nothing names one.
+#[derive(Clone, Copy)]
+enum QueueOn {
+    /// The namespace's default queue.
+    Namespace,
+    /// A label of this key on the workload, which its operator or Gangplank's workload webhook
+    /// carries to its pods and PodGroup.
+    WorkloadLabel(&'static str),
 }
 
 /// The phase of the Volcano PodGroup `name`, as Gangplank wrote it.
@@ -370,12 +393,13 @@ enum Place {
 /// The story every operator row of the table in docs/operators.md tells: the workload
 /// `workload`, whose four pods (names starting with its name and `-`) each take a whole node, is
 /// created in the namespace of `place` while one node is full, by `operator` (which e2e/up must
-/// run) in `mode`. Its PodGroup (in the mode's dialect; with no gang flag, the workload itself)
-/// becomes a Gangplank gang of four in the queue `default`; none of its pods binds while only
-/// three nodes are free (when the operator waits for a Volcano PodGroup's phase, none is even
-/// created), the Volcano PodGroup stays Pending, and the PodGroup says why; once the node is free
-/// all four bind, on the scheduler name the operator set, and a Volcano PodGroup is Running;
-/// deleting the workload deletes its PodGroups.
+/// run) in `mode`, naming a queue of its own where the mode says. Its PodGroup (in the mode's
+/// dialect; with no gang flag, the workload itself) becomes a Gangplank gang of four in that
+/// queue; none of its pods binds while only three nodes are free (when the operator waits for a
+/// Volcano PodGroup's phase, none is even created), the Volcano PodGroup stays Pending, and the
+/// PodGroup says it does not fit, needing 128 CPUs; once the node is free all four bind, on the
+/// scheduler name the operator set, and a Volcano PodGroup is Running; deleting the workload
+/// deletes its PodGroups.
 async fn waits_whole_then_runs_whole(
     operator: &str,
     place: Place,
@@ -389,8 +413,18 @@ async fn waits_whole_then_runs_whole(
         Place::Fresh(prefix) => cluster.namespace(prefix).await,
     };
     let dialect = mode.dialect;
-    if mode.namespace_queue {
-        default_queue(cluster, &ns.name, "default").await;
+    let queue = create_queue(&cluster.client, operator, QueueSpec::default()).await;
+    let _guard = QueueGuard(queue.clone());
+    let mut workload = workload;
+    match mode.queue_on {
+        QueueOn::Namespace => default_queue(cluster, &ns.name, &queue).await,
+        QueueOn::WorkloadLabel(key) => {
+            workload
+                .metadata
+                .labels
+                .get_or_insert_default()
+                .insert(key.into(), queue.clone());
+        }
     }
     let pods = ns.api::<Pod>();
     let groups = ns.api::<PodGroup>();
@@ -414,7 +448,7 @@ async fn waits_whole_then_runs_whole(
         .unwrap();
     let gang = pod_group_in_phase(&groups, &name, "Pending").await;
     assert_eq!(gang.spec.min_member, 4);
-    assert_eq!(gang.spec.queue.as_deref(), Some("default"));
+    assert_eq!(gang.spec.queue.as_deref(), Some(queue.as_str()));
     match dialect {
         Dialect::Plain | Dialect::SchedulerPlugins | Dialect::Volcano { waits: false } => {
             eventually(&format!("the {kind}'s four pods"), 60, || async {
@@ -446,9 +480,17 @@ async fn waits_whole_then_runs_whole(
             .await;
         }
     }
-    let conditions = groups.get(&name).await.unwrap().status.unwrap().conditions;
-    let admitted = conditions.iter().find(|c| c.type_ == "Admitted").unwrap();
-    assert_eq!(admitted.status, "False", "{admitted:?}");
+    let why = eventually(
+        &format!("{name}'s PodGroup saying why it waits"),
+        30,
+        || async {
+            let (_, why) = not_admitted(&groups, &name).await?;
+            // `DoesNotFit`, or `Reserved` once it heads the line and holds the room there is.
+            why.contains("does not fit now").then_some(why)
+        },
+    )
+    .await;
+    assert!(why.contains("cpu 128 needed"), "{why}");
 
     pods.delete("filler", &DeleteParams::default())
         .await
@@ -479,22 +521,23 @@ async fn waits_whole_then_runs_whole(
         .unwrap();
     pod_group_collected(&groups, &name, &format!("{kind} {workload_name}")).await;
     ns.delete().await;
+    delete_queue(&cluster.client, &queue).await;
 }
 
 /// The modes most operators share: scheduler-plugins' PodGroup, Volcano's (the pods created at
-/// once, or only once its phase leaves Pending), no gang flag; each with the namespace's default
-/// queue.
+/// once, or only once its phase leaves Pending), no gang flag; each with its queue named as the
+/// namespace's default queue.
 const SCHEDULER_PLUGINS: Mode = Mode {
     dialect: Dialect::SchedulerPlugins,
     scheduler: "scheduler-plugins-scheduler",
     group: None,
-    namespace_queue: true,
+    queue_on: QueueOn::Namespace,
 };
 const VOLCANO: Mode = Mode {
     dialect: Dialect::Volcano { waits: false },
     scheduler: "volcano",
     group: None,
-    namespace_queue: true,
+    queue_on: QueueOn::Namespace,
 };
 const VOLCANO_WAITING: Mode = Mode {
     dialect: Dialect::Volcano { waits: true },
@@ -504,14 +547,8 @@ const PLAIN: Mode = Mode {
     dialect: Dialect::Plain,
     scheduler: "default-scheduler",
     group: None,
-    namespace_queue: true,
+    queue_on: QueueOn::Namespace,
 };
-
-/// `workload` with the label `key: value`.
-fn labelled(mut workload: DynamicObject, key: &str, value: &str) -> DynamicObject {
-    workload.metadata.labels = Some([(key.into(), value.into())].into());
-    workload
-}
 
 /// One ignored `#[tokio::test]` per row, named as the row says, telling
 /// [`waits_whole_then_runs_whole`]'s story with the row's operator, place, mode and workload.
@@ -545,8 +582,12 @@ operator_rows! {
         ray_cluster("ray", 3, 32, false);
     a_ray_cluster_of_kuberay_in_volcano_mode_in_the_queue_of_its_label_waits_whole_then_runs_whole:
         "kuberay", Place::Operators("kuberay-volcano"),
-        Mode { group: Some("ray-ray-pg"), namespace_queue: false, ..VOLCANO },
-        labelled(ray_cluster("ray", 3, 32, false), labels::VOLCANO_QUEUE_NAME_LABEL, "default");
+        Mode {
+            group: Some("ray-ray-pg"),
+            queue_on: QueueOn::WorkloadLabel(labels::VOLCANO_QUEUE_NAME_LABEL),
+            ..VOLCANO
+        },
+        ray_cluster("ray", 3, 32, false);
     an_mpi_job_in_scheduler_plugins_mode_waits_whole_then_runs_whole_launcher_included:
         "mpi-operator", Place::Operators("mpi-operator"), SCHEDULER_PLUGINS,
         mpi_job("train", 3, 32);
@@ -557,8 +598,9 @@ operator_rows! {
         "mpi-operator", Place::Operators("mpi-operator-plain"), PLAIN,
         mpi_job("train", 3, 32);
     a_jobset_labelled_with_a_queue_is_one_gang_of_all_its_jobs_in_that_queue:
-        "jobset", Place::Fresh("jobset"), Mode { namespace_queue: false, ..PLAIN },
-        labelled(jobset("train", 3, 32), labels::QUEUE_LABEL, "default");
+        "jobset", Place::Fresh("jobset"),
+        Mode { queue_on: QueueOn::WorkloadLabel(labels::QUEUE_LABEL), ..PLAIN },
+        jobset("train", 3, 32);
 }
 
 #[tokio::test]
@@ -575,7 +617,9 @@ async fn a_kubernetes_pod_group_of_the_workload_api_waits_whole_then_runs_whole(
         "this test needs the Workload API: bring the cluster up with e2e/up --feature-gates GenericWorkload=true (e2e/test does), not {gates:?}"
     );
     let ns = cluster.namespace("workload-api").await;
-    default_queue(&cluster, &ns.name, "default").await;
+    let queue = create_queue(&cluster.client, "workload-api", QueueSpec::default()).await;
+    let _guard = QueueGuard(queue.clone());
+    default_queue(&cluster, &ns.name, &queue).await;
     let pods = ns.api::<Pod>();
     let groups = ns.api::<PodGroup>();
     // The Workload API's version as the running release serves it: v1beta1 from 1.37.
@@ -606,7 +650,7 @@ async fn a_kubernetes_pod_group_of_the_workload_api_waits_whole_then_runs_whole(
         .unwrap();
     let group = pod_group_in_phase(&groups, "train", "Pending").await;
     assert_eq!(group.spec.min_member, 4);
-    assert_eq!(group.spec.queue.as_deref(), Some("default"));
+    assert_eq!(group.spec.queue.as_deref(), Some(queue.as_str()));
     let owner = &group.metadata.owner_references.as_ref().unwrap()[0];
     assert_eq!(owner.uid.as_str(), source.metadata.uid.as_deref().unwrap());
 
@@ -644,4 +688,5 @@ async fn a_kubernetes_pod_group_of_the_workload_api_waits_whole_then_runs_whole(
         .unwrap();
     pod_group_collected(&groups, "train", "its source").await;
     ns.delete().await;
+    delete_queue(&cluster.client, &queue).await;
 }
