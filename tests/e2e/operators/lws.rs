@@ -73,6 +73,19 @@ fn leader_worker_set(
     cpu: u32,
     template: serde_json::Value,
 ) -> DynamicObject {
+    started(name, replicas, size, cpu, template, "LeaderCreated")
+}
+
+/// [`leader_worker_set`] started with `startup_policy` (`LeaderCreated` or `LeaderReady`: the
+/// workers only once the leader is Ready).
+fn started(
+    name: &str,
+    replicas: u32,
+    size: u32,
+    cpu: u32,
+    template: serde_json::Value,
+    startup_policy: &str,
+) -> DynamicObject {
     let mut pod = json!({"metadata": {}, "spec": {"containers": [{"name": "main",
         "image": "busybox", "resources": {"requests": {"cpu": cpu.to_string()}}}]}});
     for (part, fields) in template.as_object().into_iter().flatten() {
@@ -83,7 +96,7 @@ fn leader_worker_set(
     serde_json::from_value(json!({
         "apiVersion": "leaderworkerset.x-k8s.io/v1", "kind": "LeaderWorkerSet",
         "metadata": {"name": name},
-        "spec": {"replicas": replicas, "startupPolicy": "LeaderCreated",
+        "spec": {"replicas": replicas, "startupPolicy": startup_policy,
             "leaderWorkerTemplate": {"size": size, "workerTemplate": pod}}
     }))
     .unwrap()
@@ -329,4 +342,111 @@ async fn without_a_gang_provider_each_leader_worker_set_replica_is_one_gang_in_i
 #[ignore = "needs the local control plane: run e2e/test"]
 async fn with_lws_s_volcano_provider_each_replica_is_one_gang_in_its_namespace_s_queue() {
     each_replica_is_one_gang_in_its_queue(Provider::Volcano, QueueOn::Namespace).await;
+}
+
+/// With LWS's Volcano provider and `startupPolicy: LeaderReady`, LWS makes a replica's workers
+/// only once its leader is Ready, and writes its Volcano PodGroup with `minMember: 1` and the
+/// whole replica in `minResources`. In a queue whose capability holds one replica (32 CPUs:
+/// four pods of 8), an LWS of 2 replicas of 4: one replica's leader is bound, then its three
+/// workers come and are bound; the other's leader waits, not bound for 10 s, its PodGroup
+/// (`minMember` 1, `minResources` 32 CPUs) saying the queue has reached its capability, so it
+/// never starts workers that could not run. Given room for both, the second replica runs whole.
+#[tokio::test]
+#[ignore = "needs the local control plane: run e2e/test"]
+async fn with_lws_s_volcano_provider_a_replica_started_leader_ready_is_admitted_on_the_whole_replicas_room()
+ {
+    let cluster = &Cluster::connect().await;
+    lws_with(cluster, Provider::Volcano).await;
+    let queue = create_queue(&cluster.client, "lws", cpu_cap("32")).await;
+    let _guard = QueueGuard(queue.clone());
+    let ns = cluster.namespace("lws").await;
+    default_queue(cluster, &ns.name, &queue).await;
+    let pods = ns.api::<Pod>();
+    let groups = ns.api::<PodGroup>();
+    let resource = ApiResource::from_gvk(&GroupVersionKind::gvk(
+        "leaderworkerset.x-k8s.io",
+        "v1",
+        "LeaderWorkerSet",
+    ));
+    let sets: Api<DynamicObject> =
+        Api::namespaced_with(cluster.client.clone(), &ns.name, &resource);
+    let template = json!({"spec": {"schedulerName": "volcano"}});
+    let lws = started("lws", 2, 4, 8, template, "LeaderReady");
+    eventually("the LeaderWorkerSet created", 30, || async {
+        sets.create(&PostParams::default(), &lws).await.ok()
+    })
+    .await;
+
+    let (running, waiting) = eventually(
+        "one replica bound whole, the other's leader alone and waiting",
+        120,
+        || async {
+            let replicas = replicas(&pods).await;
+            let whole = replicas
+                .values()
+                .find(|r| r.pods == 4 && r.bound == 4)?
+                .clone();
+            let other = replicas
+                .values()
+                .find(|r| r.leader != whole.leader)?
+                .clone();
+            (replicas.len() == 2 && other.pods == 1 && other.group.is_some())
+                .then_some((whole, other))
+        },
+    )
+    .await;
+    let waiting_group = waiting.group.clone().unwrap();
+    let why = eventually("the waiting replica's PodGroup to say why", 30, || async {
+        let (_, why) = not_admitted(&groups, &waiting_group).await?;
+        why.starts_with(&format!("queue {queue} has reached its capability"))
+            .then_some(why)
+    })
+    .await;
+    assert!(why.contains("> capability 32"), "{why}");
+    let gang = groups.get(&waiting_group).await.unwrap();
+    assert_eq!(
+        (gang.spec.min_member, gang.spec.queue.as_deref()),
+        (1, Some(queue.as_str()))
+    );
+    assert_eq!(
+        gang.spec.min_resources.get("cpu").map(|q| q.0.as_str()),
+        Some("32"),
+        "the whole replica"
+    );
+    holds_for(
+        10,
+        &format!("replica {}'s leader alone and unbound", waiting.leader),
+        async || {
+            let now = replicas(&pods).await;
+            now.values()
+                .find(|r| r.leader == waiting.leader)
+                .is_some_and(|r| r.pods == 1 && r.bound == 0)
+                && now
+                    .values()
+                    .any(|r| r.leader == running.leader && r.bound == 4)
+        },
+    )
+    .await;
+
+    Api::<gangplank::api::Queue>::all(cluster.client.clone())
+        .patch(
+            &queue,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"capability": {"cpu": "64"}}})),
+        )
+        .await
+        .unwrap();
+    eventually("both replicas of four bound whole", 120, || async {
+        let replicas = replicas(&pods).await;
+        (replicas.len() == 2 && replicas.values().all(|r| r.pods == 4 && r.bound == 4))
+            .then_some(())
+    })
+    .await;
+
+    sets.delete("lws", &DeleteParams::background())
+        .await
+        .unwrap();
+    pod_group_collected(&groups, &waiting_group, "its replica").await;
+    ns.delete().await;
+    delete_queue(&cluster.client, &queue).await;
 }
