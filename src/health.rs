@@ -20,20 +20,9 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use axum::routing::get;
 
-use crate::cache::{Cache, Watched};
-
-/// The names of the watches that are not synced; empty when ready.
+/// The names of the watches that are not synced; empty when ready (`gangplank serve` asks the
+/// cache's and the stores' watches, `crate::cache::unsynced_watches`).
 pub type Unsynced = Arc<dyn Fn() -> Vec<&'static str> + Send + Sync>;
-
-/// What `/readyz` checks in `gangplank serve`: the cache's watches, then the stores'.
-pub fn watches(cache: Cache, stores: Arc<crate::cache::stores::Stores>) -> Unsynced {
-    Arc::new(move || {
-        let mut names: Vec<&'static str> =
-            cache.unsynced().into_iter().map(Watched::as_str).collect();
-        names.extend(stores.unsynced());
-        names
-    })
-}
 
 /// [`Heartbeat::last`] of a loop that is not running.
 const RESTING: u64 = u64::MAX;
@@ -159,7 +148,7 @@ async fn readyz(State(Probes { unsynced, .. }): State<Probes>) -> (StatusCode, S
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cache::Change;
+    use crate::cache::{Cache, Change, Watched};
     use axum::body::Body;
     use axum::http::Request;
     use http_body_util::BodyExt;

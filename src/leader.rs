@@ -14,7 +14,7 @@
 //! for it to expire.
 //!
 //! The scheduler reaches the leader only: the leader labels its own pod
-//! ([`crate::api::labels::LEADER_LABEL`]) and the extender's Service selects that label. One
+//! ([`LEADER_LABEL`]) and the extender's Service selects that label. One
 //! task ([`Elector::label_keeper`]) writes the label, retrying with backoff until the pod
 //! shows what the elector last wanted: on while leading, off otherwise (a follower takes it
 //! off when it starts, as a container restarted after a crash may find it left there, and a
@@ -43,9 +43,13 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use crate::api::labels::LEADER_LABEL;
 use crate::fence::Fence;
 use crate::metrics;
+
+/// Label on the pod of the Gangplank replica that holds the leader Lease (`"true"`): the
+/// extender's Service selects it, so the scheduler's calls reach the leader only. Re-exported
+/// with the other well-known names (`crate::api::labels`).
+pub const LEADER_LABEL: &str = "scheduling.gangplank.dev/leader";
 
 /// Where the Lease is and how this replica takes part.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -133,7 +133,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     let admission_beat = health::Heartbeat::idle("the admission loop", ADMISSION_LOOP_LIMIT);
     let controller_beat = health::Heartbeat::idle("the controller", CONTROLLER_LIMIT);
     let metrics_router = health::router(
-        health::watches(cache.clone(), stores.clone()),
+        cache::unsynced_watches(cache.clone(), stores.clone()),
         vec![admission_beat.clone(), controller_beat.clone()],
     )
     .merge(metrics::router(prometheus.clone(), queue_series));

@@ -10,7 +10,7 @@
 //! write only differences and to judge transitions) and owner (to leave hand-made PodGroups
 //! alone), a Job's parallelism, annotations and conditions, a Queue's capability and status.
 //! The webhooks read Queues, PodGroup phases and namespaces' labels (through the lookup
-//! traits in `crate::webhooks::lookup`), and the nodes' capacity from the cluster cache the
+//! traits in [`super::lookup`]), and the nodes' capacity from the cluster cache the
 //! stores hold a handle to ([`Stores::cache`]), to refuse a Queue guarantee larger than the
 //! cluster. Jobs are slimmed as they arrive (pod template and
 //! managed fields dropped) so a cluster with many Jobs costs little memory.

@@ -1,10 +1,11 @@
-//! What the webhooks read about the cluster: Queues, PodGroups, and Namespaces' labels (their
-//! default queue, and what a queue's `namespaceSelector` matches).
+//! What the webhooks (and the controller, for a namespace's default queue) read about the
+//! cluster: Queues, PodGroups, and Namespaces' labels (their default queue, and what a queue's
+//! `namespaceSelector` matches).
 //!
 //! The rules read through three small traits rather than a concrete store, so that they are
 //! tested with plain maps and so that the cluster cache can serve them once it holds PodGroups
 //! and Queues. In the server they are served by the process's shared reflector stores
-//! ([`crate::cache::stores::Stores`], also read by the controller).
+//! ([`super::stores::Stores`], also read by the controller).
 //!
 //! Every answer may be "not loaded yet" ([`NotSynced`]): a webhook must never conclude that a
 //! queue does not exist because its list has not arrived. The rules turn that into a 503
@@ -15,8 +16,8 @@ use std::collections::BTreeMap;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use kube::runtime::reflector::ObjectRef;
 
+use super::stores::{Kind, Stores};
 use crate::api::{PodGroup, PodGroupPhase, Queue, QueueState, labels};
-use crate::cache::stores::{Kind, Stores};
 use gangplank_core::model::{Resources, Topology};
 
 /// A lookup could not answer: that kind's initial list has not completed.
