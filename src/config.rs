@@ -444,8 +444,8 @@ impl ServeArgs {
     }
 
     /// The leader election's settings, or `None` when it is off.
-    pub fn leader_election(&self) -> Option<crate::leader::Settings> {
-        self.leader_elect.then(|| crate::leader::Settings {
+    pub fn leader_election(&self) -> Option<crate::leader::Election> {
+        self.leader_elect.then(|| crate::leader::Election {
             namespace: self.leader_election_namespace.clone(),
             name: self.leader_election_lease.clone(),
             identity: self

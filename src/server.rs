@@ -156,7 +156,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
             census,
             stand_ins: args
                 .node_autoscaling
-                .then(|| admission_loop::stand_ins::Settings {
+                .then(|| admission_loop::stand_ins::StandInTemplate {
                     namespace: args.leader_election_namespace.clone(),
                     image: args.stand_in_image.clone(),
                     priority_class: args.stand_in_priority_class.clone(),
@@ -247,7 +247,7 @@ struct Leader {
     heartbeats: [Arc<health::Heartbeat>; 2],
     census: batch::Census,
     /// What stand-in pods look like, with --node-autoscaling.
-    stand_ins: Option<admission_loop::stand_ins::Settings>,
+    stand_ins: Option<admission_loop::stand_ins::StandInTemplate>,
     parts: Parts,
 }
 

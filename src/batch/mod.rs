@@ -40,7 +40,7 @@ use crate::api::{PodGroup, PodGroupPhase};
 use crate::controller::status;
 use gangplank_core::model::PodPhase;
 use names::{JOB_NAME_LABEL, JOB_VERSION_LABEL, TASK_INDEX_LABEL, TASK_NAME_LABEL};
-use plan::{GroupView, PodView};
+use plan::{GroupAdmission, PodView};
 
 /// Field manager of the Job status writes.
 const FIELD_MANAGER: &str = "gangplank-batch";
@@ -441,7 +441,7 @@ fn pod_view(pod: &Pod) -> Option<PodView> {
 }
 
 /// The job's PodGroup as [`plan::decide`] reads it at `now` (Unix seconds).
-fn group_view(group: &PodGroup, now: i64) -> GroupView {
+fn group_view(group: &PodGroup, now: i64) -> GroupAdmission {
     let ahead = status::ahead(group, now) == Some(status::Ahead::Holds);
     let status = group.status.as_ref();
     let released = status.is_some_and(|s| {
@@ -452,7 +452,7 @@ fn group_view(group: &PodGroup, now: i64) -> GroupView {
         .flat_map(|s| s.conditions.iter())
         .find(|c| c.type_ == status::ADMITTED && c.status == "False")
         .map(|c| c.message.clone());
-    GroupView {
+    GroupAdmission {
         admitted: ahead || released,
         waiting,
     }

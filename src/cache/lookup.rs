@@ -16,7 +16,7 @@ use std::collections::BTreeMap;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use kube::runtime::reflector::ObjectRef;
 
-use super::stores::{Kind, Stores};
+use super::stores::{StoreKind, Stores};
 use crate::api::{PodGroup, PodGroupPhase, Queue, QueueState, labels};
 use gangplank_core::model::{Resources, Topology};
 
@@ -143,7 +143,7 @@ impl PodGroupView {
 }
 
 impl Stores {
-    fn lookup_synced(&self, kind: Kind, name: &'static str) -> Result<(), NotSynced> {
+    fn lookup_synced(&self, kind: StoreKind, name: &'static str) -> Result<(), NotSynced> {
         if self.synced(kind) {
             Ok(())
         } else {
@@ -172,7 +172,7 @@ impl TopologyLookup for Stores {
 
 impl QueueLookup for Stores {
     fn queue(&self, name: &str) -> Lookup<Option<QueueView>> {
-        self.lookup_synced(Kind::Queues, "Queues")?;
+        self.lookup_synced(StoreKind::Queues, "Queues")?;
         Ok(self
             .queues
             .get(&ObjectRef::new(name))
@@ -180,7 +180,7 @@ impl QueueLookup for Stores {
     }
 
     fn children(&self, name: &str) -> Lookup<Vec<String>> {
-        self.lookup_synced(Kind::Queues, "Queues")?;
+        self.lookup_synced(StoreKind::Queues, "Queues")?;
         let mut children: Vec<String> = self
             .queues
             .state()
@@ -196,7 +196,7 @@ impl QueueLookup for Stores {
 
 impl PodGroupLookup for Stores {
     fn pod_group(&self, namespace: &str, name: &str) -> Lookup<Option<PodGroupView>> {
-        self.lookup_synced(Kind::PodGroups, "PodGroups")?;
+        self.lookup_synced(StoreKind::PodGroups, "PodGroups")?;
         Ok(self
             .pod_groups
             .get(&ObjectRef::new(name).within(namespace))
@@ -204,7 +204,7 @@ impl PodGroupLookup for Stores {
     }
 
     fn unfinished_pod_groups_in(&self, queue: &str) -> Lookup<Vec<PodGroupView>> {
-        self.lookup_synced(Kind::PodGroups, "PodGroups")?;
+        self.lookup_synced(StoreKind::PodGroups, "PodGroups")?;
         let mut groups: Vec<PodGroupView> = self
             .pod_groups
             .state()
@@ -239,7 +239,7 @@ impl Stores {
 
 impl NamespaceLookup for Stores {
     fn namespace_labels(&self, namespace: &str) -> Lookup<Option<BTreeMap<String, String>>> {
-        self.lookup_synced(Kind::Namespaces, "Namespaces")?;
+        self.lookup_synced(StoreKind::Namespaces, "Namespaces")?;
         Ok(self
             .namespaces
             .get(&ObjectRef::new(namespace))

@@ -46,7 +46,7 @@ impl PodView {
 
 /// The job's PodGroup, as the controller reads it.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct GroupView {
+pub struct GroupAdmission {
     /// Admission let the gang start: its admission ahead of its pods holds, or its members
     /// were released.
     pub admitted: bool,
@@ -111,7 +111,12 @@ impl Next {
 }
 
 /// Decides what to do for `job` at `now` (Unix seconds); see the module docs.
-pub fn decide(job: &BatchJob, group: Option<&GroupView>, pods: &[PodView], now: i64) -> Decision {
+pub fn decide(
+    job: &BatchJob,
+    group: Option<&GroupAdmission>,
+    pods: &[PodView],
+    now: i64,
+) -> Decision {
     decide_after(job, &After::Ready, group, pods, now)
 }
 
@@ -120,7 +125,7 @@ pub fn decide(job: &BatchJob, group: Option<&GroupView>, pods: &[PodView], now: 
 pub fn decide_after(
     job: &BatchJob,
     after: &After,
-    group: Option<&GroupView>,
+    group: Option<&GroupAdmission>,
     pods: &[PodView],
     now: i64,
 ) -> Decision {
@@ -293,7 +298,7 @@ pub fn decide_after(
 /// A Pending or Running job: policies first, then the gang's own course.
 fn active(
     job: &BatchJob,
-    group: Option<&GroupView>,
+    group: Option<&GroupAdmission>,
     current: &[&PodView],
     counts: &BatchJobStatus,
     now: i64,

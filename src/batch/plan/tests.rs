@@ -56,7 +56,7 @@ fn in_phase(mut job: BatchJob, phase: JobPhase) -> BatchJob {
     job
 }
 
-const ADMITTED: GroupView = GroupView {
+const ADMITTED: GroupAdmission = GroupAdmission {
     admitted: true,
     waiting: None,
 };
@@ -77,7 +77,7 @@ fn a_new_job_gets_its_pod_group_and_no_pod() {
 
 #[test]
 fn a_job_waiting_for_admission_creates_no_pod_and_says_why() {
-    let waiting = GroupView {
+    let waiting = GroupAdmission {
         admitted: false,
         waiting: Some("queue q has 0 free".into()),
     };

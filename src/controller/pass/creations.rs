@@ -192,14 +192,14 @@ impl Controller {
                 }
             };
             match plan {
-                Some(orphans::Plan::Create(group)) => creations.push(Creation {
+                Some(orphans::OrphanPlan::Create(group)) => creations.push(Creation {
                     note: format!("minMember {}, {note}", group.spec.min_member),
                     group: *group,
                     source,
                     regarding: asked.waiting[0].reference(),
                     warning: false,
                 }),
-                Some(orphans::Plan::Missing { pods, message }) => {
+                Some(orphans::OrphanPlan::Missing { pods, message }) => {
                     wanted.extend(pods.iter().map(|pod| Event {
                         regarding: pod.reference(),
                         warning: true,
@@ -219,14 +219,14 @@ impl Controller {
 /// PodGroup) asks: the creation, labelled `source` for the metric, the resize, or the Conflict
 /// event on `regarding`.
 fn carry_out(
-    plan: Option<batch_v1_jobs::Plan>,
+    plan: Option<batch_v1_jobs::JobPlan>,
     source: &'static str,
     regarding: ObjectReference,
     (creations, resizes): (&mut Vec<Creation>, &mut Vec<Resize>),
     wanted: &mut Vec<Event>,
 ) {
     match plan {
-        Some(batch_v1_jobs::Plan::Create {
+        Some(batch_v1_jobs::JobPlan::Create {
             group,
             note,
             warning,
@@ -237,12 +237,12 @@ fn carry_out(
             note,
             warning,
         }),
-        Some(batch_v1_jobs::Plan::Resize { min_member, note }) => resizes.push(Resize {
+        Some(batch_v1_jobs::JobPlan::Resize { min_member, note }) => resizes.push(Resize {
             min_member,
             regarding,
             note,
         }),
-        Some(batch_v1_jobs::Plan::Conflict { message }) => wanted.push(Event {
+        Some(batch_v1_jobs::JobPlan::Conflict { message }) => wanted.push(Event {
             regarding,
             warning: true,
             reason: "PodGroupConflict".to_owned(),

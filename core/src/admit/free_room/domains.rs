@@ -4,7 +4,7 @@
 
 use std::rc::Rc;
 
-use super::{Labelled, Partition, Room, Within, at_least_zero, labelled};
+use super::{InDomain, Labelled, Partition, Room, at_least_zero, labelled};
 use crate::admit::why::{DomainTried, LevelTried};
 use crate::model::Resources;
 use crate::model::topology::{self, Domain};
@@ -35,7 +35,7 @@ impl<'s> Room<'s> {
     /// pinned values, as (label, value) pairs, with its nodes; without, every node.
     pub(super) fn choices(
         &mut self,
-        within: Option<Within<'_, 's>>,
+        within: Option<InDomain<'_, 's>>,
     ) -> Vec<(Option<Labelled<'s>>, Vec<usize>)> {
         match within {
             None => vec![(None, (0..self.nodes.len()).collect())],

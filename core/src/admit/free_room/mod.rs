@@ -20,7 +20,7 @@ use crate::model::{Resources, State};
 use crate::policy::fit::{biggest_first, first_fit};
 
 /// A level's label keys and the values a gang's members pinned: one domain of it to keep to.
-pub(super) type Within<'a, 'k> = (&'a [&'k str], &'a [(&'k str, &'k str)]);
+pub(super) type InDomain<'a, 'k> = (&'a [&'k str], &'a [(&'k str, &'k str)]);
 
 /// A domain as the (label, value) pairs its members' `nodeSelector`s gain.
 pub(super) type Labelled<'s> = Vec<(&'s str, &'s str)>;

@@ -2,7 +2,7 @@
 //! could start inside the reservation ([`Room::place_in_reservation`]), and choosing the
 //! reservation itself ([`Room::reserve`]): per node what the head holds and still lacks.
 
-use super::{Labelled, Room, Within, at_least_zero};
+use super::{InDomain, Labelled, Room, at_least_zero};
 use crate::model::Resources;
 use crate::policy::fit::{biggest_first, first_fit, size};
 
@@ -17,7 +17,7 @@ impl<'s> Room<'s> {
     pub fn place_in_reservation(
         &mut self,
         need: &[&Resources],
-        within: Option<Within<'_, 's>>,
+        within: Option<InDomain<'_, 's>>,
     ) -> Result<Option<Labelled<'s>>, Resources> {
         let pods = biggest_first(need.iter().copied());
         let mut with_held: Vec<Resources> = self.nodes.clone();
@@ -87,7 +87,7 @@ impl<'s> Room<'s> {
         need: &[&Resources],
         budget: &Resources,
         held_before: &dyn Fn(&str) -> bool,
-        within: Option<Within<'_, 's>>,
+        within: Option<InDomain<'_, 's>>,
     ) -> bool {
         let pods = biggest_first(need.iter().copied());
         let candidates = self.choices(within);
