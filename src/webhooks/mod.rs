@@ -21,7 +21,7 @@
 //!
 //! One wrinkle of reading from watch caches: a user who applies a Queue and a PodGroup naming
 //! it in one `kubectl apply` may reach the webhook before the Queue's watch event reaches
-//! Gangplank. So a "does not exist" denial ([`Reason::NotFound`]) is re-checked for up to
+//! Gangplank. So a "does not exist" denial ([`DenialReason::NotFound`]) is re-checked for up to
 //! [`Settings::lookup_grace`] before it is sent.
 //!
 //! The routes are served on their own HTTPS port (`--webhook-addr`, `server.rs`), with the
@@ -62,7 +62,7 @@ use tower_http::trace::TraceLayer;
 pub use crate::cache::lookup::{self, ClusterLookup, StaticLookup};
 pub use checks::{label_key_problem, name_problem, queue_field, topology_levels_problem};
 pub use decode::Review;
-pub use review::{Denial, Outcome, Reason, Verdict};
+pub use review::{Denial, DenialReason, Outcome, Verdict};
 
 use crate::metrics;
 
@@ -361,7 +361,7 @@ async fn decide<K: kube::Resource>(
     let deadline = tokio::time::Instant::now() + webhooks.settings.lookup_grace;
     let verdict = loop {
         let verdict = Verdict::from(rule(webhooks, request));
-        let not_found = matches!(&verdict, Verdict::Deny(d) if d.reason == Reason::NotFound);
+        let not_found = matches!(&verdict, Verdict::Deny(d) if d.reason == DenialReason::NotFound);
         if !not_found || tokio::time::Instant::now() + LOOKUP_RETRY > deadline {
             break verdict;
         }
