@@ -21,7 +21,7 @@ gangplank-core (core/src):
   admit | claims
   <root>
 gangplank (src):
-  runtime (one layer): clock | connections | fence | health | leader | metrics | shutdown | telemetry | tls
+  runtime
   api
   cache | events
   admission_loop
@@ -37,6 +37,8 @@ type Module = Vec<String>;
 struct Crate {
     /// The module of each non-test source file, and its code without comments and tests.
     files: BTreeMap<Module, String>,
+    /// Modules the crate root re-exports under their own name (`pub use runtime::metrics`).
+    aliases: BTreeMap<String, Module>,
 }
 
 fn root() -> PathBuf {
@@ -70,12 +72,20 @@ fn read_crate(src: &Path) -> Crate {
         .filter(|m| declared_for_tests(&raw, m))
         .cloned()
         .collect();
-    let files = raw
+    let files: BTreeMap<Module, String> = raw
         .iter()
         .filter(|(m, _)| !test_only.iter().any(|t| m.starts_with(t)))
         .map(|(m, text)| (m.clone(), code(text)))
         .collect();
-    Crate { files }
+    let aliases = files
+        .get(&Module::new())
+        .map(|root| use_leaves(root))
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|leaf| leaf.len() > 1 && files.contains_key(leaf))
+        .map(|leaf| (leaf.last().unwrap().clone(), leaf))
+        .collect();
+    Crate { files, aliases }
 }
 
 fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
@@ -133,29 +143,10 @@ fn code(text: &str) -> String {
 /// Every path a file names that may point into its own crate: each leaf of each `use` tree,
 /// and each inline path starting with `crate`, `super` or `self`.
 fn paths(code: &str) -> Vec<Vec<String>> {
-    let mut out = Vec::new();
+    let mut out = use_leaves(code);
     let bytes = code.as_bytes();
     let word =
         |at: usize| at == 0 || !(bytes[at - 1].is_ascii_alphanumeric() || bytes[at - 1] == b'_');
-    let mut at = 0;
-    while let Some(found) = code[at..].find("use ") {
-        let start = at + found;
-        at = start + 4;
-        if !word(start) {
-            continue;
-        }
-        let Some(end) = code[at..].find(';') else {
-            break;
-        };
-        // Only a path tree: "use" in a string or a message is none.
-        let tree = &code[at..at + end];
-        if tree
-            .chars()
-            .all(|c| c.is_alphanumeric() || "_:{},* \n\t".contains(c))
-        {
-            expand(tree, &[], &mut out);
-        }
-    }
     for (start, _) in code.char_indices() {
         if !word(start) || code[..start].ends_with("::") {
             continue;
@@ -180,6 +171,34 @@ fn segments(path: &str) -> Vec<String> {
         .filter(|s| !s.is_empty())
         .map(str::to_owned)
         .collect()
+}
+
+/// The leaves of every `use` tree of `code`.
+fn use_leaves(code: &str) -> Vec<Vec<String>> {
+    let mut out = Vec::new();
+    let bytes = code.as_bytes();
+    let word =
+        |at: usize| at == 0 || !(bytes[at - 1].is_ascii_alphanumeric() || bytes[at - 1] == b'_');
+    let mut at = 0;
+    while let Some(found) = code[at..].find("use ") {
+        let start = at + found;
+        at = start + 4;
+        if !word(start) {
+            continue;
+        }
+        let Some(end) = code[at..].find(';') else {
+            break;
+        };
+        // Only a path tree: "use" in a string or a message is none.
+        let tree = &code[at..at + end];
+        if tree
+            .chars()
+            .all(|c| c.is_alphanumeric() || "_:{},* \n\t".contains(c))
+        {
+            expand(tree, &[], &mut out);
+        }
+    }
+    out
 }
 
 /// The leaves of the `use` tree `tree`, each with `prefix` before it.
@@ -214,7 +233,10 @@ fn expand(tree: &str, prefix: &[String], out: &mut Vec<Vec<String>>) {
 fn resolve(krate: &Crate, from: &Module, path: &[String]) -> Option<Module> {
     let first = path.first()?;
     let mut full: Module = match first.as_str() {
-        "crate" => path[1..].to_vec(),
+        "crate" => match path.get(1).and_then(|m| krate.aliases.get(m)) {
+            Some(module) => [module.clone(), path[2..].to_vec()].concat(),
+            None => path[1..].to_vec(),
+        },
         "super" | "self" => {
             let mut base = from.clone();
             let mut rest = path;
@@ -399,6 +421,7 @@ fn no_files_import_each_other_in_a_circle() {
 fn the_check_sees_an_import_up_and_a_circle() {
     let text = "use crate::a::{b, c::D};\nfn f() { super::e::g(); }\n// use crate::x;\n";
     let krate = Crate {
+        aliases: BTreeMap::new(),
         files: BTreeMap::from([
             (vec!["h".to_owned()], code(text)),
             (vec!["a".to_owned()], String::new()),

@@ -4,7 +4,7 @@
 //! the admission loop, the controller, the claim-expiry timer and the scheduler extender
 //! ([`crate::server`]). Each take or renewal opens the [`Fence`] until the renew deadline
 //! ([`Election::renew_deadline`]) after it was sent, and every write of the leader's parts asks
-//! the fence first ([`crate::fence`]). A leader that fails to renew by then stops leading when
+//! the fence first ([`crate::runtime::fence`]). A leader that fails to renew by then stops leading when
 //! the fence closes, before any other replica may take the Lease (its loops and extender stop,
 //! held binds are answered with errors, and writes still in progress are refused), and follows
 //! until the Lease is free again. So no write of a former leader is sent after another replica
@@ -43,8 +43,8 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use crate::fence::Fence;
-use crate::metrics;
+use crate::runtime::fence::Fence;
+use crate::runtime::metrics;
 
 /// Label on the pod of the Gangplank replica that holds the leader Lease (`"true"`): the
 /// extender's Service selects it, so the scheduler's calls reach the leader only. Re-exported
@@ -145,7 +145,7 @@ impl Elector {
         }
     }
 
-    /// The fence this elector opens while it holds the Lease ([`crate::fence`]).
+    /// The fence this elector opens while it holds the Lease ([`crate::runtime::fence`]).
     pub fn fence(&self) -> Fence {
         self.fence.clone()
     }

@@ -30,7 +30,7 @@ pub const SERVER_CONNECTIONS_HELD_UNREAD: &str = "gangplank_server_connections_h
 /// Counter: connections closed as they came because the server held its most, by `server` and
 /// `stage` (`handshake`, `open`).
 pub const SERVER_CONNECTIONS_REFUSED_TOTAL: &str = "gangplank_server_connections_refused_total";
-/// Counter: connections closed, by `server` and `reason` ([`crate::connections::Ending`]).
+/// Counter: connections closed, by `server` and `reason` ([`crate::runtime::connections::Ending`]).
 pub const SERVER_CONNECTIONS_CLOSED_TOTAL: &str = "gangplank_server_connections_closed_total";
 /// Counter: admission webhook requests by `webhook`, `operation` and `outcome` (`allowed`,
 /// `denied`, `patched`, `error`).
@@ -100,7 +100,7 @@ pub const BATCH_JOBS: &str = "gangplank_batch_jobs";
 pub const BUILD_INFO: &str = "gangplank_build_info";
 /// Gauge: 1 while this replica holds the leader Lease.
 pub const LEADER: &str = "gangplank_leader";
-/// Counter: writes the fence refused ([`crate::fence`]), by `reason` (`lapsed`, `not_leading`).
+/// Counter: writes the fence refused ([`crate::runtime::fence`]), by `reason` (`lapsed`, `not_leading`).
 pub const FENCED_WRITES_TOTAL: &str = "gangplank_fenced_writes_total";
 /// Counter: status writes by the controller, by `kind` (`podgroup`, `queue`) and `outcome`.
 pub const CONTROLLER_STATUS_WRITES_TOTAL: &str = "gangplank_controller_status_writes_total";

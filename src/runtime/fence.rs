@@ -11,7 +11,7 @@
 //! `gangplank_fenced_writes_total` by reason. The client's retries of HTTP 429, 503 and 504
 //! (kube's `RetryPolicy::server_retry`) sit outside the fence, so each retry asks it again.
 //!
-//! One writer: the elector ([`crate::leader::Elector`]) opens the fence each time it takes or
+//! One writer: the elector ([`crate::runtime::leader::Elector`]) opens the fence each time it takes or
 //! renews the Lease, until the instant it sent that renewal plus its renew deadline (two
 //! thirds of the Lease's duration), and closes it when it stops leading or gives the Lease
 //! up. Another replica may take the Lease only once it has seen the renewal unchanged for the
@@ -35,7 +35,7 @@ use kube::client::{Body, ClientBuilder};
 use tokio::time::Instant;
 use tower::{BoxError, Layer, Service};
 
-use crate::metrics;
+use crate::runtime::metrics;
 
 /// How many requests wait for the fenced service at once (kube's own client buffers 1,024).
 const BUFFERED: usize = 1024;
