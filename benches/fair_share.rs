@@ -25,8 +25,9 @@ use gangplank_core::admit::groups::Groups;
 use gangplank_core::admit::plan;
 use gangplank_core::admit::reclaim;
 use gangplank_core::model::State;
+use gangplank_core::model::resources::Capability;
 use gangplank_core::model::{GroupKey, Node, Pod, PodGroup, Queue, Resources, Topology};
-use gangplank_core::policy::fair_share::{Capability, QueueDemand, deserved_shares};
+use gangplank_core::policy::fair_share::{QueueDemand, deserved_shares};
 use gangplank_core::policy::queue_order::{Options, QueueSnapshot, WaitingGroup, admission_order};
 
 mod common;

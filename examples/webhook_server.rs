@@ -1,5 +1,5 @@
 //! The webhook routes alone, on `--addr` over TLS from `--cert`/`--key`, served as `gangplank
-//! serve` serves them (`server::serve` with `Bounds::WEBHOOKS`) but with no cluster behind
+//! serve` serves them (`runtime::port::serve` with `Bounds::WEBHOOKS`) but with no cluster behind
 //! them (a static lookup with the `default` queue): a target for `examples/flood.rs --target
 //! webhooks` without the local control plane. Runs until Ctrl-C.
 
@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use clap::Parser;
 use gangplank::connections::Bounds;
-use gangplank::server;
+use gangplank::runtime::port;
 use gangplank::tls::Files;
 use gangplank::webhooks::{self, Settings, StaticLookup, Webhooks};
 use tokio_util::sync::CancellationToken;
@@ -46,7 +46,7 @@ async fn main() -> anyhow::Result<()> {
         }
     });
     let handle = axum_server::Handle::new();
-    server::serve(
+    port::serve(
         "webhooks",
         args.addr,
         router,

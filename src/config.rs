@@ -9,8 +9,9 @@
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
-use clap::{Args, Parser, Subcommand, ValueEnum};
+use clap::{Args, Parser, Subcommand};
 
+use crate::telemetry::LogFormat;
 use gangplank_core::policy::placement::Strategy;
 
 /// Gang scheduling, queues and fair share for the stock kube-scheduler.
@@ -443,8 +444,8 @@ impl ServeArgs {
     }
 
     /// The leader election's settings, or `None` when it is off.
-    pub fn leader_election(&self) -> Option<crate::leader::Settings> {
-        self.leader_elect.then(|| crate::leader::Settings {
+    pub fn leader_election(&self) -> Option<crate::leader::Election> {
+        self.leader_elect.then(|| crate::leader::Election {
             namespace: self.leader_election_namespace.clone(),
             name: self.leader_election_lease.clone(),
             identity: self
@@ -491,14 +492,6 @@ impl ServeArgs {
             _ => None,
         }
     }
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum LogFormat {
-    /// Human-readable lines.
-    Text,
-    /// One JSON object per line, for log collectors.
-    Json,
 }
 
 /// `--placement`: the names of [`Strategy`], listed in `--help`.

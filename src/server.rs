@@ -6,11 +6,11 @@
 //! certificate (`--extender-client-ca-file`), while the API server calls the webhooks without
 //! one.
 //!
-//! All three ports are served by [`serve`], each within its [`Bounds`].
+//! All three ports are served by [`crate::runtime::port::serve`], each within its [`Bounds`].
 //!
 //! One [`CancellationToken`] is the shutdown signal for everything: the watch loops stop, and
 //! the metrics, extender and webhook servers stop accepting and give open requests
-//! [`SHUTDOWN_GRACE`] to finish (a bind in flight should complete rather than be
+//! [`crate::runtime::port::SHUTDOWN_GRACE`] to finish (a bind in flight should complete rather than be
 //! cut); whatever still runs [`SHUTDOWN_DEADLINE`] after the signal is named in an error and
 //! left behind ([`crate::shutdown`]). If any part fails (a port already taken, unreadable certificates, the admission loop
 //! or the controller ending or panicking), the token is cancelled too, so the process exits
@@ -27,14 +27,12 @@ use tokio_util::sync::CancellationToken;
 use crate::cache::stores::Stores;
 use crate::cache::{self, Cache};
 use crate::config::ServeArgs;
-use crate::connections::{Bounds, Limited, body};
 use crate::extender::{self, Capture, Extender, KubeBinder, Permits};
 use crate::fence::{self, Fence};
+use crate::runtime::connections::Bounds;
+use crate::runtime::port::serve;
 use crate::shutdown::Parts;
 use crate::{admission_loop, batch, controller, health, leader, metrics, tls, webhooks};
-
-/// How long open extender requests may run after the shutdown signal.
-pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(20);
 
 /// How long the whole process may take to stop after the shutdown signal before it exits
 /// with an error naming the parts still running: the extender's grace plus time to give the
@@ -48,16 +46,6 @@ pub const ADMISSION_LOOP_LIMIT: Duration = Duration::from_secs(120);
 /// The same for the controller, which wakes at least every 30 s and whose pass may write many
 /// statuses through a rate-limited client.
 pub const CONTROLLER_LIMIT: Duration = Duration::from_secs(300);
-
-/// What a connection's HTTP/1 read buffer may grow to, so a request's headers may be at most
-/// this large (hyper answers 431 beyond). Those of the scheduler, the API server and
-/// Prometheus are a few hundred bytes; hyper's default, 400 KiB, would let a flood of
-/// connections with large headers hold 400 MiB.
-pub const MAX_HEADER_BYTES: usize = 16 * 1024;
-
-/// How often an HTTP/2 connection with a request in flight (a held bind) is pinged, and how
-/// long the answer may take before the connection counts as dead and is closed.
-pub const HTTP2_PING: (Duration, Duration) = (Duration::from_secs(20), Duration::from_secs(10));
 
 pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     args.check()?;
@@ -133,7 +121,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     let admission_beat = health::Heartbeat::idle("the admission loop", ADMISSION_LOOP_LIMIT);
     let controller_beat = health::Heartbeat::idle("the controller", CONTROLLER_LIMIT);
     let metrics_router = health::router(
-        health::watches(cache.clone(), stores.clone()),
+        cache::unsynced_watches(cache.clone(), stores.clone()),
         vec![admission_beat.clone(), controller_beat.clone()],
     )
     .merge(metrics::router(prometheus.clone(), queue_series));
@@ -156,7 +144,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
             census,
             stand_ins: args
                 .node_autoscaling
-                .then(|| admission_loop::stand_ins::Settings {
+                .then(|| admission_loop::stand_ins::StandInTemplate {
                     namespace: args.leader_election_namespace.clone(),
                     image: args.stand_in_image.clone(),
                     priority_class: args.stand_in_priority_class.clone(),
@@ -247,7 +235,7 @@ struct Leader {
     heartbeats: [Arc<health::Heartbeat>; 2],
     census: batch::Census,
     /// What stand-in pods look like, with --node-autoscaling.
-    stand_ins: Option<admission_loop::stand_ins::Settings>,
+    stand_ins: Option<admission_loop::stand_ins::StandInTemplate>,
     parts: Parts,
 }
 
@@ -445,78 +433,6 @@ async fn cancel_on_signal(shutdown: CancellationToken) {
         _ = shutdown.cancelled() => return,
     }
     shutdown.cancel();
-}
-
-/// Serves `router` on `addr` until shutdown: over HTTPS from `tls` (reloaded when the files
-/// change, client certificates demanded when it names a client CA), else plain HTTP, within
-/// `bounds`. `name` labels the logs and the connection metrics; `handle` tells when the server
-/// listens, and where.
-pub async fn serve(
-    name: &'static str,
-    addr: SocketAddr,
-    router: Router,
-    tls: Option<tls::Files>,
-    bounds: Bounds,
-    handle: axum_server::Handle<SocketAddr>,
-    shutdown: CancellationToken,
-) -> anyhow::Result<()> {
-    tokio::spawn({
-        let (handle, shutdown) = (handle.clone(), shutdown.clone());
-        async move {
-            shutdown.cancelled().await;
-            handle.graceful_shutdown(Some(SHUTDOWN_GRACE));
-        }
-    });
-    let service = router
-        .layer(axum::middleware::map_request(
-            move |request: axum::extract::Request| async move {
-                body::with_deadline(request, bounds.body)
-            },
-        ))
-        .into_make_service();
-    let mut server = axum_server::bind(addr).handle(handle);
-    if !bounds.http2 {
-        server = server.http1_only();
-    }
-    let builder = server.http_builder();
-    builder
-        .http1()
-        .timer(hyper_util::rt::TokioTimer::new())
-        .max_buf_size(MAX_HEADER_BYTES);
-    builder
-        .http2()
-        .timer(hyper_util::rt::TokioTimer::new())
-        .keep_alive_interval(HTTP2_PING.0)
-        .keep_alive_timeout(HTTP2_PING.1);
-    let limited = |acceptor| Limited::new(acceptor, bounds, name);
-    match tls {
-        Some(files) => {
-            let config = tls::load(&files, bounds.http2).await?;
-            let clients = if files.client_ca.is_some() {
-                "client certificate required"
-            } else {
-                "any client"
-            };
-            tokio::spawn(tls::reload_on_change(
-                config.clone(),
-                files,
-                bounds.http2,
-                tls::RELOAD_INTERVAL,
-                shutdown,
-            ));
-            tracing::info!(%addr, clients, "{name} listening (https)");
-            let acceptor = axum_server::tls_rustls::RustlsAcceptor::new(config)
-                .handshake_timeout(bounds.handshake);
-            server.acceptor(limited(acceptor)).serve(service).await
-        }
-        None => {
-            tracing::info!(%addr, "{name} listening (http)");
-            let acceptor = axum_server::accept::DefaultAcceptor::new();
-            let limited = Limited::new(acceptor, bounds, name);
-            server.acceptor(limited).serve(service).await
-        }
-    }
-    .with_context(|| format!("failed to serve the {name} on {addr}"))
 }
 
 #[cfg(test)]

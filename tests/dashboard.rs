@@ -9,7 +9,7 @@ mod checked_in;
 use std::collections::{BTreeSet, HashSet};
 
 use gangplank::dashboard;
-use gangplank::metrics::{CATALOGUE, Doc, Kind};
+use gangplank::metrics::{CATALOGUE, Doc, MetricKind};
 use promql_parser::parser::{self, Expr, LabelModifier};
 
 const JSON: &str = "manifests/grafana/gangplank-dashboard.json";
@@ -58,11 +58,11 @@ struct Walk {
 
 fn resolve(name: &str) -> Option<(&'static Doc, bool)> {
     CATALOGUE.iter().find_map(|doc| {
-        if doc.name == name && doc.kind != Kind::Histogram {
+        if doc.name == name && doc.kind != MetricKind::Histogram {
             return Some((doc, false));
         }
         let suffix = name.strip_prefix(doc.name)?;
-        (doc.kind == Kind::Histogram && ["_bucket", "_sum", "_count"].contains(&suffix))
+        (doc.kind == MetricKind::Histogram && ["_bucket", "_sum", "_count"].contains(&suffix))
             .then_some((doc, suffix == "_bucket"))
     })
 }
@@ -81,7 +81,7 @@ impl Walk {
                 .push(format!("`{name}` is not a metric Gangplank exports"));
             return;
         };
-        let counting = doc.kind == Kind::Counter || doc.kind == Kind::Histogram;
+        let counting = doc.kind == MetricKind::Counter || doc.kind == MetricKind::Histogram;
         if counting && !rated {
             self.problems.push(format!(
                 "`{name}` is a {} and must be read through rate() or increase()",

@@ -323,7 +323,15 @@ fn rust_files(path: &std::path::Path) -> Vec<PathBuf> {
 fn module<'a>(segments: &[&'a str]) -> Option<(Vec<PathBuf>, Option<&'a str>)> {
     let (bases, segments) = match segments {
         ["gangplank_core", rest @ ..] => (vec![root().join("core/src")], rest),
-        _ => (vec![root().join("src"), root().join("tests")], segments),
+        // The runtime's modules are also named at the crate's root (`leader`, `fence`, ...).
+        _ => (
+            vec![
+                root().join("src"),
+                root().join("src/runtime"),
+                root().join("tests"),
+            ],
+            segments,
+        ),
     };
     bases.into_iter().find_map(|mut dir| {
         let mut files: Option<Vec<PathBuf>> = None;

@@ -1,4 +1,4 @@
-//! What the extender port accepts, served by `gangplank::server::serve`, the function
+//! What the extender port accepts, served by `gangplank::runtime::port::serve`, the function
 //! `gangplank serve` uses:
 //! - with `--extender-client-ca-file`, only a client holding a certificate that CA signed for
 //!   the scheduler's name (`--extender-client-name`) gets an answer; anyone else is refused
@@ -17,7 +17,7 @@ use std::time::Duration;
 use gangplank::cache::Cache;
 use gangplank::connections::Bounds;
 use gangplank::extender::{self, BindRequest, Binder, Extender, MAX_BODY_BYTES};
-use gangplank::server;
+use gangplank::runtime::port;
 use gangplank::tls::Files;
 use gangplank_core::claims::Settings;
 use gangplank_core::policy::placement::Strategy;
@@ -81,7 +81,7 @@ async fn serve(
     gangplank::tls::install_crypto_provider();
     let handle = axum_server::Handle::new();
     let shutdown = CancellationToken::new();
-    tokio::spawn(server::serve(
+    tokio::spawn(port::serve(
         "extender",
         "127.0.0.1:0".parse().unwrap(),
         extender::router(Arc::new(extender)),
@@ -574,16 +574,12 @@ fn filter_with_headers_of(bytes: usize) -> Vec<u8> {
 
 #[tokio::test]
 async fn headers_over_16_kib_are_refused_with_431_and_headers_under_it_are_answered() {
-    assert_eq!(server::MAX_HEADER_BYTES, 16 * 1024);
+    assert_eq!(port::MAX_HEADER_BYTES, 16 * 1024);
     let (addr, shutdown) = extender(None, SHORT).await;
-    let over = answer_to(addr, &filter_with_headers_of(server::MAX_HEADER_BYTES + 1)).await;
+    let over = answer_to(addr, &filter_with_headers_of(port::MAX_HEADER_BYTES + 1)).await;
     assert!(over.starts_with("HTTP/1.1 431"), "{over}");
     // A kibibyte under the limit leaves room for what the server reads past the headers.
-    let under = answer_to(
-        addr,
-        &filter_with_headers_of(server::MAX_HEADER_BYTES - 1024),
-    )
-    .await;
+    let under = answer_to(addr, &filter_with_headers_of(port::MAX_HEADER_BYTES - 1024)).await;
     assert!(under.starts_with("HTTP/1.1 "), "{under}");
     assert!(!under.starts_with("HTTP/1.1 431"), "{under}");
     shutdown.cancel();

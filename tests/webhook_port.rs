@@ -1,4 +1,4 @@
-//! What the webhook and metrics ports accept, served by `gangplank::server::serve` with the
+//! What the webhook and metrics ports accept, served by `gangplank::runtime::port::serve` with the
 //! bounds `gangplank serve` gives them (shortened where a test would wait for them):
 //! - the webhook port speaks HTTP/1.1 only (the API server calls webhooks over it alone);
 //! - an AdmissionReview larger than the body limit is refused with 413 before it is read whole;
@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use axum::Router;
 use gangplank::connections::Bounds;
-use gangplank::server;
+use gangplank::runtime::port;
 use gangplank::tls::Files;
 use gangplank::webhooks::turns::Limits;
 use gangplank::webhooks::{self, MAX_BODY_BYTES, Settings, StaticLookup, Webhooks};
@@ -44,7 +44,7 @@ async fn serve(
     gangplank::tls::install_crypto_provider();
     let handle = axum_server::Handle::new();
     let shutdown = CancellationToken::new();
-    tokio::spawn(server::serve(
+    tokio::spawn(port::serve(
         name,
         "127.0.0.1:0".parse().unwrap(),
         router,

@@ -33,7 +33,7 @@ use kube::Client;
 use kube::api::{Api, PostParams};
 use tokio::time::Instant;
 
-use gangplank_core::admit::reclaim::{Cause, GangVictim, Plan, Reclaim, Victim};
+use gangplank_core::admit::reclaim::{Cause, GangVictim, Reclaim, ReclaimPlan, Victim};
 use gangplank_core::model::{GroupKey, State};
 
 use crate::events::{Event, Publisher, pod_group_reference};
@@ -104,7 +104,7 @@ impl Reclaimer {
     }
 
     /// Finishes partly evicted gangs, then evicts what `plan` says.
-    pub async fn execute(&mut self, plan: Plan) {
+    pub async fn execute(&mut self, plan: ReclaimPlan) {
         let unfinished = std::mem::take(&mut self.unfinished);
         for (group, (cause, queue, pods)) in unfinished {
             let left = self.evict_all(cause, &queue, &pods).await;

@@ -106,7 +106,7 @@ pub struct Clients {
 /// beating `heartbeat` each time it wakes (`crate::health`).
 pub async fn run(
     clients: Clients,
-    stand_ins: Option<stand_ins::Settings>,
+    stand_ins: Option<stand_ins::StandInTemplate>,
     cache: Cache,
     published: published::Published,
     heartbeat: std::sync::Arc<Heartbeat>,

@@ -28,7 +28,7 @@ use gangplank_core::model::GroupKey;
 pub struct PassOutcome {
     pub decision: Decision,
     /// For each starved group that waits for reclaim, what to add to its waiting reason
-    /// ([`gangplank_core::admit::reclaim::Plan::waiting`]).
+    /// ([`gangplank_core::admit::reclaim::ReclaimPlan::waiting`]).
     pub reclaim_waiting: BTreeMap<GroupKey, String>,
 }
 

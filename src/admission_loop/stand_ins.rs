@@ -40,7 +40,7 @@ const CREATED_KEPT: Duration = Duration::from_secs(10);
 
 /// What stand-ins look like, from the flags.
 #[derive(Debug, Clone)]
-pub struct Settings {
+pub struct StandInTemplate {
     /// Gangplank's namespace.
     pub namespace: String,
     pub image: String,
@@ -51,13 +51,13 @@ pub struct Settings {
 /// The stand-ins' writer.
 pub struct StandIns {
     client: Client,
-    settings: Settings,
+    settings: StandInTemplate,
     /// Stand-ins created recently, by name.
     created: HashMap<String, Instant>,
 }
 
 impl StandIns {
-    pub fn new(client: Client, settings: Settings) -> StandIns {
+    pub fn new(client: Client, settings: StandInTemplate) -> StandIns {
         StandIns {
             client,
             settings,
@@ -218,7 +218,7 @@ fn refusal(error: &kube::Error) -> String {
 }
 
 /// The `n`th stand-in of `ask`, copying `member`'s scheduling constraints.
-fn stand_in(settings: &Settings, ask: &GrowthAsk, n: usize, member: &Pod) -> Pod {
+fn stand_in(settings: &StandInTemplate, ask: &GrowthAsk, n: usize, member: &Pod) -> Pod {
     let spec = member.spec.clone().unwrap_or_default();
     let requests = quantities(&ask.members[n]);
     // Extended resources must be limited to what is requested.
@@ -342,7 +342,7 @@ mod tests {
             ("pods", 1),
             (labels::MANAGED_RESOURCE, 1),
         ]);
-        let settings = Settings {
+        let settings = StandInTemplate {
             namespace: "gangplank-system".into(),
             image: "pause".into(),
             priority_class: "gangplank-stand-in".into(),

@@ -12,7 +12,7 @@
 //! 2. label `scheduling.x-k8s.io/pod-group` (scheduler-plugins coscheduling),
 //! 3. annotation `scheduling.k8s.io/group-name` (Volcano; Kubeflow, Spark and Ray set it),
 //! 4. label `leaderworkerset.sigs.k8s.io/group-key` (LeaderWorkerSet: a replica's group), on a
-//!    pod that also names a queue ([`super::leader_worker_set::group_key`]).
+//!    pod that also names a queue ([`lws::group_key`]).
 //!
 //! and for the queue:
 //! 1. label `scheduling.gangplank.dev/queue` (ours),
@@ -48,7 +48,7 @@ pub const MIN_MEMBER_ANNOTATION: &str = "scheduling.gangplank.dev/min-member";
 /// annotation that gives it: [`MIN_MEMBER_ANNOTATION`], else, on the leader of a LeaderWorkerSet
 /// replica whose group is the replica's (`leads_a_replica`,
 /// [`super::leader_worker_set::Replica`]), LWS's
-/// [`super::leader_worker_set::SIZE_ANNOTATION`]. `None` when absent or not a positive integer.
+/// [`lws::SIZE_ANNOTATION`]. `None` when absent or not a positive integer.
 /// Not bounded here: the pod webhook, where the number enters Gangplank, refuses one above
 /// `gangplank_core::limits::MAX_MEMBERS`.
 pub fn gang_size_of(
@@ -59,7 +59,7 @@ pub fn gang_size_of(
     let key = if annotations.contains_key(MIN_MEMBER_ANNOTATION) {
         MIN_MEMBER_ANNOTATION
     } else if leads_a_replica {
-        super::leader_worker_set::SIZE_ANNOTATION
+        lws::SIZE_ANNOTATION
     } else {
         return None;
     };
@@ -106,9 +106,33 @@ pub const STAND_IN_LABEL: &str = "scheduling.gangplank.dev/stand-in";
 /// Annotation on a stand-in pod: the gang it stands in for, `<namespace>/<name>`.
 pub const STAND_IN_FOR_ANNOTATION: &str = "scheduling.gangplank.dev/stand-in-for";
 
-/// Label on the pod of the Gangplank replica that holds the leader Lease (`"true"`): the
-/// extender's Service selects it, so the scheduler's calls reach the leader only.
-pub const LEADER_LABEL: &str = "scheduling.gangplank.dev/leader";
+/// Label on the pod of the Gangplank replica that holds the leader Lease: spelled by the
+/// election that writes it (runtime plumbing, which imports no adapter).
+pub use crate::leader::LEADER_LABEL;
+
+/// LeaderWorkerSet's names on its pods (`super::leader_worker_set` reads the rest of a replica):
+/// here, beside the other aliases, as a replica's group key is the last alias of a pod's group.
+pub mod lws {
+    use std::collections::BTreeMap;
+
+    use super::non_empty;
+    /// LeaderWorkerSet's label on each pod of a replica: a hash of the leader's namespace and name.
+    pub const GROUP_KEY_LABEL: &str = "leaderworkerset.sigs.k8s.io/group-key";
+    /// LeaderWorkerSet's label numbering a pod within its replica: `0` is the leader.
+    pub const WORKER_INDEX_LABEL: &str = "leaderworkerset.sigs.k8s.io/worker-index";
+    /// LeaderWorkerSet's annotation on each pod of a replica: the replica's size (leader included).
+    pub const SIZE_ANNOTATION: &str = "leaderworkerset.sigs.k8s.io/size";
+
+    /// The pod's replica's group key, once LWS's own pod webhook has completed the pod: it gives the
+    /// leader its group key and each worker its worker index, and (with LWS's Volcano provider)
+    /// names the Volcano PodGroup, all in one call. A pod lacking either label is one that webhook
+    /// has not seen yet: it is in no replica's group until it has, so that a Volcano PodGroup's
+    /// name, written in the same call, always takes precedence.
+    pub fn group_key(labels: Option<&BTreeMap<String, String>>) -> Option<&str> {
+        non_empty(labels, WORKER_INDEX_LABEL)?;
+        non_empty(labels, GROUP_KEY_LABEL)
+    }
+}
 
 pub use gangplank_core::model::names::{
     ADMISSION_GATE, ADMITTED_ANNOTATION, DEFAULT_QUEUE, MANAGED_RESOURCE, PLACEMENT_RESOURCE,
@@ -138,7 +162,7 @@ pub fn pod_group_of<'a>(
         .or_else(|| non_empty(annotations, VOLCANO_GROUP_NAME_ANNOTATION))
         .or_else(|| {
             queue_of(labels, annotations)?;
-            super::leader_worker_set::group_key(labels)
+            lws::group_key(labels)
         })
 }
 

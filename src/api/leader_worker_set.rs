@@ -20,23 +20,9 @@
 use std::collections::BTreeMap;
 
 use super::labels::non_empty;
-
-/// LeaderWorkerSet's label on each pod of a replica: a hash of the leader's namespace and name.
-pub const GROUP_KEY_LABEL: &str = "leaderworkerset.sigs.k8s.io/group-key";
-/// LeaderWorkerSet's label numbering a pod within its replica: `0` is the leader.
-pub const WORKER_INDEX_LABEL: &str = "leaderworkerset.sigs.k8s.io/worker-index";
-/// LeaderWorkerSet's annotation on each pod of a replica: the replica's size (leader included).
-pub const SIZE_ANNOTATION: &str = "leaderworkerset.sigs.k8s.io/size";
-
-/// The pod's replica's group key, once LWS's own pod webhook has completed the pod: it gives the
-/// leader its group key and each worker its worker index, and (with LWS's Volcano provider)
-/// names the Volcano PodGroup, all in one call. A pod lacking either label is one that webhook
-/// has not seen yet: it is in no replica's group until it has, so that a Volcano PodGroup's
-/// name, written in the same call, always takes precedence.
-pub fn group_key(labels: Option<&BTreeMap<String, String>>) -> Option<&str> {
-    non_empty(labels, WORKER_INDEX_LABEL)?;
-    non_empty(labels, GROUP_KEY_LABEL)
-}
+// The names LWS writes on its pods, and the group key they give, live with the other
+// well-known names (the group key is the last alias of a pod's group there).
+pub use super::labels::lws::{GROUP_KEY_LABEL, SIZE_ANNOTATION, WORKER_INDEX_LABEL, group_key};
 
 /// A pod whose group is its LeaderWorkerSet replica's.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

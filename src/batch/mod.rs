@@ -15,6 +15,7 @@
 //! Writer of: Jobs' status, their pods, PodGroups, Services, ConfigMaps and Secrets. It runs only in
 //! the replica that leads ([`crate::leader`]).
 
+pub mod names;
 pub mod objects;
 pub mod plan;
 pub mod plugins;
@@ -37,8 +38,9 @@ use tokio_util::sync::CancellationToken;
 use crate::api::batch_job::{BatchJob, BatchJobStatus};
 use crate::api::{PodGroup, PodGroupPhase};
 use crate::controller::status;
-use objects::{JOB_NAME_LABEL, JOB_VERSION_LABEL, TASK_INDEX_LABEL, TASK_NAME_LABEL};
-use plan::{GroupView, PodView};
+use gangplank_core::model::PodPhase;
+use names::{JOB_NAME_LABEL, JOB_VERSION_LABEL, TASK_INDEX_LABEL, TASK_NAME_LABEL};
+use plan::{GroupAdmission, PodView};
 
 /// Field manager of the Job status writes.
 const FIELD_MANAGER: &str = "gangplank-batch";
@@ -423,9 +425,7 @@ fn pod_view(pod: &Pod) -> Option<PodView> {
         task: labels.get(TASK_NAME_LABEL)?.clone(),
         index: labels.get(TASK_INDEX_LABEL)?.parse().ok()?,
         version: labels.get(JOB_VERSION_LABEL)?.parse().ok()?,
-        phase: status
-            .and_then(|s| s.phase.clone())
-            .unwrap_or_else(|| "Pending".into()),
+        phase: PodPhase::of(status.and_then(|s| s.phase.as_deref())),
         deleting: pod.metadata.deletion_timestamp.is_some(),
         evicted: status
             .into_iter()
@@ -441,7 +441,7 @@ fn pod_view(pod: &Pod) -> Option<PodView> {
 }
 
 /// The job's PodGroup as [`plan::decide`] reads it at `now` (Unix seconds).
-fn group_view(group: &PodGroup, now: i64) -> GroupView {
+fn group_view(group: &PodGroup, now: i64) -> GroupAdmission {
     let ahead = status::ahead(group, now) == Some(status::Ahead::Holds);
     let status = group.status.as_ref();
     let released = status.is_some_and(|s| {
@@ -452,7 +452,7 @@ fn group_view(group: &PodGroup, now: i64) -> GroupView {
         .flat_map(|s| s.conditions.iter())
         .find(|c| c.type_ == status::ADMITTED && c.status == "False")
         .map(|c| c.message.clone());
-    GroupView {
+    GroupAdmission {
         admitted: ahead || released,
         waiting,
     }

@@ -8,39 +8,15 @@ use k8s_openapi::api::core::v1::{
     PersistentVolumeClaimVolumeSource, Pod, PodSpec, Volume, VolumeMount,
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::ResourceExt;
 
-use crate::api::batch_job::{API_VERSION, BatchJob, duration_seconds};
+use super::names::{
+    JOB_NAME_LABEL, JOB_VERSION_LABEL, TASK_INDEX_LABEL, TASK_NAME_LABEL, owned_by, pod_name,
+};
+use crate::api::batch_job::{BatchJob, duration_seconds};
 use crate::api::{PodGroup, PodGroupSpec, ResourceList, labels};
 use gangplank_core::model::quantity::{self, Scale};
-
-/// Label on every pod of a Job: the Job's name.
-pub const JOB_NAME_LABEL: &str = "batch.gangplank.dev/job-name";
-/// Label on every pod of a Job: its task's name.
-pub const TASK_NAME_LABEL: &str = "batch.gangplank.dev/task-name";
-/// Label and annotation on every pod of a Job: its index in its task.
-pub const TASK_INDEX_LABEL: &str = "batch.gangplank.dev/task-index";
-/// Label on every pod of a Job: the job version it was made for (`status.version`).
-pub const JOB_VERSION_LABEL: &str = "batch.gangplank.dev/job-version";
-
-/// The name of a task's pod: `<job>-<task>-<index>`.
-pub fn pod_name(job: &str, task: &str, index: i32) -> String {
-    format!("{job}-{task}-{index}")
-}
-
-/// The owner reference that makes `job` the controller of what it owns (the garbage collector
-/// deletes those with it).
-pub fn owned_by(job: &BatchJob) -> OwnerReference {
-    OwnerReference {
-        api_version: API_VERSION.to_owned(),
-        kind: "Job".to_owned(),
-        name: job.name_any(),
-        uid: job.metadata.uid.clone().unwrap_or_default(),
-        controller: Some(true),
-        block_owner_deletion: None,
-    }
-}
 
 /// The gang that is bound all or nothing: `minAvailable` (every replica when absent); with
 /// `dependsOn`, only the tasks that depend on none (the later tasks' pods are created once

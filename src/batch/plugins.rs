@@ -26,7 +26,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::ResourceExt;
 use serde_json::json;
 
-use super::objects::{JOB_NAME_LABEL, owned_by, pod_name};
+use super::names::{JOB_NAME_LABEL, owned_by, pod_name};
 use crate::api::batch_job::BatchJob;
 
 /// Every plugin Gangplank knows.
@@ -392,9 +392,9 @@ mod tests {
         let labels = pod.metadata.labels.clone().unwrap();
         for (key, value) in [
             (JOB_NAME_LABEL, "train"),
-            (crate::batch::objects::TASK_NAME_LABEL, "worker"),
-            (crate::batch::objects::TASK_INDEX_LABEL, "1"),
-            (crate::batch::objects::JOB_VERSION_LABEL, "3"),
+            (crate::batch::names::TASK_NAME_LABEL, "worker"),
+            (crate::batch::names::TASK_INDEX_LABEL, "1"),
+            (crate::batch::names::JOB_VERSION_LABEL, "3"),
             (crate::api::labels::POD_GROUP_LABEL, "train"),
             (crate::api::labels::QUEUE_LABEL, "q"),
         ] {

@@ -20,7 +20,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::ResourceExt;
 use ring::signature::{Ed25519KeyPair, KeyPair};
 
-use super::objects::{JOB_NAME_LABEL, owned_by};
+use super::names::{JOB_NAME_LABEL, owned_by};
 use crate::api::batch_job::BatchJob;
 
 /// Where the Secret is mounted.

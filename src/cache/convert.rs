@@ -9,11 +9,11 @@ use k8s_openapi::api::core::v1 as core;
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 
 use gangplank_core::model::quantity::{self, Scale};
+use gangplank_core::model::resources::Capability;
 use gangplank_core::model::{
     DEFAULT_SCHEDULER, GroupKey, Node, Pod, PodGroup, PodPhase, Queue, ResourceId, Resources,
     Taint, TaintEffect, Topology, Workload,
 };
-use gangplank_core::policy::fair_share::Capability;
 
 use super::Error;
 use crate::api;
@@ -128,7 +128,7 @@ pub fn pod(pod: &core::Pod) -> Result<Pod, Error> {
         namespace,
         name,
         node_name: pod.spec.as_ref().and_then(|s| s.node_name.clone()),
-        phase: phase(pod.status.as_ref().and_then(|s| s.phase.as_deref())),
+        phase: PodPhase::of(pod.status.as_ref().and_then(|s| s.phase.as_deref())),
         requests,
         pod_group: labels::pod_group_of(pod_labels, pod_annotations).map(str::to_owned),
         queue: labels::queue_of(pod_labels, pod_annotations).map(str::to_owned),
@@ -306,17 +306,6 @@ fn seconds(value: Option<i32>) -> Option<std::time::Duration> {
     value
         .filter(|s| *s > 0)
         .map(|s| std::time::Duration::from_secs(s.unsigned_abs().into()))
-}
-
-fn phase(phase: Option<&str>) -> PodPhase {
-    match phase {
-        Some("Running") => PodPhase::Running,
-        Some("Succeeded") => PodPhase::Succeeded,
-        Some("Failed") => PodPhase::Failed,
-        Some("Unknown") => PodPhase::Unknown,
-        // A pod without status yet has just been created.
-        _ => PodPhase::Pending,
-    }
 }
 
 /// What the scheduler reserves for a pod, computed like upstream's `PodRequests`:

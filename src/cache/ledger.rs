@@ -59,7 +59,7 @@ impl LedgerWriter {
     pub fn release(&self, uids: &[String]) {
         self.write(|s| {
             for uid in uids {
-                s.release(uid);
+                s.ledger_mut().release(uid);
             }
         });
     }
@@ -98,24 +98,27 @@ impl LedgerWriter {
         });
     }
 
-    /// Records the growths a pass asked for at `now` ([`State::note_growth_asked`]).
+    /// Records the growths a pass asked for at `now` ([`gangplank_core::model::LedgerMut::note_growth_asked`]).
     pub fn growth_asked(&self, asked: &[plan::GrowthAsk], now: i64) {
-        self.write(|s| s.note_growth_asked(asked.iter().map(|a| &a.group), now));
+        self.write(|s| {
+            s.ledger_mut()
+                .note_growth_asked(asked.iter().map(|a| &a.group), now)
+        });
     }
 
-    /// Records that the API server refused a stand-in of `group` ([`State::note_stand_in_refused`]).
+    /// Records that the API server refused a stand-in of `group` ([`gangplank_core::model::LedgerMut::note_stand_in_refused`]).
     pub fn stand_in_refused(&self, group: &GroupKey, why: String) {
-        self.write(|s| s.note_stand_in_refused(group, why));
+        self.write(|s| s.ledger_mut().note_stand_in_refused(group, why));
     }
 
-    /// Records that the growth of the gang `group` was given up ([`State::note_growth_failed`]).
+    /// Records that the growth of the gang `group` was given up ([`gangplank_core::model::LedgerMut::note_growth_failed`]).
     pub fn growth_failed(&self, group: &GroupKey, record: GrowthFailed) {
-        self.write(|s| s.note_growth_failed(group, record));
+        self.write(|s| s.ledger_mut().note_growth_failed(group, record));
     }
 
-    /// Forgets every claim, reservation and admission on arrival ([`State::forget_ledger`]).
+    /// Forgets every claim, reservation and admission on arrival ([`gangplank_core::model::LedgerMut::forget`]).
     pub fn forget(&self) {
-        self.write(State::forget_ledger);
+        self.write(|s| s.ledger_mut().forget());
     }
 
     /// Whether a new member of `group` asking `requests` is created ungated, its gang admitted

@@ -23,6 +23,7 @@ pub mod constraints;
 pub mod convert;
 pub mod dra;
 pub mod ledger;
+pub mod lookup;
 pub mod mirror;
 pub mod stores;
 pub mod watch;
@@ -300,6 +301,17 @@ impl Cache {
     pub fn is_ready(&self) -> bool {
         self.unsynced().is_empty()
     }
+}
+
+/// What `/readyz` checks in `gangplank serve` ([`crate::health`]): the cache's watches, then
+/// the stores'.
+pub fn unsynced_watches(cache: Cache, stores: Arc<stores::Stores>) -> crate::health::Unsynced {
+    Arc::new(move || {
+        let mut names: Vec<&'static str> =
+            cache.unsynced().into_iter().map(Watched::as_str).collect();
+        names.extend(stores.unsynced());
+        names
+    })
 }
 
 #[cfg(test)]

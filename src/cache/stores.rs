@@ -10,7 +10,7 @@
 //! write only differences and to judge transitions) and owner (to leave hand-made PodGroups
 //! alone), a Job's parallelism, annotations and conditions, a Queue's capability and status.
 //! The webhooks read Queues, PodGroup phases and namespaces' labels (through the lookup
-//! traits in `crate::webhooks::lookup`), and the nodes' capacity from the cluster cache the
+//! traits in [`super::lookup`]), and the nodes' capacity from the cluster cache the
 //! stores hold a handle to ([`Stores::cache`]), to refuse a Queue guarantee larger than the
 //! cluster. Jobs are slimmed as they arrive (pod template and
 //! managed fields dropped) so a cluster with many Jobs costs little memory.
@@ -80,7 +80,7 @@ pub struct Writers {
 
 /// The kinds the stores hold, for [`Stores::synced`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Kind {
+pub enum StoreKind {
     Jobs = 0,
     PodGroups = 1,
     Queues = 2,
@@ -96,7 +96,12 @@ pub enum Kind {
 }
 
 /// The kinds the controller needs listed before it acts.
-const REQUIRED: [Kind; 4] = [Kind::Jobs, Kind::PodGroups, Kind::Queues, Kind::Namespaces];
+const REQUIRED: [StoreKind; 4] = [
+    StoreKind::Jobs,
+    StoreKind::PodGroups,
+    StoreKind::Queues,
+    StoreKind::Namespaces,
+];
 
 /// How often Gangplank looks again for an optional CRD that is not installed.
 const ABSENT_CRD_RECHECK: std::time::Duration = std::time::Duration::from_secs(60);
@@ -149,7 +154,7 @@ impl Stores {
     }
 
     /// `kind` has completed a list since it started or last failed.
-    pub fn synced(&self, kind: Kind) -> bool {
+    pub fn synced(&self, kind: StoreKind) -> bool {
         self.synced[kind as usize].load(Ordering::Acquire)
     }
 
@@ -157,11 +162,14 @@ impl Stores {
     /// [`Stores::synced`]), by name; empty when both are. The PodGroup and Queue watches also
     /// feed the cache, which reports them.
     pub fn unsynced(&self) -> Vec<&'static str> {
-        [(Kind::Jobs, "jobs"), (Kind::Namespaces, "namespaces")]
-            .into_iter()
-            .filter(|(kind, _)| !self.synced(*kind))
-            .map(|(_, name)| name)
-            .collect()
+        [
+            (StoreKind::Jobs, "jobs"),
+            (StoreKind::Namespaces, "namespaces"),
+        ]
+        .into_iter()
+        .filter(|(kind, _)| !self.synced(*kind))
+        .map(|(_, name)| name)
+        .collect()
     }
 
     /// Watches the eight kinds cluster-wide until `shutdown` (the other schedulers' PodGroups
@@ -190,7 +198,7 @@ impl Stores {
         tokio::join!(
             self.reflect(
                 "jobs",
-                Kind::Jobs,
+                StoreKind::Jobs,
                 writers.jobs,
                 || watcher(jobs.clone(), all()).modify(slim),
                 &shutdown,
@@ -199,7 +207,7 @@ impl Stores {
             ),
             self.reflect(
                 "podgroups",
-                Kind::PodGroups,
+                StoreKind::PodGroups,
                 writers.pod_groups,
                 || {
                     watcher(pod_groups.clone(), all())
@@ -211,7 +219,7 @@ impl Stores {
             ),
             self.reflect(
                 "queues",
-                Kind::Queues,
+                StoreKind::Queues,
                 writers.queues,
                 || {
                     watcher(queues.clone(), all())
@@ -223,7 +231,7 @@ impl Stores {
             ),
             self.reflect(
                 "namespaces",
-                Kind::Namespaces,
+                StoreKind::Namespaces,
                 writers.namespaces,
                 || watcher(namespaces.clone(), all())
                     .modify(|ns| ns.metadata.managed_fields = None),
@@ -233,28 +241,28 @@ impl Stores {
             ),
             self.reflect_optional(
                 "scheduling.x-k8s.io podgroups",
-                Kind::SchedulerPluginsPodGroups,
+                StoreKind::SchedulerPluginsPodGroups,
                 writers.scheduler_plugins_pod_groups,
                 scheduler_plugins,
                 &shutdown,
             ),
             self.reflect_optional(
                 "scheduling.volcano.sh podgroups",
-                Kind::VolcanoPodGroups,
+                StoreKind::VolcanoPodGroups,
                 writers.volcano_pod_groups,
                 volcano,
                 &shutdown,
             ),
             self.reflect_optional(
                 "scheduling.k8s.io/v1beta1 podgroups",
-                Kind::UpstreamPodGroups,
+                StoreKind::UpstreamPodGroups,
                 writers.upstream_pod_groups,
                 upstream,
                 &shutdown,
             ),
             self.reflect_optional(
                 "scheduling.k8s.io/v1alpha2 podgroups",
-                Kind::UpstreamV1alpha2PodGroups,
+                StoreKind::UpstreamV1alpha2PodGroups,
                 writers.upstream_v1alpha2_pod_groups,
                 upstream_v1alpha2,
                 &shutdown,
@@ -267,7 +275,7 @@ impl Stores {
     async fn reflect_optional<K>(
         &self,
         name: &'static str,
-        kind: Kind,
+        kind: StoreKind,
         writer: Writer<K>,
         api: Api<K>,
         shutdown: &CancellationToken,
@@ -314,7 +322,7 @@ impl Stores {
     async fn reflect<K, S>(
         &self,
         name: &'static str,
-        kind: Kind,
+        kind: StoreKind,
         mut writer: Writer<K>,
         start: impl Fn() -> S,
         shutdown: &CancellationToken,

@@ -18,7 +18,7 @@ use crate::controller::status::{ADMITTED, FAILED, SCHEDULED};
 /// One group as the command shows it.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct GroupView {
+pub struct GroupRow {
     pub namespace: String,
     pub name: String,
     pub queue: String,
@@ -52,14 +52,14 @@ pub fn why(group: &PodGroup) -> Option<String> {
     Some(format!("{}: {}", condition.reason, condition.message))
 }
 
-pub fn view(group: &PodGroup, now: Timestamp) -> GroupView {
+pub fn view(group: &PodGroup, now: Timestamp) -> GroupRow {
     let status = group.status.clone().unwrap_or_default();
     let created = group
         .metadata
         .creation_timestamp
         .as_ref()
         .map_or(now, |t| t.0);
-    GroupView {
+    GroupRow {
         namespace: group.metadata.namespace.clone().unwrap_or_default(),
         name: group.metadata.name.clone().unwrap_or_default(),
         queue: group.spec.queue_name().to_owned(),
@@ -89,7 +89,7 @@ fn after(job: &BatchJob) -> Option<String> {
 }
 
 /// A batch Job that has no PodGroup (yet), from its own status.
-pub fn job_view(job: &BatchJob, now: Timestamp) -> GroupView {
+pub fn job_view(job: &BatchJob, now: Timestamp) -> GroupRow {
     let status = job.status.clone().unwrap_or_default();
     let created = job
         .metadata
@@ -97,7 +97,7 @@ pub fn job_view(job: &BatchJob, now: Timestamp) -> GroupView {
         .as_ref()
         .map_or(now, |t| t.0);
     let name = job.metadata.name.clone().unwrap_or_default();
-    GroupView {
+    GroupRow {
         namespace: job.metadata.namespace.clone().unwrap_or_default(),
         name: name.clone(),
         queue: job.spec.queue.clone().unwrap_or_default(),
@@ -114,7 +114,7 @@ pub fn job_view(job: &BatchJob, now: Timestamp) -> GroupView {
 
 /// `views` of groups with the batch Jobs of `jobs`: each Job's `after` on its group's row, and a
 /// row of its own for a Job whose group is not among them.
-pub fn with_jobs(mut views: Vec<GroupView>, jobs: &[BatchJob], now: Timestamp) -> Vec<GroupView> {
+pub fn with_jobs(mut views: Vec<GroupRow>, jobs: &[BatchJob], now: Timestamp) -> Vec<GroupRow> {
     for job in jobs {
         let namespace = job.metadata.namespace.clone().unwrap_or_default();
         let owner = format!("Job/{}", job.metadata.name.as_deref().unwrap_or_default());
@@ -132,7 +132,7 @@ pub fn with_jobs(mut views: Vec<GroupView>, jobs: &[BatchJob], now: Timestamp) -
 
 /// The table of `views`: a namespace column with `all_namespaces`, and the first column the
 /// group's name, or with `by_owner` its owner's.
-pub fn render(views: &[GroupView], all_namespaces: bool, by_owner: bool) -> String {
+pub fn render(views: &[GroupRow], all_namespaces: bool, by_owner: bool) -> String {
     let rows: Vec<Vec<String>> = views
         .iter()
         .map(|v| {
@@ -192,7 +192,7 @@ async fn list(args: GroupsArgs, jobs: bool) -> anyhow::Result<()> {
         let mut groups = api.list(&ListParams::default()).await?.items;
         groups.sort_by_key(|g| (g.metadata.namespace.clone(), g.metadata.name.clone()));
         let now = Timestamp::now();
-        let mut views: Vec<GroupView> = groups
+        let mut views: Vec<GroupRow> = groups
             .iter()
             .map(|g| view(g, now))
             .filter(|v| !jobs || v.owner.is_some())

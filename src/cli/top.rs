@@ -8,7 +8,7 @@ use kube::Api;
 use kube::api::ListParams;
 use serde::Serialize;
 
-use super::groups::{GroupView, view};
+use super::groups::{GroupRow, view};
 use super::queues::{QueueView, views};
 use super::render::{age, table};
 use super::{Common, client, print, queues, repeat};
@@ -23,16 +23,16 @@ const HEAD: &str = "Reserved:";
 pub struct Top {
     pub queues: Vec<QueueView>,
     /// Groups in phase Pending, by queue, the head of the line first, then oldest first.
-    pub waiting: Vec<GroupView>,
+    pub waiting: Vec<GroupRow>,
 }
 
 pub fn top(queue_list: &[Queue], groups: &[PodGroup], now: Timestamp) -> Top {
-    let mut waiting: Vec<GroupView> = groups
+    let mut waiting: Vec<GroupRow> = groups
         .iter()
         .map(|g| view(g, now))
         .filter(|v| v.phase == "Pending")
         .collect();
-    let head = |v: &GroupView| !v.why.as_deref().is_some_and(|w| w.starts_with(HEAD));
+    let head = |v: &GroupRow| !v.why.as_deref().is_some_and(|w| w.starts_with(HEAD));
     waiting.sort_by(|a, b| {
         (
             a.queue.as_str(),

@@ -10,7 +10,7 @@ use kube::api::ListParams;
 use kube::{Api, Client};
 use serde::Serialize;
 
-use super::groups::{GroupView, view};
+use super::groups::{GroupRow, view};
 use super::render::{age, table};
 use super::{WhyArgs, client, print, repeat};
 use crate::api::{PodGroup, labels};
@@ -23,7 +23,7 @@ pub struct Story {
     /// The group the target belongs to, if any.
     pub group_name: Option<String>,
     /// Its PodGroup, when it exists.
-    pub group: Option<GroupView>,
+    pub group: Option<GroupRow>,
     pub conditions: Vec<ConditionView>,
     pub members: Vec<MemberView>,
     /// Oldest first.

@@ -31,11 +31,11 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 
 use crate::api::{PodGroup, PodGroupSpec, labels, workloads};
 
-use super::status::JobState;
+use super::status::JobProgress;
 
 /// What to do for one Job.
 #[derive(Debug, Clone, PartialEq)]
-pub enum Plan {
+pub enum JobPlan {
     /// Create this PodGroup; `note` says where `minMember` came from (for the Job's event),
     /// and `warning` whether it had to ignore a bad annotation.
     Create {
@@ -85,13 +85,13 @@ pub fn names_its_pods_group(job: &Job) -> bool {
 }
 
 /// What to do for `job`, given the PodGroup of the Job's name if one exists. `None`: nothing.
-pub fn plan(job: &Job, existing: Option<&PodGroup>) -> Option<Plan> {
+pub fn plan(job: &Job, existing: Option<&PodGroup>) -> Option<JobPlan> {
     let name = gang_name(job)?;
     let uid = job.metadata.uid.as_deref()?;
     let namespace = job.metadata.namespace.as_deref()?;
     let Some(existing) = existing else {
         let (min_member, note, warning) = min_member(job);
-        return Some(Plan::Create {
+        return Some(JobPlan::Create {
             group: Box::new(pod_group(job, name, namespace, uid, min_member)),
             note,
             warning,
@@ -100,7 +100,7 @@ pub fn plan(job: &Job, existing: Option<&PodGroup>) -> Option<Plan> {
     match controller_job(existing) {
         Some(owner) if owner.uid == uid => None,
         Some(owner) if owner.name == name => None,
-        _ => Some(Plan::Conflict {
+        _ => Some(JobPlan::Conflict {
             message: format!(
                 "PodGroup {namespace}/{name} already exists and is not owned by this Job, so Gangplank leaves it as it is: the Job's pods join it (minMember {}, queue {}). Delete it to let Gangplank create one from the Job, or give the Job another name.",
                 existing.spec.min_member,
@@ -112,25 +112,25 @@ pub fn plan(job: &Job, existing: Option<&PodGroup>) -> Option<Plan> {
 
 /// The Job's own Complete or Failed condition is True.
 pub fn finished(job: &Job) -> bool {
-    state(job) != JobState::Active
+    state(job) != JobProgress::Active
 }
 
 /// Where the Job stands, from its `Complete` and `Failed` conditions.
-pub fn state(job: &Job) -> JobState {
+pub fn state(job: &Job) -> JobProgress {
     let conditions = job
         .status
         .iter()
         .flat_map(|s| s.conditions.iter().flatten());
-    let mut state = JobState::Active;
+    let mut state = JobProgress::Active;
     for c in conditions.filter(|c| c.status == "True") {
         match c.type_.as_str() {
             "Failed" => {
-                return JobState::Failed {
+                return JobProgress::Failed {
                     reason: c.reason.clone().unwrap_or_default(),
                     message: c.message.clone().unwrap_or_default(),
                 };
             }
-            "Complete" => state = JobState::Complete,
+            "Complete" => state = JobProgress::Complete,
             _ => {}
         }
     }
@@ -272,9 +272,9 @@ mod tests {
         }
     }
 
-    fn created(plan: Option<Plan>) -> (PodGroup, String) {
+    fn created(plan: Option<JobPlan>) -> (PodGroup, String) {
         match plan {
-            Some(Plan::Create { group, note, .. }) => (*group, note),
+            Some(JobPlan::Create { group, note, .. }) => (*group, note),
             other => panic!("expected a PodGroup to create, got {other:?}"),
         }
     }
@@ -370,17 +370,17 @@ mod tests {
 
     #[test]
     fn a_job_is_active_until_its_complete_or_failed_condition_is_true() {
-        assert_eq!(state(&job(json!({}))), JobState::Active);
+        assert_eq!(state(&job(json!({}))), JobProgress::Active);
         let pending = job(json!({"status": {"conditions": [
             {"type": "Complete", "status": "False"}]}}));
-        assert_eq!(state(&pending), JobState::Active);
+        assert_eq!(state(&pending), JobProgress::Active);
         let failed = job(json!({"status": {"conditions": [
             {"type": "FailureTarget", "status": "True"},
             {"type": "Failed", "status": "True", "reason": "BackoffLimitExceeded",
                 "message": "Job has reached the specified backoff limit"}]}}));
         assert_eq!(
             state(&failed),
-            JobState::Failed {
+            JobProgress::Failed {
                 reason: "BackoffLimitExceeded".into(),
                 message: "Job has reached the specified backoff limit".into()
             }
@@ -415,7 +415,7 @@ mod tests {
         spec.queue = Some("research".into());
         let mine = PodGroup::new("train", spec);
         match plan(&job(json!({})), Some(&mine)) {
-            Some(Plan::Conflict { message }) => assert_eq!(
+            Some(JobPlan::Conflict { message }) => assert_eq!(
                 message,
                 "PodGroup ml/train already exists and is not owned by this Job, so Gangplank leaves it as it is: the Job's pods join it (minMember 3, queue research). Delete it to let Gangplank create one from the Job, or give the Job another name."
             ),

@@ -38,7 +38,7 @@ use std::sync::Arc;
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 
-use super::batch_v1_jobs::{Plan, made};
+use super::batch_v1_jobs::{JobPlan, made};
 use crate::api::scheduler_plugins::SchedulerPluginsPodGroup;
 use crate::api::volcano::{self, VolcanoPodGroup, VolcanoPodGroupStatus};
 use crate::api::workload_api::{
@@ -155,7 +155,7 @@ pub fn plan(
     source: Foreign,
     existing: Option<&PodGroup>,
     namespace_queue: Option<&str>,
-) -> Option<Plan> {
+) -> Option<JobPlan> {
     let meta = source.meta;
     if meta.deletion_timestamp.is_some() {
         return None;
@@ -165,7 +165,7 @@ pub fn plan(
     let uid = meta.uid.as_deref()?;
     let Some(existing) = existing else {
         let (group, note) = pod_group(source, name, namespace, uid, namespace_queue);
-        return Some(Plan::Create {
+        return Some(JobPlan::Create {
             group: Box::new(group),
             note,
             warning: false,
@@ -173,7 +173,7 @@ pub fn plan(
     };
     match owner(existing) {
         Some(o) if o.uid == uid || o.name == name => resize(&source, existing),
-        _ => Some(Plan::Conflict {
+        _ => Some(JobPlan::Conflict {
             message: format!(
                 "PodGroup {namespace}/{name} of scheduling.gangplank.dev already exists and is not owned by this PodGroup, so Gangplank leaves it as it is: the pods join it (minMember {}, queue {}). Delete it to let Gangplank create one from this PodGroup.",
                 existing.spec.min_member,
@@ -202,7 +202,7 @@ pub fn left_to_its_job(source: &Foreign, job: impl Fn(&str, &str) -> Option<Arc<
 /// whose `minCount` changed while `group` waits: `minCount` is mutable there, and applies to
 /// later scheduling cycles only. An admitted group keeps the gang it was admitted as (its
 /// `minMember` is frozen, `crate::webhooks::pod_groups`).
-fn resize(source: &Foreign, group: &PodGroup) -> Option<Plan> {
+fn resize(source: &Foreign, group: &PodGroup) -> Option<JobPlan> {
     if !source.is_kubernetes() {
         return None;
     }
@@ -212,7 +212,7 @@ fn resize(source: &Foreign, group: &PodGroup) -> Option<Plan> {
         return None;
     }
     let meta = source.meta;
-    Some(Plan::Resize {
+    Some(JobPlan::Resize {
         min_member,
         note: format!(
             "minMember {} -> {min_member}: minCount of {} PodGroup {}/{} changed while the gang waits",
@@ -321,9 +321,9 @@ mod tests {
         .unwrap()
     }
 
-    fn created(plan: Option<Plan>) -> (PodGroup, String) {
+    fn created(plan: Option<JobPlan>) -> (PodGroup, String) {
         match plan {
-            Some(Plan::Create { group, note, .. }) => (*group, note),
+            Some(JobPlan::Create { group, note, .. }) => (*group, note),
             other => panic!("expected a creation, got {other:?}"),
         }
     }
@@ -479,7 +479,7 @@ mod tests {
         let theirs = PodGroup::new("train", PodGroupSpec::with_min_member(3));
         assert!(matches!(
             plan((&pg).into(), Some(&theirs), None),
-            Some(Plan::Conflict { .. })
+            Some(JobPlan::Conflict { .. })
         ));
     }
 
@@ -493,7 +493,7 @@ mod tests {
         };
         let (waiting, _) = created(plan((&upstream(4)).into(), None, None));
         assert_eq!(plan((&upstream(4)).into(), Some(&waiting), None), None);
-        let Some(Plan::Resize { min_member, note }) =
+        let Some(JobPlan::Resize { min_member, note }) =
             plan((&upstream(3)).into(), Some(&waiting), None)
         else {
             panic!("a waiting group follows minCount");

@@ -77,7 +77,26 @@ pub struct QueueUsage {
     pub waiting: Resources,
     /// Its live pods in no group, each a group of one, counted as a PodGroup's phase would
     /// count them: still gated, released but not bound, bound.
-    pub lone: super::queues::GroupCounts,
+    pub lone: GroupCounts,
+}
+
+/// PodGroups of one queue by phase.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct GroupCounts {
+    pub pending: i32,
+    pub admitted: i32,
+    pub running: i32,
+}
+
+impl GroupCounts {
+    pub fn add(&mut self, phase: PodGroupPhase) {
+        match phase {
+            PodGroupPhase::Pending => self.pending += 1,
+            PodGroupPhase::Inqueue => self.admitted += 1,
+            PodGroupPhase::Running => self.running += 1,
+            PodGroupPhase::Completed | PodGroupPhase::Failed | PodGroupPhase::Unknown => {}
+        }
+    }
 }
 
 #[derive(Debug, Clone, Default)]

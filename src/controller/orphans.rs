@@ -31,7 +31,7 @@ pub const POD_GROUP_MISSING: &str = "PodGroupMissing";
 
 /// What to do for one group without a PodGroup.
 #[derive(Debug, Clone, PartialEq)]
-pub enum Plan {
+pub enum OrphanPlan {
     Create(Box<PodGroup>),
     /// Put `message` on each of `pods`.
     Missing {
@@ -42,12 +42,12 @@ pub enum Plan {
 
 /// What to do for the group `key`, whose pods asked `asked`, in a namespace whose default
 /// queue is `namespace_queue`.
-pub fn plan(key: &GroupKey, asked: &Asked, namespace_queue: Option<&str>) -> Option<Plan> {
+pub fn plan(key: &GroupKey, asked: &Asked, namespace_queue: Option<&str>) -> Option<OrphanPlan> {
     if asked.waiting.is_empty() {
         return None;
     }
     let Some(min_member) = asked.min_member else {
-        return Some(Plan::Missing {
+        return Some(OrphanPlan::Missing {
             pods: asked.waiting.clone(),
             message: format!(
                 "PodGroup {key} does not exist, so this pod waits. Create a PodGroup named {} in namespace {} (spec.minMember is the gang size), or add the annotation {}: \"<gang size>\" to the group's pods and Gangplank creates it.",
@@ -73,7 +73,7 @@ pub fn plan(key: &GroupKey, asked: &Asked, namespace_queue: Option<&str>) -> Opt
         )
     });
     let group = super::batch_v1_jobs::made(&key.name, &key.namespace, spec, &queue, owner);
-    Some(Plan::Create(Box::new(group)))
+    Some(OrphanPlan::Create(Box::new(group)))
 }
 
 #[cfg(test)]
@@ -97,7 +97,8 @@ mod tests {
     #[test]
     fn pods_that_give_the_gang_size_get_their_pod_group_in_their_queue() {
         let key = GroupKey::new("ml", "ring");
-        let Some(Plan::Create(group)) = plan(&key, &asked(Some(3), Some("research")), Some("team"))
+        let Some(OrphanPlan::Create(group)) =
+            plan(&key, &asked(Some(3), Some("research")), Some("team"))
         else {
             panic!("expected a PodGroup");
         };
@@ -120,7 +121,7 @@ mod tests {
             })),
             ..asked(Some(3), None)
         };
-        let Some(Plan::Create(group)) = plan(&key, &of_a_stateful_set, None) else {
+        let Some(OrphanPlan::Create(group)) = plan(&key, &of_a_stateful_set, None) else {
             panic!("expected a PodGroup");
         };
         let owner = &group.metadata.owner_references.as_ref().unwrap()[0];
@@ -134,7 +135,7 @@ mod tests {
     fn pods_without_a_queue_get_a_pod_group_in_their_namespace_queue_else_the_default_one() {
         let key = GroupKey::new("ml", "ring");
         let queue_of = |namespace_queue| match plan(&key, &asked(Some(2), None), namespace_queue) {
-            Some(Plan::Create(group)) => group.spec.queue.clone(),
+            Some(OrphanPlan::Create(group)) => group.spec.queue.clone(),
             other => panic!("expected a PodGroup, got {other:?}"),
         };
         assert_eq!(queue_of(Some("team")).as_deref(), Some("team"));
@@ -144,7 +145,8 @@ mod tests {
     #[test]
     fn pods_that_do_not_give_the_gang_size_are_told_what_is_missing() {
         let key = GroupKey::new("ml", "ring");
-        let Some(Plan::Missing { pods, message }) = plan(&key, &asked(None, None), None) else {
+        let Some(OrphanPlan::Missing { pods, message }) = plan(&key, &asked(None, None), None)
+        else {
             panic!("expected an event");
         };
         assert_eq!(pods.len(), 1);

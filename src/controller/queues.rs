@@ -22,33 +22,14 @@
 //! unchanged queue is never written.
 
 use crate::api::labels::DEFAULT_QUEUE;
-use crate::api::{PodGroupPhase, Queue, QueueSpec, QueueStatus, ResourceList};
+use crate::api::{Queue, QueueSpec, QueueStatus, ResourceList};
 use gangplank_core::admit::plan::QueueReport;
 use gangplank_core::model::resources::{Resources, human};
 use gangplank_core::policy::fair_share::ParentIgnored;
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 
-use super::observe::QueueUsage;
-
-/// PodGroups of one queue by phase.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct GroupCounts {
-    pub pending: i32,
-    pub admitted: i32,
-    pub running: i32,
-}
-
-impl GroupCounts {
-    pub fn add(&mut self, phase: PodGroupPhase) {
-        match phase {
-            PodGroupPhase::Pending => self.pending += 1,
-            PodGroupPhase::Inqueue => self.admitted += 1,
-            PodGroupPhase::Running => self.running += 1,
-            PodGroupPhase::Completed | PodGroupPhase::Failed | PodGroupPhase::Unknown => {}
-        }
-    }
-}
+use super::observe::{GroupCounts, QueueUsage};
 
 /// Type of the condition a queue whose parent is not followed carries.
 pub const PARENT_IGNORED: &str = "ParentIgnored";
@@ -118,7 +99,7 @@ pub fn default_queue() -> Queue {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::api::labels;
+    use crate::api::{PodGroupPhase, labels};
 
     fn quantities(pairs: &[(&str, &str)]) -> ResourceList {
         pairs

@@ -75,7 +75,7 @@ pub struct Members {
 
 /// How a batch/v1 Job that owns the group stands.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum JobState {
+pub enum JobProgress {
     Active,
     Complete,
     Failed { reason: String, message: String },
@@ -87,7 +87,7 @@ pub enum Finisher {
     /// The member pods themselves: nothing replaces a failed member.
     Members,
     /// The Job that owns the PodGroup.
-    Job(JobState),
+    Job(JobProgress),
 }
 
 /// Everything a PodGroup's status is computed from, besides its previous status.
@@ -145,7 +145,7 @@ pub fn phase(
     let m = &inputs.members;
     let n = inputs.min_member;
     let completed = match inputs.finisher {
-        Finisher::Job(state) => *state == JobState::Complete,
+        Finisher::Job(state) => *state == JobProgress::Complete,
         Finisher::Members => m.live == 0 && m.succeeded >= n,
     };
     let phase = if completed {
@@ -172,7 +172,7 @@ pub fn phase(
 fn failure(inputs: &Inputs) -> Option<(String, String)> {
     let m = &inputs.members;
     match inputs.finisher {
-        Finisher::Job(JobState::Failed { reason, message }) => Some((
+        Finisher::Job(JobProgress::Failed { reason, message }) => Some((
             if reason.is_empty() {
                 "JobFailed".to_owned()
             } else {
@@ -564,7 +564,7 @@ mod tests {
     }
 
     const PODS: Finisher = Finisher::Members;
-    const JOB: Finisher = Finisher::Job(JobState::Active);
+    const JOB: Finisher = Finisher::Job(JobProgress::Active);
 
     #[test]
     fn a_group_waits_pending_while_its_members_are_gated_or_too_few() {
@@ -638,12 +638,12 @@ mod tests {
             Running,
             "the Job may still start more pods"
         );
-        let complete = Finisher::Job(JobState::Complete);
+        let complete = Finisher::Job(JobProgress::Complete);
         assert_eq!(
             phase_of(members(0, 0, 0, 4, 0), &complete, Running),
             Completed
         );
-        let failed = Finisher::Job(JobState::Failed {
+        let failed = Finisher::Job(JobProgress::Failed {
             reason: "BackoffLimitExceeded".into(),
             message: "Job has reached the specified backoff limit".into(),
         });

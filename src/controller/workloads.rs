@@ -14,7 +14,7 @@ use kube::api::DynamicObject;
 
 use super::batch_v1_jobs::made;
 use super::observe::Asked;
-use super::orphans::Plan;
+use super::orphans::OrphanPlan;
 use crate::api::{PodGroupSpec, labels, workloads};
 use crate::cache::convert::pod_requests;
 use crate::controller::queues::resource_list;
@@ -30,13 +30,13 @@ pub fn plan(
     workload: &Workload,
     object: Result<&DynamicObject, &str>,
     namespace_queue: Option<&str>,
-) -> Option<Plan> {
+) -> Option<OrphanPlan> {
     if asked.waiting.is_empty() {
         return None;
     }
     let kind = workloads::kind_of(&workload.api_version, &workload.kind)?;
     let missing = |why: String| {
-        Some(Plan::Missing {
+        Some(OrphanPlan::Missing {
             pods: asked.waiting.clone(),
             message: format!(
                 "PodGroup {key} does not exist, so this pod waits: Gangplank makes it from {} {}/{}, but {why}. Create a PodGroup named {} in namespace {} (spec.minMember is the gang size) instead.",
@@ -79,7 +79,7 @@ pub fn plan(
     if stages.is_some() {
         group.set_members_in_stages();
     }
-    Some(Plan::Create(Box::new(group)))
+    Some(OrphanPlan::Create(Box::new(group)))
 }
 
 /// What every pod of a workload whose pods come in stages asks, in all: its `minResources`,
@@ -142,7 +142,8 @@ mod tests {
             json!({(labels::QUEUE_LABEL): "research"}),
             json!({"workerGroupSpecs": [{"minReplicas": 3}]}),
         );
-        let Some(Plan::Create(group)) = plan(&key, &asked(), &ray(), Ok(&cluster), Some("team"))
+        let Some(OrphanPlan::Create(group)) =
+            plan(&key, &asked(), &ray(), Ok(&cluster), Some("team"))
         else {
             panic!("expected a PodGroup");
         };
@@ -155,7 +156,8 @@ mod tests {
         );
 
         let unlabelled = object(json!({}), json!({"workerGroupSpecs": [{"minReplicas": 3}]}));
-        let Some(Plan::Create(group)) = plan(&key, &asked(), &ray(), Ok(&unlabelled), Some("team"))
+        let Some(OrphanPlan::Create(group)) =
+            plan(&key, &asked(), &ray(), Ok(&unlabelled), Some("team"))
         else {
             panic!("expected a PodGroup");
         };
@@ -184,7 +186,8 @@ mod tests {
                  "dependsOn": [{"name": "dataset-initializer", "status": "Complete"}]}]}
         }))
         .unwrap();
-        let Some(Plan::Create(group)) = plan(&key, &asked(), &jobset, Ok(&object), None) else {
+        let Some(OrphanPlan::Create(group)) = plan(&key, &asked(), &jobset, Ok(&object), None)
+        else {
             panic!("expected a PodGroup");
         };
         assert_eq!(group.spec.min_member, 5);
@@ -205,7 +208,8 @@ mod tests {
             .as_object_mut()
             .unwrap()
             .remove("dependsOn");
-        let Some(Plan::Create(group)) = plan(&key, &asked(), &jobset, Ok(&at_once), None) else {
+        let Some(OrphanPlan::Create(group)) = plan(&key, &asked(), &jobset, Ok(&at_once), None)
+        else {
             panic!("expected a PodGroup");
         };
         assert!(group.spec.min_resources.is_empty());
@@ -215,8 +219,8 @@ mod tests {
     #[test]
     fn a_workload_that_cannot_be_read_or_sized_leaves_its_pods_told_why() {
         let key = GroupKey::new("ml", "ray");
-        let message = |p: Option<Plan>| match p {
-            Some(Plan::Missing { message, .. }) => message,
+        let message = |p: Option<OrphanPlan>| match p {
+            Some(OrphanPlan::Missing { message, .. }) => message,
             other => panic!("expected an event, got {other:?}"),
         };
         let why = message(plan(&key, &asked(), &ray(), Err("forbidden"), None));
@@ -244,7 +248,8 @@ mod tests {
             ..ray()
         };
         let cluster = object(json!({}), json!({"workerGroupSpecs": [{"minReplicas": 1}]}));
-        let Some(Plan::Create(group)) = plan(&key, &asked(), &by_name, Ok(&cluster), None) else {
+        let Some(OrphanPlan::Create(group)) = plan(&key, &asked(), &by_name, Ok(&cluster), None)
+        else {
             panic!("expected a PodGroup");
         };
         let owner = &group.metadata.owner_references.as_ref().unwrap()[0];

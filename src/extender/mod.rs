@@ -23,6 +23,7 @@ pub mod encode;
 pub mod expiry;
 pub mod handlers;
 mod json_scan;
+mod node_names;
 pub mod permit;
 mod split;
 pub mod wire;

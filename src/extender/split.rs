@@ -16,8 +16,8 @@
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
-use super::json_scan::special;
-use super::wire::{ExtenderArgsRef, Name, NodeNames};
+use super::node_names::{NodeNames, expect, node_names, space, string};
+use super::wire::ExtenderArgsRef;
 
 /// `body` split like serde would, or `None` to let serde decode it.
 pub fn args(body: &[u8]) -> Option<ExtenderArgsRef<'_>> {
@@ -84,26 +84,6 @@ fn once<T>(slot: &mut Option<T>, value: T) -> Option<()> {
     Some(())
 }
 
-/// JSON's whitespace (not form feeds, which `u8::is_ascii_whitespace` allows).
-fn space(b: &[u8], mut at: usize) -> usize {
-    while matches!(b.get(at), Some(b' ' | b'\n' | b'\r' | b'\t')) {
-        at += 1;
-    }
-    at
-}
-
-fn expect(b: &[u8], at: usize, byte: u8) -> Option<()> {
-    (b.get(at) == Some(&byte)).then_some(())
-}
-
-/// The index of the closing quote of the string starting at `at`, if it has no escape and no
-/// control character.
-fn string(b: &[u8], at: usize) -> Option<usize> {
-    expect(b, at, b'"')?;
-    let end = at + 1 + special(&b[at + 1..])?;
-    (b[end] == b'"').then_some(end)
-}
-
 /// One JSON value starting at `at`, by serde, and where it ends.
 fn value(text: &str, at: usize) -> Option<(&RawValue, usize)> {
     let rest = &text[at..];
@@ -111,29 +91,6 @@ fn value(text: &str, at: usize) -> Option<(&RawValue, usize)> {
     let raw = <&RawValue>::deserialize(&mut de).ok()?;
     let end = at + (raw.get().as_ptr() as usize - rest.as_ptr() as usize) + raw.get().len();
     Some((raw, end))
-}
-
-/// The array of plain strings starting at `at`, and where it ends (also for serde, which
-/// splits a `NodeNames` array here when it decodes the body).
-pub(super) fn node_names(text: &str, at: usize) -> Option<(NodeNames<'_>, usize)> {
-    let b = text.as_bytes();
-    expect(b, at, b'[')?;
-    let mut names = Vec::with_capacity((b.len() - at) / 16);
-    let mut i = space(b, at + 1);
-    if b.get(i) != Some(&b']') {
-        loop {
-            let end = string(b, i)?;
-            names.push(Name((&text[i + 1..end]).into()));
-            i = space(b, end + 1);
-            match b.get(i)? {
-                b',' => i = space(b, i + 1),
-                b']' => break,
-                _ => return None,
-            }
-        }
-    }
-    let raw = &text[at..=i];
-    Some((NodeNames { raw, names }, i + 1))
 }
 
 #[cfg(test)]

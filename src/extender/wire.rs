@@ -11,7 +11,6 @@
 //! Embedded Kubernetes objects (`Pod`, `Node`, `NodeList`) use k8s-openapi, whose camelCase
 //! JSON is the API server's.
 
-use std::borrow::Cow;
 use std::collections::BTreeMap;
 
 use k8s_openapi::List;
@@ -68,50 +67,7 @@ pub struct ExtenderArgsRef<'a> {
     pub node_names: Option<NodeNames<'a>>,
 }
 
-/// `NodeNames` as the handlers read it: the names, borrowed from the body, and the array as
-/// it came, which a pod in no group gets back byte for byte.
-///
-/// Decision: an array of strings without escapes (node names are DNS subdomains: every real
-/// request) is split by a plain scan of its text, in `super::split` before serde sees the body,
-/// or here after serde has checked it to be JSON (when the split gave up on something else);
-/// anything else goes through serde, with serde's error. At 5,000 names serde's per-string
-/// machinery (escape scan, UTF-8 check, visitor) cost more than the whole scan.
-#[derive(Debug)]
-pub struct NodeNames<'a> {
-    /// The array's JSON text.
-    pub raw: &'a str,
-    pub names: Vec<Name<'a>>,
-}
-
-impl<'de: 'a, 'a> Deserialize<'de> for NodeNames<'a> {
-    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        let raw = <&'de RawValue>::deserialize(deserializer)?;
-        if let Some((names, _)) = super::split::node_names(raw.get(), 0) {
-            return Ok(names);
-        }
-        let names = serde_json::from_str(raw.get()).map_err(|e| {
-            // The deserializer adds the position in the whole body.
-            let at = format!(" at line {} column {}", e.line(), e.column());
-            let why = e.to_string();
-            serde::de::Error::custom(why.strip_suffix(&at).unwrap_or(&why))
-        })?;
-        Ok(NodeNames {
-            raw: raw.get(),
-            names,
-        })
-    }
-}
-
-/// A node name, borrowed from the body unless JSON escapes forced a copy.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(transparent)]
-pub struct Name<'a>(#[serde(borrow)] pub Cow<'a, str>);
-
-impl AsRef<str> for Name<'_> {
-    fn as_ref(&self) -> &str {
-        &self.0
-    }
-}
+pub use super::node_names::{Name, NodeNames};
 
 /// What decides whether a pod is in a group: its labels and annotations, nothing else.
 #[derive(Debug, Default, Deserialize)]

@@ -21,7 +21,7 @@
 //!
 //! One wrinkle of reading from watch caches: a user who applies a Queue and a PodGroup naming
 //! it in one `kubectl apply` may reach the webhook before the Queue's watch event reaches
-//! Gangplank. So a "does not exist" denial ([`Reason::NotFound`]) is re-checked for up to
+//! Gangplank. So a "does not exist" denial ([`DenialReason::NotFound`]) is re-checked for up to
 //! [`Settings::lookup_grace`] before it is sent.
 //!
 //! The routes are served on their own HTTPS port (`--webhook-addr`, `server.rs`), with the
@@ -33,7 +33,8 @@
 
 pub mod batch_jobs;
 pub mod batch_v1_jobs;
-pub mod lookup;
+mod checks;
+mod decode;
 pub mod patch;
 pub mod pod_groups;
 pub mod pods;
@@ -48,20 +49,20 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use axum::Router;
-use axum::body::Bytes;
-use axum::extract::{DefaultBodyLimit, FromRequest, Request, State};
-use axum::http::StatusCode;
+use axum::extract::{DefaultBodyLimit, Request, State};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{MethodRouter, post};
 use axum::{Extension, Json};
 use gangplank_core::model::{GroupKey, Resources};
-use kube::core::admission::{AdmissionRequest, AdmissionReview, Operation};
-use serde::de::DeserializeOwned;
+use kube::core::admission::AdmissionRequest;
 use tower_http::trace::TraceLayer;
 
-pub use lookup::{ClusterLookup, StaticLookup};
-pub use review::{Denial, Outcome, Reason, Verdict};
+// The lookups live with the stores that serve them (`crate::cache::lookup`).
+pub use crate::cache::lookup::{self, ClusterLookup, StaticLookup};
+pub use checks::{label_key_problem, name_problem, queue_field, topology_levels_problem};
+pub use decode::Review;
+pub use review::{Denial, DenialReason, Outcome, Verdict};
 
 use crate::metrics;
 
@@ -360,7 +361,7 @@ async fn decide<K: kube::Resource>(
     let deadline = tokio::time::Instant::now() + webhooks.settings.lookup_grace;
     let verdict = loop {
         let verdict = Verdict::from(rule(webhooks, request));
-        let not_found = matches!(&verdict, Verdict::Deny(d) if d.reason == Reason::NotFound);
+        let not_found = matches!(&verdict, Verdict::Deny(d) if d.reason == DenialReason::NotFound);
         if !not_found || tokio::time::Instant::now() + LOOKUP_RETRY > deadline {
             break verdict;
         }
@@ -433,225 +434,6 @@ async fn observe(State(hook): State<Hook>, request: Request, next: Next) -> Resp
     ::metrics::histogram!(metrics::WEBHOOK_REQUEST_DURATION_SECONDS, "webhook" => hook.as_str())
         .record(started.elapsed().as_secs_f64());
     response
-}
-
-/// The AdmissionRequest of a v1 AdmissionReview body with an object of type `K`. A body that
-/// is not that (not JSON, another version, no request, no object where the operation needs
-/// one) is rejected with HTTP 400 and the reason: the API server then applies the
-/// registration's failure policy and shows the reason in its error. A review whose object has
-/// a field of the wrong type (mutating webhooks run before the API server checks the CRD's
-/// schema) is answered with a denial naming the field instead.
-pub struct Review<K: kube::Resource>(pub AdmissionRequest<K>);
-
-impl<K> FromRequest<Arc<Webhooks>> for Review<K>
-where
-    K: kube::Resource + DeserializeOwned,
-{
-    type Rejection = Response;
-
-    async fn from_request(request: Request, state: &Arc<Webhooks>) -> Result<Self, Response> {
-        let hook = request
-            .extensions()
-            .get::<Hook>()
-            .copied()
-            .unwrap_or(Hook::MutatePods);
-        let body = Bytes::from_request(request, state).await.map_err(|e| {
-            let status = e.status();
-            let why = e.body_text();
-            (status, format!("{}\n", Error::Read { hook, why })).into_response()
-        })?;
-        tracing::trace!(%hook, body = %String::from_utf8_lossy(&body), "AdmissionReview");
-        match decode(&body) {
-            Ok(request) => Ok(Review(request)),
-            Err(Undecodable::Review(why)) => Err(bad_request(Error::Decode { hook, why })),
-            Err(Undecodable::Object {
-                request,
-                field,
-                why,
-            }) => {
-                let request = *request;
-                let kind = &request.kind.kind;
-                let denial =
-                    Denial::invalid(field, format!("{why} (not what a {kind} holds there)"));
-                let verdict = Verdict::Deny(denial);
-                let mut response = Json(review::response(&request, &verdict)).into_response();
-                response.extensions_mut().insert(Observed {
-                    operation: review::operation_str(&request.operation),
-                    outcome: verdict.outcome(),
-                });
-                Err(response)
-            }
-        }
-    }
-}
-
-/// Why a body gives no `AdmissionRequest<K>`.
-enum Undecodable {
-    /// Not a v1 AdmissionReview with a request: HTTP 400.
-    Review(String),
-    /// A review whose object does not decode as `K` (`minMember: "3"`): a denial naming
-    /// `field`, the path inside the object, so the user reads what to change.
-    Object {
-        request: Box<AdmissionRequest<kube::core::DynamicObject>>,
-        field: String,
-        why: String,
-    },
-}
-
-impl From<String> for Undecodable {
-    fn from(why: String) -> Self {
-        Undecodable::Review(why)
-    }
-}
-
-fn decode<K: kube::Resource + DeserializeOwned>(
-    body: &[u8],
-) -> Result<AdmissionRequest<K>, Undecodable> {
-    // Decoding with paths costs every review a path stack; only a body that fails needs one.
-    let review: AdmissionReview<K> = serde_json::from_slice(body).or_else(|_| {
-        serde_path_to_error::deserialize(&mut serde_json::Deserializer::from_slice(body))
-            .map_err(|e| undecodable(body, e))
-    })?;
-    if review.types.api_version != review::API_VERSION || review.types.kind != review::KIND {
-        return Err(format!(
-            "expected apiVersion {} and kind {}, got {:?} and {:?}",
-            review::API_VERSION,
-            review::KIND,
-            review.types.api_version,
-            review.types.kind
-        )
-        .into());
-    }
-    let request: AdmissionRequest<K> = review
-        .try_into()
-        .map_err(|_| "the review has no request".to_owned())?;
-    let needs_object = matches!(request.operation, Operation::Create | Operation::Update);
-    if needs_object && request.object.is_none() {
-        return Err(format!(
-            "request.object is missing for {}",
-            review::operation_str(&request.operation)
-        )
-        .into());
-    }
-    let needs_old = matches!(request.operation, Operation::Update | Operation::Delete);
-    if needs_old && request.old_object.is_none() {
-        return Err(format!(
-            "request.oldObject is missing for {}",
-            review::operation_str(&request.operation)
-        )
-        .into());
-    }
-    Ok(request)
-}
-
-/// Tells a body that is no AdmissionReview from one whose object does not fit its type.
-fn undecodable(body: &[u8], error: serde_path_to_error::Error<serde_json::Error>) -> Undecodable {
-    let path = error.path().to_string();
-    let inner = error.into_inner();
-    let field = ["request.object.", "request.oldObject."]
-        .into_iter()
-        .find_map(|prefix| path.strip_prefix(prefix));
-    let request = serde_json::from_slice::<AdmissionReview<kube::core::DynamicObject>>(body)
-        .ok()
-        .and_then(|review| {
-            let request: Result<AdmissionRequest<kube::core::DynamicObject>, _> = review.try_into();
-            request.ok()
-        });
-    match (field, request) {
-        (Some(field), Some(request)) => {
-            let why = inner.to_string();
-            // serde_json places the error in the review's text, which the user never saw.
-            let why = match why.rfind(" at line ") {
-                Some(at) => why[..at].to_owned(),
-                None => why,
-            };
-            Undecodable::Object {
-                request: Box::new(request),
-                field: field.to_owned(),
-                why,
-            }
-        }
-        _ => Undecodable::Review(inner.to_string()),
-    }
-}
-
-/// HTTP 400 with the error as plain text.
-fn bad_request(error: Error) -> Response {
-    tracing::debug!(error = %error, "bad AdmissionReview");
-    (StatusCode::BAD_REQUEST, format!("{error}\n")).into_response()
-}
-
-/// The field of an object's metadata that named its queue ([`crate::api::labels::queue_of`]).
-pub fn queue_field(meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta) -> String {
-    let (labels, annotations) = (meta.labels.as_ref(), meta.annotations.as_ref());
-    let queue = crate::api::labels::queue_of(labels, annotations).unwrap_or_default();
-    pods::queue_source(queue, labels, annotations).field()
-}
-
-/// Why `name` cannot name a PodGroup or a Queue (a DNS-1123 subdomain that also fits a label
-/// value: at most 63 lowercase letters, digits, `-` and `.`, starting and ending with a letter
-/// or digit), or `None` when it can.
-pub fn name_problem(name: &str) -> Option<String> {
-    let alphanumeric = |c: char| c.is_ascii_lowercase() || c.is_ascii_digit();
-    let valid = !name.is_empty()
-        && name.len() <= 63
-        && name
-            .chars()
-            .all(|c| alphanumeric(c) || c == '-' || c == '.')
-        && name.starts_with(alphanumeric)
-        && name.ends_with(alphanumeric);
-    (!valid).then(|| {
-        format!(
-            "must be at most 63 lowercase letters, digits, '-' or '.', starting and ending with a letter or digit, got {name:?}"
-        )
-    })
-}
-
-/// Why the `preferred` topology level cannot go with the `required` one: a Topology lists it
-/// wider. `None` when it can, or when the Topologies are not listed yet (the admission pass
-/// does not use such a level anyway, `gangplank_core::model::Levels::of`).
-pub fn topology_levels_problem(
-    lookup: &dyn lookup::TopologyLookup,
-    required: Option<&str>,
-    preferred: Option<&str>,
-) -> Option<String> {
-    let (required, preferred) = (required?, preferred?);
-    let topologies = lookup.topologies().ok()?;
-    let topology = gangplank_core::model::topology::wider_in(preferred, required, &topologies)?;
-    Some(format!(
-        "must be at or below the required level {required}, but Topology {} lists {preferred} above it (levels, widest first: {}); choose a narrower preferred level or a wider required one",
-        topology.name,
-        topology.levels.join(", ")
-    ))
-}
-
-/// Why `key` cannot be a label key (an optional DNS subdomain prefix of at most 253
-/// characters and `/`, then a name of at most 63 letters, digits, `-`, `_` or `.`, starting and
-/// ending with a letter or digit), or `None` when it can.
-pub fn label_key_problem(key: &str) -> Option<String> {
-    let (prefix, name) = match key.split_once('/') {
-        Some((prefix, name)) => (Some(prefix), name),
-        None => (None, key),
-    };
-    let alphanumeric = |c: char| c.is_ascii_alphanumeric();
-    let name_ok = !name.is_empty()
-        && name.len() <= 63
-        && name
-            .chars()
-            .all(|c| alphanumeric(c) || matches!(c, '-' | '_' | '.'))
-        && name.starts_with(alphanumeric)
-        && name.ends_with(alphanumeric);
-    let prefix_ok = prefix.is_none_or(|p| {
-        !p.is_empty()
-            && p.len() <= 253
-            && p.split('.')
-                .all(|part| name_problem(part).is_none() && !part.contains('.'))
-    });
-    (!(name_ok && prefix_ok)).then(|| {
-        format!(
-            "must be a label key: an optional DNS subdomain and '/', then at most 63 letters, digits, '-', '_' or '.', starting and ending with a letter or digit (like topology.kubernetes.io/zone), got {key:?}"
-        )
-    })
 }
 
 #[cfg(test)]

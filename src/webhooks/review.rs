@@ -66,7 +66,7 @@ impl Verdict {
         match self {
             Verdict::Allow { patch, .. } if patch.0.is_empty() => Outcome::Allowed,
             Verdict::Allow { .. } => Outcome::Patched,
-            Verdict::Deny(denial) if denial.reason == Reason::Unavailable => Outcome::Error,
+            Verdict::Deny(denial) if denial.reason == DenialReason::Unavailable => Outcome::Error,
             Verdict::Deny(_) => Outcome::Denied,
         }
     }
@@ -81,7 +81,7 @@ impl From<Result<Verdict, Denial>> for Verdict {
 /// Why a request is refused, in words for the person who sent it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Denial {
-    pub reason: Reason,
+    pub reason: DenialReason,
     /// The whole message; for field errors `<field>: <what is wrong and what would be
     /// accepted>`, several joined with `; `.
     pub message: String,
@@ -91,7 +91,7 @@ impl Denial {
     /// One wrong field: `"spec.weight", "must be at least 1, got 0"`.
     pub fn invalid(field: impl fmt::Display, problem: impl fmt::Display) -> Self {
         Denial {
-            reason: Reason::Invalid,
+            reason: DenialReason::Invalid,
             message: format!("{field}: {problem}"),
         }
     }
@@ -100,7 +100,7 @@ impl Denial {
     /// running gang).
     pub fn forbidden(message: impl Into<String>) -> Self {
         Denial {
-            reason: Reason::Forbidden,
+            reason: DenialReason::Forbidden,
             message: message.into(),
         }
     }
@@ -109,7 +109,7 @@ impl Denial {
     /// looks again for a moment before answering, in case it was created just before.
     pub fn not_found(field: impl fmt::Display, problem: impl fmt::Display) -> Self {
         Denial {
-            reason: Reason::NotFound,
+            reason: DenialReason::NotFound,
             message: format!("{field}: {problem}"),
         }
     }
@@ -117,7 +117,7 @@ impl Denial {
     /// Gangplank cannot decide right now (its view of the cluster is not loaded yet).
     pub fn unavailable(message: impl Into<String>) -> Self {
         Denial {
-            reason: Reason::Unavailable,
+            reason: DenialReason::Unavailable,
             message: message.into(),
         }
     }
@@ -168,13 +168,13 @@ impl FieldErrors {
         self.0.push(format!("{field}: {problem}"));
     }
 
-    /// `Ok` when nothing was recorded, else one [`Reason::Invalid`] denial listing all.
+    /// `Ok` when nothing was recorded, else one [`DenialReason::Invalid`] denial listing all.
     pub fn into_result(self) -> Result<(), Denial> {
         if self.0.is_empty() {
             Ok(())
         } else {
             Err(Denial {
-                reason: Reason::Invalid,
+                reason: DenialReason::Invalid,
                 message: self.0.join("; "),
             })
         }
@@ -184,7 +184,7 @@ impl FieldErrors {
 /// The `reason` and HTTP `code` of a denial's status, which the API server returns to the
 /// client as the request's own status (`Error from server (Invalid): ...` in kubectl).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Reason {
+pub enum DenialReason {
     /// A field holds a value that is never acceptable: 422.
     Invalid,
     /// Acceptable in itself, refused in the cluster's current state: 403.
@@ -195,23 +195,23 @@ pub enum Reason {
     Unavailable,
 }
 
-impl Reason {
+impl DenialReason {
     pub fn code(self) -> u16 {
         match self {
-            Reason::Invalid => 422,
-            Reason::Forbidden => 403,
-            Reason::NotFound => 404,
-            Reason::Unavailable => 503,
+            DenialReason::Invalid => 422,
+            DenialReason::Forbidden => 403,
+            DenialReason::NotFound => 404,
+            DenialReason::Unavailable => 503,
         }
     }
 
     /// The `metav1.StatusReason` spelling.
     pub fn as_str(self) -> &'static str {
         match self {
-            Reason::Invalid => "Invalid",
-            Reason::Forbidden => "Forbidden",
-            Reason::NotFound => "NotFound",
-            Reason::Unavailable => "ServiceUnavailable",
+            DenialReason::Invalid => "Invalid",
+            DenialReason::Forbidden => "Forbidden",
+            DenialReason::NotFound => "NotFound",
+            DenialReason::Unavailable => "ServiceUnavailable",
         }
     }
 }
@@ -401,7 +401,7 @@ mod tests {
             "must be at least spec.minMember (0), got -1",
         );
         let denial = errors.into_result().unwrap_err();
-        assert_eq!(denial.reason, Reason::Invalid);
+        assert_eq!(denial.reason, DenialReason::Invalid);
         assert_eq!(
             denial.message,
             "spec.minMember: must be at least 1, got 0; spec.maxMember: must be at least spec.minMember (0), got -1"

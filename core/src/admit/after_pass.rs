@@ -15,9 +15,11 @@ use super::plan::{Admission, Decision, Hold};
 pub fn record(state: &mut State, before: Option<&Hold>, decision: &Decision, at: Instant) {
     if decision.hold.as_ref() != before || !decision.lent.is_empty() {
         hold_room(state, before, decision.hold.as_ref(), &decision.admit, at);
-        state.lend(decision.lent.iter().cloned());
+        state.ledger_mut().lend(decision.lent.iter().cloned());
     }
-    state.set_keeping(decision.keeping.iter().cloned());
+    state
+        .ledger_mut()
+        .set_keeping(decision.keeping.iter().cloned());
     super::on_arrival::open(state, decision.door.clone(), at);
     for (group, slots) in &decision.stand_in_claims {
         stand_in_claim(state, group, slots, at);
@@ -45,7 +47,7 @@ fn stand_in_claim(state: &mut State, group: &GroupKey, slots: &[(String, Resourc
             requests: requests.clone(),
         })
         .collect();
-    state.set_claim(
+    state.ledger_mut().set_claim(
         group,
         Claim {
             slots,
@@ -57,7 +59,7 @@ fn stand_in_claim(state: &mut State, group: &GroupKey, slots: &[(String, Resourc
 
 /// Replaces the claim that holds the head's reservation (`before`) with `now`'s. When the
 /// old head is among the groups `admitted` now, its reservation becomes its claim for
-/// placement ([`State::place_reservation`], lasting its `scheduleTimeout` unless a member is
+/// placement ([`crate::model::LedgerMut::place_reservation`], lasting its `scheduleTimeout` unless a member is
 /// filtered) instead of ending.
 fn hold_room(
     state: &mut State,
@@ -69,7 +71,7 @@ fn hold_room(
     let reservation = |s: &State, key| s.ledger().claims().get(key).is_some_and(Claim::reservation);
     if before.map(|h| &h.group) != now.map(|h| &h.group) {
         // Room lent out of the old head's reservation is no longer anyone's to lend.
-        state.clear_lent();
+        state.ledger_mut().clear_lent();
     }
     if let Some(before) = before
         && reservation(state, &before.group)
@@ -84,10 +86,12 @@ fn hold_room(
                     .iter()
                     .any(|a| a.group.as_ref() == Some(&before.group)) =>
             {
-                state.place_reservation(&before.group, at + timeout)
+                state
+                    .ledger_mut()
+                    .place_reservation(&before.group, at + timeout)
             }
             _ => {
-                state.drop_claim(&before.group);
+                state.ledger_mut().drop_claim(&before.group);
             }
         }
     }
@@ -103,7 +107,7 @@ fn hold_room(
                 })
                 .collect()
         };
-        state.set_claim(
+        state.ledger_mut().set_claim(
             &now.group,
             Claim {
                 slots: slots(&now.nodes),
@@ -111,6 +115,6 @@ fn hold_room(
                 lacking: slots(&now.lacking),
             },
         );
-        state.fill_lacking(&now.group, &now.seen);
+        state.ledger_mut().fill_lacking(&now.group, &now.seen);
     }
 }

@@ -44,7 +44,7 @@ pub fn admit(
     now: Instant,
     wall: i64,
 ) -> bool {
-    if let Some(let_in) = state.let_in_another(key, requests) {
+    if let Some(let_in) = state.ledger_mut().let_in_another(key, requests) {
         return let_in;
     }
     let Some(group) = state.groups().get(key) else {
@@ -71,13 +71,15 @@ pub fn admit(
         return false;
     }
     let shrunk = state.nodes().shrunk();
-    let Some(door) = state.door_mut() else {
+    let Some(door) = state.ledger_mut().door_mut() else {
         return false;
     };
     if !door.counted_on_current_nodes(shrunk) || !let_in(door, &spec.queue, &need) {
         return false;
     }
-    state.note_arrival(key, Arrival::new(spec.queue.clone(), need, now));
+    state
+        .ledger_mut()
+        .note_arrival(key, Arrival::new(spec.queue.clone(), need, now));
     true
 }
 
@@ -103,12 +105,16 @@ fn into_kept_room(
     let (came, came_requests) = group.came();
     let came_requests = came_requests.clone();
     let shown: Vec<&str> = shown.iter().map(String::as_str).collect();
-    let (recent, asked) = state.recent_ahead_arrivals(&spec.key, &shown, now);
+    let (recent, asked) = state
+        .ledger_mut()
+        .recent_ahead_arrivals(&spec.key, &shown, now);
     let owed = owed::owed(&spec.min_resources, &came_requests.plus(&asked));
     let admit = (came as usize).saturating_add(recent) < spec.min_member as usize
         || (!owed.is_empty() && owed::within(requests, &owed, &spec.min_resources));
     if admit {
-        state.note_ahead_arrival(&spec.key, name, requests, now);
+        state
+            .ledger_mut()
+            .note_ahead_arrival(&spec.key, name, requests, now);
     }
     admit
 }
@@ -117,9 +123,9 @@ fn into_kept_room(
 /// arrival, or of groups admitted ahead) older than [`ARRIVAL_ROOM_KEPT`] or whose group is
 /// gone: the admission loop calls it after each pass, so they do not pile up.
 pub fn open(state: &mut State, door: Option<Door>, now: Instant) {
-    state.forget_arrivals_before(now);
+    state.ledger_mut().forget_arrivals_before(now);
     let door = door.and_then(|d| after(d, state.ledger().arrivals().values(), now));
-    state.set_door(door);
+    state.ledger_mut().set_door(door);
 }
 
 /// Takes room for `need` in `queue`, if the door lets it in.

@@ -124,7 +124,7 @@ impl Reclaim {
 
 /// What reclaim decided on one pass.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
-pub struct Plan {
+pub struct ReclaimPlan {
     pub reclaims: Vec<Reclaim>,
     /// For each starved group that waits for reclaim, what to add to its waiting reason.
     pub waiting: BTreeMap<GroupKey, String>,
@@ -139,14 +139,14 @@ pub fn plan<'s>(
     decision: &Decision,
     evicting: &dyn Fn(&str) -> bool,
     refused: &dyn Fn(&GroupKey) -> bool,
-) -> Plan {
+) -> ReclaimPlan {
     let Some(Input {
         policy: input,
         freeing,
         lone,
     }) = input(state, groups, decision, evicting, refused)
     else {
-        return Plan::default();
+        return ReclaimPlan::default();
     };
     let queue_name = |q: usize| input.queues[q].name.clone();
     let lone_starved: HashSet<&GroupKey> = decision
@@ -155,7 +155,7 @@ pub fn plan<'s>(
         .filter(|w| w.lone)
         .map(|w| &w.group)
         .collect();
-    let mut out = Plan::default();
+    let mut out = ReclaimPlan::default();
     for ((key, verdict), starved) in policy::plan(&input).into_iter().zip(&input.starved) {
         let queue = queue_name(starved.queue);
         let (cause, evictions) = match verdict {
@@ -184,7 +184,7 @@ pub fn plan<'s>(
     out
 }
 
-impl Plan {
+impl ReclaimPlan {
     /// Adds the evictions of one verdict, and the line for the starved group's status.
     #[allow(clippy::too_many_arguments)]
     fn evict(
@@ -513,7 +513,7 @@ mod tests {
         decision: &Decision,
         evicting: &dyn Fn(&str) -> bool,
         refused: &dyn Fn(&GroupKey) -> bool,
-    ) -> Plan {
+    ) -> ReclaimPlan {
         plan(
             state,
             &Groups::of(state, &|_| false, crate::testing::unix_now()),
@@ -559,7 +559,7 @@ mod tests {
         s
     }
 
-    fn victims(plan: &Plan) -> Vec<(String, Vec<String>)> {
+    fn victims(plan: &ReclaimPlan) -> Vec<(String, Vec<String>)> {
         plan.reclaims
             .iter()
             .flat_map(|r| &r.victims)

@@ -32,7 +32,7 @@ pub fn reserve(
         return Ok(None);
     };
     let group = spec(state, &pod, &key)?;
-    state.reserve(
+    state.ledger_mut().reserve(
         uid,
         Reservation {
             node: node.to_owned(),
@@ -49,7 +49,7 @@ pub fn reserve(
     );
     let quorum = quorum_count(state, &key, "") >= group.min_member as usize;
     if quorum {
-        state.drop_claim(&key);
+        state.ledger_mut().drop_claim(&key);
     }
     Ok(Some((group, quorum)))
 }
@@ -124,9 +124,9 @@ fn selects(state: &State, pod: &Pod, display: &str, node: &str) -> Result<(), Er
 /// out, so the scheduler frees the pods and retries them.
 pub fn release(state: &mut State, key: &GroupKey, uids: &[String]) {
     for uid in uids {
-        state.release(uid);
+        state.ledger_mut().release(uid);
     }
-    state.drop_claim(key);
+    state.ledger_mut().drop_claim(key);
 }
 
 /// Members bound (running, or succeeded: they ran as part of the gang) or reserved, other than
@@ -201,11 +201,11 @@ fn take_slot(
     if !covers(&claim.slots, &unplaced_shapes(state, key)) {
         // A member took a slot shaped for another: plan again at the next member's filter.
         tracing::debug!(group = %key, "gang claim no longer fits its unplaced members; planning again");
-        state.drop_claim(key);
+        state.ledger_mut().drop_claim(key);
         return;
     }
     claim.deadline = Some(deadline);
-    state.set_claim(key, claim);
+    state.ledger_mut().set_claim(key, claim);
 }
 
 /// The requests of the gang's members that are neither bound nor reserved, biggest first.

@@ -25,7 +25,7 @@ pub fn expire(state: &mut State, now: Instant) -> usize {
         .collect();
     for key in &expired {
         tracing::info!(group = %key, "gang claim expired: no member placed within its timeout");
-        state.drop_claim(key);
+        state.ledger_mut().drop_claim(key);
     }
     expired.len()
 }

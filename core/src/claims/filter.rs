@@ -71,18 +71,18 @@ pub fn filter<'a, S: AsRef<str>>(
     }
     if !limits::gang_within_limit(group.min_member) {
         let why = too_large(&key, group.min_member);
-        state.set_wait_reason(&key, Some(why.clone()));
+        state.ledger_mut().set_wait_reason(&key, Some(why.clone()));
         return Ok(FilterVerdict::all_fail(candidates, &why, true));
     }
     let deadline = now + settings.timeout(&group);
-    if !state.extend_claim(&key, deadline) {
+    if !state.ledger_mut().extend_claim(&key, deadline) {
         let needed = group.min_member as usize - placed;
         let shapes = member_shapes(state, &key, pod, needed);
         let lent = keeping || state.ledger().lent().contains(&key);
         match plan(state, &shapes, constraints, settings.strategy, lent) {
             Ok(slots) => {
-                state.set_wait_reason(&key, None);
-                state.set_claim(
+                state.ledger_mut().set_wait_reason(&key, None);
+                state.ledger_mut().set_claim(
                     &key,
                     Claim {
                         slots,
@@ -95,7 +95,7 @@ pub fn filter<'a, S: AsRef<str>>(
                 let never = !fits_on_empty(state, &shapes, constraints);
                 let why = waiting_message(&key, &group, &shapes, placed, fitted, never);
                 // Kept for the PodGroup's status (the controller reads it).
-                state.set_wait_reason(&key, Some(why.clone()));
+                state.ledger_mut().set_wait_reason(&key, Some(why.clone()));
                 return Ok(FilterVerdict::all_fail(candidates, &why, never));
             }
         }
@@ -316,7 +316,7 @@ mod tests {
         let extra = member(&mut s, "other", 0, 2);
         assert!(run(&mut s, &executor, Instant::now()).passed.is_empty());
 
-        s.set_keeping([GroupKey::new("ns", "spark")]);
+        s.ledger_mut().set_keeping([GroupKey::new("ns", "spark")]);
         assert_eq!(run(&mut s, &executor, Instant::now()).passed, vec!["n0"]);
         assert!(
             run(&mut s, &extra, Instant::now()).passed.is_empty(),

@@ -231,7 +231,7 @@ mod tests {
         let other = member(&mut s, "other", 0, 2);
         assert!(run(&mut s, &other, Instant::now()).passed.is_empty());
 
-        s.lend([lent.clone()]);
+        s.ledger_mut().lend([lent.clone()]);
         let pod = member(&mut s, "lent", 0, 2);
         assert_eq!(run(&mut s, &pod, Instant::now()).passed, vec!["n0"]);
         assert_eq!(s.ledger().claims()[&lent].slots[0].node, "n0");

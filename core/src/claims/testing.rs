@@ -58,7 +58,7 @@ pub(super) fn names(s: &State) -> Vec<String> {
 /// The group `head` holding a reservation of `cpu` millicores on n0.
 pub(super) fn reserve_on_n0(s: &mut State, cpu: i64) -> GroupKey {
     let head = group(s, "head", 1);
-    s.set_claim(
+    s.ledger_mut().set_claim(
         &head,
         Claim {
             slots: vec![Slot {

@@ -11,7 +11,7 @@
 
 use std::sync::Arc;
 
-use super::objects::GroupKey;
+use super::objects::{GroupKey, Pod, Resources};
 
 /// How Gangplank grows the cluster; `None` in the state: it cannot grow (the default).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -61,4 +61,14 @@ pub fn stand_in_name(group: &GroupKey, n: usize) -> String {
         hash = hash.wrapping_mul(0x0100_0000_01b3);
     }
     format!("gangplank-stand-in-{hash:016x}-{n}")
+}
+
+/// The node and requests of each of `stand_ins` placed on a node and not finished: the room
+/// they hold.
+pub fn placed_stand_ins<'a>(
+    stand_ins: impl Iterator<Item = &'a Arc<Pod>>,
+) -> impl Iterator<Item = (&'a str, &'a Resources)> {
+    stand_ins
+        .filter(|p| !p.phase.is_terminal())
+        .filter_map(|p| Some((p.node_name.as_deref()?, &p.requests)))
 }

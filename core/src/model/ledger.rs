@@ -1,23 +1,34 @@
 //! The ledger: what Gangplank decided itself and the API does not show (reservations of pods
 //! the scheduler asked to bind, gang claims, groups lent room of the head's reservation, why a
-//! gang waits, the door for admissions on arrival and the gangs admitted through it), and its
-//! write path.
+//! gang waits, the door for admissions on arrival and the gangs admitted through it, growths
+//! asked and given up), and its write path.
+//!
+//! Everyone reads it through [`super::State::ledger`] ([`Ledger`]'s accessors); it changes only
+//! through [`LedgerMut`], the one split borrow of the state that [`super::State::ledger_mut`]
+//! gives: the ledger with the node records whose `reserved` and `claimed` sums its writes keep
+//! in step ([`super::nodes::NodeSlot`]), and what those writes read of the mirror (which groups
+//! exist, how the cluster grows). Its writers, each through the cache's `LedgerWriter` in the
+//! running process: the extender's filter (`crate::claims::filter`: claims, wait reasons), bind
+//! and Permit (`crate::claims::binds`: reservations), the claim-expiry timer
+//! (`crate::claims::expiry`), the admission loop after each pass (`crate::admit::after_pass`:
+//! the head's reservation, lent groups, the door; and the growths asked, refused and given up),
+//! the mutating pod webhook (`crate::admit::on_arrival`: arrivals), and the start and end of a
+//! leader's term ([`LedgerMut::forget`]).
 //!
 //! Soft state: a restart loses it and the scheduler's retries and the next admission pass make
 //! it again. Its entries end when the mirror shows what they were waiting for: a reserved pod
-//! bound or gone, a claimed group gone ([`State::apply_pod`], [`State::delete_pod_group`]).
-//! The node records keep the reserved and claimed sums beside `used`
-//! ([`super::nodes::NodeSlot`]), so every write here keeps them in step.
+//! bound or gone, a claimed group gone (`State::apply_pod`, `State::delete_pod_group`, through
+//! the same [`LedgerMut`]).
 
 use std::time::Instant;
 
 use rustc_hash::{FxHashMap, FxHashSet};
 
 use super::arrivals::{ARRIVAL_ROOM_KEPT, Arrival, Door};
-use super::growth::{GrowthAsked, GrowthFailed};
-use super::nodes::Sum;
+use super::group::Group;
+use super::growth::{Growth, GrowthAsked, GrowthFailed};
+use super::nodes::{Nodes, Sum};
 use super::objects::{GroupKey, Resources};
-use super::state::State;
 
 /// Gangplank's own decisions, by what they name.
 #[derive(Debug, Clone, Default)]
@@ -134,7 +145,7 @@ pub struct Claim {
     pub deadline: Option<std::time::Instant>,
     /// Of a reservation only: per node, what the head's members assigned there need beyond
     /// what the slots hold. Room that frees on such a node (a pod there finishes or goes)
-    /// joins the claim at once, up to this ([`State::apply_pod`]), so it cannot go to a group
+    /// joins the claim at once, up to this (`State::apply_pod`), so it cannot go to a group
     /// released for room elsewhere before the next admission pass sees it.
     pub lacking: Vec<Slot>,
 }
@@ -176,7 +187,29 @@ impl Claim {
     }
 }
 
-impl State {
+/// The ledger borrowed to write ([`super::State::ledger_mut`]), with the node records its writes
+/// keep in step and what they read of the mirror; every write of the ledger is a method here.
+pub struct LedgerMut<'s> {
+    ledger: &'s mut Ledger,
+    nodes: &'s mut Nodes,
+    groups: &'s imbl::OrdMap<GroupKey, Group>,
+    growth: Option<&'s Growth>,
+}
+
+impl<'s> LedgerMut<'s> {
+    pub(super) fn new(
+        ledger: &'s mut Ledger,
+        nodes: &'s mut Nodes,
+        groups: &'s imbl::OrdMap<GroupKey, Group>,
+        growth: Option<&'s Growth>,
+    ) -> Self {
+        LedgerMut {
+            ledger,
+            nodes,
+            groups,
+            growth,
+        }
+    }
     /// Lets another member of the gang `key` in ungated if the gang was admitted on arrival
     /// ([`Arrival::let_in_another`]); `None` when it was not.
     pub fn let_in_another(&mut self, key: &GroupKey, requests: &Resources) -> Option<bool> {
@@ -221,7 +254,7 @@ impl State {
     }
 
     /// The door for admissions on arrival, to take room from; `None` while something waits.
-    pub fn door_mut(&mut self) -> Option<&mut Door> {
+    pub fn door_mut(self) -> Option<&'s mut Door> {
         self.ledger.door.as_mut()
     }
 
@@ -233,7 +266,7 @@ impl State {
     /// Forgets arrivals (on arrival, or of groups admitted ahead) older than
     /// [`ARRIVAL_ROOM_KEPT`] at `now` or whose group is gone.
     pub fn forget_arrivals_before(&mut self, now: Instant) {
-        let groups = &self.groups;
+        let groups = self.groups;
         self.ledger.arrivals.retain(|key, a| {
             now.saturating_duration_since(a.at) < ARRIVAL_ROOM_KEPT && groups.contains_key(key)
         });
@@ -246,8 +279,8 @@ impl State {
     /// Records that the growth of the gang `key` was given up, and forgets the records that
     /// are [`super::growth::Growth::timeout_secs`] old at `record.at` or whose group is gone.
     pub fn note_growth_failed(&mut self, key: &GroupKey, record: GrowthFailed) {
-        let timeout = self.growth.as_ref().map_or(0, |g| g.timeout_secs);
-        let groups = &self.groups;
+        let timeout = self.growth.map_or(0, |g| g.timeout_secs);
+        let groups = self.groups;
         let now = record.at;
         self.ledger
             .growth_failed
@@ -391,7 +424,11 @@ impl State {
                 let Some(node) = slot.node.as_ref() else {
                     continue;
                 };
-                let freed = self.free_on(node).minus(then);
+                // What a pod outside any claim could take there now (`State::free_on`).
+                let mut free = node.allocatable.clone();
+                free.sub(&slot.used);
+                free.sub(&slot.reserved);
+                let freed = free.minus(then);
                 grown = grown.min_of(&freed.positive());
             }
             lack.requests.sub(&grown);
@@ -440,7 +477,7 @@ impl State {
 
     /// Forgets every decision of the ledger (a new leader's term starts from none: the
     /// scheduler retries what an earlier term held, and the next admission pass decides again).
-    pub fn forget_ledger(&mut self) {
+    pub fn forget(&mut self) {
         let claims: Vec<GroupKey> = self.ledger.claims.keys().cloned().collect();
         for key in &claims {
             self.drop_claim(key);
@@ -449,9 +486,10 @@ impl State {
         for uid in &reserved {
             self.release(uid);
         }
-        self.ledger = Ledger::default();
+        *self.ledger = Ledger::default();
     }
 
+    /// Drops the claim of `key` (its group is gone, placed, or its claim lapsed); what it held.
     pub fn drop_claim(&mut self, key: &GroupKey) -> Option<Claim> {
         let claim = self.ledger.claims.remove(key)?;
         for slot in &claim.slots {

@@ -3,6 +3,7 @@
 //! cluster as the watches show it ([`state`]), how it grows ([`growth`]), its network's levels ([`topology`]) and what Gangplank decided itself ([`ledger`], with [`arrivals`] for admissions on arrival); [`owed`]: the room a PodGroup's `minResources` keep for members still to come.
 
 pub mod arrivals;
+pub mod group;
 pub mod growth;
 pub mod ledger;
 pub mod names;
@@ -14,13 +15,14 @@ pub mod resources;
 pub mod state;
 pub mod topology;
 
+pub use group::{Group, Member};
 pub use growth::{Growth, GrowthAsked, GrowthFailed};
-pub use ledger::{AheadArrival, Claim, Ledger, Reservation, Slot};
+pub use ledger::{AheadArrival, Claim, Ledger, LedgerMut, Reservation, Slot};
 pub use nodes::{NodeSlot, Nodes};
 pub use objects::{
     DEFAULT_SCHEDULER, GroupKey, NODE_CONDITION_TAINT_PREFIX, Node, Pod, PodGroup, PodPhase, Queue,
     Schedulers, Taint, TaintEffect, Workload,
 };
 pub use resources::{ResourceId, Resources};
-pub use state::{Group, Member, State};
+pub use state::State;
 pub use topology::{Levels, Topology};

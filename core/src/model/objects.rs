@@ -77,6 +77,29 @@ pub enum PodPhase {
 }
 
 impl PodPhase {
+    /// The phase the API names (`status.phase`); a pod without one yet has just been created,
+    /// and is Pending.
+    pub fn of(phase: Option<&str>) -> PodPhase {
+        match phase {
+            Some("Running") => PodPhase::Running,
+            Some("Succeeded") => PodPhase::Succeeded,
+            Some("Failed") => PodPhase::Failed,
+            Some("Unknown") => PodPhase::Unknown,
+            _ => PodPhase::Pending,
+        }
+    }
+
+    /// The API's name of the phase.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PodPhase::Pending => "Pending",
+            PodPhase::Running => "Running",
+            PodPhase::Succeeded => "Succeeded",
+            PodPhase::Failed => "Failed",
+            PodPhase::Unknown => "Unknown",
+        }
+    }
+
     /// Succeeded and failed pods hold no resources on their node.
     pub fn is_terminal(self) -> bool {
         matches!(self, PodPhase::Succeeded | PodPhase::Failed)
@@ -357,7 +380,7 @@ pub struct Queue {
     /// At least 1.
     pub weight: u32,
     /// Hard maximum per resource; a resource not listed is not bounded.
-    pub capability: crate::policy::fair_share::Capability,
+    pub capability: super::resources::Capability,
     /// Reserved minimum per resource.
     pub guarantee: Resources,
     pub parent: Option<String>,
@@ -381,7 +404,7 @@ impl Queue {
         Queue {
             name: name.into(),
             weight: 1,
-            capability: crate::policy::fair_share::Capability::unbounded(),
+            capability: super::resources::Capability::unbounded(),
             guarantee: Resources::new(),
             parent: None,
             priority: 0,

@@ -448,6 +448,57 @@ impl<const N: usize> From<[(&str, i64); N]> for Resources {
     }
 }
 
+/// Hard upper bounds per resource. Unlike [`Resources`], where a missing resource is zero, a
+/// resource that is not listed here is **not bounded**: `nvidia.com/gpu: 0` forbids GPUs, no
+/// entry allows any number.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Capability(Vec<(ResourceId, i64)>);
+
+impl Capability {
+    /// No bound on any resource.
+    pub fn unbounded() -> Self {
+        Self::default()
+    }
+
+    pub fn set(&mut self, resource: &str, amount: i64) {
+        self.set_limit(ResourceId::of(resource), amount);
+    }
+
+    pub fn set_limit(&mut self, id: ResourceId, amount: i64) {
+        match self.0.binary_search_by_key(&id, |(i, _)| *i) {
+            Ok(at) => self.0[at].1 = amount,
+            Err(at) => self.0.insert(at, (id, amount)),
+        }
+    }
+
+    /// The bound on `id`, `None` when it is not bounded.
+    pub fn limit(&self, id: ResourceId) -> Option<i64> {
+        self.0
+            .binary_search_by_key(&id, |(i, _)| *i)
+            .ok()
+            .map(|at| self.0[at].1)
+    }
+
+    pub fn is_unbounded(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// Every bound, by id.
+    pub fn iter(&self) -> impl Iterator<Item = (ResourceId, i64)> + '_ {
+        self.0.iter().copied()
+    }
+}
+
+impl<const N: usize> From<[(&str, i64); N]> for Capability {
+    fn from(entries: [(&str, i64); N]) -> Self {
+        let mut out = Capability::unbounded();
+        for (name, amount) in entries {
+            out.set(name, amount);
+        }
+        out
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

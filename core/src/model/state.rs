@@ -22,7 +22,8 @@
 //!
 //! Its fields are private to the model: code outside reads them through accessors
 //! ([`State::nodes`], [`State::groups`], [`State::ledger`], ...) and changes them only through
-//! the named writes here (`apply_*`, `delete_*`) and in [`super::ledger`], which keep the
+//! the named writes here (`apply_*`, `delete_*`) and, for the ledger, through
+//! [`State::ledger_mut`] ([`super::ledger`]), which keep the
 //! indexes and sums in step. In the running process the cache (`gangplank::cache`) is their
 //! only caller.
 //!
@@ -36,148 +37,16 @@ use std::sync::Arc;
 
 use rustc_hash::FxHashMap;
 
+use super::group::{Group, Member};
 use super::growth::Growth;
-use super::ledger::Ledger;
+use super::ledger::{Ledger, LedgerMut};
 use super::nodes::Nodes;
-use super::objects::{GroupKey, Node, Pod, PodGroup, PodPhase, Queue, Resources, Schedulers};
-use super::owed;
+use super::objects::{GroupKey, Node, Pod, PodGroup, Queue, Resources, Schedulers};
 use super::topology::Topology;
 
 /// Pods by UID: a persistent map, so that a snapshot of the state shares it.
 pub type PodMap =
     imbl::GenericHashMap<String, Arc<Pod>, rustc_hash::FxBuildHasher, imbl::shared_ptr::ArcK>;
-
-/// A pod of a group (or a queue-only pod), with what an admission pass reads of every such pod
-/// copied beside it.
-///
-/// Why copies: a pass over 10,000 waiting groups visits some 58,000 pods, and reading those
-/// fields from each pod, wherever it lies in memory (and its gates from yet another
-/// allocation), was half the pass. The copies are made once, when the pod is applied, and a
-/// pod never changes in place (an update replaces its `Arc` and its `Member`), so they cannot
-/// drift from the pod.
-#[derive(Debug, Clone)]
-pub struct Member {
-    pub pod: Arc<Pod>,
-    /// It has not finished (Succeeded or Failed).
-    pub live: bool,
-    /// `spec.nodeName` is set.
-    pub bound: bool,
-    /// Gangplank's admission gate is still on it ([`Pod::awaits_admission`]).
-    pub gated: bool,
-    pub priority: i32,
-    pub created: i64,
-    pub requests: Resources,
-}
-
-impl Member {
-    /// It came as far as a group's `minResources` count it: live, or Succeeded (it used its
-    /// part); a failed member's replacement asks for its part again ([`super::owed`]).
-    pub fn came(&self) -> bool {
-        self.live || self.pod.phase == PodPhase::Succeeded
-    }
-
-    pub fn of(pod: Arc<Pod>) -> Member {
-        Member {
-            live: !pod.phase.is_terminal(),
-            bound: pod.node_name.is_some(),
-            gated: pod.awaits_admission(),
-            priority: pod.priority,
-            created: pod.created,
-            requests: pod.requests.clone(),
-            pod,
-        }
-    }
-}
-
-/// Members and spec of one pod group.
-#[derive(Debug, Clone, Default)]
-pub struct Group {
-    /// `None` while pods name a group whose PodGroup does not exist (yet).
-    pub spec: Option<Arc<PodGroup>>,
-    /// The pods that name the group, by UID: the same `Arc`s as [`State::pods`].
-    pub members: BTreeMap<String, Member>,
-    /// Placeholders for the room its `minResources` keep for members still to come
-    /// ([`super::owed`]): the first `owed` of them ([`Group::owed`]). Remade when the spec or a
-    /// member changes, unless only fewer of the same are owed (a gang's members coming one by
-    /// one each take a placeholder's place, without making the others again).
-    placeholders: Arc<[Member]>,
-    owed: usize,
-    /// How many members came (live or Succeeded, [`Member::came`]), and their requests in all.
-    came: u32,
-    came_requests: Resources,
-}
-
-impl Group {
-    /// The placeholders for the room its `minResources` still keep for members to come
-    /// ([`super::owed`]); empty for most groups.
-    pub fn owed(&self) -> &[Member] {
-        &self.placeholders[..self.owed]
-    }
-
-    /// How many members came (live or Succeeded, [`Member::came`]), and what they ask in all.
-    pub fn came(&self) -> (u32, &Resources) {
-        (self.came, &self.came_requests)
-    }
-
-    /// Its admission keeps room for members still to come at `now` (Unix seconds): it owes
-    /// some ([`Group::owed`]) and the admission that made the placeholders holds.
-    pub fn keeps_room_at(&self, now: i64) -> bool {
-        self.owed > 0
-            && self
-                .spec
-                .as_deref()
-                .is_some_and(|s| s.admission_holds_at(now))
-    }
-
-    fn insert(&mut self, uid: String, member: Member) {
-        if member.came() {
-            self.came += 1;
-            self.came_requests.add(&member.requests);
-        }
-        self.members.insert(uid, member);
-    }
-
-    fn remove(&mut self, uid: &str) {
-        if let Some(member) = self.members.remove(uid)
-            && member.came()
-        {
-            self.came -= 1;
-            self.came_requests.sub(&member.requests);
-        }
-    }
-
-    /// Makes [`Group::owed`] what its spec and members owe now.
-    fn refresh_owed(&mut self) {
-        let pieces = self.spec.as_deref().and_then(|spec| {
-            owed::pieces(spec, self.came, &self.came_requests, || {
-                self.members
-                    .values()
-                    .filter(|m| m.came())
-                    .max_by(|a, b| (a.created, &a.pod.uid).cmp(&(b.created, &b.pod.uid)))
-                    .map(|m| m.requests.clone())
-            })
-        });
-        let Some(pieces) = pieces else {
-            if !self.placeholders.is_empty() {
-                self.placeholders = Arc::from([]);
-            }
-            self.owed = 0;
-            return;
-        };
-        let count = pieces.count as usize;
-        let same = self.placeholders.len() >= count
-            && self
-                .placeholders
-                .first()
-                .is_some_and(|p| p.requests == pieces.piece);
-        if !same && let Some(spec) = self.spec.as_deref() {
-            self.placeholders = (0..pieces.count)
-                .map(|i| Member::of(Arc::new(Pod::placeholder(spec, i, &pieces.piece))))
-                .collect();
-        }
-        self.owed = count;
-    }
-}
 
 #[derive(Debug, Clone, Default)]
 pub struct State {
@@ -213,8 +82,8 @@ fn counted_on(pod: &Pod) -> Option<&str> {
 static NOTHING: std::sync::LazyLock<Resources> = std::sync::LazyLock::new(Resources::new);
 
 impl State {
-    // ----- the parts, read-only (each changes only through the named writes below and in
-    // [`super::ledger`])
+    // ----- the parts, read-only (each changes only through the named writes below and, for the
+    // ledger, through [`State::ledger_mut`])
 
     /// Nodes and, per node, `used`, `reserved` and `claimed`.
     pub fn nodes(&self) -> &Nodes {
@@ -249,6 +118,17 @@ impl State {
     /// What Gangplank decided itself.
     pub fn ledger(&self) -> &Ledger {
         &self.ledger
+    }
+
+    /// The ledger to write, split from the rest of the state with the node records its writes
+    /// keep in step ([`LedgerMut`]; its writers are named in [`super::ledger`]).
+    pub fn ledger_mut(&mut self) -> LedgerMut<'_> {
+        LedgerMut::new(
+            &mut self.ledger,
+            &mut self.nodes,
+            &self.groups,
+            self.growth.as_ref(),
+        )
     }
 
     /// The scheduler names served.
@@ -402,7 +282,7 @@ impl State {
             && let Some(node) = counted_on(old)
             && counted_on(&pod) != Some(node)
         {
-            self.hand_to_reservation(node, &old.requests);
+            self.ledger_mut().hand_to_reservation(node, &old.requests);
         }
         if let Some(key) = self.stands_in_for(&pod) {
             self.stand_ins
@@ -418,7 +298,7 @@ impl State {
                 .insert(pod.uid.clone(), Member::of(pod.clone()));
         }
         if pod.node_name.is_some() || pod.phase.is_terminal() {
-            self.release(&pod.uid);
+            self.ledger_mut().release(&pod.uid);
         }
         true
     }
@@ -428,10 +308,10 @@ impl State {
         if let Some(old) = &old {
             self.forget(old);
             if let Some(node) = counted_on(old) {
-                self.hand_to_reservation(node, &old.requests);
+                self.ledger_mut().hand_to_reservation(node, &old.requests);
             }
         }
-        self.release(uid).is_some() || old.is_some()
+        self.ledger_mut().release(uid).is_some() || old.is_some()
     }
 
     /// The group `pod` stands in for: only a pod of Gangplank's own namespace is believed.
@@ -461,7 +341,7 @@ impl State {
             group.refresh_owed();
             if group.members.is_empty() && group.spec.is_none() {
                 self.groups.remove(&key);
-                self.ledger.wait_reasons.remove(&key);
+                self.ledger_mut().set_wait_reason(&key, None);
             }
         } else if old.queue.is_some() {
             self.queue_only.remove(&old.uid);
@@ -491,8 +371,9 @@ impl State {
                 self.groups.remove(key);
             }
         }
-        self.ledger.wait_reasons.remove(key);
-        self.drop_claim(key).is_some() || known
+        let mut ledger = self.ledger_mut();
+        ledger.set_wait_reason(key, None);
+        ledger.drop_claim(key).is_some() || known
     }
 
     pub fn apply_queue(&mut self, queue: Queue) -> bool {
@@ -556,7 +437,7 @@ mod tests {
         let key = GroupKey::new("ns", "g");
         s.apply_pod(pod("a").cpu(1000).in_group("g"));
         let requests = s.pods["a"].requests.clone();
-        s.reserve(
+        s.ledger_mut().reserve(
             "a",
             Reservation {
                 node: "n1".into(),
@@ -585,7 +466,7 @@ mod tests {
         s.apply_pod(pod("c").cpu(1_000).bound_to("n1"));
         let head = GroupKey::new("ns", "head");
         // The head needs 6 CPUs on n1 and holds nothing yet: n1 is full.
-        s.set_claim(
+        s.ledger_mut().set_claim(
             &head,
             Claim {
                 slots: vec![Slot {
@@ -619,7 +500,7 @@ mod tests {
         // Room a reservation frees stays with the pod the scheduler retries.
         s.apply_pod(pod("d").cpu(2_000));
         let requests = s.pods["d"].requests.clone();
-        s.reserve(
+        s.ledger_mut().reserve(
             "d",
             Reservation {
                 node: "n1".into(),
@@ -629,7 +510,7 @@ mod tests {
         );
         s.ledger.claims.get_mut(&head).unwrap().lacking[0].requests =
             Resources::from([("cpu", 2_000)]);
-        s.release("d");
+        s.ledger_mut().release("d");
         assert_eq!(held(&s), 6_000);
         // Nor does room on a node the reservation does not lack anything on.
         s.apply_pod(pod("e").cpu(1_000).bound_to("n2"));
@@ -653,7 +534,7 @@ mod tests {
             node: node.into(),
             requests: Resources::from([("cpu", cpu)]),
         };
-        s.set_claim(
+        s.ledger_mut().set_claim(
             &head,
             Claim {
                 slots: vec![slot("n1", 2_000)],
@@ -662,7 +543,7 @@ mod tests {
             },
         );
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-        s.place_reservation(&head, deadline);
+        s.ledger_mut().place_reservation(&head, deadline);
         let claim = &s.ledger.claims[&head];
         assert!(!claim.reservation());
         assert_eq!(claim.deadline, Some(deadline));
@@ -673,7 +554,8 @@ mod tests {
         assert_eq!(s.claimed_on("n2").get("cpu"), 3_000);
 
         // A claim with a deadline is a gang being placed: left as it is.
-        s.place_reservation(&head, deadline + std::time::Duration::from_secs(5));
+        s.ledger_mut()
+            .place_reservation(&head, deadline + std::time::Duration::from_secs(5));
         assert_eq!(s.ledger.claims[&head].deadline, Some(deadline));
     }
 
@@ -685,14 +567,14 @@ mod tests {
             requests: Resources::from([("cpu", cpu)]),
         };
         let (g1, g2) = (GroupKey::new("ns", "g1"), GroupKey::new("ns", "g2"));
-        s.set_claim(
+        s.ledger_mut().set_claim(
             &g1,
             Claim {
                 slots: vec![slot("n1", 1000), slot("n1", 1000), slot("n2", 500)],
                 ..Default::default()
             },
         );
-        s.set_claim(
+        s.ledger_mut().set_claim(
             &g2,
             Claim {
                 slots: vec![slot("n1", 250)],
@@ -701,7 +583,7 @@ mod tests {
         );
         assert_eq!(s.claimed_on("n1").get("cpu"), 2250);
         assert_eq!(s.ledger.claims[&g1].on("n1").get("cpu"), 2000);
-        s.set_claim(
+        s.ledger_mut().set_claim(
             &g1,
             Claim {
                 slots: vec![slot("n2", 100)],
@@ -711,7 +593,7 @@ mod tests {
         assert_eq!(s.claimed_on("n1").get("cpu"), 250);
         assert_eq!(s.claimed_on("n2").get("cpu"), 100);
         s.delete_pod_group(&g1);
-        s.drop_claim(&g2);
+        s.ledger_mut().drop_claim(&g2);
         assert!(s.nodes.slots().all(|n| n.claimed.is_empty()));
     }
 

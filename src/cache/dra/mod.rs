@@ -108,7 +108,7 @@ struct Claiming {
 
 /// A template or claim, as the pods that name it are indexed by.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
-enum Named {
+enum TemplateOrClaim {
     Template(String),
     Claim(String),
 }
@@ -131,7 +131,7 @@ pub struct Index {
     /// By pod UID, the pods that name claims.
     pods: HashMap<String, Claiming>,
     /// The pods (name, UID) that name each template or claim.
-    users: HashMap<Named, BTreeSet<(String, String)>>,
+    users: HashMap<TemplateOrClaim, BTreeSet<(String, String)>>,
     /// Per node, the devices last added to its allocatable.
     counted: HashMap<String, Resources>,
     /// Per class, why it counts no device where it should (the last error seen).
@@ -171,7 +171,7 @@ impl Index {
             let users = self.users.entry(named.clone()).or_default();
             let first = users.first().map(|(_, uid)| uid.clone());
             users.insert((pod.name.clone(), pod.uid.clone()));
-            if matches!(named, Named::Claim(_))
+            if matches!(named, TemplateOrClaim::Claim(_))
                 && let Some(first) = first
                 && users.first().is_some_and(|(_, uid)| *uid == pod.uid)
             {
@@ -313,14 +313,14 @@ impl Index {
                     return Effect::Nothing;
                 }
                 self.templates.insert(key.clone(), asks);
-                Effect::Pods(self.users_of(&Named::Template(key)))
+                Effect::Pods(self.users_of(&TemplateOrClaim::Template(key)))
             }
             Object::Claim(key, asks) => {
                 if self.claims.get(&key) == Some(&asks) {
                     return Effect::Nothing;
                 }
                 self.claims.insert(key.clone(), asks);
-                Effect::Pods(self.users_of(&Named::Claim(key)))
+                Effect::Pods(self.users_of(&TemplateOrClaim::Claim(key)))
             }
             // A pod already counted keeps its count: its claim outlives the template, and a
             // claim in use is not deleted before its pods.
@@ -405,7 +405,7 @@ impl Index {
         }
     }
 
-    fn users_of(&self, named: &Named) -> Vec<String> {
+    fn users_of(&self, named: &TemplateOrClaim) -> Vec<String> {
         self.users
             .get(named)
             .map(|users| users.iter().map(|(_, uid)| uid.clone()).collect())
@@ -442,8 +442,8 @@ impl Index {
         let mut unresolved = 0;
         for named in named(&claiming.namespace, &claiming.refs) {
             let asks = match &named {
-                Named::Template(key) => self.templates.get(key),
-                Named::Claim(key) => {
+                TemplateOrClaim::Template(key) => self.templates.get(key),
+                TemplateOrClaim::Claim(key) => {
                     let counts_here = self
                         .users
                         .get(&named)
@@ -588,11 +588,11 @@ pub fn note(why: &str, problems: &BTreeMap<String, String>) -> Option<String> {
 }
 
 /// The templates and claims `refs` name, keyed in `namespace`.
-fn named(namespace: &str, refs: &[ClaimRef]) -> Vec<Named> {
+fn named(namespace: &str, refs: &[ClaimRef]) -> Vec<TemplateOrClaim> {
     refs.iter()
         .map(|r| match r {
-            ClaimRef::Template(name) => Named::Template(format!("{namespace}/{name}")),
-            ClaimRef::Claim(name) => Named::Claim(format!("{namespace}/{name}")),
+            ClaimRef::Template(name) => TemplateOrClaim::Template(format!("{namespace}/{name}")),
+            ClaimRef::Claim(name) => TemplateOrClaim::Claim(format!("{namespace}/{name}")),
         })
         .collect()
 }

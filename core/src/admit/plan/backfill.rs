@@ -2,7 +2,7 @@
 //! time), from when what runs on its reserved nodes is expected to end. A group whose expected
 //! runtime ends before then may borrow the head's reservation.
 
-use super::collect::seconds;
+use super::candidate::seconds;
 use crate::admit::free_room::Room;
 use crate::model::{GroupKey, Pod, Resources, State};
 

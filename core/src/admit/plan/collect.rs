@@ -1,5 +1,5 @@
 //! Phase 1 of the pass: the waiting groups (and pods of a queue in no group) as
-//! [`Candidate`]s, with what blocks any of them outright, what every queue's groups hold
+//! [`Candidate`]s ([`super::candidate`]), with what blocks any of them outright, what every queue's groups hold
 //! (placed members, and released ones up to what their gang lacks for quorum), and what
 //! running gangs' elastic members hold, node by node.
 
@@ -7,80 +7,11 @@ use std::collections::BTreeMap;
 
 use rustc_hash::FxHashMap;
 
-use super::decision::PodRef;
+use super::candidate::{Candidate, Where, seconds};
 use crate::admit::groups::{Groups, Seen};
 use crate::admit::why::Why;
 use crate::limits;
 use crate::model::{GroupKey, Levels, Member, Resources, State};
-
-/// A group (or a queue-only pod) with gated members, found by [`collect`].
-pub(super) struct Candidate<'s> {
-    pub(super) queue: &'s str,
-    /// Its queue's index in name order ([`share`] sets it); `usize::MAX` while unknown or
-    /// when the queue does not exist.
-    pub(super) slot: usize,
-    pub(super) group: Option<&'s GroupKey>,
-    pub(super) namespace: &'s str,
-    /// The group's name, or the queue-only pod's.
-    pub(super) name: &'s str,
-    /// Its gated members; the first `missing` of them are what it needs for quorum.
-    pub(super) gated: Vec<&'s Member>,
-    pub(super) missing: usize,
-    /// What releasing every gated member adds to the queue.
-    pub(super) requests: Resources,
-    pub(super) priority: i32,
-    /// Creation time of its oldest gated member, in Unix seconds (0 when unknown).
-    pub(super) created: i64,
-    /// The PodGroup's own `maxWaitSeconds`.
-    pub(super) max_wait: Option<i64>,
-    /// The PodGroup's `expectedRuntimeSeconds`.
-    pub(super) expected_runtime: Option<i64>,
-    /// The levels its PodGroup's `topologyKey` and `preferredTopologyKey` allow, and the
-    /// domain of the required level a member already runs in or names in its `nodeSelector`.
-    pub(super) topology: Option<Where<'s>>,
-    /// Why it cannot be considered at all (no PodGroup, too few members).
-    pub(super) blocked: Option<Why>,
-}
-
-/// A candidate's identity for the pass's tie-breaks: namespace, name, whether it is a
-/// queue-only pod, and its index in [`Book::candidates`] (which never decides: the rest is
-/// unique).
-pub(super) type Key<'s> = (&'s str, &'s str, bool, usize);
-
-impl<'s> Candidate<'s> {
-    pub(super) fn key(&self, i: usize) -> Key<'s> {
-        (self.namespace, self.name, self.group.is_none(), i)
-    }
-
-    /// The requests of each gated member the gang needs placed to reach quorum.
-    pub(super) fn need(&self) -> impl Iterator<Item = &'s Resources> + '_ {
-        self.gated[..self.missing].iter().map(|m| &m.requests)
-    }
-
-    /// The sum of [`Candidate::need`].
-    pub(super) fn needed(&self) -> Resources {
-        let mut needed = Resources::new();
-        self.need().for_each(|pod| needed.add(pod));
-        needed
-    }
-
-    /// Its group's key, or its pod's as a group of one.
-    pub(super) fn group_key(&self) -> GroupKey {
-        match (self.group, self.gated.first()) {
-            (Some(group), _) => group.clone(),
-            (None, Some(member)) => GroupKey::lone(&member.pod),
-            (None, None) => GroupKey::new(self.namespace, self.name),
-        }
-    }
-
-    /// The pod of a queue in no group.
-    pub(super) fn lone_pod(&self) -> Option<PodRef> {
-        match (self.group, self.gated.first()) {
-            (None, Some(member)) => Some(PodRef::of(&member.pod)),
-            _ => None,
-        }
-    }
-}
 
 /// Phase 1's result.
 #[derive(Default)]
@@ -178,10 +109,6 @@ fn unserved(state: &State, members: &[Seen]) -> Option<Why> {
             scheduler: scheduler.to_owned(),
         })
     })
-}
-
-pub(super) fn seconds(d: std::time::Duration) -> i64 {
-    i64::try_from(d.as_secs()).unwrap_or(i64::MAX)
 }
 
 /// Adds what `members` (of `namespace`, a gang needing `quorum` of them placed) hold to
@@ -309,24 +236,6 @@ fn candidate<'s>(
         blocked: None,
         gated,
     })
-}
-
-/// Where a gang with a topology may go: its [`Levels`], and the values of its required level's
-/// keys that a member already runs in or names in its `nodeSelector` (it must join them).
-#[derive(Debug, Clone)]
-pub(super) struct Where<'s> {
-    pub(super) levels: Levels<'s>,
-    pub(super) pinned: Vec<(&'s str, &'s str)>,
-}
-
-impl Where<'_> {
-    /// The pinned domain as reasons name it, if any.
-    pub(super) fn pinned(&self) -> Option<String> {
-        (!self.pinned.is_empty()).then(|| {
-            let (keys, values): (Vec<&str>, Vec<&str>) = self.pinned.iter().copied().unzip();
-            crate::model::topology::describe(&keys, &values)
-        })
-    }
 }
 
 /// Per key of `keys`, the value a running member's node has for it, else one a member names

@@ -4,6 +4,8 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use rustc_hash::FxHashSet;
+
 use crate::admit::why::{Reason, Why};
 use crate::model::arrivals::Door;
 use crate::model::{GroupKey, Pod, Resources};
@@ -203,4 +205,18 @@ pub struct RoomWait {
 pub struct Within {
     pub keys: Vec<String>,
     pub pinned: Vec<(String, String)>,
+}
+
+/// The growth decision as the pass makes it ([`super::growth`]): the asks so far, and the
+/// groups that grow; the [`Decision`] carries the asks.
+#[derive(Debug, Default)]
+pub(super) struct Growing {
+    /// Groups with stand-ins when the pass began: they count against `at_once` wherever they
+    /// come in the order.
+    pub(super) before: usize,
+    pub(super) asks: Vec<GrowthAsk>,
+    /// The groups of `asks`: their stand-ins are kept.
+    pub(super) kept: FxHashSet<GroupKey>,
+    /// Gangs whose stand-ins stayed unplaced past the timeout in this pass.
+    pub(super) timed_out: Vec<GroupKey>,
 }

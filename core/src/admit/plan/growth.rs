@@ -8,25 +8,12 @@
 
 use rustc_hash::FxHashSet;
 
-use super::collect::Candidate;
+use super::candidate::Candidate;
 use super::decision::{GrowthAsk, PodRef};
 use super::pass::Pass;
 use crate::admit::why::Why;
-use crate::model::growth::stand_in_name;
+use crate::model::growth::{placed_stand_ins, stand_in_name};
 use crate::model::{GroupKey, Resources};
-
-/// What the pass knows of growth: the asks so far, and the groups that grow.
-#[derive(Debug, Default)]
-pub(super) struct Growing {
-    /// Groups with stand-ins when the pass began: they count against `at_once` wherever they
-    /// come in the order.
-    pub(super) before: usize,
-    pub(super) asks: Vec<GrowthAsk>,
-    /// The groups of `asks`: their stand-ins are kept.
-    pub(super) kept: FxHashSet<GroupKey>,
-    /// Gangs whose stand-ins stayed unplaced past the timeout in this pass.
-    pub(super) timed_out: Vec<GroupKey>,
-}
 
 impl<'s> Pass<'s> {
     /// Lends candidate `c` the room its bound stand-ins hold (see the module docs); returns
@@ -35,7 +22,7 @@ impl<'s> Pass<'s> {
         let Some(stand_ins) = c.group.and_then(|g| self.state.stand_ins().get(g)) else {
             return Vec::new();
         };
-        let lent: Vec<(&str, &Resources)> = placed(stand_ins.values()).collect();
+        let lent: Vec<(&str, &Resources)> = placed_stand_ins(stand_ins.values()).collect();
         self.room.lend(&lent, true);
         lent
     }
@@ -205,14 +192,4 @@ impl<'s> Pass<'s> {
             })
             .collect()
     }
-}
-
-/// The node and requests of each of `stand_ins` placed on a node and not finished: the room
-/// they hold.
-pub(super) fn placed<'a>(
-    stand_ins: impl Iterator<Item = &'a std::sync::Arc<crate::model::Pod>>,
-) -> impl Iterator<Item = (&'a str, &'a Resources)> {
-    stand_ins
-        .filter(|p| !p.phase.is_terminal())
-        .filter_map(|p| Some((p.node_name.as_deref()?, &p.requests)))
 }

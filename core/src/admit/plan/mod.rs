@@ -13,6 +13,7 @@
 //! explained in `docs/decisions/admission-pass.md`.
 
 mod backfill;
+mod candidate;
 mod collect;
 mod decision;
 mod growth;

@@ -5,7 +5,8 @@
 //! last, the gated elastic members of gangs that have quorum, in weighted DRF again from what
 //! each queue holds then: they are the lowest priority in the cluster.
 
-use super::collect::{Book, Candidate, Key, seconds};
+use super::candidate::{Candidate, Key, seconds};
+use super::collect::Book;
 use super::pass::Pass;
 use super::share::Shares;
 use crate::admit::why::Why;

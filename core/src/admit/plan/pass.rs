@@ -12,11 +12,13 @@ use std::sync::Arc;
 use rustc_hash::FxHashMap;
 
 use super::backfill;
-use super::collect::{Book, Candidate};
-use super::growth::{self, Growing};
+use super::candidate::Candidate;
+use super::collect::Book;
+use super::decision::Growing;
 use super::share::Shares;
 use crate::admit::free_room::Room;
 use crate::admit::why::Why;
+use crate::model::growth::placed_stand_ins;
 use crate::model::{GroupKey, Queue, Resources, State};
 use crate::policy::fair_share;
 use crate::policy::queue_order::DominantShare;
@@ -101,7 +103,7 @@ impl<'s> Pass<'s> {
         );
         let mut room = Room::new(state, &book.in_flight, by_slot.len());
         let stand_ins: Vec<(&str, &Resources)> =
-            growth::placed(state.stand_ins().values().flat_map(|pods| pods.values())).collect();
+            placed_stand_ins(state.stand_ins().values().flat_map(|pods| pods.values())).collect();
         room.hold_in_flight(&book.in_flight_members, &stand_ins);
         for (slot, guarantee) in guarantees.iter().enumerate() {
             room.set_unused_guarantee(slot, guarantee, &held[slot]);

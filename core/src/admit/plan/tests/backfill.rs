@@ -56,7 +56,7 @@ fn the_head_keeps_the_nodes_it_held_when_another_frees_a_little_more() {
     gang(&mut s, "big", "q", 1, 8_000, NOW - 300);
     // The loop kept last pass's reservation on n1 (as a claim without a deadline); n2 now
     // has more free, but moving there would hand n1's room to the groups behind.
-    s.set_claim(
+    s.ledger_mut().set_claim(
         &GroupKey::new("ns", "big"),
         crate::model::Claim {
             slots: vec![crate::model::Slot {

@@ -191,7 +191,7 @@ fn stand_ins_unplaced_past_the_timeout_give_growth_up_and_the_gang_then_holds_no
     // The loop records it and deletes the stand-ins: the gang waits, holding nothing, and a
     // gang that fits runs.
     let failed_at = NOW + TIMEOUT;
-    s.note_growth_failed(
+    s.ledger_mut().note_growth_failed(
         &GroupKey::new("ns", "big"),
         GrowthFailed {
             at: failed_at,
@@ -231,8 +231,10 @@ fn a_growth_whose_stand_ins_are_refused_says_so_and_still_gives_up_after_the_tim
     gang(&mut s, "big", "q", 2, 6_000, NOW - 60);
     let d = decide_at(&s, &|_| false, NOW);
     let big = GroupKey::new("ns", "big");
-    s.note_growth_asked(d.grow.iter().map(|a| &a.group), NOW);
-    s.note_stand_in_refused(&big, "pods \"x\" is forbidden: violates PodSecurity".into());
+    s.ledger_mut()
+        .note_growth_asked(d.grow.iter().map(|a| &a.group), NOW);
+    s.ledger_mut()
+        .note_stand_in_refused(&big, "pods \"x\" is forbidden: violates PodSecurity".into());
     let d = decide_at(&s, &|_| false, NOW + 10);
     assert_eq!(reason(&d, "big"), Reason::WaitingForGrowth);
     assert!(
@@ -245,7 +247,8 @@ fn a_growth_whose_stand_ins_are_refused_says_so_and_still_gives_up_after_the_tim
         "{}",
         why(&d, "big")
     );
-    s.note_growth_asked(d.grow.iter().map(|a| &a.group), NOW + 10);
+    s.ledger_mut()
+        .note_growth_asked(d.grow.iter().map(|a| &a.group), NOW + 10);
     let d = decide_at(&s, &|_| false, NOW + TIMEOUT);
     assert_eq!(reason(&d, "big"), Reason::GrowthFailed);
     assert_eq!(d.growth_timed_out, vec![big]);

@@ -11,9 +11,9 @@ mod topology;
 use super::*;
 use crate::admit::on_arrival;
 use crate::model::names::ADMISSION_GATE;
+use crate::model::resources::Capability;
 use crate::model::{GroupKey, Pod, Queue, Resources};
 use crate::model::{Node, PodGroup, PodPhase, Reservation, ResourceId};
-use crate::policy::fair_share::Capability;
 use crate::testing::{
     PodBuilder, cluster, decide_after, decide_at, decide_now, gang, node, pod, pod_group,
 };

@@ -333,11 +333,12 @@ fn reserved_and_released_members_hold_room_until_quorum_but_elastic_extras_do_no
     assert_eq!(d.admit[0].pods.len(), 4, "every gated member is released");
     release(&mut s, &d);
     assert_eq!(decide_now(&s).queues["q"].allocated.get("cpu"), 4_000);
-    s.reserve(
+    let requests = s.pods()["g-0"].requests.clone();
+    s.ledger_mut().reserve(
         "g-0",
         Reservation {
             node: "n1".into(),
-            requests: s.pods()["g-0"].requests.clone(),
+            requests,
             group: Some(GroupKey::new("ns", "g")),
         },
     );
@@ -428,7 +429,7 @@ fn a_parent_queues_capability_bounds_its_children_together() {
     let mut s = cluster();
     s.apply_node(node("n2", 8_000));
     s.apply_queue(Queue {
-        capability: crate::policy::fair_share::Capability::from([("cpu", 8_000)]),
+        capability: crate::model::resources::Capability::from([("cpu", 8_000)]),
         ..Queue::new("org")
     });
     for team in ["t1", "t2"] {

@@ -3,18 +3,18 @@
 //! and serves the webhooks and the metrics port; only the replica that holds the Lease runs
 //! the admission loop, the controller, the claim-expiry timer and the scheduler extender
 //! ([`crate::server`]). Each take or renewal opens the [`Fence`] until the renew deadline
-//! ([`Settings::renew_deadline`]) after it was sent, and every write of the leader's parts asks
-//! the fence first ([`crate::fence`]). A leader that fails to renew by then stops leading when
+//! ([`Election::renew_deadline`]) after it was sent, and every write of the leader's parts asks
+//! the fence first ([`crate::runtime::fence`]). A leader that fails to renew by then stops leading when
 //! the fence closes, before any other replica may take the Lease (its loops and extender stop,
 //! held binds are answered with errors, and writes still in progress are refused), and follows
 //! until the Lease is free again. So no write of a former leader is sent after another replica
 //! may have taken the Lease, unless their clocks run at rates a third apart (the margin is a
 //! third of the duration); on shutdown the leader closes the fence and gives the
-//! Lease up, so another takes it at its next try ([`Settings::retry_every`]) instead of waiting
+//! Lease up, so another takes it at its next try ([`Election::retry_every`]) instead of waiting
 //! for it to expire.
 //!
 //! The scheduler reaches the leader only: the leader labels its own pod
-//! ([`crate::api::labels::LEADER_LABEL`]) and the extender's Service selects that label. One
+//! ([`LEADER_LABEL`]) and the extender's Service selects that label. One
 //! task ([`Elector::label_keeper`]) writes the label, retrying with backoff until the pod
 //! shows what the elector last wanted: on while leading, off otherwise (a follower takes it
 //! off when it starts, as a container restarted after a crash may find it left there, and a
@@ -43,13 +43,17 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use crate::api::labels::LEADER_LABEL;
-use crate::fence::Fence;
-use crate::metrics;
+use crate::runtime::fence::Fence;
+use crate::runtime::metrics;
+
+/// Label on the pod of the Gangplank replica that holds the leader Lease (`"true"`): the
+/// extender's Service selects it, so the scheduler's calls reach the leader only. Re-exported
+/// with the other well-known names (`crate::api::labels`).
+pub const LEADER_LABEL: &str = "scheduling.gangplank.dev/leader";
 
 /// Where the Lease is and how this replica takes part.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Settings {
+pub struct Election {
     pub namespace: String,
     pub name: String,
     /// This replica's name in the Lease: its pod's name, unique among the replicas and stable
@@ -65,7 +69,7 @@ pub struct Settings {
     pub follow: Option<(String, String)>,
 }
 
-impl Settings {
+impl Election {
     /// How often the leader renews, and a follower tries to take the Lease.
     pub fn retry_every(&self) -> Duration {
         self.duration / 5
@@ -99,7 +103,7 @@ impl Record {
 /// One replica's side of the election.
 pub struct Elector {
     api: Api<Lease>,
-    settings: Settings,
+    settings: Election,
     observed: Option<(Record, Instant)>,
     /// Open while this replica may write as the leader; this elector is its one writer.
     fence: Fence,
@@ -131,7 +135,7 @@ pub enum Error {
 }
 
 impl Elector {
-    pub fn new(client: kube::Client, settings: Settings) -> Elector {
+    pub fn new(client: kube::Client, settings: Election) -> Elector {
         Elector {
             api: Api::namespaced(client, &settings.namespace),
             settings,
@@ -141,7 +145,7 @@ impl Elector {
         }
     }
 
-    /// The fence this elector opens while it holds the Lease ([`crate::fence`]).
+    /// The fence this elector opens while it holds the Lease ([`crate::runtime::fence`]).
     pub fn fence(&self) -> Fence {
         self.fence.clone()
     }
@@ -568,7 +572,7 @@ mod tests {
     async fn a_leader_whose_renewals_stop_closes_its_fence_and_stops_leading_before_the_lease_expires()
      {
         let hang = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-        let settings = Settings {
+        let settings = Election {
             namespace: "gangplank-system".into(),
             name: "gangplank".into(),
             identity: "a".into(),
@@ -616,7 +620,7 @@ mod tests {
 
     #[test]
     fn the_leader_renews_often_and_gives_up_well_before_another_may_take_over() {
-        let settings = Settings {
+        let settings = Election {
             namespace: "gangplank-system".into(),
             name: "gangplank".into(),
             identity: "a".into(),

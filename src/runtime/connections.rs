@@ -15,7 +15,7 @@
 //!   protocol: a client silent after connecting, one trickling its headers (HTTP/1) or its
 //!   HEADERS frames (HTTP/2), and a keep-alive connection left idle. A request in flight (a
 //!   held bind, for minutes) keeps its connection open; its body has its own deadline
-//!   (`server::serve`).
+//!   (`super::port::serve`).
 //!
 //! Refused connections are counted (`gangplank_server_connections_refused_total`), the ones
 //! in their handshake, open, and held unread are gauges (`gangplank_server_handshakes`,
@@ -39,7 +39,7 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
 use tokio_util::sync::{CancellationToken, WaitForCancellationFutureOwned};
 
-use crate::metrics;
+use crate::runtime::metrics;
 
 pub mod body;
 mod bounds;
@@ -397,7 +397,7 @@ pub enum Ending {
     /// not TLS at all.
     HandshakeFailed,
     /// The client certificate was signed by the client CA but names another client than the
-    /// one allowed ([`crate::tls::WrongClient`]).
+    /// one allowed ([`crate::runtime::tls::WrongClient`]).
     WrongClient,
     /// A newer connection took its handshake place ([`places`]).
     ShedInHandshake,
@@ -439,7 +439,7 @@ impl Ending {
         } else if let Some(rustls::Error::InvalidCertificate(rustls::CertificateError::Other(
             other,
         ))) = refused
-            && other.0.is::<crate::tls::WrongClient>()
+            && other.0.is::<crate::runtime::tls::WrongClient>()
         {
             Ending::WrongClient
         } else {

@@ -108,7 +108,7 @@ fn server_config(files: &Files, http2: bool) -> Result<ServerConfig, Error> {
             let verifier = client_verifier(path)?;
             match &files.client_name {
                 None => builder.with_client_cert_verifier(verifier),
-                Some(name) => builder.with_client_cert_verifier(Arc::new(Named {
+                Some(name) => builder.with_client_cert_verifier(Arc::new(SubjectVerifier {
                     inner: verifier,
                     name: name.clone(),
                 })),
@@ -158,12 +158,12 @@ pub struct WrongClient {
 
 /// A client verifier that also demands the certificate's subject common name be `name`.
 #[derive(Debug)]
-struct Named {
+struct SubjectVerifier {
     inner: Arc<dyn ClientCertVerifier>,
     name: String,
 }
 
-impl ClientCertVerifier for Named {
+impl ClientCertVerifier for SubjectVerifier {
     fn offer_client_auth(&self) -> bool {
         self.inner.offer_client_auth()
     }

@@ -30,7 +30,7 @@ pub const SERVER_CONNECTIONS_HELD_UNREAD: &str = "gangplank_server_connections_h
 /// Counter: connections closed as they came because the server held its most, by `server` and
 /// `stage` (`handshake`, `open`).
 pub const SERVER_CONNECTIONS_REFUSED_TOTAL: &str = "gangplank_server_connections_refused_total";
-/// Counter: connections closed, by `server` and `reason` ([`crate::connections::Ending`]).
+/// Counter: connections closed, by `server` and `reason` ([`crate::runtime::connections::Ending`]).
 pub const SERVER_CONNECTIONS_CLOSED_TOTAL: &str = "gangplank_server_connections_closed_total";
 /// Counter: admission webhook requests by `webhook`, `operation` and `outcome` (`allowed`,
 /// `denied`, `patched`, `error`).
@@ -100,7 +100,7 @@ pub const BATCH_JOBS: &str = "gangplank_batch_jobs";
 pub const BUILD_INFO: &str = "gangplank_build_info";
 /// Gauge: 1 while this replica holds the leader Lease.
 pub const LEADER: &str = "gangplank_leader";
-/// Counter: writes the fence refused ([`crate::fence`]), by `reason` (`lapsed`, `not_leading`).
+/// Counter: writes the fence refused ([`crate::runtime::fence`]), by `reason` (`lapsed`, `not_leading`).
 pub const FENCED_WRITES_TOTAL: &str = "gangplank_fenced_writes_total";
 /// Counter: status writes by the controller, by `kind` (`podgroup`, `queue`) and `outcome`.
 pub const CONTROLLER_STATUS_WRITES_TOTAL: &str = "gangplank_controller_status_writes_total";
@@ -165,18 +165,18 @@ pub fn install() -> Result<PrometheusHandle, Error> {
 
 /// What kind of series a metric is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Kind {
+pub enum MetricKind {
     Counter,
     Gauge,
     Histogram,
 }
 
-impl Kind {
+impl MetricKind {
     pub fn as_str(self) -> &'static str {
         match self {
-            Kind::Counter => "counter",
-            Kind::Gauge => "gauge",
-            Kind::Histogram => "histogram",
+            MetricKind::Counter => "counter",
+            MetricKind::Gauge => "gauge",
+            MetricKind::Histogram => "histogram",
         }
     }
 }
@@ -186,7 +186,7 @@ impl Kind {
 #[derive(Debug, Clone, Copy)]
 pub struct Doc {
     pub name: &'static str,
-    pub kind: Kind,
+    pub kind: MetricKind,
     pub labels: &'static [&'static str],
     pub help: &'static str,
 }
@@ -195,271 +195,271 @@ pub struct Doc {
 pub const CATALOGUE: &[Doc] = &[
     Doc {
         name: EXTENDER_REQUESTS_TOTAL,
-        kind: Kind::Counter,
+        kind: MetricKind::Counter,
         labels: &["verb", "outcome"],
         help: "Scheduler extender requests, by verb (filter, prioritize, preempt, bind) and outcome (ok; error: answered with a non-empty Error; bad_request: HTTP 400 for a body that is not the expected JSON or did not arrive within 30 s; too_large: HTTP 413 for a body over 16 MiB).",
     },
     Doc {
         name: EXTENDER_DECISION_WAIT_SECONDS,
-        kind: Kind::Histogram,
+        kind: MetricKind::Histogram,
         labels: &["verb"],
         help: "Time a filter, prioritize or preempt call waited for one of the 8 calls decided at once before its body was read; above a millisecond only when more than 8 arrive together (a flood).",
     },
     Doc {
         name: EXTENDER_REQUEST_DURATION_SECONDS,
-        kind: Kind::Histogram,
+        kind: MetricKind::Histogram,
         labels: &["verb"],
         help: "Time to answer a scheduler extender request, by verb, including a held bind.",
     },
     Doc {
         name: SERVER_CONNECTIONS,
-        kind: Kind::Gauge,
+        kind: MetricKind::Gauge,
         labels: &["server"],
         help: "Connections open after their TLS handshake, by server (extender, webhooks: at most 1024 each; metrics: at most 64).",
     },
     Doc {
         name: SERVER_HANDSHAKES,
-        kind: Kind::Gauge,
+        kind: MetricKind::Gauge,
         labels: &["server"],
         help: "Connections in their TLS handshake, by server (at most 128 each; at 128, a new connection from an address holding fewer places than another sheds one of that address's, the one that has come least far, and one from the address holding the most is refused).",
     },
     Doc {
         name: SERVER_CONNECTIONS_HELD_UNREAD,
-        kind: Kind::Gauge,
+        kind: MetricKind::Gauge,
         labels: &["server"],
         help: "Connections refused a place, or that gave theirs up, held open and unread until the 10 s handshake deadline before they are closed, by server (at most 2048 each; beyond, closed at once): a flood's, which would otherwise reconnect at once.",
     },
     Doc {
         name: SERVER_CONNECTIONS_REFUSED_TOTAL,
-        kind: Kind::Counter,
+        kind: MetricKind::Counter,
         labels: &["server"],
         help: "Connections refused a place, by server: every place (128 in the handshake; 1024 open, 64 on the metrics port) held by a connection with a request in flight or from an address holding no more places than the newcomer's (a flood's own newcomers). Held unread, then closed (held_unread).",
     },
     Doc {
         name: SERVER_CONNECTIONS_CLOSED_TOTAL,
-        kind: Kind::Counter,
+        kind: MetricKind::Counter,
         labels: &["server", "reason"],
         help: "Connections closed after they were accepted, by server and reason: client (the client closed it), server_between_requests (Gangplank closed it with no request arriving: no request in flight for the 30 s idle deadline, after answering a body that missed its deadline, or at shutdown), server_mid_request (Gangplank closed it while a request arrived: headers trickled past the idle deadline), handshake_timeout (no TLS handshake within 10 s), handshake_failed (no client certificate, one the client CA did not sign, or not TLS), wrong_client (a client certificate the CA signed for another name than --extender-client-name), shed_in_handshake (a new connection took its handshake place: it had come least far of the 128), shed_open (a new connection took its open place: it had no request in flight and had come least far of the open ones).",
     },
     Doc {
         name: WEBHOOK_REQUESTS_TOTAL,
-        kind: Kind::Counter,
+        kind: MetricKind::Counter,
         labels: &["webhook", "operation", "outcome"],
         help: "Admission webhook requests, by webhook (mutate-pods, mutate-jobs, mutate-podgroups, mutate-workloads, validate-jobs, validate-podgroups, validate-queues, validate-batchjobs), operation (CREATE, UPDATE, DELETE; unknown for a body that is not an AdmissionReview) and outcome (allowed: admitted unchanged; patched: admitted with a patch; denied: refused by a rule; error: a body that is not an AdmissionReview, or Gangplank could not decide yet).",
     },
     Doc {
         name: WEBHOOK_TURNS_TAKEN,
-        kind: Kind::Gauge,
+        kind: MetricKind::Gauge,
         labels: &["lane"],
         help: "AdmissionReviews being decided, by lane (small: at most 64 KiB, 32 at once, read before they take a turn; large: 4 at once, read while they hold it). A lane at its bound makes further reviews wait, at most 10 s.",
     },
     Doc {
         name: WEBHOOK_REQUEST_DURATION_SECONDS,
-        kind: Kind::Histogram,
+        kind: MetricKind::Histogram,
         labels: &["webhook"],
         help: "Time to answer an admission webhook request, by webhook, including the short wait for a just-created Queue or PodGroup to be seen.",
     },
     Doc {
         name: GANG_BINDS_HELD,
-        kind: Kind::Gauge,
+        kind: MetricKind::Gauge,
         labels: &[],
         help: "Bind calls of gang members held open until their gang reaches quorum (minMember placed).",
     },
     Doc {
         name: GANG_BIND_WAIT_SECONDS,
-        kind: Kind::Histogram,
+        kind: MetricKind::Histogram,
         labels: &[],
         help: "Seconds from a gang's first held bind call to quorum, when all its held members are bound together.",
     },
     Doc {
         name: GANG_TIMEOUTS_TOTAL,
-        kind: Kind::Counter,
+        kind: MetricKind::Counter,
         labels: &[],
         help: "Gangs whose held bind calls timed out before quorum; their members were released for the scheduler to retry.",
     },
     Doc {
         name: GANG_BINDS_ABANDONED_TOTAL,
-        kind: Kind::Counter,
+        kind: MetricKind::Counter,
         labels: &[],
         help: "Held bind calls whose caller (the scheduler) went away before quorum, for example a restarted scheduler: their reservations were released, and they count toward no quorum.",
     },
     Doc {
         name: GANG_CLAIMS,
-        kind: Kind::Gauge,
+        kind: MetricKind::Gauge,
         labels: &[],
         help: "Gangs currently holding a claim on capacity while their members are being placed.",
     },
     Doc {
         name: ADMISSION_PASSES_TOTAL,
-        kind: Kind::Counter,
+        kind: MetricKind::Counter,
         labels: &[],
         help: "Admission passes: after each change of Gangplank's cache (watch events and its own claims; at most ten a second) while the last pass left groups waiting, admitted some or evicts; otherwise only after a new or gated pod or a change of a node, PodGroup or Queue; and at least every five seconds.",
     },
     Doc {
         name: ADMISSION_RELEASED_PODS_TOTAL,
-        kind: Kind::Counter,
+        kind: MetricKind::Counter,
         labels: &[],
         help: "Pods released by the admission loop: Gangplank's scheduling gate removed, so the scheduler sees them.",
     },
     Doc {
         name: ADMISSION_ARRIVED_PODS_TOTAL,
-        kind: Kind::Counter,
+        kind: MetricKind::Counter,
         labels: &[],
         help: "Pods the mutating webhook created without the admission gate because their gang was admitted on arrival (--admit-on-arrival): no gate removal later.",
     },
     Doc {
         name: ADMISSION_DOOR_OPEN,
-        kind: Kind::Gauge,
+        kind: MetricKind::Gauge,
         labels: &[],
         help: "1 while the last admission pass left nothing waiting but for members, so that (with --admit-on-arrival) a new gang that fits the room it left is admitted at its first pod; 0 while some group waits for room, quota or its share.",
     },
     Doc {
         name: GROWTH_GANGS,
-        kind: Kind::Gauge,
+        kind: MetricKind::Gauge,
         labels: &[],
         help: "Gangs the last admission pass grows the cluster for (with --node-autoscaling): their stand-in pods ask the node autoscaler for their room.",
     },
     Doc {
         name: GROWTH_STAND_INS_CREATED_TOTAL,
-        kind: Kind::Counter,
+        kind: MetricKind::Counter,
         labels: &[],
         help: "Stand-in pods created in Gangplank's namespace, one per member of a gang that waits for the cluster to grow.",
     },
     Doc {
         name: GROWTH_TIMEOUTS_TOTAL,
-        kind: Kind::Counter,
+        kind: MetricKind::Counter,
         labels: &[],
         help: "Growths given up: a gang's stand-in pods were still unplaced after --growth-timeout (the gang then waits with reason GrowthFailed and holds no room).",
     },
     Doc {
         name: ADMISSION_WAITING_GROUPS,
-        kind: Kind::Gauge,
+        kind: MetricKind::Gauge,
         labels: &[],
         help: "Groups with gated pods, and gated pods of a queue in no group, that the last admission pass left waiting (for room, for their queue's share, PodGroup missing, fewer than minMember pods, ...).",
     },
     Doc {
         name: RECLAIM_EVICTIONS_TOTAL,
-        kind: Kind::Counter,
+        kind: MetricKind::Counter,
         labels: &["queue", "outcome"],
         help: "Eviction requests (policy/v1 Eviction, so PodDisruptionBudgets apply) for pods of gangs that reclaim took back from a queue above its deserved share, by the victim's queue and outcome (ok: evicted; refused: a PodDisruptionBudget said not now (HTTP 429), the gang is left alone or, if members were already evicted, finished on a later pass; error: any other failure). A pod is requested at most once while its eviction is in flight.",
     },
     Doc {
         name: PREEMPTION_EVICTIONS_TOTAL,
-        kind: Kind::Counter,
+        kind: MetricKind::Counter,
         labels: &["queue", "outcome"],
         help: "Eviction requests (policy/v1 Eviction) for pods of running gangs of lower priority, whole gangs, that a waiting group of higher priority in the same queue needs the room of (priority preemption inside a queue), by queue and outcome (as for gangplank_reclaim_evictions_total).",
     },
     Doc {
         name: PREEMPT_REFUSED_NODES_TOTAL,
-        kind: Kind::Counter,
+        kind: MetricKind::Counter,
         labels: &["reason"],
         help: "Candidate nodes whose victim list the preempt verb refused, by reason (priority_not_lower, breaks_gang, own_gang, unknown_victim, unknown_gang, counts_disagree, no_victims).",
     },
     Doc {
         name: CACHE_NODES,
-        kind: Kind::Gauge,
+        kind: MetricKind::Gauge,
         labels: &[],
         help: "Nodes in Gangplank's cluster cache.",
     },
     Doc {
         name: CACHE_PODS,
-        kind: Kind::Gauge,
+        kind: MetricKind::Gauge,
         labels: &[],
         help: "Pods in Gangplank's cluster cache, in every phase.",
     },
     Doc {
         name: CACHE_POD_GROUPS,
-        kind: Kind::Gauge,
+        kind: MetricKind::Gauge,
         labels: &[],
         help: "PodGroups in Gangplank's cluster cache.",
     },
     Doc {
         name: CACHE_DRA_OBJECTS,
-        kind: Kind::Gauge,
+        kind: MetricKind::Gauge,
         labels: &["kind"],
         help: "DRA objects (DeviceClasses, ResourceSlices, ResourceClaimTemplates, ResourceClaims) in Gangplank's cluster cache, by kind.",
     },
     Doc {
         name: DRA_CLASS_ERRORS,
-        kind: Kind::Gauge,
+        kind: MetricKind::Gauge,
         labels: &["class"],
         help: "1 for a DeviceClass whose CEL selectors Gangplank cannot evaluate, so it counts none of its devices (the log says why); 0 once fixed.",
     },
     Doc {
         name: CACHE_QUEUES,
-        kind: Kind::Gauge,
+        kind: MetricKind::Gauge,
         labels: &[],
         help: "Queues in Gangplank's cluster cache.",
     },
     Doc {
         name: CACHE_TOPOLOGIES,
-        kind: Kind::Gauge,
+        kind: MetricKind::Gauge,
         labels: &[],
         help: "Topologies in Gangplank's cluster cache.",
     },
     Doc {
         name: QUEUE_DESERVED,
-        kind: Kind::Gauge,
+        kind: MetricKind::Gauge,
         labels: &["queue", "resource"],
         help: "A queue's deserved share at the last admission pass (weighted water-filling of the schedulable nodes' allocatable), in the resource's unit (CPU in cores, memory in bytes). The per-queue series are rendered from that pass: a deleted queue's series end with it.",
     },
     Doc {
         name: QUEUE_ALLOCATED,
-        kind: Kind::Gauge,
+        kind: MetricKind::Gauge,
         labels: &["queue", "resource"],
         help: "What a queue's admitted groups hold at the last admission pass (bound, reserved, or released and on their way to quorum), in the resource's unit.",
     },
     Doc {
         name: QUEUE_WAITING_GROUPS,
-        kind: Kind::Gauge,
+        kind: MetricKind::Gauge,
         labels: &["queue"],
         help: "A queue's groups (and queue-only pods) that the last admission pass left waiting.",
     },
     Doc {
         name: BATCH_JOBS,
-        kind: Kind::Gauge,
+        kind: MetricKind::Gauge,
         labels: &["queue", "phase"],
         help: "Batch Jobs (batch.gangplank.dev) by queue and phase (Pending, Running, Restarting, Completing, Completed, Aborting, Aborted, Terminating, Terminated, Failed), counted every 5 s by the batch Job controller of the replica that leads; other replicas export none. A deleted Job's series end with it.",
     },
     Doc {
         name: CONTROLLER_STATUS_WRITES_TOTAL,
-        kind: Kind::Counter,
+        kind: MetricKind::Counter,
         labels: &["kind", "outcome"],
         help: "PodGroup and Queue status writes by the controller (to the status subresource: a PodGroup's replaced whole by a JSON patch, a Queue's server-side applied), by kind (podgroup, queue) and outcome (ok, error). Only statuses that differ are written, at most once a second per object; a PodGroup status that changes only counts and messages (same phase and conditions) at most once every five seconds; any change of a PodGroup's status once it has stood for two seconds, as it is then (a gang admitted, bound and started within them is written once).",
     },
     Doc {
         name: CONTROLLER_POD_GROUPS_CREATED_TOTAL,
-        kind: Kind::Counter,
+        kind: MetricKind::Counter,
         labels: &["source", "outcome"],
         help: "PodGroups the controller created, by source (job: for a Job that names a queue; scheduler-plugins: for a scheduling.x-k8s.io PodGroup; volcano: for a scheduling.volcano.sh PodGroup; workload-api: for a scheduling.k8s.io PodGroup; workload: for a Kubeflow job, MPIJob, RayCluster or JobSet whose operator has no gang flag; pods: for pods that name a missing group and carry the min-member annotation) and outcome (ok; exists: someone created it first; error).",
     },
     Doc {
         name: CONTROLLER_EVENTS_TOTAL,
-        kind: Kind::Counter,
+        kind: MetricKind::Counter,
         labels: &["outcome"],
         help: "Events the controller emitted on PodGroups, Jobs and pods (phase transitions, PodGroup created or missing, why a gang waits), by outcome (ok, error).",
     },
     Doc {
         name: CONTROLLER_PASS_DURATION_SECONDS,
-        kind: Kind::Histogram,
+        kind: MetricKind::Histogram,
         labels: &[],
         help: "Time one controller pass takes: reading the cache, deciding, and writing statuses, PodGroups and Events.",
     },
     Doc {
         name: BUILD_INFO,
-        kind: Kind::Gauge,
+        kind: MetricKind::Gauge,
         labels: &["version"],
         help: "Always 1; the version label tells which Gangplank build is running.",
     },
     Doc {
         name: LEADER,
-        kind: Kind::Gauge,
+        kind: MetricKind::Gauge,
         labels: &[],
         help: "1 while this replica holds the leader Lease and runs the admission loop, the controller and the extender; 0 while it follows.",
     },
     Doc {
         name: FENCED_WRITES_TOTAL,
-        kind: Kind::Counter,
+        kind: MetricKind::Counter,
         labels: &["reason"],
         help: "Writes to the API server not made because this replica may no longer write as the leader, by reason: lapsed (its Lease was not renewed within two thirds of its duration, so another replica may soon take over) or not_leading (it lost or gave up the Lease). A pass, reconcile or bind that began while leading makes these.",
     },
@@ -469,9 +469,9 @@ pub const CATALOGUE: &[Doc] = &[
 pub fn describe() {
     for doc in CATALOGUE {
         match doc.kind {
-            Kind::Counter => metrics::describe_counter!(doc.name, doc.help),
-            Kind::Gauge => metrics::describe_gauge!(doc.name, doc.help),
-            Kind::Histogram => {
+            MetricKind::Counter => metrics::describe_counter!(doc.name, doc.help),
+            MetricKind::Gauge => metrics::describe_gauge!(doc.name, doc.help),
+            MetricKind::Histogram => {
                 metrics::describe_histogram!(doc.name, metrics::Unit::Seconds, doc.help)
             }
         }
@@ -604,9 +604,9 @@ mod tests {
                     continue;
                 }
                 match doc.kind {
-                    Kind::Counter => metrics::counter!(doc.name, labels).increment(1),
-                    Kind::Gauge => metrics::gauge!(doc.name, labels).set(1.0),
-                    Kind::Histogram => metrics::histogram!(doc.name, labels).record(0.1),
+                    MetricKind::Counter => metrics::counter!(doc.name, labels).increment(1),
+                    MetricKind::Gauge => metrics::gauge!(doc.name, labels).set(1.0),
+                    MetricKind::Histogram => metrics::histogram!(doc.name, labels).record(0.1),
                 }
             }
             metrics::counter!(EXTENDER_REQUESTS_TOTAL, "verb" => "filter", "outcome" => "ok")

@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use super::{MAX_CONNECTIONS, MAX_HANDSHAKES};
 
-/// The limits of one port (`server::serve`): how long a client may take, so that connections
+/// The limits of one port (`super::port::serve`): how long a client may take, so that connections
 /// that send nothing, or trickle their headers or body, are closed instead of held; how many
 /// may be in their handshake and open at once ([`super::Limited`]); and whether HTTP/2 is
 /// offered. What a request may carry (its body's size, how many are decided at once) is the

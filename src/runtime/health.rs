@@ -4,7 +4,7 @@
 //! loop, the controller) has gone round recently: each beats its [`Heartbeat`] every time it
 //! wakes (at least every 5 s and 30 s, ready or not), so a loop stuck in a pass (a deadlock, a
 //! call that never returns) turns `/livez` to 503 after its limit and the kubelet restarts the
-//! process; a loop at rest (a replica that does not lead runs neither, `crate::leader`) is
+//! process; a loop at rest (a replica that does not lead runs neither, `crate::runtime::leader`) is
 //! never late. A loop that ends or panics ends the process already (`server.rs`). `/readyz` answers 200 only while every watch (the cache's and the stores')
 //! has completed a list since it started or last failed, because decisions made from a
 //! half-filled or stale cache would be wrong; otherwise it answers 503 and says which watches
@@ -20,20 +20,9 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use axum::routing::get;
 
-use crate::cache::{Cache, Watched};
-
-/// The names of the watches that are not synced; empty when ready.
+/// The names of the watches that are not synced; empty when ready (`gangplank serve` asks the
+/// cache's and the stores' watches, `crate::cache::unsynced_watches`).
 pub type Unsynced = Arc<dyn Fn() -> Vec<&'static str> + Send + Sync>;
-
-/// What `/readyz` checks in `gangplank serve`: the cache's watches, then the stores'.
-pub fn watches(cache: Cache, stores: Arc<crate::cache::stores::Stores>) -> Unsynced {
-    Arc::new(move || {
-        let mut names: Vec<&'static str> =
-            cache.unsynced().into_iter().map(Watched::as_str).collect();
-        names.extend(stores.unsynced());
-        names
-    })
-}
 
 /// [`Heartbeat::last`] of a loop that is not running.
 const RESTING: u64 = u64::MAX;
@@ -61,7 +50,7 @@ impl Heartbeat {
     }
 
     /// A heartbeat of a loop that does not run yet: it counts as on time until its first
-    /// beat (a replica's loops run only while it leads, `crate::leader`).
+    /// beat (a replica's loops run only while it leads, `crate::runtime::leader`).
     pub fn idle(name: &'static str, limit: Duration) -> Arc<Heartbeat> {
         let heartbeat = Heartbeat::new(name, limit);
         heartbeat.rest();
@@ -159,7 +148,7 @@ async fn readyz(State(Probes { unsynced, .. }): State<Probes>) -> (StatusCode, S
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cache::Change;
+    use crate::cache::{Cache, Change, Watched};
     use axum::body::Body;
     use axum::http::Request;
     use http_body_util::BodyExt;

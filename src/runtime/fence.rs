@@ -11,7 +11,7 @@
 //! `gangplank_fenced_writes_total` by reason. The client's retries of HTTP 429, 503 and 504
 //! (kube's `RetryPolicy::server_retry`) sit outside the fence, so each retry asks it again.
 //!
-//! One writer: the elector ([`crate::leader::Elector`]) opens the fence each time it takes or
+//! One writer: the elector ([`crate::runtime::leader::Elector`]) opens the fence each time it takes or
 //! renews the Lease, until the instant it sent that renewal plus its renew deadline (two
 //! thirds of the Lease's duration), and closes it when it stops leading or gives the Lease
 //! up. Another replica may take the Lease only once it has seen the renewal unchanged for the
@@ -35,7 +35,7 @@ use kube::client::{Body, ClientBuilder};
 use tokio::time::Instant;
 use tower::{BoxError, Layer, Service};
 
-use crate::metrics;
+use crate::runtime::metrics;
 
 /// How many requests wait for the fenced service at once (kube's own client buffers 1,024).
 const BUFFERED: usize = 1024;
@@ -59,31 +59,31 @@ enum Open {
 /// A write the fence refused: the error a fenced client's request fails with.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 #[error("failed to write: {}", .0.why())]
-pub struct Closed(pub Reason);
+pub struct Closed(pub ClosedReason);
 
 /// Why the fence is closed: the label of `gangplank_fenced_writes_total`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Reason {
+pub enum ClosedReason {
     /// The last renewal is older than the renew deadline: another replica may soon take over.
     Lapsed,
     /// This replica does not hold the Lease.
     NotLeading,
 }
 
-impl Reason {
+impl ClosedReason {
     pub fn as_str(self) -> &'static str {
         match self {
-            Reason::Lapsed => "lapsed",
-            Reason::NotLeading => "not_leading",
+            ClosedReason::Lapsed => "lapsed",
+            ClosedReason::NotLeading => "not_leading",
         }
     }
 
     fn why(self) -> &'static str {
         match self {
-            Reason::Lapsed => {
+            ClosedReason::Lapsed => {
                 "this replica's leader Lease was not renewed in time, so another replica may take it over; not written"
             }
-            Reason::NotLeading => "this replica does not hold the leader Lease; not written",
+            ClosedReason::NotLeading => "this replica does not hold the leader Lease; not written",
         }
     }
 }
@@ -134,8 +134,8 @@ impl Fence {
         match *self.lock() {
             Open::Always => Ok(()),
             Open::Until(until) if Instant::now() < until => Ok(()),
-            Open::Until(_) => Err(Closed(Reason::Lapsed)),
-            Open::Never => Err(Closed(Reason::NotLeading)),
+            Open::Until(_) => Err(Closed(ClosedReason::Lapsed)),
+            Open::Never => Err(Closed(ClosedReason::NotLeading)),
         }
     }
 

@@ -1,10 +1,11 @@
-//! What the webhooks read about the cluster: Queues, PodGroups, and Namespaces' labels (their
-//! default queue, and what a queue's `namespaceSelector` matches).
+//! What the webhooks (and the controller, for a namespace's default queue) read about the
+//! cluster: Queues, PodGroups, and Namespaces' labels (their default queue, and what a queue's
+//! `namespaceSelector` matches).
 //!
 //! The rules read through three small traits rather than a concrete store, so that they are
 //! tested with plain maps and so that the cluster cache can serve them once it holds PodGroups
 //! and Queues. In the server they are served by the process's shared reflector stores
-//! ([`crate::cache::stores::Stores`], also read by the controller).
+//! ([`super::stores::Stores`], also read by the controller).
 //!
 //! Every answer may be "not loaded yet" ([`NotSynced`]): a webhook must never conclude that a
 //! queue does not exist because its list has not arrived. The rules turn that into a 503
@@ -15,8 +16,8 @@ use std::collections::BTreeMap;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use kube::runtime::reflector::ObjectRef;
 
+use super::stores::{StoreKind, Stores};
 use crate::api::{PodGroup, PodGroupPhase, Queue, QueueState, labels};
-use crate::cache::stores::{Kind, Stores};
 use gangplank_core::model::{Resources, Topology};
 
 /// A lookup could not answer: that kind's initial list has not completed.
@@ -142,7 +143,7 @@ impl PodGroupView {
 }
 
 impl Stores {
-    fn lookup_synced(&self, kind: Kind, name: &'static str) -> Result<(), NotSynced> {
+    fn lookup_synced(&self, kind: StoreKind, name: &'static str) -> Result<(), NotSynced> {
         if self.synced(kind) {
             Ok(())
         } else {
@@ -171,7 +172,7 @@ impl TopologyLookup for Stores {
 
 impl QueueLookup for Stores {
     fn queue(&self, name: &str) -> Lookup<Option<QueueView>> {
-        self.lookup_synced(Kind::Queues, "Queues")?;
+        self.lookup_synced(StoreKind::Queues, "Queues")?;
         Ok(self
             .queues
             .get(&ObjectRef::new(name))
@@ -179,7 +180,7 @@ impl QueueLookup for Stores {
     }
 
     fn children(&self, name: &str) -> Lookup<Vec<String>> {
-        self.lookup_synced(Kind::Queues, "Queues")?;
+        self.lookup_synced(StoreKind::Queues, "Queues")?;
         let mut children: Vec<String> = self
             .queues
             .state()
@@ -195,7 +196,7 @@ impl QueueLookup for Stores {
 
 impl PodGroupLookup for Stores {
     fn pod_group(&self, namespace: &str, name: &str) -> Lookup<Option<PodGroupView>> {
-        self.lookup_synced(Kind::PodGroups, "PodGroups")?;
+        self.lookup_synced(StoreKind::PodGroups, "PodGroups")?;
         Ok(self
             .pod_groups
             .get(&ObjectRef::new(name).within(namespace))
@@ -203,7 +204,7 @@ impl PodGroupLookup for Stores {
     }
 
     fn unfinished_pod_groups_in(&self, queue: &str) -> Lookup<Vec<PodGroupView>> {
-        self.lookup_synced(Kind::PodGroups, "PodGroups")?;
+        self.lookup_synced(StoreKind::PodGroups, "PodGroups")?;
         let mut groups: Vec<PodGroupView> = self
             .pod_groups
             .state()
@@ -238,7 +239,7 @@ impl Stores {
 
 impl NamespaceLookup for Stores {
     fn namespace_labels(&self, namespace: &str) -> Lookup<Option<BTreeMap<String, String>>> {
-        self.lookup_synced(Kind::Namespaces, "Namespaces")?;
+        self.lookup_synced(StoreKind::Namespaces, "Namespaces")?;
         Ok(self
             .namespaces
             .get(&ObjectRef::new(namespace))
