@@ -133,7 +133,7 @@ impl Standby {
 }
 
 /// How long a standby may take to exit after SIGTERM: the extender's grace for requests in
-/// flight (`server::SHUTDOWN_GRACE`, 20 s) and the Lease given up, with room to spare.
+/// flight (`runtime::port::SHUTDOWN_GRACE`, 20 s) and the Lease given up, with room to spare.
 const STOP_DEADLINE: std::time::Duration = std::time::Duration::from_secs(60);
 
 impl Drop for Standby {
