@@ -405,8 +405,18 @@ YAML
   log "starting trainer (TrainJob in all namespaces; gangs as each runtime's podGroupPolicy says)"
   TMPDIR="$tmp" KUBECONFIG="$RUN_DIR/kubeconfig" start trainer "$trainer_BIN" --config="$config"
   wait_for 120 "trainer /readyz" curl -fsS "http://127.0.0.1:$health/readyz"
-  local ca url="https://127.0.0.1:$webhook"
+  local ca url="https://127.0.0.1:$webhook" kind validators=""
   ca=$(base64 -w0 <"$certs/ca.crt")
+  # One validating webhook per kind, named and routed as upstream's manifests do.
+  for kind in clustertrainingruntime trainingruntime trainjob; do
+    validators+="
+- name: validator.$kind.trainer.kubeflow.org
+  clientConfig: {url: \"$url/validate-trainer-kubeflow-org-v1alpha1-$kind\", caBundle: \"$ca\"}
+  rules: [{apiGroups: [trainer.kubeflow.org], apiVersions: [v1alpha1], operations: [CREATE, UPDATE], resources: [${kind}s]}]
+  admissionReviewVersions: [v1]
+  sideEffects: None
+  failurePolicy: Fail"
+  done
   kubectl apply -f - >/dev/null <<YAML
 apiVersion: admissionregistration.k8s.io/v1
 kind: MutatingWebhookConfiguration
@@ -422,24 +432,6 @@ webhooks:
 apiVersion: admissionregistration.k8s.io/v1
 kind: ValidatingWebhookConfiguration
 metadata: {name: validator.trainer.kubeflow.org}
-webhooks:
-- name: validator.clustertrainingruntime.trainer.kubeflow.org
-  clientConfig: {url: "$url/validate-trainer-kubeflow-org-v1alpha1-clustertrainingruntime", caBundle: "$ca"}
-  rules: [{apiGroups: [trainer.kubeflow.org], apiVersions: [v1alpha1], operations: [CREATE, UPDATE], resources: [clustertrainingruntimes]}]
-  admissionReviewVersions: [v1]
-  sideEffects: None
-  failurePolicy: Fail
-- name: validator.trainingruntime.trainer.kubeflow.org
-  clientConfig: {url: "$url/validate-trainer-kubeflow-org-v1alpha1-trainingruntime", caBundle: "$ca"}
-  rules: [{apiGroups: [trainer.kubeflow.org], apiVersions: [v1alpha1], operations: [CREATE, UPDATE], resources: [trainingruntimes]}]
-  admissionReviewVersions: [v1]
-  sideEffects: None
-  failurePolicy: Fail
-- name: validator.trainjob.trainer.kubeflow.org
-  clientConfig: {url: "$url/validate-trainer-kubeflow-org-v1alpha1-trainjob", caBundle: "$ca"}
-  rules: [{apiGroups: [trainer.kubeflow.org], apiVersions: [v1alpha1], operations: [CREATE, UPDATE], resources: [trainjobs]}]
-  admissionReviewVersions: [v1]
-  sideEffects: None
-  failurePolicy: Fail
+webhooks:$validators
 YAML
 }

@@ -11,7 +11,7 @@ use futures::StreamExt;
 use gangplank::api::{PodGroup, Queue, QueueSpec};
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
-use kube::api::{DeleteParams, PostParams};
+use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 use kube::{Api, Client};
 use serde_json::json;
 
@@ -60,6 +60,18 @@ async fn weighted_two_to_one(client: &Client, prefix: &str) -> (String, String) 
         create_queue(client, &format!("{prefix}-heavy"), heavy).await,
         create_queue(client, &format!("{prefix}-light"), QueueSpec::default()).await,
     )
+}
+
+/// Sets `queue`'s CPU capability to `cpu`.
+pub async fn cap_cpu(cluster: &crate::support::Cluster, queue: &str, cpu: &str) {
+    Api::<gangplank::api::Queue>::all(cluster.client.clone())
+        .patch(
+            queue,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"capability": {"cpu": cpu}}})),
+        )
+        .await
+        .unwrap();
 }
 
 pub fn cpu_cap(cpu: &str) -> QueueSpec {

@@ -14,7 +14,7 @@ use kube::{Api, Client};
 use serde_json::json;
 
 use crate::queues::{
-    cpu_cap, create_gang, create_queue, not_admitted_because, running_cpu_by_prefix,
+    cap_cpu, cpu_cap, create_gang, create_queue, not_admitted_because, running_cpu_by_prefix,
 };
 use crate::reclaim::high_priority_class;
 use crate::support::{
@@ -80,18 +80,6 @@ async fn waits_for_its_queue_s_capability(groups: &Api<PodGroup>, name: &str) {
         },
     )
     .await;
-}
-
-/// Sets `queue`'s CPU capability to `cpu`.
-async fn cap_cpu(cluster: &Cluster, queue: &str, cpu: &str) {
-    Api::<gangplank::api::Queue>::all(cluster.client.clone())
-        .patch(
-            queue,
-            &PatchParams::default(),
-            &Patch::Merge(json!({"spec": {"capability": {"cpu": cpu}}})),
-        )
-        .await
-        .unwrap();
 }
 
 #[tokio::test]

@@ -19,7 +19,7 @@ use kube::api::{
 use serde_json::json;
 
 use super::{operator_runs, volcano_phase};
-use crate::queues::{QueueGuard, cpu_cap, create_queue, delete_queue, not_admitted};
+use crate::queues::{QueueGuard, cap_cpu, cpu_cap, create_queue, delete_queue, not_admitted};
 use crate::support::{
     Cluster, component_ctl, default_queue, eventually, holds_for, pod_group_collected, run_dir,
 };
@@ -149,6 +149,26 @@ async fn replicas(pods: &Api<Pod>) -> BTreeMap<String, Replica> {
     out
 }
 
+/// Waits until, of two replicas of four, one is bound whole and the other has `waiting` pods
+/// in a group; returns `(running, waiting)`.
+async fn one_whole_one_waiting(pods: &Api<Pod>, waiting: usize) -> (Replica, Replica) {
+    let what = format!("one replica bound whole, the other's {waiting} pod(s) waiting");
+    eventually(&what, 120, || async {
+        let replicas = replicas(pods).await;
+        let whole = replicas
+            .values()
+            .find(|r| r.pods == 4 && r.bound == 4)?
+            .clone();
+        let other = replicas
+            .values()
+            .find(|r| r.leader != whole.leader)?
+            .clone();
+        (replicas.len() == 2 && other.pods == waiting && other.group.is_some())
+            .then_some((whole, other))
+    })
+    .await
+}
+
 /// The story of every mode: with LWS run with `provider`, in a queue of its own named where
 /// `queue_on` says, whose capability holds one replica (32 CPUs: four pods of 8), an LWS of 2
 /// replicas of 4; one replica is bound whole, the other's four pods wait with none bound (its
@@ -190,24 +210,7 @@ async fn each_replica_is_one_gang_in_its_queue(provider: Provider, queue_on: Que
     })
     .await;
 
-    let (running, waiting) = eventually(
-        "one replica bound whole, the other's four pods waiting",
-        90,
-        || async {
-            let replicas = replicas(&pods).await;
-            let whole = replicas
-                .values()
-                .find(|r| r.pods == 4 && r.bound == 4)?
-                .clone();
-            let other = replicas
-                .values()
-                .find(|r| r.leader != whole.leader)?
-                .clone();
-            (replicas.len() == 2 && other.pods == 4 && other.group.is_some())
-                .then_some((whole, other))
-        },
-    )
-    .await;
+    let (running, waiting) = one_whole_one_waiting(&pods, 4).await;
     assert!(
         running.schedulers.iter().all(|s| s == scheduler),
         "{running:?}"
@@ -275,14 +278,7 @@ async fn each_replica_is_one_gang_in_its_queue(provider: Provider, queue_on: Que
     }
 
     // Room for three replicas, and a third replica: three gangs, each bound whole.
-    Api::<gangplank::api::Queue>::all(cluster.client.clone())
-        .patch(
-            &queue,
-            &PatchParams::default(),
-            &Patch::Merge(json!({"spec": {"capability": {"cpu": "96"}}})),
-        )
-        .await
-        .unwrap();
+    cap_cpu(cluster, &queue, "96").await;
     sets.patch(
         "lws",
         &PatchParams::default(),
@@ -377,24 +373,7 @@ async fn with_lws_s_volcano_provider_a_replica_started_leader_ready_is_admitted_
     })
     .await;
 
-    let (running, waiting) = eventually(
-        "one replica bound whole, the other's leader alone and waiting",
-        120,
-        || async {
-            let replicas = replicas(&pods).await;
-            let whole = replicas
-                .values()
-                .find(|r| r.pods == 4 && r.bound == 4)?
-                .clone();
-            let other = replicas
-                .values()
-                .find(|r| r.leader != whole.leader)?
-                .clone();
-            (replicas.len() == 2 && other.pods == 1 && other.group.is_some())
-                .then_some((whole, other))
-        },
-    )
-    .await;
+    let (running, waiting) = one_whole_one_waiting(&pods, 1).await;
     let waiting_group = waiting.group.clone().unwrap();
     let why = eventually("the waiting replica's PodGroup to say why", 30, || async {
         let (_, why) = not_admitted(&groups, &waiting_group).await?;
@@ -428,14 +407,7 @@ async fn with_lws_s_volcano_provider_a_replica_started_leader_ready_is_admitted_
     )
     .await;
 
-    Api::<gangplank::api::Queue>::all(cluster.client.clone())
-        .patch(
-            &queue,
-            &PatchParams::default(),
-            &Patch::Merge(json!({"spec": {"capability": {"cpu": "64"}}})),
-        )
-        .await
-        .unwrap();
+    cap_cpu(cluster, &queue, "64").await;
     eventually("both replicas of four bound whole", 120, || async {
         let replicas = replicas(&pods).await;
         (replicas.len() == 2 && replicas.values().all(|r| r.pods == 4 && r.bound == 4))

@@ -13,11 +13,11 @@
 use gangplank::api::{PodGroup, labels};
 use k8s_openapi::api::core::v1::Pod;
 use kube::Api;
-use kube::api::{ApiResource, DeleteParams, DynamicObject, GroupVersionKind, Patch, PatchParams};
+use kube::api::{ApiResource, DeleteParams, DynamicObject, GroupVersionKind};
 use serde_json::json;
 
 use super::operator_runs;
-use crate::queues::{QueueGuard, cpu_cap, create_queue, delete_queue, not_admitted};
+use crate::queues::{QueueGuard, cap_cpu, cpu_cap, create_queue, delete_queue, not_admitted};
 use crate::support::{Cluster, default_queue, eventually, holds_for, pod_group_collected};
 
 /// Trainer's label on each step's Job: the step of the TrainJob it runs.
@@ -191,14 +191,7 @@ async fn a_train_job_runs_whole_in_its_queue(policy: Policy) {
     )
     .await;
 
-    Api::<gangplank::api::Queue>::all(cluster.client.clone())
-        .patch(
-            &queue,
-            &PatchParams::default(),
-            &Patch::Merge(json!({"spec": {"capability": {"cpu": "40"}}})),
-        )
-        .await
-        .unwrap();
+    cap_cpu(cluster, &queue, "40").await;
     eventually("the initializer bound and succeeded", 90, || async {
         (step(&pods, "dataset-initializer").await == (1, 1, 1)).then_some(())
     })
