@@ -139,6 +139,25 @@ pub async fn bound(pods: &Api<Pod>, prefix: &str) -> usize {
     crate::support::bound_with_prefix(pods, prefix).await.len()
 }
 
+/// Waits until the PodGroup `name` says it is not admitted because `queue` has reached its
+/// capability of `cpu` CPUs, and returns what it says.
+pub async fn waits_at_capability(
+    groups: &Api<PodGroup>,
+    name: &str,
+    queue: &str,
+    cpu: &str,
+) -> String {
+    let what = format!("PodGroup {name} saying queue {queue} has reached its capability");
+    let why = crate::support::eventually(&what, 90, || async {
+        let (_, why) = not_admitted(groups, name).await?;
+        why.starts_with(&format!("queue {queue} has reached its capability"))
+            .then_some(why)
+    })
+    .await;
+    assert!(why.contains(&format!("> capability {cpu}")), "{why}");
+    why
+}
+
 /// The message of the PodGroup's `Admitted` condition when it is False.
 pub async fn not_admitted_because(groups: &Api<PodGroup>, name: &str) -> Option<String> {
     Some(not_admitted(groups, name).await?.1)

@@ -148,9 +148,10 @@ pub fn placed_members(state: &State, key: &GroupKey, except: &str) -> usize {
 
 /// What counts towards the quorum the binds of the gang `key` wait for: its
 /// [`placed_members`] other than `except`, and for a group whose members come in stages
-/// ([`crate::model::PodGroup::in_stages`]) the members its admission keeps room for and that
-/// are still to come (its placeholders): a TrainJob's initializer binds into room kept for its
-/// trainer nodes, which are created only once it finished.
+/// ([`crate::model::PodGroup::in_stages`]) the members still to come that its placeholders
+/// stand for: its members reach the extender only once admission released them, having kept
+/// the placeholders' room, so a TrainJob's initializer binds into room kept for its trainer
+/// nodes, which are created only once it finished.
 pub fn quorum_count(state: &State, key: &GroupKey, except: &str) -> usize {
     let placed = placed_members(state, key, except);
     let kept = state

@@ -19,7 +19,9 @@ use kube::api::{
 use serde_json::json;
 
 use super::{operator_runs, volcano_phase};
-use crate::queues::{QueueGuard, cap_cpu, cpu_cap, create_queue, delete_queue, not_admitted};
+use crate::queues::{
+    QueueGuard, cap_cpu, cpu_cap, create_queue, delete_queue, waits_at_capability,
+};
 use crate::support::{
     Cluster, component_ctl, default_queue, eventually, holds_for, pod_group_collected, run_dir,
 };
@@ -100,6 +102,23 @@ fn started(
             "leaderWorkerTemplate": {"size": size, "workerTemplate": pod}}
     }))
     .unwrap()
+}
+
+/// Creates `lws` in `namespace` (retrying while LWS's webhook comes up: its process may just
+/// have been swapped in); returns the LeaderWorkerSets of that namespace.
+async fn create(cluster: &Cluster, namespace: &str, lws: DynamicObject) -> Api<DynamicObject> {
+    let resource = ApiResource::from_gvk(&GroupVersionKind::gvk(
+        "leaderworkerset.x-k8s.io",
+        "v1",
+        "LeaderWorkerSet",
+    ));
+    let sets: Api<DynamicObject> =
+        Api::namespaced_with(cluster.client.clone(), namespace, &resource);
+    eventually("the LeaderWorkerSet created", 30, || async {
+        sets.create(&PostParams::default(), &lws).await.ok()
+    })
+    .await;
+    sets
 }
 
 /// One replica as its pods show it.
@@ -196,18 +215,11 @@ async fn each_replica_is_one_gang_in_its_queue(provider: Provider, queue_on: Que
     if provider == Provider::Volcano {
         template["spec"]["schedulerName"] = json!(scheduler);
     }
-    let resource = ApiResource::from_gvk(&GroupVersionKind::gvk(
-        "leaderworkerset.x-k8s.io",
-        "v1",
-        "LeaderWorkerSet",
-    ));
-    let sets: Api<DynamicObject> =
-        Api::namespaced_with(cluster.client.clone(), &ns.name, &resource);
-    let lws = leader_worker_set("lws", 2, 4, 8, template);
-    // LWS's webhook may still be coming up (its process was just swapped in).
-    eventually("the LeaderWorkerSet created", 30, || async {
-        sets.create(&PostParams::default(), &lws).await.ok()
-    })
+    let sets = create(
+        cluster,
+        &ns.name,
+        leader_worker_set("lws", 2, 4, 8, template),
+    )
     .await;
 
     let (running, waiting) = one_whole_one_waiting(&pods, 4).await;
@@ -257,13 +269,7 @@ async fn each_replica_is_one_gang_in_its_queue(provider: Provider, queue_on: Que
             ("PodGroup", waiting_group.as_str())
         ),
     }
-    let why = eventually("the waiting replica's PodGroup to say why", 30, || async {
-        let (_, why) = not_admitted(&groups, &waiting_group).await?;
-        why.starts_with(&format!("queue {queue} has reached its capability"))
-            .then_some(why)
-    })
-    .await;
-    assert!(why.contains("> capability 32"), "{why}");
+    waits_at_capability(&groups, &waiting_group, &queue, "32").await;
     if provider == Provider::Volcano {
         let running_group = running.group.clone().unwrap();
         eventually(
@@ -359,29 +365,17 @@ async fn with_lws_s_volcano_provider_a_replica_started_leader_ready_is_admitted_
     default_queue(cluster, &ns.name, &queue).await;
     let pods = ns.api::<Pod>();
     let groups = ns.api::<PodGroup>();
-    let resource = ApiResource::from_gvk(&GroupVersionKind::gvk(
-        "leaderworkerset.x-k8s.io",
-        "v1",
-        "LeaderWorkerSet",
-    ));
-    let sets: Api<DynamicObject> =
-        Api::namespaced_with(cluster.client.clone(), &ns.name, &resource);
     let template = json!({"spec": {"schedulerName": "volcano"}});
-    let lws = started("lws", 2, 4, 8, template, "LeaderReady");
-    eventually("the LeaderWorkerSet created", 30, || async {
-        sets.create(&PostParams::default(), &lws).await.ok()
-    })
+    let sets = create(
+        cluster,
+        &ns.name,
+        started("lws", 2, 4, 8, template, "LeaderReady"),
+    )
     .await;
 
     let (running, waiting) = one_whole_one_waiting(&pods, 1).await;
     let waiting_group = waiting.group.clone().unwrap();
-    let why = eventually("the waiting replica's PodGroup to say why", 30, || async {
-        let (_, why) = not_admitted(&groups, &waiting_group).await?;
-        why.starts_with(&format!("queue {queue} has reached its capability"))
-            .then_some(why)
-    })
-    .await;
-    assert!(why.contains("> capability 32"), "{why}");
+    waits_at_capability(&groups, &waiting_group, &queue, "32").await;
     let gang = groups.get(&waiting_group).await.unwrap();
     assert_eq!(
         (gang.spec.min_member, gang.spec.queue.as_deref()),

@@ -17,7 +17,9 @@ use kube::api::{ApiResource, DeleteParams, DynamicObject, GroupVersionKind};
 use serde_json::json;
 
 use super::operator_runs;
-use crate::queues::{QueueGuard, cap_cpu, cpu_cap, create_queue, delete_queue, not_admitted};
+use crate::queues::{
+    QueueGuard, cap_cpu, cpu_cap, create_queue, delete_queue, waits_at_capability,
+};
 use crate::support::{Cluster, default_queue, eventually, holds_for, pod_group_collected};
 
 /// Trainer's label on each step's Job: the step of the TrainJob it runs.
@@ -160,17 +162,7 @@ async fn a_train_job_runs_whole_in_its_queue(policy: Policy) {
 
     // The group is the TrainJob's (its PodGroup's name, or its JobSet's, which Trainer names
     // after it).
-    let why = eventually(
-        "the TrainJob's PodGroup saying why it waits",
-        90,
-        || async {
-            let (_, why) = not_admitted(&groups, "llm").await?;
-            why.starts_with(&format!("queue {queue} has reached its capability"))
-                .then_some(why)
-        },
-    )
-    .await;
-    assert!(why.contains("> capability 24"), "{why}");
+    waits_at_capability(&groups, "llm", &queue, "24").await;
     let gang = groups.get("llm").await.unwrap();
     assert_eq!(
         (gang.spec.min_member, gang.spec.queue.as_deref()),
