@@ -19,6 +19,7 @@ gangplank-core (core/src):
   model
   policy
   admit | claims
+  simulate
   <root>
 gangplank (src):
   runtime

@@ -12,11 +12,13 @@
 //! - [`limits`]: the largest numbers accepted from users' objects.
 //! - [`claims`]: the capacity a gang claims at filter time, so two half-placed gangs never
 //!   deadlock.
+//! - [`simulate`]: a cluster's work replayed through all of the above in virtual time.
 
 pub mod admit;
 pub mod claims;
 pub mod limits;
 pub mod model;
 pub mod policy;
+pub mod simulate;
 #[cfg(test)]
 mod testing;

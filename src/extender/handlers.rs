@@ -20,7 +20,6 @@ use super::{BindRequest, Body, Error, Extender, Outcome, Verb, Wire, bad_request
 use crate::api::labels;
 use crate::cache::convert;
 use gangplank_core::claims;
-use gangplank_core::model::{GroupKey, NodeSlot};
 use gangplank_core::policy::{constraints::Constraints, placement, preemption};
 use k8s_openapi::api::core::v1::Pod;
 use serde_json::value::RawValue;
@@ -130,45 +129,20 @@ pub async fn prioritize(State(extender): State<Arc<Extender>>, Body(verb, body):
     json_answer(Ok(body), Outcome::Ok)
 }
 
-/// A gang member's scores on `candidates`, in their order: the maximum where its own gang's
-/// claim holds a slot for it, else the placement strategy's score over what the node has in
-/// use, reserved and claimed by other gangs. The claim is read once per call, and each
-/// candidate costs one lookup.
+/// A gang member's scores on `candidates`, in their order ([`claims::scores`]), as the wire
+/// writes them.
 pub fn gang_scores<'a, S: AsRef<str>>(
     s: &gangplank_core::model::State,
     pod: &gangplank_core::model::Pod,
     candidates: &'a [S],
     strategy: placement::Strategy,
 ) -> Vec<HostScore<'a>> {
-    let claim = GroupKey::of(pod).and_then(|k| s.ledger().claims().get(&k));
-    let holding = claim
-        .map(|c| claims::holding(c, &pod.requests, true))
-        .unwrap_or_default();
-    let own = claim.map(|c| c.per_node()).unwrap_or_default();
-    candidates
-        .iter()
-        .map(|host| {
-            let host = host.as_ref();
-            let score = if holding.contains(host) {
-                placement::CLAIMED_NODE_SCORE
-            } else {
-                match s.nodes().slot(host) {
-                    Some(
-                        slot @ NodeSlot {
-                            node: Some(node), ..
-                        },
-                    ) => {
-                        let mut taken = slot.used.plus(&slot.reserved);
-                        taken.add(&slot.claimed);
-                        if let Some(mine) = own.get(host) {
-                            taken.sub(mine);
-                        }
-                        placement::score(strategy, &node.allocatable, &taken, &pod.requests)
-                    }
-                    _ => MIN_EXTENDER_PRIORITY,
-                }
-            };
-            HostScore { host, score }
+    claims::scores(s, pod, candidates, strategy, MIN_EXTENDER_PRIORITY)
+        .into_iter()
+        .zip(candidates)
+        .map(|(score, host)| HostScore {
+            host: host.as_ref(),
+            score,
         })
         .collect()
 }

@@ -20,7 +20,8 @@
 //!
 //! One part a file: [`filter()`] judges the candidate nodes and takes a claim (`filter.rs`),
 //! planning its slots on the nodes (`slots.rs`); [`reserve`] and [`release`] keep the books
-//! of binds and give up a slot for each member placed (`binds.rs`); [`expire`] ends the
+//! of binds and give up a slot for each member placed (`binds.rs`); [`scores()`] are the
+//! prioritize verb's (`scores.rs`); [`expire`] ends the
 //! claims past their deadline (`expiry.rs`). This file holds what they share: the verdict,
 //! the errors and the settings.
 //!
@@ -32,6 +33,7 @@ mod expiry;
 mod filter;
 #[cfg(test)]
 mod mixed_shapes;
+mod scores;
 mod slots;
 #[cfg(test)]
 mod testing;
@@ -46,6 +48,7 @@ use crate::policy::placement::Strategy;
 pub use binds::{placed_members, quorum_count, release, reserve};
 pub use expiry::{any_expired, expire};
 pub use filter::{filter, holding};
+pub use scores::scores;
 
 /// How the verdict on one filter call is phrased to the scheduler. Borrows the candidates'
 /// names: a call over thousands of nodes copies none of them.

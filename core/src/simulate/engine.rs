@@ -1,0 +1,487 @@
+//! The event loop of a simulation ([`run`]): arrivals, ends and deletions in virtual time;
+//! after the events of each instant, admission passes until one changes nothing, each
+//! followed by reclaim's evictions and the placement of the pods it released.
+//!
+//! Placement stands in for the stock scheduler calling the extender: a released pod's
+//! candidates are the nodes that take it and have room for it (the scheduler's own filter),
+//! narrowed by [`claims::filter`], scored by [`claims::scores`] (highest wins, ties to the
+//! first node by name), and reserved with [`claims::reserve`]; a gang's members are bound
+//! together once it reaches quorum, as held binds are. Evicted gangs start again from the gate
+//! with new pods, as their controllers make them.
+
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use rustc_hash::FxHashMap;
+
+use super::outcome::{JobOutcome, Outcome, QueueSample, Sample};
+use super::{Job, Scenario};
+use crate::admit::groups::Groups;
+use crate::admit::plan::{self, Decision, Hold};
+use crate::admit::{after_pass, reclaim};
+use crate::claims;
+use crate::model::names::ADMISSION_GATE;
+use crate::model::{GroupKey, Pod, PodGroup, PodPhase, Resources, State};
+use crate::policy::constraints::{self, Constraints};
+
+/// Passes run at one instant before the loop moves on, however much each changes.
+const MAX_PASSES_AT_ONCE: usize = 16;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Event {
+    Arrive(usize),
+    /// A job's attempt ends its runtime.
+    Finish(usize, u32),
+    Delete(usize),
+    /// A time-based condition (a `maxWaitSeconds`) may have changed a pass's answer.
+    Wake,
+}
+
+/// A job's state during the run.
+#[derive(Debug, Default)]
+struct Run {
+    /// Counts its starts from the gate: a finish of an earlier attempt is stale.
+    attempt: u32,
+    /// Its live pods' UIDs.
+    pods: Vec<String>,
+    running: bool,
+    over: bool,
+}
+
+struct Sim<'a> {
+    jobs: &'a [Job],
+    state: State,
+    scenario: &'a Scenario,
+    settings: claims::Settings,
+    events: BinaryHeap<Reverse<(i64, u64, Event)>>,
+    seq: u64,
+    runs: Vec<Run>,
+    out: Outcome,
+    /// The job each live pod belongs to.
+    owner: FxHashMap<String, usize>,
+    /// Released pods the scheduler has not placed yet, in release order.
+    unplaced: Vec<String>,
+    /// Gang members reserved on a node and held until their gang reaches quorum.
+    held_binds: FxHashMap<GroupKey, Vec<(String, String)>>,
+    held: Option<Hold>,
+    /// The latest pass's decision, for samples.
+    latest: Option<Decision>,
+    next_sample: i64,
+    pod_counter: u64,
+}
+
+/// Replays `jobs` on `scenario`'s cluster; see the module docs.
+pub fn run(scenario: &Scenario, jobs: &[Job]) -> Outcome {
+    let mut state = State::default();
+    for node in &scenario.nodes {
+        state.apply_node(node.clone());
+    }
+    for queue in &scenario.queues {
+        state.apply_queue(queue.clone());
+    }
+    let capacity = state.schedulable_capacity();
+    let mut sim = Sim {
+        jobs,
+        state,
+        scenario,
+        settings: claims::Settings {
+            strategy: scenario.strategy,
+            max_hold: Duration::from_secs(30),
+            bind_unmarked: false,
+            hold_scheduler_gangs: false,
+            gated_admission: true,
+        },
+        events: BinaryHeap::with_capacity(jobs.len() * 2),
+        seq: 0,
+        runs: (0..jobs.len()).map(|_| Run::default()).collect(),
+        out: Outcome {
+            jobs: vec![JobOutcome::default(); jobs.len()],
+            capacity,
+            ..Outcome::default()
+        },
+        owner: FxHashMap::default(),
+        unplaced: Vec::new(),
+        held_binds: FxHashMap::default(),
+        held: None,
+        latest: None,
+        next_sample: 0,
+        pod_counter: 0,
+    };
+    for (j, job) in jobs.iter().enumerate() {
+        sim.at(job.arrival, Event::Arrive(j));
+        if let Some(at) = job.deleted_at {
+            sim.at(at, Event::Delete(j));
+        }
+        let max_wait = scenario
+            .queues
+            .iter()
+            .find(|q| q.name == job.queue)
+            .and_then(|q| q.max_wait);
+        if let Some(max_wait) = max_wait {
+            let secs = i64::try_from(max_wait.as_secs()).unwrap_or(i64::MAX / 2);
+            sim.at(
+                job.arrival.saturating_add(secs).saturating_add(1),
+                Event::Wake,
+            );
+        }
+    }
+    while let Some(Reverse((now, _, event))) = sim.events.pop() {
+        sim.handle(event, now);
+        while let Some(Reverse((at, _, next))) = sim.events.peek().copied() {
+            if at != now {
+                break;
+            }
+            sim.events.pop();
+            sim.handle(next, now);
+        }
+        sim.passes(now);
+        sim.sample(now);
+        sim.out.end = now;
+    }
+    sim.out
+}
+
+impl Sim<'_> {
+    fn at(&mut self, time: i64, event: Event) {
+        self.seq += 1;
+        self.events.push(Reverse((time, self.seq, event)));
+    }
+
+    fn instant(&self, now: i64) -> Instant {
+        self.scenario.origin + Duration::from_secs(now.max(0).unsigned_abs())
+    }
+
+    fn handle(&mut self, event: Event, now: i64) {
+        self.out.events += 1;
+        match event {
+            Event::Arrive(j) => self.arrive(j, now),
+            Event::Finish(j, attempt) => {
+                if self.runs[j].attempt == attempt && self.runs[j].running {
+                    self.out.jobs[j].finished = Some(now);
+                    self.remove(j);
+                }
+            }
+            Event::Delete(j) => {
+                if !self.runs[j].over {
+                    self.out.jobs[j].deleted = Some(now);
+                    self.remove(j);
+                }
+            }
+            Event::Wake => {}
+        }
+    }
+
+    /// The job's PodGroup (for a gang) and its pods, gated, as its controller creates them.
+    fn arrive(&mut self, j: usize, now: i64) {
+        let job = &self.jobs[j];
+        if self.runs[j].over {
+            return;
+        }
+        if job.gang {
+            let mut group = PodGroup::new(
+                GroupKey::new(job.namespace.as_str(), job.name.as_str()),
+                job.min_member.max(1),
+                job.queue.clone(),
+            );
+            group.created = now;
+            group.expected_runtime = job.expected_runtime;
+            self.state.apply_pod_group(group);
+        }
+        for i in 0..job.members.len() {
+            self.create_pod(j, i, now);
+        }
+    }
+
+    fn create_pod(&mut self, j: usize, index: usize, now: i64) {
+        let job = &self.jobs[j];
+        self.pod_counter += 1;
+        let uid = format!("sim-{}", self.pod_counter);
+        let pod = Pod {
+            uid: uid.clone(),
+            namespace: job.namespace.clone(),
+            name: format!("{}-{index}", job.name),
+            requests: job.members[index].clone(),
+            pod_group: job.gang.then(|| job.name.clone()),
+            queue: Some(job.queue.clone()),
+            priority: job.priority,
+            scheduling_gates: vec![ADMISSION_GATE.to_owned()],
+            created: now,
+            marked: true,
+            ..Pod::default()
+        };
+        self.state.apply_pod(pod);
+        self.owner.insert(uid.clone(), j);
+        self.runs[j].pods.push(uid);
+    }
+
+    /// Ends the job: its pods and PodGroup deleted.
+    fn remove(&mut self, j: usize) {
+        let run = &mut self.runs[j];
+        run.over = true;
+        run.running = false;
+        for uid in std::mem::take(&mut run.pods) {
+            self.state.delete_pod(&uid);
+            self.owner.remove(&uid);
+        }
+        let job = &self.jobs[j];
+        if job.gang {
+            let key = GroupKey::new(job.namespace.as_str(), job.name.as_str());
+            self.held_binds.remove(&key);
+            self.state.delete_pod_group(&key);
+        }
+    }
+
+    /// Admission passes at `now` until one releases, evicts and places nothing.
+    fn passes(&mut self, now: i64) {
+        for _ in 0..MAX_PASSES_AT_ONCE {
+            let released = self.pass(now);
+            let placed = self.place(now);
+            if !released && !placed {
+                break;
+            }
+        }
+    }
+
+    /// One pass: decide, plan reclaim, record what the pass leaves in the ledger, release the
+    /// admitted pods and carry out the evictions. Whether it changed anything.
+    fn pass(&mut self, now: i64) -> bool {
+        self.out.passes += 1;
+        let groups = Groups::of(&self.state, &|_| false, now);
+        let decision = plan::decide(&self.state, &groups, now);
+        let reclaims = reclaim::plan(&self.state, &groups, &decision, &|_| false, &|_| false);
+        drop(groups);
+        let at = self.instant(now);
+        after_pass::record(&mut self.state, self.held.as_ref(), &decision, at);
+        self.held.clone_from(&decision.hold);
+        for waiting in &decision.waiting {
+            let job = match &waiting.pod {
+                Some(pod) => self.owner.get(&pod.uid),
+                None => self.job_of_group(&waiting.group),
+            };
+            if let Some(&j) = job {
+                self.out.jobs[j].why = Some(waiting.why.to_string());
+            }
+        }
+        let mut changed = false;
+        for admission in &decision.admit {
+            for pod in &admission.pods {
+                changed |= self.release(pod, now);
+            }
+        }
+        for reclaim in &reclaims.reclaims {
+            for victim in &reclaim.victims {
+                changed = true;
+                self.evict(
+                    &victim
+                        .pods
+                        .iter()
+                        .map(|p| p.uid.clone())
+                        .collect::<Vec<_>>(),
+                    now,
+                );
+            }
+        }
+        self.latest = Some(decision);
+        changed
+    }
+
+    fn job_of_group(&self, key: &GroupKey) -> Option<&usize> {
+        self.state
+            .members(key)
+            .next()
+            .and_then(|pod| self.owner.get(&pod.uid))
+    }
+
+    /// Removes Gangplank's gate from the pod, as the admission loop's patch does.
+    fn release(&mut self, pod: &plan::PodRef, now: i64) -> bool {
+        let Some(seen) = self.state.pods().get(&pod.uid) else {
+            return false;
+        };
+        if !seen.awaits_admission() {
+            return false;
+        }
+        let mut released = Pod::clone(seen);
+        released.scheduling_gates.retain(|g| g != ADMISSION_GATE);
+        released.admission_recorded = true;
+        if let Some(selector) = &pod.node_selector {
+            released.node_selector.clone_from(selector);
+        }
+        self.state.apply_pod(released);
+        self.unplaced.push(pod.uid.clone());
+        if let Some(&j) = self.owner.get(&pod.uid) {
+            let job = &mut self.out.jobs[j];
+            if job.admitted.is_none() {
+                job.admitted = Some(now);
+                self.out.admission_order.push(j);
+            }
+        }
+        true
+    }
+
+    /// Evicts `uids` (a gang whole, or its elastic members): each is deleted and made again
+    /// behind the gate; a gang evicted whole starts over.
+    fn evict(&mut self, uids: &[String], now: i64) {
+        let Some(&j) = uids.first().and_then(|u| self.owner.get(u)) else {
+            return;
+        };
+        let run = &mut self.runs[j];
+        let whole = uids.len() >= run.pods.len();
+        let indexes: Vec<usize> = uids
+            .iter()
+            .filter_map(|u| run.pods.iter().position(|p| p == u))
+            .collect();
+        run.pods.retain(|p| !uids.contains(p));
+        if whole {
+            run.attempt += 1;
+            run.running = false;
+            self.out.jobs[j].evictions += 1;
+            let job = &self.jobs[j];
+            if job.gang {
+                self.held_binds
+                    .remove(&GroupKey::new(job.namespace.as_str(), job.name.as_str()));
+            }
+        }
+        for uid in uids {
+            self.state.delete_pod(uid);
+            self.owner.remove(uid);
+            self.unplaced.retain(|u| u != uid);
+        }
+        for index in indexes {
+            self.create_pod(j, index, now);
+        }
+    }
+
+    /// Places what it can of the released pods; whether any was placed.
+    fn place(&mut self, now: i64) -> bool {
+        let mut placed = false;
+        for uid in std::mem::take(&mut self.unplaced) {
+            if self.schedule(&uid, now) {
+                placed = true;
+            } else if self.state.pods().contains_key(&uid) {
+                self.unplaced.push(uid);
+            }
+        }
+        placed
+    }
+
+    /// One scheduling cycle for `uid`: see the module docs. Whether it was placed.
+    fn schedule(&mut self, uid: &str, now: i64) -> bool {
+        let Some(pod) = self.state.pods().get(uid).cloned() else {
+            return false;
+        };
+        let constraints = Constraints {
+            node_selector: pod
+                .node_selector
+                .iter()
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect(),
+            ..Constraints::default()
+        };
+        let candidates: Vec<String> = self
+            .state
+            .schedulable_nodes()
+            .into_iter()
+            .filter(|node| constraints::feasible(node, &constraints).is_ok())
+            .filter(|node| pod.requests.fits_in(&self.state.free_on(node)))
+            .map(|node| node.name.clone())
+            .collect();
+        if candidates.is_empty() {
+            return false;
+        }
+        let at = self.instant(now);
+        let passed: Vec<String> = match claims::filter(
+            &mut self.state,
+            &pod,
+            &constraints,
+            &candidates,
+            &self.settings,
+            at,
+        ) {
+            Ok(verdict) => verdict.passed.into_iter().map(str::to_owned).collect(),
+            Err(_) => return false,
+        };
+        let scores = claims::scores(&self.state, &pod, &passed, self.settings.strategy, 0);
+        let Some(best) = scores.iter().max() else {
+            return false;
+        };
+        let node = passed[scores.iter().position(|s| s == best).unwrap_or(0)].clone();
+        let display = format!("{}/{}", pod.namespace, pod.name);
+        match claims::reserve(&mut self.state, uid, &display, &node, &self.settings, at) {
+            Ok(None) => self.bind(&[(uid.to_owned(), node)], now),
+            Ok(Some((group, true))) => {
+                let mut binds = self.held_binds.remove(&group.key).unwrap_or_default();
+                binds.push((uid.to_owned(), node));
+                self.bind(&binds, now);
+            }
+            Ok(Some((group, false))) => {
+                self.held_binds
+                    .entry(group.key)
+                    .or_default()
+                    .push((uid.to_owned(), node));
+            }
+            Err(_) => return false,
+        }
+        true
+    }
+
+    /// Binds each (pod, node): the pods run from `now`; a job whose first member this binds
+    /// has started.
+    fn bind(&mut self, binds: &[(String, String)], now: i64) {
+        for (uid, node) in binds {
+            let Some(seen) = self.state.pods().get(uid) else {
+                continue;
+            };
+            let mut bound = Pod::clone(seen);
+            bound.node_name = Some(node.clone());
+            bound.phase = PodPhase::Running;
+            bound.started = Some(now);
+            self.state.apply_pod(bound);
+            let Some(&j) = self.owner.get(uid) else {
+                continue;
+            };
+            if !self.runs[j].running {
+                self.runs[j].running = true;
+                let job = &mut self.out.jobs[j];
+                job.started.get_or_insert(now);
+                let attempt = self.runs[j].attempt;
+                let end = now.saturating_add(self.jobs[j].runtime.max(0));
+                self.at(end, Event::Finish(j, attempt));
+            }
+        }
+    }
+
+    /// Records the queues as the latest pass saw them, once per `sample_every`.
+    fn sample(&mut self, now: i64) {
+        if now < self.next_sample {
+            return;
+        }
+        let every = self.scenario.sample_every.max(1);
+        self.next_sample = (now / every + 1) * every;
+        let Some(decision) = &self.latest else {
+            return;
+        };
+        let queues = decision
+            .queues
+            .iter()
+            .map(|(name, report)| QueueSample {
+                queue: Arc::from(name.as_str()),
+                allocated: report.allocated.clone(),
+                deserved: report.deserved.clone(),
+                waiting: report.waiting_groups,
+            })
+            .collect();
+        let mut used = Resources::new();
+        for pod in self.state.pods().values() {
+            if pod.node_name.is_some() {
+                used.add(&pod.requests);
+            }
+        }
+        self.out.samples.push(Sample {
+            at: now,
+            queues,
+            used,
+        });
+    }
+}

@@ -1,0 +1,79 @@
+//! What-if simulation: a cluster's work replayed in virtual time through the same code the live
+//! process runs: the admission pass, reclaim's plan and what a pass leaves in the ledger
+//! ([`crate::admit`]), and, for each released pod, the extender's filter, scores and bind
+//! bookkeeping ([`crate::claims`]) standing in for the stock scheduler's cycle. Nothing here
+//! decides anything itself: it creates the objects a cluster would see (PodGroups, gated pods),
+//! applies what each pass decides, and records when each job waited, started and finished.
+//!
+//! - [`Scenario`] and [`Job`]: the cluster and the work, as plain values (the `gangplank`
+//!   crate builds them from a trace, a recording, and Queue manifests);
+//! - [`engine::run`]: the event loop; [`outcome`]: what it records;
+//! - [`summary`]: per-queue figures of an outcome (waits, shares, utilisation, evictions).
+//!
+//! What is modelled and what is not: `docs/simulate.md`.
+
+pub mod engine;
+pub mod outcome;
+pub mod summary;
+
+use std::time::{Duration, Instant};
+
+use crate::model::{Node, Queue, Resources};
+use crate::policy::placement::Strategy;
+
+pub use engine::run;
+pub use outcome::{JobOutcome, Outcome, Sample};
+pub use summary::{LongWait, QueueSummary, Summary, summarise};
+
+/// One unit of work: a gang (a PodGroup and its members) or a lone pod of a queue.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Job {
+    /// Unique within its namespace: the PodGroup's name, and its pods' prefix.
+    pub name: String,
+    pub namespace: String,
+    pub queue: String,
+    /// When it is submitted, in seconds of virtual time.
+    pub arrival: i64,
+    /// Each member's requests.
+    pub members: Vec<Resources>,
+    /// `minMember` of its PodGroup; ignored for a lone pod.
+    pub min_member: u32,
+    /// A PodGroup and its members; `false`: one pod of a queue in no group.
+    pub gang: bool,
+    pub priority: i32,
+    /// How long its members run once it has started, in seconds.
+    pub runtime: i64,
+    /// Deleted at this time wherever it is (waiting or running), as a user cancels: a trace's
+    /// row that was deleted before it ever ran.
+    pub deleted_at: Option<i64>,
+    /// The PodGroup's expected runtime (what backfill reads), if its owner declares one.
+    pub expected_runtime: Option<Duration>,
+}
+
+/// A cluster, its queues and how pods are placed: one candidate configuration.
+#[derive(Debug, Clone)]
+pub struct Scenario {
+    pub nodes: Vec<Node>,
+    pub queues: Vec<Queue>,
+    /// The extender's placement strategy (`gangplank serve --placement`).
+    pub strategy: Strategy,
+    /// The instant virtual time 0 stands for: the core reads no clock, so the caller gives
+    /// the origin of the deadlines the ledger keeps (claims, the head's reservation).
+    pub origin: Instant,
+    /// How often, in virtual seconds, each queue's allocation and deserved share are sampled.
+    pub sample_every: i64,
+}
+
+impl Job {
+    /// What all its members request together.
+    pub fn requests(&self) -> Resources {
+        let mut sum = Resources::new();
+        for member in &self.members {
+            sum.add(member);
+        }
+        sum
+    }
+}
+
+#[cfg(test)]
+mod tests;
