@@ -19,6 +19,7 @@ pub mod events;
 pub mod extender;
 pub mod runtime;
 pub mod server;
+pub mod simulate;
 #[cfg(test)]
 mod testing;
 pub mod webhooks;

@@ -1,0 +1,329 @@
+//! One candidate configuration, from a YAML file of several documents: the Queue manifests
+//! the cluster would take (the same YAML), and at most one `Simulation` document for what is
+//! not a Queue:
+//!
+//! ```yaml
+//! apiVersion: simulate.gangplank.dev/v1alpha1
+//! kind: Simulation
+//! name: research-weight-4      # default: the file's name
+//! placement: binpack           # or spread: gangplank serve --placement
+//! nodes:
+//!   scale: 1.5                 # each node of the workload 1.5 times (rounded down per kind)
+//!   remove: [openb-node-0007]  # by name
+//!   add:
+//!     - count: 10
+//!       prefix: extra-gpu      # extra-gpu-0 ... extra-gpu-9
+//!       allocatable: {cpu: "96", memory: 512Gi, nvidia.com/gpu: "8"}
+//!       labels: {gpu-model: H100}
+//! ```
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use gangplank_core::model::{Node, Queue, Resources};
+use gangplank_core::policy::placement::Strategy;
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use serde::Deserialize;
+
+use crate::api;
+use crate::cache::convert;
+
+/// Most nodes a configuration may add or scale to: a made-up cluster ten times the design's
+/// target is refused rather than filling memory.
+pub const MAX_NODES: usize = 50_000;
+
+/// A configuration as read from its file.
+#[derive(Debug, Clone)]
+pub struct Candidate {
+    pub name: String,
+    pub queues: Vec<Queue>,
+    pub strategy: Strategy,
+    pub nodes: NodeChanges,
+    /// The file it was read from.
+    pub file: String,
+}
+
+/// The `Simulation` document.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct Simulation {
+    #[serde(rename = "apiVersion")]
+    _api_version: Option<String>,
+    #[serde(rename = "kind")]
+    _kind: Option<String>,
+    name: Option<String>,
+    placement: Option<String>,
+    #[serde(default)]
+    nodes: NodeChanges,
+}
+
+/// How a configuration changes the workload's nodes: `remove` first, then `scale`, then `add`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NodeChanges {
+    pub scale: Option<f64>,
+    #[serde(default)]
+    pub remove: Vec<String>,
+    #[serde(default)]
+    pub add: Vec<NewNodes>,
+}
+
+/// Nodes a configuration adds, all alike.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NewNodes {
+    pub count: usize,
+    pub prefix: String,
+    pub allocatable: BTreeMap<String, Quantity>,
+    #[serde(default)]
+    pub labels: BTreeMap<String, String>,
+}
+
+/// Reads the configuration in `path`; the error names the document and the field.
+pub fn read(path: &Path) -> Result<Candidate, String> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| format!("cannot read configuration {}: {e}", path.display()))?;
+    parse(&text, &path.display().to_string())
+}
+
+/// Reads a configuration from `text`, the contents of `file`.
+pub fn parse(text: &str, file: &str) -> Result<Candidate, String> {
+    let mut queues = Vec::new();
+    let mut simulation: Option<Simulation> = None;
+    for (i, document) in serde_yaml::Deserializer::from_str(text).enumerate() {
+        let at = format!("{file}, document {}", i + 1);
+        let value = serde_yaml::Value::deserialize(document).map_err(|e| format!("{at}: {e}"))?;
+        if value.is_null() {
+            continue;
+        }
+        match value.get("kind").and_then(serde_yaml::Value::as_str) {
+            Some("Queue") => {
+                let queue: api::Queue =
+                    serde_yaml::from_value(value).map_err(|e| format!("{at}: not a Queue: {e}"))?;
+                if queue.metadata.name.as_deref().is_none_or(str::is_empty) {
+                    return Err(format!("{at}: metadata.name: a Queue needs a name"));
+                }
+                queues.push(convert::queue(&queue).map_err(|e| format!("{at}: {e}"))?);
+            }
+            Some("Simulation") => {
+                if simulation.is_some() {
+                    return Err(format!("{at}: a second Simulation document; keep one"));
+                }
+                simulation = Some(
+                    serde_yaml::from_value(value).map_err(|e| format!("{at}: Simulation: {e}"))?,
+                );
+            }
+            other => {
+                return Err(format!(
+                    "{at}: kind {other:?}: a configuration holds Queue documents and at most one \
+                     Simulation"
+                ));
+            }
+        }
+    }
+    let simulation = simulation.unwrap_or_default();
+    let strategy = match simulation.placement.as_deref() {
+        None => Strategy::Binpack,
+        Some(name) => Strategy::named(name)
+            .ok_or_else(|| format!("{file}: placement: {name:?} is not binpack or spread"))?,
+    };
+    if let Some(scale) = simulation.nodes.scale
+        && !(scale.is_finite() && scale > 0.0)
+    {
+        return Err(format!(
+            "{file}: nodes.scale: {scale} is not a positive number"
+        ));
+    }
+    let name = simulation.name.clone().unwrap_or_else(|| {
+        Path::new(file)
+            .file_stem()
+            .map_or_else(|| file.to_owned(), |s| s.to_string_lossy().into_owned())
+    });
+    Ok(Candidate {
+        name,
+        queues,
+        strategy,
+        nodes: simulation.nodes,
+        file: file.to_owned(),
+    })
+}
+
+impl Candidate {
+    /// The workload's `nodes` as this configuration changes them.
+    pub fn nodes_of(&self, nodes: &[Node]) -> Result<Vec<Node>, String> {
+        let changes = &self.nodes;
+        for name in &changes.remove {
+            if !nodes.iter().any(|n| &n.name == name) {
+                return Err(format!(
+                    "{}: nodes.remove: the workload has no node {name:?}",
+                    self.file
+                ));
+            }
+        }
+        let mut out: Vec<Node> = nodes
+            .iter()
+            .filter(|n| !changes.remove.contains(&n.name))
+            .cloned()
+            .collect();
+        if let Some(scale) = changes.scale {
+            out = scaled(&out, scale);
+        }
+        for (i, add) in changes.add.iter().enumerate() {
+            let mut allocatable = Resources::new();
+            let list: BTreeMap<String, Quantity> = add.allocatable.clone();
+            let amounts = convert::resources(&list)
+                .map_err(|e| format!("{}: nodes.add[{i}].allocatable: {e}", self.file))?;
+            for (name, amount) in amounts.iter() {
+                allocatable.set(name, amount);
+            }
+            if out.len().saturating_add(add.count) > MAX_NODES {
+                break;
+            }
+            out.extend((0..add.count).map(|n| Node {
+                name: format!("{}-{n}", add.prefix),
+                allocatable: allocatable.clone(),
+                labels: add.labels.clone(),
+                ..Node::default()
+            }));
+        }
+        if out.len() > MAX_NODES
+            || changes
+                .add
+                .iter()
+                .map(|a| a.count)
+                .fold(0usize, usize::saturating_add)
+                > MAX_NODES
+        {
+            return Err(format!(
+                "{}: nodes: more than {MAX_NODES} nodes; simulate a smaller cluster",
+                self.file
+            ));
+        }
+        Ok(out)
+    }
+
+    /// The queues the jobs name that this configuration does not define.
+    pub fn missing_queues<'j>(&self, jobs: impl Iterator<Item = &'j str>) -> Vec<String> {
+        let mut missing: Vec<String> = jobs
+            .filter(|q| !self.queues.iter().any(|d| d.name == *q))
+            .map(str::to_owned)
+            .collect();
+        missing.sort();
+        missing.dedup();
+        missing
+    }
+}
+
+/// Each kind of node (same allocatable and labels) `scale` times as many, rounded down, with
+/// at least one: copies are named after their model, `-x1`, `-x2` and so on.
+fn scaled(nodes: &[Node], scale: f64) -> Vec<Node> {
+    let mut kinds: Vec<(&Node, usize)> = Vec::new();
+    for node in nodes {
+        match kinds
+            .iter_mut()
+            .find(|(k, _)| k.allocatable == node.allocatable && k.labels == node.labels)
+        {
+            Some((_, count)) => *count += 1,
+            None => kinds.push((node, 1)),
+        }
+    }
+    let mut out = Vec::new();
+    for (model, count) in kinds {
+        let want = ((count as f64 * scale).floor() as usize).clamp(1, MAX_NODES + 1);
+        let same: Vec<&Node> = nodes
+            .iter()
+            .filter(|n| n.allocatable == model.allocatable && n.labels == model.labels)
+            .collect();
+        out.extend(same.iter().take(want).map(|n| (*n).clone()));
+        for copy in same.len()..want {
+            out.push(Node {
+                name: format!("{}-x{copy}", model.name),
+                ..model.clone()
+            });
+        }
+        if out.len() > MAX_NODES {
+            break;
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const CONFIG: &str = r#"
+apiVersion: scheduling.gangplank.dev/v1alpha1
+kind: Queue
+metadata: {name: research}
+spec: {weight: 4, capability: {nvidia.com/gpu: "64"}}
+---
+apiVersion: simulate.gangplank.dev/v1alpha1
+kind: Simulation
+name: more-gpus
+placement: spread
+nodes:
+  remove: [b]
+  add:
+    - {count: 2, prefix: new, allocatable: {cpu: "96", nvidia.com/gpu: "8"}}
+"#;
+
+    fn node(name: &str, cpu: i64) -> Node {
+        Node {
+            name: name.to_owned(),
+            allocatable: Resources::from([("cpu", cpu * 1_000)]),
+            ..Node::default()
+        }
+    }
+
+    #[test]
+    fn a_configuration_reads_its_queues_placement_and_node_changes() {
+        let c = parse(CONFIG, "x.yaml").unwrap();
+        assert_eq!(c.name, "more-gpus");
+        assert_eq!(c.strategy, Strategy::Spread);
+        assert_eq!(c.queues[0].name, "research");
+        assert_eq!(c.queues[0].weight, 4);
+        let nodes = c.nodes_of(&[node("a", 8), node("b", 8)]).unwrap();
+        let names: Vec<&str> = nodes.iter().map(|n| n.name.as_str()).collect();
+        assert_eq!(names, ["a", "new-0", "new-1"]);
+        assert_eq!(nodes[1].allocatable.get("nvidia.com/gpu"), 8);
+    }
+
+    #[test]
+    fn scaling_keeps_each_kind_of_node_in_proportion() {
+        let nodes = [node("a", 8), node("b", 8), node("c", 16), node("d", 8)];
+        let half = scaled(&nodes, 0.5);
+        assert_eq!(half.len(), 2, "{half:?}");
+        let double = scaled(&nodes, 2.0);
+        assert_eq!(double.len(), 8);
+        assert!(double.iter().any(|n| n.name == "c-x1"));
+    }
+
+    #[test]
+    fn bad_documents_are_refused_naming_what_to_change() {
+        let err = parse("kind: Deployment\n", "x.yaml").unwrap_err();
+        assert!(
+            err.contains("document 1") && err.contains("Deployment"),
+            "{err}"
+        );
+        let err = parse("kind: Simulation\nplacement: random\n", "x.yaml").unwrap_err();
+        assert!(err.contains("placement"), "{err}");
+        let err = parse("kind: Simulation\nnodez: {}\n", "x.yaml").unwrap_err();
+        assert!(err.contains("nodez"), "{err}");
+        let err = parse(
+            "kind: Queue\nmetadata: {name: q}\nspec: {capability: {cpu: lots}}\n",
+            "x.yaml",
+        )
+        .unwrap_err();
+        assert!(err.contains("capability.cpu"), "{err}");
+        let c = parse("kind: Simulation\nnodes: {remove: [zz]}\n", "x.yaml").unwrap();
+        let err = c.nodes_of(&[node("a", 8)]).unwrap_err();
+        assert!(err.contains("zz"), "{err}");
+        let c = parse(
+            "kind: Simulation\nnodes: {add: [{count: 100000, prefix: n, allocatable: {cpu: '1'}}]}\n",
+            "x.yaml",
+        )
+        .unwrap();
+        assert!(c.nodes_of(&[]).unwrap_err().contains("more than"));
+    }
+}

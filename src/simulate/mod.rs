@@ -1,0 +1,26 @@
+//! `gangplank simulate`: what if the queues, the placement strategy or the nodes were otherwise?
+//! Replays a cluster's work (a public trace read through a mapping file, or a recording
+//! `gangplank record` made of a live cluster) through the core's own decisions
+//! ([`gangplank_core::simulate`]) once per candidate configuration, and compares the runs side
+//! by side as a text table, JSON or an HTML page. Reads files only; nothing here talks to a
+//! cluster but `record`.
+//!
+//! - [`trace`] and [`mapping`]: the Alibaba GPU trace's CSV files, and which queue, namespace
+//!   and gang each row goes to;
+//! - [`candidate`]: one configuration: Queue manifests, the placement strategy, node changes;
+//! - [`report`]: the runs' figures side by side, as text and JSON; [`html`]: as a page.
+
+pub mod candidate;
+pub mod report;
+
+use gangplank_core::model::Node;
+use gangplank_core::simulate::Job;
+
+/// What a simulation replays: the cluster's nodes and its work.
+#[derive(Debug, Clone, Default)]
+pub struct Workload {
+    /// Where it comes from, in words, for the report's heading.
+    pub source: String,
+    pub nodes: Vec<Node>,
+    pub jobs: Vec<Job>,
+}
