@@ -52,6 +52,13 @@ pub enum Command {
     /// text report and an HTML page with charts (shares over time, waiting groups, each
     /// group's timeline and why it waited).
     Report(crate::cli::report::ReportArgs),
+    /// Watch the cluster's nodes, Queues, PodGroups and pods for a while and write them to a
+    /// file that `simulate --recording` replays.
+    Record(crate::simulate::record::RecordArgs),
+    /// Replay a recording (or a trace) through Gangplank's own decisions in virtual time, once
+    /// per configuration (queues, placement, nodes), and compare waits, shares, utilisation and
+    /// evictions side by side.
+    Simulate(crate::simulate::command::SimulateArgs),
 }
 
 /// Flags of `gangplank serve`.

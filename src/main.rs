@@ -18,5 +18,10 @@ async fn main() -> anyhow::Result<()> {
         Command::Why(args) => gangplank::cli::why::run(args).await,
         Command::Top(args) => gangplank::cli::top::run(args).await,
         Command::Report(args) => gangplank::cli::report::run(&args).await,
+        Command::Record(args) => {
+            let (client, _) = gangplank::cli::client(args.context.as_deref()).await?;
+            gangplank::simulate::record::run(&args, client).await
+        }
+        Command::Simulate(args) => gangplank::simulate::command::main(&args),
     }
 }

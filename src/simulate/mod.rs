@@ -8,9 +8,15 @@
 //! - [`trace`] and [`mapping`]: the Alibaba GPU trace's CSV files, and which queue, namespace
 //!   and gang each row goes to;
 //! - [`candidate`]: one configuration: Queue manifests, the placement strategy, node changes;
-//! - [`report`]: the runs' figures side by side, as text and JSON; [`html`]: as a page.
+//! - [`record`]: `gangplank record`, a live cluster's objects over a while, and [`recording`]:
+//!   that recording as a workload, with how closely a replay follows its live starts;
+//! - [`command`]: the command itself; [`report`]: the runs' figures side by side, as text
+//!   and JSON; [`html`]: as a page.
 
 pub mod candidate;
+pub mod command;
+pub mod record;
+pub mod recording;
 pub mod report;
 
 use gangplank_core::model::Node;

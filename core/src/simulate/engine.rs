@@ -32,8 +32,8 @@ const MAX_PASSES_AT_ONCE: usize = 16;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 enum Event {
     Arrive(usize),
-    /// A job's attempt ends its runtime.
-    Finish(usize, u32),
+    /// A member pod (by its serial number) ends its runtime.
+    MemberEnd(u64),
     Delete(usize),
     /// A time-based condition (a `maxWaitSeconds`) may have changed a pass's answer.
     Wake,
@@ -42,10 +42,9 @@ enum Event {
 /// A job's state during the run.
 #[derive(Debug, Default)]
 struct Run {
-    /// Counts its starts from the gate: a finish of an earlier attempt is stale.
-    attempt: u32,
-    /// Its live pods' UIDs.
-    pods: Vec<String>,
+    /// Its live pods' UIDs, by member index.
+    pods: Vec<Option<String>>,
+    /// Its current attempt has started (reached quorum).
     running: bool,
     over: bool,
 }
@@ -59,8 +58,8 @@ struct Sim<'a> {
     seq: u64,
     runs: Vec<Run>,
     out: Outcome,
-    /// The job each live pod belongs to.
-    owner: FxHashMap<String, usize>,
+    /// The job each live pod belongs to, and its member index.
+    owner: FxHashMap<String, (usize, usize)>,
     /// Released pods the scheduler has not placed yet, in release order.
     unplaced: Vec<String>,
     /// Gang members reserved on a node and held until their gang reaches quorum.
@@ -70,6 +69,8 @@ struct Sim<'a> {
     latest: Option<Decision>,
     next_sample: i64,
     pod_counter: u64,
+    /// The second the scheduler's budget is for, and the placements left in it.
+    budget: (i64, u32),
 }
 
 /// Replays `jobs` on `scenario`'s cluster; see the module docs.
@@ -108,6 +109,7 @@ pub fn run(scenario: &Scenario, jobs: &[Job]) -> Outcome {
         latest: None,
         next_sample: 0,
         pod_counter: 0,
+        budget: (i64::MIN, 0),
     };
     for (j, job) in jobs.iter().enumerate() {
         sim.at(job.arrival, Event::Arrive(j));
@@ -157,12 +159,7 @@ impl Sim<'_> {
         self.out.events += 1;
         match event {
             Event::Arrive(j) => self.arrive(j, now),
-            Event::Finish(j, attempt) => {
-                if self.runs[j].attempt == attempt && self.runs[j].running {
-                    self.out.jobs[j].finished = Some(now);
-                    self.remove(j);
-                }
-            }
+            Event::MemberEnd(serial) => self.member_end(&uid_of(serial), now),
             Event::Delete(j) => {
                 if !self.runs[j].over {
                     self.out.jobs[j].deleted = Some(now);
@@ -197,7 +194,7 @@ impl Sim<'_> {
     fn create_pod(&mut self, j: usize, index: usize, now: i64) {
         let job = &self.jobs[j];
         self.pod_counter += 1;
-        let uid = format!("sim-{}", self.pod_counter);
+        let uid = uid_of(self.pod_counter);
         let pod = Pod {
             uid: uid.clone(),
             namespace: job.namespace.clone(),
@@ -212,8 +209,41 @@ impl Sim<'_> {
             ..Pod::default()
         };
         self.state.apply_pod(pod);
-        self.owner.insert(uid.clone(), j);
-        self.runs[j].pods.push(uid);
+        self.owner.insert(uid.clone(), (j, index));
+        let pods = &mut self.runs[j].pods;
+        if pods.len() <= index {
+            pods.resize(index + 1, None);
+        }
+        pods[index] = Some(uid);
+    }
+
+    /// A member ran its runtime: it succeeded; a job with none of its members running and
+    /// its quorum succeeded has finished.
+    fn member_end(&mut self, uid: &str, now: i64) {
+        let Some(&(j, _)) = self.owner.get(uid) else {
+            return;
+        };
+        let Some(pod) = self.state.pods().get(uid) else {
+            return;
+        };
+        if pod.node_name.is_none() || pod.phase != PodPhase::Running {
+            return;
+        }
+        let mut done = Pod::clone(pod);
+        done.phase = PodPhase::Succeeded;
+        self.state.apply_pod(done);
+        let (mut running, mut succeeded) = (0, 0);
+        for uid in self.runs[j].pods.iter().flatten() {
+            match self.state.pods().get(uid).map(|p| p.phase) {
+                Some(PodPhase::Running) => running += 1,
+                Some(PodPhase::Succeeded) => succeeded += 1,
+                _ => {}
+            }
+        }
+        if running == 0 && succeeded >= self.jobs[j].min_member.max(1) {
+            self.out.jobs[j].finished = Some(now);
+            self.remove(j);
+        }
     }
 
     /// Ends the job: its pods and PodGroup deleted.
@@ -221,7 +251,7 @@ impl Sim<'_> {
         let run = &mut self.runs[j];
         run.over = true;
         run.running = false;
-        for uid in std::mem::take(&mut run.pods) {
+        for uid in std::mem::take(&mut run.pods).into_iter().flatten() {
             self.state.delete_pod(&uid);
             self.owner.remove(&uid);
         }
@@ -260,7 +290,7 @@ impl Sim<'_> {
                 Some(pod) => self.owner.get(&pod.uid),
                 None => self.job_of_group(&waiting.group),
             };
-            if let Some(&j) = job {
+            if let Some(&(j, _)) = job {
                 self.out.jobs[j].why = Some(waiting.why.to_string());
             }
         }
@@ -273,21 +303,15 @@ impl Sim<'_> {
         for reclaim in &reclaims.reclaims {
             for victim in &reclaim.victims {
                 changed = true;
-                self.evict(
-                    &victim
-                        .pods
-                        .iter()
-                        .map(|p| p.uid.clone())
-                        .collect::<Vec<_>>(),
-                    now,
-                );
+                let uids: Vec<String> = victim.pods.iter().map(|p| p.uid.clone()).collect();
+                self.evict(&uids, victim.whole, now);
             }
         }
         self.latest = Some(decision);
         changed
     }
 
-    fn job_of_group(&self, key: &GroupKey) -> Option<&usize> {
+    fn job_of_group(&self, key: &GroupKey) -> Option<&(usize, usize)> {
         self.state
             .members(key)
             .next()
@@ -310,7 +334,7 @@ impl Sim<'_> {
         }
         self.state.apply_pod(released);
         self.unplaced.push(pod.uid.clone());
-        if let Some(&j) = self.owner.get(&pod.uid) {
+        if let Some(&(j, _)) = self.owner.get(&pod.uid) {
             let job = &mut self.out.jobs[j];
             if job.admitted.is_none() {
                 job.admitted = Some(now);
@@ -320,22 +344,14 @@ impl Sim<'_> {
         true
     }
 
-    /// Evicts `uids` (a gang whole, or its elastic members): each is deleted and made again
-    /// behind the gate; a gang evicted whole starts over.
-    fn evict(&mut self, uids: &[String], now: i64) {
-        let Some(&j) = uids.first().and_then(|u| self.owner.get(u)) else {
+    /// Evicts `uids` (a gang `whole`, or its elastic members): each is deleted and made again
+    /// behind the gate, as its controller does; a gang evicted whole starts over.
+    fn evict(&mut self, uids: &[String], whole: bool, now: i64) {
+        let Some(&(j, _)) = uids.first().and_then(|u| self.owner.get(u)) else {
             return;
         };
-        let run = &mut self.runs[j];
-        let whole = uids.len() >= run.pods.len();
-        let indexes: Vec<usize> = uids
-            .iter()
-            .filter_map(|u| run.pods.iter().position(|p| p == u))
-            .collect();
-        run.pods.retain(|p| !uids.contains(p));
         if whole {
-            run.attempt += 1;
-            run.running = false;
+            self.runs[j].running = false;
             self.out.jobs[j].evictions += 1;
             let job = &self.jobs[j];
             if job.gang {
@@ -344,24 +360,37 @@ impl Sim<'_> {
             }
         }
         for uid in uids {
+            let Some((_, index)) = self.owner.remove(uid) else {
+                continue;
+            };
             self.state.delete_pod(uid);
-            self.owner.remove(uid);
             self.unplaced.retain(|u| u != uid);
-        }
-        for index in indexes {
             self.create_pod(j, index, now);
         }
     }
 
-    /// Places what it can of the released pods; whether any was placed.
+    /// Places what it can of the released pods, within the scheduler's throughput (the rest
+    /// go on in the next second); whether any was placed.
     fn place(&mut self, now: i64) -> bool {
+        if self.budget.0 != now {
+            self.budget = (now, self.scenario.binds_per_second.unwrap_or(u32::MAX));
+        }
         let mut placed = false;
+        let mut deferred = false;
         for uid in std::mem::take(&mut self.unplaced) {
-            if self.schedule(&uid, now) {
+            if self.budget.1 == 0 {
+                deferred = true;
+            } else if self.schedule(&uid, now) {
+                self.budget.1 -= 1;
                 placed = true;
-            } else if self.state.pods().contains_key(&uid) {
+                continue;
+            }
+            if self.state.pods().contains_key(&uid) {
                 self.unplaced.push(uid);
             }
+        }
+        if deferred {
+            self.at(now + 1, Event::Wake);
         }
         placed
     }
@@ -438,16 +467,16 @@ impl Sim<'_> {
             bound.phase = PodPhase::Running;
             bound.started = Some(now);
             self.state.apply_pod(bound);
-            let Some(&j) = self.owner.get(uid) else {
+            let Some(&(j, index)) = self.owner.get(uid) else {
                 continue;
             };
+            let end = now.saturating_add(self.jobs[j].runtime_of(index).max(0));
+            if let Some(serial) = serial_of(uid) {
+                self.at(end, Event::MemberEnd(serial));
+            }
             if !self.runs[j].running {
                 self.runs[j].running = true;
-                let job = &mut self.out.jobs[j];
-                job.started.get_or_insert(now);
-                let attempt = self.runs[j].attempt;
-                let end = now.saturating_add(self.jobs[j].runtime.max(0));
-                self.at(end, Event::Finish(j, attempt));
+                self.out.jobs[j].started.get_or_insert(now);
             }
         }
     }
@@ -484,4 +513,13 @@ impl Sim<'_> {
             used,
         });
     }
+}
+
+/// The UID of the simulation's `serial`th pod.
+fn uid_of(serial: u64) -> String {
+    format!("sim-{serial}")
+}
+
+fn serial_of(uid: &str) -> Option<u64> {
+    uid.strip_prefix("sim-")?.parse().ok()
 }

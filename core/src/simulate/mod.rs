@@ -41,8 +41,11 @@ pub struct Job {
     /// A PodGroup and its members; `false`: one pod of a queue in no group.
     pub gang: bool,
     pub priority: i32,
-    /// How long its members run once it has started, in seconds.
+    /// How long its members run once bound, in seconds.
     pub runtime: i64,
+    /// Each member's own runtime, in `members`' order, where they differ (a recording's
+    /// members finish a second or two apart); empty: every member runs `runtime`.
+    pub runtimes: Vec<i64>,
     /// Deleted at this time wherever it is (waiting or running), as a user cancels: a trace's
     /// row that was deleted before it ever ran.
     pub deleted_at: Option<i64>,
@@ -62,9 +65,17 @@ pub struct Scenario {
     pub origin: Instant,
     /// How often, in virtual seconds, each queue's allocation and deserved share are sampled.
     pub sample_every: i64,
+    /// The scheduler's throughput: at most this many pods placed per virtual second (it
+    /// places one pod at a time); `None`: as many as are released.
+    pub binds_per_second: Option<u32>,
 }
 
 impl Job {
+    /// How long member `index` runs once bound.
+    pub fn runtime_of(&self, index: usize) -> i64 {
+        self.runtimes.get(index).copied().unwrap_or(self.runtime)
+    }
+
     /// What all its members request together.
     pub fn requests(&self) -> Resources {
         let mut sum = Resources::new();

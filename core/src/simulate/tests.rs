@@ -19,6 +19,7 @@ fn gang(name: &str, queue: &str, members: u32, cpu: i64, arrival: i64, runtime: 
         gang: true,
         priority: 0,
         runtime,
+        runtimes: Vec::new(),
         deleted_at: None,
         expected_runtime: None,
     }
@@ -33,6 +34,7 @@ fn scenario(nodes: usize, cpu: i64, queues: Vec<Queue>) -> Scenario {
         strategy: Strategy::Binpack,
         origin: Instant::now(),
         sample_every: 10,
+        binds_per_second: None,
     }
 }
 
@@ -125,4 +127,15 @@ fn utilisation_is_what_bound_pods_use_over_time() {
     assert_eq!(summary.makespan, 100);
     let cpu = summary.utilisation["cpu"];
     assert!((cpu - 0.5).abs() < 1e-9, "{cpu}");
+}
+
+#[test]
+fn the_scheduler_places_at_most_its_throughput_each_second() {
+    // 10 members at 4 pods a second: the gang reaches quorum in its third second.
+    let jobs = [gang("g", "q", 10, 1, 0, 100)];
+    let mut s = scenario(1, 16, vec![Queue::new("q")]);
+    s.binds_per_second = Some(4);
+    let out = run(&s, &jobs);
+    assert_eq!(out.jobs[0].admitted, Some(0));
+    assert_eq!(out.jobs[0].started, Some(2));
 }

@@ -1,0 +1,257 @@
+//! `gangplank simulate`: reads the workload and each configuration, runs one simulation per
+//! configuration, and writes the comparison as text, JSON or HTML.
+
+use std::path::PathBuf;
+use std::time::Instant;
+
+use clap::{Args, ValueEnum};
+use gangplank_core::model::Resources;
+use gangplank_core::simulate::{Scenario, run};
+
+use super::candidate::{self, Candidate};
+use super::recording::{self, Fidelity};
+use super::report::{self, Report, Run};
+use super::{Workload, record};
+
+/// Flags of `gangplank simulate`.
+#[derive(Debug, Clone, Args)]
+pub struct SimulateArgs {
+    /// A recording made by `gangplank record`: its queues are compared too, as `recorded`, and
+    /// the replay's starts against the live ones.
+    #[arg(long, value_name = "FILE")]
+    pub recording: Option<PathBuf>,
+    /// Replay only the jobs of this namespace (repeat for several); default: every namespace.
+    #[arg(
+        short = 'n',
+        long = "namespace",
+        value_name = "NAMESPACE",
+        requires = "recording"
+    )]
+    pub namespaces: Vec<String>,
+    /// A configuration to compare: Queue manifests and a Simulation document (placement, node
+    /// changes). Repeat to compare several.
+    #[arg(short = 'c', long = "config", value_name = "FILE")]
+    pub configs: Vec<PathBuf>,
+    /// Output format.
+    #[arg(short = 'o', long, value_enum, default_value_t = Format::Text)]
+    pub output: Format,
+    /// Write there instead of standard output.
+    #[arg(long, value_name = "FILE")]
+    pub out: Option<PathBuf>,
+    /// The scheduler's throughput: at most this many pods placed per second. Default: with a
+    /// recording, the busiest rate it shows; otherwise no limit.
+    #[arg(long, value_name = "PODS", value_parser = clap::value_parser!(u32).range(1..))]
+    pub binds_per_second: Option<u32>,
+    /// How often each queue's share is sampled, in virtual seconds.
+    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(i64).range(1..=86_400))]
+    pub sample_every: i64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Format {
+    Text,
+    Json,
+    Html,
+}
+
+/// Runs `gangplank simulate`.
+pub fn main(args: &SimulateArgs) -> anyhow::Result<()> {
+    let inputs = inputs(args).map_err(anyhow::Error::msg)?;
+    if inputs.candidates.is_empty() {
+        anyhow::bail!("nothing to compare: name a configuration with --config");
+    }
+    let settings = Settings {
+        sample_every: args.sample_every,
+        binds_per_second: inputs.binds_per_second,
+    };
+    let (report, fidelity) = compare(
+        &inputs.workload,
+        &inputs.candidates,
+        inputs.live.as_deref(),
+        settings,
+    )
+    .map_err(anyhow::Error::msg)?;
+    let mut out = match args.output {
+        Format::Text => report::text(&report),
+        Format::Json => serde_json::to_string_pretty(&Json {
+            report: &report,
+            fidelity: fidelity.as_ref(),
+        })?,
+        Format::Html => super::html::html(&report),
+    };
+    if let (Format::Text, Some(f)) = (args.output, &fidelity) {
+        out.push_str(&fidelity_text(f));
+    }
+    match &args.out {
+        Some(path) => std::fs::write(path, out)?,
+        None => print!("{out}"),
+    }
+    Ok(())
+}
+
+/// `-o json`: the report, and with a recording how the replay followed it.
+#[derive(serde::Serialize)]
+struct Json<'a> {
+    #[serde(flatten)]
+    report: &'a Report,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    fidelity: Option<&'a Fidelity>,
+}
+
+/// The workload, the configurations, and with a recording the live starts and the scheduler's
+/// throughput it shows.
+struct Inputs {
+    workload: Workload,
+    candidates: Vec<Candidate>,
+    live: Option<Vec<Option<i64>>>,
+    binds_per_second: Option<u32>,
+}
+
+fn inputs(args: &SimulateArgs) -> Result<Inputs, String> {
+    let mut candidates = Vec::new();
+    let Some(path) = &args.recording else {
+        return Err("name the work to replay: --recording FILE".to_owned());
+    };
+    let bytes = std::fs::read(path)
+        .map_err(|e| format!("cannot read recording {}: {e}", path.display()))?;
+    let recorded: record::Recording = serde_json::from_slice(&bytes).map_err(|e| {
+        format!(
+            "{} is not a recording of gangplank record: {e}",
+            path.display()
+        )
+    })?;
+    let replay = recording::replay(
+        &recorded,
+        &format!("recording {}", path.display()),
+        &args.namespaces,
+    )?;
+    candidates.push(Candidate {
+        name: "recorded".to_owned(),
+        queues: replay.queues,
+        strategy: gangplank_core::policy::placement::Strategy::Binpack,
+        nodes: candidate::NodeChanges::default(),
+        file: path.display().to_string(),
+    });
+    for path in &args.configs {
+        candidates.push(candidate::read(path)?);
+    }
+    Ok(Inputs {
+        workload: replay.workload,
+        candidates,
+        live: Some(replay.live_starts),
+        binds_per_second: args.binds_per_second.or(replay.binds_per_second),
+    })
+}
+
+/// What every run of one comparison shares.
+#[derive(Debug, Clone, Copy)]
+pub struct Settings {
+    pub sample_every: i64,
+    pub binds_per_second: Option<u32>,
+}
+
+/// Runs `workload` under each candidate; with `live` starts, how the first run followed them.
+pub fn compare(
+    workload: &Workload,
+    candidates: &[Candidate],
+    live: Option<&[Option<i64>]>,
+    settings: Settings,
+) -> Result<(Report, Option<Fidelity>), String> {
+    let mut capacity = Resources::new();
+    for node in &workload.nodes {
+        capacity.add(&node.allocatable);
+    }
+    let resource = report::chart_resource(&capacity);
+    let mut runs = Vec::new();
+    let mut fidelity = None;
+    for candidate in candidates.iter() {
+        let missing = candidate.missing_queues(workload.jobs.iter().map(|j| j.queue.as_str()));
+        if !missing.is_empty() {
+            return Err(format!(
+                "{}: the workload's jobs name queues the configuration does not define: {}; add a \
+                 Queue for each",
+                candidate.file,
+                missing.join(", ")
+            ));
+        }
+        let scenario = Scenario {
+            nodes: candidate.nodes_of(&workload.nodes)?,
+            queues: candidate.queues.clone(),
+            strategy: candidate.strategy,
+            origin: Instant::now(),
+            sample_every: settings.sample_every,
+            binds_per_second: settings.binds_per_second,
+        };
+        let began = Instant::now();
+        let outcome = run(&scenario, &workload.jobs);
+        let seconds = began.elapsed().as_secs_f64();
+        if let (Some(live), None) = (live, &fidelity) {
+            fidelity = Some(recording::fidelity(&workload.jobs, live, &outcome));
+        }
+        runs.push(Run::of(
+            &candidate.name,
+            &describe(candidate),
+            scenario.nodes.len(),
+            &workload.jobs,
+            &outcome,
+            resource,
+            seconds,
+        ));
+    }
+    Ok((
+        Report {
+            source: workload.source.clone(),
+            jobs: workload.jobs.len(),
+            nodes: workload.nodes.len(),
+            resource: resource.to_owned(),
+            configurations: runs,
+        },
+        fidelity,
+    ))
+}
+
+fn describe(c: &Candidate) -> String {
+    let mut parts = vec![
+        c.file.clone(),
+        format!("{} queues", c.queues.len()),
+        format!("placement {}", c.strategy.as_str()),
+    ];
+    if let Some(scale) = c.nodes.scale {
+        parts.push(format!("nodes x{scale}"));
+    }
+    if !c.nodes.remove.is_empty() {
+        parts.push(format!("{} nodes removed", c.nodes.remove.len()));
+    }
+    let added: usize = c.nodes.add.iter().map(|a| a.count).sum();
+    if added > 0 {
+        parts.push(format!("{added} nodes added"));
+    }
+    parts.join(", ")
+}
+
+/// How the `recorded` run followed the live one, for the text output.
+pub fn fidelity_text(f: &Fidelity) -> String {
+    let mut out = format!(
+        "\nReplay of the recorded configuration against the live run: {} jobs started in both; \
+         largest start difference {} s; {} out of tolerance (5 s or 10% of the live wait); {} \
+         pairs started in another order; {} started on one side only.\n",
+        f.compared,
+        f.worst_seconds,
+        f.off.len(),
+        f.order_swaps.len(),
+        f.one_sided.len()
+    );
+    for off in &f.off {
+        out.push_str(&format!(
+            "  {}: waited {} s live, {} s replayed (allowed {} s)\n",
+            off.job, off.live_wait, off.replay_wait, off.allowed
+        ));
+    }
+    for (a, b) in &f.order_swaps {
+        out.push_str(&format!("  {a} and {b} started in the other order\n"));
+    }
+    for job in &f.one_sided {
+        out.push_str(&format!("  {job} started on one side only\n"));
+    }
+    out
+}

@@ -1,0 +1,177 @@
+//! `gangplank record`: watches a cluster's nodes, Queues, PodGroups and pods for a while and
+//! writes what it saw as one JSON file (a [`Recording`]), which `gangplank simulate
+//! --recording` replays. Each object is kept as the API last showed it, a deleted pod with the
+//! time its deletion was seen, so pods evicted and made again are all in it. Reads only.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::Args;
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::jiff::Timestamp;
+use kube::runtime::watcher::{self, Event, watcher};
+use kube::{Api, Client, Resource, ResourceExt};
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+
+use crate::api::{PodGroup, Queue};
+
+/// Flags of `gangplank record`.
+#[derive(Debug, Clone, Args)]
+pub struct RecordArgs {
+    /// The kubeconfig context to use (default: the current one).
+    #[arg(long)]
+    pub context: Option<String>,
+    /// How long to record, in seconds (at most a week); it also stops at an interrupt.
+    #[arg(long, default_value_t = 600, value_parser = clap::value_parser!(u64).range(1..=604_800))]
+    pub seconds: u64,
+    /// Where to write the recording.
+    #[arg(long, default_value = "recording.json")]
+    pub out: PathBuf,
+}
+
+/// Most pods a recording keeps (deleted ones included): past it, the recording stops early and
+/// says so, rather than growing without bound.
+pub const MAX_PODS: usize = 200_000;
+
+/// What `gangplank record` saw.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Recording {
+    pub started: Timestamp,
+    pub ended: Timestamp,
+    pub nodes: Vec<Node>,
+    pub queues: Vec<Queue>,
+    pub pod_groups: Vec<Recorded<PodGroup>>,
+    pub pods: Vec<Recorded<Pod>>,
+}
+
+/// An object as the API last showed it, and when its deletion was seen.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Recorded<K> {
+    pub object: K,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deleted: Option<Timestamp>,
+}
+
+/// Objects of one kind by UID, deleted ones kept.
+struct Seen<K> {
+    by_uid: BTreeMap<String, Recorded<K>>,
+    /// Keep deleted objects (pods and groups), or drop them (nodes, queues).
+    keep_deleted: bool,
+}
+
+impl<K: Resource + Clone> Seen<K> {
+    fn new(keep_deleted: bool) -> Self {
+        Seen {
+            by_uid: BTreeMap::new(),
+            keep_deleted,
+        }
+    }
+
+    fn handle(&mut self, event: Event<K>) {
+        let now = Timestamp::now();
+        match event {
+            Event::Apply(mut object) | Event::InitApply(mut object) => {
+                object.meta_mut().managed_fields = None;
+                if let Some(uid) = object.uid() {
+                    self.by_uid.insert(
+                        uid,
+                        Recorded {
+                            object,
+                            deleted: None,
+                        },
+                    );
+                }
+            }
+            Event::Delete(object) => {
+                let Some(uid) = object.uid() else { return };
+                if !self.keep_deleted {
+                    self.by_uid.remove(&uid);
+                } else if let Some(seen) = self.by_uid.get_mut(&uid) {
+                    seen.deleted = Some(now);
+                }
+            }
+            Event::Init | Event::InitDone => {}
+        }
+    }
+}
+
+/// Records for `args.seconds` (or until interrupted), then writes the recording.
+pub async fn run(args: &RecordArgs, client: Client) -> anyhow::Result<()> {
+    eprintln!(
+        "recording for {} s into {} (interrupt to stop early)",
+        args.seconds,
+        args.out.display()
+    );
+    let stop = async {
+        tokio::select! {
+            _ = tokio::time::sleep(Duration::from_secs(args.seconds)) => {}
+            _ = tokio::signal::ctrl_c() => {}
+        }
+    };
+    let recording = record(&client, stop).await;
+    std::fs::write(&args.out, serde_json::to_vec(&recording)?)?;
+    eprintln!(
+        "recorded {} nodes, {} queues, {} PodGroups and {} pods into {}",
+        recording.nodes.len(),
+        recording.queues.len(),
+        recording.pod_groups.len(),
+        recording.pods.len(),
+        args.out.display()
+    );
+    Ok(())
+}
+
+/// What the cluster shows from now until `stop` completes (or the recording holds
+/// [`MAX_PODS`] pods). A watch that fails is retried with kube's backoff.
+pub async fn record(client: &Client, stop: impl std::future::Future<Output = ()>) -> Recording {
+    let started = Timestamp::now();
+    let mut nodes = Seen::<Node>::new(false);
+    let mut queues = Seen::<Queue>::new(false);
+    let mut groups = Seen::<PodGroup>::new(true);
+    let mut pods = Seen::<Pod>::new(true);
+    let mut node_events = events::<Node>(client);
+    let mut queue_events = events::<Queue>(client);
+    let mut group_events = events::<PodGroup>(client);
+    let mut pod_events = events::<Pod>(client);
+    tokio::pin!(stop);
+    loop {
+        let failed = tokio::select! {
+            _ = &mut stop => break,
+            Some(e) = node_events.next() => e.map(|e| nodes.handle(e)).err(),
+            Some(e) = queue_events.next() => e.map(|e| queues.handle(e)).err(),
+            Some(e) = group_events.next() => e.map(|e| groups.handle(e)).err(),
+            Some(e) = pod_events.next() => e.map(|e| pods.handle(e)).err(),
+        };
+        if let Some(error) = failed {
+            eprintln!("record: a watch failed, retrying: {error}");
+        }
+        if pods.by_uid.len() >= MAX_PODS {
+            eprintln!("record: stopped early: the recording holds {MAX_PODS} pods");
+            break;
+        }
+    }
+    Recording {
+        started,
+        ended: Timestamp::now(),
+        nodes: nodes.by_uid.into_values().map(|r| r.object).collect(),
+        queues: queues.by_uid.into_values().map(|r| r.object).collect(),
+        pod_groups: groups.by_uid.into_values().collect(),
+        pods: pods.by_uid.into_values().collect(),
+    }
+}
+
+/// Every change of kind `K` cluster-wide, retried with kube's default backoff.
+fn events<K>(
+    client: &Client,
+) -> std::pin::Pin<Box<dyn futures::Stream<Item = Result<Event<K>, watcher::Error>> + Send>>
+where
+    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + std::fmt::Debug + Send + 'static,
+{
+    use kube::runtime::WatchStreamExt;
+    watcher(Api::<K>::all(client.clone()), watcher::Config::default())
+        .default_backoff()
+        .boxed()
+}

@@ -1,0 +1,421 @@
+//! A [`Recording`] of a live cluster as a [`Workload`] to replay, the queues it ran with, and
+//! when each job started live; and [`fidelity`]: how closely a replay's starts follow those.
+//!
+//! Objects are read with the same conversions the live process applies to its watches
+//! ([`crate::cache::convert`]). A job is a PodGroup with its pods (or a pod of a queue in no
+//! group). Its arrival is its first object's creation; its members are its pods but those
+//! deleted before they finished (evicted, then made again by their controller); its runtime the
+//! longest a member ran; its live start when its `minMember`th pod was bound (pods' `PodScheduled`
+//! condition). Times are whole seconds, as the API keeps them.
+
+use std::collections::BTreeMap;
+
+use gangplank_core::model::{GroupKey, Pod, PodGroup, Queue};
+use gangplank_core::simulate::{Job, Outcome};
+use k8s_openapi::api::core::v1::Pod as ApiPod;
+use serde::Serialize;
+
+use super::Workload;
+use super::record::Recording;
+use crate::cache::convert;
+
+/// What a recording gives a simulation.
+#[derive(Debug, Clone)]
+pub struct Replay {
+    pub workload: Workload,
+    /// The queues as recorded: the configuration the live run had.
+    pub queues: Vec<Queue>,
+    /// Per job (in the workload's order): when it started live, in seconds from the origin.
+    pub live_starts: Vec<Option<i64>>,
+    /// The scheduler's throughput in the recording ([`throughput`]).
+    pub binds_per_second: Option<u32>,
+}
+
+/// One pod of a job, as far as replaying goes.
+struct Member {
+    pod: Pod,
+    created: i64,
+    /// When Gangplank admitted it (its `admitted` annotation).
+    admitted: Option<i64>,
+    bound: Option<i64>,
+    /// When its containers ended (Succeeded or Failed), or it was deleted.
+    ended: Option<i64>,
+    finished: bool,
+    deleted: Option<i64>,
+}
+
+/// Reads `recording`, the jobs of `namespaces` only unless it is empty; a pod, group, node or
+/// queue that does not convert is an error naming it.
+pub fn replay(
+    recording: &Recording,
+    source: &str,
+    namespaces: &[String],
+) -> Result<Replay, String> {
+    let recording_end = recording.ended.as_second();
+    let mut members: BTreeMap<GroupKey, Vec<Member>> = BTreeMap::new();
+    let mut lone: BTreeMap<GroupKey, bool> = BTreeMap::new();
+    for recorded in &recording.pods {
+        let pod = convert::pod(&recorded.object).map_err(|e| e.to_string())?;
+        let elsewhere = !namespaces.is_empty() && !namespaces.contains(&pod.namespace);
+        if elsewhere
+            || pod.stand_in_for.is_some()
+            || (pod.pod_group.is_none() && pod.queue.is_none())
+        {
+            continue;
+        }
+        let key = GroupKey::of(&pod).unwrap_or_else(|| GroupKey::lone(&pod));
+        lone.insert(key.clone(), pod.pod_group.is_none());
+        let deleted = recorded.deleted.map(|t| t.as_second());
+        let finished = pod.phase.is_terminal() && !pod.disrupted;
+        let ended = finished
+            .then(|| terminated(&recorded.object))
+            .flatten()
+            .or(deleted);
+        members.entry(key).or_default().push(Member {
+            created: pod.created,
+            admitted: admitted(&recorded.object),
+            bound: bound(&recorded.object),
+            ended,
+            finished,
+            deleted,
+            pod,
+        });
+    }
+    let mut specs: BTreeMap<GroupKey, (PodGroup, i64)> = BTreeMap::new();
+    for recorded in &recording.pod_groups {
+        let group = convert::pod_group(&recorded.object).map_err(|e| e.to_string())?;
+        let created = recorded
+            .object
+            .metadata
+            .creation_timestamp
+            .as_ref()
+            .map_or(i64::MAX, |t| t.0.as_second());
+        specs.entry(group.key.clone()).or_insert((group, created));
+    }
+    let arrivals: Vec<i64> = members
+        .iter()
+        .map(|(key, pods)| {
+            let spec = specs.get(key);
+            arrival(pods, spec.map(|s| s.1), spec.map_or(1, |s| s.0.min_member))
+        })
+        .collect();
+    let origin = arrivals
+        .iter()
+        .copied()
+        .min()
+        .unwrap_or(0)
+        .min(recording.started.as_second());
+    let mut jobs = Vec::new();
+    let mut live_starts = Vec::new();
+    let mut busy = Vec::new();
+    for ((key, pods), arrived) in members.into_iter().zip(arrivals) {
+        let spec = specs.get(&key).map(|s| &s.0);
+        let gang = !lone[&key];
+        let kept: Vec<&Member> = pods
+            .iter()
+            .filter(|m| m.finished || m.deleted.is_none())
+            .collect();
+        let cancelled = kept.is_empty();
+        let kept = if cancelled {
+            pods.iter().collect()
+        } else {
+            kept
+        };
+        let min_member = spec.map_or(1, |s| s.min_member).min(kept.len() as u32);
+        let mut starts: Vec<i64> = pods.iter().filter_map(|m| m.bound).collect();
+        starts.sort_unstable();
+        let live_start = starts.get(min_member.max(1) as usize - 1).copied();
+        let ran = |finished: bool| {
+            kept.iter()
+                .filter(|m| m.finished == finished)
+                .filter_map(|m| Some(m.ended.unwrap_or(recording_end) - m.bound?))
+                .max()
+        };
+        let expected = spec
+            .and_then(|s| s.expected_runtime)
+            .map(|d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX));
+        // Finished members ran their whole runtime; members still running at the end say only
+        // how long it is at least, so the owner's estimate goes first.
+        let runtime = ran(true)
+            .or(expected)
+            .or_else(|| ran(false))
+            .unwrap_or(recording_end - arrived)
+            .max(1);
+        let first = kept[0];
+        jobs.push(Job {
+            name: if gang {
+                key.name.to_string()
+            } else {
+                first.pod.name.clone()
+            },
+            namespace: key.namespace.to_string(),
+            queue: spec
+                .map(|s| s.queue.clone())
+                .or_else(|| first.pod.queue.clone())
+                .unwrap_or_default(),
+            arrival: arrived - origin,
+            members: kept.iter().map(|m| m.pod.requests.clone()).collect(),
+            min_member: min_member.max(1),
+            gang,
+            priority: first.pod.priority,
+            runtimes: kept
+                .iter()
+                .map(|m| match (m.bound, m.finished) {
+                    (Some(bound), true) => m.ended.unwrap_or(recording_end) - bound,
+                    _ => runtime,
+                })
+                .map(|r| r.max(1))
+                .collect(),
+            runtime,
+            deleted_at: cancelled
+                .then(|| pods.iter().filter_map(|m| m.deleted).max())
+                .flatten()
+                .map(|t| t - origin),
+            expected_runtime: spec.and_then(|s| s.expected_runtime),
+        });
+        live_starts.push(live_start.map(|t| t - origin));
+        busy.extend(
+            pods.iter()
+                .filter_map(|m| Some((m.admitted?, m.bound?)))
+                .filter(|(admitted, bound)| bound >= admitted),
+        );
+    }
+    let nodes = recording
+        .nodes
+        .iter()
+        .map(|n| convert::node(n).map_err(|e| e.to_string()))
+        .collect::<Result<Vec<_>, _>>()?;
+    let queues = recording
+        .queues
+        .iter()
+        .map(|q| convert::queue(q).map_err(|e| e.to_string()))
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(Replay {
+        workload: Workload {
+            source: source.to_owned(),
+            nodes,
+            jobs,
+        },
+        queues,
+        live_starts,
+        binds_per_second: throughput(&mut busy),
+    })
+}
+
+/// The scheduler's throughput in a recording, from each pod's (admitted, bound) seconds: the
+/// pods bound per second over the stretch that placed the most pods, a stretch being two
+/// seconds or more in which some admitted pod was not bound yet. `None` when there is none.
+fn throughput(pods: &mut [(i64, i64)]) -> Option<u32> {
+    pods.sort_unstable();
+    let mut best: Option<(usize, f64)> = None;
+    let mut i = 0;
+    while i < pods.len() {
+        let (start, mut end) = pods[i];
+        let mut j = i + 1;
+        while j < pods.len() && pods[j].0 <= end {
+            end = end.max(pods[j].1);
+            j += 1;
+        }
+        let length = end - start;
+        if length >= 2 && best.is_none_or(|(pods, _)| j - i > pods) {
+            best = Some((j - i, (j - i) as f64 / length as f64));
+        }
+        i = j;
+    }
+    best.map(|(_, rate)| rate.ceil().clamp(1.0, f64::from(u32::MAX)) as u32)
+}
+
+/// When Gangplank admitted the pod: its `admitted` annotation, an RFC 3339 time.
+fn admitted(pod: &ApiPod) -> Option<i64> {
+    pod.metadata
+        .annotations
+        .as_ref()?
+        .get(crate::api::labels::ADMITTED_ANNOTATION)?
+        .parse::<k8s_openapi::jiff::Timestamp>()
+        .ok()
+        .map(|t| t.as_second())
+}
+
+/// The job's arrival: when as many of its pods existed as its gang needs (`quorum`), or its
+/// PodGroup was created, whichever came later: before that, admission had nothing to admit.
+fn arrival(pods: &[Member], group_created: Option<i64>, quorum: u32) -> i64 {
+    let mut created: Vec<i64> = pods.iter().map(|m| m.created).collect();
+    created.sort_unstable();
+    let index = (quorum.max(1) as usize)
+        .min(created.len())
+        .saturating_sub(1);
+    created
+        .get(index)
+        .copied()
+        .into_iter()
+        .chain(group_created)
+        .max()
+        .unwrap_or(0)
+}
+
+/// When the pod was bound: its `PodScheduled` condition turning True.
+fn bound(pod: &ApiPod) -> Option<i64> {
+    let status = pod.status.as_ref()?;
+    status
+        .conditions
+        .as_ref()?
+        .iter()
+        .find(|c| c.type_ == "PodScheduled" && c.status == "True")
+        .and_then(|c| c.last_transition_time.as_ref())
+        .map(|t| t.0.as_second())
+}
+
+/// When the last of the pod's containers ended.
+fn terminated(pod: &ApiPod) -> Option<i64> {
+    pod.status
+        .as_ref()?
+        .container_statuses
+        .as_ref()?
+        .iter()
+        .filter_map(|c| c.state.as_ref()?.terminated.as_ref()?.finished_at.as_ref())
+        .map(|t| t.0.as_second())
+        .max()
+}
+
+/// How a replay's starts compare with the live ones.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Fidelity {
+    /// Jobs that started both live and in the replay.
+    pub compared: usize,
+    /// Pairs of jobs started in one order live (a second or more apart) and the other in the
+    /// replay.
+    pub order_swaps: Vec<(String, String)>,
+    /// Jobs whose replayed start is further from the live one than allowed: 5 s or 10% of the
+    /// live wait, whichever is larger.
+    pub off: Vec<StartOff>,
+    /// Jobs that started on one side only.
+    pub one_sided: Vec<String>,
+    /// The largest difference between a replayed and a live start, in seconds.
+    pub worst_seconds: i64,
+}
+
+/// A job whose replayed start is off.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct StartOff {
+    pub job: String,
+    pub live_wait: i64,
+    pub replay_wait: i64,
+    pub allowed: i64,
+}
+
+impl Fidelity {
+    pub fn holds(&self) -> bool {
+        self.order_swaps.is_empty() && self.off.is_empty() && self.one_sided.is_empty()
+    }
+}
+
+/// Compares `outcome`, the replay of `jobs`, with their `live` starts.
+pub fn fidelity(jobs: &[Job], live: &[Option<i64>], outcome: &Outcome) -> Fidelity {
+    let name = |j: usize| format!("{}/{}", jobs[j].namespace, jobs[j].name);
+    let mut both = Vec::new();
+    let mut out = Fidelity {
+        compared: 0,
+        order_swaps: Vec::new(),
+        off: Vec::new(),
+        one_sided: Vec::new(),
+        worst_seconds: 0,
+    };
+    for (j, job) in jobs.iter().enumerate() {
+        match (live[j], outcome.jobs[j].started) {
+            (Some(l), Some(r)) => {
+                both.push((j, l, r));
+                let live_wait = l - job.arrival;
+                let allowed = 5.max(live_wait / 10);
+                out.worst_seconds = out.worst_seconds.max((r - l).abs());
+                if (r - l).abs() > allowed {
+                    out.off.push(StartOff {
+                        job: name(j),
+                        live_wait,
+                        replay_wait: r - job.arrival,
+                        allowed,
+                    });
+                }
+            }
+            (None, None) => {}
+            _ => out.one_sided.push(name(j)),
+        }
+    }
+    out.compared = both.len();
+    for (i, &(a, live_a, replay_a)) in both.iter().enumerate() {
+        for &(b, live_b, replay_b) in &both[i + 1..] {
+            if (live_a < live_b && replay_a > replay_b) || (live_b < live_a && replay_b > replay_a)
+            {
+                out.order_swaps.push((name(a), name(b)));
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use gangplank_core::simulate::JobOutcome;
+
+    fn job(name: &str, arrival: i64) -> Job {
+        Job {
+            name: name.to_owned(),
+            namespace: "ns".to_owned(),
+            queue: "q".to_owned(),
+            arrival,
+            members: Vec::new(),
+            min_member: 1,
+            gang: true,
+            priority: 0,
+            runtime: 10,
+            runtimes: Vec::new(),
+            deleted_at: None,
+            expected_runtime: None,
+        }
+    }
+
+    fn outcome(starts: &[Option<i64>]) -> Outcome {
+        Outcome {
+            jobs: starts
+                .iter()
+                .map(|s| JobOutcome {
+                    started: *s,
+                    ..JobOutcome::default()
+                })
+                .collect(),
+            ..Outcome::default()
+        }
+    }
+
+    #[test]
+    fn a_start_within_5_s_or_a_tenth_of_the_live_wait_holds() {
+        let jobs = [job("a", 0), job("b", 0)];
+        // b waited 100 s live: 10 s of tolerance; a waited 0 s: 5 s.
+        let live = [Some(0), Some(100)];
+        assert!(fidelity(&jobs, &live, &outcome(&[Some(5), Some(110)])).holds());
+        let f = fidelity(&jobs, &live, &outcome(&[Some(6), Some(111)]));
+        assert_eq!(f.off.len(), 2);
+        assert_eq!(f.worst_seconds, 11);
+    }
+
+    #[test]
+    fn jobs_started_in_the_other_order_are_named_unless_live_started_them_in_one_second() {
+        let jobs = [job("a", 0), job("b", 0), job("c", 0)];
+        let live = [Some(10), Some(12), Some(12)];
+        let f = fidelity(&jobs, &live, &outcome(&[Some(13), Some(11), Some(11)]));
+        assert_eq!(f.order_swaps.len(), 2, "{f:?}");
+        let f = fidelity(&jobs, &live, &outcome(&[Some(10), Some(13), Some(12)]));
+        assert!(
+            f.order_swaps.is_empty(),
+            "b and c started in the same second live: {f:?}"
+        );
+    }
+
+    #[test]
+    fn a_job_that_started_on_one_side_only_fails_fidelity() {
+        let jobs = [job("a", 0)];
+        let f = fidelity(&jobs, &[Some(3)], &outcome(&[None]));
+        assert_eq!(f.one_sided, vec!["ns/a".to_owned()]);
+        assert!(!f.holds());
+    }
+}
