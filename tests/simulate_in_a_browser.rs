@@ -10,10 +10,12 @@
 //! binary), so it is ignored by default and run by `./test.sh`:
 //! `cargo test --test simulate_in_a_browser -- --ignored`.
 
-use std::path::{Path, PathBuf};
-use std::process::Command;
+mod browser;
+
+use std::path::PathBuf;
 use std::time::Instant;
 
+use browser::{chromium, coloured_share};
 use gangplank::simulate::html::html;
 use gangplank::simulate::report::{Report, Run, chart_resource, duration};
 use gangplank_core::model::{Node, Queue, Resources};
@@ -106,28 +108,6 @@ fn report() -> Report {
         resource: "nvidia.com/gpu".to_owned(),
         configurations,
     }
-}
-
-fn chromium(dir: &Path, args: &[&str]) -> std::process::Output {
-    let binary = std::env::var("GANGPLANK_CHROMIUM").unwrap_or_else(|_| "chromium".into());
-    Command::new(&binary)
-        .args([
-            "--headless",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--disable-quic",
-            "--no-first-run",
-            "--disable-background-networking",
-            "--disable-component-update",
-            "--disable-sync",
-            "--hide-scrollbars",
-        ])
-        .arg(format!("--user-data-dir={}", dir.join("profile").display()))
-        .args(args)
-        .output()
-        .unwrap_or_else(|e| {
-            panic!("failed to run {binary} ({e}): install chromium (scripts/install-deps.sh)")
-        })
 }
 
 /// The rendered page in a fresh directory, and that directory.
@@ -272,20 +252,8 @@ fn the_screenshot_of_the_simulation_page_shows_its_charts() {
     );
     let bytes = std::fs::metadata(&shot).unwrap().len();
     assert!(bytes > 50_000, "a screenshot of {bytes} bytes shows little");
-    let decoder = png::Decoder::new(std::io::BufReader::new(std::fs::File::open(&shot).unwrap()));
-    let mut reader = decoder.read_info().unwrap();
-    let mut pixels = vec![0; reader.output_buffer_size().unwrap()];
-    let info = reader.next_frame(&mut pixels).unwrap();
-    assert_eq!((info.width, info.height), (1280, 2400));
-    let channels = info.color_type.samples();
-    let colored = pixels[..info.buffer_size()]
-        .chunks(channels)
-        .filter(|p| {
-            let (r, g, b) = (i32::from(p[0]), i32::from(p[1]), i32::from(p[2]));
-            (r - g).abs() > 40 || (g - b).abs() > 40 || (r - b).abs() > 40
-        })
-        .count();
-    let share = colored as f64 / (info.width * info.height) as f64;
+    let (width, height, share) = coloured_share(&shot);
+    assert_eq!((width, height), (1280, 2400));
     // Text, grid lines and tables are grey; the series and the swatches are colored.
     assert!(
         share > 0.005,
