@@ -23,6 +23,8 @@ step "fuzzing against Kubernetes' own parsers (scripts/fuzz)"
 scripts/fuzz
 step "the HTML report in headless Chromium (tests/report_in_a_browser.rs)"
 cargo test --test report_in_a_browser -- --ignored
+step "the HTML page of gangplank simulate in headless Chromium (tests/simulate_in_a_browser.rs)"
+cargo test --test simulate_in_a_browser -- --ignored
 step "the Helm chart: lint, generated certificates, manifests/ rendered from it (scripts/chart)"
 scripts/chart
 # The older operators run three gang modes each (scheduler-plugins, Volcano, none); CI keeps one

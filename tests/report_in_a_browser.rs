@@ -7,37 +7,17 @@
 //! binary), so it is ignored by default and run by `./test.sh`:
 //! `cargo test --test report_in_a_browser -- --ignored`.
 
-use std::path::{Path, PathBuf};
-use std::process::Command;
+mod browser;
 
+use std::path::PathBuf;
+
+use browser::{chromium, coloured_share};
 use gangplank::cli::report::{Recording, html, timelines};
 
 const RECORDING: &str = concat!(
     env!("CARGO_MANIFEST_DIR"),
     "/tests/golden/report/demo-recording.json"
 );
-
-fn chromium(dir: &Path, args: &[&str]) -> std::process::Output {
-    let binary = std::env::var("GANGPLANK_CHROMIUM").unwrap_or_else(|_| "chromium".into());
-    Command::new(&binary)
-        .args([
-            "--headless",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--disable-quic",
-            "--no-first-run",
-            "--disable-background-networking",
-            "--disable-component-update",
-            "--disable-sync",
-            "--hide-scrollbars",
-        ])
-        .arg(format!("--user-data-dir={}", dir.join("profile").display()))
-        .args(args)
-        .output()
-        .unwrap_or_else(|e| {
-            panic!("failed to run {binary} ({e}): install chromium (scripts/install-deps.sh)")
-        })
-}
 
 /// The rendered page in a fresh directory, and that directory.
 fn page() -> (Recording, PathBuf, tempfile::TempDir) {
@@ -128,19 +108,7 @@ fn the_screenshot_of_the_report_shows_its_charts() {
         "no screenshot: {}",
         String::from_utf8_lossy(&taken.stderr)
     );
-    let decoder = png::Decoder::new(std::io::BufReader::new(std::fs::File::open(&shot).unwrap()));
-    let mut reader = decoder.read_info().unwrap();
-    let mut pixels = vec![0; reader.output_buffer_size().unwrap()];
-    let info = reader.next_frame(&mut pixels).unwrap();
-    let channels = info.color_type.samples();
-    let colored = pixels[..info.buffer_size()]
-        .chunks(channels)
-        .filter(|p| {
-            let (r, g, b) = (i32::from(p[0]), i32::from(p[1]), i32::from(p[2]));
-            (r - g).abs() > 40 || (g - b).abs() > 40 || (r - b).abs() > 40
-        })
-        .count();
-    let share = colored as f64 / (info.width * info.height) as f64;
+    let (_, _, share) = coloured_share(&shot);
     // Text and grid lines are grey; the series, the phases' bars and the ticks are colored.
     assert!(
         share > 0.01,

@@ -15,6 +15,7 @@
 
 pub mod candidate;
 pub mod command;
+pub mod html;
 pub mod record;
 pub mod recording;
 pub mod report;
