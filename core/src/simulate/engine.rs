@@ -23,7 +23,7 @@ use crate::admit::plan::{self, Decision, Hold};
 use crate::admit::{after_pass, reclaim};
 use crate::claims;
 use crate::model::names::ADMISSION_GATE;
-use crate::model::{GroupKey, Pod, PodGroup, PodPhase, Resources, State};
+use crate::model::{GroupKey, Pod, PodGroup, PodPhase, Queue, Resources, State};
 use crate::policy::constraints::{self, Constraints};
 
 /// Passes run at one instant before the loop moves on, however much each changes.
@@ -79,7 +79,11 @@ pub fn run(scenario: &Scenario, jobs: &[Job]) -> Outcome {
     for node in &scenario.nodes {
         state.apply_node(node.clone());
     }
-    for queue in &scenario.queues {
+    // By name: where the core breaks a tie by the order of its queue map, a configuration
+    // that lists the same queues in another order replays the same.
+    let mut queues: Vec<&Queue> = scenario.queues.iter().collect();
+    queues.sort_by(|a, b| a.name.cmp(&b.name));
+    for queue in queues {
         state.apply_queue(queue.clone());
     }
     let capacity = state.schedulable_capacity();
@@ -503,7 +507,7 @@ impl Sim<'_> {
             .collect();
         let mut used = Resources::new();
         for pod in self.state.pods().values() {
-            if pod.node_name.is_some() {
+            if pod.node_name.is_some() && !pod.phase.is_terminal() {
                 used.add(&pod.requests);
             }
         }
