@@ -21,6 +21,7 @@ mod operators;
 mod queues;
 mod reclaim;
 mod security;
+mod simulate;
 mod spark;
 mod tenancy;
 mod topology;
