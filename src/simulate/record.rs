@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use clap::Args;
 use futures::StreamExt;
-use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::core::v1::{Container, ContainerStatus, Node, Pod};
 use k8s_openapi::jiff::Timestamp;
 use kube::runtime::watcher::{self, Event, watcher};
 use kube::{Api, Client, Resource, ResourceExt};
@@ -60,6 +60,8 @@ struct Seen<K> {
     by_uid: BTreeMap<String, Recorded<K>>,
     /// Keep deleted objects (pods and groups), or drop them (nodes, queues).
     keep_deleted: bool,
+    /// Drops what a replay does not read.
+    slim: fn(&mut K),
 }
 
 impl<K: Resource + Clone> Seen<K> {
@@ -67,6 +69,7 @@ impl<K: Resource + Clone> Seen<K> {
         Seen {
             by_uid: BTreeMap::new(),
             keep_deleted,
+            slim: |_| {},
         }
     }
 
@@ -74,7 +77,12 @@ impl<K: Resource + Clone> Seen<K> {
         let now = Timestamp::now();
         match event {
             Event::Apply(mut object) | Event::InitApply(mut object) => {
-                object.meta_mut().managed_fields = None;
+                let meta = object.meta_mut();
+                meta.managed_fields = None;
+                if let Some(annotations) = meta.annotations.as_mut() {
+                    annotations.remove("kubectl.kubernetes.io/last-applied-configuration");
+                }
+                (self.slim)(&mut object);
                 if let Some(uid) = object.uid() {
                     self.by_uid.insert(
                         uid,
@@ -131,7 +139,10 @@ pub async fn record(client: &Client, stop: impl std::future::Future<Output = ()>
     let mut nodes = Seen::<Node>::new(false);
     let mut queues = Seen::<Queue>::new(false);
     let mut groups = Seen::<PodGroup>::new(true);
-    let mut pods = Seen::<Pod>::new(true);
+    let mut pods = Seen::<Pod> {
+        slim: slim_pod,
+        ..Seen::new(true)
+    };
     let mut node_events = events::<Node>(client);
     let mut queue_events = events::<Queue>(client);
     let mut group_events = events::<PodGroup>(client);
@@ -174,4 +185,82 @@ where
     watcher(Api::<K>::all(client.clone()), watcher::Config::default())
         .default_backoff()
         .boxed()
+}
+
+/// Keeps of a pod what a replay reads (its requests, group, queue, priority, node, gates and
+/// times): a recording holds many pods, and their commands, environment, volumes and probes are
+/// most of their size.
+pub fn slim_pod(pod: &mut Pod) {
+    if let Some(spec) = pod.spec.as_mut() {
+        spec.volumes = None;
+        for container in spec
+            .containers
+            .iter_mut()
+            .chain(spec.init_containers.iter_mut().flatten())
+        {
+            *container = Container {
+                name: std::mem::take(&mut container.name),
+                resources: container.resources.take(),
+                restart_policy: container.restart_policy.take(),
+                ..Container::default()
+            };
+        }
+    }
+    if let Some(status) = pod.status.as_mut() {
+        status.container_statuses = status.container_statuses.take().map(|statuses| {
+            statuses
+                .into_iter()
+                .map(|c| ContainerStatus {
+                    name: c.name,
+                    state: c.state,
+                    ..ContainerStatus::default()
+                })
+                .collect()
+        });
+        status.init_container_statuses = None;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cache::convert;
+
+    #[test]
+    fn a_slim_pod_converts_to_what_the_whole_pod_does() {
+        let mut pod: Pod = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "w-0", "namespace": "ml", "uid": "u1",
+                "creationTimestamp": "2026-11-29T10:00:00Z",
+                "labels": {"scheduling.gangplank.dev/queue": "research",
+                           "scheduling.gangplank.dev/pod-group": "w"}},
+            "spec": {"priority": 7, "nodeName": "n1",
+                "initContainers": [{"name": "init", "image": "i", "resources": {"requests": {"cpu": "4"}}}],
+                "containers": [{"name": "main", "image": "trainer:1", "command": ["python", "train.py"],
+                    "env": [{"name": "RANK", "value": "0"}],
+                    "resources": {"requests": {"cpu": "2", "nvidia.com/gpu": "1"}}}],
+                "volumes": [{"name": "data", "emptyDir": {}}]},
+            "status": {"phase": "Succeeded", "startTime": "2026-11-29T10:00:02Z",
+                "conditions": [{"type": "PodScheduled", "status": "True",
+                                "lastTransitionTime": "2026-11-29T10:00:01Z"}],
+                "containerStatuses": [{"name": "main", "image": "trainer:1", "imageID": "x",
+                    "ready": false, "restartCount": 0,
+                    "state": {"terminated": {"exitCode": 0, "finishedAt": "2026-11-29T10:01:00Z"}}}]}
+        }))
+        .unwrap();
+        let whole = convert::pod(&pod).unwrap();
+        slim_pod(&mut pod);
+        assert_eq!(convert::pod(&pod).unwrap(), whole);
+        let container = &pod.spec.as_ref().unwrap().containers[0];
+        assert!(
+            container.env.is_none() && container.command.is_none() && container.image.is_none()
+        );
+        let status = &pod
+            .status
+            .as_ref()
+            .unwrap()
+            .container_statuses
+            .as_ref()
+            .unwrap()[0];
+        assert!(status.state.as_ref().unwrap().terminated.is_some());
+    }
 }
