@@ -12,6 +12,7 @@
 
 pub mod candidate;
 pub mod report;
+pub mod trace;
 
 use gangplank_core::model::Node;
 use gangplank_core::simulate::Job;
