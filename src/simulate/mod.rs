@@ -11,6 +11,7 @@
 //! - [`report`]: the runs' figures side by side, as text and JSON; [`html`]: as a page.
 
 pub mod candidate;
+pub mod mapping;
 pub mod report;
 pub mod trace;
 
