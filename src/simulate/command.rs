@@ -16,6 +16,13 @@ use super::{Workload, record};
 /// Flags of `gangplank simulate`.
 #[derive(Debug, Clone, Args)]
 pub struct SimulateArgs {
+    /// A trace's directory (the Alibaba GPU trace of 2023, in the Kubernetes Scheduler
+    /// Simulator's CSV files) to replay instead of a recording.
+    #[arg(long, value_name = "DIR", conflicts_with = "recording")]
+    pub trace: Option<PathBuf>,
+    /// How the trace's rows become queues, namespaces and gangs (default: docs/simulate.md's).
+    #[arg(long, value_name = "FILE", requires = "trace")]
+    pub mapping: Option<PathBuf>,
     /// A recording made by `gangplank record`: its queues are compared too, as `recorded`, and
     /// the replay's starts against the live ones.
     #[arg(long, value_name = "FILE")]
@@ -109,8 +116,19 @@ struct Inputs {
 
 fn inputs(args: &SimulateArgs) -> Result<Inputs, String> {
     let mut candidates = Vec::new();
+    if let Some(dir) = &args.trace {
+        for path in &args.configs {
+            candidates.push(candidate::read(path)?);
+        }
+        return Ok(Inputs {
+            workload: super::mapping::workload(dir, args.mapping.as_deref())?,
+            candidates,
+            live: None,
+            binds_per_second: args.binds_per_second,
+        });
+    }
     let Some(path) = &args.recording else {
-        return Err("name the work to replay: --recording FILE".to_owned());
+        return Err("name the work to replay: --recording FILE or --trace DIR".to_owned());
     };
     let bytes = std::fs::read(path)
         .map_err(|e| format!("cannot read recording {}: {e}", path.display()))?;

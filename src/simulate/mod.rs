@@ -16,9 +16,11 @@
 pub mod candidate;
 pub mod command;
 pub mod html;
+pub mod mapping;
 pub mod record;
 pub mod recording;
 pub mod report;
+pub mod trace;
 
 use gangplank_core::model::Node;
 use gangplank_core::simulate::Job;

@@ -71,6 +71,9 @@ struct Sim<'a> {
     pod_counter: u64,
     /// The second the scheduler's budget is for, and the placements left in it.
     budget: (i64, u32),
+    /// The nodes that take new pods, by name: a run never changes its nodes, so the list the
+    /// scheduler's filter walks for each pod is made once.
+    schedulable: Vec<String>,
 }
 
 /// Replays `jobs` on `scenario`'s cluster; see the module docs.
@@ -87,6 +90,11 @@ pub fn run(scenario: &Scenario, jobs: &[Job]) -> Outcome {
         state.apply_queue(queue.clone());
     }
     let capacity = state.schedulable_capacity();
+    let schedulable = state
+        .schedulable_nodes()
+        .into_iter()
+        .map(|n| n.name.clone())
+        .collect();
     let mut sim = Sim {
         jobs,
         state,
@@ -114,6 +122,7 @@ pub fn run(scenario: &Scenario, jobs: &[Job]) -> Outcome {
         next_sample: 0,
         pod_counter: 0,
         budget: (i64::MIN, 0),
+        schedulable,
     };
     for (j, job) in jobs.iter().enumerate() {
         sim.at(job.arrival, Event::Arrive(j));
@@ -412,19 +421,28 @@ impl Sim<'_> {
                 .collect(),
             ..Constraints::default()
         };
-        let candidates: Vec<String> = self
-            .state
-            .schedulable_nodes()
-            .into_iter()
-            .filter(|node| constraints::feasible(node, &constraints).is_ok())
-            .filter(|node| pod.requests.fits_in(&self.state.free_on(node)))
-            .map(|node| node.name.clone())
+        // The scheduler's own filter: the node takes the pod and has room for it, counting
+        // what is bound and reserved there (`State::free_on`: a slot's `free` leaves out the
+        // gang claims too, which the extender's filter weighs instead), without allocating.
+        let nodes = self.state.nodes();
+        let candidates: Vec<&str> = self
+            .schedulable
+            .iter()
+            .filter(|name| {
+                nodes.slot(name).is_some_and(|slot| {
+                    slot.node.as_ref().is_some_and(|node| {
+                        constraints::feasible(node, &constraints).is_ok()
+                            && pod.requests.fits_in_with(&slot.free, &slot.claimed)
+                    })
+                })
+            })
+            .map(String::as_str)
             .collect();
         if candidates.is_empty() {
             return false;
         }
         let at = self.instant(now);
-        let passed: Vec<String> = match claims::filter(
+        let passed: Vec<&str> = match claims::filter(
             &mut self.state,
             &pod,
             &constraints,
@@ -432,14 +450,14 @@ impl Sim<'_> {
             &self.settings,
             at,
         ) {
-            Ok(verdict) => verdict.passed.into_iter().map(str::to_owned).collect(),
+            Ok(verdict) => verdict.passed,
             Err(_) => return false,
         };
         let scores = claims::scores(&self.state, &pod, &passed, self.settings.strategy, 0);
         let Some(best) = scores.iter().max() else {
             return false;
         };
-        let node = passed[scores.iter().position(|s| s == best).unwrap_or(0)].clone();
+        let node = passed[scores.iter().position(|s| s == best).unwrap_or(0)].to_owned();
         let display = format!("{}/{}", pod.namespace, pod.name);
         match claims::reserve(&mut self.state, uid, &display, &node, &self.settings, at) {
             Ok(None) => self.bind(&[(uid.to_owned(), node)], now),

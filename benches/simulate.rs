@@ -1,0 +1,61 @@
+//! `gangplank simulate`'s replay of a whole trace: the Alibaba GPU trace of 2023 (1,523 nodes,
+//! 8,152 pods over 149 days) through `examples/simulate/alibaba-mapping.yaml` on the baseline
+//! configuration (`examples/simulate/baseline.yaml`), loaded once outside the timed part; each
+//! iteration is one [`gangplank_core::simulate::run`] over all of it. Prints the events and
+//! admission passes of one run and the events per second of the mean iteration.
+//!
+//! The trace is `GANGPLANK_TRACE_DIR`, else `../shared/traces/alibaba-gpu-2023` beside the
+//! repository. Run: `cargo bench --bench simulate`. `examples/simulate_speed.rs` gives the
+//! same run's CPU time and peak memory, per configuration.
+
+use std::hint::black_box;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use criterion::{Criterion, Throughput, criterion_group, criterion_main};
+use gangplank::simulate::{candidate, mapping};
+use gangplank_core::simulate::{Scenario, run};
+
+fn repo(path: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join(path)
+}
+
+fn bench_whole_trace(c: &mut Criterion) {
+    let dir = std::env::var_os("GANGPLANK_TRACE_DIR")
+        .map_or_else(|| repo("../shared/traces/alibaba-gpu-2023"), Into::into);
+    let mapping = repo("examples/simulate/alibaba-mapping.yaml");
+    let workload = mapping::workload(&dir, Some(&mapping)).expect("the trace and its mapping");
+    let config = candidate::read(&repo("examples/simulate/baseline.yaml")).expect("baseline");
+    let scenario = Scenario {
+        nodes: config.nodes_of(&workload.nodes).expect("nodes"),
+        queues: config.queues.clone(),
+        strategy: config.strategy,
+        origin: Instant::now(),
+        sample_every: 600,
+        binds_per_second: None,
+    };
+    let once = Instant::now();
+    let outcome = run(&scenario, &workload.jobs);
+    let seconds = once.elapsed().as_secs_f64();
+    println!(
+        "simulate: {} jobs on {} nodes, {} events, {} passes, one run {seconds:.2} s: {:.0} \
+         events/s",
+        workload.jobs.len(),
+        scenario.nodes.len(),
+        outcome.events,
+        outcome.passes,
+        outcome.events as f64 / seconds
+    );
+
+    let mut group = c.benchmark_group("simulate");
+    group.sample_size(10);
+    group.measurement_time(Duration::from_secs(20));
+    group.throughput(Throughput::Elements(outcome.events));
+    group.bench_function("alibaba_gpu_2023_whole_trace", |b| {
+        b.iter(|| run(black_box(&scenario), black_box(&workload.jobs)).events)
+    });
+    group.finish();
+}
+
+criterion_group!(benches, bench_whole_trace);
+criterion_main!(benches);
