@@ -25,6 +25,13 @@ step "the HTML report in headless Chromium (tests/report_in_a_browser.rs)"
 cargo test --test report_in_a_browser -- --ignored
 step "the HTML page of gangplank simulate in headless Chromium (tests/simulate_in_a_browser.rs)"
 cargo test --test simulate_in_a_browser -- --ignored
+trace=${GANGPLANK_TRACE_DIR:-$PWD/../shared/traces/alibaba-gpu-2023}
+if [[ -f $trace/openb_pod_list_default.csv ]]; then
+  step "the published Alibaba GPU trace read and mapped (src/simulate: trace, mapping)"
+  GANGPLANK_TRACE_DIR=$trace cargo test --lib -- --ignored simulate::
+else
+  step "NOT RUN: the published-trace tests (no trace at $trace; set GANGPLANK_TRACE_DIR)"
+fi
 step "the Helm chart: lint, generated certificates, manifests/ rendered from it (scripts/chart)"
 scripts/chart
 # The older operators run three gang modes each (scheduler-plugins, Volcano, none); CI keeps one

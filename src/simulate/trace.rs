@@ -557,6 +557,7 @@ p-2,4000,8192,0,0,,BE,Pending,20,90,
     }
 
     #[test]
+    #[ignore = "reads the published trace beside the repository: run by ./test.sh"]
     fn the_published_trace_reads_whole_1523_nodes_and_8152_pods() {
         let dir = shared_trace_dir();
         let trace = read(&dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
