@@ -11,7 +11,7 @@ mod browser;
 
 use std::path::PathBuf;
 
-use browser::{chromium, coloured_share};
+use browser::{chromium, coloured_share, screenshot};
 use gangplank::cli::report::{Recording, html, timelines};
 
 const RECORDING: &str = concat!(
@@ -94,20 +94,7 @@ fn the_browser_draws_every_queues_share_the_waiting_groups_and_each_groups_timel
 #[ignore = "needs Chromium: run by ./test.sh"]
 fn the_screenshot_of_the_report_shows_its_charts() {
     let (_, path, dir) = page();
-    let shot = dir.path().join("report.png");
-    let taken = chromium(
-        dir.path(),
-        &[
-            &format!("--screenshot={}", shot.display()),
-            "--window-size=1280,1600",
-            &format!("file://{}", path.display()),
-        ],
-    );
-    assert!(
-        shot.exists(),
-        "no screenshot: {}",
-        String::from_utf8_lossy(&taken.stderr)
-    );
+    let shot = screenshot(dir.path(), &path, "report.png", "1280,1600");
     let (_, _, share) = coloured_share(&shot);
     // Text and grid lines are grey; the series, the phases' bars and the ticks are colored.
     assert!(

@@ -15,7 +15,7 @@ mod browser;
 use std::path::PathBuf;
 use std::time::Instant;
 
-use browser::{chromium, coloured_share};
+use browser::{chromium, coloured_share, screenshot};
 use gangplank::simulate::html::html;
 use gangplank::simulate::report::{Report, Run, chart_resource, duration};
 use gangplank_core::model::{Node, Queue, Resources};
@@ -238,20 +238,7 @@ fn the_browser_draws_each_queue_and_the_cluster_a_line_per_configuration_and_sho
 #[ignore = "needs Chromium: run by ./test.sh"]
 fn the_screenshot_of_the_simulation_page_shows_its_charts() {
     let (_, path, dir) = page();
-    let shot = dir.path().join("simulate.png");
-    let taken = chromium(
-        dir.path(),
-        &[
-            &format!("--screenshot={}", shot.display()),
-            "--window-size=1280,2400",
-            &format!("file://{}", path.display()),
-        ],
-    );
-    assert!(
-        shot.exists(),
-        "no screenshot: {}",
-        String::from_utf8_lossy(&taken.stderr)
-    );
+    let shot = screenshot(dir.path(), &path, "simulate.png", "1280,2400");
     let bytes = std::fs::metadata(&shot).unwrap().len();
     assert!(bytes > 50_000, "a screenshot of {bytes} bytes shows little");
     let (width, height, share) = coloured_share(&shot);

@@ -29,6 +29,26 @@ pub fn chromium(dir: &Path, args: &[&str]) -> std::process::Output {
         })
 }
 
+/// A screenshot of the page at `path`, `window` (`"1280,1600"`) wide and high, into `dir`
+/// as `name`; panics with Chromium's words when it takes none.
+pub fn screenshot(dir: &Path, path: &Path, name: &str, window: &str) -> std::path::PathBuf {
+    let shot = dir.join(name);
+    let taken = chromium(
+        dir,
+        &[
+            &format!("--screenshot={}", shot.display()),
+            &format!("--window-size={window}"),
+            &format!("file://{}", path.display()),
+        ],
+    );
+    assert!(
+        shot.exists(),
+        "no screenshot: {}",
+        String::from_utf8_lossy(&taken.stderr)
+    );
+    shot
+}
+
 /// The PNG `shot`'s width, height and the share of its pixels that are coloured, not grey:
 /// text, grid lines and borders are grey; series, bars and swatches are coloured.
 pub fn coloured_share(shot: &Path) -> (u32, u32, f64) {
