@@ -67,7 +67,7 @@ pub fn main(args: &SimulateArgs) -> anyhow::Result<()> {
     if inputs.candidates.is_empty() {
         anyhow::bail!("nothing to compare: name a configuration with --config");
     }
-    let settings = Settings {
+    let options = RunOptions {
         sample_every: args.sample_every,
         binds_per_second: inputs.binds_per_second,
     };
@@ -75,7 +75,7 @@ pub fn main(args: &SimulateArgs) -> anyhow::Result<()> {
         &inputs.workload,
         &inputs.candidates,
         inputs.live.as_deref(),
-        settings,
+        options,
     )
     .map_err(anyhow::Error::msg)?;
     let mut out = match args.output {
@@ -163,7 +163,7 @@ fn inputs(args: &SimulateArgs) -> Result<Inputs, String> {
 
 /// What every run of one comparison shares.
 #[derive(Debug, Clone, Copy)]
-pub struct Settings {
+pub struct RunOptions {
     pub sample_every: i64,
     pub binds_per_second: Option<u32>,
 }
@@ -173,7 +173,7 @@ pub fn compare(
     workload: &Workload,
     candidates: &[Candidate],
     live: Option<&[Option<i64>]>,
-    settings: Settings,
+    options: RunOptions,
 ) -> Result<(Report, Option<Fidelity>), String> {
     let mut capacity = Resources::new();
     for node in &workload.nodes {
@@ -197,8 +197,8 @@ pub fn compare(
             queues: candidate.queues.clone(),
             strategy: candidate.strategy,
             origin: Instant::now(),
-            sample_every: settings.sample_every,
-            binds_per_second: settings.binds_per_second,
+            sample_every: options.sample_every,
+            binds_per_second: options.binds_per_second,
         };
         let began = Instant::now();
         let outcome = run(&scenario, &workload.jobs);

@@ -6,7 +6,7 @@
 use std::time::Instant;
 
 use gangplank::simulate::candidate::{Candidate, NodeChanges};
-use gangplank::simulate::command::{Settings, compare};
+use gangplank::simulate::command::{RunOptions, compare};
 use gangplank::simulate::record::record;
 use gangplank::simulate::recording::replay;
 use gangplank_core::policy::placement::Strategy;
@@ -71,7 +71,7 @@ async fn a_replay_of_a_recorded_run_starts_its_gangs_in_the_live_order_within_5_
         nodes: NodeChanges::default(),
         file: "recording".to_owned(),
     };
-    let settings = Settings {
+    let options = RunOptions {
         sample_every: 1,
         binds_per_second: replayed.binds_per_second,
     };
@@ -80,7 +80,7 @@ async fn a_replay_of_a_recorded_run_starts_its_gangs_in_the_live_order_within_5_
         &replayed.workload,
         &[recorded],
         Some(&replayed.live_starts),
-        settings,
+        options,
     )
     .unwrap();
     let followed = followed.unwrap();
