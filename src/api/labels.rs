@@ -185,6 +185,25 @@ pub(crate) fn non_empty<'a>(
     map?.get(key).map(String::as_str).filter(|v| !v.is_empty())
 }
 
+/// Why `name` cannot name a PodGroup or a Queue (a DNS-1123 subdomain that also fits a label
+/// value: at most 63 lowercase letters, digits, `-` and `.`, starting and ending with a letter
+/// or digit), or `None` when it can.
+pub fn name_problem(name: &str) -> Option<String> {
+    let alphanumeric = |c: char| c.is_ascii_lowercase() || c.is_ascii_digit();
+    let valid = !name.is_empty()
+        && name.len() <= 63
+        && name
+            .chars()
+            .all(|c| alphanumeric(c) || c == '-' || c == '.')
+        && name.starts_with(alphanumeric)
+        && name.ends_with(alphanumeric);
+    (!valid).then(|| {
+        format!(
+            "must be at most 63 lowercase letters, digits, '-' or '.', starting and ending with a letter or digit, got {name:?}"
+        )
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

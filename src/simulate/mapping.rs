@@ -52,7 +52,7 @@ use serde::Deserialize;
 
 use super::Workload;
 use super::trace::{self, MAX_GPUS, NodeRow, PodRow};
-use crate::webhooks::name_problem;
+use crate::api::labels::name_problem;
 
 /// The resource of GPU thousandths under `gpu_sharing: milli`.
 pub const GPU_MILLI_RESOURCE: &str = "gangplank.dev/gpu-milli";

@@ -12,25 +12,6 @@ pub fn queue_field(meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::Object
     pods::queue_source(queue, labels, annotations).field()
 }
 
-/// Why `name` cannot name a PodGroup or a Queue (a DNS-1123 subdomain that also fits a label
-/// value: at most 63 lowercase letters, digits, `-` and `.`, starting and ending with a letter
-/// or digit), or `None` when it can.
-pub fn name_problem(name: &str) -> Option<String> {
-    let alphanumeric = |c: char| c.is_ascii_lowercase() || c.is_ascii_digit();
-    let valid = !name.is_empty()
-        && name.len() <= 63
-        && name
-            .chars()
-            .all(|c| alphanumeric(c) || c == '-' || c == '.')
-        && name.starts_with(alphanumeric)
-        && name.ends_with(alphanumeric);
-    (!valid).then(|| {
-        format!(
-            "must be at most 63 lowercase letters, digits, '-' or '.', starting and ending with a letter or digit, got {name:?}"
-        )
-    })
-}
-
 /// Why the `preferred` topology level cannot go with the `required` one: a Topology lists it
 /// wider. `None` when it can, or when the Topologies are not listed yet (the admission pass
 /// does not use such a level anyway, `gangplank_core::model::Levels::of`).
@@ -69,7 +50,7 @@ pub fn label_key_problem(key: &str) -> Option<String> {
         !p.is_empty()
             && p.len() <= 253
             && p.split('.')
-                .all(|part| name_problem(part).is_none() && !part.contains('.'))
+                .all(|part| crate::api::labels::name_problem(part).is_none() && !part.contains('.'))
     });
     (!(name_ok && prefix_ok)).then(|| {
         format!(

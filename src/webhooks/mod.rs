@@ -59,8 +59,9 @@ use kube::core::admission::AdmissionRequest;
 use tower_http::trace::TraceLayer;
 
 // The lookups live with the stores that serve them (`crate::cache::lookup`).
+pub use crate::api::labels::name_problem;
 pub use crate::cache::lookup::{self, ClusterLookup, StaticLookup};
-pub use checks::{label_key_problem, name_problem, queue_field, topology_levels_problem};
+pub use checks::{label_key_problem, queue_field, topology_levels_problem};
 pub use decode::Review;
 pub use review::{Denial, DenialReason, Outcome, Verdict};
 
