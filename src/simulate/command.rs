@@ -46,7 +46,7 @@ pub struct SimulateArgs {
     #[arg(long, value_name = "FILE")]
     pub out: Option<PathBuf>,
     /// The scheduler's throughput: at most this many pods placed per second. Default: with a
-    /// recording, the busiest rate it shows; otherwise no limit.
+    /// recording, its rate over the stretch that placed the most pods; otherwise no limit.
     #[arg(long, value_name = "PODS", value_parser = clap::value_parser!(u32).range(1..))]
     pub binds_per_second: Option<u32>,
     /// How often each queue's share is sampled, in virtual seconds.
