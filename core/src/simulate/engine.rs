@@ -6,8 +6,11 @@
 //! candidates are the nodes that take it and have room for it (the scheduler's own filter),
 //! narrowed by [`claims::filter`], scored by [`claims::scores`] (highest wins, ties to the
 //! first node by name), and reserved with [`claims::reserve`]; a gang's members are bound
-//! together once it reaches quorum, as held binds are. Evicted gangs start again from the gate
-//! with new pods, as their controllers make them.
+//! together once it reaches quorum, as held binds are, at most the scenario's
+//! `binds_per_second` a second. Evicted gangs start again from the gate with new pods, as their
+//! controllers make them; each member ends after its own runtime.
+//!
+//! The run owns its [`State`]: the loop is its one writer, shared with no one.
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
@@ -35,7 +38,8 @@ enum Event {
     /// A member pod (by its serial number) ends its runtime.
     MemberEnd(u64),
     Delete(usize),
-    /// A time-based condition (a `maxWaitSeconds`) may have changed a pass's answer.
+    /// A time-based condition (a `maxWaitSeconds`) may have changed a pass's answer, or
+    /// released pods wait for the scheduler's next second.
     Wake,
 }
 
