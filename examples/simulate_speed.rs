@@ -183,9 +183,9 @@ fn main() -> Result<(), String> {
                 q.finished,
                 q.withdrawn,
                 q.never_started,
-                secs(q.wait_p50),
-                secs(q.wait_p90),
-                secs(q.wait_p99),
+                secs(q.wait_p50_seconds),
+                secs(q.wait_p90_seconds),
+                secs(q.wait_p99_seconds),
                 q.evictions,
                 q.share_held
                     .map_or_else(|| "-".to_owned(), |s| format!("{s:.2}"))
@@ -194,9 +194,9 @@ fn main() -> Result<(), String> {
         for long in summary.longest.iter().take(3) {
             println!(
                 "  waited {} s{}: {} ({})",
-                long.wait,
+                long.wait_seconds,
                 if long.started { "" } else { " (never started)" },
-                long.name,
+                long.job,
                 long.why.as_deref().unwrap_or("-")
             );
         }

@@ -27,12 +27,13 @@ mod tests {
     use std::collections::BTreeMap;
 
     use super::*;
-    use crate::simulate::report::{LongWaitRow, QueueRow, Run, Series};
+    use crate::simulate::report::{Run, Series};
+    use gangplank_core::simulate::{LongWait, QueueSummary};
 
     const EVIL: &str = "</script><!--<script>alert(1)</script>";
 
     fn report() -> Report {
-        let queue = |name: &str| QueueRow {
+        let queue = |name: &str| QueueSummary {
             queue: name.to_owned(),
             jobs: 3,
             started: 2,
@@ -54,7 +55,8 @@ mod tests {
             finished: 4,
             evictions: 2,
             utilisation: BTreeMap::from([("cpu".to_owned(), 0.5)]),
-            longest: vec![LongWaitRow {
+            longest: vec![LongWait {
+                index: 0,
                 job: format!("team/{EVIL}"),
                 queue: EVIL.to_owned(),
                 wait_seconds: 600,

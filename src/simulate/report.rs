@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
 use gangplank_core::model::Resources;
-use gangplank_core::simulate::{Job, Outcome, Summary, summarise};
+use gangplank_core::simulate::{Job, LongWait, Outcome, QueueSummary, Summary, summarise};
 use serde::{Deserialize, Serialize};
 
 /// Most points a time series keeps (the chart's width does not show more).
@@ -30,45 +30,18 @@ pub struct Run {
     /// What differs in it, in words (its file, strategy and node changes).
     pub description: String,
     pub nodes: usize,
-    pub queues: Vec<QueueRow>,
+    pub queues: Vec<QueueSummary>,
     pub makespan_seconds: i64,
     pub finished: usize,
     pub evictions: u32,
     /// Per resource the cluster offers: bound pods' requests against what nodes offer, 0..1.
     pub utilisation: BTreeMap<String, f64>,
-    pub longest: Vec<LongWaitRow>,
+    pub longest: Vec<LongWait>,
     pub series: Series,
     pub events: u64,
     pub passes: u64,
     /// Wall-clock seconds the run took.
     pub seconds: f64,
-}
-
-/// One queue's figures.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct QueueRow {
-    pub queue: String,
-    pub jobs: usize,
-    pub started: usize,
-    pub finished: usize,
-    pub withdrawn: usize,
-    pub never_started: usize,
-    pub wait_p50_seconds: Option<i64>,
-    pub wait_p90_seconds: Option<i64>,
-    pub wait_p99_seconds: Option<i64>,
-    pub evictions: u32,
-    /// Time-weighted mean of allocated / deserved, by the queue's dominant resource.
-    pub share_held: Option<f64>,
-}
-
-/// One of the longest waits.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct LongWaitRow {
-    pub job: String,
-    pub queue: String,
-    pub wait_seconds: i64,
-    pub started: bool,
-    pub why: Option<String>,
 }
 
 /// Values over time, at most [`MAX_POINTS`] of them, in [`Report::resource`]'s units.
@@ -117,36 +90,12 @@ impl Run {
             name: name.to_owned(),
             description: description.to_owned(),
             nodes,
-            queues: queues
-                .into_iter()
-                .map(|q| QueueRow {
-                    queue: q.queue,
-                    jobs: q.jobs,
-                    started: q.started,
-                    finished: q.finished,
-                    withdrawn: q.withdrawn,
-                    never_started: q.never_started,
-                    wait_p50_seconds: q.wait_p50,
-                    wait_p90_seconds: q.wait_p90,
-                    wait_p99_seconds: q.wait_p99,
-                    evictions: q.evictions,
-                    share_held: q.share_held,
-                })
-                .collect(),
+            queues,
             makespan_seconds: makespan,
             finished,
             evictions,
             utilisation,
-            longest: longest
-                .into_iter()
-                .map(|l| LongWaitRow {
-                    job: l.name,
-                    queue: l.queue,
-                    wait_seconds: l.wait,
-                    started: l.started,
-                    why: l.why,
-                })
-                .collect(),
+            longest,
             series: series(outcome, resource),
             events: outcome.events,
             passes: outcome.passes,

@@ -5,11 +5,13 @@
 
 use std::collections::BTreeMap;
 
+use serde::{Deserialize, Serialize};
+
 use super::Job;
 use super::outcome::Outcome;
 
-/// The waits of one queue's jobs, in seconds from arrival to start.
-#[derive(Debug, Clone, Default, PartialEq)]
+/// One queue's figures; waits in seconds from arrival to start.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct QueueSummary {
     pub queue: String,
     pub jobs: usize,
@@ -19,9 +21,9 @@ pub struct QueueSummary {
     pub withdrawn: usize,
     /// Neither started nor deleted when the run ended.
     pub never_started: usize,
-    pub wait_p50: Option<i64>,
-    pub wait_p90: Option<i64>,
-    pub wait_p99: Option<i64>,
+    pub wait_p50_seconds: Option<i64>,
+    pub wait_p90_seconds: Option<i64>,
+    pub wait_p99_seconds: Option<i64>,
     pub evictions: u32,
     /// Over the samples, time-weighted: what it held of its deserved share, by its dominant
     /// resource (allocated / deserved, the largest over the resources it deserves any of).
@@ -29,13 +31,16 @@ pub struct QueueSummary {
 }
 
 /// One job among the longest waits.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct LongWait {
-    pub job: usize,
-    pub name: String,
+    /// Its index in the input.
+    #[serde(skip)]
+    pub index: usize,
+    /// `namespace/name`.
+    pub job: String,
     pub queue: String,
-    /// Seconds; to the end of the run for a job that never started.
-    pub wait: i64,
+    /// To the end of the run for a job that never started.
+    pub wait_seconds: i64,
     pub started: bool,
     pub why: Option<String>,
 }
@@ -105,10 +110,10 @@ pub fn summarise(jobs: &[Job], outcome: &Outcome) -> Summary {
             }
         };
         longest.push(LongWait {
-            job: j,
-            name: format!("{}/{}", job.namespace, job.name),
+            index: j,
+            job: format!("{}/{}", job.namespace, job.name),
             queue: job.queue.clone(),
-            wait,
+            wait_seconds: wait,
             started: done.started.is_some(),
             why: done.why.clone(),
         });
@@ -117,13 +122,17 @@ pub fn summarise(jobs: &[Job], outcome: &Outcome) -> Summary {
     let mut queues = Vec::with_capacity(by_queue.len());
     for (name, (mut q, mut waits)) in by_queue {
         waits.sort_unstable();
-        q.wait_p50 = percentile(&waits, 50.0);
-        q.wait_p90 = percentile(&waits, 90.0);
-        q.wait_p99 = percentile(&waits, 99.0);
+        q.wait_p50_seconds = percentile(&waits, 50.0);
+        q.wait_p90_seconds = percentile(&waits, 90.0);
+        q.wait_p99_seconds = percentile(&waits, 99.0);
         q.share_held = shares.get(name).copied();
         queues.push(q);
     }
-    longest.sort_by(|a, b| b.wait.cmp(&a.wait).then(a.job.cmp(&b.job)));
+    longest.sort_by(|a, b| {
+        b.wait_seconds
+            .cmp(&a.wait_seconds)
+            .then(a.index.cmp(&b.index))
+    });
     longest.truncate(LONGEST);
     Summary {
         evictions: queues.iter().map(|q| q.evictions).sum(),

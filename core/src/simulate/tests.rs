@@ -67,7 +67,7 @@ fn a_gang_is_placed_whole_or_not_at_all() {
     assert_eq!(out.jobs[1].started, Some(1));
     let summary = summarise(&jobs, &out);
     assert_eq!(summary.queues[0].never_started, 1);
-    assert_eq!(summary.longest[0].name, "team/big");
+    assert_eq!(summary.longest[0].job, "team/big");
 }
 
 #[test]
