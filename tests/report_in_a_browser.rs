@@ -11,7 +11,7 @@ mod browser;
 
 use std::path::PathBuf;
 
-use browser::{chromium, coloured_share, screenshot};
+use browser::{coloured_share, dom, screenshot};
 use gangplank::cli::report::{Recording, html, timelines};
 
 const RECORDING: &str = concat!(
@@ -47,16 +47,7 @@ fn series_points(dom: &str, id: &str) -> Vec<usize> {
 #[ignore = "needs Chromium: run by ./test.sh"]
 fn the_browser_draws_every_queues_share_the_waiting_groups_and_each_groups_timeline() {
     let (recording, path, dir) = page();
-    let shown = chromium(
-        dir.path(),
-        &["--dump-dom", &format!("file://{}", path.display())],
-    );
-    let dom = String::from_utf8_lossy(&shown.stdout);
-    assert!(
-        shown.status.success() && dom.contains("data-chart"),
-        "Chromium drew no chart: {}",
-        String::from_utf8_lossy(&shown.stderr)
-    );
+    let dom = dom(dir.path(), &path);
     let samples = recording.samples.len();
     let queues: Vec<&str> = recording.samples[0]
         .queues

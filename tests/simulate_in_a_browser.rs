@@ -15,7 +15,7 @@ mod browser;
 use std::path::PathBuf;
 use std::time::Instant;
 
-use browser::{chromium, coloured_share, screenshot};
+use browser::{coloured_share, dom, screenshot};
 use gangplank::simulate::html::html;
 use gangplank::simulate::report::{Report, Run, chart_resource, duration};
 use gangplank_core::model::{Node, Queue, Resources};
@@ -157,16 +157,7 @@ fn series(dom: &str, id: &str) -> Vec<(String, usize)> {
 #[ignore = "needs Chromium: run by ./test.sh"]
 fn the_browser_draws_each_queue_and_the_cluster_a_line_per_configuration_and_shows_names_as_text() {
     let (report, path, dir) = page();
-    let shown = chromium(
-        dir.path(),
-        &["--dump-dom", &format!("file://{}", path.display())],
-    );
-    let dom = String::from_utf8_lossy(&shown.stdout);
-    assert!(
-        shown.status.success() && dom.contains("data-chart"),
-        "Chromium drew no chart: {}",
-        String::from_utf8_lossy(&shown.stderr)
-    );
+    let dom = dom(dir.path(), &path);
     let queues: Vec<&String> = report.configurations[0].series.allocated.keys().collect();
     assert_eq!(queues.len(), 3, "{queues:?}");
     for queue in &queues {

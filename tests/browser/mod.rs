@@ -29,6 +29,18 @@ pub fn chromium(dir: &Path, args: &[&str]) -> std::process::Output {
         })
 }
 
+/// The DOM of the page at `path` once its script has run; panics when Chromium drew no chart.
+pub fn dom(dir: &Path, path: &Path) -> String {
+    let shown = chromium(dir, &["--dump-dom", &format!("file://{}", path.display())]);
+    let dom = String::from_utf8_lossy(&shown.stdout).into_owned();
+    assert!(
+        shown.status.success() && dom.contains("data-chart"),
+        "Chromium drew no chart: {}",
+        String::from_utf8_lossy(&shown.stderr)
+    );
+    dom
+}
+
 /// A screenshot of the page at `path`, `window` (`"1280,1600"`) wide and high, into `dir`
 /// as `name`; panics with Chromium's words when it takes none.
 pub fn screenshot(dir: &Path, path: &Path, name: &str, window: &str) -> std::path::PathBuf {
