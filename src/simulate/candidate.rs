@@ -20,7 +20,7 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use gangplank_core::model::{Node, Queue, Resources};
+use gangplank_core::model::{Node, Queue};
 use gangplank_core::policy::placement::Strategy;
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use serde::Deserialize;
@@ -168,16 +168,20 @@ impl Candidate {
         if let Some(scale) = changes.scale {
             out = scaled(&out, scale);
         }
+        let too_many = || {
+            format!(
+                "{}: nodes: more than {MAX_NODES} nodes; simulate a smaller cluster",
+                self.file
+            )
+        };
+        if out.len() > MAX_NODES {
+            return Err(too_many());
+        }
         for (i, add) in changes.add.iter().enumerate() {
-            let mut allocatable = Resources::new();
-            let list: BTreeMap<String, Quantity> = add.allocatable.clone();
-            let amounts = convert::resources(&list)
+            let allocatable = convert::resources(&add.allocatable)
                 .map_err(|e| format!("{}: nodes.add[{i}].allocatable: {e}", self.file))?;
-            for (name, amount) in amounts.iter() {
-                allocatable.set(name, amount);
-            }
             if out.len().saturating_add(add.count) > MAX_NODES {
-                break;
+                return Err(too_many());
             }
             out.extend((0..add.count).map(|n| Node {
                 name: format!("{}-{n}", add.prefix),
@@ -185,19 +189,6 @@ impl Candidate {
                 labels: add.labels.clone(),
                 ..Node::default()
             }));
-        }
-        if out.len() > MAX_NODES
-            || changes
-                .add
-                .iter()
-                .map(|a| a.count)
-                .fold(0usize, usize::saturating_add)
-                > MAX_NODES
-        {
-            return Err(format!(
-                "{}: nodes: more than {MAX_NODES} nodes; simulate a smaller cluster",
-                self.file
-            ));
         }
         Ok(out)
     }
@@ -251,6 +242,7 @@ fn scaled(nodes: &[Node], scale: f64) -> Vec<Node> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use gangplank_core::model::Resources;
 
     const CONFIG: &str = r#"
 apiVersion: scheduling.gangplank.dev/v1alpha1
@@ -325,5 +317,16 @@ nodes:
         )
         .unwrap();
         assert!(c.nodes_of(&[]).unwrap_err().contains("more than"));
+        let c = parse(
+            "kind: Simulation\nnodes: {add: [{count: 2, prefix: n, allocatable: {cpu: '1'}}]}\n",
+            "x.yaml",
+        )
+        .unwrap();
+        let full: Vec<Node> = (0..MAX_NODES).map(|i| node(&format!("w{i}"), 1)).collect();
+        let err = c.nodes_of(&full).unwrap_err();
+        assert!(
+            err.contains("more than"),
+            "nodes added past the bound: {err}"
+        );
     }
 }

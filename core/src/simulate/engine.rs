@@ -133,11 +133,7 @@ pub fn run(scenario: &Scenario, jobs: &[Job]) -> Outcome {
         if let Some(at) = job.deleted_at {
             sim.at(at, Event::Delete(j));
         }
-        let max_wait = scenario
-            .queues
-            .iter()
-            .find(|q| q.name == job.queue)
-            .and_then(|q| q.max_wait);
+        let max_wait = sim.state.queues().get(&job.queue).and_then(|q| q.max_wait);
         if let Some(max_wait) = max_wait {
             let secs = i64::try_from(max_wait.as_secs()).unwrap_or(i64::MAX / 2);
             sim.at(
