@@ -149,6 +149,17 @@ pub fn parse(text: &str, file: &str) -> Result<Candidate, String> {
 }
 
 impl Candidate {
+    /// The configuration a recording (`file`) ran with: its `queues`, as `recorded`.
+    pub fn recorded(queues: Vec<Queue>, file: &str) -> Candidate {
+        Candidate {
+            name: "recorded".to_owned(),
+            queues,
+            strategy: Strategy::Binpack,
+            nodes: NodeChanges::default(),
+            file: file.to_owned(),
+        }
+    }
+
     /// The workload's `nodes` as this configuration changes them.
     pub fn nodes_of(&self, nodes: &[Node]) -> Result<Vec<Node>, String> {
         let changes = &self.nodes;

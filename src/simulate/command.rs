@@ -115,14 +115,15 @@ struct Inputs {
 }
 
 fn inputs(args: &SimulateArgs) -> Result<Inputs, String> {
-    let mut candidates = Vec::new();
+    let configs = args
+        .configs
+        .iter()
+        .map(|path| candidate::read(path))
+        .collect::<Result<Vec<_>, _>>()?;
     if let Some(dir) = &args.trace {
-        for path in &args.configs {
-            candidates.push(candidate::read(path)?);
-        }
         return Ok(Inputs {
             workload: super::mapping::workload(dir, args.mapping.as_deref())?,
-            candidates,
+            candidates: configs,
             live: None,
             binds_per_second: args.binds_per_second,
         });
@@ -143,16 +144,11 @@ fn inputs(args: &SimulateArgs) -> Result<Inputs, String> {
         &format!("recording {}", path.display()),
         &args.namespaces,
     )?;
-    candidates.push(Candidate {
-        name: "recorded".to_owned(),
-        queues: replay.queues,
-        strategy: gangplank_core::policy::placement::Strategy::Binpack,
-        nodes: candidate::NodeChanges::default(),
-        file: path.display().to_string(),
-    });
-    for path in &args.configs {
-        candidates.push(candidate::read(path)?);
-    }
+    let mut candidates = vec![Candidate::recorded(
+        replay.queues,
+        &path.display().to_string(),
+    )];
+    candidates.extend(configs);
     Ok(Inputs {
         workload: replay.workload,
         candidates,

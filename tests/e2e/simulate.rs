@@ -5,11 +5,10 @@
 
 use std::time::Instant;
 
-use gangplank::simulate::candidate::{Candidate, NodeChanges};
+use gangplank::simulate::candidate::Candidate;
 use gangplank::simulate::command::{RunOptions, compare};
 use gangplank::simulate::record::record;
 use gangplank::simulate::recording::replay;
-use gangplank_core::policy::placement::Strategy;
 use k8s_openapi::api::core::v1::Pod;
 use tokio::sync::oneshot;
 
@@ -64,13 +63,7 @@ async fn a_replay_of_a_recorded_run_starts_its_gangs_in_the_live_order_within_5_
     let recording = recorder.await.unwrap();
     let replayed = replay(&recording, "e2e", std::slice::from_ref(&ns.name)).unwrap();
     assert_eq!(replayed.workload.jobs.len(), GANGS.len());
-    let recorded = Candidate {
-        name: "recorded".to_owned(),
-        queues: replayed.queues.clone(),
-        strategy: Strategy::Binpack,
-        nodes: NodeChanges::default(),
-        file: "recording".to_owned(),
-    };
+    let recorded = Candidate::recorded(replayed.queues.clone(), "recording");
     let options = RunOptions {
         sample_every: 1,
         binds_per_second: replayed.binds_per_second,
