@@ -53,7 +53,6 @@ pub fn replay(
 ) -> Result<Replay, String> {
     let recording_end = recording.ended.as_second();
     let mut members: BTreeMap<GroupKey, Vec<Member>> = BTreeMap::new();
-    let mut lone: BTreeMap<GroupKey, bool> = BTreeMap::new();
     for recorded in &recording.pods {
         let pod = convert::pod(&recorded.object).map_err(|e| e.to_string())?;
         let elsewhere = !namespaces.is_empty() && !namespaces.contains(&pod.namespace);
@@ -64,7 +63,6 @@ pub fn replay(
             continue;
         }
         let key = GroupKey::of(&pod).unwrap_or_else(|| GroupKey::lone(&pod));
-        lone.insert(key.clone(), pod.pod_group.is_none());
         let deleted = recorded.deleted.map(|t| t.as_second());
         let finished = pod.phase.is_terminal() && !pod.disrupted;
         let ended = finished
@@ -110,7 +108,7 @@ pub fn replay(
     let mut busy = Vec::new();
     for ((key, pods), arrived) in members.into_iter().zip(arrivals) {
         let spec = specs.get(&key).map(|s| &s.0);
-        let gang = !lone[&key];
+        let gang = pods[0].pod.pod_group.is_some();
         let kept: Vec<&Member> = pods
             .iter()
             .filter(|m| m.finished || m.deleted.is_none())
