@@ -32,6 +32,7 @@ pub mod leader_worker_set;
 pub mod pod_group;
 pub mod queue;
 pub mod scheduler_plugins;
+pub mod spark;
 pub mod topology;
 pub mod trainer;
 pub mod volcano;

@@ -8,7 +8,9 @@
 //!   pods are controlled by its child Jobs, which JobSet labels so);
 //! - or it carries the MPI operator's labels (`training.kubeflow.org/operator-name:
 //!   mpi-operator` and `training.kubeflow.org/job-name`): its launcher runs as a batch/v1 Job
-//!   the MPIJob controls, so the launcher pod's controller is that Job.
+//!   the MPIJob controls, so the launcher pod's controller is that Job;
+//! - or it carries spark-operator's labels (`sparkoperator.k8s.io/app-name` and
+//!   `launched-by-spark-operator: "true"`): a Spark executor's controller is its driver pod.
 //!
 //! Sizes, read from the spec as the operators define their workloads:
 //! - Kubeflow training jobs (`kubeflow.org`: PyTorchJob, TFJob, MPIJob, XGBoostJob, PaddleJob,
@@ -17,10 +19,15 @@
 //! - KubeRay's RayCluster (`ray.io`): its head plus each worker group's `minReplicas` (workers
 //!   above that are elastic members);
 //! - JobSet (`jobset.x-k8s.io`): over its `replicatedJobs`, `replicas` (1 when unset) times the
-//!   pods each Job runs at once, `min(parallelism, completions)` (parallelism 1 when unset).
+//!   pods each Job runs at once, `min(parallelism, completions)` (parallelism 1 when unset);
+//! - spark-operator's SparkApplication (`sparkoperator.k8s.io`): its driver, with the room of
+//!   the driver and the executors it starts with kept for it ([`super::spark::room`]).
 
+use gangplank_core::model::Resources;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde_json::Value;
+
+use super::spark;
 
 /// JobSet's labels on its child Jobs and their pods.
 pub const JOBSET_NAME_LABEL: &str = "jobset.sigs.k8s.io/jobset-name";
@@ -41,8 +48,9 @@ pub struct Kind {
     /// Resource name, for the API path.
     pub plural: &'static str,
     size: fn(&Value) -> Option<u32>,
-    templates: fn(&Value) -> Vec<Vec<String>>,
+    pod_metadata: fn(&Value) -> Vec<Vec<String>>,
     stages: fn(&Value) -> Option<Stages<'_>>,
+    room: fn(&Value) -> Option<Result<Resources, String>>,
 }
 
 /// Each pod spec a workload makes pods from, with how many run from it at once.
@@ -55,10 +63,11 @@ impl Kind {
         (self.size)(object.get("spec")?).filter(|n| *n >= 1)
     }
 
-    /// The paths (object keys and array indices, from the root of `object`) of each pod
-    /// template the workload's operator makes its pods from.
-    pub fn templates(&self, object: &Value) -> Vec<Vec<String>> {
-        (self.templates)(object)
+    /// The paths (object keys and array indices, from the root of `object`) of the metadata
+    /// of each pod template the workload's operator makes its pods from: where the `labels`
+    /// and `annotations` it copies onto them stand.
+    pub fn pod_metadata(&self, object: &Value) -> Vec<Vec<String>> {
+        (self.pod_metadata)(object)
     }
 
     /// When the workload's pods come in stages (a JobSet some of whose replicated jobs wait
@@ -67,9 +76,20 @@ impl Kind {
     pub fn stages<'a>(&self, object: &'a Value) -> Option<Stages<'a>> {
         (self.stages)(object.get("spec")?)
     }
+
+    /// The room a workload whose first pods make the others asks for in all, when its spec
+    /// says so without pod templates (a Spark application); the error names the field that
+    /// cannot be read.
+    pub fn room(&self, object: &Value) -> Option<Result<Resources, String>> {
+        (self.room)(object.get("spec")?)
+    }
 }
 
 fn all_at_once(_: &Value) -> Option<Stages<'_>> {
+    None
+}
+
+fn templates_say(_: &Value) -> Option<Result<Resources, String>> {
     None
 }
 
@@ -79,13 +99,14 @@ const fn kubeflow(kind: &'static str, plural: &'static str) -> Kind {
         kind,
         plural,
         size: kubeflow_size,
-        templates: kubeflow_templates,
+        pod_metadata: kubeflow_pod_metadata,
         stages: all_at_once,
+        room: templates_say,
     }
 }
 
 /// Every kind Gangplank groups by.
-pub const KINDS: [Kind; 8] = [
+pub const KINDS: [Kind; 9] = [
     kubeflow("PyTorchJob", "pytorchjobs"),
     kubeflow("TFJob", "tfjobs"),
     kubeflow("MPIJob", "mpijobs"),
@@ -97,16 +118,27 @@ pub const KINDS: [Kind; 8] = [
         kind: "RayCluster",
         plural: "rayclusters",
         size: ray_cluster_size,
-        templates: ray_cluster_templates,
+        pod_metadata: ray_cluster_pod_metadata,
         stages: all_at_once,
+        room: templates_say,
     },
     Kind {
         group: "jobset.x-k8s.io",
         kind: "JobSet",
         plural: "jobsets",
         size: jobset_size,
-        templates: jobset_templates,
+        pod_metadata: jobset_pod_metadata,
         stages: jobset_stages,
+        room: templates_say,
+    },
+    Kind {
+        group: "sparkoperator.k8s.io",
+        kind: "SparkApplication",
+        plural: "sparkapplications",
+        size: |_| Some(1),
+        pod_metadata: spark_pod_metadata,
+        stages: all_at_once,
+        room: |spec| Some(spark::room(spec)),
     },
 ];
 
@@ -117,7 +149,8 @@ pub struct Owner {
     /// As an ownerReference spells it: the group and the version to read the workload with.
     pub api_version: String,
     pub name: String,
-    /// Empty when only the name is known (an MPI launcher's pod).
+    /// Empty when only the name is known (an MPI launcher's pod, a Spark executor whose
+    /// references do not name its application).
     pub uid: String,
 }
 
@@ -148,6 +181,22 @@ pub fn of(meta: &ObjectMeta) -> Option<Owner> {
                 api_version: JOBSET_API_VERSION.to_owned(),
                 name: name.clone(),
                 uid: uid.clone(),
+            });
+        }
+        if let (Some(name), Some("true")) = (
+            label(spark::APP_NAME_LABEL),
+            label(spark::LAUNCHED_LABEL).map(String::as_str),
+        ) {
+            let uid = meta.owner_references.iter().flatten().find(|o| {
+                o.kind == "SparkApplication"
+                    && o.name == *name
+                    && o.api_version.starts_with("sparkoperator.k8s.io/")
+            });
+            return Some(Owner {
+                kind: kind_of(spark::API_VERSION, "SparkApplication")?,
+                api_version: spark::API_VERSION.to_owned(),
+                name: name.clone(),
+                uid: uid.map(|o| o.uid.clone()).unwrap_or_default(),
             });
         }
         let name = label(KUBEFLOW_JOB_NAME_LABEL)?;
@@ -223,34 +272,50 @@ fn each(object: &Value, prefix: &[&str], suffix: &[&str]) -> Vec<Vec<String>> {
         .collect()
 }
 
-fn kubeflow_templates(object: &Value) -> Vec<Vec<String>> {
+fn kubeflow_pod_metadata(object: &Value) -> Vec<Vec<String>> {
     let Some(spec) = object.get("spec").and_then(Value::as_object) else {
         return Vec::new();
     };
     let mut paths = Vec::new();
     for (key, replicas) in spec.iter().filter(|(k, _)| k.ends_with("ReplicaSpecs")) {
         for role in replicas.as_object().into_iter().flat_map(|r| r.keys()) {
-            paths.push(["spec", key, role, "template"].map(str::to_owned).to_vec());
+            paths.push(
+                ["spec", key, role, "template", "metadata"]
+                    .map(str::to_owned)
+                    .to_vec(),
+            );
         }
     }
     paths
 }
 
-fn ray_cluster_templates(object: &Value) -> Vec<Vec<String>> {
-    let head = ["spec", "headGroupSpec", "template"]
+fn ray_cluster_pod_metadata(object: &Value) -> Vec<Vec<String>> {
+    let head = ["spec", "headGroupSpec", "template", "metadata"]
         .map(str::to_owned)
         .to_vec();
     std::iter::once(head)
-        .chain(each(object, &["workerGroupSpecs"], &["template"]))
+        .chain(each(
+            object,
+            &["workerGroupSpecs"],
+            &["template", "metadata"],
+        ))
         .collect()
 }
 
-fn jobset_templates(object: &Value) -> Vec<Vec<String>> {
+fn jobset_pod_metadata(object: &Value) -> Vec<Vec<String>> {
     each(
         object,
         &["replicatedJobs"],
-        &["template", "spec", "template"],
+        &["template", "spec", "template", "metadata"],
     )
+}
+
+/// A SparkApplication's driver and executor specs hold their pods' labels and annotations
+/// themselves (the operator passes them to spark-submit).
+fn spark_pod_metadata(_: &Value) -> Vec<Vec<String>> {
+    ["driver", "executor"]
+        .map(|role| vec!["spec".to_owned(), role.to_owned()])
+        .to_vec()
 }
 
 fn jobset_size(spec: &Value) -> Option<u32> {
@@ -351,11 +416,11 @@ mod tests {
     }
 
     #[test]
-    fn each_kind_names_the_pod_templates_its_operator_copies() {
+    fn each_kind_names_the_pod_metadata_its_operator_copies() {
         let templates = |api_version: &str, kind: &str, spec: Value| {
             kind_of(api_version, kind)
                 .unwrap()
-                .templates(&json!({ "spec": spec }))
+                .pod_metadata(&json!({ "spec": spec }))
                 .into_iter()
                 .map(|p| p.join("."))
                 .collect::<Vec<_>>()
@@ -364,23 +429,31 @@ mod tests {
         assert_eq!(
             templates("kubeflow.org/v2beta1", "MPIJob", spec),
             [
-                "spec.mpiReplicaSpecs.Launcher.template",
-                "spec.mpiReplicaSpecs.Worker.template"
+                "spec.mpiReplicaSpecs.Launcher.template.metadata",
+                "spec.mpiReplicaSpecs.Worker.template.metadata"
             ]
         );
         let spec = json!({"headGroupSpec": {}, "workerGroupSpecs": [{}, {}]});
         assert_eq!(
             templates("ray.io/v1", "RayCluster", spec),
             [
-                "spec.headGroupSpec.template",
-                "spec.workerGroupSpecs.0.template",
-                "spec.workerGroupSpecs.1.template"
+                "spec.headGroupSpec.template.metadata",
+                "spec.workerGroupSpecs.0.template.metadata",
+                "spec.workerGroupSpecs.1.template.metadata"
             ]
         );
         let spec = json!({"replicatedJobs": [{"name": "leader"}]});
         assert_eq!(
             templates("jobset.x-k8s.io/v1alpha2", "JobSet", spec),
-            ["spec.replicatedJobs.0.template.spec.template"]
+            ["spec.replicatedJobs.0.template.spec.template.metadata"]
+        );
+        assert_eq!(
+            templates(
+                "sparkoperator.k8s.io/v1beta2",
+                "SparkApplication",
+                json!({})
+            ),
+            ["spec.driver", "spec.executor"]
         );
     }
 
@@ -423,6 +496,19 @@ mod tests {
             ),
             ("MPIJob", "kubeflow.org/v2beta1", "")
         );
+
+        let spark_labels = json!({spark::APP_NAME_LABEL: "etl", spark::LAUNCHED_LABEL: "true"});
+        let executor = meta(json!({"labels": spark_labels, "ownerReferences": [
+            {"apiVersion": "v1", "kind": "Pod", "name": "etl-driver", "uid": "d1", "controller": true},
+            {"apiVersion": "sparkoperator.k8s.io/v1beta2", "kind": "SparkApplication",
+             "name": "etl", "uid": "a1"}]}));
+        let owner = of(&executor).unwrap();
+        assert_eq!(
+            (owner.kind.kind, owner.name.as_str(), owner.uid.as_str()),
+            ("SparkApplication", "etl", "a1")
+        );
+        let not_launched = meta(json!({"labels": {spark::APP_NAME_LABEL: "etl"}}));
+        assert_eq!(of(&not_launched), None);
 
         let training_operator_pod = meta(json!({"ownerReferences": job_owned, "labels": {
             KUBEFLOW_OPERATOR_LABEL: "pytorchjob-controller", KUBEFLOW_JOB_NAME_LABEL: "p"}}));

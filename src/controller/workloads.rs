@@ -1,6 +1,6 @@
 //! Groups named after a workload Gangplank groups by (`crate::api::workloads`: a Kubeflow
-//! training job, an MPIJob, a RayCluster, a JobSet) get their PodGroup from the workload itself: its operator runs
-//! with no gang flag, so nobody else writes one.
+//! training job, an MPIJob, a RayCluster, a JobSet, a SparkApplication) get their PodGroup from
+//! the workload itself: its operator runs with no gang flag, so nobody else writes one.
 //!
 //! The pod webhook puts such a workload's pods in the group named after it; while that group
 //! has no PodGroup, the controller reads the workload (one GET, not a watch: only workloads
@@ -8,7 +8,11 @@
 //! (`controller: true`, so deleted with it), with `minMember` from the workload's spec and the
 //! queue named on the workload (label `scheduling.gangplank.dev/queue` or Volcano's queue
 //! annotation), else on its pods, else its namespace's default, else `default`. A workload
-//! whose spec gives no size leaves its pods waiting, with a `PodGroupMissing` Event saying so.
+//! whose first pods make the others gets `minResources` too, so that its room is kept while
+//! they run: the requests of all its pods when its spec gives them in stages (a JobSet whose
+//! jobs wait for others), else the room its spec asks for (a Spark application's driver and
+//! executors). A workload whose spec gives no size, or whose room cannot be read, leaves its
+//! pods waiting, with a `PodGroupMissing` Event saying so.
 
 use kube::api::DynamicObject;
 
@@ -67,6 +71,11 @@ pub fn plan(
             Ok(requests) => spec.min_resources = resource_list(&requests),
             Err(why) => return missing(format!("a pod template of it cannot be read ({why})")),
         }
+    } else if let Some(room) = kind.room(&object.data) {
+        match room {
+            Ok(room) => spec.min_resources = resource_list(&room),
+            Err(why) => return missing(format!("its spec cannot be read: {why}")),
+        }
     }
     let w = workload;
     let owner = (
@@ -103,6 +112,7 @@ fn requests_of(stages: &[(u32, &serde_json::Value)]) -> Result<Resources, String
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::api::PodGroup;
     use crate::controller::observe::PodRef;
     use serde_json::json;
 
@@ -113,6 +123,16 @@ mod tests {
             name: "ray".into(),
             uid: "ray-uid".into(),
         }
+    }
+
+    /// The group's `minResources`, as `(resource, quantity)`.
+    fn min_resources(group: &PodGroup) -> Vec<(String, String)> {
+        group
+            .spec
+            .min_resources
+            .iter()
+            .map(|(k, v)| (k.clone(), v.0.clone()))
+            .collect()
     }
 
     fn asked() -> Asked {
@@ -191,14 +211,8 @@ mod tests {
             panic!("expected a PodGroup");
         };
         assert_eq!(group.spec.min_member, 5);
-        let asks: Vec<(String, String)> = group
-            .spec
-            .min_resources
-            .iter()
-            .map(|(k, v)| (k.clone(), v.0.clone()))
-            .collect();
         assert_eq!(
-            asks,
+            min_resources(&group),
             [("cpu".into(), "33".into()), ("memory".into(), "5Gi".into())]
         );
         assert!(group.admitted_ahead_of_members(), "{:?}", group.metadata);
@@ -214,6 +228,46 @@ mod tests {
         };
         assert!(group.spec.min_resources.is_empty());
         assert!(!group.admitted_ahead_of_members());
+    }
+
+    #[test]
+    fn a_spark_application_is_its_driver_with_the_room_of_its_executors_kept() {
+        let key = GroupKey::new("ml", "etl");
+        let app = Workload {
+            api_version: "sparkoperator.k8s.io/v1beta2".into(),
+            kind: "SparkApplication".into(),
+            name: "etl".into(),
+            uid: "app-uid".into(),
+        };
+        let object: DynamicObject = serde_json::from_value(json!({
+            "apiVersion": "sparkoperator.k8s.io/v1beta2", "kind": "SparkApplication",
+            "metadata": {"name": "etl", "namespace": "ml", "uid": "app-uid"},
+            "spec": {"driver": {"cores": 4, "memory": "1g", "memoryOverhead": "1g"},
+                     "executor": {"instances": 3, "cores": 8, "memory": "3g", "memoryOverhead": "1g"}}
+        }))
+        .unwrap();
+        let Some(OrphanPlan::Create(group)) = plan(&key, &asked(), &app, Ok(&object), Some("etl"))
+        else {
+            panic!("expected a PodGroup");
+        };
+        assert_eq!(group.spec.min_member, 1);
+        assert_eq!(
+            min_resources(&group),
+            [
+                ("cpu".into(), "28".into()),
+                ("memory".into(), "14Gi".into())
+            ]
+        );
+        assert!(!group.admitted_ahead_of_members(), "the driver is its gang");
+
+        let mut odd = object.clone();
+        odd.data["spec"]["executor"]["memory"] = json!("3.5g");
+        let Some(OrphanPlan::Missing { message, .. }) =
+            plan(&key, &asked(), &app, Ok(&odd), Some("etl"))
+        else {
+            panic!("expected the pods told why");
+        };
+        assert!(message.contains("spec.executor.memory"), "{message}");
     }
 
     #[test]

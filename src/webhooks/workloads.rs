@@ -1,12 +1,12 @@
 //! Workloads of the kinds Gangplank groups by (`crate::api::workloads`: Kubeflow's training
-//! jobs and MPIJob, KubeRay's RayCluster, JobSet) that name a queue: their pod templates get
-//! that queue, so that their pods come to the pod webhook and join the workload's group even in
-//! a namespace without a default queue. Their operators copy a template's labels onto the pods
-//! they make from it, but not the workload's own labels.
+//! jobs and MPIJob, KubeRay's RayCluster, JobSet, spark-operator's SparkApplication) that name a
+//! queue: their pod templates get that queue, so that their pods come to the pod webhook and
+//! join the workload's group even in a namespace without a default queue. Their operators copy
+//! a template's labels onto the pods they make from it, but not the workload's own labels.
 //!
 //! **Mutation** (CREATE; the operators make pods from the templates as they are later): a
 //! workload naming its queue like a Job does ([`labels::queue_of`] on its metadata) gets, on
-//! each pod template of its kind ([`workloads::Kind::templates`]), the label
+//! the metadata of each pod template of its kind ([`workloads::Kind::pod_metadata`]), the label
 //! `scheduling.gangplank.dev/queue: <queue>`, unless the template names a group or a queue
 //! already (the user decided). Refused: a queue name that cannot name a Queue, a queue that does
 //! not exist or is Closed, each naming the workload's field, and a pod template, its metadata or
@@ -46,20 +46,20 @@ pub fn mutate(w: &Webhooks, request: &AdmissionRequest<DynamicObject>) -> Result
     check_open(w.lookup(), queue, namespace, &field)?;
 
     let mut patch = Patcher::new(object);
-    for template in kind.templates(patch.doc()) {
+    for metadata in kind.pod_metadata(patch.doc()) {
         let at = |tail: &[&'static str]| -> Vec<String> {
-            template
+            metadata
                 .iter()
                 .cloned()
                 .chain(tail.iter().map(|k| (*k).to_owned()))
                 .collect()
         };
-        let labels_path = at(&["metadata", "labels"]);
+        let labels_path = at(&["labels"]);
         let labels_path: Vec<&str> = labels_path.iter().map(String::as_str).collect();
         if let Some(field) = not_an_object(patch.doc(), &labels_path) {
             return Err(Denial::invalid(field, "must be an object".to_owned()));
         }
-        let path = at(&["metadata"]);
+        let path = at(&[]);
         let path: Vec<&str> = path.iter().map(String::as_str).collect();
         let template_meta: ObjectMeta = patch
             .get(&path)
@@ -72,7 +72,7 @@ pub fn mutate(w: &Webhooks, request: &AdmissionRequest<DynamicObject>) -> Result
         let decided = labels::pod_group_of(template_labels, template_annotations).is_some()
             || labels::queue_of(template_labels, template_annotations).is_some();
         if !decided {
-            let path = at(&["metadata", "labels", labels::QUEUE_LABEL]);
+            let path = at(&["labels", labels::QUEUE_LABEL]);
             let path: Vec<&str> = path.iter().map(String::as_str).collect();
             patch.set(&path, json!(queue));
         }
