@@ -51,7 +51,7 @@ e2e/test "$@" -- "${older_modes[@]}"
 # pod's bind goes to Gangplank, and its marker resource must not make gangs unschedulable):
 # plain gangs, and the operators whose pods come from batch/v1 Jobs, LeaderWorkerSet and Spark.
 step "end-to-end with the Workload API off and every pod sent to Gangplank (e2e/test --mode all-pods): gangs, Job-based operators, LeaderWorkerSet, Spark"
-GP_FEATURE_GATES="" GP_OPERATORS="mpi-operator jobset lws trainer" e2e/test --mode all-pods "$@" -- \
+GP_FEATURE_GATES="" GP_OPERATORS="mpi-operator jobset lws trainer spark-operator" e2e/test --mode all-pods "$@" -- \
   gangs::a_gang_of_eight_that_fits_is_bound_whole_within_seconds \
   gangs::two_gangs_each_needing_sixty_percent_run_one_after_the_other_whole \
   gangs::an_elastic_gang_of_four_to_eight_on_room_for_six_gets_six \

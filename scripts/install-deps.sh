@@ -2,11 +2,12 @@
 # Installs what the demo and the tests use, on a fresh Debian machine with Go and Rust (rustup)
 # already present: openssl (certificates), curl (readiness probes), python3 (free ports, JSON),
 # chromium (the test that opens the HTML report in a real browser), ssh-keygen (the test that
-# reads the batch Job ssh plugin's key), rustfmt and clippy. Go modules and crates are fetched by the builds themselves.
+# reads the batch Job ssh plugin's key), Java 17 and Maven (spark-operator's spark-submit, a
+# Spark made of its Maven jars), rustfmt and clippy. Go modules and crates are fetched by the builds themselves.
 # Idempotent and quick when everything is there.
 set -euo pipefail
 need=()
-for tool in openssl:openssl curl:curl python3:python3 setsid:util-linux sha256sum:coreutils base64:coreutils chromium:chromium ssh-keygen:openssh-client; do
+for tool in openssl:openssl curl:curl python3:python3 setsid:util-linux sha256sum:coreutils base64:coreutils chromium:chromium ssh-keygen:openssh-client java:openjdk-17-jre-headless mvn:maven; do
   command -v "${tool%%:*}" >/dev/null 2>&1 || need+=("${tool#*:}")
 done
 if ((${#need[@]})); then

@@ -3,7 +3,7 @@
 # Each runs with the admin kubeconfig, its CRDs applied from the same module, in the gang mode
 # users set to get whole gangs. Sourced by e2e/up; needs common.sh and go-build.sh.
 
-KNOWN_OPERATORS="training-operator kuberay mpi-operator jobset lws trainer"
+KNOWN_OPERATORS="training-operator kuberay mpi-operator jobset lws trainer spark-operator"
 
 # established CRD: the CustomResourceDefinition CRD is served (kubectl wait fails on a CRD too
 # new to have conditions).
@@ -36,7 +36,7 @@ module_dir() {
 
 # build_operator NAME: prints NAME_BIN=<path> (NAME with - as _), building it if needed.
 build_operator() {
-  local bin
+  local bin home
   case $1 in
     training-operator)
       bin=$(go_build training-operator "$E2E_DIR/operators/training-operator" \
@@ -54,6 +54,11 @@ build_operator() {
     trainer)
       bin=$(go_build trainer "$E2E_DIR/operators/trainer" \
         github.com/kubeflow/trainer/v2/cmd/trainer-controller-manager "-s -w") ;;
+    spark-operator)
+      bin=$(go_build spark-operator "$E2E_DIR/operators/spark-operator" \
+        github.com/kubeflow/spark-operator/v2/cmd/operator "-s -w")
+      home=$(spark_home) || exit 1
+      printf 'spark_operator_HOME=%q\n' "$home" ;;
     *) die "--operators: unknown operator '$1' (known: $KNOWN_OPERATORS)" ;;
   esac
   printf '%s_BIN=%q\n' "${1//-/_}" "$bin"
@@ -434,4 +439,62 @@ kind: ValidatingWebhookConfiguration
 metadata: {name: validator.trainer.kubeflow.org}
 webhooks:$validators
 YAML
+}
+
+# spark_home: prints the SPARK_HOME spark-operator's spark-submit runs from, making it if needed
+# (cached like the operators): the jars of Spark's Kubernetes submission client from Maven
+# Central (e2e/operators/spark-operator/spark/pom.xml, fetched by Maven into its local
+# repository), a RELEASE file (Spark's launcher then takes SPARK_HOME/jars as its class path)
+# and bin/spark-submit (that directory's spark-submit: Spark's own scripts are not published on
+# Maven Central; it runs Spark's launcher as Spark's bin/spark-class does).
+spark_home() {
+  local source="$E2E_DIR/operators/spark-operator/spark" home
+  home="$CACHE_DIR/spark-$(cat "$source"/* <(java -version 2>&1) | sha256sum | cut -c1-16)"
+  if [[ ! -x $home/bin/spark-submit ]]; then
+    log "fetching Spark's jars with Maven (cold fetches take a minute or two; cached in $home)"
+    rm -rf "$home.tmp" && mkdir -p "$home.tmp/bin"
+    mvn -q -B -f "$source/pom.xml" dependency:copy-dependencies -DincludeScope=runtime \
+      -DoutputDirectory="$home.tmp/jars" >&2 || die "fetching Spark's jars failed"
+    touch "$home.tmp/RELEASE"
+    cp "$source/spark-submit" "$home.tmp/bin/spark-submit"
+    rm -rf "$home" && mv "$home.tmp" "$home"
+  fi
+  echo "$home"
+}
+
+# Namespace the spark-operator watches (the suite's tests of that operator create their
+# SparkApplications there).
+SPARK_OPERATOR_NAMESPACE=spark-operator
+
+# Kubeflow's spark-operator (sparkoperator.k8s.io/v1beta2 SparkApplication), its controller only
+# (`controller start`), confined to its namespace (--namespaces), with batch schedulers enabled
+# (--enable-batch-scheduler) and none by default: an application with `spec.batchScheduler:
+# volcano` gets a scheduling.volcano.sh PodGroup of minMember 1 whose minResources are its driver
+# and executors, named on its pods by Volcano's group annotation; one without gets no PodGroup.
+# It submits each application by running $SPARK_HOME/bin/spark-submit (spark_home), which creates
+# the driver pod through the API server the operator names from KUBERNETES_SERVICE_HOST and
+# _PORT (set here to the local API server), authenticated by the kubeconfig in KUBECONFIG. Its
+# pod webhook (the `webhook start` command) is not run: it completes pods with what the
+# application's spec says beyond Spark's own pod templates, which nothing here asks for. Leader
+# election is off (its default), and metrics are not served.
+start_spark_operator() {
+  local dir health port
+  dir=$(module_dir spark-operator github.com/kubeflow/spark-operator/v2)
+  # All three kinds: the controller manager runs a controller for each.
+  for kind in sparkapplications scheduledsparkapplications sparkconnects; do
+    kubectl apply --server-side -f "$dir/config/crd/bases/sparkoperator.k8s.io_$kind.yaml" >/dev/null
+    wait_for 60 "the $kind CRD" established "$kind.sparkoperator.k8s.io"
+  done
+  health=$(free_port)
+  port=$(kubectl config view --minify -o jsonpath='{.clusters[0].cluster.server}')
+  port=${port##*:}
+  log "starting spark-operator (SparkApplication in namespace $SPARK_OPERATOR_NAMESPACE, batch schedulers on)"
+  # Its environment is part of the recorded command line, so that e2e/component restarts it whole.
+  start spark-operator env SPARK_HOME="$spark_operator_HOME" KUBERNETES_SERVICE_HOST=127.0.0.1 \
+    KUBERNETES_SERVICE_PORT="$port" KUBECONFIG="$RUN_DIR/kubeconfig" \
+    "$spark_operator_BIN" controller start \
+    --namespaces="$SPARK_OPERATOR_NAMESPACE" --enable-batch-scheduler=true \
+    --enable-ui-service=false --metrics-bind-address=0 \
+    --health-probe-bind-address="127.0.0.1:$health"
+  wait_for 120 "spark-operator /readyz" curl -fsS "http://127.0.0.1:$health/readyz"
 }

@@ -245,7 +245,7 @@ async fn a_gang_naming_a_scheduler_nobody_serves_waits_saying_so_and_holds_no_ro
 
 /// Fails unless e2e/up runs `name` beside the cluster (e2e/test asks for the operators the
 /// suite tests; `e2e/up --operators`).
-fn operator_runs(cluster: &Cluster, name: &str) {
+pub fn operator_runs(cluster: &Cluster, name: &str) {
     let running = cluster
         .env
         .get("GP_OPERATORS")
