@@ -4,6 +4,8 @@
 //! `default` Queue made at start-up. When a status is
 //! written at all is [`super::writes`]' call; what a pass writes is [`super::pass`]'.
 
+use std::collections::HashMap;
+use std::collections::hash_map::Entry;
 use std::time::Duration;
 
 use futures::StreamExt;
@@ -22,11 +24,24 @@ use crate::api::{PodGroup, PodGroupStatus, Queue, QueueStatus, labels};
 use crate::events::{self, Event};
 use crate::metrics;
 
+/// Whether the creation of the PodGroup `key`, planned at `now`, is due: not attempted within
+/// [`CREATE_RETRY_AFTER`]. A creation planned again while it waits keeps the time of its first
+/// attempt, so a PodGroup that is gone again (its owner replaced within that time: a
+/// LeaderWorkerSet replica rolled) is made again once it has passed. Forgets attempts older.
+fn attempt_due(attempted: &mut HashMap<String, Instant>, key: String, now: Instant) -> bool {
+    attempted.retain(|_, at| now.duration_since(*at) < CREATE_RETRY_AFTER);
+    match attempted.entry(key) {
+        Entry::Occupied(_) => false,
+        Entry::Vacant(entry) => {
+            entry.insert(now);
+            true
+        }
+    }
+}
+
 impl Controller {
     /// Creates PodGroups not attempted recently; returns the Events that say how it went.
     pub(super) async fn create(&mut self, creations: Vec<Creation>, now: Instant) -> Vec<Event> {
-        self.created
-            .retain(|_, at| now.duration_since(*at) < CREATE_RETRY_AFTER);
         let due: Vec<Creation> = creations
             .into_iter()
             .filter(|c| {
@@ -35,7 +50,7 @@ impl Controller {
                     c.group.namespace().unwrap_or_default(),
                     c.group.name_any()
                 );
-                self.created.insert(key, now).is_none()
+                attempt_due(&mut self.created, key, now)
             })
             .collect();
         let client = &self.client;
@@ -421,6 +436,27 @@ async fn create_default_queue(api: &Api<Queue>) -> Result<bool, Error> {
 mod tests {
     use super::*;
     use crate::api::PodGroupPhase;
+
+    #[test]
+    fn a_creation_planned_on_every_pass_is_retried_once_its_first_attempt_is_old_enough() {
+        let mut attempted = HashMap::new();
+        let start = Instant::now();
+        let key = || "ml/replica".to_owned();
+        assert!(
+            attempt_due(&mut attempted, key(), start),
+            "the first attempt"
+        );
+        let mut now = start;
+        while now < start + CREATE_RETRY_AFTER {
+            assert!(!attempt_due(&mut attempted, key(), now), "again at {now:?}");
+            now += Duration::from_millis(500);
+        }
+        assert!(
+            attempt_due(&mut attempted, key(), now),
+            "planned every half second, it is attempted again after {CREATE_RETRY_AFTER:?}"
+        );
+        assert!(attempt_due(&mut attempted, "ml/other".to_owned(), now));
+    }
 
     #[test]
     fn a_replaced_status_drops_what_the_new_one_lacks_and_spares_a_recreated_object() {
