@@ -121,11 +121,12 @@ async fn create(cluster: &Cluster, namespace: &str, lws: DynamicObject) -> Api<D
     sets
 }
 
-/// One replica as its pods show it.
+/// One replica as its live pods (not being deleted) show it.
 #[derive(Debug, Default, Clone)]
 struct Replica {
-    /// Its leader's name (`<lws>-<index>`).
+    /// Its leader's name (`<lws>-<index>`); empty while it has no live leader.
     leader: String,
+    leader_uid: String,
     pods: usize,
     bound: usize,
     leader_bound: bool,
@@ -133,13 +134,21 @@ struct Replica {
     group: Option<String>,
     /// The scheduler names on its pods.
     schedulers: Vec<String>,
+    /// Its pods that carry the label [`ROLLOUT_LABEL`] (the template's second revision).
+    updated: usize,
 }
 
-/// The namespace's pods by replica (the group key LWS gives them).
+/// A label the rolling update test adds to the pod template.
+const ROLLOUT_LABEL: &str = "rollout";
+
+/// The namespace's live pods by replica (the group key LWS gives them).
 async fn replicas(pods: &Api<Pod>) -> BTreeMap<String, Replica> {
     let mut out: BTreeMap<String, Replica> = BTreeMap::new();
     for pod in pods.list(&Default::default()).await.unwrap().items {
         let meta = &pod.metadata;
+        if meta.deletion_timestamp.is_some() {
+            continue;
+        }
         let Some(pod_labels) = meta.labels.as_ref() else {
             continue;
         };
@@ -151,6 +160,7 @@ async fn replicas(pods: &Api<Pod>) -> BTreeMap<String, Replica> {
         let bound = spec.node_name.is_some();
         replica.pods += 1;
         replica.bound += usize::from(bound);
+        replica.updated += usize::from(pod_labels.contains_key(ROLLOUT_LABEL));
         replica.group =
             labels::pod_group_of(Some(pod_labels), meta.annotations.as_ref()).map(str::to_owned);
         replica
@@ -162,6 +172,7 @@ async fn replicas(pods: &Api<Pod>) -> BTreeMap<String, Replica> {
             == Some("0")
         {
             replica.leader = meta.name.clone().unwrap_or_default();
+            replica.leader_uid = meta.uid.clone().unwrap_or_default();
             replica.leader_bound = bound;
         }
     }
@@ -413,6 +424,102 @@ async fn with_lws_s_volcano_provider_a_replica_started_leader_ready_is_admitted_
         .await
         .unwrap();
     pod_group_collected(&groups, &waiting_group, "its replica").await;
+    ns.delete().await;
+    delete_queue(&cluster.client, &queue).await;
+}
+
+/// A rolling update replaces a LeaderWorkerSet's replicas one at a time: LWS deletes a replica's
+/// leader (its workers go with it) and makes it again from the new template, workers and all.
+/// Without a gang provider, in a queue whose capability holds the two replicas of four (64
+/// CPUs, pods of 8) and no more, a new label in the pod template rolls both; at no point is a
+/// replica with a live leader left partly placed (some of its pods bound, not all: one seen so
+/// is bound whole, or gone, within seconds, as the binds of one gang land one by one), and in
+/// the end both replicas run whole from the new template, each with a new leader, as one gang
+/// of four each.
+#[tokio::test]
+#[ignore = "needs the local control plane: run e2e/test"]
+async fn without_a_gang_provider_a_rolling_update_never_leaves_a_leader_worker_set_replica_partly_placed()
+ {
+    let cluster = &Cluster::connect().await;
+    lws_with(cluster, Provider::None).await;
+    let queue = create_queue(&cluster.client, "lws", cpu_cap("64")).await;
+    let _guard = QueueGuard(queue.clone());
+    let ns = cluster.namespace("lws").await;
+    let pods = ns.api::<Pod>();
+    let groups = ns.api::<PodGroup>();
+    let template = json!({"metadata": {"labels": {(labels::QUEUE_LABEL): queue}}});
+    let sets = create(
+        cluster,
+        &ns.name,
+        leader_worker_set("lws", 2, 4, 8, template),
+    )
+    .await;
+    let before = eventually("both replicas of four bound whole", 120, || async {
+        let replicas = replicas(&pods).await;
+        (replicas.len() == 2 && replicas.values().all(|r| r.pods == 4 && r.bound == 4))
+            .then_some(replicas)
+    })
+    .await;
+
+    sets.patch(
+        "lws",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"spec": {"leaderWorkerTemplate": {"workerTemplate":
+            {"metadata": {"labels": {(ROLLOUT_LABEL): "2"}}}}}})),
+    )
+    .await
+    .unwrap();
+    let rolled = |replicas: &BTreeMap<String, Replica>| {
+        replicas.len() == 2
+            && replicas
+                .values()
+                .all(|r| r.pods == 4 && r.bound == 4 && r.updated == 4)
+    };
+    let partly_placed_seen = std::cell::Cell::new(0);
+    let after = eventually("both replicas rolled and bound whole", 240, || async {
+        let now = replicas(&pods).await;
+        for (key, replica) in &now {
+            if replica.leader.is_empty() || replica.bound == 0 || replica.bound == 4 {
+                continue;
+            }
+            partly_placed_seen.set(partly_placed_seen.get() + 1);
+            let what = format!("replica {key}, seen partly placed ({replica:?}), whole or gone");
+            eventually(&what, 30, || async {
+                let later = replicas(&pods).await;
+                later
+                    .get(key)
+                    .is_none_or(|r| r.leader_uid != replica.leader_uid || r.bound == 4)
+                    .then_some(())
+            })
+            .await;
+        }
+        rolled(&now).then_some(now)
+    })
+    .await;
+    for (key, replica) in &after {
+        let old = before.values().find(|r| r.leader == replica.leader);
+        assert!(
+            old.is_some_and(|old| old.leader_uid != replica.leader_uid),
+            "replica {key} has a new leader: {replica:?}, before: {before:?}"
+        );
+        let gang = groups.get(replica.group.as_deref().unwrap()).await.unwrap();
+        assert_eq!(
+            (gang.spec.min_member, gang.spec.queue.as_deref()),
+            (4, Some(queue.as_str())),
+            "replica {key}"
+        );
+    }
+    println!(
+        "replicas seen partly placed during the update (binds landing): {}",
+        partly_placed_seen.get()
+    );
+
+    sets.delete("lws", &DeleteParams::background())
+        .await
+        .unwrap();
+    for replica in after.values() {
+        pod_group_collected(&groups, replica.group.as_deref().unwrap(), "its replica").await;
+    }
     ns.delete().await;
     delete_queue(&cluster.client, &queue).await;
 }
