@@ -389,9 +389,16 @@ fn cluster_role_grants_exactly_what_gangplank_calls() {
             }
         }
     }
+    // Workloads, and the LeaderWorkerSets whose replicas' PodGroups the controller makes, are
+    // read with one GET each.
+    let lws = gangplank::api::leader_worker_set::API_VERSION
+        .split_once('/')
+        .unwrap()
+        .0;
     let workloads = gangplank::api::workloads::KINDS
         .iter()
-        .map(|k| (k.group, k.plural, "get"));
+        .map(|k| (k.group, k.plural, "get"))
+        .chain([(lws, gangplank::api::leader_worker_set::PLURAL, "get")]);
     let calls: BTreeSet<(String, String, String)> = calls
         .into_iter()
         .chain(workloads)
@@ -583,12 +590,18 @@ fn rbac_grants_the_kinds_the_serving_code_opens_an_api_for_and_no_other() {
             opened.insert(resource.clone());
         }
     }
-    // Workloads are read through dynamic Apis of the kinds the code lists.
+    // Workloads are read through dynamic Apis of the kinds the code lists, and so are
+    // LeaderWorkerSets.
     opened.extend(
         gangplank::api::workloads::KINDS
             .iter()
             .map(|k| (k.group.to_owned(), k.plural.to_owned())),
     );
+    let lws = gangplank::api::leader_worker_set::API_VERSION.split_once('/');
+    opened.insert((
+        lws.unwrap().0.to_owned(),
+        gangplank::api::leader_worker_set::PLURAL.to_owned(),
+    ));
 
     let mut rules: Vec<_> = object::<ClusterRole>("rbac.yaml", "ClusterRole", "gangplank")
         .rules

@@ -122,6 +122,8 @@ pub mod lws {
     pub const WORKER_INDEX_LABEL: &str = "leaderworkerset.sigs.k8s.io/worker-index";
     /// LeaderWorkerSet's annotation on each pod of a replica: the replica's size (leader included).
     pub const SIZE_ANNOTATION: &str = "leaderworkerset.sigs.k8s.io/size";
+    /// LeaderWorkerSet's label on each pod: the LeaderWorkerSet's name.
+    pub const NAME_LABEL: &str = "leaderworkerset.sigs.k8s.io/name";
 
     /// The pod's replica's group key, once LWS's own pod webhook has completed the pod: it gives the
     /// leader its group key and each worker its worker index, and (with LWS's Volcano provider)

@@ -12,6 +12,12 @@
 //! group's PodGroup as for pods that give their gang size (`crate::controller::orphans`), from
 //! the leader's size annotation, owned by the leader.
 //!
+//! With `startupPolicy: LeaderReady` LWS makes a replica's workers only once its leader is Ready,
+//! so a gang of `size` would wait for ever for them: the controller reads the LeaderWorkerSet
+//! the leader names ([`NAME_LABEL`]) and, for that policy, makes the PodGroup `minMember` 1
+//! with the whole replica's requests in `minResources` ([`leader_ready_stages`]), as LWS's own
+//! Volcano provider writes it, so the leader is bound only when its workers will find room.
+//!
 //! The key is read where it stands rather than copied at the pod's creation: LWS's pod webhook
 //! completes its pods after Gangplank's (below), and the API server calls Gangplank's again
 //! only through a webhook whose selector still matches, which the namespace's webhook
@@ -22,7 +28,16 @@ use std::collections::BTreeMap;
 use super::labels::non_empty;
 // The names LWS writes on its pods, and the group key they give, live with the other
 // well-known names (the group key is the last alias of a pod's group there).
-pub use super::labels::lws::{GROUP_KEY_LABEL, SIZE_ANNOTATION, WORKER_INDEX_LABEL, group_key};
+pub use super::labels::lws::{
+    GROUP_KEY_LABEL, NAME_LABEL, SIZE_ANNOTATION, WORKER_INDEX_LABEL, group_key,
+};
+use super::workloads::Stages;
+use serde_json::Value;
+
+/// The API version Gangplank reads LeaderWorkerSets with, and their resource name.
+pub const API_VERSION: &str = "leaderworkerset.x-k8s.io/v1";
+pub const KIND: &str = "LeaderWorkerSet";
+pub const PLURAL: &str = "leaderworkersets";
 
 /// A pod whose group is its LeaderWorkerSet replica's.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -50,6 +65,21 @@ pub fn replica_of<'a>(
     })
 }
 
+/// When the LeaderWorkerSet `object` starts its replicas `LeaderReady`: each replica's pods as
+/// they come, the leader (from `leaderTemplate`, else `workerTemplate`), then its `size - 1`
+/// workers; `None` for any other policy, or a spec that gives no size or worker template.
+pub fn leader_ready_stages(object: &Value) -> Option<Stages<'_>> {
+    let spec = object.get("spec")?;
+    if spec.get("startupPolicy").and_then(Value::as_str) != Some("LeaderReady") {
+        return None;
+    }
+    let template = spec.get("leaderWorkerTemplate")?;
+    let size = u32::try_from(template.get("size")?.as_u64()?).ok()?;
+    let workers = template.pointer("/workerTemplate/spec")?;
+    let leader = template.pointer("/leaderTemplate/spec").unwrap_or(workers);
+    Some(vec![(1, leader), (size.checked_sub(1)?, workers)])
+}
+
 /// The pod is its replica's leader.
 pub fn leads(labels: Option<&BTreeMap<String, String>>) -> bool {
     non_empty(labels, WORKER_INDEX_LABEL) == Some("0")
@@ -65,6 +95,29 @@ mod tests {
             .iter()
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect()
+    }
+
+    #[test]
+    fn a_leader_worker_set_started_leader_ready_brings_its_leader_then_its_workers() {
+        let pod = |cpu: &str| {
+            serde_json::json!({"containers": [{"name": "c",
+            "resources": {"requests": {"cpu": cpu}}}]})
+        };
+        let mut set = serde_json::json!({"spec": {"startupPolicy": "LeaderReady",
+            "leaderWorkerTemplate": {"size": 4, "workerTemplate": {"spec": pod("8")}}}});
+        let stages = leader_ready_stages(&set).expect("LeaderReady");
+        assert_eq!(stages, [(1, &pod("8")), (3, &pod("8"))]);
+        set["spec"]["leaderWorkerTemplate"]["leaderTemplate"] =
+            serde_json::json!({"spec": pod("2")});
+        let stages = leader_ready_stages(&set).expect("LeaderReady");
+        assert_eq!(
+            stages,
+            [(1, &pod("2")), (3, &pod("8"))],
+            "the leader's own template"
+        );
+        set["spec"]["startupPolicy"] = "LeaderCreated".into();
+        assert_eq!(leader_ready_stages(&set), None);
+        assert_eq!(leader_ready_stages(&serde_json::json!({"spec": {}})), None);
     }
 
     #[test]

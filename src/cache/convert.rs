@@ -156,6 +156,10 @@ pub fn pod(pod: &core::Pod) -> Result<Pod, Error> {
             .as_ref()
             .and_then(|s| s.start_time.as_ref())
             .map(|t| t.0.as_second()),
+        leader_worker_set: leads_a_replica
+            .then(|| labels::non_empty(pod_labels, leader_worker_set::NAME_LABEL))
+            .flatten()
+            .map(std::sync::Arc::from),
         min_member,
         deleting: meta.deletion_timestamp.is_some(),
         disrupted: pod
@@ -306,6 +310,26 @@ fn seconds(value: Option<i32>) -> Option<std::time::Duration> {
     value
         .filter(|s| *s > 0)
         .map(|s| std::time::Duration::from_secs(s.unsigned_abs().into()))
+}
+
+/// What every pod of a workload whose pods come one group after another asks, in all (each
+/// pod spec, as JSON, with how many pods are made from it): its `minResources`, so that
+/// admission keeps room for the later pods while the first run.
+pub fn stage_requests(stages: &[(u32, &serde_json::Value)]) -> Result<Resources, String> {
+    let mut total = Resources::new();
+    for (pods, spec) in stages {
+        let spec: core::PodSpec =
+            serde_json::from_value((*spec).clone()).map_err(|e| e.to_string())?;
+        for (name, amount) in pod_requests(&spec)?.iter() {
+            total.set(
+                name,
+                total
+                    .get(name)
+                    .saturating_add(amount.saturating_mul((*pods).into())),
+            );
+        }
+    }
+    Ok(total)
 }
 
 /// What the scheduler reserves for a pod, computed like upstream's `PodRequests`:

@@ -51,6 +51,9 @@ pub struct Asked {
     /// The controller every member carrying the min-member annotation names, when they all
     /// name the same one (`Pod::controller`).
     pub controller: Option<Arc<Workload>>,
+    /// The LeaderWorkerSet whose replica the group is, as its leader names it
+    /// (`Pod::leader_worker_set`).
+    pub leader_worker_set: Option<Arc<str>>,
 }
 
 /// One group as the cache shows it.
@@ -242,6 +245,7 @@ fn asked(group: &str, mut pods: Vec<&Pod>) -> Asked {
             .find(|w| w.name == group)
             .cloned(),
         controller: common_controller(&pods),
+        leader_worker_set: pods.iter().find_map(|p| p.leader_worker_set.clone()),
     }
 }
 

@@ -13,7 +13,10 @@
 //! A LeaderWorkerSet replica asks the same way with LWS's own keys, so its operator needs no
 //! gang provider: its pods' group is named after LWS's group key, and its leader's size
 //! annotation is the gang size; the PodGroup is owned by the leader pod
-//! (`crate::api::leader_worker_set`).
+//! (`crate::api::leader_worker_set`). The controller reads the LeaderWorkerSet first: one that
+//! starts its replicas `LeaderReady` makes the workers only once the leader is Ready, so its
+//! PodGroup is `minMember` 1 with the whole replica's requests in `minResources`. A
+//! LeaderWorkerSet that cannot be read leaves the gang at its size.
 //!
 //! Without the annotation the pods keep waiting (the admission loop does not release a group
 //! without its PodGroup), and each waiting member gets a Warning event, reason
@@ -21,7 +24,11 @@
 //! after a Job that gets its PodGroup from [`super::batch_v1_jobs`] are skipped: that PodGroup is on
 //! its way.
 
-use crate::api::{PodGroup, PodGroupSpec, labels};
+use kube::api::DynamicObject;
+
+use crate::api::{PodGroup, PodGroupSpec, labels, leader_worker_set};
+use crate::cache::convert::stage_requests;
+use crate::controller::queues::resource_list;
 use gangplank_core::model::GroupKey;
 
 use super::observe::{Asked, PodRef};
@@ -40,9 +47,15 @@ pub enum OrphanPlan {
     },
 }
 
-/// What to do for the group `key`, whose pods asked `asked`, in a namespace whose default
-/// queue is `namespace_queue`.
-pub fn plan(key: &GroupKey, asked: &Asked, namespace_queue: Option<&str>) -> Option<OrphanPlan> {
+/// What to do for the group `key`, whose pods asked `asked`, a replica of the LeaderWorkerSet
+/// read as `set` (or the error reading it) when its leader names one, in a namespace whose
+/// default queue is `namespace_queue`.
+pub fn plan(
+    key: &GroupKey,
+    asked: &Asked,
+    set: Option<Result<&DynamicObject, &str>>,
+    namespace_queue: Option<&str>,
+) -> Option<OrphanPlan> {
     if asked.waiting.is_empty() {
         return None;
     }
@@ -63,7 +76,26 @@ pub fn plan(key: &GroupKey, asked: &Asked, namespace_queue: Option<&str>) -> Opt
         .or(namespace_queue)
         .unwrap_or(labels::DEFAULT_QUEUE)
         .to_owned();
-    let spec = PodGroupSpec::with_min_member(i32::try_from(min_member).unwrap_or(i32::MAX));
+    let mut spec = PodGroupSpec::with_min_member(i32::try_from(min_member).unwrap_or(i32::MAX));
+    let leader_ready = set
+        .and_then(Result::ok)
+        .and_then(|set| leader_worker_set::leader_ready_stages(&set.data));
+    if let Some(stages) = leader_ready {
+        match stage_requests(&stages) {
+            Ok(requests) => {
+                spec.min_member = 1;
+                spec.min_resources = resource_list(&requests);
+            }
+            Err(why) => {
+                return Some(OrphanPlan::Missing {
+                    pods: asked.waiting.clone(),
+                    message: format!(
+                        "PodGroup {key} does not exist, so this pod waits: its LeaderWorkerSet starts replicas LeaderReady, and Gangplank keeps the whole replica's room for it, but a pod template of it cannot be read ({why})."
+                    ),
+                });
+            }
+        }
+    }
     let owner = asked.controller.as_deref().map(|c| {
         (
             c.api_version.as_str(),
@@ -91,6 +123,43 @@ mod tests {
             }],
             workload: None,
             controller: None,
+            leader_worker_set: None,
+        }
+    }
+
+    #[test]
+    fn a_replica_of_a_leader_worker_set_started_leader_ready_is_its_leader_with_the_replica_s_room()
+    {
+        let key = GroupKey::new("ml", "replica-key");
+        let set = |policy: &str| -> DynamicObject {
+            serde_json::from_value(serde_json::json!({
+                "apiVersion": "leaderworkerset.x-k8s.io/v1", "kind": "LeaderWorkerSet",
+                "metadata": {"name": "lws", "namespace": "ml"},
+                "spec": {"startupPolicy": policy, "leaderWorkerTemplate": {"size": 4,
+                    "workerTemplate": {"spec": {"containers": [{"name": "c",
+                        "resources": {"requests": {"cpu": "8"}}}]}}}}
+            }))
+            .unwrap()
+        };
+        let leader_ready = set("LeaderReady");
+        let Some(OrphanPlan::Create(group)) =
+            plan(&key, &asked(Some(4), None), Some(Ok(&leader_ready)), None)
+        else {
+            panic!("expected a PodGroup");
+        };
+        assert_eq!(group.spec.min_member, 1);
+        assert_eq!(
+            group.spec.min_resources.get("cpu").map(|q| q.0.as_str()),
+            Some("32")
+        );
+        for other in [Ok(&set("LeaderCreated")), Err("forbidden")] {
+            let Some(OrphanPlan::Create(group)) =
+                plan(&key, &asked(Some(4), None), Some(other), None)
+            else {
+                panic!("expected a PodGroup");
+            };
+            assert_eq!(group.spec.min_member, 4, "a gang of its size");
+            assert!(group.spec.min_resources.is_empty());
         }
     }
 
@@ -98,7 +167,7 @@ mod tests {
     fn pods_that_give_the_gang_size_get_their_pod_group_in_their_queue() {
         let key = GroupKey::new("ml", "ring");
         let Some(OrphanPlan::Create(group)) =
-            plan(&key, &asked(Some(3), Some("research")), Some("team"))
+            plan(&key, &asked(Some(3), Some("research")), None, Some("team"))
         else {
             panic!("expected a PodGroup");
         };
@@ -121,7 +190,7 @@ mod tests {
             })),
             ..asked(Some(3), None)
         };
-        let Some(OrphanPlan::Create(group)) = plan(&key, &of_a_stateful_set, None) else {
+        let Some(OrphanPlan::Create(group)) = plan(&key, &of_a_stateful_set, None, None) else {
             panic!("expected a PodGroup");
         };
         let owner = &group.metadata.owner_references.as_ref().unwrap()[0];
@@ -134,10 +203,11 @@ mod tests {
     #[test]
     fn pods_without_a_queue_get_a_pod_group_in_their_namespace_queue_else_the_default_one() {
         let key = GroupKey::new("ml", "ring");
-        let queue_of = |namespace_queue| match plan(&key, &asked(Some(2), None), namespace_queue) {
-            Some(OrphanPlan::Create(group)) => group.spec.queue.clone(),
-            other => panic!("expected a PodGroup, got {other:?}"),
-        };
+        let queue_of =
+            |namespace_queue| match plan(&key, &asked(Some(2), None), None, namespace_queue) {
+                Some(OrphanPlan::Create(group)) => group.spec.queue.clone(),
+                other => panic!("expected a PodGroup, got {other:?}"),
+            };
         assert_eq!(queue_of(Some("team")).as_deref(), Some("team"));
         assert_eq!(queue_of(None).as_deref(), Some("default"));
     }
@@ -145,7 +215,8 @@ mod tests {
     #[test]
     fn pods_that_do_not_give_the_gang_size_are_told_what_is_missing() {
         let key = GroupKey::new("ml", "ring");
-        let Some(OrphanPlan::Missing { pods, message }) = plan(&key, &asked(None, None), None)
+        let Some(OrphanPlan::Missing { pods, message }) =
+            plan(&key, &asked(None, None), None, None)
         else {
             panic!("expected an event");
         };
@@ -163,6 +234,6 @@ mod tests {
             waiting: vec![],
             ..asked(None, None)
         };
-        assert_eq!(plan(&key, &none, None), None);
+        assert_eq!(plan(&key, &none, None, None), None);
     }
 }

@@ -20,10 +20,9 @@ use super::batch_v1_jobs::made;
 use super::observe::Asked;
 use super::orphans::OrphanPlan;
 use crate::api::{PodGroupSpec, labels, workloads};
-use crate::cache::convert::pod_requests;
+use crate::cache::convert::stage_requests;
 use crate::controller::queues::resource_list;
-use gangplank_core::model::{GroupKey, Resources, Workload};
-use k8s_openapi::api::core::v1::PodSpec;
+use gangplank_core::model::{GroupKey, Workload};
 
 /// What to do for the group `key`, whose pods asked `asked` and are controlled by `workload`,
 /// read as `object` (or the error reading it), in a namespace whose default queue is
@@ -67,7 +66,7 @@ pub fn plan(
     let mut spec = PodGroupSpec::with_min_member(i32::try_from(size).unwrap_or(i32::MAX));
     let stages = kind.stages(&object.data);
     if let Some(stages) = &stages {
-        match requests_of(stages) {
+        match stage_requests(stages) {
             Ok(requests) => spec.min_resources = resource_list(&requests),
             Err(why) => return missing(format!("a pod template of it cannot be read ({why})")),
         }
@@ -89,24 +88,6 @@ pub fn plan(
         group.set_members_in_stages();
     }
     Some(OrphanPlan::Create(Box::new(group)))
-}
-
-/// What every pod of a workload whose pods come in stages asks, in all: its `minResources`,
-/// so that admission keeps room for the later stages while the first runs.
-fn requests_of(stages: &[(u32, &serde_json::Value)]) -> Result<Resources, String> {
-    let mut total = Resources::new();
-    for (pods, spec) in stages {
-        let spec: PodSpec = serde_json::from_value((*spec).clone()).map_err(|e| e.to_string())?;
-        for (name, amount) in pod_requests(&spec)?.iter() {
-            total.set(
-                name,
-                total
-                    .get(name)
-                    .saturating_add(amount.saturating_mul((*pods).into())),
-            );
-        }
-    }
-    Ok(total)
 }
 
 #[cfg(test)]

@@ -168,6 +168,9 @@ pub struct Pod {
     /// [`Pod::workload`]: the PodGroup made for it is owned by that controller. The leader of a
     /// LeaderWorkerSet replica names itself: the replica lives as long as its leader.
     pub controller: Option<Arc<Workload>>,
+    /// The LeaderWorkerSet whose replica this pod leads (a leader that asks for its PodGroup by
+    /// LWS's size annotation): the controller reads its startup policy to size that PodGroup.
+    pub leader_worker_set: Option<Arc<str>>,
     /// The group this pod stands in for, when it is one of Gangplank's stand-in pods (label
     /// `scheduling.gangplank.dev/stand-in`, annotation `scheduling.gangplank.dev/stand-in-for`):
     /// room asked of a node autoscaler for that gang ([`crate::model::growth`]). The state

@@ -97,7 +97,8 @@ impl Controller {
     }
 
     /// Reads the workloads that control pods of groups without a PodGroup (see [`workloads`]),
-    /// unless read within [`CREATE_RETRY_AFTER`].
+    /// and the LeaderWorkerSets whose replicas they are (see [`orphans`]), unless read within
+    /// [`CREATE_RETRY_AFTER`].
     pub(super) async fn read_workloads(&mut self, observation: &Observation, now: Instant) {
         self.workloads
             .retain(|_, (at, _)| now.duration_since(*at) < CREATE_RETRY_AFTER);
@@ -106,7 +107,11 @@ impl Controller {
             .iter()
             .filter(|(_, view)| !view.has_pod_group)
             .filter_map(|(key, view)| {
-                let workload = view.asked.as_ref()?.workload.clone()?;
+                let asked = view.asked.as_ref()?;
+                let workload = asked
+                    .workload
+                    .clone()
+                    .or_else(|| asked.leader_worker_set.as_deref().map(leader_worker_set))?;
                 Some((key.namespace.to_string(), workload))
             })
             .filter(|(namespace, w)| !self.workloads.contains_key(&workload_key(namespace, w)))
@@ -115,8 +120,10 @@ impl Controller {
         let read: Vec<(String, Result<Arc<DynamicObject>, String>)> = futures::stream::iter(wanted)
             .map(|(namespace, w)| async move {
                 let (group, version) = w.api_version.split_once('/').unwrap_or(("", ""));
-                let plural =
-                    api::workloads::kind_of(&w.api_version, &w.kind).map_or("", |k| k.plural);
+                let plural = match api::workloads::kind_of(&w.api_version, &w.kind) {
+                    Some(kind) => kind.plural,
+                    None => api::leader_worker_set::PLURAL,
+                };
                 let resource = ApiResource {
                     group: group.to_owned(),
                     version: version.to_owned(),
@@ -182,12 +189,35 @@ impl Controller {
                     (plan, "workload", note)
                 }
                 None => {
-                    let plan = orphans::plan(key, asked, namespace_queue.as_deref());
-                    let note = format!(
+                    let set = match asked.leader_worker_set.as_deref() {
+                        Some(name) => {
+                            let read = self
+                                .workloads
+                                .get(&workload_key(&key.namespace, &leader_worker_set(name)));
+                            let Some((_, object)) = read else {
+                                continue; // not read yet
+                            };
+                            Some(object.as_deref().map_err(String::as_str))
+                        }
+                        None => None,
+                    };
+                    let plan = orphans::plan(key, asked, set, namespace_queue.as_deref());
+                    let leader_ready = matches!(&plan, Some(orphans::OrphanPlan::Create(g))
+                        if !g.spec.min_resources.is_empty());
+                    let sized = format!(
                         "minMember {} from the annotation {} on the group's pods",
                         asked.min_member.unwrap_or(1),
                         labels::MIN_MEMBER_ANNOTATION
                     );
+                    let note = match (asked.leader_worker_set.as_deref(), set) {
+                        (Some(name), _) if leader_ready => format!(
+                            "the whole replica kept in minResources: LeaderWorkerSet {name} starts its replicas LeaderReady"
+                        ),
+                        (Some(name), Some(Err(why))) => format!(
+                            "{sized}; LeaderWorkerSet {name} could not be read ({why}), so a replica started LeaderReady would wait for its workers for ever"
+                        ),
+                        _ => sized,
+                    };
                     (plan, "pods", note)
                 }
             };
@@ -251,6 +281,16 @@ fn carry_out(
         }),
         None => {}
     }
+}
+
+/// The LeaderWorkerSet `name`, as a workload to read.
+fn leader_worker_set(name: &str) -> Arc<model::Workload> {
+    Arc::new(model::Workload {
+        api_version: api::leader_worker_set::API_VERSION.to_owned(),
+        kind: api::leader_worker_set::KIND.to_owned(),
+        name: name.to_owned(),
+        uid: String::new(),
+    })
 }
 
 /// Where [`Controller::read_workloads`] keeps a workload read for a group of `namespace`: by
