@@ -357,26 +357,28 @@ async fn with_lws_s_volcano_provider_each_replica_is_one_gang_in_its_namespace_s
     each_replica_is_one_gang_in_its_queue(Provider::Volcano, QueueOn::Namespace).await;
 }
 
-/// With LWS's Volcano provider and `startupPolicy: LeaderReady`, LWS makes a replica's workers
-/// only once its leader is Ready, and writes its Volcano PodGroup with `minMember: 1` and the
-/// whole replica in `minResources`. In a queue whose capability holds one replica (32 CPUs:
-/// four pods of 8), an LWS of 2 replicas of 4: one replica's leader is bound, then its three
-/// workers come and are bound; the other's leader waits, not bound for 10 s, its PodGroup
-/// (`minMember` 1, `minResources` 32 CPUs) saying the queue has reached its capability, so it
-/// never starts workers that could not run. Given room for both, the second replica runs whole.
-#[tokio::test]
-#[ignore = "needs the local control plane: run e2e/test"]
-async fn with_lws_s_volcano_provider_a_replica_started_leader_ready_is_admitted_on_the_whole_replicas_room()
- {
+/// `startupPolicy: LeaderReady`: LWS makes a replica's workers only once its leader is Ready.
+/// With LWS's Volcano provider, LWS writes the replica's Volcano PodGroup with `minMember: 1`
+/// and the whole replica in `minResources`; without one, Gangplank makes its PodGroup so from
+/// the LeaderWorkerSet. In a queue whose capability holds one replica (32 CPUs: four pods of
+/// 8), named on the namespace, an LWS of 2 replicas of 4: one replica's leader is bound, then
+/// its three workers come and are bound; the other's leader waits, not bound for 10 s, its
+/// PodGroup (`minMember` 1, `minResources` 32 CPUs) saying the queue has reached its
+/// capability, so it never starts workers that could not run. Given room for both, the second
+/// replica runs whole.
+async fn a_replica_started_leader_ready_is_admitted_on_the_whole_replicas_room(provider: Provider) {
     let cluster = &Cluster::connect().await;
-    lws_with(cluster, Provider::Volcano).await;
+    lws_with(cluster, provider).await;
     let queue = create_queue(&cluster.client, "lws", cpu_cap("32")).await;
     let _guard = QueueGuard(queue.clone());
     let ns = cluster.namespace("lws").await;
     default_queue(cluster, &ns.name, &queue).await;
     let pods = ns.api::<Pod>();
     let groups = ns.api::<PodGroup>();
-    let template = json!({"spec": {"schedulerName": "volcano"}});
+    let template = match provider {
+        Provider::Volcano => json!({"spec": {"schedulerName": "volcano"}}),
+        Provider::None => json!({}),
+    };
     let sets = create(
         cluster,
         &ns.name,
@@ -426,6 +428,20 @@ async fn with_lws_s_volcano_provider_a_replica_started_leader_ready_is_admitted_
     pod_group_collected(&groups, &waiting_group, "its replica").await;
     ns.delete().await;
     delete_queue(&cluster.client, &queue).await;
+}
+
+#[tokio::test]
+#[ignore = "needs the local control plane: run e2e/test"]
+async fn with_lws_s_volcano_provider_a_replica_started_leader_ready_is_admitted_on_the_whole_replicas_room()
+ {
+    a_replica_started_leader_ready_is_admitted_on_the_whole_replicas_room(Provider::Volcano).await;
+}
+
+#[tokio::test]
+#[ignore = "needs the local control plane: run e2e/test"]
+async fn without_a_gang_provider_a_replica_started_leader_ready_is_admitted_on_the_whole_replicas_room()
+ {
+    a_replica_started_leader_ready_is_admitted_on_the_whole_replicas_room(Provider::None).await;
 }
 
 /// A rolling update replaces a LeaderWorkerSet's replicas one at a time: LWS deletes a replica's
