@@ -7,8 +7,8 @@
 //! (`minMember` 1) with the room of the whole application kept for it ([`room`]), as the
 //! operator's own Volcano PodGroup asks: no driver starts without room for its executors.
 //! The operator labels the driver and every executor with [`APP_NAME_LABEL`] and
-//! [`LAUNCHED_LABEL`]; the driver's controller is the application, an executor's is the
-//! driver pod (`crate::api::workloads::of` reads both).
+//! [`LAUNCHED_LABEL`]; an executor's controller is the driver pod, so those labels are what tie
+//! the pods to their application (`crate::api::workloads::of`).
 
 use gangplank_core::model::Resources;
 use gangplank_core::model::quantity::{Scale, parse};

@@ -20,8 +20,8 @@
 //! named after the Job, the PodGroup the controller creates for that Job. This is how Jobs
 //! created with `generateName` (whose name the Job webhook cannot know) still form one gang.
 //! Likewise a pod of a workload of a kind Gangplank groups by ([`workloads::of`]: its
-//! controller is a Kubeflow training job, a RayCluster or a SparkApplication, or JobSet's, the
-//! MPI operator's or spark-operator's labels name its JobSet, MPIJob or SparkApplication) that
+//! controller is a Kubeflow training job or a RayCluster, or JobSet's, the MPI operator's or
+//! spark-operator's labels name its JobSet, MPIJob or SparkApplication) that
 //! names a queue or lives in a namespace with a default queue joins the group named after the
 //! workload, which the controller creates sized from the
 //! workload's spec (`crate::controller::workloads`): its operator needs no gang flag. (A pod of
