@@ -50,13 +50,14 @@ pub fn room(spec: &Value) -> Result<Resources, String> {
     };
     let driver = pod(spec, "driver", factor)?;
     let executor = pod(spec, "executor", factor)?;
+    let executors = executors(spec)?;
     let mut total = driver;
     for (name, amount) in executor.iter() {
         total.set(
             name,
             total
                 .get(name)
-                .saturating_add(amount.saturating_mul(executors(spec)?)),
+                .saturating_add(amount.saturating_mul(executors)),
         );
     }
     Ok(total)
