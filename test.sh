@@ -11,8 +11,17 @@
 # Options after the script name are passed to e2e/test (for example --nodes 8).
 set -euo pipefail
 cd "$(dirname "$0")"
+# Each step prints how long the one before it took, and the run's total so far, for the CI log.
+step_started=$SECONDS step_name=""
+step() {
+  if [[ -n $step_name ]]; then
+    printf '<== %ss: %s (%ss in all)\n' "$((SECONDS - step_started))" "$step_name" "$SECONDS"
+  fi
+  step_started=$SECONDS step_name=$*
+  if [[ -n $step_name ]]; then printf '\n==> %s\n' "$*"; fi
+}
+step "installing what the tests use (scripts/install-deps.sh)"
 scripts/install-deps.sh
-step() { printf '\n==> %s\n' "$*"; }
 step "cargo fmt --all --check"
 cargo fmt --all --check
 step "cargo clippy --workspace --all-targets -- -D warnings"
@@ -68,3 +77,4 @@ step "the demo (e2e/demo, what ./demo.sh runs) and its report (scripts/check-dem
 e2e/demo
 scripts/check-demo
 e2e/down
+step ""
