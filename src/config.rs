@@ -16,7 +16,7 @@ use gangplank_core::policy::placement::Strategy;
 
 /// Gang scheduling, queues and fair share for the stock kube-scheduler.
 #[derive(Debug, Parser)]
-#[command(name = "gangplank", version, about, long_about = None)]
+#[command(name = "gangplank", version = crate::runtime::build::LONG_VERSION, about, long_about = None)]
 pub struct Cli {
     #[command(subcommand)]
     pub command: Command,
@@ -123,9 +123,9 @@ pub struct ServeArgs {
     )]
     pub webhook_addr: SocketAddr,
 
-    /// Address of the plain-HTTP endpoint that serves `/metrics` (Prometheus), `/livez` and
+    /// Address of the plain-HTTP endpoint that serves `/metrics` (Prometheus), `/livez`,
     /// `/readyz` (ready while every watch has listed the cluster since it started or last
-    /// failed).
+    /// failed) and `/version` (the build's version and commit, as JSON).
     #[arg(
         long,
         env = "GANGPLANK_METRICS_ADDR",

@@ -25,4 +25,6 @@ mod testing;
 pub mod webhooks;
 
 // The runtime's modules where the adapters and the tests name them.
-pub use runtime::{clock, connections, fence, health, leader, metrics, shutdown, telemetry, tls};
+pub use runtime::{
+    build, clock, connections, fence, health, leader, metrics, shutdown, telemetry, tls,
+};

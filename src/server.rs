@@ -32,7 +32,7 @@ use crate::fence::{self, Fence};
 use crate::runtime::connections::Bounds;
 use crate::runtime::port::serve;
 use crate::shutdown::Parts;
-use crate::{admission_loop, batch, controller, health, leader, metrics, tls, webhooks};
+use crate::{admission_loop, batch, build, controller, health, leader, metrics, tls, webhooks};
 
 /// How long the whole process may take to stop after the shutdown signal before it exits
 /// with an error naming the parts still running: the extender's grace plus time to give the
@@ -124,7 +124,8 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         cache::unsynced_watches(cache.clone(), stores.clone()),
         vec![admission_beat.clone(), controller_beat.clone()],
     )
-    .merge(metrics::router(prometheus.clone(), queue_series));
+    .merge(metrics::router(prometheus.clone(), queue_series))
+    .merge(build::router());
 
     let parts = Parts::default();
     let leading = lead(

@@ -637,3 +637,16 @@ fn the_api_scan_reads_the_kind_of_each_api() {
         fn f<K>(api: Api<K>) {} let d: Api<DynamicObject>; ApiResource::from_gvk(g); MyApi<Queue>";
     assert_eq!(api_kinds(code), ["Pod", "Node", "Namespace"]);
 }
+
+#[test]
+fn the_charts_app_version_is_the_crates_version() {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("charts/gangplank/Chart.yaml");
+    let chart: serde_yaml::Value =
+        serde_yaml::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    assert_eq!(
+        chart["appVersion"].as_str(),
+        Some(env!("CARGO_PKG_VERSION")),
+        "charts/gangplank/Chart.yaml's appVersion must be Cargo.toml's version"
+    );
+    assert_eq!(gangplank::build::VERSION, env!("CARGO_PKG_VERSION"));
+}

@@ -404,11 +404,12 @@ pub fn rows() -> Vec<Row> {
                     chart: Chart::Stat,
                     ..panel(
                         "Running versions",
-                        "Gangplank builds running, by version (more than one during a rollout).",
+                        "Gangplank builds running, by version and commit (more than one during a \
+                         rollout).",
                         "short",
                         vec![query(
-                            format!("sum by (version) ({})", m::BUILD_INFO),
-                            "{{version}}",
+                            format!("sum by (version, commit) ({})", m::BUILD_INFO),
+                            "{{version}} ({{commit}})",
                         )],
                     )
                 },

@@ -140,7 +140,8 @@ pub fn builder() -> Result<PrometheusBuilder, Error> {
 pub fn install() -> Result<PrometheusHandle, Error> {
     let handle = builder()?.install_recorder()?;
     describe();
-    metrics::gauge!(BUILD_INFO, "version" => env!("CARGO_PKG_VERSION")).set(1.0);
+    metrics::gauge!(BUILD_INFO, "version" => super::build::VERSION, "commit" => super::build::COMMIT)
+        .set(1.0);
     metrics::gauge!(CACHE_NODES).set(0.0);
     metrics::gauge!(CACHE_PODS).set(0.0);
     metrics::gauge!(CACHE_POD_GROUPS).set(0.0);
@@ -448,8 +449,8 @@ pub const CATALOGUE: &[Doc] = &[
     Doc {
         name: BUILD_INFO,
         kind: MetricKind::Gauge,
-        labels: &["version"],
-        help: "Always 1; the version label tells which Gangplank build is running.",
+        labels: &["version", "commit"],
+        help: "Always 1; the labels tell which Gangplank build is running: its version and the commit it was built from (also on the metrics port's /version).",
     },
     Doc {
         name: LEADER,
