@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The test command: formatting, lints, unit and handler tests, the generated-files check, a
 # fixed budget of differential fuzzing against Kubernetes' own code, the Helm chart's lint and
-# its agreement with manifests/, then the end-to-end suite on the local control plane (built
-# from Go modules on first use, set up from the chart; the Workload API on) with one gang mode
+# its agreement with manifests/, the container image (built, and run from its own file system),
+# then the end-to-end suite on the local control plane (built from Go modules on first use, set up from the chart; the Workload API on) with one gang mode
 # of each older operator; a few gang and operator tests again on a cluster with the Workload
 # API off (Kubernetes' default) whose scheduler sends every pod to Gangplank; the autoscaler
 # tests; last, the demo (the README's first command) on a cluster of its own, and a check of the
@@ -43,6 +43,8 @@ else
 fi
 step "the Helm chart: lint, generated certificates, manifests/ rendered from it (scripts/chart)"
 scripts/chart
+step "the image: a static binary on nothing, run by its entrypoint as 65532, naming this commit (scripts/check-image --profile dev)"
+scripts/check-image --profile dev
 # The older operators run three gang modes each (scheduler-plugins, Volcano, none); CI keeps one
 # of each, together covering the three: `e2e/test -- operators::` runs them all.
 older_modes=(

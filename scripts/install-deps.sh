@@ -3,11 +3,11 @@
 # already present: openssl (certificates), curl (readiness probes), python3 (free ports, JSON),
 # chromium (the test that opens the HTML report in a real browser), ssh-keygen (the test that
 # reads the batch Job ssh plugin's key), Java 17 and Maven (spark-operator's spark-submit, a
-# Spark made of its Maven jars), rustfmt and clippy. Go modules and crates are fetched by the builds themselves.
+# Spark made of its Maven jars), buildah and binutils (scripts/image), rustfmt and clippy. Go modules and crates are fetched by the builds themselves.
 # Idempotent and quick when everything is there.
 set -euo pipefail
 need=()
-for tool in openssl:openssl curl:curl python3:python3 setsid:util-linux sha256sum:coreutils base64:coreutils chromium:chromium ssh-keygen:openssh-client java:openjdk-17-jre-headless mvn:maven; do
+for tool in openssl:openssl curl:curl python3:python3 setsid:util-linux sha256sum:coreutils base64:coreutils chromium:chromium ssh-keygen:openssh-client java:openjdk-17-jre-headless mvn:maven buildah:buildah readelf:binutils strip:binutils; do
   command -v "${tool%%:*}" >/dev/null 2>&1 || need+=("${tool#*:}")
 done
 if ((${#need[@]})); then
