@@ -79,8 +79,9 @@ TRAINING_OPERATOR_NAMESPACES="training-operator training-operator-volcano traini
 #   scheduler (Gangplank groups them by the job that controls them).
 # (The shipped scheduler configuration serves both names.) Their webhook servers run: the first
 # generates the certificates into the namespace kubeflow's Secret, all wait for them in
-# /tmp/k8s-webhook-server/serving-certs (in a pod, the Secret mounted there; here, copied there
-# from the Secret) and until they have put the CA into their ValidatingWebhookConfiguration; the
+# $TMPDIR/k8s-webhook-server/serving-certs (in a pod, the Secret mounted there; here, copied there
+# from the Secret, with TMPDIR the run directory's training-operator-tmp, so that clusters side
+# by side keep theirs apart) and until they have put the CA into their ValidatingWebhookConfiguration; the
 # others find them valid and keep them. So that configuration exists, but with a rule no
 # request matches (its certificate names a Service, not 127.0.0.1): the suite tests
 # scheduling, not the operator's validation.
@@ -93,7 +94,8 @@ start_training_operator() {
   kubectl create secret generic training-operator-webhook-cert -n kubeflow >/dev/null
   webhook=$(free_port)
   # Certificates of an earlier run must not be taken for this one's.
-  local certs=/tmp/k8s-webhook-server/serving-certs
+  local tmp="$RUN_DIR/training-operator-tmp"
+  local certs="$tmp/k8s-webhook-server/serving-certs"
   rm -rf "$certs" && mkdir -p "$certs"
   kubectl apply -f - >/dev/null <<EOF
 apiVersion: admissionregistration.k8s.io/v1
@@ -118,7 +120,7 @@ EOF
     if [[ $first ]]; then port=$webhook; else port=$(free_port); fi
     log "starting training-operator (PyTorchJob in namespace $namespace, gang scheduler name '$gang')"
     MY_POD_NAMESPACE=kubeflow KUBECONFIG="$RUN_DIR/kubeconfig" start "$namespace" \
-      "$training_operator_BIN" --enable-scheme=pytorchjob --namespace="$namespace" \
+      env TMPDIR="$tmp" "$training_operator_BIN" --enable-scheme=pytorchjob --namespace="$namespace" \
       --gang-scheduler-name="$gang" \
       --metrics-bind-address="127.0.0.1:$(free_port)" --health-probe-bind-address="127.0.0.1:$health" \
       --webhook-server-port="$port"
