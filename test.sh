@@ -2,12 +2,13 @@
 # The test command: formatting, lints, unit and handler tests, the generated-files check, a
 # fixed budget of differential fuzzing against Kubernetes' own code, the Helm chart's lint and
 # its agreement with manifests/, the container image (built, and run from its own file system),
-# then the end-to-end suite on the local control plane (built from Go modules on first use, set up from the chart; the Workload API on) with one gang mode
-# of each older operator; a few gang and operator tests again on a cluster with the Workload
-# API off (Kubernetes' default) whose scheduler sends every pod to Gangplank; the autoscaler
-# tests; last, the demo (the README's first command) on a cluster of its own, and a check of the
-# report it leaves. `e2e/test` alone runs every test in one configuration, every operator mode
-# included (docs/operators.md).
+# then the end-to-end suite on the local control plane (built from Go modules on first use, set
+# up from the chart; the Workload API on), in two lanes of clusters at once: the suite without
+# the batch operators in one; in the other the operators in every gang mode, a few gang and
+# operator tests again on a cluster with the Workload API off (Kubernetes' default) whose
+# scheduler sends every pod to Gangplank, the autoscaler tests, and the demo (the README's first
+# command) with a check of the report it leaves. `e2e/test` alone runs every test in one
+# configuration, every operator mode included (docs/operators.md).
 # Options after the script name are passed to e2e/test (for example --nodes 8).
 set -euo pipefail
 cd "$(dirname "$0")"
@@ -50,15 +51,14 @@ e2e/up --build-only --operators "training-operator kuberay mpi-operator jobset l
 
 # The end-to-end runs go in two lanes at once, each lane's clusters in a run directory of its own
 # (GP_RUN_DIR): most of an end-to-end test is waiting for a controller, so two clusters share
-# the 2 cores. The first lane is the main suite; the second runs, one cluster after another, the
-# older operators' other gang modes, the every-pod subset, the autoscaler tests and the demo.
-# The second lane's output is printed once both lanes are done.
+# the 2 cores. The first lane is the suite without the batch operators; the second runs, one
+# cluster after another, the operators' tests (every gang mode of each) and Spark's, the
+# every-pod subset, the autoscaler tests and the demo. The second lane's output is printed once
+# both lanes are done.
 second_lane() {
   export GP_RUN_DIR=$PWD/e2e/.run-second
-  # The older operators run three gang modes each (scheduler-plugins, Volcano, none): the main
-  # suite runs one of each, together covering the three, and this lane the other six.
-  step "the older operators' other gang modes (e2e/test -- the six tests the main suite leaves out)"
-  GP_OPERATORS="training-operator kuberay mpi-operator" e2e/test "$@" -- "${older_modes[@]}"
+  step "the batch operators, every gang mode of each, and Spark (e2e/test -- operators:: spark::)"
+  e2e/test "$@" -- operators:: spark::
   # As Kubernetes ships (the Workload API off: no Kubernetes PodGroups, and the Job controller
   # makes none for Jobs) and with the every-pod scheduler configuration (every pod's bind goes
   # to Gangplank, and its marker resource must not make gangs unschedulable): plain gangs, and
@@ -83,22 +83,14 @@ second_lane() {
   e2e/down
   step ""
 }
-older_modes=(
-  operators::a_pytorch_job_of_training_operator_in_scheduler_plugins_mode
-  operators::a_pytorch_job_of_training_operator_without_a_gang_flag
-  operators::a_ray_cluster_of_kuberay_in_scheduler_plugins_mode
-  operators::a_ray_cluster_of_kuberay_in_volcano_mode
-  operators::an_mpi_job_in_volcano_mode
-  operators::an_mpi_job_without_a_gang_flag
-)
 step ""
 second_log=$(mktemp)
 (set -e; step_name=""; second_lane "$@") >"$second_log" 2>&1 &
 second=$!
 main_status=0 second_status=0
 printf '\n==> second lane started (its output follows the main suite)\n'
-step "end-to-end suite (e2e/test, one gang mode of each older operator)"
-e2e/test "$@" -- "${older_modes[@]/#/--skip=}" || main_status=$?
+step "end-to-end suite but the operators' tests (GP_OPERATORS=\"\" e2e/test -- --skip operators:: --skip spark::)"
+GP_OPERATORS="" e2e/test "$@" -- --skip operators:: --skip spark:: || main_status=$?
 step ""
 wait "$second" || second_status=$?
 printf '\n==> the second lane (%s)\n' "$( ((second_status == 0)) && echo passed || echo "FAILED: exit $second_status")"
