@@ -1,8 +1,7 @@
 //! Phase 1 of the pass: the waiting groups (and pods of a queue in no group) as
 //! [`Candidate`]s ([`super::candidate`]), with what blocks any of them outright, what every queue's groups hold
-//! (placed members, and released ones up to what their gang lacks for quorum, those released
-//! into the room their group's admission keeps included), and what running gangs' elastic
-//! members hold, node by node.
+//! (placed members, and released ones up to what their gang lacks for quorum), and what
+//! running gangs' elastic members hold, node by node.
 
 use std::collections::BTreeMap;
 
@@ -28,10 +27,6 @@ pub(super) struct Book<'s> {
     pub(super) namespace_allocated: FxHashMap<&'s str, BTreeMap<String, Resources>>,
     /// Released members not yet placed (counted against free room, not any node).
     pub(super) in_flight: Resources,
-    /// Members that came gated into the room their group's admission keeps, counted as
-    /// released (in `in_flight` and `allocated`): the pass releases them
-    /// ([`crate::admit::groups::Seen::into_kept_room`]).
-    pub(super) into_kept_room: Vec<&'s Member>,
     /// On a cluster that can grow, the requests of each of them: the pass places them on nodes
     /// before anything else, so that no gang is admitted into the room of new nodes that a gang
     /// admitted into them is on its way to (`crate::admit::plan::growth`).
@@ -54,8 +49,6 @@ pub(super) fn collect<'s>(state: &'s State, groups: &Groups<'s>) -> Book<'s> {
         let members = groups.members(g);
         let quorum = g.live_quorum();
         let in_flight = hold(state, &mut book, g.queue, g.namespace, members, quorum);
-        let kept = members.iter().filter(|m| m.into_kept_room);
-        book.into_kept_room.extend(kept.map(|m| m.member));
         // Its room beyond minMember was laid out as pieces of an estimated shape.
         if in_flight
             && g.gang > g.min_member

@@ -137,12 +137,6 @@ pub struct Decision {
     /// (not a gang's elastic members alone): what the elastic yield, reclaim and priority
     /// preemption (`crate::admit::reclaim`) may make room for.
     pub short_of_room: Vec<RoomWait>,
-    /// Members that came gated into the room their group's admission keeps for members to
-    /// come, while it holds (the webhook did not let them in: it did not see the admission
-    /// yet, or a follower gated them): counted as released by this pass (in `in_flight` and
-    /// their queue's allocation, [`crate::admit::groups::Seen::into_kept_room`]), their gates
-    /// to be removed like those of `admit`, without another admission.
-    pub into_kept_room: Vec<PodRef>,
     /// Released members not yet placed (counted against the free room, not any node).
     pub in_flight: Resources,
     /// What the elastic members of running gangs (bound members beyond `minMember`, the
@@ -169,18 +163,6 @@ pub struct Decision {
     /// Gangs whose stand-ins stayed unplaced past the growth timeout in this pass: to record
     /// as given up (their stand-ins are in `unwanted_stand_ins`).
     pub growth_timed_out: Vec<GroupKey>,
-}
-
-impl Decision {
-    /// The groups it admits with room kept for members to come (with placeholders): the
-    /// admissions the loop records on their PodGroups ([`crate::admit::kept`]).
-    pub fn admitted_with_room_kept(&self) -> Vec<GroupKey> {
-        self.admit
-            .iter()
-            .filter(|a| !a.placeholders.is_empty())
-            .filter_map(|a| a.group.clone())
-            .collect()
-    }
 }
 
 /// A gang the cluster grows for: one stand-in pod per member it needs for quorum.
