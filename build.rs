@@ -9,14 +9,16 @@ fn main() {
     println!("cargo:rerun-if-env-changed=GANGPLANK_COMMIT");
     let git = Path::new(".git");
     // A commit moves HEAD's branch: its ref file, or packed-refs once git packs it.
-    for file in ["HEAD", "packed-refs"] {
-        println!("cargo:rerun-if-changed={}", git.join(file).display());
-    }
-    if let Some(branch) = std::fs::read_to_string(git.join("HEAD"))
+    let branch = std::fs::read_to_string(git.join("HEAD"))
         .ok()
-        .and_then(|head| head.strip_prefix("ref: ").map(|r| r.trim().to_string()))
-    {
-        println!("cargo:rerun-if-changed={}", git.join(branch).display());
+        .and_then(|head| head.strip_prefix("ref: ").map(|r| r.trim().to_string()));
+    let watched = ["HEAD", "packed-refs"]
+        .into_iter()
+        .map(|file| git.join(file))
+        .chain(branch.map(|b| git.join(b)));
+    // Cargo reruns a build script on every build while a watched path is missing.
+    for path in watched.filter(|p| p.exists()) {
+        println!("cargo:rerun-if-changed={}", path.display());
     }
     let commit = std::env::var("GANGPLANK_COMMIT")
         .ok()

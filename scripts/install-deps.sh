@@ -3,7 +3,8 @@
 # already present: openssl (certificates), curl (readiness probes), python3 (free ports, JSON),
 # chromium (the test that opens the HTML report in a real browser), ssh-keygen (the test that
 # reads the batch Job ssh plugin's key), Java 17 and Maven (spark-operator's spark-submit, a
-# Spark made of its Maven jars), buildah and binutils (scripts/image), rustfmt and clippy. Go modules and crates are fetched by the builds themselves.
+# Spark made of its Maven jars), buildah and binutils (scripts/image), rustfmt and clippy. Go
+# modules and crates are fetched by the builds themselves.
 # Idempotent and quick when everything is there.
 set -euo pipefail
 need=()
