@@ -12,8 +12,11 @@ use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Api, Client, Config};
 
+/// The checkout, as cargo names it when it runs the tests: at run time, since a test binary
+/// built in another checkout sharing the target dir is reused as it is.
 pub fn repo_dir() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+    std::env::var_os("CARGO_MANIFEST_DIR")
+        .map_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")), PathBuf::from)
 }
 
 /// Where `e2e/up` wrote the cluster's files: `GP_RUN_DIR`, as for the scripts, or `e2e/.run`.
@@ -234,6 +237,38 @@ fn describe_failure(run: &Path, namespace: &str) {
         "the failed test's groups",
         gangplank().args(["groups", "-n", namespace]),
     );
+    show(
+        "the failed test's events",
+        std::process::Command::new(run.join("bin/kubectl")).args(["events", "-n", namespace]),
+    );
+    for component in ["gangplank", "kube-scheduler"] {
+        show_warnings(&run.join(format!("logs/{component}.log")), component);
+    }
+}
+
+/// The last warnings and errors of a component's log: why the scheduler's calls failed, or
+/// what Gangplank refused, which its state alone does not say.
+fn show_warnings(log: &Path, component: &str) {
+    const LAST: usize = 15;
+    let Ok(text) = std::fs::read_to_string(log) else {
+        return eprintln!("no log of {component} at {}", log.display());
+    };
+    let warnings: Vec<&str> = text
+        .lines()
+        .filter(|l| {
+            l.starts_with('E') || l.starts_with('W') || l.contains("WARN") || l.contains("ERROR")
+        })
+        .collect();
+    let shown = &warnings[warnings.len().saturating_sub(LAST)..];
+    eprintln!(
+        "the last {} of {} warnings in {}:",
+        shown.len(),
+        warnings.len(),
+        log.display()
+    );
+    for line in shown {
+        eprintln!("  {}", line.chars().take(400).collect::<String>());
+    }
 }
 
 impl TestNamespace {
