@@ -478,54 +478,49 @@ async fn the_scheduler_gets_its_answer_while_hellos_cut_short_hold_every_handsha
 }
 
 #[tokio::test]
-async fn a_flood_from_one_address_gives_its_places_up_to_others_and_its_own_newcomers_are_refused()
-{
+async fn a_flood_from_as_many_addresses_as_places_sheds_its_own_oldest_and_the_scheduler_gets_in() {
     let metrics = Recorded::start();
+    let places = 4;
     let bounds = Bounds {
-        handshakes: 4,
+        handshakes: places,
         ..Bounds::EXTENDER
     };
     let (addr, shutdown) = extender(tls(true), bounds).await;
-    let mut lone = connect_from(3, addr).await;
-    metrics
-        .reaches(r#"gangplank_server_handshakes{server="extender"}"#, 1)
-        .await;
+    let handshakes = r#"gangplank_server_handshakes{server="extender"}"#;
+    let shed = r#"gangplank_server_connections_closed_total{server="extender",reason="shed_in_handshake"}"#;
     let mut flood = Vec::new();
-    for _ in 0..3 {
-        flood.push(connect_from(2, addr).await);
+    for address in 2..2 + places as u8 {
+        flood.push(connect_from(address, addr).await);
     }
-    metrics
-        .reaches(r#"gangplank_server_handshakes{server="extender"}"#, 4)
-        .await;
-    let _other = connect_from(4, addr).await;
-    metrics
-        .reaches(
-            r#"gangplank_server_connections_closed_total{server="extender",reason="shed_in_handshake"}"#,
-            1,
-        )
-        .await;
-    let _more_flood = connect_from(2, addr).await;
-    metrics
-        .reaches(
-            r#"gangplank_server_connections_refused_total{server="extender"}"#,
-            1,
-        )
-        .await;
+    metrics.reaches(handshakes, places as u64).await;
+    for address in 10..10 + places as u8 {
+        flood.push(connect_from(address, addr).await);
+    }
+    metrics.reaches(shed, places as u64).await;
     assert_eq!(
-        metrics.closed("shed_in_handshake"),
-        1,
-        "the flood's newcomer sheds none of its own"
+        metrics.value(r#"gangplank_server_connections_refused_total{server="extender"}"#),
+        0,
+        "no newcomer of the flood is refused: each takes the place of its oldest"
+    );
+    // One of the scheduler's connections stops mid-hello: its address holds a place, as many
+    // as any of the flood's, and its next connection still gets in.
+    let mut stalled = connect_from(1, addr).await;
+    stalled.write_all(&HELLO_CUT_SHORT).await.unwrap();
+    metrics.reaches(shed, places as u64 + 1).await;
+    let answer = bind_over_tls(addr, Some(("client.crt", "client.key")))
+        .await
+        .unwrap();
+    assert!(answer.starts_with("HTTP/1.1 200 OK"), "{answer}");
+    assert!(
+        !closed_by_server(&mut stalled),
+        "the flood's silent connections went first; the one mid-hello kept its place"
     );
     metrics
         .reaches(
             r#"gangplank_server_connections_held_unread{server="extender"}"#,
-            2,
+            places as u64 + 2,
         )
         .await;
-    assert!(
-        !closed_by_server(&mut lone),
-        "the lone client, older, keeps its place"
-    );
     shutdown.cancel();
 }
 

@@ -4,13 +4,13 @@
 //! clients that matter (the scheduler, the API server, Prometheus):
 //! - a connection in its TLS handshake holds one of a small set of handshake places (and is
 //!   cut off at the handshake deadline); a connection open after its handshake holds one of
-//!   the open places. When none is free, a newcomer takes the place of a holder from an
-//!   address that holds more places than its own, the one that has come least far
-//!   ([`places`]); with no such holder (the newcomer's address holds the most: a flood's own
-//!   newcomers), or every holder with a request in flight, it is refused;
+//!   the open places. When none is free, a newcomer takes the place of the holder that has
+//!   come least far, the oldest first, whatever its address ([`places`]); when every holder
+//!   must keep its place (not read yet, or a request in flight), it is refused;
 //! - a connection refused, or that gave its place up, is held unread until the handshake
-//!   deadline before it is closed ([`tarpit`]), so that a flood reconnecting at once does not
-//!   turn each refusal into another connection;
+//!   deadline before it is closed ([`tarpit`], its room a share of the file descriptor
+//!   limit), so that a flood reconnecting at once does not turn each refusal into another
+//!   connection;
 //! - an open connection with no request in flight for the idle deadline is closed, whatever its
 //!   protocol: a client silent after connecting, one trickling its headers (HTTP/1) or its
 //!   HEADERS frames (HTTP/2), and a keep-alive connection left idle. A request in flight (a
@@ -26,7 +26,6 @@
 //! server each keep a few connections to Gangplank, far below the bounds.
 
 use std::io;
-use std::net::IpAddr;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, Ordering};
@@ -60,8 +59,8 @@ pub const MAX_CONNECTIONS: usize = 1024;
 pub const MAX_HANDSHAKES: usize = 128;
 
 /// An acceptor that gives each connection of the server `server` one of `bounds.handshakes`
-/// places during its TLS handshake and one of `bounds.connections` once open (shedding a
-/// holder of a richer address, or refusing the newcomer, when none is free), holds refused
+/// places during its TLS handshake and one of `bounds.connections` once open (shedding the
+/// holder that has come least far, or refusing the newcomer, when none is free), holds refused
 /// and shed connections unread until `bounds.handshake`, and closes one idle for
 /// `bounds.idle`.
 #[derive(Clone)]
@@ -91,7 +90,7 @@ impl<A> Limited<A> {
                 ::metrics::gauge!(metrics::SERVER_CONNECTIONS, "server" => server),
             ),
             tarpit: Tarpit::new(
-                tarpit::MAX_HELD,
+                tarpit::room(),
                 bounds.handshake,
                 ::metrics::gauge!(metrics::SERVER_CONNECTIONS_HELD_UNREAD, "server" => server),
             ),
@@ -128,15 +127,9 @@ where
 
     fn accept(&self, stream: TcpStream, service: S) -> Self::Future {
         let server = self.server;
-        let source = stream
-            .peer_addr()
-            .map_or(IpAddr::from([0, 0, 0, 0]), |a| a.ip().to_canonical());
         let handshake = Arc::new(Handshake::default());
         let shed = CancellationToken::new();
-        let Ok(place) = self
-            .handshakes
-            .take(source, handshake.clone(), shed.clone())
-        else {
+        let Ok(place) = self.handshakes.take(handshake.clone(), shed.clone()) else {
             self.tarpit.hold(stream);
             return Box::pin(std::future::ready(Err(refuse(server, "handshake"))));
         };
@@ -167,7 +160,7 @@ where
                 ending.counter(server).increment(1);
             })?;
             let activity = Arc::new(Activity::default());
-            let Ok(place) = connections.take(source, activity.clone(), shed.clone()) else {
+            let Ok(place) = connections.take(activity.clone(), shed.clone()) else {
                 shed.cancel();
                 return Err(refuse(server, "open connection"));
             };
@@ -198,17 +191,21 @@ pub struct Handshake(AtomicU8);
 
 impl Default for Handshake {
     fn default() -> Handshake {
-        Handshake(AtomicU8::new(Handshake::SILENT))
+        Handshake(AtomicU8::new(Handshake::UNREAD))
     }
 }
 
 impl Handshake {
-    /// Nothing received yet.
-    const SILENT: u8 = 0;
+    /// Not read yet: its task has not run since the accept, so nothing says it is stalled,
+    /// and it keeps its place (a flood's newcomers would otherwise shed the freshest, a real
+    /// client's, before it is ever read).
+    const UNREAD: u8 = 0;
+    /// Read, and nothing received yet.
+    const SILENT: u8 = 1;
     /// Bytes received (a ClientHello, whole or in part), nothing sent back.
-    const HELLO: u8 = 1;
+    const HELLO: u8 = 2;
     /// Gangplank answered: the handshake waits for the client's last flight.
-    const ANSWERED: u8 = 2;
+    const ANSWERED: u8 = 3;
 
     fn reached(&self, step: u8) {
         if self.0.load(Ordering::Relaxed) < step {
@@ -218,8 +215,11 @@ impl Handshake {
 }
 
 impl Progress for Handshake {
+    /// Silent, then mid-hello, then answered; unread keeps the place.
     fn tier(&self) -> Option<u8> {
-        Some(self.0.load(Ordering::Relaxed))
+        self.0
+            .load(Ordering::Relaxed)
+            .checked_sub(Handshake::SILENT)
     }
 }
 
@@ -260,9 +260,11 @@ impl AsyncRead for Watched {
     ) -> Poll<io::Result<()>> {
         let before = buf.filled().len();
         let read = self.stream().poll_read(cx, buf);
-        if buf.filled().len() > before {
-            self.handshake.reached(Handshake::HELLO);
-        }
+        self.handshake.reached(if buf.filled().len() > before {
+            Handshake::HELLO
+        } else {
+            Handshake::SILENT
+        });
         read
     }
 }

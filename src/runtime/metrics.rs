@@ -222,19 +222,19 @@ pub const CATALOGUE: &[Doc] = &[
         name: SERVER_HANDSHAKES,
         kind: MetricKind::Gauge,
         labels: &["server"],
-        help: "Connections in their TLS handshake, by server (at most 128 each; at 128, a new connection from an address holding fewer places than another sheds one of that address's, the one that has come least far, and one from the address holding the most is refused).",
+        help: "Connections in their TLS handshake, by server (at most 128 each; at 128, a new connection sheds the one that has come least far, the oldest first, whatever its address; it is refused only while every holder has not been read yet).",
     },
     Doc {
         name: SERVER_CONNECTIONS_HELD_UNREAD,
         kind: MetricKind::Gauge,
         labels: &["server"],
-        help: "Connections refused a place, or that gave theirs up, held open and unread until the 10 s handshake deadline before they are closed, by server (at most 2048 each; beyond, closed at once): a flood's, which would otherwise reconnect at once.",
+        help: "Connections refused a place, or that gave theirs up, held open and unread until the 10 s handshake deadline before they are closed, by server (each server's share of the file descriptor limit, at most 16384; beyond, closed at once): a flood's, which would otherwise reconnect at once.",
     },
     Doc {
         name: SERVER_CONNECTIONS_REFUSED_TOTAL,
         kind: MetricKind::Counter,
         labels: &["server"],
-        help: "Connections refused a place, by server: every place (128 in the handshake; 1024 open, 64 on the metrics port) held by a connection with a request in flight or from an address holding no more places than the newcomer's (a flood's own newcomers). Held unread, then closed (held_unread).",
+        help: "Connections refused a place, by server: every place (128 in the handshake; 1024 open, 64 on the metrics port) held by a connection that must keep it: one not read yet, or one with a request in flight. Held unread, then closed (held_unread).",
     },
     Doc {
         name: SERVER_CONNECTIONS_CLOSED_TOTAL,

@@ -5,10 +5,12 @@
 //! do: connections that send nothing (or a TLS ClientHello cut short), from many loopback
 //! addresses or one, opened again as soon as Gangplank closes them.
 //!
-//! The suite runs one flood (1,000 idle connections from 20 addresses on each port);
-//! `e2e/flood` runs this test again for each flood of docs/reliability.md, choosing it with
-//! `GP_FLOOD` (`CONNECTIONS SOURCES FIRST_SOURCE HELLO`, e.g. `1000 1 127.0.0.1 none` or
-//! `200 20 127.0.0.2 partial`) and `GP_FLOOD_PODS`, and reads the JSON line the test prints.
+//! The suite runs one flood (1,000 idle connections from 200 addresses on each port, five
+//! each, as a Deployment of 200 replicas can hold); `e2e/flood` runs this test again for each
+//! flood of docs/reliability.md, choosing it with `GP_FLOOD` (`CONNECTIONS SOURCES
+//! FIRST_SOURCE HELLO [PORTS]`, e.g. `1000 1 127.0.0.1 none`, `5000 1000 127.0.1.2 partial`
+//! or `10000 1000 127.0.1.2 none webhooks`; PORTS is `webhooks`, `extender` or `both`, the
+//! default) and `GP_FLOOD_PODS`, and reads the JSON line the test prints.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -44,8 +46,7 @@ impl Flood {
             b""
         };
         for i in 0..shape.connections {
-            let [a, b, c, d] = shape.first_source.octets();
-            let source = SocketAddr::from(([a, b, c, d + (i % shape.sources) as u8], 0));
+            let source = SocketAddr::from((shape.source(i), 0));
             let (stop, opened) = (stop.clone(), opened.clone());
             tokio::spawn(async move {
                 while !stop.is_cancelled() {
@@ -86,28 +87,48 @@ pub struct Shape {
     sources: usize,
     first_source: std::net::Ipv4Addr,
     partial_hello: bool,
+    /// The servers flooded: `webhooks`, `extender`, or both.
+    servers: Vec<&'static str>,
 }
 
 impl Shape {
-    /// `GP_FLOOD`, else the suite's flood: 1,000 idle connections from 127.0.0.2 to .21.
+    /// `GP_FLOOD`, else the suite's flood: 1,000 idle connections from 127.0.0.2 to .201.
     fn from_env() -> Shape {
-        let text = std::env::var("GP_FLOOD").unwrap_or_else(|_| "1000 20 127.0.0.2 none".into());
+        let text = std::env::var("GP_FLOOD").unwrap_or_else(|_| "1000 200 127.0.0.2 none".into());
         let words: Vec<&str> = text.split_whitespace().collect();
-        let [connections, sources, first_source, hello] = words[..] else {
-            panic!("GP_FLOOD is CONNECTIONS SOURCES FIRST_SOURCE none|partial, not {text:?}")
+        let (&[connections, sources, first_source, hello], ports) =
+            words.split_at(4.min(words.len()))
+        else {
+            panic!(
+                "GP_FLOOD is CONNECTIONS SOURCES FIRST_SOURCE none|partial [webhooks|extender|both], not {text:?}"
+            )
+        };
+        let servers = match ports {
+            [] | ["both"] => vec!["webhooks", "extender"],
+            ["webhooks"] => vec!["webhooks"],
+            ["extender"] => vec!["extender"],
+            _ => panic!("GP_FLOOD's last word is webhooks, extender or both, not {ports:?}"),
         };
         let shape = Shape {
             connections: connections.parse().expect("GP_FLOOD's connections"),
             sources: sources.parse().expect("GP_FLOOD's sources"),
             first_source: first_source.parse().expect("GP_FLOOD's first source"),
             partial_hello: hello == "partial",
+            servers,
         };
         assert!(
-            (1..=200).contains(&shape.sources)
-                && usize::from(shape.first_source.octets()[3]) + shape.sources <= 255,
-            "{shape:?}: the sources must stay in one /24"
+            shape.first_source.is_loopback()
+                && (1..=10_000).contains(&shape.sources)
+                && shape.source(shape.sources - 1).is_loopback(),
+            "{shape:?}: 1 to 10,000 sources, all in 127.0.0.0/8"
         );
         shape
+    }
+
+    /// The address the `i`-th connection comes from.
+    fn source(&self, i: usize) -> std::net::Ipv4Addr {
+        let offset = u32::try_from(i % self.sources).expect("at most 10,000 sources");
+        std::net::Ipv4Addr::from(u32::from(self.first_source) + offset)
     }
 }
 
@@ -238,10 +259,18 @@ async fn a_tenants_pods_and_gang_are_gated_admitted_and_bound_while_connections_
     let extender = addr_of(cluster.url("GANGPLANK_EXTENDER_URL"));
     let rss_before = gangplank_rss_mib();
 
-    let floods = [
-        Flood::start(webhooks, &shape),
-        Flood::start(extender, &shape),
-    ];
+    let floods: Vec<Flood> = shape
+        .servers
+        .iter()
+        .map(|&server| {
+            let addr = if server == "webhooks" {
+                webhooks
+            } else {
+                extender
+            };
+            Flood::start(addr, &shape)
+        })
+        .collect();
     // The flood holds the handshake places of both ports it can (all 128, or as many as it
     // opens), and the API server's and the scheduler's kept-alive connections have gone idle
     // and been closed: their next calls need new connections, which floods used to crowd out.
@@ -251,7 +280,7 @@ async fn a_tenants_pods_and_gang_are_gated_admitted_and_bound_while_connections_
         120,
         || async {
             let metrics = cluster.gangplank_metrics().await;
-            let full = ["webhooks", "extender"].iter().all(|server| {
+            let full = shape.servers.iter().all(|server| {
                 metrics.sum("gangplank_server_handshakes", &[("server", server)]) >= held
                     && metrics.sum("gangplank_server_connections", &[("server", server)]) == 0.0
             });

@@ -128,7 +128,7 @@ impl Cluster {
         let body = reqwest::get(&url)
             .await
             .and_then(|r| r.error_for_status())
-            .unwrap_or_else(|e| panic!("failed to scrape {url}: {e}"))
+            .unwrap_or_else(|e| panic!("failed to scrape {url}: {e:?}"))
             .text()
             .await
             .expect("failed to read the metrics body");

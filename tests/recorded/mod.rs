@@ -24,9 +24,14 @@ impl Recorded {
     /// Connections the extender closed for `reason`.
     #[allow(dead_code)]
     pub fn closed(&self, reason: &str) -> u64 {
-        let line = format!(
-            r#"gangplank_server_connections_closed_total{{server="extender",reason="{reason}"}} "#
-        );
+        self.value(&format!(
+            r#"gangplank_server_connections_closed_total{{server="extender",reason="{reason}"}}"#
+        ))
+    }
+
+    /// What the series `series` (name and labels, as rendered) reads now.
+    pub fn value(&self, series: &str) -> u64 {
+        let line = format!("{series} ");
         let text = self.handle.render();
         text.lines()
             .find_map(|l| l.strip_prefix(&line))

@@ -1,31 +1,28 @@
 //! The places a server has for connections in one stage (their TLS handshake, or open), and
-//! which connection gives its place up when a new one comes and none is free: one from a
-//! source address that holds more places than the newcomer's, the one that has come least
-//! far, from the source holding the most, the oldest first. A newcomer from an address that
-//! holds fewer places than another so always gets in, and a flood of connections that send
-//! nothing, stop mid-handshake or never make a request gives its places up to the few
-//! connections of the scheduler or the API server; a newcomer from the address that already
-//! holds the most (the flood's own) is refused instead of shedding one of its kind, so a flood
-//! cannot churn through the places. docs/decisions/connection-places.md says why.
+//! which connection gives its place up when a new one comes and none is free: the one that has
+//! come least far, the oldest first, whatever its address. A real client goes through each
+//! stage in milliseconds, so the holders a newcomer sheds are the stalled ones: a flood of
+//! connections that send nothing, stop mid-hello or never make a request gives its places up
+//! to the scheduler's and the API server's, from however many addresses it comes. A holder
+//! that must keep its place (nothing read yet, or a request in flight) is never shed; when
+//! every holder must, the newcomer is refused. docs/decisions/connection-places.md says why.
 //!
 //! Only [`super::Limited`]'s accept takes places and sheds; a [`Place`] gives its own back
 //! when dropped.
 
 use std::collections::HashMap;
-use std::net::IpAddr;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use tokio_util::sync::CancellationToken;
 
-/// How far a holder of a place has come: `None` while it must keep its place (a request in
-/// flight), else a tier, the lowest shed first.
+/// How far a holder of a place has come: `None` while it must keep its place, else a tier,
+/// the lowest shed first.
 pub trait Progress: Send + Sync {
     fn tier(&self) -> Option<u8>;
 }
 
 struct Holder {
-    source: IpAddr,
     since: Instant,
     progress: Arc<dyn Progress>,
     shed: CancellationToken,
@@ -42,24 +39,9 @@ pub struct Places {
 struct Holders {
     next: u64,
     by_id: HashMap<u64, Holder>,
-    per_source: HashMap<IpAddr, usize>,
 }
 
-impl Holders {
-    fn remove(&mut self, id: u64) -> Option<Holder> {
-        let holder = self.by_id.remove(&id)?;
-        if let Some(count) = self.per_source.get_mut(&holder.source) {
-            *count -= 1;
-            if *count == 0 {
-                self.per_source.remove(&holder.source);
-            }
-        }
-        Some(holder)
-    }
-}
-
-/// No place could be given: every holder must keep its own, or comes from an address that
-/// holds no more places than the newcomer's.
+/// No place could be given: every holder must keep its own.
 #[derive(Debug, PartialEq, Eq)]
 pub struct Full;
 
@@ -74,25 +56,22 @@ impl Places {
         })
     }
 
-    /// A place for a connection from `source`, shedding one holder if none is free; `shed` is
-    /// cancelled if this place is shed in turn.
+    /// A place for a newcomer, shedding one holder if none is free; `shed` is cancelled if
+    /// this place is shed in turn.
     pub fn take(
         self: &Arc<Self>,
-        source: IpAddr,
         progress: Arc<dyn Progress>,
         shed: CancellationToken,
     ) -> Result<Place, Full> {
         let mut holders = self.holders.lock().unwrap_or_else(|e| e.into_inner());
         if holders.by_id.len() >= self.capacity {
-            let mine = holders.per_source.get(&source).copied().unwrap_or(0);
             let candidates = holders.by_id.iter().map(|(id, h)| Candidate {
                 id: *id,
                 tier: h.progress.tier(),
-                places_of_source: holders.per_source[&h.source],
                 since: h.since,
             });
-            let victim = victim(candidates, mine).ok_or(Full)?;
-            if let Some(shed) = holders.remove(victim) {
+            let victim = victim(candidates).ok_or(Full)?;
+            if let Some(shed) = holders.by_id.remove(&victim) {
                 shed.shed.cancel();
             }
         }
@@ -101,13 +80,11 @@ impl Places {
         holders.by_id.insert(
             id,
             Holder {
-                source,
                 since: Instant::now(),
                 progress,
                 shed: shed.clone(),
             },
         );
-        *holders.per_source.entry(source).or_default() += 1;
         self.gauge.set(holders.by_id.len() as f64);
         Ok(Place {
             places: self.clone(),
@@ -123,23 +100,16 @@ pub struct Candidate {
     pub id: u64,
     /// `None`: it must keep its place.
     pub tier: Option<u8>,
-    /// Places held by its source address.
-    pub places_of_source: usize,
     pub since: Instant,
 }
 
-/// The holder to shed for a newcomer whose address holds `newcomers_places`: among those
-/// that may give their place up and whose address holds more, the lowest tier, then the
-/// address holding the most, then the oldest; none when there is no such holder.
-pub fn victim(candidates: impl Iterator<Item = Candidate>, newcomers_places: usize) -> Option<u64> {
+/// The holder to shed for a newcomer: among those that may give their place up, the lowest
+/// tier, then the oldest; none when every holder must keep its place.
+pub fn victim(candidates: impl Iterator<Item = Candidate>) -> Option<u64> {
     candidates
-        .filter(|c| c.places_of_source > newcomers_places)
-        .filter_map(|c| {
-            let tier = c.tier?;
-            Some((tier, std::cmp::Reverse(c.places_of_source), c.since, c.id))
-        })
+        .filter_map(|c| Some((c.tier?, c.since, c.id)))
         .min()
-        .map(|(_, _, _, id)| id)
+        .map(|(_, _, id)| id)
 }
 
 /// A connection's place, given back when dropped (unless it was shed, which took it back).
@@ -182,90 +152,88 @@ mod tests {
         }
     }
 
-    fn ip(last: u8) -> IpAddr {
-        IpAddr::from([127, 0, 0, last])
-    }
-
     fn places(capacity: usize) -> Arc<Places> {
         Places::new(capacity, ::metrics::Gauge::noop())
     }
 
-    fn take(places: &Arc<Places>, from: u8, tier: Option<u8>) -> Result<Place, Full> {
-        places.take(ip(from), Arc::new(Fixed(tier)), CancellationToken::new())
+    fn take(places: &Arc<Places>, tier: Option<u8>) -> Result<Place, Full> {
+        places.take(Arc::new(Fixed(tier)), CancellationToken::new())
     }
 
     #[test]
-    fn a_newcomer_from_another_address_sheds_the_flood_connection_that_has_come_least_far() {
+    fn a_newcomer_sheds_the_holder_that_has_come_least_far() {
         let places = places(2);
-        let answered = take(&places, 2, Some(2)).unwrap();
-        let silent = take(&places, 2, Some(0)).unwrap();
-        let newcomer = take(&places, 1, Some(0)).unwrap();
+        let answered = take(&places, Some(2)).unwrap();
+        let silent = take(&places, Some(0)).unwrap();
+        let newcomer = take(&places, Some(0)).unwrap();
         assert!(silent.shed().is_cancelled());
         assert!(!answered.shed().is_cancelled());
         assert!(!newcomer.shed().is_cancelled());
     }
 
     #[test]
-    fn the_address_holding_the_most_places_gives_one_up_first_even_if_another_is_older() {
-        let places = places(4);
-        let lone = take(&places, 3, Some(0)).unwrap();
-        let flood: Vec<Place> = (0..3).map(|_| take(&places, 2, Some(0)).unwrap()).collect();
-        let _newcomer = take(&places, 1, Some(0)).unwrap();
-        assert!(
-            !lone.shed().is_cancelled(),
-            "the older but lone holder stays"
-        );
-        assert!(flood[0].shed().is_cancelled(), "the flood's oldest goes");
-        assert_eq!(flood.iter().filter(|p| p.shed().is_cancelled()).count(), 1);
-    }
-
-    #[test]
-    fn a_newcomer_from_the_address_holding_the_most_is_refused_and_sheds_none_of_its_kind() {
+    fn among_holders_as_far_the_oldest_goes_and_the_newest_stays_longest() {
         let places = places(3);
-        let flood: Vec<Place> = (0..3).map(|_| take(&places, 2, Some(0)).unwrap()).collect();
-        assert_eq!(take(&places, 2, Some(0)).err(), Some(Full));
-        assert!(flood.iter().all(|p| !p.shed().is_cancelled()));
+        let held: Vec<Place> = (0..3).map(|_| take(&places, Some(1)).unwrap()).collect();
+        let _newcomer = take(&places, Some(1)).unwrap();
+        assert!(held[0].shed().is_cancelled(), "the oldest goes");
+        let _next = take(&places, Some(1)).unwrap();
+        assert!(held[1].shed().is_cancelled(), "then the next oldest");
+        assert!(!held[2].shed().is_cancelled(), "the newest is still there");
     }
 
     #[test]
-    fn among_one_addresss_equals_the_oldest_goes() {
+    fn a_flood_of_silent_newcomers_sheds_its_own_and_never_a_client_that_was_answered() {
+        let places = places(128);
+        let client = take(&places, Some(2)).unwrap();
+        let flood: Vec<Place> = (0..10_000)
+            .filter_map(|_| take(&places, Some(0)).ok())
+            .collect();
+        assert_eq!(
+            flood.len(),
+            10_000,
+            "each flood newcomer sheds an older one of its kind"
+        );
+        assert!(!client.shed().is_cancelled());
+    }
+
+    #[test]
+    fn the_oldest_of_the_lowest_tier_goes_first() {
         let earlier = Instant::now();
         let later = earlier + Duration::from_millis(1);
         let candidates = [
             Candidate {
+                id: 6,
+                tier: Some(2),
+                since: earlier,
+            },
+            Candidate {
                 id: 7,
                 tier: Some(1),
-                places_of_source: 2,
                 since: later,
             },
             Candidate {
                 id: 8,
                 tier: Some(1),
-                places_of_source: 2,
                 since: earlier,
             },
         ];
-        assert_eq!(victim(candidates.into_iter(), 0), Some(8));
+        assert_eq!(victim(candidates.into_iter()), Some(8));
     }
 
     #[test]
     fn a_holder_that_must_keep_its_place_is_never_shed_and_a_full_stage_refuses() {
         let places = places(1);
-        let busy = take(&places, 2, None).unwrap();
-        assert_eq!(take(&places, 1, Some(0)).err(), Some(Full));
+        let busy = take(&places, None).unwrap();
+        assert_eq!(take(&places, Some(0)).err(), Some(Full));
         assert!(!busy.shed().is_cancelled());
     }
 
     #[test]
-    fn a_dropped_place_is_free_again_and_no_longer_counts_for_its_address() {
+    fn a_dropped_place_is_free_again() {
         let places = places(1);
-        drop(take(&places, 2, None).unwrap());
-        let second = take(&places, 2, Some(0)).unwrap();
-        let third = take(&places, 1, Some(0)).unwrap();
-        assert!(
-            second.shed().is_cancelled(),
-            "its address holds one place, the newcomer's none"
-        );
-        assert!(!third.shed().is_cancelled());
+        drop(take(&places, None).unwrap());
+        let second = take(&places, Some(0)).unwrap();
+        assert!(!second.shed().is_cancelled());
     }
 }

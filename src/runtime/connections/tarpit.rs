@@ -2,8 +2,9 @@
 //! held open, never read or written, then closed. A flood that opens a connection again as
 //! soon as one is closed would otherwise turn every refusal and every place given up into
 //! another connection, and the next one into another, as fast as its CPU goes; held, its
-//! connections come back once a deadline. Bounded: beyond [`MAX_HELD`], closed at once. The
-//! acceptor ([`super::Limited`]) and its streams put connections here; nothing takes them out.
+//! connections come back once a deadline. Bounded by [`room`], from the process's file
+//! descriptor limit: beyond, closed at once. The acceptor ([`super::Limited`]) and its
+//! streams put connections here; nothing takes them out.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -11,8 +12,44 @@ use std::time::Duration;
 use tokio::net::TcpStream;
 use tokio::sync::Semaphore;
 
-/// Connections each server holds unread at once.
-pub const MAX_HELD: usize = 2048;
+/// Connections each server holds unread at most, whatever the file descriptor limit: with
+/// their sockets' kernel memory (a few KiB each), tens of MiB.
+pub const MAX_HELD: usize = 16_384;
+
+/// Connections each server holds unread at least, even under a low file descriptor limit.
+const MIN_HELD: usize = 256;
+
+/// Descriptors kept for everything but the tarpits: the places of the two TLS ports, the
+/// API server's watches, files, and the metrics port.
+const RESERVED: u64 = 2 * (super::MAX_CONNECTIONS + super::MAX_HANDSHAKES) as u64 + 1024;
+
+/// The servers that have a tarpit (extender, webhooks, metrics).
+const SERVERS: u64 = 3;
+
+/// How many connections each server's tarpit holds: its share of the file descriptor limit,
+/// raised first to the hard limit (as Go's runtime does for every Go program), between
+/// [`MIN_HELD`] and [`MAX_HELD`]. A flood of more connections than this reconnects as fast
+/// as it can past it.
+pub fn room() -> usize {
+    use rustix::process::{Resource, getrlimit, setrlimit};
+    let mut limit = getrlimit(Resource::Nofile);
+    if limit.current < limit.maximum {
+        let raised = rustix::process::Rlimit {
+            current: limit.maximum,
+            maximum: limit.maximum,
+        };
+        if setrlimit(Resource::Nofile, raised).is_ok() {
+            limit.current = limit.maximum;
+        }
+    }
+    share(limit.current)
+}
+
+/// A tarpit's share of a file descriptor limit (`None`: unlimited).
+fn share(limit: Option<u64>) -> usize {
+    let spare = limit.map_or(u64::MAX, |l| l.saturating_sub(RESERVED)) / SERVERS;
+    usize::try_from(spare).map_or(MAX_HELD, |s| s.clamp(MIN_HELD, MAX_HELD))
+}
 
 pub struct Tarpit {
     room: Arc<Semaphore>,
@@ -80,6 +117,18 @@ mod tests {
         .await;
         assert!(early.is_err(), "nothing happens for the hold time");
         assert!(closed(client).await, "then it is closed");
+    }
+
+    #[test]
+    fn each_tarpit_holds_its_share_of_the_descriptor_limit_within_bounds() {
+        assert_eq!(share(Some(1_024)), MIN_HELD, "a low limit still holds some");
+        assert_eq!(share(Some(20_000)), (20_000 - RESERVED as usize) / 3);
+        assert_eq!(
+            share(Some(1_048_576)),
+            MAX_HELD,
+            "a container's usual limit"
+        );
+        assert_eq!(share(None), MAX_HELD);
     }
 
     #[tokio::test]
