@@ -227,3 +227,130 @@ async fn the_charts_deployment_layout_is_accepted_by_the_api_server_without_a_wa
         assert!(out.contains(object), "{object} not applied: {out}");
     }
 }
+
+/// Runs the local control plane's kubectl with `args`, and panics naming them if it fails.
+fn kubectl(args: &[&str], stdin: Option<&str>) -> String {
+    use std::io::Write;
+    let run = run_dir();
+    let mut child = std::process::Command::new(run.join("bin/kubectl"))
+        .arg("--kubeconfig")
+        .arg(run.join("kubeconfig"))
+        .args(args)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("failed to run kubectl");
+    let input = child.stdin.take().unwrap();
+    if let Some(text) = stdin {
+        { input }.write_all(text.as_bytes()).unwrap();
+    }
+    let output = child.wait_with_output().unwrap();
+    assert!(
+        output.status.success(),
+        "kubectl {args:?}: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+/// Deletes the object `kubectl delete` names with `args` when dropped, test passed or not.
+struct Deleted(&'static [&'static str]);
+
+impl Drop for Deleted {
+    fn drop(&mut self) {
+        let mut args = vec!["delete", "--ignore-not-found"];
+        args.extend_from_slice(self.0);
+        kubectl(&args, None);
+    }
+}
+
+/// The chart's NetworkPolicy as `helm install` renders it on this cluster (its lookups asked
+/// of the API server), its comment included.
+fn network_policy_rendered_at_install() -> String {
+    let run = run_dir();
+    let release = read_env_file(&run.join("env"))["K8S_VERSION"].clone();
+    let rendered = std::process::Command::new(run.join("bin/helm"))
+        .env("KUBECONFIG", run.join("kubeconfig"))
+        .args(["template", "gangplank"])
+        .arg(repo_dir().join("charts/gangplank"))
+        .args([
+            "--namespace",
+            "gangplank-system",
+            "--kube-version",
+            &release,
+        ])
+        .args([
+            "--dry-run=server",
+            "--show-only",
+            "templates/network-policy.yaml",
+        ])
+        .output()
+        .expect("failed to run helm");
+    let text = String::from_utf8_lossy(&rendered.stdout).into_owned();
+    assert!(
+        rendered.status.success(),
+        "{}",
+        String::from_utf8_lossy(&rendered.stderr)
+    );
+    text
+}
+
+#[tokio::test]
+#[ignore = "needs the local control plane: run e2e/test"]
+async fn the_charts_network_policy_keeps_out_the_pod_network_the_cluster_tells_at_install() {
+    let open = network_policy_rendered_at_install();
+    assert!(
+        open.contains("every address (no pod network CIDRs set, and none learned)")
+            && !open.contains("except"),
+        "a cluster that tells no pod network leaves the ports open and says so: {open}"
+    );
+
+    let node = json!({"apiVersion": "v1", "kind": "Node",
+        "metadata": {"name": "pod-cidr-check", "labels": {"gangplank.dev/e2e": "pod-cidr-check"}},
+        "spec": {"podCIDR": "10.250.7.0/24", "podCIDRs": ["10.250.7.0/24"],
+            "unschedulable": true}});
+    let _node = Deleted(&["node", "pod-cidr-check"]);
+    kubectl(&["create", "-f", "-"], Some(&node.to_string()));
+    let from_nodes = network_policy_rendered_at_install();
+    assert!(
+        from_nodes.contains(r#"except: ["10.250.7.0/24"]"#)
+            && from_nodes.contains("as the nodes' spec.podCIDRs said at install"),
+        "{from_nodes}"
+    );
+
+    let proxy = "config.conf=apiVersion: kubeproxy.config.k8s.io/v1alpha1\n\
+        kind: KubeProxyConfiguration\nclusterCIDR: 10.244.0.0/16,fd00:10:244::/56\n";
+    let _proxy = Deleted(&["configmap", "-n", "kube-system", "kube-proxy"]);
+    kubectl(
+        &["create", "configmap", "-n", "kube-system", "kube-proxy"]
+            .into_iter()
+            .chain([format!("--from-literal={proxy}").as_str()])
+            .collect::<Vec<_>>(),
+        None,
+    );
+    let from_proxy = network_policy_rendered_at_install();
+    assert!(
+        from_proxy.contains(r#"except: ["10.244.0.0/16"]"#)
+            && from_proxy.contains(r#"except: ["fd00:10:244::/56"]"#)
+            && from_proxy.contains("as kube-proxy's clusterCIDR (kube-system/kube-proxy) said"),
+        "kube-proxy's range, IPv4 and IPv6, comes before the nodes': {from_proxy}"
+    );
+
+    let kubeadm = "ClusterConfiguration=apiVersion: kubeadm.k8s.io/v1beta4\n\
+        kind: ClusterConfiguration\nnetworking:\n  podSubnet: 192.168.0.0/16\n";
+    let _kubeadm = Deleted(&["configmap", "-n", "kube-system", "kubeadm-config"]);
+    kubectl(
+        &["create", "configmap", "-n", "kube-system", "kubeadm-config"]
+            .into_iter()
+            .chain([format!("--from-literal={kubeadm}").as_str()])
+            .collect::<Vec<_>>(),
+        None,
+    );
+    let from_kubeadm = network_policy_rendered_at_install();
+    assert!(
+        from_kubeadm.contains(r#"except: ["192.168.0.0/16"]"#)
+            && from_kubeadm.contains("as kubeadm's podSubnet (kube-system/kubeadm-config) said"),
+        "kubeadm's podSubnet comes first: {from_kubeadm}"
+    );
+}

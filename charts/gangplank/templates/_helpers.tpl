@@ -88,3 +88,41 @@ extender also demands the client's common name, system:kube-scheduler
 {{- .Values.tls.caBundle -}}
 {{- end -}}
 {{- end }}
+
+{{/*
+The pod network's CIDRs as the cluster tells them at install, for the NetworkPolicy when neither
+networkPolicy.controlPlaneCIDRs nor networkPolicy.podCIDRs is set: kubeadm's podSubnet
+(ConfigMap kube-system/kubeadm-config), else kube-proxy's clusterCIDR (kube-system/kube-proxy),
+else every node's spec.podCIDRs (set where the controller manager allocates them). Returns JSON
+{"source": "...", "cidrs": [...]}; no CIDR under `helm template` without --dry-run=server (no
+cluster to ask), with networkPolicy.learnPodCIDRs false, or when none of the three says.
+*/}}
+{{- define "gangplank.learnedPodCIDRs" -}}
+{{- $learned := dict "source" "" "cidrs" list -}}
+{{- if .Values.networkPolicy.learnPodCIDRs -}}
+{{- $kubeadm := lookup "v1" "ConfigMap" "kube-system" "kubeadm-config" -}}
+{{- $proxy := lookup "v1" "ConfigMap" "kube-system" "kube-proxy" -}}
+{{- $subnet := "" -}}
+{{- with $kubeadm }}{{ with .data }}{{ with index . "ClusterConfiguration" -}}
+{{- $subnet = (fromYaml .).networking.podSubnet | default "" -}}
+{{- end }}{{ end }}{{ end -}}
+{{- if $subnet -}}
+{{- $_ := set $learned "source" "kubeadm's podSubnet (kube-system/kubeadm-config)" -}}
+{{- else -}}
+{{- with $proxy }}{{ with .data }}{{ with index . "config.conf" -}}
+{{- $subnet = (fromYaml .).clusterCIDR | default "" -}}
+{{- end }}{{ end }}{{ end -}}
+{{- if $subnet }}{{ $_ := set $learned "source" "kube-proxy's clusterCIDR (kube-system/kube-proxy)" }}{{ end -}}
+{{- end -}}
+{{- $cidrs := list -}}
+{{- range splitList "," $subnet }}{{ with trim . }}{{ $cidrs = append $cidrs . }}{{ end }}{{ end -}}
+{{- if not $cidrs -}}
+{{- range (lookup "v1" "Node" "" "").items | default list -}}
+{{- range .spec.podCIDRs | default list }}{{ $cidrs = append $cidrs . }}{{ end -}}
+{{- end -}}
+{{- if $cidrs }}{{ $_ := set $learned "source" "the nodes' spec.podCIDRs" }}{{ end -}}
+{{- end -}}
+{{- $_ := set $learned "cidrs" (uniq $cidrs) -}}
+{{- end -}}
+{{- toJson $learned -}}
+{{- end }}
