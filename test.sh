@@ -13,6 +13,9 @@
 set -euo pipefail
 cd "$(dirname "$0")"
 # Each step prints how long the one before it took, and the run's total so far, for the CI log.
+# The Go programs the clusters run build beside the Rust steps, at a lower priority, and the
+# batch operators and Karpenter at the head of the second lane, while the first lane's tests
+# run: on a fresh machine the builds take most of the run's CPU, the tests little of it.
 step_started=$SECONDS step_name=""
 step() {
   if [[ -n $step_name ]]; then
@@ -23,6 +26,10 @@ step() {
 }
 step "installing what the tests use (scripts/install-deps.sh)"
 scripts/install-deps.sh
+go_log=$(mktemp)
+printf '\n==> the control plane, kwok, Prometheus and Helm built (e2e/lib/build.sh --go-only) beside the Rust steps (its output follows them)\n'
+(nice -n 10 e2e/lib/build.sh --go-only >"$go_log" 2>&1) &
+go_builds=$!
 step "cargo fmt --all --check"
 cargo fmt --all --check
 step "cargo clippy --workspace --all-targets -- -D warnings"
@@ -46,8 +53,13 @@ step "the Helm chart: lint, generated certificates, manifests/ rendered from it 
 scripts/chart
 step "the image: a static binary on nothing, run by its entrypoint as 65532, naming this commit (scripts/check-image --profile dev)"
 scripts/check-image --profile dev
-step "the local control plane, kwok, Gangplank, every operator and Karpenter built (e2e/up --build-only; cached after the first run)"
-e2e/up --build-only --operators "training-operator kuberay mpi-operator jobset lws trainer spark-operator" --autoscaler karpenter
+step "the control plane, kwok, Prometheus and Helm: the end of their build (cached after the first run), and Gangplank's"
+go_status=0
+wait "$go_builds" || go_status=$?
+cat "$go_log"
+rm -f "$go_log"
+((go_status == 0)) || exit "$go_status"
+GP_OPERATORS="" e2e/up --build-only
 
 # The end-to-end runs go in two lanes at once, each lane's clusters in a run directory of its own
 # (GP_RUN_DIR): most of an end-to-end test is waiting for a controller, so two clusters share
@@ -57,6 +69,9 @@ e2e/up --build-only --operators "training-operator kuberay mpi-operator jobset l
 # both lanes are done.
 second_lane() {
   export GP_RUN_DIR=$PWD/e2e/.run-second
+  step "every batch operator and Karpenter built, at a lower priority than the first lane (e2e/up --build-only; cached after the first run)"
+  nice -n 10 e2e/up --build-only --operators "training-operator kuberay mpi-operator jobset lws trainer spark-operator" \
+    --autoscaler karpenter
   step "the batch operators, every gang mode of each, and Spark (e2e/test -- operators:: spark::)"
   e2e/test "$@" -- operators:: spark::
   # As Kubernetes ships (the Workload API off: no Kubernetes PodGroups, and the Job controller

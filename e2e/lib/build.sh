@@ -14,13 +14,16 @@
 # HELM_BIN=..., GANGPLANK_BIN=...).
 #   --control-plane-only   build (and print) only K8S_BIN, for example to build another release
 #                          ahead of time: GP_K8S_VERSION=1.37.2 e2e/lib/build.sh --control-plane-only
+#   --go-only              build (and print) the Go programs, not gangplank: test.sh builds them
+#                          while its Rust steps run
 set -euo pipefail
 source "$(dirname "$0")/common.sh"
-only_control_plane=false
+only_control_plane=false only_go=false
 case ${1:-} in
   "") ;;
   --control-plane-only) only_control_plane=true ;;
-  *) die "unknown option $1 (build.sh takes only --control-plane-only)" ;;
+  --go-only) only_go=true ;;
+  *) die "unknown option $1 (build.sh takes --control-plane-only or --go-only)" ;;
 esac
 
 cargo_minor=$(sed -n 's/^k8s-openapi.*"v1_\([0-9]*\)".*/\1/p' "$REPO_DIR/Cargo.toml")
@@ -56,6 +59,11 @@ KWOK_BIN=$(go_build kwok "$E2E_DIR/kwok" sigs.k8s.io/kwok/cmd/kwok \
 PROMETHEUS_BIN=$(go_build prometheus "$E2E_DIR/prometheus" github.com/prometheus/prometheus/cmd/prometheus \
   "-s -w" remove_all_sd)
 HELM_BIN=$(helm_binary)
+if $only_go; then
+  printf 'K8S_BIN=%q\nKWOK_BIN=%q\nPROMETHEUS_BIN=%q\nHELM_BIN=%q\n' \
+    "$K8S_BIN" "$KWOK_BIN" "$PROMETHEUS_BIN" "$HELM_BIN"
+  exit 0
+fi
 
 profile=${GANGPLANK_PROFILE:-debug}
 log "building gangplank ($profile)"

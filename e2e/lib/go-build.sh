@@ -41,9 +41,11 @@ go_build() {
     mkdir -p "$(dirname "$out")"
     (cd "$dir" && go mod download) || die "go mod download failed in $dir"
     source=$(patched "$dir" "$(dirname "$out")/src") || die "could not patch $name"
-    (cd "$source" && go build -trimpath -tags "$tags" -ldflags "$ldflags" -o "$out.tmp" "$pkg") ||
+    # A file of this build's own, renamed into place: two builds of the same program at once
+    # (test.sh's early build and scripts/chart's Helm) each leave a whole binary.
+    (cd "$source" && go build -trimpath -tags "$tags" -ldflags "$ldflags" -o "$out.$$.tmp" "$pkg") ||
       die "building $name failed"
-    mv "$out.tmp" "$out"
+    mv "$out.$$.tmp" "$out"
     log "built $name in $((SECONDS - started))s"
   fi
   echo "$out"
