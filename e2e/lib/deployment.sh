@@ -140,8 +140,23 @@ extender_endpoint() {
     -o jsonpath='{range .items[*].endpoints[?(@.conditions.ready==true)]}{.addresses[0]}{"\n"}{end}'
 }
 
-# deployment_ready: both replicas ready and the extender Service pointing at one of them.
+# services_route: kube-proxy sends both Services to a replica that answers: the webhook port at
+# the name the API server calls (gangplank.gangplank-system.svc, here resolved to the Service's
+# ClusterIP as the API server resolves it) and the extender at its ClusterIP, as the scheduler
+# calls it, with the scheduler's client certificate. Any HTTP answer counts.
+services_route() {
+  local pki=$RUN_DIR/pki/chart webhook_ip
+  webhook_ip=$(kubectl get service gangplank -n gangplank-system -o jsonpath='{.spec.clusterIP}')
+  curl -sS -o /dev/null --max-time 5 --noproxy '*' --cacert "$pki/scheduler-client-ca.crt" \
+    --resolve "gangplank.gangplank-system.svc:9443:$webhook_ip" https://gangplank.gangplank-system.svc:9443/ &&
+    curl -sS -o /dev/null --max-time 5 --noproxy '*' --cacert "$pki/scheduler-client-ca.crt" \
+      --cert "$pki/scheduler-client-tls.crt" --key "$pki/scheduler-client-tls.key" \
+      "https://$EXTENDER_CLUSTER_IP:8443/scheduler/filter"
+}
+
+# deployment_ready: both replicas ready, the extender Service pointing at one of them, and both
+# Services routed.
 deployment_ready() {
   [[ $(kubectl get deployment gangplank -n gangplank-system -o jsonpath='{.status.readyReplicas}') == 2 ]] &&
-    [[ -n $(extender_endpoint) ]]
+    [[ -n $(extender_endpoint) ]] && services_route
 }

@@ -244,6 +244,12 @@ class PodWorker(threading.Thread):
 
     # --- the container
     def start_container(self):
+        for probe in ("readinessProbe", "livenessProbe", "startupProbe"):
+            p = self.spec.get(probe)
+            if p and (probe == "startupProbe" or "httpGet" not in p):
+                raise RuntimeError(f"{probe}: only httpGet readiness and liveness probes are supported")
+        if len(self.pod["spec"]["containers"]) > 1 or self.pod["spec"].get("initContainers"):
+            raise RuntimeError("only pods of one container (and no init containers) are supported")
         image = self.spec["image"]
         working = sh("buildah", *self.host.storage, "from", "--pull=never", "--quiet", image).stdout.strip()
         try:

@@ -146,6 +146,21 @@ async fn metrics_of(ip: &str) -> Metrics {
     Metrics::parse(&body)
 }
 
+/// Ten TCP connections in a row to the `gangplank` Service's webhook port connect: kube-proxy
+/// picks an endpoint at random for each, so a replica that does not listen would show.
+async fn webhook_service_routes(cluster: &Cluster) -> Option<()> {
+    let services = Api::<Service>::namespaced(cluster.client.clone(), NAMESPACE);
+    let ip = services.get("gangplank").await.ok()?.spec?.cluster_ip?;
+    for _ in 0..10 {
+        let connect = tokio::net::TcpStream::connect((ip.as_str(), 9443));
+        tokio::time::timeout(std::time::Duration::from_secs(2), connect)
+            .await
+            .ok()?
+            .ok()?;
+    }
+    Some(())
+}
+
 fn binds_ok(metrics: &Metrics) -> f64 {
     metrics.sum(
         "gangplank_extender_requests_total",
@@ -402,6 +417,15 @@ async fn stopping_the_leaders_container_hands_the_lease_and_the_extender_service
         (leader.as_str(), ip.as_str()),
         (other.as_str(), other_ip.as_str())
     );
+
+    // The stopped replica's endpoint is out of the webhooks' Service too (the pods' webhook
+    // calls go there) once ten connections in a row reach a replica that answers.
+    eventually(
+        "the gangplank Service routing to live replicas only",
+        60,
+        || webhook_service_routes(&cluster),
+    )
+    .await;
 
     // The new leader places a gang created now, whole, through the same Service.
     let before = binds_ok(&metrics_of(&other_ip).await);
