@@ -462,11 +462,16 @@ class PodWorker(threading.Thread):
             if self.last_state is not None:
                 self.restarts += 1
             self.start_container()
-        for (target, path), (source, refresh_at) in list(self.tokens.items()):
-            if time.time() >= refresh_at:
-                self.write_token(target, source)
         self.run_probes()
-        self.report()
+        # The API server may be slow or restarting: a failed token renewal
+        # or status write is tried again at the next tick.
+        try:
+            for (target, path), (source, refresh_at) in list(self.tokens.items()):
+                if time.time() >= refresh_at:
+                    self.write_token(target, source)
+            self.report()
+        except (RuntimeError, OSError) as e:
+            log(f"{self.ns}/{self.name}: {e}; trying again")
 
 
 class Host:
