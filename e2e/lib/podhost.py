@@ -56,7 +56,12 @@ def micro_now():
 
 
 def log(*parts):
-    print(time.strftime("%H:%M:%S"), "[podhost]", *parts, file=sys.stderr, flush=True)
+    print(time.strftime("%H:%M:%S"), "[podhost] INFO", *parts, file=sys.stderr, flush=True)
+
+
+def warn(*parts):
+    """What went wrong, marked WARN so that the e2e suite's failure report shows it."""
+    print(time.strftime("%H:%M:%S"), "[podhost] WARN", *parts, file=sys.stderr, flush=True)
 
 
 def sh(*cmd, check=True, **kw):
@@ -343,7 +348,7 @@ class PodWorker(threading.Thread):
         self.ready = False
         self.backoff = BACKOFF_FIRST if self.backoff == 0 else min(self.backoff * 2, BACKOFF_MAX)
         self.restart_at = time.time() + self.backoff
-        log(f"{self.ns}/{self.name}: container exited with {code}; starting it again in {self.backoff:.0f} s")
+        warn(f"{self.ns}/{self.name}: container exited with {code}; starting it again in {self.backoff:.0f} s")
 
     # --- probes, from the host as the kubelet runs them
     def probe_setting(self, probe, key, default):
@@ -362,7 +367,7 @@ class PodWorker(threading.Thread):
             with DIRECT.open(url, timeout=p.get("timeoutSeconds", 1)) as resp:
                 return 200 <= resp.status < 400
         except (urllib.error.URLError, OSError) as e:
-            log(f"{self.ns}/{self.name}: {probe} failed: GET {url}: {e}")
+            warn(f"{self.ns}/{self.name}: {probe} failed: GET {url}: {e}")
             return False
 
     def run_probes(self):
@@ -383,7 +388,7 @@ class PodWorker(threading.Thread):
         else:
             self.live_failures += 1
             if self.live_failures >= self.probe_setting("livenessProbe", "failureThreshold", 3):
-                log(f"{self.ns}/{self.name}: liveness probe failed {self.live_failures} times; restarting")
+                warn(f"{self.ns}/{self.name}: liveness probe failed {self.live_failures} times; restarting")
                 self.stop_container(self.pod["spec"].get("terminationGracePeriodSeconds", 30))
 
     # --- status
@@ -438,7 +443,7 @@ class PodWorker(threading.Thread):
                               {"gracePeriodSeconds": 0, "preconditions": {"uid": self.uid}})
                 log(f"{self.ns}/{self.name}: stopped and deleted")
         except Exception as e:  # noqa: BLE001 -- a pod that cannot run says why on the pod
-            log(f"{self.ns}/{self.name}: {e}")
+            warn(f"{self.ns}/{self.name}: {e}")
             self.waiting = {"reason": "CreateContainerError", "message": str(e)[:500]}
             try:
                 self.report()
@@ -471,7 +476,7 @@ class PodWorker(threading.Thread):
                     self.write_token(target, source)
             self.report()
         except (RuntimeError, OSError) as e:
-            log(f"{self.ns}/{self.name}: {e}; trying again")
+            warn(f"{self.ns}/{self.name}: {e}; trying again")
 
 
 class Host:
@@ -542,7 +547,7 @@ class Host:
                     if worker.gone.is_set():
                         del self.workers[uid]
             except Exception as e:  # noqa: BLE001 -- the API server may be restarting
-                log(f"sync: {e}")
+                warn(f"sync: {e}")
             self.stopping.wait(0.5)
         for worker in list(self.workers.values()):
             worker.gone.wait(60)
