@@ -13,8 +13,9 @@ e2e/up's Deployment layout (docs/local-control-plane.md, "The Deployment layout"
       args, env with fieldRefs and the Service variables filled in, the user of its
       securityContext, capabilities dropped as it asks), its readiness and liveness probes
       (httpGet) run from the host, and the pod's status written back (IP, phase, conditions,
-      container state, restarts). A container that exits is started again, with the kubelet's
-      back-off. A pod being deleted has its container stopped (TERM, KILL after its grace
+      container state, restarts). A container that exits is started again after a back-off of
+      10 s, doubled at each exit up to 5 minutes (the kubelet's, but for the first exit, which
+      the kubelet starts again at once). A pod being deleted has its container stopped (TERM, KILL after its grace
       period) and is then deleted for good. TERM stops every container and takes the network
       namespaces down.
   podhost.py stop NAMESPACE NAME --dir DIR
