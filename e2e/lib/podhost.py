@@ -126,6 +126,7 @@ class PodWorker(threading.Thread):
         self.container = None
         self.restarts, self.backoff, self.restart_at = 0, 0.0, 0.0
         self.last_state = None
+        self.transitions = {}  # condition type -> (status, lastTransitionTime)
         self.ready = False
         self.ready_failures = self.live_failures = 0
         self.next_probe = self.next_live = 0.0
@@ -349,7 +350,10 @@ class PodWorker(threading.Thread):
         self.ready = False
         self.backoff = BACKOFF_FIRST if self.backoff == 0 else min(self.backoff * 2, BACKOFF_MAX)
         self.restart_at = time.time() + self.backoff
-        warn(f"{self.ns}/{self.name}: container exited with {code}; starting it again in {self.backoff:.0f} s")
+        if self.deleting or self.host.stopping.is_set():
+            log(f"{self.ns}/{self.name}: container stopped, exit status {code}")
+        else:
+            warn(f"{self.ns}/{self.name}: container exited with {code}; starting it again in {self.backoff:.0f} s")
 
     # --- probes, from the host as the kubelet runs them
     def probe_setting(self, probe, key, default):
@@ -416,9 +420,13 @@ class PodWorker(threading.Thread):
         body = self.status()
         key = json.dumps([body["status"][k] for k in ("phase", "conditions", "containerStatuses")], sort_keys=True)
         if key != getattr(self, "_reported", None):
-            # Conditions carry their transition time only when they change.
+            # A condition's transition time is when its status last changed.
             for c in body["status"]["conditions"]:
-                c["lastTransitionTime"] = now()
+                status, at = self.transitions.get(c["type"], (None, None))
+                if status != c["status"]:
+                    status, at = c["status"], now()
+                    self.transitions[c["type"]] = (status, at)
+                c["lastTransitionTime"] = at
             if self.api.merge(ns_path(self.ns, self.name) + "/status", body) is not None:
                 self._reported = key
 
@@ -534,7 +542,11 @@ class Host:
                     uid = pod["metadata"]["uid"]
                     seen.add(uid)
                     worker = self.workers.get(uid)
-                    if worker is None and not pod["metadata"].get("deletionTimestamp"):
+                    if worker is None and pod["metadata"].get("deletionTimestamp"):
+                        # Deleted before anything ran for it here: nothing to stop.
+                        self.api.call("DELETE", ns_path(pod["metadata"]["namespace"], pod["metadata"]["name"]),
+                                      {"gracePeriodSeconds": 0, "preconditions": {"uid": uid}})
+                    elif worker is None:
                         worker = PodWorker(self, pod, f"{self.prefix}.{self.next_ip}")
                         self.next_ip += 1
                         self.workers[uid] = worker
