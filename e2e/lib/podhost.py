@@ -11,7 +11,8 @@ e2e/up's Deployment layout (docs/local-control-plane.md, "The Deployment layout"
       downward API files), its first container run by `buildah run` from a working container of
       its image (the image's entrypoint unless the container names a command, the container's
       args, env with fieldRefs and the Service variables filled in, the user of its
-      securityContext, capabilities dropped as it asks), its readiness and liveness probes
+      securityContext, capabilities dropped and no_new_privs set as it asks), its readiness and
+      liveness probes
       (httpGet) run from the host, and the pod's status written back (IP, phase, conditions,
       container state, restarts). A container that exits is started again after a back-off of
       10 s, doubled at each exit up to 5 minutes (the kubelet's, but for the first exit, which
@@ -267,9 +268,14 @@ class PodWorker(threading.Thread):
             args = self.spec.get("args")
             if args is None:
                 args = [] if self.spec.get("command") else config.get("Cmd") or []
-            run = ["ip", "netns", "exec", self.netns, "buildah", *self.host.storage, "run", "--isolation", "chroot"]
             pod_sc = self.pod["spec"].get("securityContext") or {}
             sc = self.spec.get("securityContext") or {}
+            run = ["ip", "netns", "exec", self.netns]
+            # allowPrivilegeEscalation: false is the no_new_privs bit, which buildah and the
+            # container's process inherit.
+            if sc.get("allowPrivilegeEscalation") is False:
+                run += ["setpriv", "--no-new-privs"]
+            run += ["buildah", *self.host.storage, "run", "--isolation", "chroot"]
             user = sc.get("runAsUser", pod_sc.get("runAsUser"))
             group = sc.get("runAsGroup", pod_sc.get("runAsGroup"))
             if user is not None:

@@ -218,8 +218,8 @@ async fn the_charts_deployment_runs_two_replicas_from_the_image_the_leader_alone
             spec.containers[0].image.as_deref(),
             Some("localhost/gangplank-e2e:dev")
         );
-        // Its process runs in the image's file system as the pod's user, with the Secret mounted
-        // where the Deployment mounts it.
+        // Its process runs in the image's file system, with the Secret and the service account's
+        // token mounted where the pod mounts them.
         let pid = container_pid(&cluster, name);
         let root = PathBuf::from(format!("/proc/{pid}/root"));
         let passwd = std::fs::read_to_string(root.join("etc/passwd")).unwrap();
@@ -229,9 +229,15 @@ async fn the_charts_deployment_runs_two_replicas_from_the_image_the_leader_alone
             root.join("var/run/secrets/kubernetes.io/serviceaccount/token")
                 .is_file()
         );
+        // The container's securityContext: its user, no capabilities, no privilege escalation.
         let proc_status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-        let uid = proc_status.lines().find(|l| l.starts_with("Uid:")).unwrap();
-        assert_eq!(uid.split_whitespace().nth(1), Some("65532"), "{uid}");
+        let field = |name: &str| {
+            let line = proc_status.lines().find(|l| l.starts_with(name)).unwrap();
+            line.split_whitespace().nth(1).unwrap().to_owned()
+        };
+        assert_eq!(field("Uid:"), "65532", "{proc_status}");
+        assert_eq!(field("CapEff:"), "0000000000000000", "{proc_status}");
+        assert_eq!(field("NoNewPrivs:"), "1", "{proc_status}");
     }
 
     // The scheduler's configuration is the shipped one with the extender Service's ClusterIP in
