@@ -195,12 +195,15 @@ async fn the_charts_deployment_runs_two_replicas_from_the_image_the_leader_alone
  {
     let cluster = deployment_cluster().await;
     let deployments = Api::<Deployment>::namespaced(cluster.client.clone(), NAMESPACE);
-    let deployment = deployments
-        .get("gangplank")
-        .await
-        .expect("the chart's Deployment");
-    let status = deployment.status.unwrap();
-    assert_eq!((status.replicas, status.ready_replicas), (Some(2), Some(2)));
+    eventually(
+        "the chart's Deployment with two ready replicas",
+        60,
+        || async {
+            let status = deployments.get("gangplank").await.ok()?.status?;
+            (status.replicas == Some(2) && status.ready_replicas == Some(2)).then_some(())
+        },
+    )
+    .await;
 
     let (leader, leader_ip) = leader_behind_extender_service(&cluster, None).await;
     let replicas = replicas(&cluster).await;
