@@ -81,7 +81,7 @@ second_lane() {
   # The chart's default layout run for real: its Deployment's two replicas from the image (the
   # static build scripts/check-image made above, so e2e/up's scripts/image only packs it), on a
   # node the harness runs pods on, Services routed by kube-proxy; one such cluster per machine.
-  step "the chart's Deployment from the image: two replicas, gangs, a queue, a webhook refusal, a leader handover (e2e/test --layout deployment -- deployment_layout::)"
+  step "the chart's Deployment from the image: two replicas, gangs, a queue, a webhook refusal, a certificate rotation, a leader handover (e2e/test --layout deployment -- deployment_layout::)"
   GP_OPERATORS="" e2e/test --layout deployment --nodes 2 "$@" -- deployment_layout::
   step "the demo (e2e/demo, what ./demo.sh runs) and its report (scripts/check-demo)"
   e2e/demo

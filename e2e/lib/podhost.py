@@ -7,18 +7,18 @@ e2e/up's Deployment layout (docs/local-control-plane.md, "The Deployment layout"
       registers Node NAME (tainted, so only pods that tolerate it land here), renews its Lease,
       and for each pod bound to it: a network namespace holding the pod's IP (a veth pair, the
       host side routed, the gateway IP answered by the host), the pod's volumes written under
-      DIR (Secrets, ConfigMaps, projected service-account tokens from the TokenRequest API,
+      DIR as the kubelet's atomic writer does and written again when their sources change
+      (Secrets, ConfigMaps, projected service-account tokens from the TokenRequest API,
       downward API files), its first container run by `buildah run` from a working container of
       its image (the image's entrypoint unless the container names a command, the container's
       args, env with fieldRefs and the Service variables filled in, the user of its
-      securityContext, capabilities dropped and no_new_privs set as it asks), its readiness and
-      liveness probes
-      (httpGet) run from the host, and the pod's status written back (IP, phase, conditions,
-      container state, restarts). A container that exits is started again after a back-off of
-      10 s, doubled at each exit up to 5 minutes (the kubelet's, but for the first exit, which
-      the kubelet starts again at once). A pod being deleted has its container stopped (TERM, KILL after its grace
-      period) and is then deleted for good. TERM stops every container and takes the network
-      namespaces down.
+      securityContext, capabilities dropped and no_new_privs set as it asks), its readiness
+      and liveness probes (httpGet) run from the host, and the pod's status written back (IP,
+      phase, conditions, container state, restarts). A container that exits is started again
+      after a back-off of 10 s, doubled at each exit up to 5 minutes (the kubelet's, but for
+      the first exit, which the kubelet starts again at once). A pod being deleted has its
+      container stopped (TERM, KILL after its grace period) and is then deleted for good. TERM
+      stops every container and takes the network namespaces down.
   podhost.py stop NAMESPACE NAME --dir DIR
       stops the pod's container as `crictl stop` would (TERM, then KILL after 30 s); the
       running `podhost.py run` sees it exit and starts it again after its back-off.
@@ -32,6 +32,7 @@ import base64
 import datetime
 import json
 import os
+import shutil
 import signal
 import ssl
 import subprocess
@@ -44,6 +45,10 @@ import urllib.request
 # The kubelet's back-off for a container that exits: 10 s, doubled up to 5 minutes.
 BACKOFF_FIRST, BACKOFF_MAX = 10.0, 300.0
 LEASE_SECONDS = 40
+# How often a pod's Secret, ConfigMap and projected volumes are compared with their sources and
+# written again when they changed: every 10 s (the kubelet: its sync period and its cache's TTL,
+# about a minute).
+RESYNC_SECONDS = 10
 # Probes go straight to the pod, whatever proxy the environment names.
 DIRECT = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 TAINT = {"key": "gangplank.dev/e2e-pod-host", "value": "true", "effect": "NoSchedule"}
@@ -131,7 +136,9 @@ class PodWorker(threading.Thread):
         self.ready = False
         self.ready_failures = self.live_failures = 0
         self.next_probe = self.next_live = 0.0
-        self.tokens = {}  # path -> (volume dir, source, refresh at)
+        self.tokens = {}  # (volume, path) -> (token, refresh at)
+        self.volumes = {}  # volume name -> the files last written
+        self.volumes_at = 0.0
         self.waiting = None
         self.deleting = False
         self.gone = threading.Event()
@@ -156,43 +163,77 @@ class PodWorker(threading.Thread):
         sh("ip", "netns", "del", self.netns, check=False)
 
     def write_volume(self, vol):
+        """Writes a volume's files as the kubelet's atomic writer does: a timestamped directory
+        behind the link `..data`, swapped at once, and a link per file through it; written
+        again only when its content changed."""
         target = os.path.join(self.dir, "volumes", vol["name"])
         os.makedirs(target, exist_ok=True)
+        if "emptyDir" in vol:
+            os.chmod(target, 0o777)
+            return
+        files = self.volume_files(vol)
+        if files == self.volumes.get(vol["name"]):
+            return
+        stamp = "..%s" % datetime.datetime.now(datetime.timezone.utc).strftime("%Y_%m_%d_%H_%M_%S.%f")
+        for path, data in files.items():
+            full = os.path.join(target, stamp, path)
+            os.makedirs(os.path.dirname(full), exist_ok=True)
+            with open(full, "wb") as f:
+                f.write(data)
+            os.chmod(full, 0o644)
+        old = os.readlink(os.path.join(target, "..data")) if os.path.islink(os.path.join(target, "..data")) else None
+        os.symlink(stamp, os.path.join(target, "..data_tmp"))
+        os.replace(os.path.join(target, "..data_tmp"), os.path.join(target, "..data"))
+        for top in {path.split("/")[0] for path in files}:
+            link = os.path.join(target, top)
+            if not os.path.islink(link):
+                os.symlink(os.path.join("..data", top), link)
+        for gone in set(self.volumes.get(vol["name"], {})) - set(files):
+            top = gone.split("/")[0]
+            if all(p.split("/")[0] != top for p in files) and os.path.islink(os.path.join(target, top)):
+                os.remove(os.path.join(target, top))
+        if old:
+            shutil.rmtree(os.path.join(target, old), ignore_errors=True)
+        self.volumes[vol["name"]] = files
+
+    def volume_files(self, vol):
+        """The files of a Secret, ConfigMap or projected volume, as {path: bytes}."""
         if "secret" in vol:
             s = self.api.get(f"/api/v1/namespaces/{self.ns}/secrets/{vol['secret']['secretName']}")
             if s is None:
                 raise RuntimeError(f"secret {vol['secret']['secretName']} not found")
-            for key, value in (s.get("data") or {}).items():
-                self.write_file(target, key, base64.b64decode(value))
-        elif "configMap" in vol:
-            self.write_config_map(target, vol["configMap"])
-        elif "projected" in vol:
+            return {key: base64.b64decode(value) for key, value in (s.get("data") or {}).items()}
+        if "configMap" in vol:
+            return self.config_map_files(vol["configMap"])
+        if "projected" in vol:
+            files = {}
             for source in vol["projected"]["sources"]:
                 if "serviceAccountToken" in source:
-                    self.write_token(target, source["serviceAccountToken"])
+                    files[source["serviceAccountToken"]["path"]] = self.token(vol["name"], source["serviceAccountToken"])
                 elif "configMap" in source:
-                    self.write_config_map(target, source["configMap"])
+                    files.update(self.config_map_files(source["configMap"]))
                 elif "downwardAPI" in source:
                     for item in source["downwardAPI"]["items"]:
-                        value = self.field(item["fieldRef"]["fieldPath"])
-                        self.write_file(target, item["path"], value.encode())
+                        files[item["path"]] = self.field(item["fieldRef"]["fieldPath"]).encode()
                 else:
                     raise RuntimeError(f"projected source {list(source)} is not supported")
-        elif "emptyDir" in vol:
-            os.chmod(target, 0o777)
-        else:
-            raise RuntimeError(f"volume {vol['name']}: {list(vol)} is not supported")
-        return target
+            return files
+        raise RuntimeError(f"volume {vol['name']}: {list(vol)} is not supported")
 
-    def write_config_map(self, target, ref):
+    def config_map_files(self, ref):
         cm = self.api.get(f"/api/v1/namespaces/{self.ns}/configmaps/{ref['name']}")
         if cm is None:
             raise RuntimeError(f"configmap {ref['name']} not found")
         items = ref.get("items") or [{"key": k, "path": k} for k in cm.get("data") or {}]
-        for item in items:
-            self.write_file(target, item["path"], cm["data"][item["key"]].encode())
+        return {item["path"]: cm["data"][item["key"]].encode() for item in items}
 
-    def write_token(self, target, source):
+    def token(self, volume, source):
+        """The service account's token for a projected volume: a new one from the TokenRequest
+        API, bound to the pod, once 80% of the last one's lifetime has passed (as the kubelet)."""
+        key = (volume, source["path"])
+        token, refresh_at = self.tokens.get(key, (None, 0.0))
+        if token is not None and time.time() < refresh_at:
+            return token
         seconds = source.get("expirationSeconds", 3600)
         body = {"spec": {"expirationSeconds": seconds,
                          "boundObjectRef": {"kind": "Pod", "apiVersion": "v1", "name": self.name, "uid": self.uid}}}
@@ -200,19 +241,9 @@ class PodWorker(threading.Thread):
             body["spec"]["audiences"] = [source["audience"]]
         account = self.pod["spec"].get("serviceAccountName", "default")
         answer = self.api.call("POST", f"/api/v1/namespaces/{self.ns}/serviceaccounts/{account}/token", body)
-        self.write_file(target, source["path"], answer["status"]["token"].encode())
-        # As the kubelet: a new token once 80% of its lifetime has passed.
-        self.tokens[(target, source["path"])] = (source, time.time() + 0.8 * seconds)
-
-    @staticmethod
-    def write_file(target, path, data):
-        full = os.path.join(target, path)
-        os.makedirs(os.path.dirname(full), exist_ok=True)
-        tmp = full + ".tmp"
-        with open(tmp, "wb") as f:
-            f.write(data)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, full)
+        token = answer["status"]["token"].encode()
+        self.tokens[key] = (token, time.time() + 0.8 * seconds)
+        return token
 
     def field(self, path):
         values = {"metadata.name": self.name, "metadata.namespace": self.ns, "metadata.uid": self.uid,
@@ -447,6 +478,7 @@ class PodWorker(threading.Thread):
             self.network_up()
             for vol in self.pod["spec"].get("volumes", []):
                 self.write_volume(vol)
+            self.volumes_at = time.time()
             self.report()
             while not self.deleting and not self.host.stopping.is_set():
                 self.tick()
@@ -486,9 +518,12 @@ class PodWorker(threading.Thread):
         # The API server may be slow or restarting: a failed token renewal
         # or status write is tried again at the next tick.
         try:
-            for (target, path), (source, refresh_at) in list(self.tokens.items()):
-                if time.time() >= refresh_at:
-                    self.write_token(target, source)
+            # As the kubelet's sync: the volumes written again when their sources changed (or
+            # a token is due), checked every RESYNC_SECONDS.
+            if time.time() - self.volumes_at >= RESYNC_SECONDS:
+                self.volumes_at = time.time()
+                for vol in self.pod["spec"].get("volumes", []):
+                    self.write_volume(vol)
             self.report()
         except (RuntimeError, OSError) as e:
             warn(f"{self.ns}/{self.name}: {e}; trying again")

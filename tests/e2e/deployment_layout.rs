@@ -16,10 +16,10 @@ use gangplank::api::{Queue, QueueSpec};
 use k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::{Pod, Service};
+use k8s_openapi::api::core::v1::{Pod, Secret, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use kube::Api;
-use kube::api::{ListParams, PostParams};
+use kube::api::{ListParams, Patch, PatchParams, PostParams};
 use serde_json::json;
 
 use crate::queues::{QueueGuard, create_gang, create_queue};
@@ -476,4 +476,145 @@ async fn stopping_the_leaders_container_hands_the_lease_and_the_extender_service
 
     ns.delete().await;
     delete_queue(&cluster.client, &queue).await;
+}
+
+/// The SHA-256 fingerprint of the certificate a replica serves on its webhook port, as openssl
+/// prints it, or None while it cannot be read.
+fn served_fingerprint(ip: &str) -> Option<String> {
+    let script = format!(
+        "openssl s_client -connect {ip}:9443 -servername gangplank.{NAMESPACE}.svc </dev/null 2>/dev/null \
+         | openssl x509 -noout -fingerprint -sha256"
+    );
+    let out = std::process::Command::new("sh")
+        .args(["-c", &script])
+        .output()
+        .ok()?;
+    let text = String::from_utf8_lossy(&out.stdout).trim().to_owned();
+    (out.status.success() && text.contains('=')).then_some(text)
+}
+
+/// The fingerprint of a PEM certificate, as openssl prints it.
+fn fingerprint_of(pem: &[u8]) -> String {
+    let dir = std::env::temp_dir().join(crate::support::unique("cert"));
+    std::fs::write(&dir, pem).unwrap();
+    let out = std::process::Command::new("openssl")
+        .args(["x509", "-noout", "-fingerprint", "-sha256", "-in"])
+        .arg(&dir)
+        .output()
+        .expect("failed to run openssl");
+    std::fs::remove_file(&dir).ok();
+    assert!(
+        out.status.success(),
+        "openssl x509 failed on the certificate"
+    );
+    String::from_utf8_lossy(&out.stdout).trim().to_owned()
+}
+
+/// Waits until both replicas serve the certificate of `fingerprint` on their webhook port.
+async fn every_replica_serves(cluster: &Cluster, fingerprint: &str, what: &str) {
+    eventually(what, 90, || async {
+        let replicas = replicas(cluster).await;
+        (replicas.len() == 2
+            && replicas
+                .iter()
+                .all(|(_, ip, ..)| served_fingerprint(ip).as_deref() == Some(fingerprint)))
+        .then_some(())
+    })
+    .await;
+}
+
+#[tokio::test]
+#[ignore = "needs the local control plane in the Deployment layout: run e2e/test --layout deployment"]
+async fn a_rotated_tls_secret_reaches_every_replica_through_its_volume_without_a_restart() {
+    let cluster = deployment_cluster().await;
+    let secrets = Api::<Secret>::namespaced(cluster.client.clone(), NAMESPACE);
+    let original = secrets
+        .get("gangplank-tls")
+        .await
+        .expect("the chart's Secret gangplank-tls");
+    let data = original.data.clone().expect("the Secret's data");
+    let original_fingerprint = fingerprint_of(&data["tls.crt"].0);
+    every_replica_serves(
+        &cluster,
+        &original_fingerprint,
+        "every replica serving the chart's certificate",
+    )
+    .await;
+    let restarts_before: Vec<(String, i32)> = replicas(&cluster)
+        .await
+        .iter()
+        .map(|(name, _, _, pod)| {
+            let statuses = pod
+                .status
+                .as_ref()
+                .and_then(|s| s.container_statuses.as_ref());
+            (name.clone(), statuses.map_or(0, |c| c[0].restart_count))
+        })
+        .collect();
+
+    // New certificates from another CA, as webhooks/gen-certs.sh makes them.
+    let dir = std::env::temp_dir().join(crate::support::unique("rotated-certs"));
+    let status = std::process::Command::new(repo_dir().join("webhooks/gen-certs.sh"))
+        .arg(&dir)
+        .args([&format!("gangplank.{NAMESPACE}.svc"), "127.0.0.1"])
+        .stderr(std::process::Stdio::null())
+        .status()
+        .expect("failed to run webhooks/gen-certs.sh");
+    assert!(status.success(), "webhooks/gen-certs.sh failed");
+    let file = |name: &str| std::fs::read(dir.join(name)).unwrap();
+    let rotated = |crt: &[u8], key: &[u8], ca: &[u8]| {
+        use base64::Engine;
+        let b64 = |b: &[u8]| base64::engine::general_purpose::STANDARD.encode(b);
+        json!({"data": {"tls.crt": b64(crt), "tls.key": b64(key), "ca.crt": b64(ca)}})
+    };
+    let patch = async |body: serde_json::Value| {
+        secrets
+            .patch(
+                "gangplank-tls",
+                &PatchParams::default(),
+                &Patch::Merge(body),
+            )
+            .await
+            .expect("failed to patch the Secret gangplank-tls");
+    };
+    patch(rotated(&file("tls.crt"), &file("tls.key"), &file("ca.crt"))).await;
+    let new_fingerprint = fingerprint_of(&file("tls.crt"));
+    std::fs::remove_dir_all(&dir).ok();
+
+    // The pod host writes the volume again, and Gangplank reloads the files it watches.
+    every_replica_serves(
+        &cluster,
+        &new_fingerprint,
+        "every replica serving the rotated certificate",
+    )
+    .await;
+
+    // Back to the chart's certificates, which the webhook registrations and the scheduler trust.
+    patch(rotated(
+        &data["tls.crt"].0,
+        &data["tls.key"].0,
+        &data["ca.crt"].0,
+    ))
+    .await;
+    every_replica_serves(
+        &cluster,
+        &original_fingerprint,
+        "every replica serving the chart's certificate again",
+    )
+    .await;
+    let restarts_after: Vec<(String, i32)> = replicas(&cluster)
+        .await
+        .iter()
+        .map(|(name, _, _, pod)| {
+            let statuses = pod
+                .status
+                .as_ref()
+                .and_then(|s| s.container_statuses.as_ref());
+            (name.clone(), statuses.map_or(0, |c| c[0].restart_count))
+        })
+        .collect();
+    assert_eq!(
+        restarts_after, restarts_before,
+        "a replica restarted during the rotation"
+    );
 }
