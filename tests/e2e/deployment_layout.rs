@@ -4,8 +4,8 @@
 //! through the `gangplank` Service and the scheduler calling the extender at the
 //! `gangplank-extender` Service's ClusterIP, as the rendered chart and scheduler configuration
 //! say. Gangs and a queue's pod are placed through that path, a bad Queue is refused through
-//! it, and stopping the leader's container hands the Lease and the extender Service to the
-//! other replica. These tests need a cluster in that layout (`e2e/test --layout deployment --
+//! it, a rotated Secret reaches both replicas through their volumes, and stopping the leader's
+//! container hands the Lease and the extender Service to the other replica. These tests need a cluster in that layout (`e2e/test --layout deployment --
 //! deployment_layout::`, as `./test.sh` runs them); on another they fail, saying so, and
 //! `e2e/test` leaves them out of such a run.
 
