@@ -6,8 +6,9 @@
 # up from the chart; the Workload API on), in two lanes of clusters at once: the suite without
 # the batch operators in one; in the other the operators in every gang mode, a few gang and
 # operator tests again on a cluster with the Workload API off (Kubernetes' default) whose
-# scheduler sends every pod to Gangplank, the autoscaler tests, and the demo (the README's first
-# command) with a check of the report it leaves. `e2e/test` alone runs every test in one
+# scheduler sends every pod to Gangplank, the autoscaler tests, the chart's Deployment run from
+# the image (two replicas and a leader handover), and the demo (the README's first command) with
+# a check of the report it leaves. `e2e/test` alone runs every test in one
 # configuration, every operator mode included (docs/operators.md).
 # Options after the script name are passed to e2e/test (for example --nodes 8).
 set -euo pipefail
@@ -65,7 +66,7 @@ GP_OPERATORS="" e2e/up --build-only
 # (GP_RUN_DIR): most of an end-to-end test is waiting for a controller, so two clusters share
 # the 2 cores. The first lane is the suite without the batch operators; the second runs, one
 # cluster after another, the operators' tests (every gang mode of each) and Spark's, the
-# every-pod subset, the autoscaler tests and the demo. The second lane's output is printed once
+# every-pod subset, the autoscaler tests, the Deployment layout's tests and the demo. The second lane's output is printed once
 # both lanes are done.
 second_lane() {
   export GP_RUN_DIR=$PWD/e2e/.run-second
@@ -92,6 +93,11 @@ second_lane() {
   # meant to wait.
   step "end-to-end with a node autoscaler (e2e/test --autoscaler karpenter, the autoscaler tests)"
   GP_OPERATORS="" e2e/test --autoscaler karpenter "$@" -- autoscaler::
+  # The chart's default layout run for real: its Deployment's two replicas from the image (the
+  # static build scripts/check-image made above, so e2e/up's scripts/image only packs it), on a
+  # node the harness runs pods on, Services routed by kube-proxy; one such cluster per machine.
+  step "the chart's Deployment from the image: two replicas, gangs, a queue, a webhook refusal, a certificate rotation, a leader handover (e2e/test --layout deployment -- deployment_layout::)"
+  GP_OPERATORS="" e2e/test --layout deployment --nodes 2 "$@" -- deployment_layout::
   step "the demo (e2e/demo, what ./demo.sh runs) and its report (scripts/check-demo)"
   e2e/demo
   scripts/check-demo "$GP_RUN_DIR/demo-report"

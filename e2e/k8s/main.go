@@ -1,7 +1,7 @@
-// Command k8s is a multi-call binary (hyperkube style) holding the stock Kubernetes control plane
-// components that the Gangplank end-to-end harness runs: etcd, kube-apiserver,
-// kube-controller-manager, kube-scheduler and kubectl. One link step and one cached artifact
-// instead of five. The component is chosen by the name it is invoked as (symlinks), or by the
+// Command k8s is a multi-call binary (hyperkube style) holding the stock Kubernetes components
+// that the Gangplank end-to-end harness runs: etcd, kube-apiserver, kube-controller-manager,
+// kube-scheduler, kube-proxy (the Deployment layout's Service routing) and kubectl. One link
+// step and one cached artifact instead of six. The component is chosen by the name it is invoked as (symlinks), or by the
 // first argument: `k8s kube-scheduler --version`.
 package main
 
@@ -20,10 +20,11 @@ import (
 	kubectlutil "k8s.io/kubectl/pkg/cmd/util"
 	apiserver "k8s.io/kubernetes/cmd/kube-apiserver/app"
 	kcm "k8s.io/kubernetes/cmd/kube-controller-manager/app"
+	proxy "k8s.io/kubernetes/cmd/kube-proxy/app"
 	scheduler "k8s.io/kubernetes/cmd/kube-scheduler/app"
 )
 
-var components = []string{"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl"}
+var components = []string{"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kube-proxy", "kubectl"}
 
 func main() {
 	name := filepath.Base(os.Args[0])
@@ -41,6 +42,8 @@ func main() {
 		os.Exit(cli.Run(kcm.NewControllerManagerCommand()))
 	case "kube-scheduler":
 		os.Exit(cli.Run(scheduler.NewSchedulerCommand()))
+	case "kube-proxy":
+		os.Exit(cli.Run(proxy.NewProxyCommand()))
 	case "kubectl":
 		// As k8s.io/kubernetes/cmd/kubectl does it.
 		logs.GlogSetter(kubectlcmd.GetLogVerbosity(args)) // nolint:errcheck

@@ -12,6 +12,7 @@ mod cli;
 mod control_plane;
 mod controller;
 mod dashboard;
+mod deployment_layout;
 mod dra;
 mod faults;
 mod floods;

@@ -241,8 +241,22 @@ fn describe_failure(run: &Path, namespace: &str) {
         "the failed test's events",
         std::process::Command::new(run.join("bin/kubectl")).args(["events", "-n", namespace]),
     );
-    for component in ["gangplank", "kube-scheduler"] {
-        show_warnings(&run.join(format!("logs/{component}.log")), component);
+    // In the Deployment layout Gangplank's logs are its containers' (e2e/lib/podhost.py), and
+    // the pod host's own says what it did with them.
+    let containers = std::fs::read_dir(run.join("podhost/pods"))
+        .map(|dirs| {
+            dirs.filter_map(|d| Some(d.ok()?.path().join("container.log")))
+                .collect()
+        })
+        .unwrap_or_else(|_| vec![run.join("logs/gangplank.log")]);
+    for log in containers {
+        show_warnings(&log, "gangplank");
+    }
+    for component in ["podhost", "kube-scheduler"] {
+        let log = run.join(format!("logs/{component}.log"));
+        if component != "podhost" || log.exists() {
+            show_warnings(&log, component);
+        }
     }
 }
 
