@@ -1,5 +1,6 @@
 //! `helm upgrade` from the previous release to this checkout's chart and image, as an operator
-//! runs it (docs/install.md, "Upgrading"), while gangs run, wait and have their binds held. The
+//! runs it (docs/install.md, "Upgrading"), while gangs run, wait and have their binds held, and
+//! `helm rollback` to the previous release after. The
 //! cluster runs the Deployment layout with the previous release's chart installed by Helm and
 //! its image (`e2e/up --layout deployment --chart DIR --image-archive FILE`, both built by
 //! `scripts/previous-release`, as `./test.sh` runs it); `e2e/test` leaves these tests out of
@@ -483,6 +484,45 @@ async fn helm_upgrade_from_the_previous_release_keeps_gangs_whole_certificates_q
         binds >= 9.0,
         "the new leader bound {binds} pods, not the 4 + 2 + 3 members"
     );
+
+    // And back: helm rollback to the release installed first puts its chart and image back,
+    // with the same certificates; the gangs stay bound, and the old version's leader binds a
+    // gang created then.
+    let specs_before = specs(&cluster, &ns.name).await;
+    run(
+        "helm",
+        &[
+            "rollback",
+            RELEASE,
+            &revision.to_string(),
+            "--namespace",
+            NAMESPACE,
+        ],
+    );
+    assert_eq!(release(), (format!("gangplank-{previous}"), revision + 2));
+    let (_, leader_ip) = rolled_out_to(&cluster, &format!("{repository}:{previous}")).await;
+    assert!(secret_data(&cluster, "gangplank-tls").await == tls);
+    assert!(secret_data(&cluster, "gangplank-scheduler-client").await == scheduler_client);
+    assert!(webhook_ca_bundles(&cluster).await == ca_bundles);
+    assert_eq!(specs(&cluster, &ns.name).await, specs_before);
+    for (prefix, count) in [("held-", 4), ("waiting-", 2), ("after-", 3)] {
+        assert_eq!(
+            bound_with_prefix(&pods, prefix).await.len(),
+            count,
+            "{prefix}"
+        );
+    }
+    let binds_before = binds_ok(&metrics_of(&leader_ip).await);
+    create_gang(&ns, &queue, "back", 2, 2, None, None).await;
+    bound_eventually(
+        "a gang created after the rollback bound whole",
+        60,
+        &pods,
+        "back-",
+        2,
+    )
+    .await;
+    assert!(binds_ok(&metrics_of(&leader_ip).await) - binds_before >= 2.0);
 
     gangs.assert_never_partly_bound().await;
     ns.delete().await;
