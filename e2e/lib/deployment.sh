@@ -137,10 +137,17 @@ render_deployment_chart() {
     >"$1"
 }
 
+# tag_deployment_image_with_version: the image built above tagged with this checkout's version
+# too, the tag the repository's chart names by default (e2e/up --chart leaves the tag to the
+# chart), for an install of it or a helm upgrade to it.
+tag_deployment_image_with_version() {
+  "${BUILDAH[@]}" tag "$DEPLOYMENT_IMAGE_REPOSITORY:$DEPLOYMENT_IMAGE_TAG" \
+    "$DEPLOYMENT_IMAGE_REPOSITORY:$(sed -n 's/^version = "\(.*\)"/\1/p' "$REPO_DIR/Cargo.toml" | head -n 1)"
+}
+
 # load_image_archive FILE: the image in the OCI archive FILE (an earlier release's,
 # scripts/previous-release) as $DEPLOYMENT_IMAGE_REPOSITORY:<its version label>, the tag the
-# chart of that version names by default; also tags the image built above with this
-# checkout's version, the tag the repository's chart names, for a helm upgrade to it.
+# chart of that version names by default.
 load_image_archive() {
   local id version
   id=$("${BUILDAH[@]}" pull --quiet "oci-archive:$1") || die "failed to load the image archive $1"
@@ -153,8 +160,6 @@ load_image_archive() {
     awk -v id="${id#sha256:}" -v keep="$DEPLOYMENT_IMAGE_REPOSITORY:$version" \
       '($1 == id || $1 == "sha256:" id) && $2 != keep {print $2}' |
     while read -r name; do "${BUILDAH[@]}" rmi "$name" >/dev/null; done
-  "${BUILDAH[@]}" tag "$DEPLOYMENT_IMAGE_REPOSITORY:$DEPLOYMENT_IMAGE_TAG" \
-    "$DEPLOYMENT_IMAGE_REPOSITORY:$(sed -n 's/^version = "\(.*\)"/\1/p' "$REPO_DIR/Cargo.toml" | head -n 1)"
   log "loaded $1 as $DEPLOYMENT_IMAGE_REPOSITORY:$version"
 }
 
