@@ -7,9 +7,9 @@
 # the batch operators in one; in the other the operators in every gang mode, a few gang and
 # operator tests again on a cluster with the Workload API off (Kubernetes' default) whose
 # scheduler sends every pod to Gangplank, the autoscaler tests, the chart's Deployment run from
-# the image (two replicas and a leader handover), and the demo (the README's first command) with
-# a check of the report it leaves. `e2e/test` alone runs every test in one
-# configuration, every operator mode included (docs/operators.md).
+# the image (two replicas and a leader handover), a helm upgrade from the previous release, and
+# the demo (the README's first command) with a check of the report it leaves. `e2e/test` alone
+# runs every test in one configuration, every operator mode included (docs/operators.md).
 # Options after the script name are passed to e2e/test (for example --nodes 8).
 set -euo pipefail
 cd "$(dirname "$0")"
@@ -52,6 +52,10 @@ else
 fi
 step "the Helm chart: lint, generated certificates, manifests/ rendered from it (scripts/chart)"
 scripts/chart
+# Before the image: on a fresh machine the previous release's binary is linked where today's
+# static build goes, which scripts/check-image then builds again; cached, it builds nothing.
+step "the previous release for the upgrade test: its chart, and its commit's binary in an image (scripts/previous-release; cached after the first run)"
+eval "$(scripts/previous-release)"
 step "the image: a static binary on nothing, run by its entrypoint as 65532, naming this commit (scripts/check-image --profile dev)"
 scripts/check-image --profile dev
 step "the control plane, kwok, Prometheus and Helm: the end of their build (cached after the first run), and Gangplank's"
@@ -98,6 +102,11 @@ second_lane() {
   # node the harness runs pods on, Services routed by kube-proxy; one such cluster per machine.
   step "the chart's Deployment from the image: two replicas, gangs, a queue, a webhook refusal, a certificate rotation, a leader handover (e2e/test --layout deployment -- deployment_layout::)"
   GP_OPERATORS="" e2e/test --layout deployment --nodes 2 "$@" -- deployment_layout::
+  # The previous release installed by Helm, then helm upgrade to this checkout's chart and image
+  # while gangs run, wait and have binds held (docs/install.md, "Upgrading").
+  step "helm upgrade from $PREVIOUS_VERSION while gangs run, wait and hold binds (e2e/test --layout deployment --chart ... --image-archive ... -- upgrade::)"
+  GP_OPERATORS="" e2e/test --layout deployment --nodes 2 --chart "$PREVIOUS_CHART" \
+    --image-archive "$PREVIOUS_IMAGE" "$@" -- upgrade::
   step "the demo (e2e/demo, what ./demo.sh runs) and its report (scripts/check-demo)"
   e2e/demo
   scripts/check-demo "$GP_RUN_DIR/demo-report"

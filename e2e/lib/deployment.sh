@@ -71,11 +71,15 @@ pod_network_down() {
   fi
   ip route del "$SERVICE_CIDR" dev "$POD_HOST_LINK" 2>/dev/null || true
   ip link del "$POD_HOST_LINK" 2>/dev/null || true
+  # Every tag of the layout's image: dev, and the versions e2e/up --image-archive adds.
   for container in $("${BUILDAH[@]}" containers --noheading --format '{{.ContainerID}} {{.ImageName}}' 2>/dev/null |
-    awk -v image="$DEPLOYMENT_IMAGE_REPOSITORY:$DEPLOYMENT_IMAGE_TAG" '$2 == image {print $1}'); do
+    awk -v repository="$DEPLOYMENT_IMAGE_REPOSITORY:" 'index($2, repository) == 1 {print $1}'); do
     "${BUILDAH[@]}" rm "$container" >/dev/null 2>&1 || true
   done
-  "${BUILDAH[@]}" rmi "$DEPLOYMENT_IMAGE_REPOSITORY:$DEPLOYMENT_IMAGE_TAG" >/dev/null 2>&1 || true
+  for image in $("${BUILDAH[@]}" images --noheading --format '{{.Name}}:{{.Tag}}' 2>/dev/null |
+    awk -v repository="$DEPLOYMENT_IMAGE_REPOSITORY:" 'index($1, repository) == 1'); do
+    "${BUILDAH[@]}" rmi "$image" >/dev/null 2>&1 || true
+  done
 }
 
 # build_deployment_image: the image, as scripts/image builds it (dev profile: the static build
@@ -131,6 +135,58 @@ render_deployment_chart() {
     --set-json "nodeSelector={\"gangplank.dev/e2e-pod-host\":\"true\"}" \
     --set-json 'tolerations=[{"key":"gangplank.dev/e2e-pod-host","operator":"Equal","value":"true","effect":"NoSchedule"}]' \
     >"$1"
+}
+
+# tag_deployment_image_with_version: the image built above tagged with this checkout's version
+# too, the tag the repository's chart names by default (e2e/up --chart leaves the tag to the
+# chart), for an install of it or a helm upgrade to it.
+tag_deployment_image_with_version() {
+  "${BUILDAH[@]}" tag "$DEPLOYMENT_IMAGE_REPOSITORY:$DEPLOYMENT_IMAGE_TAG" \
+    "$DEPLOYMENT_IMAGE_REPOSITORY:$(sed -n 's/^version = "\(.*\)"/\1/p' "$REPO_DIR/Cargo.toml" | head -n 1)"
+}
+
+# load_image_archive FILE: the image in the OCI archive FILE (an earlier release's,
+# scripts/previous-release) as $DEPLOYMENT_IMAGE_REPOSITORY:<its version label>, the tag the
+# chart of that version names by default.
+load_image_archive() {
+  local id version
+  id=$("${BUILDAH[@]}" pull --quiet "oci-archive:$1") || die "failed to load the image archive $1"
+  version=$("${BUILDAH[@]}" inspect --type image \
+    --format '{{index .OCIv1.Config.Labels "org.opencontainers.image.version"}}' "$id")
+  [[ -n $version ]] || die "the image in $1 has no label org.opencontainers.image.version"
+  "${BUILDAH[@]}" tag "$id" "$DEPLOYMENT_IMAGE_REPOSITORY:$version"
+  # The name the archive gave it goes (e2e/down removes the layout's names only).
+  "${BUILDAH[@]}" images --noheading --no-trunc --format '{{.ID}} {{.Name}}:{{.Tag}}' |
+    awk -v id="${id#sha256:}" -v keep="$DEPLOYMENT_IMAGE_REPOSITORY:$version" \
+      '($1 == id || $1 == "sha256:" id) && $2 != keep {print $2}' |
+    while read -r name; do "${BUILDAH[@]}" rmi "$name" >/dev/null; done
+  log "loaded $1 as $DEPLOYMENT_IMAGE_REPOSITORY:$version"
+}
+
+# write_chart_values OUT: the values render_deployment_chart sets, as a values file for helm
+# install and upgrade, but for the image's tag, left to the chart's appVersion, and the
+# namespace, which helm install --create-namespace makes (a Helm release's record lives in it).
+write_chart_values() {
+  cat >"$1" <<VALUES
+# Written by e2e/up --chart: the Deployment layout's values, for helm install and helm upgrade.
+thirdPartyCRDs: {create: true}
+image: {repository: $DEPLOYMENT_IMAGE_REPOSITORY}
+extender: {clusterIP: $EXTENDER_CLUSTER_IP}
+nodeSelector: {gangplank.dev/e2e-pod-host: "true"}
+tolerations:
+- {key: gangplank.dev/e2e-pod-host, operator: Equal, value: "true", effect: NoSchedule}
+VALUES
+}
+
+# helm_install_chart DIR: the chart in DIR as the Helm release gangplank in gangplank-system,
+# with the values write_chart_values writes to $RUN_DIR/chart-values.yaml (its CRDs from crds/,
+# as helm install puts them in).
+helm_install_chart() {
+  write_chart_values "$RUN_DIR/chart-values.yaml"
+  log "installing the chart $1 with helm install (release gangplank in gangplank-system)"
+  "$RUN_DIR/bin/helm" --kubeconfig "$RUN_DIR/kubeconfig" install gangplank "$1" \
+    --namespace gangplank-system --create-namespace -f "$RUN_DIR/chart-values.yaml" \
+    >"$RUN_DIR/logs/helm-install.log" || die "helm install failed; see $RUN_DIR/logs/helm-install.log"
 }
 
 # extender_endpoint: the address the gangplank-extender Service's EndpointSlices send to (the

@@ -41,7 +41,7 @@ async fn deployment_cluster() -> Cluster {
 }
 
 /// The Lease's holder: the name of the leading replica's pod.
-async fn leader(cluster: &Cluster) -> Option<String> {
+pub(crate) async fn leader(cluster: &Cluster) -> Option<String> {
     Api::<Lease>::namespaced(cluster.client.clone(), NAMESPACE)
         .get(LEASE)
         .await
@@ -52,7 +52,7 @@ async fn leader(cluster: &Cluster) -> Option<String> {
 }
 
 /// Gangplank's pods, by name, with their IPs, ready or not.
-async fn replicas(cluster: &Cluster) -> Vec<(String, String, bool, Pod)> {
+pub(crate) async fn replicas(cluster: &Cluster) -> Vec<(String, String, bool, Pod)> {
     let pods = Api::<Pod>::namespaced(cluster.client.clone(), NAMESPACE);
     let list = pods
         .list(&ListParams::default().labels("app.kubernetes.io/name=gangplank"))
@@ -94,7 +94,7 @@ async fn ready_endpoints(cluster: &Cluster, service: &str) -> BTreeSet<String> {
 }
 
 /// The leader's pod IP, once the extender Service sends to exactly it.
-async fn leader_behind_extender_service(
+pub(crate) async fn leader_behind_extender_service(
     cluster: &Cluster,
     expected: Option<&str>,
 ) -> (String, String) {
@@ -130,7 +130,7 @@ async fn leader_behind_extender_service(
 }
 
 /// A replica's metrics, read from its pod IP (the pod network is routed on this host).
-async fn metrics_of(ip: &str) -> Metrics {
+pub(crate) async fn metrics_of(ip: &str) -> Metrics {
     let body = reqwest::Client::builder()
         .no_proxy()
         .build()
@@ -148,7 +148,7 @@ async fn metrics_of(ip: &str) -> Metrics {
 
 /// Ten TCP connections in a row to the `gangplank` Service's webhook port connect: kube-proxy
 /// picks an endpoint at random for each, so a replica that does not listen would show.
-async fn webhook_service_routes(cluster: &Cluster) -> Option<()> {
+pub(crate) async fn webhook_service_routes(cluster: &Cluster) -> Option<()> {
     let services = Api::<Service>::namespaced(cluster.client.clone(), NAMESPACE);
     let ip = services.get("gangplank").await.ok()?.spec?.cluster_ip?;
     for _ in 0..10 {
@@ -161,7 +161,7 @@ async fn webhook_service_routes(cluster: &Cluster) -> Option<()> {
     Some(())
 }
 
-fn binds_ok(metrics: &Metrics) -> f64 {
+pub(crate) fn binds_ok(metrics: &Metrics) -> f64 {
     metrics.sum(
         "gangplank_extender_requests_total",
         &[("verb", "bind"), ("outcome", "ok")],

@@ -26,5 +26,6 @@ mod simulate;
 mod spark;
 mod tenancy;
 mod topology;
+mod upgrade;
 mod webhooks;
 mod workload_api;
