@@ -17,7 +17,8 @@ e2e/up's Deployment layout (docs/local-control-plane.md, "The Deployment layout"
       phase, conditions, container state, restarts). A container that exits is started again
       after a back-off of 10 s, doubled at each exit up to 5 minutes (the kubelet's, but for
       the first exit, which the kubelet starts again at once). A pod being deleted has its
-      container stopped (TERM, KILL after its grace period) and is then deleted for good. TERM
+      container's preStop sleep run (the only preStop action it knows), then its container
+      stopped (TERM, KILL after what is left of its grace period), and is then deleted for good. TERM
       stops every container and takes the network namespaces down.
   podhost.py stop NAMESPACE NAME --dir DIR
       stops the pod's container as `crictl stop` would (TERM, then KILL after 30 s); the
@@ -357,6 +358,25 @@ class PodWorker(threading.Thread):
                 continue
         return None
 
+    def pre_stop(self, grace):
+        """The container's preStop sleep, as the kubelet runs it before TERM, within the grace
+        period; its probes and status go on meanwhile, and a container that exits ends it (it is
+        not started again). Returns the seconds it took."""
+        lifecycle = self.pod["spec"]["containers"][0].get("lifecycle") or {}
+        seconds = min(((lifecycle.get("preStop") or {}).get("sleep") or {}).get("seconds", 0), grace)
+        if self.container is None or seconds <= 0:
+            return 0
+        log(f"{self.ns}/{self.name}: preStop sleep of {seconds} s before TERM")
+        started = time.time()
+        while time.time() < started + seconds and self.container.proc.poll() is None:
+            self.run_probes()
+            try:
+                self.report()
+            except (RuntimeError, OSError) as e:
+                warn(f"{self.ns}/{self.name}: {e}; trying again")
+            time.sleep(min(0.5, max(started + seconds - time.time(), 0)))
+        return time.time() - started
+
     def stop_container(self, grace):
         c = self.container
         if c is None:
@@ -484,7 +504,9 @@ class PodWorker(threading.Thread):
                 self.tick()
                 time.sleep(0.5)
             grace = self.pod["metadata"].get("deletionGracePeriodSeconds", 30)
-            self.stop_container(grace if self.deleting else 5)
+            if self.deleting:
+                grace -= self.pre_stop(grace)
+            self.stop_container(max(grace, 0) if self.deleting else 5)
             if self.deleting:
                 self.api.call("DELETE", ns_path(self.ns, self.name),
                               {"gracePeriodSeconds": 0, "preconditions": {"uid": self.uid}})

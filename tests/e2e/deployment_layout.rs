@@ -4,8 +4,10 @@
 //! through the `gangplank` Service and the scheduler calling the extender at the
 //! `gangplank-extender` Service's ClusterIP, as the rendered chart and scheduler configuration
 //! say. Gangs and a queue's pod are placed through that path, a bad Queue is refused through
-//! it, a rotated Secret reaches both replicas through their volumes, and stopping the leader's
-//! container hands the Lease and the extender Service to the other replica. These tests need a cluster in that layout (`e2e/test --layout deployment --
+//! it, a rotated Secret reaches both replicas through their volumes, a replica deleted as a
+//! rollout deletes it fails no webhook call routed through the Service, and stopping the
+//! leader's container hands the Lease and the extender Service to the other replica. These
+//! tests need a cluster in that layout (`e2e/test --layout deployment --
 //! deployment_layout::`, as `./test.sh` runs them); on another they fail, saying so, and
 //! `e2e/test` leaves them out of such a run.
 
@@ -19,7 +21,7 @@ use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Pod, Secret, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use kube::Api;
-use kube::api::{ListParams, Patch, PatchParams, PostParams};
+use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use serde_json::json;
 
 use crate::queues::{QueueGuard, create_gang, create_queue};
@@ -616,5 +618,70 @@ async fn a_rotated_tls_secret_reaches_every_replica_through_its_volume_without_a
     assert_eq!(
         restarts_after, restarts_before,
         "a replica restarted during the rotation"
+    );
+}
+
+#[tokio::test]
+#[ignore = "needs the local control plane in the Deployment layout: run e2e/test --layout deployment"]
+async fn a_replica_deleted_as_a_rollout_deletes_it_fails_no_webhook_call_routed_through_the_service()
+ {
+    let cluster = deployment_cluster().await;
+    let (leader, _) = leader_behind_extender_service(&cluster, None).await;
+    eventually(
+        "both replicas ready behind the gangplank Service",
+        120,
+        || async { (ready_endpoints(&cluster, "gangplank").await.len() == 2).then_some(()) },
+    )
+    .await;
+    let follower = replicas(&cluster)
+        .await
+        .into_iter()
+        .find(|(name, ..)| *name != leader)
+        .map(|(name, ..)| name)
+        .expect("a replica that does not lead");
+    let pods = Api::<Pod>::namespaced(cluster.client.clone(), NAMESPACE);
+    pods.delete(&follower, &DeleteParams::default())
+        .await
+        .unwrap_or_else(|e| panic!("failed to delete {follower}: {e}"));
+
+    // A dry run calls the queues webhook through the Service and creates nothing.
+    let queues: Api<Queue> = Api::all(cluster.client.clone());
+    let dry_run = PostParams {
+        dry_run: true,
+        ..PostParams::default()
+    };
+    let (mut answered, mut failed) = (0, Vec::new());
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(120);
+    loop {
+        let gone = pods.get_opt(&follower).await.unwrap().is_none();
+        if gone && ready_endpoints(&cluster, "gangplank").await.len() == 2 {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{follower} not replaced by a ready replica within 120 s"
+        );
+        let queue: Queue = serde_json::from_value(json!({
+            "apiVersion": "scheduling.gangplank.dev/v1alpha1", "kind": "Queue",
+            "metadata": {"name": crate::support::unique("rollout")},
+            "spec": {"capability": {"cpu": "8"}}
+        }))
+        .unwrap();
+        match queues.create(&dry_run, &queue).await {
+            Ok(_) => answered += 1,
+            Err(e) => failed.push(e.to_string()),
+        }
+        // Paced as a busy cluster's creations come, not as fast as the client goes.
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    assert!(
+        answered >= 20,
+        "the calls went on while {follower} stopped and its replacement started: {answered}"
+    );
+    assert!(
+        failed.is_empty(),
+        "{} of {} webhook calls failed while {follower} stopped: {failed:?}",
+        failed.len(),
+        failed.len() + answered
     );
 }
