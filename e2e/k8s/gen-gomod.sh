@@ -2,27 +2,39 @@
 # Writes the go.mod (and go.sum) of the stock control plane's build module for one Kubernetes
 # release.
 #   gen-gomod.sh                  e2e/k8s/go.mod for K8S_VERSION as pinned in e2e/versions.env
-#   gen-gomod.sh VERSION [DIR]    for release VERSION (like 1.37.2), into DIR (default e2e/k8s);
+#   gen-gomod.sh VERSION [DIR]    for release VERSION (like 1.37.2, or a pre-release the module
+#                                 proxy serves, like 1.38.0-beta.0), into DIR (default e2e/k8s);
 #                                 a DIR other than e2e/k8s gets a copy of main.go, so it is a
 #                                 module of its own (e2e/lib/build.sh makes one per K8S_VERSION
 #                                 that differs from the pin)
 # k8s.io/kubernetes requires its staging modules at v0.0.0 and maps them with replace lines that
 # only apply inside kubernetes itself, so a consumer must pin every one of them. The list is read
 # mechanically from the release's own go.mod as served by the module proxy (staging modules are
-# tagged v0.MINOR.PATCH for kubernetes vMAJOR.MINOR.PATCH).
+# tagged v0.MINOR.PATCH for kubernetes vMAJOR.MINOR.PATCH, v0.38.0-beta.0 for v1.38.0-beta.0).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 source "$here/../versions.env"
 version=${1:-$K8S_VERSION}
 out=${2:-$here}
-[[ $version =~ ^1\.[0-9]+\.[0-9]+$ ]] || { echo "gen-gomod.sh: VERSION must be a release like 1.37.2, not '$version'" >&2; exit 2; }
+[[ $version =~ $K8S_VERSION_PATTERN ]] || { echo "gen-gomod.sh: VERSION must be a release like 1.37.2 or 1.38.0-beta.0, not '$version'" >&2; exit 2; }
+source "$here/../lib/go-toolchain.sh"
 export GOTOOLCHAIN=local GOFLAGS=-mod=mod
 staging_version="v0.${version#*.}"
-download=$(cd "$here" && go mod download -json "k8s.io/kubernetes@v${version}") || {
-  echo "gen-gomod.sh: cannot download k8s.io/kubernetes v${version}: $(sed -n 's/.*"Error": "\(.*\)".*/\1/p' <<<"$download")" >&2
+# download [GOTOOLCHAIN]: go mod download's JSON for the release. This machine's Go fetches the
+# release's go.mod even when it refuses the release as too new for it (1.38 needs Go 1.27.0);
+# the download is then repeated with the toolchain that go.mod asks for (go-toolchain.sh).
+download() { (cd "$here" && GOTOOLCHAIN=${1:-local} go mod download -json "k8s.io/kubernetes@v${version}"); }
+gomod_of() { sed -n 's/.*"GoMod": "\(.*\)",/\1/p' <<<"$1"; }
+failed() {
+  echo "gen-gomod.sh: cannot download k8s.io/kubernetes v${version}: $(sed -n 's/.*"Error": "\(.*\)".*/\1/p' <<<"$1")" >&2
   exit 1
 }
-gomod=$(sed -n 's/.*"GoMod": "\(.*\)",/\1/p' <<<"$download")
+if ! json=$(download); then
+  gomod=$(gomod_of "$json")
+  [[ -f $gomod ]] && toolchain=$(go_toolchain_for "$gomod") && [[ $toolchain != local ]] || failed "$json"
+  json=$(download "$toolchain") || failed "$json"
+fi
+gomod=$(gomod_of "$json")
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
 godebug=$(grep -E '^godebug ' "$gomod" || true)
@@ -40,4 +52,22 @@ godebug=$(grep -E '^godebug ' "$gomod" || true)
   grep -E '=> \./staging/src/' "$gomod" | awk -v v="$staging_version" '{print "\t" $1 " => " $1 " " v}'
   echo ")"
 } > "$out/go.mod"
-cd "$out" && go mod tidy
+# A release whose go line is newer than this machine's Go (1.38 needs Go 1.27.0) is tidied, as it
+# is built, with NEWER_GO_TOOLCHAIN (go-toolchain.sh).
+toolchain=$(go_toolchain_for "$out/go.mod")
+cd "$out"
+tidy_log=$(mktemp)
+trap 'rm -f "$tidy_log"' EXIT
+GOTOOLCHAIN=$toolchain go mod tidy 2>"$tidy_log" && { grep -v '^go: downloading ' "$tidy_log" >&2 || true; exit 0; }
+# A module kube-proxy needs may not be served: 1.38's kube-proxy imports
+# sigs.k8s.io/iptables-wrappers, which the module proxy here refuses (403). kube-proxy only serves
+# e2e/up's Deployment layout, so a generated module (never e2e/k8s itself) then leaves it out of
+# the multi-call binary, says so in its go.mod, and e2e/up refuses --layout deployment on it.
+[[ $out != "$here" ]] && grep -q 'k8s.io/kubernetes/cmd/kube-proxy/app imports' "$tidy_log" ||
+  { cat "$tidy_log" >&2; exit 1; }
+echo "gen-gomod.sh: building Kubernetes v${version} without kube-proxy, which needs a module that cannot be downloaded: $(grep -m1 -o '[^ ]*@v[^:]*: reading .*' "$tidy_log")" >&2
+sed -i -e '\#^\tproxy "k8s.io/kubernetes/cmd/kube-proxy/app"$#d' -e '/^\tcase "kube-proxy":$/,+1d' \
+  -e 's/, "kube-proxy", /, /' main.go
+! grep -q 'kube-proxy' <(grep -v '^//' main.go) || { echo "gen-gomod.sh: could not take kube-proxy out of main.go" >&2; exit 1; }
+sed -i "1a // kube-proxy left out: a module it needs cannot be downloaded (gen-gomod.sh)." go.mod
+GOTOOLCHAIN=$toolchain go mod tidy

@@ -9,8 +9,9 @@
 KNOWN_AUTOSCALERS="karpenter"
 KARPENTER_DIR=$E2E_DIR/autoscaler/karpenter
 # Karpenter's go.mod asks for a newer Go than the other components: this one build (and the
-# module lookups for it) use this toolchain, which the go command downloads once.
-KARPENTER_GOTOOLCHAIN=go1.27.3
+# module lookups for it) use this toolchain (go-toolchain.sh), which the go command downloads once.
+source "$E2E_DIR/lib/go-toolchain.sh"
+KARPENTER_GOTOOLCHAIN=$NEWER_GO_TOOLCHAIN
 
 # karpenter_go ARGS...: the go command with Karpenter's toolchain, in its module.
 karpenter_go() {

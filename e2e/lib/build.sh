@@ -48,7 +48,16 @@ for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
   stamp+=" -X $pkg.gitVersion=v$K8S_VERSION -X $pkg.gitMajor=$major -X $pkg.gitMinor=$k8s_minor"
   stamp+=" -X $pkg.gitTreeState=clean -X $pkg.buildDate=1970-01-01T00:00:00Z"
 done
-K8S_BIN=$(go_build k8s "$k8s_module" . "-s -w$stamp")
+# The pinned release's module builds with this machine's Go (its key as before); one whose go.mod
+# needs a newer Go (1.38) with NEWER_GO_TOOLCHAIN, keyed on that, as Karpenter's build is.
+k8s_toolchain=$(go_toolchain_for "$k8s_module/go.mod") || die "no Go toolchain for $k8s_module"
+if [[ $k8s_toolchain == local ]]; then
+  K8S_BIN=$(go_build k8s "$k8s_module" . "-s -w$stamp")
+else
+  log "Kubernetes $K8S_VERSION's go.mod needs a newer Go than $go_version: building it with $k8s_toolchain"
+  k8s_go_version=$(GOTOOLCHAIN=$k8s_toolchain go env GOVERSION) || die "could not get Go $k8s_toolchain"
+  K8S_BIN=$(GOTOOLCHAIN=$k8s_toolchain go_version=$k8s_go_version go_build k8s "$k8s_module" . "-s -w$stamp")
+fi
 if $only_control_plane; then
   printf 'K8S_BIN=%q\n' "$K8S_BIN"
   exit 0

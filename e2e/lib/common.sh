@@ -21,8 +21,8 @@ export CGO_ENABLED=0
 log() { printf '%s [e2e] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 die() { log "error: $*"; exit 1; }
 
-[[ $K8S_VERSION =~ ^1\.[0-9]+\.[0-9]+$ ]] ||
-  die "GP_K8S_VERSION must be a Kubernetes release like 1.37.2, not '$K8S_VERSION'"
+[[ $K8S_VERSION =~ $K8S_VERSION_PATTERN ]] ||
+  die "GP_K8S_VERSION must be a Kubernetes release like 1.37.2 or 1.38.0-beta.0, not '$K8S_VERSION'"
 
 # wait_for SECONDS DESCRIPTION COMMAND...: polls COMMAND every 0.2 s until it succeeds.
 wait_for() {

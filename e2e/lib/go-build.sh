@@ -2,6 +2,7 @@
 # Sourced by build.sh (the control plane) and operators.sh (the operators); needs common.sh.
 
 go_version=$(go env GOVERSION)
+source "$(dirname "${BASH_SOURCE[0]}")/go-toolchain.sh"
 
 # key_of DIR: a short hash of the module's inputs (with its overlay scripts) and the toolchain.
 key_of() {
