@@ -265,6 +265,15 @@ impl Drop for Deleted {
     }
 }
 
+/// Creates the ConfigMap kube-system/`name` with one key, `literal` being `KEY=VALUE`.
+fn create_system_config_map(name: &str, literal: &str) {
+    let literal = format!("--from-literal={literal}");
+    kubectl(
+        &["create", "configmap", "-n", "kube-system", name, &literal],
+        None,
+    );
+}
+
 /// The chart's NetworkPolicy as `helm install` renders it on this cluster (its lookups asked
 /// of the API server), its comment included.
 fn network_policy_rendered_at_install() -> String {
@@ -322,13 +331,7 @@ async fn the_charts_network_policy_keeps_out_the_pod_network_the_cluster_tells_a
     let proxy = "config.conf=apiVersion: kubeproxy.config.k8s.io/v1alpha1\n\
         kind: KubeProxyConfiguration\nclusterCIDR: 10.244.0.0/16,fd00:10:244::/56\n";
     let _proxy = Deleted(&["configmap", "-n", "kube-system", "kube-proxy"]);
-    kubectl(
-        &["create", "configmap", "-n", "kube-system", "kube-proxy"]
-            .into_iter()
-            .chain([format!("--from-literal={proxy}").as_str()])
-            .collect::<Vec<_>>(),
-        None,
-    );
+    create_system_config_map("kube-proxy", proxy);
     let from_proxy = network_policy_rendered_at_install();
     assert!(
         from_proxy.contains(r#"except: ["10.244.0.0/16"]"#)
@@ -340,13 +343,7 @@ async fn the_charts_network_policy_keeps_out_the_pod_network_the_cluster_tells_a
     let kubeadm = "ClusterConfiguration=apiVersion: kubeadm.k8s.io/v1beta4\n\
         kind: ClusterConfiguration\nnetworking:\n  podSubnet: 192.168.0.0/16\n";
     let _kubeadm = Deleted(&["configmap", "-n", "kube-system", "kubeadm-config"]);
-    kubectl(
-        &["create", "configmap", "-n", "kube-system", "kubeadm-config"]
-            .into_iter()
-            .chain([format!("--from-literal={kubeadm}").as_str()])
-            .collect::<Vec<_>>(),
-        None,
-    );
+    create_system_config_map("kubeadm-config", kubeadm);
     let from_kubeadm = network_policy_rendered_at_install();
     assert!(
         from_kubeadm.contains(r#"except: ["192.168.0.0/16"]"#)

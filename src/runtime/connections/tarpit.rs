@@ -29,8 +29,13 @@ const SERVERS: u64 = 3;
 /// How many connections each server's tarpit holds: its share of the file descriptor limit,
 /// raised first to the hard limit (as Go's runtime does for every Go program), between
 /// [`MIN_HELD`] and [`MAX_HELD`]. A flood of more connections than this reconnects as fast
-/// as it can past it.
+/// as it can past it. The limit is read and raised once per process, however many servers ask.
 pub fn room() -> usize {
+    static ROOM: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *ROOM.get_or_init(raised_limit_share)
+}
+
+fn raised_limit_share() -> usize {
     use rustix::process::{Resource, getrlimit, setrlimit};
     let mut limit = getrlimit(Resource::Nofile);
     if limit.current < limit.maximum {
