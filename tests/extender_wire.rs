@@ -576,20 +576,19 @@ async fn a_pod_in_no_group_gets_no_scores_and_passes_every_node() {
     assert_eq!(answer["FailedNodes"], serde_json::json!({}));
 }
 
-#[tokio::test]
-async fn a_pod_of_a_queue_in_no_group_is_kept_out_of_room_a_gang_claimed() {
+/// The fixture's cache with the head of the admission line holding the whole of each of
+/// `nodes`, as the admission loop records it.
+fn held_by_the_head(nodes: &[&str]) -> Cache {
     let (cache, mut mirror) = fixture_cache();
     let holder = GroupKey::new("ml", "head");
     mirror.apply_pod_group(PodGroup::new(holder.clone(), 1, "research"));
-    // The head of the admission line holds the whole of kwok-node-1, as the admission loop
-    // records it.
     let hold = Hold {
         group: holder,
         overdue: false,
-        nodes: vec![(
-            "kwok-node-1".into(),
-            Resources::from([("cpu", 32_000), ("pods", 1)]),
-        )],
+        nodes: nodes
+            .iter()
+            .map(|&n| (n.into(), Resources::from([("cpu", 32_000), ("pods", 1)])))
+            .collect(),
         lacking: vec![],
         seen: vec![],
     };
@@ -600,6 +599,12 @@ async fn a_pod_of_a_queue_in_no_group_is_kept_out_of_room_a_gang_claimed() {
     cache
         .ledger()
         .hold(None, &decision, std::time::Instant::now());
+    cache
+}
+
+#[tokio::test]
+async fn a_pod_of_a_queue_in_no_group_is_kept_out_of_room_a_gang_claimed() {
+    let cache = held_by_the_head(&["kwok-node-1"]);
     let router = extender::router(Arc::new(extender_over(cache, Arc::default())));
     let mut request = golden_json("filter-node-names.request.json");
     request["Pod"]["metadata"]["labels"] =
@@ -622,6 +627,27 @@ async fn a_pod_of_a_queue_in_no_group_is_kept_out_of_room_a_gang_claimed() {
     let (_, body) = post(router, "filter", request.to_string()).await;
     let answer: Value = serde_json::from_str(&body).unwrap();
     assert_eq!(answer["NodeNames"], request["NodeNames"]);
+}
+
+/// Room Gangplank holds frees without an event the scheduler watches: refused on every node
+/// for it, the pod is answered with an `Error`, which the scheduler tries again after its
+/// backoff (docs/PROTOCOL.md), not a list of failed nodes, which can leave it 5 minutes.
+#[tokio::test]
+async fn a_pod_refused_on_every_node_for_room_held_is_answered_with_an_error_the_scheduler_retries()
+{
+    let cache = held_by_the_head(&["kwok-node-1", "kwok-node-2", "kwok-node-3"]);
+    let router = extender::router(Arc::new(extender_over(cache, Arc::default())));
+    let mut request = golden_json("filter-node-names.request.json");
+    request["Pod"]["metadata"]["labels"] =
+        serde_json::json!({"scheduling.gangplank.dev/queue": "batch"});
+    let (status, body) = post(router, "filter", request.to_string()).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let answer: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(
+        answer["Error"],
+        "no node for this pod in the room Gangplank leaves free (3 nodes: room is claimed by other gangs); the scheduler tries it again after its backoff"
+    );
+    assert_eq!(answer["NodeNames"], Value::Null);
 }
 
 #[tokio::test]

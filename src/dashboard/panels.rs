@@ -231,7 +231,8 @@ pub fn rows() -> Vec<Row> {
                 panel(
                     "Extender requests",
                     "Calls from kube-scheduler per second, by verb and outcome (`error`: answered \
-                     with an Error; `bad_request`: a body that is not the expected JSON; \
+                     with an Error; `waits`: a filter that asked the scheduler to try the pod \
+                     again, no node having room Gangplank does not hold; `bad_request`: a body that is not the expected JSON; \
                      `too_large`: a body over 16 MiB).",
                     "reqps",
                     vec![query(

@@ -63,6 +63,15 @@ pub async fn filter(State(extender): State<Arc<Extender>>, Body(verb, body): Bod
             );
         }
     };
+    if let Some(why) = verdict.retry_later() {
+        return answer(
+            ExtenderFilterResult {
+                error: why,
+                ..Default::default()
+            },
+            Outcome::Waits,
+        );
+    }
     // Full nodes came: the passing ones go back in full.
     let nodes = match args.nodes.map(|raw| full_nodes(raw, verb)).transpose() {
         Ok(nodes) => nodes.map(|list| keep_passing(list, &verdict)),
@@ -474,6 +483,7 @@ mod tests {
             passed: vec!["n1"],
             failed: [("n2", FailReason::from("gang does not fit"))].into(),
             unresolvable: [("n3", FailReason::from("claimed by another gang"))].into(),
+            preempts_stand_ins: false,
         };
         let kept: Vec<_> = keep_passing(list, &verdict)
             .items

@@ -220,6 +220,9 @@ pub enum Outcome {
     Ok,
     /// Answered with a non-empty `Error`, or failed on our side.
     Error,
+    /// A filter answered with an `Error` that asks the scheduler to try the pod again: no node
+    /// has room Gangplank does not hold ([`gangplank_core::claims::FilterVerdict::retry_later`]).
+    Waits,
     /// HTTP 4xx: the body was not the expected JSON (or did not arrive in time).
     BadRequest,
     /// HTTP 413: the body was larger than [`MAX_BODY_BYTES`].
@@ -231,6 +234,7 @@ impl Outcome {
         match self {
             Outcome::Ok => "ok",
             Outcome::Error => "error",
+            Outcome::Waits => "waits",
             Outcome::BadRequest => "bad_request",
             Outcome::TooLarge => "too_large",
         }
@@ -244,6 +248,7 @@ pub fn register_metrics() {
         for outcome in [
             Outcome::Ok,
             Outcome::Error,
+            Outcome::Waits,
             Outcome::BadRequest,
             Outcome::TooLarge,
         ] {

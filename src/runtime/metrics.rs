@@ -198,7 +198,7 @@ pub const CATALOGUE: &[Doc] = &[
         name: EXTENDER_REQUESTS_TOTAL,
         kind: MetricKind::Counter,
         labels: &["verb", "outcome"],
-        help: "Scheduler extender requests, by verb (filter, prioritize, preempt, bind) and outcome (ok; error: answered with a non-empty Error; bad_request: HTTP 400 for a body that is not the expected JSON or did not arrive within 30 s; too_large: HTTP 413 for a body over 16 MiB).",
+        help: "Scheduler extender requests, by verb (filter, prioritize, preempt, bind) and outcome (ok; error: answered with a non-empty Error; waits: a filter answered with an Error that has the scheduler try the pod again after its backoff, as no node has room Gangplank does not hold for other gangs; bad_request: HTTP 400 for a body that is not the expected JSON or did not arrive within 30 s; too_large: HTTP 413 for a body over 16 MiB).",
     },
     Doc {
         name: EXTENDER_DECISION_WAIT_SECONDS,

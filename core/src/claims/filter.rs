@@ -31,6 +31,22 @@ pub fn filter<'a, S: AsRef<str>>(
     settings: &Settings,
     now: Instant,
 ) -> Result<FilterVerdict<'a>, Error> {
+    let mut verdict = judge(state, pod, constraints, candidates, settings, now)?;
+    verdict.preempts_stand_ins = GroupKey::of(pod)
+        .and_then(|key| state.stand_ins().get(&key))
+        .is_some_and(|stand_ins| !stand_ins.is_empty());
+    Ok(verdict)
+}
+
+/// [`filter`]'s verdict on the nodes.
+fn judge<'a, S: AsRef<str>>(
+    state: &mut State,
+    pod: &Pod,
+    constraints: &Constraints,
+    candidates: &'a [S],
+    settings: &Settings,
+    now: Instant,
+) -> Result<FilterVerdict<'a>, Error> {
     if gate_removed_by_other(pod, settings) {
         // An error, not a reason per node: its answer stays small however many nodes are asked.
         return Err(Error::GateRemovedByOther {
@@ -75,6 +91,13 @@ pub fn filter<'a, S: AsRef<str>>(
         return Ok(FilterVerdict::all_fail(candidates, &why, true));
     }
     let deadline = now + settings.timeout(&group);
+    let own = state.ledger().claims().get(&key);
+    if own.is_some_and(|c| !c.reservation() && holding(c, &pod.requests, false).is_empty()) {
+        // No slot holds this member: room kept in pieces (a head's reservation that became
+        // its claim before all it lacked was free), which with the room left free may well
+        // hold it. Planned again from both; kept, it would refuse its own members.
+        state.ledger_mut().drop_claim(&key);
+    }
     if !state.ledger_mut().extend_claim(&key, deadline) {
         let needed = group.min_member as usize - placed;
         let shapes = member_shapes(state, &key, pod, needed);
@@ -194,6 +217,7 @@ fn per_node<'a, S: AsRef<str>>(
         // Built in one go (sorted, then bulk-loaded): cheaper than thousands of inserts.
         failed: failed.into_iter().collect(),
         unresolvable: BTreeMap::new(),
+        preempts_stand_ins: false,
     }
 }
 
@@ -295,6 +319,7 @@ fn waiting_message(
 mod tests {
     use super::*;
     use crate::claims::testing::*;
+    use crate::model::Slot;
     use crate::testing::{PodBuilder, pod};
 
     #[test]
@@ -400,6 +425,33 @@ mod tests {
         assert_eq!(
             s.claimed_on("n0").get("cpu") + s.claimed_on("n1").get("cpu"),
             16_000
+        );
+    }
+
+    #[test]
+    fn a_claim_too_small_for_every_member_is_planned_again_with_the_room_left_free() {
+        let mut s = cluster(2, 8);
+        let key = group(&mut s, "g", 2);
+        // The head's reservation became its claim while 3 of n0's CPUs were all it held:
+        // n0 has 5 more free, and n1 all of its 8.
+        s.ledger_mut().set_claim(
+            &key,
+            Claim {
+                slots: vec![Slot {
+                    node: "n0".into(),
+                    requests: Resources::from([("cpu", 3_000), ("pods", 1)]),
+                }],
+                deadline: Some(Instant::now() + std::time::Duration::from_secs(30)),
+                ..Default::default()
+            },
+        );
+        let pod = member(&mut s, "g", 0, 6);
+        member(&mut s, "g", 1, 6);
+        let v = run(&mut s, &pod, Instant::now());
+        assert_eq!(v.passed, vec!["n0", "n1"], "{v:?}");
+        assert_eq!(
+            s.claimed_on("n0").get("cpu") + s.claimed_on("n1").get("cpu"),
+            12_000
         );
     }
 

@@ -60,6 +60,9 @@ pub struct FilterVerdict<'a> {
     pub failed: BTreeMap<&'a str, FailReason>,
     /// Nodes where nothing the scheduler can do helps.
     pub unresolvable: BTreeMap<&'a str, FailReason>,
+    /// The pod's gang has stand-ins ([`crate::model::growth`]): its members get their room by
+    /// the scheduler's preemption of them, which follows only a refusal node by node.
+    pub preempts_stand_ins: bool,
 }
 
 impl<'a> FilterVerdict<'a> {
@@ -82,6 +85,47 @@ impl<'a> FilterVerdict<'a> {
             }
         }
     }
+}
+
+/// Distinct reasons [`FilterVerdict::retry_later`] names; the rest are counted.
+const REASONS_NAMED: usize = 3;
+
+impl FilterVerdict<'_> {
+    /// Why no node passed, when none did and some failed for room Gangplank holds rather than
+    /// for good (and the pod needs no preemption of its stand-ins): the text of the `Error` that has the scheduler try the pod again after its
+    /// backoff (`docs/PROTOCOL.md`, "When a pod the extender refused is tried again"). Each
+    /// distinct reason once, with how many of the nodes offered fail for it.
+    pub fn retry_later(&self) -> Option<String> {
+        if !self.passed.is_empty() || self.failed.is_empty() || self.preempts_stand_ins {
+            return None;
+        }
+        let mut counts: BTreeMap<&str, usize> = BTreeMap::new();
+        for why in self.failed.values() {
+            *counts.entry(why).or_default() += 1;
+        }
+        let mut reasons: Vec<(&str, usize)> = counts.into_iter().collect();
+        reasons.sort_by_key(|&(_, nodes)| std::cmp::Reverse(nodes));
+        let mut text: Vec<String> = reasons
+            .iter()
+            .take(REASONS_NAMED)
+            .map(|(why, nodes)| format!("{nodes} {}: {why}", plural(*nodes)))
+            .collect();
+        if reasons.len() > REASONS_NAMED {
+            text.push(format!("{} other reasons", reasons.len() - REASONS_NAMED));
+        }
+        if !self.unresolvable.is_empty() {
+            let nodes = self.unresolvable.len();
+            text.push(format!("{nodes} {} it can never use", plural(nodes)));
+        }
+        Some(format!(
+            "no node for this pod in the room Gangplank leaves free ({}); the scheduler tries it again after its backoff",
+            text.join("; ")
+        ))
+    }
+}
+
+fn plural(nodes: usize) -> &'static str {
+    if nodes == 1 { "node" } else { "nodes" }
 }
 
 /// Why a node fails, shared by every node that fails for the same reason (a refused gang
@@ -222,4 +266,68 @@ fn spec(state: &State, pod: &Pod, key: &GroupKey) -> Result<PodGroup, Error> {
             pod: format!("{}/{}", pod.namespace, pod.name),
             group: key.clone(),
         })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn verdict<'a>(passed: &[&'a str], failed: &[(&'a str, &str)]) -> FilterVerdict<'a> {
+        FilterVerdict {
+            passed: passed.to_vec(),
+            failed: failed
+                .iter()
+                .map(|&(node, why)| (node, FailReason::from(why)))
+                .collect(),
+            unresolvable: BTreeMap::new(),
+            preempts_stand_ins: false,
+        }
+    }
+
+    #[test]
+    fn a_pod_refused_on_every_node_for_room_held_is_asked_to_come_back_with_each_reason_once() {
+        let claimed = "room is claimed by other gangs";
+        let v = verdict(
+            &[],
+            &[("n1", claimed), ("n2", "insufficient cpu"), ("n3", claimed)],
+        );
+        assert_eq!(
+            v.retry_later().unwrap(),
+            "no node for this pod in the room Gangplank leaves free (2 nodes: room is claimed by other gangs; 1 node: insufficient cpu); the scheduler tries it again after its backoff"
+        );
+    }
+
+    #[test]
+    fn a_pod_with_a_node_left_none_it_could_ever_use_or_stand_ins_to_preempt_is_answered_node_by_node()
+     {
+        let claimed = "room is claimed by other gangs";
+        assert_eq!(verdict(&["n2"], &[("n1", claimed)]).retry_later(), None);
+        let never = FilterVerdict::all_fail(&["n1", "n2"], "larger than any node", true);
+        assert_eq!(never.retry_later(), None);
+        let growing = FilterVerdict {
+            preempts_stand_ins: true,
+            ..verdict(&[], &[("n1", claimed)])
+        };
+        assert_eq!(growing.retry_later(), None, "it waits for preemption");
+    }
+
+    #[test]
+    fn the_reasons_named_are_the_commonest_and_the_rest_are_counted() {
+        let v = verdict(
+            &[],
+            &[
+                ("a", "r1"),
+                ("b", "r1"),
+                ("c", "r2"),
+                ("d", "r3"),
+                ("e", "r4"),
+                ("f", "r5"),
+            ],
+        );
+        let text = v.retry_later().unwrap();
+        assert!(
+            text.contains("(2 nodes: r1; 1 node: r2; 1 node: r3; 2 other reasons)"),
+            "{text}"
+        );
+    }
 }
