@@ -450,11 +450,9 @@ async fn helm_upgrade_from_the_previous_release_keeps_gangs_whole_certificates_q
     .await;
 
     // The scheduler's calls reach the new leader with the client certificate it had. The held
-    // gang gets a member that fits for the one that fit nowhere, and the running gang goes: the
-    // held gang and the waiting one are bound whole, then a gang created now. (The new leader's
-    // first pass reserves the free room for the waiting gang, first in line, before the held
-    // gang's members come back, so the held gang waits for room until the running one goes:
-    // docs/install.md, "Upgrading".)
+    // gang gets a member that fits for the one that fit nowhere and is bound whole in the room
+    // it had, which the new leader did not give the waiting gang, first in line; once the
+    // running gang goes, the waiting one is bound whole, then a gang created now.
     let binds_before = binds_ok(&metrics_of(&leader_ip).await);
     pods.delete("held-3", &Default::default()).await.unwrap();
     pods.create(
@@ -463,12 +461,12 @@ async fn helm_upgrade_from_the_previous_release_keeps_gangs_whole_certificates_q
     )
     .await
     .unwrap();
+    bound_eventually("the held gang bound whole", 90, &pods, "held-", 4).await;
     for i in 0..4 {
         pods.delete(&format!("running-{i}"), &Default::default())
             .await
             .unwrap();
     }
-    bound_eventually("the held gang bound whole", 90, &pods, "held-", 4).await;
     bound_eventually("the waiting gang bound whole", 90, &pods, "waiting-", 2).await;
     create_gang(&ns, &queue, "after", 3, 2, None, None).await;
     bound_eventually(

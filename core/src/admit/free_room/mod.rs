@@ -196,7 +196,7 @@ impl<'s> Room<'s> {
     pub fn hold_in_flight(&mut self, members: &[&Resources], stand_ins: &[(&str, &Resources)]) {
         self.shift(stand_ins, true, false);
         for pod in biggest_first(members.iter().copied()) {
-            if let Some(at) = self.nodes.iter().position(|free| pod.fits_in(free)) {
+            if let Some(at) = self.first_fit(pod) {
                 self.nodes[at].sub(pod);
             }
         }

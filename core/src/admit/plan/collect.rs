@@ -27,9 +27,11 @@ pub(super) struct Book<'s> {
     pub(super) namespace_allocated: FxHashMap<&'s str, BTreeMap<String, Resources>>,
     /// Released members not yet placed (counted against free room, not any node).
     pub(super) in_flight: Resources,
-    /// On a cluster that can grow, the requests of each of them: the pass places them on nodes
-    /// before anything else, so that no gang is admitted into the room of new nodes that a gang
-    /// admitted into them is on its way to (`crate::admit::plan::growth`).
+    /// The requests of each of them: the pass places them on nodes before anything else, so
+    /// that no gang is admitted, and no head's reservation held, in the room a gang admitted
+    /// before is on its way to (the new nodes of a gang that grew,
+    /// `crate::admit::plan::growth`; the room of a gang whose members a new leader sees come
+    /// back).
     pub(super) in_flight_members: Vec<&'s Resources>,
     /// Groups whose `minResources` cover more members than `minMember` and whose released,
     /// unplaced members (placeholders included) fill that room ([`super::Decision::keeping`]).
@@ -143,9 +145,7 @@ fn hold<'s>(
         // Released to a scheduler nobody serves, it will never be placed: it holds no room.
         if !m.placed && !m.gated && state.schedulers().unserved(&m.member.pod).is_none() {
             released.add(&m.member.requests);
-            if state.growth().is_some() {
-                book.in_flight_members.push(&m.member.requests);
-            }
+            book.in_flight_members.push(&m.member.requests);
             left -= 1;
         }
     }

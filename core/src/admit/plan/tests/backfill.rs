@@ -550,3 +550,29 @@ mod properties {
         }
     }
 }
+
+#[test]
+fn the_heads_reservation_leaves_the_room_of_members_released_and_not_placed_yet() {
+    // A new leader's first pass: n1 has 4 CPUs free, n2 all 8; `held` (one member of 8 CPUs)
+    // was admitted before and its member comes back to the scheduler unplaced: only n2 takes
+    // it. `big` (2 x 8) heads the line. Its reservation must not hold n2's CPUs, or `held`'s
+    // member finds its room claimed and waits for `big`.
+    let mut s = cluster();
+    s.apply_node(node("n2", 8_000));
+    running(&mut s, "fill", None, "n1", 4_000, NOW - 500);
+    gang(&mut s, "held", "q", 1, 8_000, NOW - 400);
+    let d = decide_at(&s, &|_| false, NOW - 300);
+    assert_eq!(admitted(&d), vec!["held"]);
+    release(&mut s, &d);
+    gang(&mut s, "big", "q", 2, 8_000, NOW - 200);
+    let d = decide_at(&s, &|_| false, NOW);
+    assert!(admitted(&d).is_empty(), "{d:?}");
+    let hold = d.hold.expect("big heads the line");
+    assert!(
+        hold.nodes
+            .iter()
+            .all(|(node, held)| node != "n2" || held.get("cpu") == 0),
+        "{:?}",
+        hold.nodes
+    );
+}
