@@ -7,9 +7,10 @@
 //! left free, node by node, less every queue's unused guarantee. The mutating webhook asks
 //! [`admit`] for each new pod of a group; the first
 //! member of a gang whose `minMember` copies of it fit in the door is admitted, and the door
-//! shrinks by them until the next pass makes a new one. Recent arrivals are placed again in
-//! each new door (the pass may not see their members yet), so two passes never hand out the
-//! same room. A node that stops taking pods, loses allocatable or leaves after the pass shuts
+//! shrinks by them until the next pass makes a new one. A pass counts the room of the gangs
+//! let in before it began as in flight until the watch shows their members (they may not be
+//! in its snapshot yet), and its door leaves out those let in while it decided, so no room is
+//! handed out twice, past a queue's capability or another queue's guarantee. A node that stops taking pods, loses allocatable or leaves after the pass shuts
 //! the door until the next pass, so no gang is let in on room that is gone. Groups with a
 //! `topologyKey` or `preferredTopologyKey` (their domain is chosen at release), elastic groups and groups of a queue
 //! with a capability (on it or an ancestor) always take the gate.
@@ -24,7 +25,7 @@
 use std::time::Instant;
 
 use crate::limits;
-use crate::model::arrivals::{ARRIVAL_ROOM_KEPT, Arrival, Door};
+use crate::model::arrivals::{Arrival, Door};
 use crate::model::{GroupKey, PodGroup, Resources, State, owed};
 use crate::policy::fit::first_fit;
 
@@ -119,9 +120,10 @@ fn into_kept_room(
     admit
 }
 
-/// Opens `door` (the last pass's) less the room of recent arrivals, and forgets arrivals (on
-/// arrival, or of groups admitted ahead) older than [`ARRIVAL_ROOM_KEPT`] or whose group is
-/// gone: the admission loop calls it after each pass, so they do not pile up.
+/// Opens `door` (made by the pass that began at `now`) less the room of the arrivals let in
+/// since ([`after`]), and forgets arrivals (on arrival, or of groups admitted ahead) older than
+/// [`crate::model::arrivals::ARRIVAL_ROOM_KEPT`] or whose group is gone: the admission loop
+/// calls it after each pass, so they do not pile up.
 pub fn open(state: &mut State, door: Option<Door>, now: Instant) {
     state.ledger_mut().forget_arrivals_before(now);
     let door = door.and_then(|d| after(d, state.ledger().arrivals().values(), now));
@@ -148,15 +150,17 @@ pub fn let_in(door: &mut Door, queue: &str, need: &[Resources]) -> bool {
     true
 }
 
-/// This door with the room of `arrivals` (admitted since `now - ARRIVAL_ROOM_KEPT`) taken
-/// out again; `None` when one of them no longer fits.
+/// This door, made by a pass that began at `since`, with the room of the `arrivals` let in
+/// since then taken out; `None` when one of them no longer fits. The pass counted those let
+/// in before it began itself ([`crate::admit::plan`]: in flight until the watch shows their
+/// members).
 pub fn after<'a>(
     mut door: Door,
     arrivals: impl IntoIterator<Item = &'a Arrival>,
-    now: Instant,
+    since: Instant,
 ) -> Option<Door> {
     for arrival in arrivals {
-        if now.saturating_duration_since(arrival.at) >= ARRIVAL_ROOM_KEPT {
+        if arrival.at <= since {
             continue;
         }
         let everyone = door.queues.insert(arrival.queue.clone());
@@ -218,12 +222,17 @@ mod tests {
     }
 
     #[test]
-    fn recent_arrivals_take_their_room_again_in_a_new_door_and_old_ones_do_not() {
-        let now = Instant::now();
-        let recent = Arrival::new("capped".into(), vec![cpu(3_000)], now);
-        let old = Arrival::new("a".into(), vec![cpu(4_000)], now - ARRIVAL_ROOM_KEPT);
-        let mut after = super::after(door(&[4_000], &["a"]), [&recent, &old], now)
-            .expect("the recent arrival fits");
+    fn arrivals_let_in_while_the_pass_decided_take_their_room_in_its_door_and_earlier_ones_do_not()
+    {
+        let began = Instant::now();
+        let during = Arrival::new(
+            "capped".into(),
+            vec![cpu(3_000)],
+            began + std::time::Duration::from_millis(50),
+        );
+        let counted = Arrival::new("a".into(), vec![cpu(4_000)], began);
+        let mut after = super::after(door(&[4_000], &["a"]), [&during, &counted], began)
+            .expect("the arrival during the pass fits");
         assert!(
             !let_in(&mut after, "a", &[cpu(2_000)]),
             "3 of 4 CPU are the arrival's"
@@ -236,8 +245,11 @@ mod tests {
 
         let too_big = Arrival {
             need: vec![cpu(5_000)],
-            ..recent
+            ..during
         };
-        assert_eq!(super::after(door(&[4_000], &["a"]), [&too_big], now), None);
+        assert_eq!(
+            super::after(door(&[4_000], &["a"]), [&too_big], began),
+            None
+        );
     }
 }

@@ -7,8 +7,8 @@ use std::time::{Duration, Instant};
 
 use super::resources::Resources;
 
-/// How long an arrival's room is kept out of each new door: by then its members exist and
-/// the pass counts them itself.
+/// How long the ledger keeps an arrival: the pass counts its room until the watch shows its
+/// members, which by then exist.
 pub const ARRIVAL_ROOM_KEPT: Duration = Duration::from_secs(30);
 
 /// Room a pass left for admissions on arrival.

@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use rustc_hash::FxHashMap;
 
 use super::candidate::{Candidate, Where, seconds};
-use crate::admit::groups::{Groups, Seen};
+use crate::admit::groups::{GroupFacts, Groups, Seen};
 use crate::admit::why::Why;
 use crate::limits;
 use crate::model::{GroupKey, Levels, Member, Resources, State};
@@ -50,7 +50,8 @@ pub(super) fn collect<'s>(state: &'s State, groups: &Groups<'s>) -> Book<'s> {
     for g in &groups.all {
         let members = groups.members(g);
         let quorum = g.live_quorum();
-        let in_flight = hold(state, &mut book, g.queue, g.namespace, members, quorum);
+        let arriving = g.key.map_or(&[][..], |key| arriving(state, key, members));
+        let in_flight = hold(state, &mut book, g, members, arriving, quorum);
         // Its room beyond minMember was laid out as pieces of an estimated shape.
         if in_flight
             && g.gang > g.min_member
@@ -113,17 +114,30 @@ fn unserved(state: &State, members: &[Seen]) -> Option<Why> {
     })
 }
 
-/// Adds what `members` (of `namespace`, a gang needing `quorum` of them placed) hold to
-/// `queue`'s allocation (see the module docs); whether any of them is in flight (released,
-/// not placed yet, and counted).
+/// What the members of the gang `key` admitted on arrival and not shown yet ask
+/// ([`crate::admit::on_arrival`]): the door took room for them, and created without the gate
+/// they are on their way to the scheduler, but until the watch shows them the pass would hand
+/// their room out again (past a queue's capability or another's guarantee).
+fn arriving<'s>(state: &'s State, key: &GroupKey, members: &[Seen]) -> &'s [Resources] {
+    let Some(arrival) = state.ledger().arrivals().get(key) else {
+        return &[];
+    };
+    let shown = members.iter().filter(|m| !m.gated).count();
+    &arrival.need[..arrival.need.len().saturating_sub(shown)]
+}
+
+/// Adds what `members` of the group `g` (a gang needing `quorum` of them placed), and the
+/// members `arriving` not shown yet, hold to its queue's allocation (see the module docs);
+/// whether any of them is in flight (released, not placed yet, and counted).
 fn hold<'s>(
     state: &State,
     book: &mut Book<'s>,
-    queue: &'s str,
-    namespace: &str,
+    g: &GroupFacts<'s>,
     members: &[Seen<'s>],
+    arriving: &'s [Resources],
     quorum: u32,
 ) -> bool {
+    let (queue, namespace) = (g.queue, g.namespace);
     let mut held = Resources::new();
     let mut placed = 0u32;
     let mut short = 0usize;
@@ -148,6 +162,10 @@ fn hold<'s>(
             book.in_flight_members.push(&m.member.requests);
             left -= 1;
         }
+    }
+    for requests in arriving {
+        released.add(requests);
+        book.in_flight_members.push(requests);
     }
     let in_flight = !released.is_empty();
     held.add(&released);

@@ -110,7 +110,11 @@ fn the_first_member_admits_its_gang_on_arrival_and_its_later_members_follow_it()
         now,
         0
     ));
+    // The ledger keeps an arrival no longer than ARRIVAL_ROOM_KEPT: the pass that ends then
+    // forgets it, and the next one counts it no more.
     let later = now + crate::model::arrivals::ARRIVAL_ROOM_KEPT;
+    crate::admit::after_pass::record(&mut s, None, &d, later);
+    let d = decide_now(&s);
     crate::admit::after_pass::record(&mut s, None, &d, later);
     assert!(on_arrival::admit(
         &mut s,
@@ -322,4 +326,43 @@ fn a_lapsed_admission_ahead_without_members_waits_again() {
     let d = decide_at(&s, &|uid| uid.starts_with("placeholder:"), 161);
     assert!(d.admit.is_empty());
     assert_eq!(d.in_flight.get("cpu"), 6_000);
+}
+
+#[test]
+fn a_gang_admitted_on_arrival_keeps_its_room_from_the_pass_before_the_watch_shows_its_members() {
+    // n1 has 8 CPUs; queue `idle` is guaranteed 4 of them, so q may take 4. The door lets
+    // g (2 x 2 CPUs) in on arrival; the watch has not shown its members when b (2 x 2 CPUs,
+    // gated) comes. The pass must count g's room: b would take q past the guarantee.
+    let now = std::time::Instant::now();
+    let mut s = cluster();
+    s.apply_queue(Queue {
+        guarantee: Resources::from([("cpu", 4_000)]),
+        ..Queue::new("idle")
+    });
+    s.apply_pod_group(pod_group("g", 2, "q"));
+    let d = decide_now(&s);
+    crate::admit::after_pass::record(&mut s, None, &d, now);
+    let cpu = Resources::from([("cpu", 2_000), ("pods", 1)]);
+    let g = GroupKey::new("ns", "g");
+    assert!(on_arrival::admit(&mut s, &g, "g-0", &cpu, now, 0));
+    assert!(on_arrival::admit(&mut s, &g, "g-1", &cpu, now, 0));
+    gang(&mut s, "b", "q", 2, 2_000, 10);
+    let d = decide_now(&s);
+    assert!(admitted(&d).is_empty(), "{d:?}");
+
+    // Once the watch shows g's members, they are counted as any released member, once.
+    for i in 0..2 {
+        s.apply_pod(pod(format!("g-{i}")).in_group("g").in_queue("q").cpu(2_000));
+    }
+    let d = decide_now(&s);
+    assert!(admitted(&d).is_empty(), "{d:?}");
+    s.delete_pod_group(&g);
+    for i in 0..2 {
+        s.delete_pod(&format!("g-{i}"));
+    }
+    assert_eq!(
+        admitted(&decide_now(&s)),
+        vec!["b"],
+        "g gone, its room is q's again"
+    );
 }
