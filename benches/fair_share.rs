@@ -21,7 +21,7 @@ use std::hint::black_box;
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use gangplank::clock::unix_now;
-use gangplank_core::admit::groups::Groups;
+use gangplank_core::admit::groups::{Groups, Unshown};
 use gangplank_core::admit::plan;
 use gangplank_core::admit::reclaim;
 use gangplank_core::model::State;
@@ -272,7 +272,7 @@ fn bench_admission_pass(c: &mut Criterion) {
                 b.iter(|| {
                     let state = black_box(&state);
                     let now = unix_now();
-                    plan::decide(state, &Groups::of(state, &|_| false, now), now)
+                    plan::decide(state, &Groups::of(state, Unshown::none(), now), now)
                         .admit
                         .len()
                 })
@@ -288,7 +288,7 @@ fn bench_admission_pass(c: &mut Criterion) {
 fn bench_reclaim(c: &mut Criterion) {
     let state = admission_state(false);
     let now = unix_now();
-    let groups = Groups::of(&state, &|_| false, now);
+    let groups = Groups::of(&state, Unshown::none(), now);
     let decision = plan::decide(&state, &groups, now);
     let mut group = c.benchmark_group("reclaim_after_pass");
     group.throughput(Throughput::Elements(decision.short_of_room.len() as u64));

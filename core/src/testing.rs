@@ -6,7 +6,8 @@
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use crate::admit::groups::Groups;
+use crate::admit::groups::{Groups, Unshown};
+use crate::admit::kept::Kept;
 use crate::admit::plan::{Decision, decide};
 use crate::model::names::ADMISSION_GATE;
 use crate::model::{GroupKey, Node, Pod, PodGroup, PodPhase, Queue, Resources, State};
@@ -30,7 +31,21 @@ pub fn decide_after(state: &State, released: &dyn Fn(&str) -> bool) -> Decision 
 
 /// The pass at `now`, counting the pods for which `released(uid)` is true as released.
 pub fn decide_at(state: &State, released: &dyn Fn(&str) -> bool, now: i64) -> Decision {
-    decide(state, &Groups::of(state, released, now), now)
+    let unshown = Unshown {
+        released,
+        ..Unshown::none()
+    };
+    decide(state, &Groups::of(state, unshown, now), now)
+}
+
+/// The pass at `now`, counting the admissions with room kept that `kept` records as holding
+/// (the admission loop's record of those the snapshot does not show yet).
+pub fn decide_kept(state: &State, kept: &Kept, now: i64) -> Decision {
+    let unshown = Unshown {
+        kept,
+        ..Unshown::none()
+    };
+    decide(state, &Groups::of(state, unshown, now), now)
 }
 
 /// The pod `uid` (its name too) in namespace `ns`: pending, unbound, in no group or queue, not

@@ -11,7 +11,7 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use gangplank_core::admit::groups::Groups;
+use gangplank_core::admit::groups::{Groups, Unshown};
 use gangplank_core::admit::{after_pass, on_arrival, plan};
 use gangplank_core::model::names::ADMISSION_GATE;
 use gangplank_core::model::{GroupKey, Node, Pod, PodGroup, PodPhase, Queue, Resources, State};
@@ -295,5 +295,5 @@ fn decide(state: &State) -> plan::Decision {
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_secs() as i64);
-    plan::decide(state, &Groups::of(state, &|_| false, now), now)
+    plan::decide(state, &Groups::of(state, Unshown::none(), now), now)
 }

@@ -21,6 +21,16 @@
 //! ([`Groups::of`]), so its room is not handed to another group. Only the gate is touched: releasing is idempotent and safe to
 //! repeat after a restart.
 //!
+//! An admission with room kept for members still to come (ahead of its members, or on its
+//! `minResources`: `gangplank_core::model::owed`) is recorded on the PodGroup, in the
+//! admitted-ahead annotation, after the pass's releases. Until a snapshot shows that
+//! annotation, the loop's own record of the admission ([`Kept`], of which this loop is the one
+//! writer, as of `recently`, its record of the gate removals not shown yet) stands in for it in
+//! every pass: however late the watch, a pass counts the room every earlier pass kept, so
+//! admissions made in a burst never keep more than their queue's capability. The record ends
+//! once the snapshot shows the annotation, the PodGroup is gone or the admission lapsed; an
+//! annotation whose write failed is written again at the next pass.
+//!
 //! After each pass the loop records in the ledger the head's reservation and the groups lent
 //! room in it ([`crate::cache::LedgerWriter::hold`], [`gangplank_core::admit::after_pass`]); why the
 //! reservation is held as a gang claim: `docs/decisions/admission-pass.md`.
@@ -62,7 +72,8 @@ use crate::events::{Limiter, Publisher};
 use crate::fence::{self, Fence};
 use crate::health::Heartbeat;
 use crate::metrics;
-use gangplank_core::admit::groups::Groups;
+use gangplank_core::admit::groups::{Groups, Unshown};
+use gangplank_core::admit::kept::Kept;
 use gangplank_core::admit::plan::{self, PodRef};
 use gangplank_core::model::GroupKey;
 
@@ -119,6 +130,7 @@ pub async fn run(
     } = clients;
     let ledger = cache.ledger();
     let mut recently: HashMap<String, Instant> = HashMap::new();
+    let mut kept = Kept::new();
     let mut reclaimer = evictions::Reclaimer::new(evictions);
     let mut stand_ins = stand_ins.map(|s| stand_ins::StandIns::new(client.clone(), s));
     let mut held: Option<plan::Hold> = None;
@@ -144,7 +156,12 @@ pub async fn run(
         let state = cache.snapshot();
         reclaimer.settle(&state, now);
         let wall = crate::clock::unix_now();
-        let groups = Groups::of(&state, &|uid| recently.contains_key(uid), wall);
+        kept.forget_shown(&state, wall);
+        let unshown = Unshown {
+            released: &|uid| recently.contains_key(uid),
+            kept: &kept,
+        };
+        let groups = Groups::of(&state, unshown, wall);
         let mut decision = plan::decide(&state, &groups, wall);
         let mut reclaims = gangplank_core::admit::reclaim::plan(
             &state,
@@ -178,15 +195,7 @@ pub async fn run(
             .filter(|p| !recently.contains_key(&p.uid))
             .cloned()
             .collect();
-        let ahead: Vec<GroupKey> = decision
-            .admit
-            .iter()
-            .filter(|a| a.placeholders.iter().any(|p| !recently.contains_key(p)))
-            .filter_map(|a| a.group.clone())
-            .collect();
-        for uid in decision.admit.iter().flat_map(|a| &a.placeholders) {
-            recently.insert(uid.clone(), now);
-        }
+        let made = decision.admitted_with_room_kept();
         let grown = plan::Decision {
             grow: std::mem::take(&mut decision.grow),
             unwanted_stand_ins: std::mem::take(&mut decision.unwanted_stand_ins),
@@ -209,6 +218,7 @@ pub async fn run(
         for pod in &due {
             recently.insert(pod.uid.clone(), now);
         }
+        kept.note(made, wall);
         let results: Vec<_> = stream::iter(due)
             .map(|p| {
                 let client = client.clone();
@@ -231,11 +241,7 @@ pub async fn run(
                 "admission: gates not removed: this replica may no longer write as the leader"
             );
         }
-        for group in &ahead {
-            if let Err(e) = admit_ahead(&client, group).await {
-                tracing::warn!(error = %e, "admission");
-            }
-        }
+        record_kept(&client, &mut kept).await;
         for event in &backfilled {
             if let Err(e) = publisher.publish(event).await {
                 tracing::warn!(error = %e, "admission");
@@ -319,13 +325,24 @@ fn in_units(resource: &str, amount: i64) -> f64 {
     }
 }
 
+/// Writes the annotation of each admission with room kept that `kept` records unwritten (made
+/// by this pass, or whose write failed before), and records those written.
+async fn record_kept(client: &Client, kept: &mut Kept) {
+    for (group, at) in kept.unwritten() {
+        match admit_ahead(client, &group, at).await {
+            Ok(()) => kept.written(&group),
+            Err(e) => tracing::warn!(error = %e, "admission"),
+        }
+    }
+}
+
 /// Records on `group`'s PodGroup that it is admitted with room kept for members still to come
-/// (ahead of its members, or on its `minResources`), now (see `gangplank_core::model::owed`):
-/// the annotation the cache and the controller read.
-async fn admit_ahead(client: &Client, group: &GroupKey) -> Result<(), Error> {
+/// (ahead of its members, or on its `minResources`), at `at` (Unix seconds; see
+/// `gangplank_core::model::owed`): the annotation the cache and the controller read.
+async fn admit_ahead(client: &Client, group: &GroupKey, at: i64) -> Result<(), Error> {
     let api: Api<PodGroup> = Api::namespaced(client.clone(), &group.namespace);
     let patch = serde_json::json!({"metadata": {"annotations": {
-        (labels::ADMITTED_AHEAD_ANNOTATION): crate::clock::rfc3339_now(),
+        (labels::ADMITTED_AHEAD_ANNOTATION): crate::clock::rfc3339(at),
     }}});
     api.patch(&group.name, &PatchParams::default(), &Patch::Merge(&patch))
         .await

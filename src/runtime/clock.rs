@@ -18,3 +18,20 @@ pub fn rfc3339_now() -> String {
         .unwrap_or(now)
         .to_string()
 }
+
+/// `at` (Unix seconds) as RFC 3339 (an admission's time, recorded in its annotation).
+pub fn rfc3339(at: i64) -> String {
+    k8s_openapi::jiff::Timestamp::from_second(at)
+        .unwrap_or(k8s_openapi::jiff::Timestamp::UNIX_EPOCH)
+        .to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_admission_s_time_is_written_to_the_second_as_rfc3339() {
+        assert_eq!(rfc3339(1_700_000_000), "2023-11-14T22:13:20Z");
+    }
+}

@@ -9,8 +9,9 @@
 //! so do the members its `minResources` cover. A group whose `minResources` keep room for
 //! members still to come ([`crate::model::owed`]) is seen with their placeholders, first:
 //! - released (holding their room) while the admission that made them holds (its record on
-//!   the PodGroup, or the loop's release not shown yet), until the members take their place or
-//!   the group's schedule timeout has passed since it was admitted;
+//!   the PodGroup, or, until the snapshot shows that, the admission loop's own record,
+//!   [`Kept`]), until the members take their place or the group's schedule timeout has passed
+//!   since it was admitted;
 //! - gated, as part of what the gang asks, while it waits for admission: every live member
 //!   still gated, or, admitted ahead of its members, none came yet;
 //! - not at all otherwise (its members run and its admission lapsed, or it came whole and
@@ -18,6 +19,7 @@
 
 use std::ops::Range;
 
+use super::kept::Kept;
 use crate::model::names::DEFAULT_QUEUE;
 use crate::model::{Group, GroupKey, Member, PodGroup, PodPhase, State, owed};
 
@@ -62,89 +64,39 @@ pub struct Groups<'s> {
     members: Vec<Seen<'s>>,
 }
 
+/// What the admission loop wrote that a snapshot may not show yet.
+#[derive(Clone, Copy)]
+pub struct Unshown<'a> {
+    /// Pods whose gate the loop removed (`true` for each).
+    pub released: &'a dyn Fn(&str) -> bool,
+    /// Its admissions with room kept for members to come.
+    pub kept: &'a Kept,
+}
+
+impl Unshown<'_> {
+    /// Nothing: the snapshot shows every write (tests, the simulator, benchmarks).
+    pub fn none() -> Unshown<'static> {
+        static NOTHING: Kept = Kept::new();
+        Unshown {
+            released: &|_| false,
+            kept: &NOTHING,
+        }
+    }
+}
+
 impl<'s> Groups<'s> {
-    /// The facts of `state` at `now` (Unix seconds), counting the pods for which
-    /// `released(uid)` is true as released although the snapshot still shows them gated: the
-    /// admission loop's patches that the watch has not shown yet, so that a pass right after
+    /// The facts of `state` at `now` (Unix seconds), counting what the admission loop wrote and
+    /// the snapshot does not show yet (`unshown`) as written: the pods whose gates it removed
+    /// as released, its admissions with room kept as holding, so that a pass right after
     /// another does not hand out the same room twice.
-    pub fn of(state: &'s State, released: &dyn Fn(&str) -> bool, now: i64) -> Groups<'s> {
+    pub fn of(state: &'s State, unshown: Unshown<'_>, now: i64) -> Groups<'s> {
         let mut groups = Groups {
             all: Vec::with_capacity(state.groups().len() + state.queue_only().len()),
             members: Vec::new(),
         };
-        let seen = |uid: &str, m: &'s Member| Seen {
-            member: m,
-            placed: state.holds_room(uid, m),
-            gated: m.gated && !released(uid),
-        };
         for (key, group) in state.groups() {
-            let start = groups.members.len();
-            let spec = group.spec.as_deref();
-            let mut succeeded = 0;
-            let mut all_gated = true;
-            for (uid, m) in &group.members {
-                if m.live {
-                    let seen = seen(uid, m);
-                    all_gated &= seen.gated;
-                    groups.members.push(seen);
-                } else if m.pod.phase == PodPhase::Succeeded {
-                    succeeded += 1;
-                }
-            }
-            let live = groups.members.len() - start;
-            let (owed, admitted) = match (spec, group.owed()) {
-                // The gang came whole and finished: it owes nothing more.
-                (Some(spec), _) if live == 0 && succeeded >= spec.min_member => (&[][..], false),
-                (Some(spec), owed @ [first, ..]) => {
-                    let waits = if live > 0 {
-                        all_gated
-                    } else {
-                        spec.ahead && succeeded == 0
-                    };
-                    if group.keeps_room_at(now) || released(&first.pod.uid) {
-                        (owed, true)
-                    } else if waits {
-                        (owed, false)
-                    } else {
-                        (&[][..], false)
-                    }
-                }
-                _ => (&[][..], false),
-            };
-            // Placeholders first: they are always part of what the gang needs.
-            groups.members.extend(owed.iter().map(|m| Seen {
-                gated: !admitted,
-                ..seen(&m.pod.uid, m)
-            }));
-            groups.members[start..].rotate_right(owed.len());
-            let members = &groups.members[start..];
-            let queue: &str = match spec {
-                Some(spec) => &spec.queue,
-                None => members
-                    .iter()
-                    .find_map(|m| m.member.pod.queue.as_deref())
-                    .unwrap_or(DEFAULT_QUEUE),
-            };
-            let min_member = spec.map_or(1, |s| s.min_member);
-            let covered = spec.map_or(0, |s| covered(s, group));
-            groups.all.push(GroupFacts {
-                key: Some(key),
-                spec,
-                queue,
-                namespace: &key.namespace,
-                name: &key.name,
-                min_member,
-                gang: min_member.max(covered.saturating_add(owed.len() as u32)),
-                succeeded,
-                present: live
-                    + succeeded as usize
-                    + if spec.is_some_and(|s| s.ahead) {
-                        owed.len()
-                    } else {
-                        0
-                    },
-                members: start..groups.members.len(),
-            });
+            let facts = groups.read(state, key, group, unshown, now);
+            groups.all.push(facts);
         }
         for (uid, m) in state.queue_only().iter().filter(|(_, m)| m.live) {
             let pod = m.pod.as_ref();
@@ -152,7 +104,7 @@ impl<'s> Groups<'s> {
                 continue;
             };
             let start = groups.members.len();
-            groups.members.push(seen(uid, m));
+            groups.members.push(seen(state, unshown, uid, m));
             groups.all.push(GroupFacts {
                 key: None,
                 spec: None,
@@ -172,6 +124,105 @@ impl<'s> Groups<'s> {
     /// The live members of `group`.
     pub fn members(&self, group: &GroupFacts<'s>) -> &[Seen<'s>] {
         &self.members[group.members.clone()]
+    }
+
+    /// Reads the group `key` (its live members pushed, placeholders first).
+    fn read(
+        &mut self,
+        state: &'s State,
+        key: &'s GroupKey,
+        group: &'s Group,
+        unshown: Unshown<'_>,
+        now: i64,
+    ) -> GroupFacts<'s> {
+        let start = self.members.len();
+        let spec = group.spec.as_deref();
+        let mut succeeded = 0;
+        for (uid, m) in &group.members {
+            if m.live {
+                self.members.push(seen(state, unshown, uid, m));
+            } else if m.pod.phase == PodPhase::Succeeded {
+                succeeded += 1;
+            }
+        }
+        let live = self.members.len() - start;
+        let holds = spec.is_some_and(|s| s.admission_holds_at(now) || unshown.kept.holds(s, now));
+        let (owed, admitted) = seen_owed(spec, group, &self.members[start..], succeeded, holds);
+        let min_member = spec.map_or(1, |s| s.min_member);
+        let covered = spec.map_or(0, |s| covered(s, group));
+        let gang = min_member.max(covered.saturating_add(owed.len() as u32));
+        // Placeholders first: they are always part of what the gang needs.
+        self.members.extend(owed.iter().map(|m| Seen {
+            gated: !admitted,
+            ..seen(state, unshown, &m.pod.uid, m)
+        }));
+        self.members[start..].rotate_right(owed.len());
+        let members = &self.members[start..];
+        let queue: &str = match spec {
+            Some(spec) => &spec.queue,
+            None => members
+                .iter()
+                .find_map(|m| m.member.pod.queue.as_deref())
+                .unwrap_or(DEFAULT_QUEUE),
+        };
+        GroupFacts {
+            key: Some(key),
+            spec,
+            queue,
+            namespace: &key.namespace,
+            name: &key.name,
+            min_member,
+            gang,
+            succeeded,
+            present: live
+                + succeeded as usize
+                + if spec.is_some_and(|s| s.ahead) {
+                    owed.len()
+                } else {
+                    0
+                },
+            members: start..self.members.len(),
+        }
+    }
+}
+
+/// Member `uid` of `state` as the pass sees it, counting `unshown`'s gate removals.
+fn seen<'s>(state: &State, unshown: Unshown<'_>, uid: &str, m: &'s Member) -> Seen<'s> {
+    Seen {
+        member: m,
+        placed: state.holds_room(uid, m),
+        gated: m.gated && !(unshown.released)(uid),
+    }
+}
+
+/// The placeholders of `group` seen (see the module docs), and whether released: its `live`
+/// members as seen, `succeeded` of them finished, and whether its admission with room kept
+/// `holds`.
+fn seen_owed<'s>(
+    spec: Option<&PodGroup>,
+    group: &'s Group,
+    live: &[Seen],
+    succeeded: u32,
+    holds: bool,
+) -> (&'s [Member], bool) {
+    match (spec, group.owed()) {
+        // The gang came whole and finished: it owes nothing more.
+        (Some(spec), _) if live.is_empty() && succeeded >= spec.min_member => (&[], false),
+        (Some(spec), owed @ [_, ..]) => {
+            let waits = if live.is_empty() {
+                spec.ahead && succeeded == 0
+            } else {
+                live.iter().all(|m| m.gated)
+            };
+            if holds {
+                (owed, true)
+            } else if waits {
+                (owed, false)
+            } else {
+                (&[], false)
+            }
+        }
+        _ => (&[], false),
     }
 }
 
@@ -238,7 +289,11 @@ mod tests {
         s.apply_pod(pod("lone", None, Some("batch")));
         s.apply_pod(pod("plain", None, None));
 
-        let groups = Groups::of(&s, &|uid| uid == "b1", 0);
+        let unshown = Unshown {
+            released: &|uid| uid == "b1",
+            ..Unshown::none()
+        };
+        let groups = Groups::of(&s, unshown, 0);
         // Key, queue, gang size, and each live member with whether it still waits at the gate.
         type Read<'a> = (String, &'a str, u32, Vec<(&'a str, bool)>);
         let read: Vec<Read> = groups

@@ -1,5 +1,7 @@
 //! The admission pass and what follows it:
 //! - [`groups`]: what the pass and reclaim read of each group, derived once per snapshot;
+//! - [`kept`]: the admission loop's record of the admissions with room kept for members to
+//!   come that it made, which the pass counts until the snapshot shows them;
 //! - [`plan`]: which waiting groups may leave the admission gate now, in fair-share order,
 //!   and why each of the others waits; [`free_room`]: the free room it places them in;
 //!   [`why`]: the reasons, with their numbers;
@@ -11,6 +13,7 @@
 pub mod after_pass;
 pub mod free_room;
 pub mod groups;
+pub mod kept;
 pub mod on_arrival;
 pub mod plan;
 pub mod reclaim;

@@ -500,10 +500,11 @@ fn needs_no_plan(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::admit::groups::Unshown;
 
     /// [`input`] on the group facts of `state`, with nothing being evicted or refused.
     fn input_of(state: &State, decision: &Decision) -> Option<Input> {
-        let groups = Groups::of(state, &|_| false, crate::testing::unix_now());
+        let groups = Groups::of(state, Unshown::none(), crate::testing::unix_now());
         input(state, &groups, decision, &|_| false, &|_| false)
     }
 
@@ -516,7 +517,7 @@ mod tests {
     ) -> ReclaimPlan {
         plan(
             state,
-            &Groups::of(state, &|_| false, crate::testing::unix_now()),
+            &Groups::of(state, Unshown::none(), crate::testing::unix_now()),
             decision,
             evicting,
             refused,

@@ -21,7 +21,7 @@ use rustc_hash::FxHashMap;
 
 use super::outcome::{JobOutcome, Outcome, QueueSample, Sample};
 use super::{Job, Scenario};
-use crate::admit::groups::Groups;
+use crate::admit::groups::{Groups, Unshown};
 use crate::admit::plan::{self, Decision, Hold};
 use crate::admit::{after_pass, reclaim};
 use crate::claims;
@@ -291,7 +291,7 @@ impl Sim<'_> {
     /// admitted pods and carry out the evictions. Whether it changed anything.
     fn pass(&mut self, now: i64) -> bool {
         self.out.passes += 1;
-        let groups = Groups::of(&self.state, &|_| false, now);
+        let groups = Groups::of(&self.state, Unshown::none(), now);
         let decision = plan::decide(&self.state, &groups, now);
         let reclaims = reclaim::plan(&self.state, &groups, &decision, &|_| false, &|_| false);
         drop(groups);

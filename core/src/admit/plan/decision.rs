@@ -165,6 +165,18 @@ pub struct Decision {
     pub growth_timed_out: Vec<GroupKey>,
 }
 
+impl Decision {
+    /// The groups it admits with room kept for members to come (with placeholders): the
+    /// admissions the loop records on their PodGroups ([`crate::admit::kept`]).
+    pub fn admitted_with_room_kept(&self) -> Vec<GroupKey> {
+        self.admit
+            .iter()
+            .filter(|a| !a.placeholders.is_empty())
+            .filter_map(|a| a.group.clone())
+            .collect()
+    }
+}
+
 /// A gang the cluster grows for: one stand-in pod per member it needs for quorum.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct GrowthAsk {

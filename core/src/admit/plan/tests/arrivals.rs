@@ -323,7 +323,9 @@ fn a_lapsed_admission_ahead_without_members_waits_again() {
     assert_eq!(admitted(&d), ["vc"]);
     assert_eq!(d.admit[0].placeholders.len(), 4);
     // Recorded but not yet seen: the pass counts the placeholders released.
-    let d = decide_at(&s, &|uid| uid.starts_with("placeholder:"), 161);
+    let mut kept = Kept::new();
+    kept.note(d.admitted_with_room_kept(), 161);
+    let d = decide_kept(&s, &kept, 161);
     assert!(d.admit.is_empty());
     assert_eq!(d.in_flight.get("cpu"), 6_000);
 }

@@ -177,9 +177,10 @@ fn a_released_driver_whose_admission_record_is_not_shown_yet_keeps_its_executors
     spark(&mut s, "a", 4, false, NOW);
     let d = decide_at(&s, &|_| false, NOW + 1);
     release(&mut s, &d);
-    let placeholders = d.admit[0].placeholders.clone();
+    let mut kept = Kept::new();
+    kept.note(d.admitted_with_room_kept(), NOW + 1);
     gang(&mut s, "next", "q", 1, 6_000, NOW + 2);
-    let d = decide_at(&s, &|uid| placeholders.iter().any(|p| p == uid), NOW + 2);
+    let d = decide_kept(&s, &kept, NOW + 2);
     assert!(d.admit.is_empty(), "{:?}", d.admit);
     assert_eq!(
         d.in_flight.get("cpu"),

@@ -9,13 +9,15 @@ mod order;
 mod topology;
 
 use super::*;
+use crate::admit::kept::Kept;
 use crate::admit::on_arrival;
 use crate::model::names::ADMISSION_GATE;
 use crate::model::resources::Capability;
 use crate::model::{GroupKey, Pod, Queue, Resources};
 use crate::model::{Node, PodGroup, PodPhase, Reservation, ResourceId};
 use crate::testing::{
-    PodBuilder, cluster, decide_after, decide_at, decide_now, gang, node, pod, pod_group,
+    PodBuilder, cluster, decide_after, decide_at, decide_kept, decide_now, gang, node, pod,
+    pod_group,
 };
 use std::time::Duration;
 
