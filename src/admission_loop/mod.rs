@@ -29,7 +29,10 @@
 //! every pass: however late the watch, a pass counts the room every earlier pass kept, so
 //! admissions made in a burst never keep more than their queue's capability. The record ends
 //! once the snapshot shows the annotation, the PodGroup is gone or the admission lapsed; an
-//! annotation whose write failed is written again at the next pass.
+//! annotation whose write failed is written again at the next pass. Members that come gated
+//! into such room (the webhook lets them in ungated only once its snapshot shows the
+//! admission, with `--admit-on-arrival` and on the leader) are released by the next pass into
+//! that room, without being weighed again (`Decision::into_kept_room`).
 //!
 //! After each pass the loop records in the ledger the head's reservation and the groups lent
 //! room in it ([`crate::cache::LedgerWriter::hold`], [`gangplank_core::admit::after_pass`]); why the
@@ -192,6 +195,7 @@ pub async fn run(
             .admit
             .iter()
             .flat_map(|a| &a.pods)
+            .chain(&decision.into_kept_room)
             .filter(|p| !recently.contains_key(&p.uid))
             .cloned()
             .collect();
@@ -257,11 +261,15 @@ pub async fn run(
 }
 
 /// Whether a pass left nothing to do but wait for a new pod or a change of configuration:
-/// it admitted nothing, left nothing waiting and holds no reservation. A placed pod's updates
+/// it admitted nothing, released no member into kept room, left nothing waiting and holds no
+/// reservation. A placed pod's updates
 /// and a pod's deletion then give the next pass nothing to decide, so the loop waits for
 /// [`Cache::arrived`] instead of every change.
 fn is_quiet(decision: &plan::Decision) -> bool {
-    decision.admit.is_empty() && decision.waiting.is_empty() && decision.hold.is_none()
+    decision.admit.is_empty()
+        && decision.into_kept_room.is_empty()
+        && decision.waiting.is_empty()
+        && decision.hold.is_none()
 }
 
 /// Writes each queue's deserved share, allocation and waiting groups at the latest pass in

@@ -16,6 +16,14 @@
 //!   still gated, or, admitted ahead of its members, none came yet;
 //! - not at all otherwise (its members run and its admission lapsed, or it came whole and
 //!   finished): the room of members that never came goes back to the others.
+//!
+//! While such an admission holds, the members that came gated into the room it keeps (the
+//! webhook lets them in ungated only once its snapshot shows the admission, and a follower
+//! replica gates them all) are seen released, into that room ([`Seen::into_kept_room`]), the
+//! oldest first and only as many as the gang's room has places for (those `minResources` cover,
+//! at least `minMember`): each took a placeholder's place, so the room counted for the group stays
+//! what its admission kept, and the pass removes their gates without weighing them again.
+//! Members beyond that room are elastic and wait for admission as any.
 
 use std::ops::Range;
 
@@ -29,8 +37,13 @@ pub struct Seen<'s> {
     pub member: &'s Member,
     /// Bound, or reserved by the extender.
     pub placed: bool,
-    /// It carries the admission gate and the loop has not just released it.
+    /// It carries the admission gate and the loop has not just released it, nor is it
+    /// released into the room its group's admission keeps.
     pub gated: bool,
+    /// It carries the admission gate, but came into the room its group's admission keeps for
+    /// members to come (see the module docs): it counts as released, and the pass releases it
+    /// (`crate::admit::plan::Decision::into_kept_room`).
+    pub into_kept_room: bool,
 }
 
 /// One group, or one pod of a queue in no group.
@@ -151,6 +164,10 @@ impl<'s> Groups<'s> {
         let min_member = spec.map_or(1, |s| s.min_member);
         let covered = spec.map_or(0, |s| covered(s, group));
         let gang = min_member.max(covered.saturating_add(owed.len() as u32));
+        if holds {
+            let places = (gang as usize).saturating_sub(owed.len() + succeeded as usize);
+            into_kept_room(&mut self.members[start..], places);
+        }
         // Placeholders first: they are always part of what the gang needs.
         self.members.extend(owed.iter().map(|m| Seen {
             gated: !admitted,
@@ -192,6 +209,7 @@ fn seen<'s>(state: &State, unshown: Unshown<'_>, uid: &str, m: &'s Member) -> Se
         member: m,
         placed: state.holds_room(uid, m),
         gated: m.gated && !(unshown.released)(uid),
+        into_kept_room: false,
     }
 }
 
@@ -223,6 +241,22 @@ fn seen_owed<'s>(
             }
         }
         _ => (&[], false),
+    }
+}
+
+/// Sees the oldest gated of `live` members released into their group's kept room, as many as
+/// it has `places` left for beyond those already released or placed.
+fn into_kept_room(live: &mut [Seen], places: usize) {
+    let taken = live.iter().filter(|m| !m.gated).count();
+    let Some(left) = places.checked_sub(taken).filter(|&n| n > 0) else {
+        return;
+    };
+    let mut gated: Vec<usize> = (0..live.len()).filter(|&i| live[i].gated).collect();
+    let age = |i: &usize| (live[*i].member.created, &live[*i].member.pod.uid);
+    gated.sort_unstable_by(|a, b| age(a).cmp(&age(b)));
+    for i in gated.into_iter().take(left) {
+        live[i].gated = false;
+        live[i].into_kept_room = true;
     }
 }
 

@@ -308,10 +308,9 @@ impl Sim<'_> {
             }
         }
         let mut changed = false;
-        for admission in &decision.admit {
-            for pod in &admission.pods {
-                changed |= self.release(pod, now);
-            }
+        let admitted = decision.admit.iter().flat_map(|a| &a.pods);
+        for pod in admitted.chain(&decision.into_kept_room) {
+            changed |= self.release(pod, now);
         }
         for reclaim in &reclaims.reclaims {
             for victim in &reclaim.victims {

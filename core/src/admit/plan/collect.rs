@@ -1,7 +1,8 @@
 //! Phase 1 of the pass: the waiting groups (and pods of a queue in no group) as
 //! [`Candidate`]s ([`super::candidate`]), with what blocks any of them outright, what every queue's groups hold
-//! (placed members, and released ones up to what their gang lacks for quorum), and what
-//! running gangs' elastic members hold, node by node.
+//! (placed members, and released ones up to what their gang lacks for quorum, those released
+//! into the room their group's admission keeps included), and what running gangs' elastic
+//! members hold, node by node.
 
 use std::collections::BTreeMap;
 
@@ -33,6 +34,10 @@ pub(super) struct Book<'s> {
     /// `crate::admit::plan::growth`; the room of a gang whose members a new leader sees come
     /// back).
     pub(super) in_flight_members: Vec<&'s Resources>,
+    /// Members that came gated into the room their group's admission keeps, counted as
+    /// released (in `in_flight` and `allocated`): the pass releases them
+    /// ([`crate::admit::groups::Seen::into_kept_room`]).
+    pub(super) into_kept_room: Vec<&'s Member>,
     /// Groups whose `minResources` cover more members than `minMember` and whose released,
     /// unplaced members (placeholders included) fill that room ([`super::Decision::keeping`]).
     pub(super) keeping: Vec<GroupKey>,
@@ -52,6 +57,8 @@ pub(super) fn collect<'s>(state: &'s State, groups: &Groups<'s>) -> Book<'s> {
         let quorum = g.live_quorum();
         let arriving = g.key.map_or(&[][..], |key| arriving(state, key, members));
         let in_flight = hold(state, &mut book, g, members, arriving, quorum);
+        let kept = members.iter().filter(|m| m.into_kept_room);
+        book.into_kept_room.extend(kept.map(|m| m.member));
         // Its room beyond minMember was laid out as pieces of an estimated shape.
         if in_flight
             && g.gang > g.min_member

@@ -137,6 +137,12 @@ pub struct Decision {
     /// (not a gang's elastic members alone): what the elastic yield, reclaim and priority
     /// preemption (`crate::admit::reclaim`) may make room for.
     pub short_of_room: Vec<RoomWait>,
+    /// Members that came gated into the room their group's admission keeps for members to
+    /// come, while it holds (the webhook did not let them in: it did not see the admission
+    /// yet, or a follower gated them): counted as released by this pass (in `in_flight` and
+    /// their queue's allocation, [`crate::admit::groups::Seen::into_kept_room`]), their gates
+    /// to be removed like those of `admit`, without another admission.
+    pub into_kept_room: Vec<PodRef>,
     /// Released members not yet placed (counted against the free room, not any node).
     pub in_flight: Resources,
     /// What the elastic members of running gangs (bound members beyond `minMember`, the

@@ -108,6 +108,11 @@ pub(super) fn report(mut pass: Pass, book: Book, shares: Shares, waits: Waits) -
             });
         }
     }
+    decision.into_kept_room = book
+        .into_kept_room
+        .iter()
+        .map(|m| PodRef::of(&m.pod))
+        .collect();
     decision.in_flight = book.in_flight.clone();
     decision.keeping = book.keeping.clone();
     decision.elastic = book.elastic.clone();
