@@ -6,9 +6,10 @@
 # up from the chart; the Workload API on), in two lanes of clusters at once: the suite without
 # the batch operators in one; in the other the operators in every gang mode, a few gang and
 # operator tests again on a cluster with the Workload API off (Kubernetes' default) whose
-# scheduler sends every pod to Gangplank, the autoscaler tests, the chart's Deployment run from
-# the image (two replicas and a leader handover), a helm upgrade from the previous release, and
-# the demo (the README's first command) with a check of the report it leaves. `e2e/test` alone
+# scheduler sends every pod to Gangplank, and the autoscaler tests; then, in whichever lane is
+# free first, the chart's Deployment run from the image (two replicas and a leader handover), a
+# helm upgrade from the previous release, and the demo (the README's first command) with a
+# check of the report it leaves. `e2e/test` alone
 # runs every test in one configuration, every operator mode included (docs/operators.md).
 # Options after the script name are passed to e2e/test (for example --nodes 8).
 set -euo pipefail
@@ -66,12 +67,39 @@ rm -f "$go_log"
 ((go_status == 0)) || exit "$go_status"
 GP_OPERATORS="" e2e/up --build-only
 
+# The last steps, each run once, by whichever lane is free first (a lane claims a step by
+# making its directory, which only one can): the Deployment layout's tests and the upgrade's
+# (one such cluster per machine, so one lane runs both), then the demo. On a fresh machine the
+# second lane builds the operators and Karpenter first, so the first lane takes them; warm, the
+# second lane is done first.
+claims=$(mktemp -d)
+tail_steps() {
+  if mkdir "$claims/deployment" 2>/dev/null; then
+    # The chart's default layout run for real: its Deployment's two replicas from the image (the
+    # static build scripts/check-image made above, so e2e/up's scripts/image only packs it), on a
+    # node the harness runs pods on, Services routed by kube-proxy; one such cluster per machine.
+    step "the chart's Deployment from the image: two replicas, gangs, a queue, a webhook refusal, a certificate rotation, a leader handover (e2e/test --layout deployment -- deployment_layout::)"
+    GP_OPERATORS="" e2e/test --layout deployment --nodes 2 "$@" -- deployment_layout::
+    # The previous release installed by Helm, then helm upgrade to this checkout's chart and image
+    # while gangs run, wait and have binds held (docs/install.md, "Upgrading").
+    step "helm upgrade from $PREVIOUS_VERSION while gangs run, wait and hold binds (e2e/test --layout deployment --chart ... --image-archive ... -- upgrade::)"
+    GP_OPERATORS="" e2e/test --layout deployment --nodes 2 --chart "$PREVIOUS_CHART" \
+      --image-archive "$PREVIOUS_IMAGE" "$@" -- upgrade::
+  fi
+  if mkdir "$claims/demo" 2>/dev/null; then
+    step "the demo (e2e/demo, what ./demo.sh runs) and its report (scripts/check-demo)"
+    e2e/demo
+    scripts/check-demo "$GP_RUN_DIR/demo-report"
+    e2e/down
+  fi
+}
+
 # The end-to-end runs go in two lanes at once, each lane's clusters in a run directory of its own
 # (GP_RUN_DIR): most of an end-to-end test is waiting for a controller, so two clusters share
 # the 2 cores. The first lane is the suite without the batch operators; the second runs, one
 # cluster after another, the operators' tests (every gang mode of each) and Spark's, the
-# every-pod subset, the autoscaler tests, the Deployment layout's tests and the demo. The second lane's output is printed once
-# both lanes are done.
+# every-pod subset and the autoscaler tests. The last steps go to whichever lane is free first.
+# The second lane's output is printed once both lanes are done.
 second_lane() {
   export GP_RUN_DIR=$PWD/e2e/.run-second
   step "every batch operator and Karpenter built, at a lower priority than the first lane (e2e/up --build-only; cached after the first run)"
@@ -97,20 +125,7 @@ second_lane() {
   # meant to wait.
   step "end-to-end with a node autoscaler (e2e/test --autoscaler karpenter, the autoscaler tests)"
   GP_OPERATORS="" e2e/test --autoscaler karpenter "$@" -- autoscaler::
-  # The chart's default layout run for real: its Deployment's two replicas from the image (the
-  # static build scripts/check-image made above, so e2e/up's scripts/image only packs it), on a
-  # node the harness runs pods on, Services routed by kube-proxy; one such cluster per machine.
-  step "the chart's Deployment from the image: two replicas, gangs, a queue, a webhook refusal, a certificate rotation, a leader handover (e2e/test --layout deployment -- deployment_layout::)"
-  GP_OPERATORS="" e2e/test --layout deployment --nodes 2 "$@" -- deployment_layout::
-  # The previous release installed by Helm, then helm upgrade to this checkout's chart and image
-  # while gangs run, wait and have binds held (docs/install.md, "Upgrading").
-  step "helm upgrade from $PREVIOUS_VERSION while gangs run, wait and hold binds (e2e/test --layout deployment --chart ... --image-archive ... -- upgrade::)"
-  GP_OPERATORS="" e2e/test --layout deployment --nodes 2 --chart "$PREVIOUS_CHART" \
-    --image-archive "$PREVIOUS_IMAGE" "$@" -- upgrade::
-  step "the demo (e2e/demo, what ./demo.sh runs) and its report (scripts/check-demo)"
-  e2e/demo
-  scripts/check-demo "$GP_RUN_DIR/demo-report"
-  e2e/down
+  tail_steps "$@"
   step ""
 }
 step ""
@@ -122,9 +137,13 @@ printf '\n==> second lane started (its output follows the main suite)\n'
 step "end-to-end suite but the operators' tests (GP_OPERATORS=\"\" e2e/test -- --skip operators:: --skip spark::)"
 GP_OPERATORS="" e2e/test "$@" -- --skip operators:: --skip spark:: || main_status=$?
 step ""
+# In the background so that set -e holds in it (a subshell on the left of || ignores it).
+(set -e; step_name=""; export GP_RUN_DIR=$PWD/e2e/.run; tail_steps "$@"; step "") &
+wait $! || main_status=$?
 wait "$second" || second_status=$?
 printf '\n==> the second lane (%s)\n' "$( ((second_status == 0)) && echo passed || echo "FAILED: exit $second_status")"
 cat "$second_log"
 rm -f "$second_log"
+rm -rf "$claims"
 printf '\n<== %ss in all; main suite exit %s, second lane exit %s\n' "$SECONDS" "$main_status" "$second_status"
 ((main_status == 0 && second_status == 0))
