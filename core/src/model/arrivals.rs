@@ -7,8 +7,9 @@ use std::time::{Duration, Instant};
 
 use super::resources::Resources;
 
-/// How long the ledger keeps an arrival: the pass counts its room until the watch shows its
-/// members, which by then exist.
+/// The longest the ledger keeps an arrival (it ends sooner once the model shows all the
+/// members it was admitted for): the pass counts its room until the watch shows them, and by
+/// then they exist.
 pub const ARRIVAL_ROOM_KEPT: Duration = Duration::from_secs(30);
 
 /// Room a pass left for admissions on arrival.

@@ -264,11 +264,21 @@ impl<'s> LedgerMut<'s> {
     }
 
     /// Forgets arrivals (on arrival, or of groups admitted ahead) older than
-    /// [`ARRIVAL_ROOM_KEPT`] at `now` or whose group is gone.
+    /// [`ARRIVAL_ROOM_KEPT`] at `now` or whose group is gone, and arrivals on arrival whose
+    /// members the model shows, all it was admitted for: from then on a pass counts the members
+    /// themselves, and a gang evicted later is not counted again for members that are gone.
     pub fn forget_arrivals_before(&mut self, now: Instant) {
         let groups = self.groups;
         self.ledger.arrivals.retain(|key, a| {
-            now.saturating_duration_since(a.at) < ARRIVAL_ROOM_KEPT && groups.contains_key(key)
+            let Some(group) = groups.get(key) else {
+                return false;
+            };
+            let shown = group
+                .members
+                .values()
+                .filter(|m| m.live && !m.gated)
+                .count();
+            now.saturating_duration_since(a.at) < ARRIVAL_ROOM_KEPT && shown < a.need.len()
         });
         self.ledger.ahead_arrivals.retain(|key, recent| {
             recent.retain(|a| now.saturating_duration_since(a.at) < ARRIVAL_ROOM_KEPT);
