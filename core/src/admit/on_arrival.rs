@@ -4,8 +4,10 @@
 //!
 //! The pass leaves a [`Door`] when every group it left waiting lacks only members (nothing
 //! waits for room, quota, its queue or its share, and no group heads the line): the room it
-//! left free, node by node, less every queue's unused guarantee. The mutating webhook asks
-//! [`admit`] for each new pod of a group; the first
+//! left free, node by node, less every queue's unused guarantee and the room of members
+//! released beyond their gang's quorum and not placed yet (an elastic gang's growth, which the
+//! pass counts nowhere). The mutating webhook asks [`admit`] for each new pod of a group; the
+//! first
 //! member of a gang whose `minMember` copies of it fit in the door is admitted, and the door
 //! shrinks by them until the next pass makes a new one. A pass counts the room of the gangs
 //! let in before it began as in flight until the watch shows their members (they may not be

@@ -145,11 +145,19 @@ impl<'s> Room<'s> {
         available
     }
 
-    /// What is left for admissions on arrival ([`super::on_arrival`]): each node's free room, and
-    /// the free total less every queue's unused guarantee.
-    pub fn left_for_arrivals(&self) -> (Vec<Resources>, Resources) {
-        let nodes = self.nodes.iter().map(at_least_zero).collect();
-        (nodes, at_least_zero(&self.total.minus(&self.guaranteed)))
+    /// What is left for admissions on arrival ([`super::on_arrival`]) once the released members
+    /// `beyond` (not counted yet) are placed where first fit puts them: each node's free room,
+    /// and the free total less every queue's unused guarantee.
+    pub fn left_for_arrivals(&self, beyond: &[&Resources]) -> (Vec<Resources>, Resources) {
+        let mut nodes: Vec<Resources> = self.nodes.iter().map(at_least_zero).collect();
+        let mut total = self.total.minus(&self.guaranteed);
+        for pod in biggest_first(beyond.iter().copied()) {
+            total.sub(pod);
+            if let Some(at) = nodes.iter().position(|n| pod.fits_in(n)) {
+                nodes[at].sub(pod);
+            }
+        }
+        (nodes, at_least_zero(&total))
     }
 
     /// Forgets what [`Room::available_to`] computed: the free total or a guarantee changed.

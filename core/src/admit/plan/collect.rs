@@ -34,6 +34,12 @@ pub(super) struct Book<'s> {
     /// `crate::admit::plan::growth`; the room of a gang whose members a new leader sees come
     /// back).
     pub(super) in_flight_members: Vec<&'s Resources>,
+    /// Released members not yet placed beyond what their gang needs for quorum (an elastic
+    /// gang's growth, more members released than `minMember`): neither in flight nor in their
+    /// queue's allocation, as elastic members yield to any gang's minimum, which the pass
+    /// admits with claims the scheduler keeps for it; but a gang admitted on arrival has no
+    /// claim, so the door leaves their room out.
+    pub(super) beyond_quorum: Vec<&'s Resources>,
     /// Members that came gated into the room their group's admission keeps, counted as
     /// released (in `in_flight` and `allocated`): the pass releases them
     /// ([`crate::admit::groups::Seen::into_kept_room`]).
@@ -157,18 +163,21 @@ fn hold<'s>(
             short += 1;
         }
     }
-    // Released members count up to what the gang still lacks for quorum.
+    // Released members count up to what the gang still lacks for quorum; the others are on
+    // their way to the scheduler all the same.
     let mut left = (quorum.saturating_sub(placed) as usize).min(short);
     for m in members {
-        if left == 0 {
-            break;
-        }
         // Released to a scheduler nobody serves, it will never be placed: it holds no room.
-        if !m.placed && !m.gated && state.schedulers().unserved(&m.member.pod).is_none() {
-            released.add(&m.member.requests);
-            book.in_flight_members.push(&m.member.requests);
-            left -= 1;
+        if m.placed || m.gated || state.schedulers().unserved(&m.member.pod).is_some() {
+            continue;
         }
+        if left == 0 {
+            book.beyond_quorum.push(&m.member.requests);
+            continue;
+        }
+        released.add(&m.member.requests);
+        book.in_flight_members.push(&m.member.requests);
+        left -= 1;
     }
     for requests in arriving {
         released.add(requests);

@@ -159,7 +159,7 @@ pub(super) fn report(mut pass: Pass, book: Book, shares: Shares, waits: Waits) -
             })
             .map(|(_, q)| q.name.clone())
             .collect();
-        let (nodes, total) = pass.room.left_for_arrivals();
+        let (nodes, total) = pass.room.left_for_arrivals(&book.beyond_quorum);
         decision.door = Some(Door::new(nodes, total, queues, state.nodes().shrunk()));
     }
     decision.queues = names.into_iter().zip(reports).collect();

@@ -127,6 +127,52 @@ fn the_first_member_admits_its_gang_on_arrival_and_its_later_members_follow_it()
 }
 
 #[test]
+fn the_door_leaves_out_the_room_of_elastic_members_released_and_not_placed_yet() {
+    let now = std::time::Instant::now();
+    let mut s = cluster();
+    s.apply_pod_group(PodGroup {
+        max_member: Some(6),
+        ..pod_group("elastic", 2, "q")
+    });
+    // Two members run on n1 (8 CPUs); four more, beyond its minMember, are on their way to the
+    // scheduler: 2 CPUs are left for a gang that arrives.
+    for i in 0..6 {
+        let member = pod(format!("elastic-{i}"))
+            .in_group("elastic")
+            .in_queue("q");
+        s.apply_pod(if i < 2 {
+            member.running_on("n1")
+        } else {
+            member
+        });
+    }
+    let d = decide_now(&s);
+    crate::admit::after_pass::record(&mut s, None, &d, now);
+    let cpu = Resources::from([("cpu", 1_000), ("pods", 1)]);
+    s.apply_pod_group(pod_group("three", 3, "q"));
+    s.apply_pod_group(pod_group("two", 2, "q"));
+    assert!(
+        !on_arrival::admit(
+            &mut s,
+            &GroupKey::new("ns", "three"),
+            "three-0",
+            &cpu,
+            now,
+            0
+        ),
+        "3 of the 2 CPUs left"
+    );
+    assert!(on_arrival::admit(
+        &mut s,
+        &GroupKey::new("ns", "two"),
+        "two-0",
+        &cpu,
+        now,
+        0
+    ));
+}
+
+#[test]
 fn a_gang_admitted_on_arrival_lets_in_min_member_pods_no_larger_than_its_first_and_gates_the_rest()
 {
     let now = std::time::Instant::now();
