@@ -98,7 +98,8 @@ pub struct Nodes {
     vacant: Vec<usize>,
     /// How many records hold a node.
     known: usize,
-    /// How many times a node stopped taking new pods, lost allocatable or left.
+    /// How many times a node stopped taking new pods, lost allocatable or left, or a pod
+    /// outside every admission took room on one.
     shrunk: u64,
 }
 
@@ -150,10 +151,16 @@ impl Nodes {
         self.index.values().map(|&i| &self.slots[i])
     }
 
-    /// How many times a node stopped taking new pods, lost allocatable or left: room counted
-    /// from the nodes as they were before may no longer exist.
+    /// How many times a node stopped taking new pods, lost allocatable or left, or a pod
+    /// outside every admission (in no group, of no queue) took room on one: room counted from
+    /// the nodes as they were before may no longer exist.
     pub fn shrunk(&self) -> u64 {
         self.shrunk
+    }
+
+    /// Records that a pod no admission counted took room on a node ([`Nodes::shrunk`]).
+    pub(crate) fn room_taken(&mut self) {
+        self.shrunk += 1;
     }
 
     /// Records `node`, replacing the node of the same name.

@@ -277,6 +277,12 @@ impl State {
         }
         if let Some(node) = counted_on(&pod) {
             self.nodes.place_pod(node, &pod);
+            // A pod no admission counted (in no group, of no queue) took room the last pass
+            // may have left to arrivals.
+            let newly = old.as_deref().and_then(counted_on) != Some(node);
+            if newly && pod.pod_group.is_none() && pod.queue.is_none() {
+                self.nodes.room_taken();
+            }
         }
         if let Some(old) = &old
             && let Some(node) = counted_on(old)

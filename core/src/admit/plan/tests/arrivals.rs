@@ -201,6 +201,31 @@ fn a_gang_admitted_on_arrival_lets_in_min_member_pods_no_larger_than_its_first_a
 }
 
 #[test]
+fn a_pod_outside_gangplank_bound_after_the_pass_shuts_the_door_until_the_next_pass() {
+    let now = std::time::Instant::now();
+    let cpu = Resources::from([("cpu", 2_000), ("pods", 1)]);
+    let mut s = cluster();
+    let d = decide_now(&s);
+    crate::admit::after_pass::record(&mut s, None, &d, now);
+    // A plain pod (no group, no queue), which no pass counts, takes 4 of n1's 8 CPUs.
+    s.apply_pod(pod("web").cpu(4_000));
+    s.apply_pod(pod("web").cpu(4_000).running_on("n1"));
+    s.apply_pod_group(pod_group("g", 2, "q"));
+    let g = GroupKey::new("ns", "g");
+    assert!(
+        !on_arrival::admit(&mut s, &g, "g-0", &cpu, now, 0),
+        "the door counted the room the plain pod took"
+    );
+    let d = decide_now(&s);
+    crate::admit::after_pass::record(&mut s, None, &d, now);
+    s.apply_pod(pod("web").cpu(4_000).running_on("n1").created(5));
+    assert!(
+        on_arrival::admit(&mut s, &g, "g-0", &cpu, now, 0),
+        "the next pass counts it (2 × 2 of the 4 CPUs left fit), and an update of it that takes no more room leaves the door open"
+    );
+}
+
+#[test]
 fn a_node_that_goes_not_ready_after_the_pass_shuts_the_door_until_the_next_pass() {
     let now = std::time::Instant::now();
     let cpu = Resources::from([("cpu", 2_000), ("pods", 1)]);
