@@ -18,8 +18,10 @@ impl Lcg {
     }
 }
 
+use gangplank_core::admit::groups::{Groups, Unshown};
+use gangplank_core::admit::plan;
 use gangplank_core::model::names::ADMISSION_GATE;
-use gangplank_core::model::{GroupKey, Pod, PodPhase, Resources};
+use gangplank_core::model::{GroupKey, Pod, PodPhase, Resources, State};
 
 const GIB: i64 = 1 << 30;
 
@@ -46,4 +48,13 @@ pub fn member(uid: usize, key: &GroupKey, index: u32, node: Option<String>, cpu:
         },
         ..Pod::default()
     }
+}
+
+/// One admission pass over `state` now, with the group facts it reads: how many groups it
+/// admits.
+pub fn admission_pass(state: &State) -> usize {
+    let now = gangplank::clock::unix_now();
+    plan::decide(state, &Groups::of(state, Unshown::none(), now), now)
+        .admit
+        .len()
 }

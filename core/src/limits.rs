@@ -27,6 +27,11 @@ pub const MAX_TASKS: u32 = 100;
 /// and creates the job's pods again.
 pub const MAX_RETRIES: u32 = 1_000;
 
+/// The most sub-groups a gang may split into (a PodGroup's `subGroupPolicy`): the roles of a
+/// disaggregated service (prefill, decode, a router) or the slices of a job are a handful;
+/// each is matched against every member's labels in every pass.
+pub const MAX_SUB_GROUPS: u32 = 16;
+
 /// [`MAX_MEMBERS`] as the `i32` the API types hold.
 pub const MAX_MEMBERS_I32: i32 = MAX_MEMBERS as i32;
 

@@ -83,6 +83,8 @@ pub trait PodBuilder {
     fn priority(self, priority: i32) -> Self;
     /// Carrying Gangplank's marker resource (the filter sees it).
     fn marked(self) -> Self;
+    /// With the label `key: value` (its other labels kept).
+    fn labeled(self, key: &str, value: &str) -> Self;
 }
 
 impl PodBuilder for Pod {
@@ -137,6 +139,10 @@ impl PodBuilder for Pod {
             marked: true,
             ..self
         }
+    }
+    fn labeled(mut self, key: &str, value: &str) -> Self {
+        std::sync::Arc::make_mut(&mut self.labels).insert(key.into(), value.into());
+        self
     }
 }
 

@@ -14,7 +14,7 @@
 
 use std::time::Duration;
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, LabelSelector, Time};
 use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -132,6 +132,45 @@ pub struct PodGroupSpec {
     /// it, anywhere). Absent: only `topologyKey` applies.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub preferred_topology_key: Option<String>,
+
+    /// A gang of gangs: the members split into instances (a prefill or decode instance of an
+    /// inference service, a slice of a multi-slice job), each needed whole, and how many whole
+    /// instances of each sub-group the gang needs to start. `minMember` must be the sum of
+    /// `minSubGroups × subGroupSize`. The fields are Volcano's (v1.14), so a Volcano PodGroup's
+    /// policy carries over; only `labelSelector.matchLabels` selects. At most 16 sub-groups.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = gangplank_core::limits::MAX_SUB_GROUPS))]
+    pub sub_group_policy: Vec<SubGroupPolicy>,
+}
+
+/// One sub-group of a gang: the members its `labelSelector` matches, split into instances by
+/// the values of `matchLabelKeys`, each instance of `subGroupSize` members needed whole.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+#[schemars(transform = kubernetes_style)]
+pub struct SubGroupPolicy {
+    /// Names the sub-group in reasons; unique within the PodGroup.
+    #[schemars(length(min = 1, max = 63))]
+    pub name: String,
+
+    /// Members of each instance: an instance with this many may start, never one with fewer.
+    #[schemars(range(min = 1, max = gangplank_core::limits::MAX_MEMBERS))]
+    pub sub_group_size: i32,
+
+    /// Whole instances of this sub-group the gang needs to start.
+    #[schemars(range(min = 1, max = gangplank_core::limits::MAX_MEMBERS))]
+    pub min_sub_groups: i32,
+
+    /// The members of this sub-group: those carrying every label of `matchLabels` (a member
+    /// goes to the first sub-group that selects it). `matchExpressions` are refused. Absent:
+    /// every member.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub label_selector: Option<LabelSelector>,
+
+    /// Members of the sub-group with equal values of these labels are one instance (for
+    /// example `leaderworkerset.sigs.k8s.io/group-index`). From 1 to 4 keys.
+    #[schemars(length(min = 1, max = 4))]
+    pub match_label_keys: Vec<String>,
 }
 
 impl PodGroup {
@@ -174,6 +213,7 @@ impl PodGroupSpec {
             expected_runtime_seconds: None,
             topology_key: None,
             preferred_topology_key: None,
+            sub_group_policy: Vec::new(),
         }
     }
 

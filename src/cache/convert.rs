@@ -10,6 +10,7 @@ use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 
 use gangplank_core::model::quantity::{self, Scale};
 use gangplank_core::model::resources::Capability;
+use gangplank_core::model::sub_groups::SubGroup;
 use gangplank_core::model::{
     DEFAULT_SCHEDULER, GroupKey, Node, Pod, PodGroup, PodPhase, Queue, ResourceId, Resources,
     Taint, TaintEffect, Topology, Workload,
@@ -122,6 +123,7 @@ pub fn pod(pod: &core::Pod) -> Result<Pod, Error> {
         .and_then(|v| v.split_once('/'))
         .filter(|(ns, name)| !ns.is_empty() && !name.is_empty())
         .map(|(ns, name)| GroupKey::new(ns, name));
+    let pod_group = labels::pod_group_of(pod_labels, pod_annotations).map(str::to_owned);
     Ok(Pod {
         uid,
         stand_in_for,
@@ -130,7 +132,11 @@ pub fn pod(pod: &core::Pod) -> Result<Pod, Error> {
         node_name: pod.spec.as_ref().and_then(|s| s.node_name.clone()),
         phase: PodPhase::of(pod.status.as_ref().and_then(|s| s.phase.as_deref())),
         requests,
-        pod_group: labels::pod_group_of(pod_labels, pod_annotations).map(str::to_owned),
+        labels: match (&pod_group, pod_labels) {
+            (Some(_), Some(l)) => std::sync::Arc::new(l.clone()),
+            _ => std::sync::Arc::default(),
+        },
+        pod_group,
         queue: labels::queue_of(pod_labels, pod_annotations).map(str::to_owned),
         priority: pod.spec.as_ref().and_then(|s| s.priority).unwrap_or(0),
         node_selector: pod
@@ -251,11 +257,28 @@ pub fn pod_group(group: &api::PodGroup) -> Result<PodGroup, Error> {
         ahead: group.admitted_ahead_of_members(),
         in_stages: group.members_in_stages(),
         admitted_at: volcano::admitted_ahead_at(group),
+        sub_groups: spec.sub_group_policy.iter().map(sub_group).collect(),
         created: meta
             .creation_timestamp
             .as_ref()
             .map_or(0, |t| t.0.as_second()),
     })
+}
+
+/// Converts one sub-group of a PodGroup's `subGroupPolicy`; the webhook refuses what this
+/// cannot carry (`matchExpressions`, sizes below 1).
+fn sub_group(policy: &api::pod_group::SubGroupPolicy) -> SubGroup {
+    SubGroup {
+        name: policy.name.clone(),
+        size: policy.sub_group_size.max(1).unsigned_abs(),
+        min_count: policy.min_sub_groups.max(1).unsigned_abs(),
+        selector: policy
+            .label_selector
+            .as_ref()
+            .and_then(|s| s.match_labels.clone())
+            .unwrap_or_default(),
+        match_label_keys: policy.match_label_keys.clone(),
+    }
 }
 
 /// Converts a Queue. Its quantities are read by the same parser as every other quantity, so a
@@ -625,6 +648,10 @@ mod tests {
                 pod_group: Some("train".into()),
                 queue: Some("research".into()),
                 priority: 1000,
+                labels: std::sync::Arc::new(BTreeMap::from([
+                    (labels::POD_GROUP_LABEL.to_owned(), "train".to_owned()),
+                    (labels::QUEUE_LABEL.to_owned(), "research".to_owned()),
+                ])),
                 ..Default::default()
             }
         );

@@ -51,7 +51,7 @@ impl LedgerWriter {
         node: &str,
         settings: &Settings,
         now: Instant,
-    ) -> Result<Option<(PodGroup, bool)>, claims::Error> {
+    ) -> Result<Option<(PodGroup, claims::Release)>, claims::Error> {
         self.write(|s| claims::reserve(s, uid, display, node, settings, now))
     }
 

@@ -26,7 +26,12 @@
 //! placements made by a scheduler that is gone (they were checked against constraints
 //! Gangplank does not track, such as host ports, and the new scheduler knows nothing of them).
 //!
-//! Pods in no group, members beyond quorum, and members of a gang the stock scheduler places
+//! A gang of sub-groups (a PodGroup's `subGroupPolicy`) binds by whole instances once it has
+//! quorum: a member beyond its minimum is held until every member of its instance is placed
+//! ([`gangplank_core::claims::Release`]), and the minimum's instances, all placed at quorum,
+//! bind together.
+//!
+//! Pods in no group, other members beyond quorum, and members of a gang the stock scheduler places
 //! whole itself (a Workload API PodGroup's, [`PodGroup::placed_whole_by_scheduler`]: its
 //! PodGroup cycle sends the binds only once every member passed its Permit) are bound at once;
 //! `--hold-workload-api-gang-binds` holds the last kind too.
@@ -42,7 +47,7 @@ use tokio::time::Instant;
 use super::{BindRequest, Binder, Error};
 use crate::cache::LedgerWriter;
 use crate::metrics;
-use gangplank_core::claims::Settings;
+use gangplank_core::claims::{Release, Settings};
 use gangplank_core::model::{GroupKey, PodGroup};
 
 /// Holds gang members' bind calls until quorum; see the module docs.
@@ -95,6 +100,28 @@ enum Step {
         deadline: Instant,
         answer: oneshot::Receiver<Result<(), Error>>,
     },
+}
+
+/// Takes the held calls of `uids` out of the gang `key`'s (a gang of sub-groups binding the
+/// instances placed whole, [`Release::Members`]); the others stay held. Returns since when
+/// the first of them was held, if any was.
+fn take_held(
+    waiting: &mut HashMap<GroupKey, Waiting>,
+    key: &GroupKey,
+    uids: &[String],
+) -> (Option<Instant>, Vec<Held>) {
+    let Some(gang) = waiting.get_mut(key) else {
+        return (None, Vec::new());
+    };
+    let (taken, kept): (Vec<Held>, Vec<Held>) = std::mem::take(&mut gang.held)
+        .into_iter()
+        .partition(|h| uids.contains(&h.request.uid));
+    let since = (!taken.is_empty()).then_some(gang.since);
+    gang.held = kept;
+    if gang.held.is_empty() {
+        waiting.remove(key);
+    }
+    (since, taken)
 }
 
 /// What [`Permits::time_out`] found when a held call's deadline came.
@@ -167,7 +194,7 @@ impl Permits {
         let step = match reserved {
             Err(e) => Step::Failed(request.failed(e.to_string())),
             Ok(None) => Step::Alone(request),
-            Ok(Some((group, true))) => {
+            Ok(Some((group, Release::Gang))) => {
                 let taken = waiting.remove(&group.key);
                 let (since, held) = taken.map_or((None, Vec::new()), |w| (Some(w.since), w.held));
                 Step::Quorum {
@@ -177,13 +204,24 @@ impl Permits {
                     request,
                 }
             }
-            Ok(Some((group, false))) if !self.settings.holds_binds_of(&group) => Step::Quorum {
-                group,
-                since: None,
-                held: Vec::new(),
-                request,
-            },
-            Ok(Some((group, false))) => {
+            Ok(Some((group, Release::Members(uids)))) => {
+                let (since, held) = take_held(&mut waiting, &group.key, &uids);
+                Step::Quorum {
+                    group,
+                    since,
+                    held,
+                    request,
+                }
+            }
+            Ok(Some((group, Release::Hold))) if !self.settings.holds_binds_of(&group) => {
+                Step::Quorum {
+                    group,
+                    since: None,
+                    held: Vec::new(),
+                    request,
+                }
+            }
+            Ok(Some((group, Release::Hold))) => {
                 let (reply, answer) = oneshot::channel();
                 let uid = request.uid.clone();
                 let now = Instant::now();

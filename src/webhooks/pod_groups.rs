@@ -14,11 +14,12 @@
 //!   so the rules hold wherever the schema was edited);
 //! - the annotation `scheduling.gangplank.dev/members-in-stages`, when set, is `true` or
 //!   `false`;
+//! - `spec.subGroupPolicy` as [`super::sub_groups`] says;
 //! - the queue exists and is Open, on CREATE and when an UPDATE changes it;
 //! - once the group is admitted (Inqueue, Running, or Unknown, or admitted ahead of its members
-//!   as its annotation says, before its status does), `spec.minMember` and `spec.queue` may no
-//!   longer change: admission reserved room for exactly that gang in that queue, and the
-//!   extender is gathering exactly that quorum.
+//!   as its annotation says, before its status does), `spec.minMember`, `spec.subGroupPolicy`
+//!   and `spec.queue` may no longer change: admission reserved room for exactly that gang in
+//!   that queue, and the extender is gathering exactly that quorum.
 
 use kube::core::admission::{AdmissionRequest, Operation};
 use serde_json::json;
@@ -118,6 +119,7 @@ pub fn validate(w: &Webhooks, request: &AdmissionRequest<PodGroup>) -> Result<Ve
     ) {
         errors.add("spec.preferredTopologyKey", problem);
     }
+    super::sub_groups::check(spec, &mut errors);
     errors.into_result()?;
 
     let queue = spec.queue_name();
@@ -140,6 +142,11 @@ pub fn validate(w: &Webhooks, request: &AdmissionRequest<PodGroup>) -> Result<Ve
             frozen.push(format!(
                 "spec.minMember: cannot change from {} to {} while the group is {phase}",
                 old.spec.min_member, spec.min_member
+            ));
+        }
+        if spec.sub_group_policy != old.spec.sub_group_policy {
+            frozen.push(format!(
+                "spec.subGroupPolicy: cannot change while the group is {phase}"
             ));
         }
         if queue != old_queue {

@@ -24,6 +24,7 @@ mod reclaim;
 mod security;
 mod simulate;
 mod spark;
+mod sub_groups;
 mod tenancy;
 mod topology;
 mod upgrade;

@@ -12,10 +12,13 @@
 //! shrinks by them until the next pass makes a new one. A pass counts the room of the gangs
 //! let in before it began as in flight until the watch shows their members (they may not be
 //! in its snapshot yet), and its door leaves out those let in while it decided, so no room is
-//! handed out twice, past a queue's capability or another queue's guarantee. A node that stops taking pods, loses allocatable or leaves after the pass shuts
-//! the door until the next pass, so no gang is let in on room that is gone. Groups with a
-//! `topologyKey` or `preferredTopologyKey` (their domain is chosen at release), elastic groups and groups of a queue
-//! with a capability (on it or an ancestor) always take the gate.
+//! handed out twice, past a queue's capability or another queue's guarantee. A node that
+//! stops taking pods, loses allocatable or leaves after the pass, or a pod in no group and of
+//! no queue (which no pass counts) that takes room on a node, shuts the door until the next
+//! pass, so no gang is let in on room that is gone. Groups with a
+//! `topologyKey` or `preferredTopologyKey` (their domain is chosen at release), elastic groups,
+//! gangs of sub-groups (the pass chooses their instances) and groups of a queue with a
+//! capability (on it or an ancestor) always take the gate.
 //!
 //! What an arrival costs if the estimate is wrong: members are estimated as copies of the first
 //! one, so only `minMember` members, none larger than the first, are created ungated
@@ -35,8 +38,8 @@ use crate::policy::fit::first_fit;
 /// admission gate: its gang was admitted on arrival and has a place left for it
 /// ([`Arrival::let_in_another`]), or this is its first member and the door lets `minMember`
 /// copies of it in, which admits the gang. Only a gang whose PodGroup the model knows,
-/// without a topology key, not elastic, and whose `minResources` those copies cover. Also a
-/// member of a group whose admission keeps room for members still to come
+/// without a topology key, not elastic, without sub-groups, and whose `minResources` those
+/// copies cover. Also a member of a group whose admission keeps room for members still to come
 /// ([`crate::model::owed`]: admitted ahead, or on its `minResources`) while that admission
 /// holds at `wall` (Unix seconds) and the room is kept for it ([`into_kept_room`]).
 pub fn admit(
@@ -63,7 +66,8 @@ pub fn admit(
     let first = !group.members.values().any(|m| m.live);
     let too_large = !limits::gang_within_limit(spec.min_member);
     let topology = spec.topology_key.is_some() || spec.preferred_topology_key.is_some();
-    if topology || elastic || !first || too_large {
+    let split = !spec.sub_groups.is_empty();
+    if topology || elastic || split || !first || too_large {
         return false;
     }
     let need = vec![requests.clone(); spec.min_member as usize];

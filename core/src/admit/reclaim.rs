@@ -1,6 +1,6 @@
 //! Reclaim, the elastic yield and priority preemption after an admission pass: which running
 //! gangs to evict so that a group waiting for room gets the room elastic members (beyond their
-//! gang's `minMember`) hold, in its own queue or another, groups of queues below their
+//! gang's `minMember`; a gang of sub-groups' whole instances beyond its minimum) hold, in its own queue or another, groups of queues below their
 //! deserved share get the room queues above theirs borrowed, and groups of higher priority get
 //! the room (or their queue's capability) that lower-priority gangs of their queue hold.
 //!
@@ -26,7 +26,8 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 
 use super::groups::Groups;
 use super::plan::Decision;
-use crate::model::{GroupKey, Pod, Resources, State, topology};
+use crate::model::sub_groups::{self, Instance};
+use crate::model::{GroupKey, Pod, PodGroup, Resources, State, topology};
 use crate::policy::reclaim::{self as policy, ReclaimVerdict};
 
 /// A pod to evict (or, in [`Reclaim::pod`], the pod evictions make room for).
@@ -411,6 +412,10 @@ fn input<'s>(
         if g.key.is_none() {
             lone.insert(key.clone());
         }
+        let instances = g
+            .spec
+            .filter(|s| !s.sub_groups.is_empty())
+            .map(|spec| instances_beyond_minimum(state, spec, &placed));
         gangs.push(policy::Gang {
             key,
             queue,
@@ -418,6 +423,7 @@ fn input<'s>(
             priority: members.iter().map(|m| m.member.priority).max().unwrap_or(0),
             created: members.iter().map(|m| m.member.created).min().unwrap_or(0),
             members: placed,
+            instances,
         });
     }
 
@@ -433,6 +439,45 @@ fn input<'s>(
         freeing,
         lone,
     })
+}
+
+/// The instances of the gang of sub-groups `spec` beyond its minimum among its `placed`
+/// members (indexes in it), the youngest first: per sub-group, its `minCount` oldest whole
+/// instances (by when their last member started, then by their label values) are the minimum,
+/// and every other instance (whole or not) is elastic.
+fn instances_beyond_minimum(
+    state: &State,
+    spec: &PodGroup,
+    placed: &[policy::Member],
+) -> Vec<Vec<usize>> {
+    let none = BTreeMap::new();
+    let labels: Vec<&BTreeMap<String, String>> = placed
+        .iter()
+        .map(|m| state.pods().get(&m.uid).map_or(&none, |p| &*p.labels))
+        .collect();
+    let (instances, _) = sub_groups::instances(&spec.sub_groups, labels);
+    let started = |m: &policy::Member| state.pods().get(&m.uid).and_then(|p| p.started);
+    let age = |members: &[usize]| {
+        let at = |&m: &usize| started(&placed[m]).unwrap_or(placed[m].created);
+        members.iter().map(at).max()
+    };
+    let mut beyond: Vec<Vec<usize>> = Vec::new();
+    for (s, group) in spec.sub_groups.iter().enumerate() {
+        let mut whole: Vec<&Instance> = instances
+            .iter()
+            .filter(|i| i.sub_group == s && i.members.len() >= group.size as usize)
+            .collect();
+        whole.sort_by_key(|i| (age(&i.members), i.values.clone()));
+        let minimum: Vec<&Instance> = whole.into_iter().take(group.min_count as usize).collect();
+        let of_group = instances.iter().filter(|i| i.sub_group == s);
+        beyond.extend(
+            of_group
+                .filter(|i| !minimum.contains(i))
+                .map(|i| i.members.clone()),
+        );
+    }
+    beyond.sort_by_key(|members| std::cmp::Reverse(age(members)));
+    beyond
 }
 
 /// Whether the plan is bound to be empty, which is the common case: no pod on a node is going
@@ -870,6 +915,40 @@ mod tests {
         assert_eq!(
             plan.waiting[&GroupKey::new("ns", "b")],
             "waiting for elastic members to yield: evicting elastic members of gang ns/a (queue q)"
+        );
+    }
+
+    #[test]
+    fn a_gang_of_sub_groups_yields_its_youngest_whole_instances_and_keeps_its_minimum() {
+        let mut s = ten_gpus_held_by_an_elastic_gang("q");
+        // `a` is five slices of two members, slice k started at 100 + k: its minimum is two
+        // slices (a-0 to a-3), and b needs five GPUs of the none left.
+        s.apply_pod_group(PodGroup {
+            sub_groups: vec![crate::model::sub_groups::SubGroup {
+                name: "slice".into(),
+                size: 2,
+                min_count: 2,
+                selector: BTreeMap::new(),
+                match_label_keys: vec!["slice".into()],
+            }],
+            ..pod_group("a", 4, "q")
+        });
+        for i in 0..10 {
+            let pod = s.pods()[format!("a-{i}").as_str()].as_ref().clone();
+            let slice = i / 2;
+            s.apply_pod(Pod {
+                started: Some(100 + slice),
+                ..pod.labeled("slice", &slice.to_string())
+            });
+        }
+        let d = decide_now(&s);
+        let plan = plan_on(&s, &d, &|_| false, &|_| false);
+        let mut evicted = victims(&plan).remove(0).1;
+        evicted.sort();
+        assert_eq!(
+            evicted,
+            ["a-4", "a-5", "a-6", "a-7", "a-8", "a-9"].map(String::from),
+            "three slices whole (six GPUs) for five, never a slice in part; a-0 to a-3 stay"
         );
     }
 

@@ -9,6 +9,7 @@ use std::sync::Arc;
 
 use crate::limits;
 use crate::model::resources::{ResourceId, human};
+use crate::model::sub_groups::Short;
 use crate::model::{GroupKey, Resources};
 use crate::policy::queue_order::DominantShare;
 
@@ -95,6 +96,8 @@ pub enum Why {
     PodGroupMissing {
         group: GroupKey,
     },
+    /// A sub-group of the gang has fewer whole instances than its `minCount`.
+    SubGroupShort(Short),
     SchedulerNotServed {
         /// A member that names it.
         pod: String,
@@ -255,6 +258,7 @@ impl Why {
         match self {
             Why::Members { .. } => Reason::WaitingForMembers,
             Why::PodGroupMissing { .. } => Reason::PodGroupMissing,
+            Why::SubGroupShort(_) => Reason::WaitingForMembers,
             Why::SchedulerNotServed { .. } => Reason::SchedulerNotServed,
             Why::QueueMissing { .. } => Reason::QueueMissing,
             Why::QueueClosed { .. } => Reason::QueueClosed,
@@ -303,6 +307,15 @@ impl fmt::Display for Why {
             } => write!(
                 f,
                 "{live} pods exist and {succeeded} succeeded, of minMember {min_member} (finished members count); waiting for the rest before releasing any"
+            ),
+            Why::SubGroupShort(Short {
+                sub_group,
+                whole,
+                min_count,
+                size,
+            }) => write!(
+                f,
+                "sub-group {sub_group} has {whole} whole instances ({size} members each) of the {min_count} its minCount needs; waiting for the rest before releasing any"
             ),
             Why::PodGroupMissing { group } => write!(
                 f,

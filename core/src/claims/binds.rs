@@ -6,11 +6,28 @@
 use std::time::Instant;
 
 use super::{Error, Settings, gate_removed_by_other, spec};
-use crate::model::{GroupKey, Pod, PodGroup, PodPhase, Reservation, Resources, Slot, State};
+use crate::model::sub_groups;
+use crate::model::{
+    GroupKey, Member, Pod, PodGroup, PodPhase, Reservation, Resources, Slot, State,
+};
 use crate::policy::fit::size;
 
+/// Which held binds of a gang a bind call lets go, this call's among them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Release {
+    /// None: the gang lacks quorum, or the member's instance (a gang of sub-groups) is not
+    /// placed whole yet. The call is held.
+    Hold,
+    /// Every held bind of the gang.
+    Gang,
+    /// The held binds of these members (UIDs) only: a gang of sub-groups that has quorum binds
+    /// an instance once every member of it is placed, never part of one
+    /// ([`crate::model::sub_groups`]); the others stay held.
+    Members(Vec<String>),
+}
+
 /// Records that the scheduler assumed `uid` on `node` (the bind call) and moves the gang's
-/// claim accordingly. Returns the pod's group and whether the gang now has quorum.
+/// claim accordingly. Returns the pod's group and which held binds now go.
 pub fn reserve(
     state: &mut State,
     uid: &str,
@@ -18,7 +35,7 @@ pub fn reserve(
     node: &str,
     settings: &Settings,
     now: Instant,
-) -> Result<Option<(PodGroup, bool)>, Error> {
+) -> Result<Option<(PodGroup, Release)>, Error> {
     let pod = state
         .pods()
         .get(uid)
@@ -51,7 +68,48 @@ pub fn reserve(
     if quorum {
         state.ledger_mut().drop_claim(&key);
     }
-    Ok(Some((group, quorum)))
+    let release = match quorum {
+        false => Release::Hold,
+        true if group.sub_groups.is_empty() => Release::Gang,
+        true => whole_instances(state, &group, uid),
+    };
+    Ok(Some((group, release)))
+}
+
+/// The placed members of `group` (a gang of sub-groups with quorum) whose instance is placed
+/// whole, and those in no instance; [`Release::Hold`] when `uid`'s instance is not whole yet.
+fn whole_instances(state: &State, group: &PodGroup, uid: &str) -> Release {
+    let Some(g) = state.group(&group.key) else {
+        return Release::Gang;
+    };
+    let live: Vec<(&String, &Member)> = g.members.iter().filter(|(_, m)| m.live).collect();
+    let labels = live.iter().map(|(_, m)| &*m.pod.labels);
+    let (instances, strays) = sub_groups::instances(&group.sub_groups, labels);
+    let placed = |&m: &usize| state.holds_room(live[m].0, live[m].1);
+    let uids = |members: &[usize]| -> Vec<String> {
+        members
+            .iter()
+            .filter(|m| placed(m))
+            .map(|&m| live[m].0.clone())
+            .collect()
+    };
+    let mut release = uids(&strays);
+    let mut own_whole = true;
+    for i in &instances {
+        let whole = i.members.iter().filter(|m| placed(m)).count()
+            >= group.sub_groups[i.sub_group].size as usize;
+        if i.members.iter().any(|&m| live[m].0 == uid) {
+            own_whole = whole;
+        }
+        if whole {
+            release.extend(uids(&i.members));
+        }
+    }
+    if own_whole {
+        Release::Members(release)
+    } else {
+        Release::Hold
+    }
 }
 
 /// Refuses a bind the scheduler serving Gangplank would not ask for: a pod other than the one
@@ -241,6 +299,7 @@ fn covers(slots: &[Slot], shapes: &[Resources]) -> bool {
 mod tests {
     use super::*;
     use crate::claims::testing::*;
+    use crate::testing::PodBuilder;
 
     #[test]
     fn reserving_members_moves_the_claim_and_quorum_ends_it() {
@@ -251,17 +310,60 @@ mod tests {
         run(&mut s, &pods[0], now);
         assert_eq!(s.ledger().claims()[&key].slots.len(), 3);
         let r = reserve(&mut s, "g-0", "ns/g-0", "n1", &SETTINGS, now).unwrap();
-        assert_eq!(r.map(|(_, q)| q), Some(false));
+        assert_eq!(r.map(|(_, q)| q), Some(Release::Hold));
         assert_eq!(s.ledger().claims()[&key].slots.len(), 2);
         assert_eq!(s.reserved_on("n1").get("cpu"), 2000);
         reserve(&mut s, "g-1", "ns/g-1", "n1", &SETTINGS, now).unwrap();
         let r = reserve(&mut s, "g-2", "ns/g-2", "n0", &SETTINGS, now).unwrap();
-        assert_eq!(r.map(|(g, q)| (g.min_member, q)), Some((3, true)));
+        assert_eq!(r.map(|(g, q)| (g.min_member, q)), Some((3, Release::Gang)));
         assert!(
             !s.ledger().claims().contains_key(&key),
             "quorum ends the claim"
         );
         assert!(s.nodes().slots().all(|n| n.claimed.is_empty()));
+    }
+
+    #[test]
+    fn a_gang_of_sub_groups_with_quorum_binds_an_instance_beyond_its_minimum_only_whole() {
+        let mut s = cluster(2, 8);
+        let key = group(&mut s, "g", 2);
+        let mut spec = s.groups()[&key].spec.as_deref().unwrap().clone();
+        spec.sub_groups = vec![crate::model::sub_groups::SubGroup {
+            name: "slice".into(),
+            size: 2,
+            min_count: 1,
+            selector: std::collections::BTreeMap::new(),
+            match_label_keys: vec!["slice".into()],
+        }];
+        s.apply_pod_group(spec);
+        let now = Instant::now();
+        for (i, slice) in ["a", "a", "b", "b"].into_iter().enumerate() {
+            let pod = member(&mut s, "g", i, 1).labeled("slice", slice);
+            s.apply_pod(pod);
+        }
+        let r = |s: &mut State, uid: &str| {
+            let display = format!("ns/{uid}");
+            reserve(s, uid, &display, "n0", &SETTINGS, now)
+                .unwrap()
+                .map(|(_, r)| r)
+        };
+        assert_eq!(r(&mut s, "g-0"), Some(Release::Hold));
+        let at_quorum = r(&mut s, "g-1");
+        assert_eq!(
+            at_quorum,
+            Some(Release::Members(vec!["g-0".into(), "g-1".into()]))
+        );
+        assert_eq!(
+            r(&mut s, "g-2"),
+            Some(Release::Hold),
+            "slice b has one of two placed"
+        );
+        assert_eq!(
+            r(&mut s, "g-3"),
+            Some(Release::Members(
+                ["g-0", "g-1", "g-2", "g-3"].map(String::from).to_vec()
+            ))
+        );
     }
 
     #[test]
@@ -481,7 +583,11 @@ mod tests {
                 .unwrap();
             assert_eq!(
                 (quorum_count(&s, &key, ""), quorum),
-                if in_stages { (5, true) } else { (1, false) },
+                if in_stages {
+                    (5, Release::Gang)
+                } else {
+                    (1, Release::Hold)
+                },
                 "in stages: {in_stages}"
             );
         }
@@ -520,13 +626,21 @@ mod tests {
         let (_, quorum) = reserve(&mut s, "g-2", "ns/g-2", "n1", &SETTINGS, now)
             .unwrap()
             .unwrap();
-        assert!(!quorum, "two succeeded and one reserved make three of four");
+        assert_eq!(
+            quorum,
+            Release::Hold,
+            "two succeeded and one reserved make three of four"
+        );
         let fourth = member(&mut s, "g", 3, 1);
         run(&mut s, &fourth, now);
         let (_, quorum) = reserve(&mut s, "g-3", "ns/g-3", "n1", &SETTINGS, now)
             .unwrap()
             .unwrap();
-        assert!(quorum, "two succeeded and two reserved make four");
+        assert_eq!(
+            quorum,
+            Release::Gang,
+            "two succeeded and two reserved make four"
+        );
         assert!(!s.ledger().claims().contains_key(&key));
     }
 }

@@ -45,7 +45,7 @@ use std::time::Duration;
 use crate::model::{GroupKey, Pod, PodGroup, State};
 use crate::policy::placement::Strategy;
 
-pub use binds::{placed_members, quorum_count, release, reserve};
+pub use binds::{Release, placed_members, quorum_count, release, reserve};
 pub use expiry::{any_expired, expire};
 pub use filter::{filter, holding};
 pub use scores::scores;

@@ -13,6 +13,7 @@ pub mod owed;
 pub mod quantity;
 pub mod resources;
 pub mod state;
+pub mod sub_groups;
 pub mod topology;
 
 pub use group::{Group, Member};

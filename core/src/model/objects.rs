@@ -158,6 +158,9 @@ pub struct Pod {
     /// `spec.nodeSelector`: admission keeps a gang with a `topologyKey` in the domain a member
     /// already names, and adds the chosen domain to it when releasing.
     pub node_selector: BTreeMap<String, String>,
+    /// `metadata.labels`, kept for a member of a group only: they split a gang into the
+    /// instances of its sub-groups ([`crate::model::sub_groups`]).
+    pub labels: Arc<BTreeMap<String, String>>,
     /// The workload that controls the pod, when the adapter groups pods by its kind (a Kubeflow
     /// training job, a RayCluster): the controller sizes a missing PodGroup from it.
     pub workload: Option<Arc<Workload>>,
@@ -332,6 +335,9 @@ pub struct PodGroup {
     /// places on one snapshot and binds once all pass its Permit. The bind verb then binds
     /// each member at once instead of holding it for quorum (`docs/gangs.md`).
     pub placed_whole_by_scheduler: bool,
+    /// `subGroups`: the gang's members in instances, each needed whole, and how many whole
+    /// instances of each it needs to start ([`crate::model::sub_groups`]); empty for most.
+    pub sub_groups: Vec<crate::model::sub_groups::SubGroup>,
 }
 
 impl PodGroup {
@@ -358,6 +364,7 @@ impl PodGroup {
             admitted_at: None,
             created: 0,
             placed_whole_by_scheduler: false,
+            sub_groups: Vec::new(),
         }
     }
 

@@ -24,7 +24,7 @@ use super::{Job, Scenario};
 use crate::admit::groups::{Groups, Unshown};
 use crate::admit::plan::{self, Decision, Hold};
 use crate::admit::{after_pass, reclaim};
-use crate::claims;
+use crate::claims::{self, Release};
 use crate::model::names::ADMISSION_GATE;
 use crate::model::{GroupKey, Pod, PodGroup, PodPhase, Queue, Resources, State};
 use crate::policy::constraints::{self, Constraints};
@@ -460,12 +460,21 @@ impl Sim<'_> {
         let display = format!("{}/{}", pod.namespace, pod.name);
         match claims::reserve(&mut self.state, uid, &display, &node, &self.settings, at) {
             Ok(None) => self.bind(&[(uid.to_owned(), node)], now),
-            Ok(Some((group, true))) => {
+            Ok(Some((group, Release::Gang))) => {
                 let mut binds = self.held_binds.remove(&group.key).unwrap_or_default();
                 binds.push((uid.to_owned(), node));
                 self.bind(&binds, now);
             }
-            Ok(Some((group, false))) => {
+            Ok(Some((group, Release::Members(uids)))) => {
+                let held = self.held_binds.entry(group.key).or_default();
+                let (mut binds, kept) = std::mem::take(held)
+                    .into_iter()
+                    .partition(|(held, _)| uids.contains(held));
+                *held = kept;
+                binds.push((uid.to_owned(), node));
+                self.bind(&binds, now);
+            }
+            Ok(Some((group, Release::Hold))) => {
                 self.held_binds
                     .entry(group.key)
                     .or_default()

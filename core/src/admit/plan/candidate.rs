@@ -19,6 +19,10 @@ pub(super) struct Candidate<'s> {
     /// Its gated members; the first `missing` of them are what it needs for quorum.
     pub(super) gated: Vec<&'s Member>,
     pub(super) missing: usize,
+    /// For the instances beyond the minimum of a gang of sub-groups: how many of `gated`, in
+    /// order, make each whole instance (released whole or not at all). Empty: each member on
+    /// its own.
+    pub(super) instances: Vec<usize>,
     /// What releasing every gated member adds to the queue.
     pub(super) requests: Resources,
     pub(super) priority: i32,

@@ -12,7 +12,8 @@ use super::candidate::{Candidate, Where, seconds};
 use crate::admit::groups::{GroupFacts, Groups, Seen};
 use crate::admit::why::Why;
 use crate::limits;
-use crate::model::{GroupKey, Levels, Member, Resources, State};
+use crate::model::sub_groups::{self, Instance};
+use crate::model::{GroupKey, Levels, Member, PodGroup, Resources, State};
 
 /// Phase 1's result.
 #[derive(Default)]
@@ -75,7 +76,15 @@ pub(super) fn collect<'s>(state: &'s State, groups: &Groups<'s>) -> Book<'s> {
         if g.spec.is_some() {
             elastic(&mut book, members, quorum);
         }
-        let Some(mut candidate) = candidate(g.queue, g.namespace, g.name, members, quorum) else {
+        let split = g.spec.filter(|s| !s.sub_groups.is_empty());
+        let (found, instances_wait) = match split {
+            Some(spec) => of_sub_groups(g, spec, members),
+            None => (
+                candidate(g.queue, g.namespace, g.name, members, quorum),
+                None,
+            ),
+        };
+        let Some(mut candidate) = found else {
             continue;
         };
         candidate.blocked = unserved(state, members);
@@ -93,7 +102,7 @@ pub(super) fn collect<'s>(state: &'s State, groups: &Groups<'s>) -> Book<'s> {
                         min_member: spec.min_member,
                     })
                 }
-                Some(_) => None,
+                Some(_) => instances_wait,
             });
             candidate.max_wait = g.spec.and_then(|s| s.max_wait).map(seconds);
             candidate.expected_runtime = g.spec.and_then(|s| s.expected_runtime).map(seconds);
@@ -231,6 +240,59 @@ fn elastic<'s>(book: &mut Book<'s>, members: &[Seen<'s>], quorum: u32) {
     }
 }
 
+/// The waiting part of the gang `g` of sub-groups ([`crate::model::sub_groups`]), and why it
+/// waits if it cannot be tried: the members of the whole instances its minimum still needs,
+/// counting the instances started; short of whole instances, every member (waiting for
+/// members); its minimum started, the whole instances beyond it, each released whole as an
+/// elastic unit ([`Candidate::instances`]). Members of an instance not yet whole wait for the
+/// rest of it.
+fn of_sub_groups<'s>(
+    g: &GroupFacts<'s>,
+    spec: &'s PodGroup,
+    members: &[Seen<'s>],
+) -> (Option<Candidate<'s>>, Option<Why>) {
+    let labels = members.iter().map(|m| &*m.member.pod.labels);
+    let (instances, _) = sub_groups::instances(&spec.sub_groups, labels);
+    let size = |i: &Instance| spec.sub_groups[i.sub_group].size as usize;
+    let released = |i: &Instance| i.members.iter().filter(|&&m| !members[m].gated).count();
+    let started = |i: &Instance| released(i) >= size(i);
+    let (group, namespace, queue) = (g.name, g.namespace, g.queue);
+    match sub_groups::minimum(&spec.sub_groups, &instances, &started) {
+        Err(short) => (
+            candidate(queue, namespace, group, members, g.live_quorum()),
+            Some(Why::SubGroupShort(short)),
+        ),
+        Ok(chosen) if chosen.is_empty() => {
+            // Whole instances not started (new ones, and those whose lost members were made
+            // again): the gated members of each go together.
+            let beyond: Vec<&[usize]> = instances
+                .iter()
+                .filter(|i| !started(i) && i.members.len() >= size(i))
+                .map(|i| &i.members[..size(i)])
+                .collect();
+            let seen: Vec<Seen<'s>> = beyond
+                .iter()
+                .flat_map(|i| i.iter().map(|&m| members[m]))
+                .collect();
+            let chunks = beyond
+                .iter()
+                .map(|i| i.iter().filter(|&&m| members[m].gated).count())
+                .filter(|&n| n > 0)
+                .collect();
+            let extras = candidate(queue, namespace, group, &seen, 0).map(|c| Candidate {
+                instances: chunks,
+                ..c
+            });
+            (extras, None)
+        }
+        Ok(chosen) => {
+            let minimum: Vec<Seen<'s>> = chosen.iter().map(|&i| members[i]).collect();
+            let quorum = u32::try_from(minimum.len()).unwrap_or(u32::MAX);
+            (candidate(queue, namespace, group, &minimum, quorum), None)
+        }
+    }
+}
+
 /// The waiting part of a group (or a queue-only pod) called `name` in `namespace` that needs
 /// `quorum` of its live `members` placed, if any member is gated; the caller fills in what
 /// only a PodGroup says.
@@ -261,6 +323,7 @@ fn candidate<'s>(
         namespace,
         name,
         missing,
+        instances: Vec::new(),
         requests,
         priority: members.iter().map(|m| m.member.priority).max().unwrap_or(0),
         created,

@@ -378,7 +378,8 @@ impl<'s> Pass<'s> {
     }
 
     /// Extra members of a gang that has quorum: as many of them, in order, as fit the free
-    /// room (each on some node) are released; they never head the line. Released all at once
+    /// room (each on some node) are released, a gang of sub-groups' whole instances at a
+    /// time ([`Candidate::instances`]); they never head the line. Released all at once
     /// without room, they would race in the scheduler with gangs admitted for that room.
     #[expect(
         clippy::result_large_err,
@@ -388,13 +389,22 @@ impl<'s> Pass<'s> {
         let available = self.room.available_to(slot);
         let mut taken = Resources::new();
         let mut released = 0;
-        for member in &c.gated {
-            let with = taken.plus(&member.requests);
-            if !with.fits_in(&available) || self.room.place(&[&member.requests]).is_err() {
+        // Whole instances of a gang of sub-groups, else one member at a time.
+        let units: Vec<usize> = if c.instances.is_empty() {
+            vec![1; c.gated.len()]
+        } else {
+            c.instances.clone()
+        };
+        for unit in units {
+            let members = &c.gated[released..released + unit];
+            let need: Vec<&Resources> = members.iter().map(|m| &m.requests).collect();
+            let mut with = taken.clone();
+            need.iter().for_each(|r| with.add(r));
+            if !with.fits_in(&available) || self.room.place(&need).is_err() {
                 break;
             }
             taken = with;
-            released += 1;
+            released += unit;
         }
         if released == 0 {
             let first = c

@@ -1,6 +1,6 @@
 //! Reclaim: which running gangs to evict so that a group waiting for room gets it ([`plan`]):
-//! first elastic members (beyond a gang's `minMember`) of any queue, which yield to any gang's
-//! minimum; then whole gangs of queues above their deserved share, for a queue below its share;
+//! first elastic members (beyond a gang's `minMember`, or a gang of sub-groups' whole
+//! instances beyond its minimum) of any queue, which yield to any gang's minimum; then whole gangs of queues above their deserved share, for a queue below its share;
 //! then whole gangs of lower priority of the group's own queue. A pure function of an [`Input`]
 //! built by `crate::admit::reclaim`; never a gang below its `minMember`, never a queue below
 //! its share (reclaim) or guarantee, only what the group needs and never for nothing. The
@@ -50,6 +50,10 @@ pub struct Gang<K> {
     pub priority: i32,
     pub created: i64,
     pub members: Vec<Member>,
+    /// Its elastic extras as whole instances (a gang of sub-groups,
+    /// `crate::model::sub_groups`): indexes in `members`, the youngest instance first, each
+    /// taken whole. `None`: each member beyond `minMember` on its own, the youngest first.
+    pub instances: Option<Vec<Vec<usize>>>,
 }
 
 /// A group that waited for room.

@@ -235,17 +235,31 @@ fn candidates<K>(
             });
             continue;
         }
-        let mut youngest = left.clone();
-        youngest.sort_by(|&a, &b| {
-            let (a, b) = (&gang.members[a], &gang.members[b]);
-            (std::cmp::Reverse(a.created), &a.uid).cmp(&(std::cmp::Reverse(b.created), &b.uid))
-        });
-        for &m in youngest.iter().take(left.len() - gang.min_member as usize) {
-            extras.push(Take {
-                gang: g,
-                members: vec![m],
-                whole: false,
-            });
+        match &gang.instances {
+            Some(instances) => {
+                let untaken = instances
+                    .iter()
+                    .filter(|i| i.iter().all(|&m| !world.taken[g][m]));
+                extras.extend(untaken.map(|i| Take {
+                    gang: g,
+                    members: i.clone(),
+                    whole: false,
+                }));
+            }
+            None => {
+                let mut youngest = left.clone();
+                youngest.sort_by(|&a, &b| {
+                    let (a, b) = (&gang.members[a], &gang.members[b]);
+                    (std::cmp::Reverse(a.created), &a.uid)
+                        .cmp(&(std::cmp::Reverse(b.created), &b.uid))
+                });
+                let beyond = left.len() - gang.min_member as usize;
+                extras.extend(youngest.iter().take(beyond).map(|&m| Take {
+                    gang: g,
+                    members: vec![m],
+                    whole: false,
+                }));
+            }
         }
         if rule != Rule::Yield {
             wholes.push(Take {

@@ -43,6 +43,7 @@ fn gang(key: &str, min: u32, each: i64, on: &[usize], priority: i32, created: i6
                 created: created + i as i64,
             })
             .collect(),
+        instances: None,
     }
 }
 
@@ -154,6 +155,7 @@ fn ten_gpus_held_by_an_elastic_gang() -> Input<String> {
             priority: 0,
             created: 10,
             members,
+            instances: None,
         }],
         starved: vec![Starved {
             key: "b".into(),
@@ -191,6 +193,24 @@ fn an_elastic_gang_yields_only_as_many_extras_as_the_waiting_gang_needs() {
     assert_eq!(
         yielded(&plan(&input)[0].1),
         vec![("a".into(), vec!["a-8".into(), "a-9".into()], false)]
+    );
+}
+
+#[test]
+fn a_gang_of_sub_groups_yields_whole_instances_beyond_its_minimum_never_part_of_one() {
+    // `a` is five instances of two members (its minimum: the oldest two, a-0 to a-3).
+    let mut input = ten_gpus_held_by_an_elastic_gang();
+    input.gangs[0].min_member = 4;
+    input.gangs[0].instances = Some(vec![vec![8, 9], vec![6, 7], vec![4, 5]]);
+    input.starved[0].need = vec![gpus(1); 3];
+    input.starved[0].requests = Resources::from([("nvidia.com/gpu", 3), ("pods", 3)]);
+    let yielded = yielded(&plan(&input)[0].1);
+    let mut pods: Vec<String> = yielded.into_iter().flat_map(|(_, pods, _)| pods).collect();
+    pods.sort();
+    assert_eq!(
+        pods,
+        ["a-6", "a-7", "a-8", "a-9"].map(String::from),
+        "three GPUs needed: the two youngest instances whole"
     );
 }
 
@@ -253,6 +273,7 @@ fn the_elastic_yield_never_takes_a_gang_below_its_minimum() {
                 created: 0,
             })
             .collect(),
+        instances: None,
     });
     let out = plan(&input);
     assert!(
@@ -282,6 +303,7 @@ fn elastic_extras_yield_before_any_whole_gang_of_lower_priority_is_preempted() {
                 created: 0,
             })
             .collect(),
+        instances: None,
     });
     input.nodes[1] = Resources::from([("nvidia.com/gpu", 1), ("pods", 100)]);
     input.starved[0].priority = 5;
@@ -651,6 +673,7 @@ mod properties {
                     priority,
                     created,
                     members: placed,
+                    instances: None,
                 });
             } else {
                 for m in placed {

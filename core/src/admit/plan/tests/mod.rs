@@ -7,6 +7,7 @@ mod growth;
 mod kept_room;
 mod min_resources;
 mod order;
+mod sub_groups;
 mod topology;
 
 use super::*;
