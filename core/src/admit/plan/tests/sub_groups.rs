@@ -2,6 +2,8 @@
 //! whole instances beyond it as room allows, never part of one.
 
 use super::*;
+use std::collections::BTreeMap;
+
 use crate::model::sub_groups::SubGroup;
 
 fn role(name: &str, size: u32, min_count: u32) -> SubGroup {
@@ -163,4 +165,110 @@ fn an_instance_that_restarts_alone_is_released_whole_while_the_others_run() {
             .flat_map(|a| &a.pods)
             .all(|p| p.name.contains("new"))
     );
+}
+
+mod properties {
+    use proptest::prelude::*;
+
+    use super::*;
+
+    /// Per sub-group (members of an instance, `minCount`, and per instance the members that
+    /// exist and their CPUs); the CPUs of a second node beside n1 (8 CPUs).
+    type Scenario = (Vec<(u32, u32, Vec<(usize, i64)>)>, i64);
+
+    fn scenario() -> impl Strategy<Value = Scenario> {
+        let instance = (0usize..4, 1i64..4);
+        let sub_group = (1u32..4, 1u32..3, prop::collection::vec(instance, 0..6));
+        (prop::collection::vec(sub_group, 1..4), 1i64..24)
+    }
+
+    fn build((groups, second): &Scenario) -> State {
+        let mut s = cluster();
+        s.apply_node(node("n2", second * 1_000));
+        let sub_groups: Vec<SubGroup> = groups
+            .iter()
+            .enumerate()
+            .map(|(g, &(size, min, _))| role(&format!("r{g}"), size, min))
+            .collect();
+        let min_member = crate::model::sub_groups::minimum_members(&sub_groups) as u32;
+        s.apply_pod_group(PodGroup {
+            sub_groups,
+            ..pod_group("svc", min_member, "q")
+        });
+        for (g, (_, _, instances)) in groups.iter().enumerate() {
+            for (i, &(members, cpu)) in instances.iter().enumerate() {
+                for m in 0..members {
+                    s.apply_pod(
+                        pod(format!("svc-r{g}i{i}-{m}"))
+                            .in_group("svc")
+                            .in_queue("q")
+                            .gated()
+                            .cpu(cpu * 1_000)
+                            .labeled("role", &format!("r{g}"))
+                            .labeled("instance", &format!("i{i}")),
+                    );
+                }
+            }
+        }
+        s
+    }
+
+    /// Binds every released, unbound pod to the first node with room for it, as the
+    /// scheduler would; one with none stays unbound.
+    fn bind_where_room(s: &mut State) {
+        let mut released: Vec<Pod> = s
+            .pods()
+            .values()
+            .filter(|p| !p.awaits_admission() && p.node_name.is_none())
+            .map(|p| p.as_ref().clone())
+            .collect();
+        released.sort_by(|a, b| a.name.cmp(&b.name));
+        for p in released {
+            let fits = |n: &str| p.requests.fits_in(&s.free_on(&s.nodes()[n]));
+            let Some(at) = ["n1", "n2"].into_iter().find(|n| fits(n)) else {
+                continue;
+            };
+            s.apply_pod(p.running_on(at));
+        }
+    }
+
+    /// Released members per instance (`r<g>i<i>`).
+    fn released(s: &State) -> BTreeMap<String, usize> {
+        let mut by_instance = BTreeMap::new();
+        for p in s.pods().values().filter(|p| p.name.starts_with("svc-")) {
+            let instance = p.name[4..].split('-').next().unwrap().to_owned();
+            let count = by_instance.entry(instance).or_insert(0);
+            *count += usize::from(!p.awaits_admission());
+        }
+        by_instance
+    }
+
+    proptest! {
+        /// Over passes that release what they admit and bind it: every instance is released
+        /// whole or not at all, and once any is, every sub-group has its minimum released.
+        #[test]
+        fn instances_are_released_whole_and_the_minimum_together(scenario in scenario()) {
+            let mut s = build(&scenario);
+            let (groups, _) = &scenario;
+            for _ in 0..3 {
+                let d = decide_now(&s);
+                release(&mut s, &d);
+                bind_where_room(&mut s);
+                let released = released(&s);
+                for (g, &(size, min, _)) in groups.iter().enumerate() {
+                    let of_group: Vec<usize> = released
+                        .iter()
+                        .filter(|(i, _)| i.starts_with(&format!("r{g}i")))
+                        .map(|(_, &n)| n)
+                        .collect();
+                    for &n in &of_group {
+                        prop_assert!(n == 0 || n == size as usize, "{released:?}");
+                    }
+                    let whole = of_group.iter().filter(|&&n| n > 0).count();
+                    let any = released.values().any(|&n| n > 0);
+                    prop_assert!(!any || whole >= min as usize, "{released:?}");
+                }
+            }
+        }
+    }
 }
