@@ -184,6 +184,29 @@ async fn replicas(pods: &Api<Pod>) -> BTreeMap<String, Replica> {
     out
 }
 
+/// The waiting replica's PodGroup `group` waits at `queue`'s capability of `capability` CPUs:
+/// a gang of its leader (`minMember` 1) in `queue` whose `minResources` keep `replica` CPUs,
+/// the whole replica's.
+async fn waits_as_a_whole_replica(
+    groups: &Api<PodGroup>,
+    group: &str,
+    queue: &str,
+    capability: &str,
+    replica: &str,
+) {
+    waits_at_capability(groups, group, queue, capability).await;
+    let gang = groups.get(group).await.unwrap();
+    assert_eq!(
+        (gang.spec.min_member, gang.spec.queue.as_deref()),
+        (1, Some(queue))
+    );
+    assert_eq!(
+        gang.spec.min_resources.get("cpu").map(|q| q.0.as_str()),
+        Some(replica),
+        "the whole replica"
+    );
+}
+
 /// Waits until, of two replicas of four, one is bound whole and the other has `waiting` pods
 /// in a group; returns `(running, waiting)`.
 async fn one_whole_one_waiting(pods: &Api<Pod>, waiting: usize) -> (Replica, Replica) {
@@ -393,17 +416,7 @@ async fn a_replica_started_leader_ready_is_admitted_on_the_whole_replicas_room(p
 
     let (running, waiting) = one_whole_one_waiting(&pods, 1).await;
     let waiting_group = waiting.group.clone().unwrap();
-    waits_at_capability(&groups, &waiting_group, &queue, "32").await;
-    let gang = groups.get(&waiting_group).await.unwrap();
-    assert_eq!(
-        (gang.spec.min_member, gang.spec.queue.as_deref()),
-        (1, Some(queue.as_str()))
-    );
-    assert_eq!(
-        gang.spec.min_resources.get("cpu").map(|q| q.0.as_str()),
-        Some("32"),
-        "the whole replica"
-    );
+    waits_as_a_whole_replica(&groups, &waiting_group, &queue, "32", "32").await;
     holds_for(
         10,
         &format!("replica {}'s leader alone and unbound", waiting.leader),
@@ -634,17 +647,8 @@ async fn without_a_gang_provider_leader_worker_set_replicas_started_leader_ready
         })
         .await;
         let waiting_group = waiting.group.clone().unwrap();
-        waits_at_capability(&groups, &waiting_group, &queue, "40").await;
-        let gang = groups.get(&waiting_group).await.unwrap();
-        assert_eq!(
-            (gang.spec.min_member, gang.spec.queue.as_deref()),
-            (1, Some(queue.as_str()))
-        );
-        assert_eq!(
-            gang.spec.min_resources.get("cpu").map(|q| q.0.as_str()),
-            Some("16"),
-            "the whole replica: a leader of 4 CPUs and 2 workers of 6"
-        );
+        // The whole replica: a leader of 4 CPUs and 2 workers of 6.
+        waits_as_a_whole_replica(&groups, &waiting_group, &queue, "40", "16").await;
         holds_for(
             10,
             &format!(
