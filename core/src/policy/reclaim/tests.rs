@@ -215,6 +215,32 @@ fn a_gang_of_sub_groups_yields_whole_instances_beyond_its_minimum_never_part_of_
 }
 
 #[test]
+fn a_gang_of_another_queue_takes_whole_instances_beyond_the_minimum_first_and_the_minimum_stays() {
+    // Queue a borrows 8 CPUs: its gang `svc`, four instances of two members of 2 CPUs, the
+    // minimum two of them (svc-0 to svc-3), the youngest instance svc-6 and svc-7.
+    let mut svc = gang("svc", 4, 2_000, &[0, 0, 0, 0, 1, 1, 1, 1], 0, 1);
+    svc.instances = Some(vec![vec![6, 7], vec![4, 5]]);
+    let mut input = borrowed(vec![svc]);
+    input.starved = vec![starved("b-gang", 1, 1, 2_000)];
+    let verdict = &plan(&input)[0].1;
+    let taken = match verdict {
+        ReclaimVerdict::Yield(e) | ReclaimVerdict::Reclaim(e) => e,
+        other => panic!("nothing taken: {other:?}"),
+    };
+    let pods: Vec<&str> = taken
+        .iter()
+        .flat_map(|e| &e.pods)
+        .map(String::as_str)
+        .collect();
+    assert_eq!(
+        pods,
+        ["svc-6", "svc-7"],
+        "2 CPUs, one member's room: the youngest instance goes whole, and the minimum stays"
+    );
+    assert!(taken.iter().all(|e| !e.whole));
+}
+
+#[test]
 fn an_elastic_gang_yields_its_extras_to_a_gang_of_another_queue_even_at_its_deserved_share() {
     let mut input = ten_gpus_held_by_an_elastic_gang();
     // b's queue deserves nothing: reclaim would not take a GPU for it.
