@@ -24,7 +24,7 @@
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 
-use super::groups::Groups;
+use super::groups::{GroupFacts, Groups, Seen};
 use super::plan::Decision;
 use crate::model::sub_groups::{self, Instance};
 use crate::model::{GroupKey, Pod, PodGroup, Resources, State, topology};
@@ -280,45 +280,8 @@ fn input<'s>(
         .enumerate()
         .map(|(i, name)| (name.as_str(), i))
         .collect();
-    let mut queues: Vec<policy::ReclaimQueue> = decision
-        .queues
-        .iter()
-        .map(|(name, report)| {
-            let queue = &state.queues()[name];
-            policy::ReclaimQueue {
-                name: name.clone(),
-                allocated: report.allocated.clone(),
-                deserved: report.deserved.clone(),
-                guarantee: report.guarantee.clone(),
-                reclaimable: queue.reclaimable,
-                capability: queue.capability.clone(),
-            }
-        })
-        .collect();
-    // What this pass admitted takes room too, and counts in its queue.
-    let mut in_flight = decision.in_flight.clone();
-    for a in &decision.admit {
-        let owed = a
-            .group
-            .as_ref()
-            .and_then(|g| state.group(g))
-            .map_or(&[][..], |g| g.owed());
-        let placeholders = owed
-            .iter()
-            .filter(|m| a.placeholders.contains(&m.pod.uid))
-            .map(|m| &m.pod);
-        for p in a
-            .pods
-            .iter()
-            .filter_map(|p| state.pods().get(&p.uid))
-            .chain(placeholders)
-        {
-            in_flight.add(&p.requests);
-            if let Some(&q) = slot.get(a.queue.as_str()) {
-                queues[q].allocated.add(&p.requests);
-            }
-        }
-    }
+    let mut queues = reclaim_queues(state, decision);
+    let in_flight = admitted_in_flight(state, decision, &slot, &mut queues);
     let going = |p: &Pod| p.deleting || evicting(&p.uid);
     if needs_no_plan(state, decision, &slot, &queues, &going) {
         return None;
@@ -330,32 +293,7 @@ fn input<'s>(
         .map(|(i, n)| (n.name.as_str(), i))
         .collect();
     let mut nodes: Vec<Resources> = names.iter().map(|n| state.free_on(n)).collect();
-    let starved: Vec<policy::Starved<GroupKey>> = decision
-        .short_of_room
-        .iter()
-        .filter_map(|w| {
-            let domains = w.within.as_ref().map(|within| {
-                let keys: Vec<&str> = within.keys.iter().map(String::as_str).collect();
-                let pinned: Vec<(&str, &str)> = within
-                    .pinned
-                    .iter()
-                    .map(|(k, v)| (k.as_str(), v.as_str()))
-                    .collect();
-                topology::domains(names.iter().map(|n| &n.labels), &keys, &pinned)
-                    .into_values()
-                    .collect()
-            });
-            Some(policy::Starved {
-                key: w.group.clone(),
-                queue: *slot.get(&*w.queue)?,
-                need: w.need.clone(),
-                requests: w.requests.clone(),
-                priority: w.priority,
-                capped: w.capped,
-                domains,
-            })
-        })
-        .collect();
+    let starved = starved(decision, &names, &slot);
 
     let mut freeing = Resources::new();
     let mut gangs = Vec::new();
@@ -392,39 +330,13 @@ fn input<'s>(
         if busy || refused(&key) {
             continue;
         }
-        let placed: Vec<policy::Member> = members
-            .iter()
-            .filter_map(|m| {
-                let p = &m.member.pod;
-                let at = node.get(p.node_name.as_deref()?)?;
-                Some(policy::Member {
-                    uid: p.uid.clone(),
-                    node: *at,
-                    requests: p.requests.clone(),
-                    created: p.created,
-                })
-            })
-            .collect();
-        let elsewhere = members.iter().filter(|m| m.member.bound).count() > placed.len();
-        if elsewhere || placed.len() + (g.succeeded as usize) < g.min_member as usize {
+        let Some(gang) = running_gang(state, g, members, key, queue, &node) else {
             continue;
-        }
+        };
         if g.key.is_none() {
-            lone.insert(key.clone());
+            lone.insert(gang.key.clone());
         }
-        let instances = g
-            .spec
-            .filter(|s| !s.sub_groups.is_empty())
-            .map(|spec| instances_beyond_minimum(state, spec, &placed));
-        gangs.push(policy::Gang {
-            key,
-            queue,
-            min_member: g.live_quorum(),
-            priority: members.iter().map(|m| m.member.priority).max().unwrap_or(0),
-            created: members.iter().map(|m| m.member.created).min().unwrap_or(0),
-            members: placed,
-            instances,
-        });
+        gangs.push(gang);
     }
 
     let policy = policy::Input {
@@ -438,6 +350,137 @@ fn input<'s>(
         policy,
         freeing,
         lone,
+    })
+}
+
+/// Every queue of the pass's report as reclaim sees it, in the report's (name) order.
+fn reclaim_queues(state: &State, decision: &Decision) -> Vec<policy::ReclaimQueue> {
+    decision
+        .queues
+        .iter()
+        .map(|(name, report)| {
+            let queue = &state.queues()[name];
+            policy::ReclaimQueue {
+                name: name.clone(),
+                allocated: report.allocated.clone(),
+                deserved: report.deserved.clone(),
+                guarantee: report.guarantee.clone(),
+                reclaimable: queue.reclaimable,
+                capability: queue.capability.clone(),
+            }
+        })
+        .collect()
+}
+
+/// What this pass admitted: it takes room too (returned, with the pass's own in flight), and
+/// counts in its queue (added to `queues`, by `slot`).
+fn admitted_in_flight(
+    state: &State,
+    decision: &Decision,
+    slot: &HashMap<&str, usize>,
+    queues: &mut [policy::ReclaimQueue],
+) -> Resources {
+    let mut in_flight = decision.in_flight.clone();
+    for a in &decision.admit {
+        let owed = a
+            .group
+            .as_ref()
+            .and_then(|g| state.group(g))
+            .map_or(&[][..], |g| g.owed());
+        let placeholders = owed
+            .iter()
+            .filter(|m| a.placeholders.contains(&m.pod.uid))
+            .map(|m| &m.pod);
+        for p in a
+            .pods
+            .iter()
+            .filter_map(|p| state.pods().get(&p.uid))
+            .chain(placeholders)
+        {
+            in_flight.add(&p.requests);
+            if let Some(&q) = slot.get(a.queue.as_str()) {
+                queues[q].allocated.add(&p.requests);
+            }
+        }
+    }
+    in_flight
+}
+
+/// The groups the pass left short of room, in its order, each with the domains of its
+/// required level among the schedulable `nodes` (indexes in them).
+fn starved(
+    decision: &Decision,
+    nodes: &[&crate::model::Node],
+    slot: &HashMap<&str, usize>,
+) -> Vec<policy::Starved<GroupKey>> {
+    decision
+        .short_of_room
+        .iter()
+        .filter_map(|w| {
+            let domains = w.within.as_ref().map(|within| {
+                let keys: Vec<&str> = within.keys.iter().map(String::as_str).collect();
+                let pinned: Vec<(&str, &str)> = within
+                    .pinned
+                    .iter()
+                    .map(|(k, v)| (k.as_str(), v.as_str()))
+                    .collect();
+                topology::domains(nodes.iter().map(|n| &n.labels), &keys, &pinned)
+                    .into_values()
+                    .collect()
+            });
+            Some(policy::Starved {
+                key: w.group.clone(),
+                queue: *slot.get(&*w.queue)?,
+                need: w.need.clone(),
+                requests: w.requests.clone(),
+                priority: w.priority,
+                capped: w.capped,
+                domains,
+            })
+        })
+        .collect()
+}
+
+/// The running gang `g` (its live `members`, keyed `key`, of queue index `queue`) as a
+/// possible victim: its members on schedulable nodes (`node`: their indexes). `None` when a
+/// member is bound elsewhere (a cordoned or unknown node) or fewer than its `minMember` run.
+fn running_gang(
+    state: &State,
+    g: &GroupFacts<'_>,
+    members: &[Seen<'_>],
+    key: GroupKey,
+    queue: usize,
+    node: &HashMap<&str, usize>,
+) -> Option<policy::Gang<GroupKey>> {
+    let placed: Vec<policy::Member> = members
+        .iter()
+        .filter_map(|m| {
+            let p = &m.member.pod;
+            let at = node.get(p.node_name.as_deref()?)?;
+            Some(policy::Member {
+                uid: p.uid.clone(),
+                node: *at,
+                requests: p.requests.clone(),
+                created: p.created,
+            })
+        })
+        .collect();
+    let elsewhere = members.iter().filter(|m| m.member.bound).count() > placed.len();
+    if elsewhere || placed.len() + (g.succeeded as usize) < g.min_member as usize {
+        return None;
+    }
+    let instances = g
+        .spec
+        .filter(|s| !s.sub_groups.is_empty())
+        .map(|spec| instances_beyond_minimum(state, spec, &placed));
+    Some(policy::Gang {
+        key,
+        queue,
+        min_member: g.live_quorum(),
+        priority: members.iter().map(|m| m.member.priority).max().unwrap_or(0),
+        created: members.iter().map(|m| m.member.created).min().unwrap_or(0),
+        members: placed,
+        instances,
     })
 }
 
