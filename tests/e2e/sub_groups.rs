@@ -78,6 +78,15 @@ async fn bound_instances(pods: &Api<Pod>) -> BTreeMap<String, usize> {
     members
 }
 
+/// Waits (60 s at most, saying `what`) until exactly the instances `expected` have members
+/// bound, each as many as it says.
+async fn bound_whole(pods: &Api<Pod>, expected: &BTreeMap<String, usize>, what: &str) {
+    eventually(what, 60, || async {
+        (bound_instances(pods).await == *expected).then_some(())
+    })
+    .await;
+}
+
 /// A plain pod of `cpu` CPUs outside Gangplank, running.
 async fn filler(pods: &Api<Pod>, name: &str, cpu: u32) {
     let filler = pod(json!({
@@ -145,10 +154,10 @@ async fn an_inference_service_starts_at_its_minimum_grows_and_yields_whole_insta
         "decode-0",
         "router-0",
     ]);
-    eventually(
+    bound_whole(
+        &pods,
+        &started,
         "the minimum and two prefill instances bound whole",
-        60,
-        || async { (bound_instances(&pods).await == started).then_some(()) },
     )
     .await;
     holds_for(
@@ -169,10 +178,10 @@ async fn an_inference_service_starts_at_its_minimum_grows_and_yields_whole_insta
         "decode-1",
         "router-0",
     ]);
-    eventually(
+    bound_whole(
+        &pods,
+        &everything,
         "every instance bound whole once a node frees",
-        60,
-        || async { (bound_instances(&pods).await == everything).then_some(()) },
     )
     .await;
 
@@ -242,9 +251,11 @@ async fn a_service_short_of_a_whole_instance_releases_nothing_until_it_comes() {
     .await;
     create_member(&pods, prefill, 1, 1).await;
     let whole_minimum = instances(&["prefill-0", "prefill-1", "decode-0", "router-0"]);
-    eventually("the minimum bound whole once prefill-1 is", 60, || async {
-        (bound_instances(&pods).await == whole_minimum).then_some(())
-    })
+    bound_whole(
+        &pods,
+        &whole_minimum,
+        "the minimum bound whole once prefill-1 is",
+    )
     .await;
     ns.delete().await;
 }

@@ -390,12 +390,14 @@ impl<'s> Pass<'s> {
         let mut taken = Resources::new();
         let mut released = 0;
         // Whole instances of a gang of sub-groups, else one member at a time.
-        let units: Vec<usize> = if c.instances.is_empty() {
-            vec![1; c.gated.len()]
+        let ones;
+        let units: &[usize] = if c.instances.is_empty() {
+            ones = vec![1; c.gated.len()];
+            &ones
         } else {
-            c.instances.clone()
+            &c.instances
         };
-        for unit in units {
+        for &unit in units {
             let members = &c.gated[released..released + unit];
             let need: Vec<&Resources> = members.iter().map(|m| &m.requests).collect();
             let mut with = taken.clone();
