@@ -44,6 +44,9 @@ pub const QUEUE_LABEL: &str = "scheduling.gangplank.dev/queue";
 /// Annotation on a batch/v1 Job overriding the gang size of the PodGroup created for it
 /// (otherwise `spec.parallelism`).
 pub const MIN_MEMBER_ANNOTATION: &str = "scheduling.gangplank.dev/min-member";
+/// Annotation on a JobSet making its gang a gang of gangs: how many whole Jobs of each replicated
+/// job it needs to start (`prefill=2,decode=1`; [`super::min_replicas`]).
+pub const MIN_REPLICAS_ANNOTATION: &str = "scheduling.gangplank.dev/min-replicas";
 /// The gang size a pod asks for, so that Gangplank creates its missing PodGroup, and the
 /// annotation that gives it: [`MIN_MEMBER_ANNOTATION`], else, on the leader of a LeaderWorkerSet
 /// replica whose group is the replica's (`leads_a_replica`,

@@ -29,6 +29,7 @@
 pub mod batch_job;
 pub mod labels;
 pub mod leader_worker_set;
+pub mod min_replicas;
 pub mod pod_group;
 pub mod queue;
 pub mod scheduler_plugins;

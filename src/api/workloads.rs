@@ -27,11 +27,15 @@ use gangplank_core::model::Resources;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde_json::Value;
 
+use super::min_replicas::{self, Problem, Replicas, Tree};
 use super::spark;
 
 /// JobSet's labels on its child Jobs and their pods.
 pub const JOBSET_NAME_LABEL: &str = "jobset.sigs.k8s.io/jobset-name";
 pub const JOBSET_UID_LABEL: &str = "jobset.sigs.k8s.io/jobset-uid";
+/// JobSet's labels on a child Job's pods: its replicated job, and its index among that one's Jobs.
+pub const JOBSET_REPLICATED_JOB_LABEL: &str = "jobset.sigs.k8s.io/replicatedjob-name";
+pub const JOBSET_JOB_INDEX_LABEL: &str = "jobset.sigs.k8s.io/job-index";
 const JOBSET_API_VERSION: &str = "jobset.x-k8s.io/v1alpha2";
 /// The MPI operator's labels on its launcher and worker pods.
 pub const KUBEFLOW_OPERATOR_LABEL: &str = "training.kubeflow.org/operator-name";
@@ -51,6 +55,7 @@ pub struct Kind {
     pod_metadata: fn(&Value) -> Vec<Vec<String>>,
     stages: fn(&Value) -> Option<Stages<'_>>,
     room: fn(&Value) -> Option<Result<Resources, String>>,
+    replicas: fn(&Value) -> min_replicas::Read,
 }
 
 /// Each pod spec a workload makes pods from, with how many run from it at once.
@@ -77,6 +82,13 @@ impl Kind {
         (self.stages)(object.get("spec")?)
     }
 
+    /// The gang of gangs the workload's `scheduling.gangplank.dev/min-replicas` annotation asks
+    /// for ([`min_replicas`]); `None` without the annotation.
+    pub fn tree(&self, meta: &ObjectMeta, object: &Value) -> Option<Result<Tree, Problem>> {
+        let replicas = object.get("spec").and_then(self.replicas);
+        min_replicas::tree(meta, self.kind, replicas)
+    }
+
     /// The room a workload whose first pods make the others asks for in all, when its spec
     /// says so without pod templates (a Spark application); the error names the field that
     /// cannot be read.
@@ -86,6 +98,10 @@ impl Kind {
 }
 
 fn all_at_once(_: &Value) -> Option<Stages<'_>> {
+    None
+}
+
+fn no_replicas(_: &Value) -> min_replicas::Read {
     None
 }
 
@@ -102,6 +118,7 @@ const fn kubeflow(kind: &'static str, plural: &'static str) -> Kind {
         pod_metadata: kubeflow_pod_metadata,
         stages: all_at_once,
         room: templates_say,
+        replicas: no_replicas,
     }
 }
 
@@ -121,6 +138,7 @@ pub const KINDS: [Kind; 9] = [
         pod_metadata: ray_cluster_pod_metadata,
         stages: all_at_once,
         room: templates_say,
+        replicas: no_replicas,
     },
     Kind {
         group: "jobset.x-k8s.io",
@@ -130,6 +148,7 @@ pub const KINDS: [Kind; 9] = [
         pod_metadata: jobset_pod_metadata,
         stages: jobset_stages,
         room: templates_say,
+        replicas: jobset_replicas,
     },
     Kind {
         group: "sparkoperator.k8s.io",
@@ -139,6 +158,7 @@ pub const KINDS: [Kind; 9] = [
         pod_metadata: spark_pod_metadata,
         stages: all_at_once,
         room: |spec| Some(spark::room(spec)),
+        replicas: no_replicas,
     },
 ];
 
@@ -326,14 +346,41 @@ fn jobset_size(spec: &Value) -> Option<u32> {
     Some(total)
 }
 
-/// The pods a replicated job runs at once: `replicas` (1 when unset) times each Job's
-/// `min(parallelism, completions)` (parallelism 1 when unset).
+/// The pods a replicated job runs at once: `replicas` (1 when unset) times
+/// [`jobset_pods_of_a_job`].
 fn jobset_pods_at_once(job: &Value) -> Option<u32> {
-    let replicas = count(job.get("replicas"), 1)?;
+    count(job.get("replicas"), 1)?.checked_mul(jobset_pods_of_a_job(job)?)
+}
+
+/// The pods each Job of a replicated job runs at once: `min(parallelism, completions)`
+/// (parallelism 1 when unset).
+fn jobset_pods_of_a_job(job: &Value) -> Option<u32> {
     let spec = job.pointer("/template/spec");
     let parallelism = count(spec.and_then(|s| s.get("parallelism")), 1)?;
     let completions = count(spec.and_then(|s| s.get("completions")), u32::MAX)?;
-    replicas.checked_mul(parallelism.min(completions))
+    Some(parallelism.min(completions))
+}
+
+/// A JobSet's replicated jobs, each Job of one a replica; refused when they come in stages.
+fn jobset_replicas(spec: &Value) -> min_replicas::Read {
+    if jobset_stages(spec).is_some() {
+        return Some(Err(Problem::InStages));
+    }
+    let read = |job: &Value| {
+        let name = job.get("name")?.as_str()?.to_owned();
+        Some(Replicas {
+            selector: (JOBSET_REPLICATED_JOB_LABEL, name.clone()),
+            name,
+            count: count(job.get("replicas"), 1)?,
+            pods: jobset_pods_of_a_job(job)?,
+            instance_key: JOBSET_JOB_INDEX_LABEL,
+        })
+    };
+    let jobs = spec.get("replicatedJobs").and_then(Value::as_array);
+    Some(
+        jobs.and_then(|jobs| jobs.iter().map(read).collect())
+            .ok_or(Problem::Unreadable),
+    )
 }
 
 fn jobset_stages(spec: &Value) -> Option<Stages<'_>> {

@@ -11,14 +11,18 @@
 //! whose first pods make the others gets `minResources` too, so that its room is kept while
 //! they run: the requests of all its pods when its spec gives them in stages (a JobSet whose
 //! jobs wait for others), else the room its spec asks for (a Spark application's driver and
-//! executors). A workload whose spec gives no size, or whose room cannot be read, leaves its
-//! pods waiting, with a `PodGroupMissing` Event saying so.
+//! executors). A JobSet annotated `scheduling.gangplank.dev/min-replicas` gets a gang of gangs
+//! instead: `subGroupPolicy` and `minMember` from the annotation (`crate::api::min_replicas`).
+//! A workload whose spec gives no size, whose room cannot be read, or whose annotation does not
+//! fit its spec, leaves its pods waiting, with a `PodGroupMissing` Event saying so.
 
 use kube::api::DynamicObject;
 
 use super::batch_v1_jobs::made;
 use super::observe::Asked;
 use super::orphans::OrphanPlan;
+use crate::api::labels::MIN_REPLICAS_ANNOTATION;
+use crate::api::workloads::Kind;
 use crate::api::{PodGroupSpec, labels, workloads};
 use crate::cache::convert::stage_requests;
 use crate::controller::queues::resource_list;
@@ -64,18 +68,10 @@ pub fn plan(
         .unwrap_or(labels::DEFAULT_QUEUE)
         .to_owned();
     let mut spec = PodGroupSpec::with_min_member(i32::try_from(size).unwrap_or(i32::MAX));
-    let stages = kind.stages(&object.data);
-    if let Some(stages) = &stages {
-        match stage_requests(stages) {
-            Ok(requests) => spec.min_resources = resource_list(&requests),
-            Err(why) => return missing(format!("a pod template of it cannot be read ({why})")),
-        }
-    } else if let Some(room) = kind.room(&object.data) {
-        match room {
-            Ok(room) => spec.min_resources = resource_list(&room),
-            Err(why) => return missing(format!("its spec cannot be read: {why}")),
-        }
-    }
+    let in_stages = match shape(kind, object, &mut spec) {
+        Ok(in_stages) => in_stages,
+        Err(why) => return missing(why),
+    };
     let w = workload;
     let owner = (
         w.api_version.as_str(),
@@ -84,10 +80,35 @@ pub fn plan(
         uid,
     );
     let mut group = made(&key.name, &key.namespace, spec, &queue, Some(owner));
-    if stages.is_some() {
+    if in_stages {
         group.set_members_in_stages();
     }
     Some(OrphanPlan::Create(Box::new(group)))
+}
+
+/// Sets on `spec` what the workload `object` asks beyond its size: the gang of gangs of its
+/// annotation, else the room kept for all its pods when they come in stages (then `Ok(true)`),
+/// else the room its spec asks for. `Err` says why it cannot be read.
+fn shape(kind: &Kind, object: &DynamicObject, spec: &mut PodGroupSpec) -> Result<bool, String> {
+    if let Some(tree) = kind.tree(&object.metadata, &object.data) {
+        let tree = tree.map_err(|problem| {
+            format!("its annotation {MIN_REPLICAS_ANNOTATION} does not fit its spec: {problem}")
+        })?;
+        spec.min_member = tree.min_member;
+        spec.sub_group_policy = tree.policy;
+        return Ok(false);
+    }
+    if let Some(stages) = kind.stages(&object.data) {
+        let requests = stage_requests(&stages)
+            .map_err(|why| format!("a pod template of it cannot be read ({why})"))?;
+        spec.min_resources = resource_list(&requests);
+        return Ok(true);
+    }
+    if let Some(room) = kind.room(&object.data) {
+        let room = room.map_err(|why| format!("its spec cannot be read: {why}"))?;
+        spec.min_resources = resource_list(&room);
+    }
+    Ok(false)
 }
 
 #[cfg(test)]
@@ -209,6 +230,64 @@ mod tests {
         };
         assert!(group.spec.min_resources.is_empty());
         assert!(!group.admitted_ahead_of_members());
+    }
+
+    #[test]
+    fn a_jobset_annotated_with_min_replicas_is_a_gang_of_its_jobs_at_that_minimum() {
+        let key = GroupKey::new("serving", "svc");
+        let jobset = Workload {
+            api_version: "jobset.x-k8s.io/v1alpha2".into(),
+            kind: "JobSet".into(),
+            name: "svc".into(),
+            uid: "js-uid".into(),
+        };
+        let job = |name: &str, replicas: u32, pods: u32| {
+            json!({"name": name, "replicas": replicas, "template": {"spec": {
+                "parallelism": pods, "completions": pods,
+                "template": {"spec": {"containers": [{"name": "c"}]}}}}})
+        };
+        let mut object: DynamicObject = serde_json::from_value(json!({
+            "apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet",
+            "metadata": {"name": "svc", "namespace": "serving", "uid": "js-uid",
+                "annotations": {(MIN_REPLICAS_ANNOTATION): "prefill=2,decode=1"}},
+            "spec": {"replicatedJobs": [job("prefill", 4, 2), job("decode", 2, 4), job("router", 1, 1)]}
+        }))
+        .unwrap();
+        let Some(OrphanPlan::Create(group)) = plan(&key, &asked(), &jobset, Ok(&object), None)
+        else {
+            panic!("expected a PodGroup");
+        };
+        assert_eq!(
+            group.spec.min_member, 9,
+            "2×2 prefill, 1×4 decode, the router"
+        );
+        let policy: Vec<_> = group
+            .spec
+            .sub_group_policy
+            .iter()
+            .map(|p| (p.name.as_str(), p.sub_group_size, p.min_sub_groups))
+            .collect();
+        assert_eq!(
+            policy,
+            [("prefill", 2, 2), ("decode", 4, 1), ("router", 1, 1)]
+        );
+        assert_eq!(
+            group.spec.sub_group_policy[0].match_label_keys,
+            [workloads::JOBSET_JOB_INDEX_LABEL]
+        );
+        assert!(group.spec.min_resources.is_empty());
+
+        object.data["spec"]["replicatedJobs"][1]["dependsOn"] =
+            json!([{"name": "prefill", "status": "Ready"}]);
+        let Some(OrphanPlan::Missing { message, .. }) =
+            plan(&key, &asked(), &jobset, Ok(&object), None)
+        else {
+            panic!("expected the pods told why");
+        };
+        assert!(
+            message.contains(MIN_REPLICAS_ANNOTATION) && message.contains("dependsOn"),
+            "{message}"
+        );
     }
 
     #[test]

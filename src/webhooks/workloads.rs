@@ -9,8 +9,10 @@
 //! the metadata of each pod template of its kind ([`workloads::Kind::pod_metadata`]), the label
 //! `scheduling.gangplank.dev/queue: <queue>`, unless the template names a group or a queue
 //! already (the user decided). Refused: a queue name that cannot name a Queue, a queue that does
-//! not exist or is Closed, each naming the workload's field, and a pod template, its metadata or
-//! its labels that is not an object (the kind's schema refuses those too, after the webhooks).
+//! not exist or is Closed, each naming the workload's field, a pod template, its metadata or
+//! its labels that is not an object (the kind's schema refuses those too, after the webhooks),
+//! and an annotation `scheduling.gangplank.dev/min-replicas` that does not fit the workload's
+//! spec (`crate::api::min_replicas`).
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::DynamicObject;
@@ -21,6 +23,7 @@ use super::patch::Patcher;
 use super::queues::check_open;
 use super::review::{Denial, Verdict};
 use super::{Webhooks, name_problem, queue_field};
+use crate::api::min_replicas::Problem;
 use crate::api::{labels, workloads};
 
 /// `POST /webhooks/mutate/workloads`.
@@ -35,6 +38,9 @@ pub fn mutate(w: &Webhooks, request: &AdmissionRequest<DynamicObject>) -> Result
         return Ok(Verdict::allow());
     };
     let meta = &object.metadata;
+    if let Some(Err(problem)) = kind.tree(meta, &object.data) {
+        return Err(Denial::invalid(Problem::field(), problem));
+    }
     let Some(queue) = labels::queue_of(meta.labels.as_ref(), meta.annotations.as_ref()) else {
         return Ok(Verdict::allow());
     };

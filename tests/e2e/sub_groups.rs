@@ -88,7 +88,7 @@ async fn bound_whole(pods: &Api<Pod>, expected: &BTreeMap<String, usize>, what: 
 }
 
 /// A plain pod of `cpu` CPUs outside Gangplank, running.
-async fn filler(pods: &Api<Pod>, name: &str, cpu: u32) {
+pub async fn filler(pods: &Api<Pod>, name: &str, cpu: u32) {
     let filler = pod(json!({
         "apiVersion": "v1", "kind": "Pod", "metadata": {"name": name},
         "spec": {"containers": [{"name": "main", "image": "busybox",
@@ -116,6 +116,22 @@ async fn create_service(pods: &Api<Pod>) {
             }
         }
     }
+}
+
+/// Creates the gang `train` of 4 members of 6 CPUs (in `queue`, else the namespace's) and
+/// waits until all four are bound.
+pub async fn train_bound_whole(groups: &Api<PodGroup>, pods: &Api<Pod>, queue: Option<&str>) {
+    let mut train = pod_group("train", 4, None);
+    train.spec.queue = queue.map(str::to_owned);
+    groups.create(&PostParams::default(), &train).await.unwrap();
+    for i in 0..4 {
+        let member = managed_pod(&format!("train-{i}"), Some("train"), 6, json!({}));
+        pods.create(&PostParams::default(), &member).await.unwrap();
+    }
+    eventually("train bound whole", 90, || async {
+        (bound_with_prefix(pods, "train-").await.len() == 4).then_some(())
+    })
+    .await;
 }
 
 fn instances(names: &[&str]) -> BTreeMap<String, usize> {
@@ -187,18 +203,7 @@ async fn an_inference_service_starts_at_its_minimum_grows_and_yields_whole_insta
 
     // A gang of the same queue needs 24 CPUs in 6-CPU members, and 20 and 2 are left on the
     // two nodes: instances beyond the minimum yield, whole, and the minimum stays.
-    groups
-        .create(&PostParams::default(), &pod_group("train", 4, None))
-        .await
-        .unwrap();
-    for i in 0..4 {
-        let member = managed_pod(&format!("train-{i}"), Some("train"), 6, json!({}));
-        pods.create(&PostParams::default(), &member).await.unwrap();
-    }
-    eventually("train bound whole", 90, || async {
-        (bound_with_prefix(&pods, "train-").await.len() == 4).then_some(())
-    })
-    .await;
+    train_bound_whole(&groups, &pods, None).await;
     let left = bound_instances(&pods).await;
     let minimum = instances(&["prefill-0", "prefill-1", "decode-0", "router-0"]);
     assert!(

@@ -62,6 +62,34 @@ async fn a_workload_naming_a_closed_missing_or_invalid_queue_is_refused_naming_i
     }
 }
 
+#[tokio::test]
+async fn a_jobset_whose_min_replicas_do_not_fit_its_replicated_jobs_is_refused_naming_the_annotation()
+ {
+    let annotated = |value: &str| {
+        let mut jobset = a_jobset("research", Value::Null);
+        jobset["metadata"]["annotations"] = json!({"scheduling.gangplank.dev/min-replicas": value});
+        create("jobsets", jobset)
+    };
+    for (value, says) in [
+        ("workers=2", "from 1 to its 1 replicas"),
+        (
+            "trainers=1",
+            "names no replicated job of the spec; name one of leader, workers",
+        ),
+        ("workers", "must be <name>=<count>"),
+    ] {
+        let answer = post(router(), MUTATE_WORKLOADS, &annotated(value)).await;
+        let message = denial(&answer, 422);
+        assert!(
+            message.contains("metadata.annotations[scheduling.gangplank.dev/min-replicas]"),
+            "{message}"
+        );
+        assert!(message.contains(says), "{message}");
+    }
+    let answer = post(router(), MUTATE_WORKLOADS, &annotated("workers=1")).await;
+    assert_eq!(answer["response"]["allowed"], true, "{answer}");
+}
+
 // ---- jobs
 
 #[tokio::test]
