@@ -1,5 +1,6 @@
 //! Builders shared by this crate's unit tests: the model's nodes, pods and PodGroups as the
-//! tests' clusters hold them, in namespace `ns`. Each builds the plain object; a test says
+//! tests' clusters hold them, in namespace `ns`; and [`sub_group_sizes`], how tests read a
+//! PodGroup's sub-groups. Each builds the plain object; a test says
 //! what differs with struct update syntax (`Pod { queue: Some("q".into()), ..pod("p0", 100) }`).
 
 use std::time::Duration;
@@ -33,4 +34,12 @@ pub fn pod_group(name: &str, min_member: u32, queue: &str, timeout: Duration) ->
         schedule_timeout: timeout,
         ..PodGroup::new(GroupKey::new("ns", name), min_member, queue)
     }
+}
+
+/// Each sub-group of `policy` as `(name, subGroupSize, minSubGroups)`.
+pub fn sub_group_sizes(policy: &[crate::api::pod_group::SubGroupPolicy]) -> Vec<(&str, i32, i32)> {
+    policy
+        .iter()
+        .map(|p| (p.name.as_str(), p.sub_group_size, p.min_sub_groups))
+        .collect()
 }

@@ -198,11 +198,7 @@ mod tests {
             .unwrap()
             .unwrap();
         assert_eq!(tree.min_member, 2 * 2 + 4 + 1);
-        let sizes: Vec<_> = tree
-            .policy
-            .iter()
-            .map(|p| (p.name.as_str(), p.sub_group_size, p.min_sub_groups))
-            .collect();
+        let sizes = crate::testing::sub_group_sizes(&tree.policy);
         assert_eq!(
             sizes,
             [("prefill", 2, 2), ("decode", 4, 1), ("router", 1, 1)]

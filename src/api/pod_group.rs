@@ -174,11 +174,12 @@ pub struct SubGroupPolicy {
 }
 
 impl PodGroup {
-    /// Admitted on `minResources` before its members exist: its controller (a Volcano PodGroup
-    /// or a batch Job) creates the pods only once the group is admitted, or its members come in
-    /// stages ([`super::labels::MEMBERS_IN_STAGES_ANNOTATION`]).
+    /// Admitted on `minResources` before its members exist: its controller (a Volcano PodGroup,
+    /// unless it has sub-groups, which need their members' labels; or a batch Job) creates the
+    /// pods only once the group is admitted, or its members come in stages
+    /// ([`super::labels::MEMBERS_IN_STAGES_ANNOTATION`]).
     pub fn admitted_ahead_of_members(&self) -> bool {
-        super::volcano::controls(self)
+        (super::volcano::controls(self) && self.spec.sub_group_policy.is_empty())
             || super::batch_job::controls(self)
             || self.members_in_stages()
     }

@@ -10,6 +10,7 @@
 //! has only the fields Gangplank reads or writes; its CRD is Volcano's, shipped as
 //! `manifests/crds/third-party/scheduling.volcano.sh_podgroups.yaml` for clusters without it.
 
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -40,6 +41,33 @@ pub struct VolcanoPodGroupSpec {
     pub queue: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub priority_class_name: Option<String>,
+    /// Volcano's sub-groups (v1.14): mirrored into the Gangplank PodGroup's `subGroupPolicy`
+    /// where Gangplank's rules take them (`crate::controller::volcano_sub_groups`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub sub_group_policy: Vec<VolcanoSubGroupPolicy>,
+    /// Volcano's network topology (HyperNode tiers): not honoured, only named in the note of
+    /// the Gangplank PodGroup made for it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub network_topology: Option<serde_json::Value>,
+}
+
+/// One sub-group of a Volcano PodGroup, as Volcano v1.14 spells it (its defaults: size 1,
+/// minimum 0).
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct VolcanoSubGroupPolicy {
+    #[serde(default)]
+    pub name: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sub_group_size: Option<i32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min_sub_groups: Option<i32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub label_selector: Option<LabelSelector>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub match_label_keys: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub network_topology: Option<serde_json::Value>,
 }
 
 /// What Gangplank writes of a Volcano PodGroup's status.
@@ -58,7 +86,7 @@ pub struct VolcanoPodGroupStatus {
 }
 
 /// Whether a Volcano PodGroup controls `group` (Gangplank made it for one), so it is admitted
-/// ahead of its members.
+/// ahead of its members unless it is a gang of sub-groups.
 pub fn controls(group: &PodGroup) -> bool {
     group
         .metadata

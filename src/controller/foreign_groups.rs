@@ -7,8 +7,10 @@
 //! - Volcano's (`scheduling.volcano.sh/v1beta1`): operators in Volcano mode create it, annotate
 //!   their pods `scheduling.k8s.io/group-name: <name>`, and some (the training-operator) create
 //!   the pods only once its `status.phase` leaves `Pending`. Its Gangplank PodGroup is admitted
-//!   ahead of its members on `minResources` (`gangplank_core::model::owed`), and
-//!   [`volcano_status`] is the status Gangplank writes back;
+//!   ahead of its members on `minResources` (`gangplank_core::model::owed`), unless it has a
+//!   `subGroupPolicy` Gangplank mirrors (`super::volcano_sub_groups`: then it waits for whole
+//!   instances of labelled members, as any gang of sub-groups), and [`volcano_status`] is the
+//!   status Gangplank writes back;
 //! - Kubernetes' own (`scheduling.k8s.io`, `v1beta1` from 1.37 and `v1alpha2` on 1.36, served
 //!   with the `GenericWorkload` feature gate): its pods name it in `spec.schedulingGroup.podGroupName`, and its
 //!   `spec.schedulingPolicy.gang.minCount` is the gang size (a `basic` policy: 1). The scheduler
@@ -39,8 +41,9 @@ use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 
 use super::batch_v1_jobs::{JobPlan, made};
+use super::volcano_sub_groups;
 use crate::api::scheduler_plugins::SchedulerPluginsPodGroup;
-use crate::api::volcano::{self, VolcanoPodGroup, VolcanoPodGroupStatus};
+use crate::api::volcano::{self, VolcanoPodGroup, VolcanoPodGroupSpec, VolcanoPodGroupStatus};
 use crate::api::workload_api::{
     self, SchedulingPolicy, UpstreamPodGroup, UpstreamPodGroupV1alpha2,
 };
@@ -65,6 +68,8 @@ pub struct Foreign<'a> {
     pub schedule_timeout_seconds: Option<i32>,
     /// The queue the dialect itself names (Volcano's `spec.queue`).
     pub queue: Option<&'a str>,
+    /// A Volcano PodGroup's spec, whose sub-groups Gangplank mirrors.
+    pub volcano: Option<&'a VolcanoPodGroupSpec>,
 }
 
 impl<'a> From<&'a SchedulerPluginsPodGroup> for Foreign<'a> {
@@ -76,6 +81,7 @@ impl<'a> From<&'a SchedulerPluginsPodGroup> for Foreign<'a> {
             min_resources: &source.spec.min_resources,
             schedule_timeout_seconds: source.spec.schedule_timeout_seconds,
             queue: None,
+            volcano: None,
         }
     }
 }
@@ -93,6 +99,7 @@ impl<'a> From<&'a VolcanoPodGroup> for Foreign<'a> {
                 .queue
                 .as_deref()
                 .filter(|q| !q.is_empty() && *q != labels::DEFAULT_QUEUE),
+            volcano: Some(&source.spec),
         }
     }
 }
@@ -127,6 +134,7 @@ impl<'a> Foreign<'a> {
             min_resources: &NO_RESOURCES,
             schedule_timeout_seconds: None,
             queue: None,
+            volcano: None,
         }
     }
 
@@ -164,11 +172,11 @@ pub fn plan(
     let namespace = meta.namespace.as_deref()?;
     let uid = meta.uid.as_deref()?;
     let Some(existing) = existing else {
-        let (group, note) = pod_group(source, name, namespace, uid, namespace_queue);
+        let (group, note, warning) = pod_group(source, name, namespace, uid, namespace_queue);
         return Some(JobPlan::Create {
             group: Box::new(group),
             note,
-            warning: false,
+            warning,
         });
     };
     match owner(existing) {
@@ -272,13 +280,15 @@ fn named_queue<'a>(source: &Foreign<'a>) -> Option<&'a str> {
         .or(source.queue)
 }
 
+/// The Gangplank PodGroup made for `source`, the note of its Event, and whether that note
+/// warns of something in `source` Gangplank does not honour.
 fn pod_group(
     source: Foreign,
     name: &str,
     namespace: &str,
     uid: &str,
     namespace_queue: Option<&str>,
-) -> (PodGroup, String) {
+) -> (PodGroup, String, bool) {
     let (queue, from) = match (named_queue(&source), namespace_queue) {
         (Some(q), _) => (q, "named on it"),
         (None, Some(q)) => (q, "its namespace's default"),
@@ -289,20 +299,42 @@ fn pod_group(
     let mut spec = PodGroupSpec::with_min_member(min_member);
     spec.min_resources = source.min_resources.clone();
     spec.schedule_timeout_seconds = source.schedule_timeout_seconds.filter(|s| *s >= 1);
-    let owner = (source.api_version, "PodGroup", name, uid);
-    let mut group = made(name, namespace, spec, queue, Some(owner));
     let dialect = source.dialect();
-    let size = if asked >= 1 {
+    let mut size = if asked >= 1 {
         format!("minMember {min_member} from {dialect} PodGroup {namespace}/{name}")
     } else {
         format!("minMember 1: {dialect} PodGroup {namespace}/{name} sets no minMember")
     };
+    let sub_groups = source.volcano.and_then(volcano_sub_groups::mirror);
+    let topology = source
+        .volcano
+        .is_some_and(volcano_sub_groups::asks_network_topology);
+    let warning = matches!(sub_groups, Some(Err(_))) || topology;
+    if let Some(Ok(tree)) = &sub_groups {
+        spec.min_member = tree.min_member;
+        spec.sub_group_policy = tree.sub_group_policy.clone();
+        spec.min_resources = ResourceList::new();
+        size = format!(
+            "minMember {}, the minimum of the subGroupPolicy of {dialect} PodGroup {namespace}/{name}",
+            tree.min_member
+        );
+    }
+    let owner = (source.api_version, "PodGroup", name, uid);
+    let mut group = made(name, namespace, spec, queue, Some(owner));
     let mut note = format!("{size}; queue {queue} ({from})");
+    if let Some(Err(why)) = sub_groups {
+        note.push_str(&format!(
+            "; its subGroupPolicy is not honoured, the gang is flat: {why}"
+        ));
+    }
+    if topology {
+        note.push_str("; networkTopology (HyperNode tiers) is not honoured: give the gang a topologyKey on a Gangplank PodGroup instead");
+    }
     if trainer::controls(source.meta) {
         group.set_members_in_stages();
         note.push_str("; members in stages (a TrainJob's initializers run first)");
     }
-    (group, note)
+    (group, note, warning)
 }
 
 #[cfg(test)]
@@ -370,6 +402,64 @@ mod tests {
             None,
         ));
         assert!(!group.admitted_ahead_of_members());
+    }
+
+    #[test]
+    fn a_volcano_pod_group_of_sub_groups_is_a_gang_of_them_admitted_once_its_members_come() {
+        let volcano = |policy: serde_json::Value| -> VolcanoPodGroup {
+            serde_json::from_value(
+                json!({"apiVersion": volcano::API_VERSION, "kind": "PodGroup",
+                "metadata": {"name": "svc", "namespace": "ml", "uid": "pg-uid"},
+                "spec": {"minMember": 5, "minResources": {"cpu": "22"}, "subGroupPolicy": policy}}),
+            )
+            .unwrap()
+        };
+        let role = |name: &str, size: i32, min: i32| {
+            json!({"name": name, "subGroupSize": size, "minSubGroups": min,
+                "labelSelector": {"matchLabels": {"role": name}}, "matchLabelKeys": ["instance"]})
+        };
+        let service = volcano(json!([role("prefill", 2, 2), role("decode", 4, 1)]));
+        let Some(JobPlan::Create {
+            group,
+            note,
+            warning,
+        }) = plan((&service).into(), None, None)
+        else {
+            panic!("expected a creation");
+        };
+        assert_eq!(group.spec.min_member, 8);
+        assert_eq!(group.spec.sub_group_policy.len(), 2);
+        assert!(group.spec.min_resources.is_empty());
+        assert!(
+            !group.admitted_ahead_of_members(),
+            "its members' labels decide"
+        );
+        assert!(!warning, "{note}");
+        assert!(
+            note.starts_with("minMember 8, the minimum of the subGroupPolicy of scheduling.volcano.sh PodGroup ml/svc"),
+            "{note}"
+        );
+
+        let mut topology_only = role("decode", 4, 0);
+        topology_only["networkTopology"] = json!({"mode": "hard", "highestTierAllowed": 1});
+        let loose = volcano(json!([role("prefill", 2, 2), topology_only]));
+        let Some(JobPlan::Create {
+            group,
+            note,
+            warning,
+        }) = plan((&loose).into(), None, None)
+        else {
+            panic!("expected a creation");
+        };
+        assert_eq!(group.spec.min_member, 5, "flat, Volcano's minMember");
+        assert!(group.spec.sub_group_policy.is_empty());
+        assert!(group.admitted_ahead_of_members(), "as any Volcano PodGroup");
+        assert!(warning);
+        assert!(
+            note.contains("its subGroupPolicy is not honoured, the gang is flat: sub-group \"decode\" has minSubGroups 0")
+                && note.contains("networkTopology (HyperNode tiers) is not honoured"),
+            "{note}"
+        );
     }
 
     #[test]

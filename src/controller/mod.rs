@@ -54,6 +54,7 @@ pub mod orphans;
 mod pass;
 pub mod queues;
 pub mod status;
+mod volcano_sub_groups;
 pub mod waits;
 pub mod workloads;
 pub mod writes;

@@ -261,12 +261,7 @@ mod tests {
             group.spec.min_member, 9,
             "2×2 prefill, 1×4 decode, the router"
         );
-        let policy: Vec<_> = group
-            .spec
-            .sub_group_policy
-            .iter()
-            .map(|p| (p.name.as_str(), p.sub_group_size, p.min_sub_groups))
-            .collect();
+        let policy = crate::testing::sub_group_sizes(&group.spec.sub_group_policy);
         assert_eq!(
             policy,
             [("prefill", 2, 2), ("decode", 4, 1), ("router", 1, 1)]

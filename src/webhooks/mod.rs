@@ -40,7 +40,7 @@ pub mod pod_groups;
 pub mod pods;
 pub mod queues;
 pub mod review;
-mod sub_groups;
+pub mod sub_groups;
 pub mod turns;
 pub mod workloads;
 

@@ -308,15 +308,9 @@ impl fmt::Display for Why {
                 f,
                 "{live} pods exist and {succeeded} succeeded, of minMember {min_member} (finished members count); waiting for the rest before releasing any"
             ),
-            Why::SubGroupShort(Short {
-                sub_group,
-                whole,
-                min_count,
-                size,
-            }) => write!(
-                f,
-                "sub-group {sub_group} has {whole} whole instances ({size} members each) of the {min_count} its minCount needs; waiting for the rest before releasing any"
-            ),
+            Why::SubGroupShort(short) => {
+                write!(f, "{short}; waiting for the rest before releasing any")
+            }
             Why::PodGroupMissing { group } => write!(
                 f,
                 "no PodGroup {group}: create one (minMember is the gang size), or label a Job with a queue so that Gangplank creates it"

@@ -102,11 +102,15 @@ pub fn minimum(
             lacking -= 1;
         }
         if lacking > 0 {
+            let partial = of_group
+                .filter(|i| !started(i) && i.members.len() < g.size as usize)
+                .map(|i| (i.values.join("/"), i.members.len()));
             return Err(Short {
                 sub_group: g.name.clone(),
                 whole: g.min_count as usize - lacking,
                 min_count: g.min_count,
                 size: g.size,
+                partial: Partial::of(partial),
             });
         }
     }
@@ -114,13 +118,77 @@ pub fn minimum(
 }
 
 /// A sub-group with fewer whole instances (started, or with `size` members) than its
-/// `minCount`.
+/// `minCount`, and which of its instances are not whole yet.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Short {
     pub sub_group: String,
     pub whole: usize,
     pub min_count: u32,
     pub size: u32,
+    pub partial: Partial,
+}
+
+/// The instances of a sub-group that have some members but not all: the first
+/// [`Partial::NAMED`] by their label values (joined by `/`) with their members, and how many
+/// more there are.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Partial {
+    pub named: Vec<(String, usize)>,
+    pub more: usize,
+}
+
+impl Partial {
+    /// Instances a reason names; the others are counted.
+    pub const NAMED: usize = 3;
+
+    fn of(instances: impl Iterator<Item = (String, usize)>) -> Partial {
+        let mut partial = Partial::default();
+        for instance in instances {
+            if partial.named.len() < Self::NAMED {
+                partial.named.push(instance);
+            } else {
+                partial.more += 1;
+            }
+        }
+        partial
+    }
+}
+
+impl std::fmt::Display for Short {
+    /// `sub-group prefill has 1 whole instances (2 members each) of the 2 its minCount needs
+    /// (instance p1 has 1 member)`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let Short {
+            sub_group,
+            whole,
+            min_count,
+            size,
+            partial,
+        } = self;
+        write!(
+            f,
+            "sub-group {sub_group} has {whole} whole instances ({size} members each) of the {min_count} its minCount needs"
+        )?;
+        if !partial.named.is_empty() {
+            write!(f, " ({partial})")?;
+        }
+        Ok(())
+    }
+}
+
+impl std::fmt::Display for Partial {
+    /// `instance p1 has 1 member, instance p3 has 0...`, or nothing when none.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        for (i, (values, members)) in self.named.iter().enumerate() {
+            let sep = if i == 0 { "" } else { ", " };
+            let s = if *members == 1 { "" } else { "s" };
+            write!(f, "{sep}instance {values} has {members} member{s}")?;
+        }
+        if self.more > 0 {
+            write!(f, " and {} more instances are short", self.more)?;
+        }
+        Ok(())
+    }
 }
 
 /// The members the minimum of `sub_groups` counts: the sum of `minCount × size`.
@@ -211,14 +279,32 @@ mod tests {
             member("decode", "d0"),
         ];
         let (instances, _) = instances(&service(), &labels);
+        let short = minimum(&service(), &instances, &|_| false).unwrap_err();
         assert_eq!(
-            minimum(&service(), &instances, &|_| false),
-            Err(Short {
+            short,
+            Short {
                 sub_group: "prefill".into(),
                 whole: 1,
                 min_count: 2,
-                size: 2
-            })
+                size: 2,
+                partial: Partial {
+                    named: vec![("p1".into(), 1)],
+                    more: 0
+                },
+            }
+        );
+        assert_eq!(
+            short.to_string(),
+            "sub-group prefill has 1 whole instances (2 members each) of the 2 its minCount needs (instance p1 has 1 member)"
+        );
+    }
+
+    #[test]
+    fn a_reason_names_the_first_short_instances_and_counts_the_rest() {
+        let partial = Partial::of((0..5).map(|i| (format!("p{i}"), i + 1)));
+        assert_eq!(
+            partial.to_string(),
+            "instance p0 has 1 member, instance p1 has 2 members, instance p2 has 3 members and 2 more instances are short"
         );
     }
 }
