@@ -50,6 +50,8 @@ fn jobs() -> Vec<Job> {
                 runtimes: Vec::new(),
                 deleted_at: None,
                 expected_runtime: None,
+                sub_groups: Vec::new(),
+                labels: Vec::new(),
             }
         })
         .collect()

@@ -18,6 +18,11 @@
 //! with the whole replica's requests in `minResources` ([`leader_ready_stages`]), as LWS's own
 //! Volcano provider writes it, so the leader is bound only when its workers will find room.
 //!
+//! A LeaderWorkerSet annotated `scheduling.gangplank.dev/min-replicas` is instead one gang of
+//! its replicas, a workload kind of its own ([`super::workloads`]: [`size`], [`pod_metadata`],
+//! [`stages`], [`replicas`]): the workload webhook names its group on its pod templates, so its
+//! pods' group is the LeaderWorkerSet's name, not a replica's key.
+//!
 //! The key is read where it stands rather than copied at the pod's creation: LWS's pod webhook
 //! completes its pods after Gangplank's (below), and the API server calls Gangplank's again
 //! only through a webhook whose selector still matches, which the namespace's webhook
@@ -65,11 +70,93 @@ pub fn replica_of<'a>(
     })
 }
 
+/// LWS's label on every pod of a replica: the replica's index.
+pub const GROUP_INDEX_LABEL: &str = "leaderworkerset.sigs.k8s.io/group-index";
+
+/// The sub-group a LeaderWorkerSet's replicas form in a gang of them
+/// ([`super::min_replicas`]).
+pub const REPLICAS_SUB_GROUP: &str = "replicas";
+
+/// A whole LeaderWorkerSet's pods, when they are one gang (its pods name it by the group label
+/// the workload webhook writes, [`super::workloads`]): `replicas` (1 when unset) times
+/// `leaderWorkerTemplate.size` (1 when unset).
+pub fn size(spec: &Value) -> Option<u32> {
+    let (replicas, size) = counts(spec)?;
+    replicas.checked_mul(size)
+}
+
+/// `(replicas, size)` of a LeaderWorkerSet's spec.
+fn counts(spec: &Value) -> Option<(u32, u32)> {
+    let count = |v: Option<&Value>| match v {
+        None | Some(Value::Null) => Some(1),
+        Some(v) => u32::try_from(v.as_u64()?).ok(),
+    };
+    let template = spec.get("leaderWorkerTemplate");
+    Some((
+        count(spec.get("replicas"))?,
+        count(template.and_then(|t| t.get("size")))?,
+    ))
+}
+
+/// The metadata of a LeaderWorkerSet's pod templates, the leader's (when it has its own) and
+/// the workers'.
+pub fn pod_metadata(object: &Value) -> Vec<Vec<String>> {
+    let template = ["spec", "leaderWorkerTemplate"];
+    ["leaderTemplate", "workerTemplate"]
+        .into_iter()
+        .filter(|t| {
+            object
+                .pointer(&format!("/spec/leaderWorkerTemplate/{t}"))
+                .is_some()
+        })
+        .map(|t| {
+            template
+                .iter()
+                .chain(&[t, "metadata"])
+                .map(|k| (*k).to_owned())
+                .collect()
+        })
+        .collect()
+}
+
+/// A whole LeaderWorkerSet's pods in stages when it starts its replicas `LeaderReady`: every
+/// leader, then every worker.
+pub fn stages(spec: &Value) -> Option<Stages<'_>> {
+    let (replicas, _) = counts(spec)?;
+    leader_ready_stages_of(spec)?
+        .into_iter()
+        .map(|(n, pods)| Some((n.checked_mul(replicas)?, pods)))
+        .collect()
+}
+
+/// Its replicas, each one instance of [`REPLICAS_SUB_GROUP`] told apart by
+/// [`GROUP_INDEX_LABEL`]; refused when it starts them `LeaderReady` (its workers come after
+/// the leader runs, not as a whole replica).
+pub fn replicas(spec: &Value) -> super::min_replicas::Read {
+    use super::min_replicas::{Problem, Replicas};
+    if leader_ready_stages_of(spec).is_some() {
+        return Some(Err(Problem::InStages));
+    }
+    let Some((count, pods)) = counts(spec) else {
+        return Some(Err(Problem::Unreadable));
+    };
+    Some(Ok(vec![Replicas {
+        name: REPLICAS_SUB_GROUP.to_owned(),
+        count,
+        pods,
+        selector: None,
+        instance_key: GROUP_INDEX_LABEL,
+    }]))
+}
+
 /// When the LeaderWorkerSet `object` starts its replicas `LeaderReady`: each replica's pods as
 /// they come, the leader (from `leaderTemplate`, else `workerTemplate`), then its `size - 1`
 /// workers; `None` for any other policy, or a spec that gives no size or worker template.
 pub fn leader_ready_stages(object: &Value) -> Option<Stages<'_>> {
-    let spec = object.get("spec")?;
+    leader_ready_stages_of(object.get("spec")?)
+}
+
+fn leader_ready_stages_of(spec: &Value) -> Option<Stages<'_>> {
     if spec.get("startupPolicy").and_then(Value::as_str) != Some("LeaderReady") {
         return None;
     }

@@ -1,8 +1,10 @@
 //! The annotation `scheduling.gangplank.dev/min-replicas` on a workload whose replicas are the
 //! instances of a gang of gangs: a JobSet's replicated jobs are its sub-groups, each Job of one
-//! an instance needed whole (its pods carry JobSet's `replicatedjob-name` and `job-index`). The
-//! value names how many Jobs of each replicated job the JobSet needs to start
-//! (`prefill=2,decode=1`); a replicated job it does not name needs all its replicas. The
+//! an instance needed whole (its pods carry JobSet's `replicatedjob-name` and `job-index`); a
+//! LeaderWorkerSet's replicas (a leader and its workers, told apart by LWS's `group-index`) are
+//! its one sub-group. The value names how many of each kind of replica the workload needs to
+//! start (`prefill=2,decode=1`; a bare count for a workload of one kind, `2`); a kind it does not
+//! name needs all its replicas. The
 //! controller reads it into the PodGroup it makes for the workload (`subGroupPolicy`,
 //! `crate::controller::workloads`) and the workload webhook refuses a value that does not fit
 //! the spec when the workload is created (`crate::webhooks::workloads`).
@@ -23,8 +25,9 @@ pub struct Replicas {
     pub count: u32,
     /// Pods of one replica, running at once.
     pub pods: u32,
-    /// The label the workload's operator writes on the pods of these replicas alone.
-    pub selector: (&'static str, String),
+    /// The label the workload's operator writes on the pods of these replicas alone; `None`
+    /// when they are the workload's only kind.
+    pub selector: Option<(&'static str, String)>,
     /// The label whose value tells one replica's pods from another's.
     pub instance_key: &'static str,
 }
@@ -115,14 +118,19 @@ fn tree_of(value: &str, replicas: &[Replicas]) -> Result<Tree, Problem> {
     Ok(Tree { min_member, policy })
 }
 
-/// The minimum of each replica kind `value` names, checked against `replicas`.
-fn minimums<'v>(value: &'v str, replicas: &[Replicas]) -> Result<BTreeMap<&'v str, u32>, Problem> {
+/// The minimum of each replica kind `value` names, checked against `replicas`; a bare count
+/// names a workload's only kind.
+fn minimums<'v>(
+    value: &'v str,
+    replicas: &'v [Replicas],
+) -> Result<BTreeMap<&'v str, u32>, Problem> {
     let mut minimums = BTreeMap::new();
     for entry in value.split(',').map(str::trim).filter(|e| !e.is_empty()) {
-        let (name, count) = entry
-            .split_once('=')
-            .map(|(n, c)| (n.trim(), c.trim()))
-            .ok_or_else(|| Problem::Entry(entry.to_owned()))?;
+        let (name, count) = match (entry.split_once('='), replicas) {
+            (Some((n, c)), _) => (n.trim(), c.trim()),
+            (None, [only]) => (only.name.as_str(), entry),
+            (None, _) => return Err(Problem::Entry(entry.to_owned())),
+        };
         let Some(of) = replicas.iter().find(|r| r.name == name) else {
             let names: Vec<&str> = replicas.iter().map(|r| r.name.as_str()).collect();
             return Err(Problem::Unknown(name.to_owned(), names.join(", ")));
@@ -147,15 +155,17 @@ fn minimums<'v>(value: &'v str, replicas: &[Replicas]) -> Result<BTreeMap<&'v st
 }
 
 fn policy(replicas: &Replicas, min: u32) -> SubGroupPolicy {
-    let (key, value) = &replicas.selector;
     SubGroupPolicy {
         name: replicas.name.clone(),
         sub_group_size: i32::try_from(replicas.pods).unwrap_or(i32::MAX),
         min_sub_groups: i32::try_from(min).unwrap_or(i32::MAX),
-        label_selector: Some(LabelSelector {
-            match_labels: Some(BTreeMap::from([((*key).to_owned(), value.clone())])),
-            match_expressions: None,
-        }),
+        label_selector: replicas
+            .selector
+            .as_ref()
+            .map(|(key, value)| LabelSelector {
+                match_labels: Some(BTreeMap::from([((*key).to_owned(), value.clone())])),
+                match_expressions: None,
+            }),
         match_label_keys: vec![replicas.instance_key.to_owned()],
     }
 }
@@ -179,7 +189,7 @@ mod tests {
             name: name.into(),
             count,
             pods,
-            selector: ("role", name.into()),
+            selector: Some(("role", name.into())),
             instance_key: "index",
         }
     }

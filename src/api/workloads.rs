@@ -10,7 +10,12 @@
 //!   mpi-operator` and `training.kubeflow.org/job-name`): its launcher runs as a batch/v1 Job
 //!   the MPIJob controls, so the launcher pod's controller is that Job;
 //! - or it carries spark-operator's labels (`sparkoperator.k8s.io/app-name` and
-//!   `launched-by-spark-operator: "true"`): a Spark executor's controller is its driver pod.
+//!   `launched-by-spark-operator: "true"`): a Spark executor's controller is its driver pod;
+//! - or it carries LWS's label `leaderworkerset.sigs.k8s.io/name` and the group label
+//!   `scheduling.gangplank.dev/pod-group` of the same name, which the workload webhook writes on
+//!   the pod templates of a LeaderWorkerSet that is a gang of its replicas
+//!   ([`super::min_replicas`]; otherwise each replica is a gang of its own,
+//!   [`super::leader_worker_set`]).
 //!
 //! Sizes, read from the spec as the operators define their workloads:
 //! - Kubeflow training jobs (`kubeflow.org`: PyTorchJob, TFJob, MPIJob, XGBoostJob, PaddleJob,
@@ -21,14 +26,16 @@
 //! - JobSet (`jobset.x-k8s.io`): over its `replicatedJobs`, `replicas` (1 when unset) times the
 //!   pods each Job runs at once, `min(parallelism, completions)` (parallelism 1 when unset);
 //! - spark-operator's SparkApplication (`sparkoperator.k8s.io`): its driver, with the room of
-//!   the driver and the executors it starts with kept for it ([`super::spark::room`]).
+//!   the driver and the executors it starts with kept for it ([`super::spark::room`]);
+//! - LeaderWorkerSet (`leaderworkerset.x-k8s.io`), grouped whole only as above: `replicas`
+//!   times `leaderWorkerTemplate.size`.
 
 use gangplank_core::model::Resources;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde_json::Value;
 
 use super::min_replicas::{self, Problem, Replicas, Tree};
-use super::spark;
+use super::{leader_worker_set, spark};
 
 /// JobSet's labels on its child Jobs and their pods.
 pub const JOBSET_NAME_LABEL: &str = "jobset.sigs.k8s.io/jobset-name";
@@ -56,6 +63,9 @@ pub struct Kind {
     stages: fn(&Value) -> Option<Stages<'_>>,
     room: fn(&Value) -> Option<Result<Resources, String>>,
     replicas: fn(&Value) -> min_replicas::Read,
+    /// Its pods join its group only by the group label the workload webhook writes on its pod
+    /// templates when it is a gang of its replicas ([`Kind::named_by_group_label`]).
+    group_label: bool,
 }
 
 /// Each pod spec a workload makes pods from, with how many run from it at once.
@@ -89,6 +99,13 @@ impl Kind {
         min_replicas::tree(meta, self.kind, replicas)
     }
 
+    /// Whether its pods join its group only by the label `scheduling.gangplank.dev/pod-group`
+    /// naming it, which the workload webhook writes on its pod templates when the workload is a
+    /// gang of its replicas (a LeaderWorkerSet: without it each replica is a gang of its own).
+    pub fn named_by_group_label(&self) -> bool {
+        self.group_label
+    }
+
     /// The room a workload whose first pods make the others asks for in all, when its spec
     /// says so without pod templates (a Spark application); the error names the field that
     /// cannot be read.
@@ -119,11 +136,12 @@ const fn kubeflow(kind: &'static str, plural: &'static str) -> Kind {
         stages: all_at_once,
         room: templates_say,
         replicas: no_replicas,
+        group_label: false,
     }
 }
 
 /// Every kind Gangplank groups by.
-pub const KINDS: [Kind; 9] = [
+pub const KINDS: [Kind; 10] = [
     kubeflow("PyTorchJob", "pytorchjobs"),
     kubeflow("TFJob", "tfjobs"),
     kubeflow("MPIJob", "mpijobs"),
@@ -139,6 +157,7 @@ pub const KINDS: [Kind; 9] = [
         stages: all_at_once,
         room: templates_say,
         replicas: no_replicas,
+        group_label: false,
     },
     Kind {
         group: "jobset.x-k8s.io",
@@ -149,6 +168,7 @@ pub const KINDS: [Kind; 9] = [
         stages: jobset_stages,
         room: templates_say,
         replicas: jobset_replicas,
+        group_label: false,
     },
     Kind {
         group: "sparkoperator.k8s.io",
@@ -159,6 +179,18 @@ pub const KINDS: [Kind; 9] = [
         stages: all_at_once,
         room: |spec| Some(spark::room(spec)),
         replicas: no_replicas,
+        group_label: false,
+    },
+    Kind {
+        group: "leaderworkerset.x-k8s.io",
+        kind: leader_worker_set::KIND,
+        plural: leader_worker_set::PLURAL,
+        size: leader_worker_set::size,
+        pod_metadata: leader_worker_set::pod_metadata,
+        stages: leader_worker_set::stages,
+        room: templates_say,
+        replicas: leader_worker_set::replicas,
+        group_label: true,
     },
 ];
 
@@ -217,6 +249,16 @@ pub fn of(meta: &ObjectMeta) -> Option<Owner> {
                 api_version: spark::API_VERSION.to_owned(),
                 name: name.clone(),
                 uid: uid.map(|o| o.uid.clone()).unwrap_or_default(),
+            });
+        }
+        if let Some(name) = label(leader_worker_set::NAME_LABEL)
+            && label(super::labels::POD_GROUP_LABEL) == Some(name)
+        {
+            return Some(Owner {
+                kind: kind_of(leader_worker_set::API_VERSION, leader_worker_set::KIND)?,
+                api_version: leader_worker_set::API_VERSION.to_owned(),
+                name: name.clone(),
+                uid: String::new(),
             });
         }
         let name = label(KUBEFLOW_JOB_NAME_LABEL)?;
@@ -369,7 +411,7 @@ fn jobset_replicas(spec: &Value) -> min_replicas::Read {
     let read = |job: &Value| {
         let name = job.get("name")?.as_str()?.to_owned();
         Some(Replicas {
-            selector: (JOBSET_REPLICATED_JOB_LABEL, name.clone()),
+            selector: Some((JOBSET_REPLICATED_JOB_LABEL, name.clone())),
             name,
             count: count(job.get("replicas"), 1)?,
             pods: jobset_pods_of_a_job(job)?,
@@ -502,6 +544,59 @@ mod tests {
             ),
             ["spec.driver", "spec.executor"]
         );
+        let lws = "leaderworkerset.x-k8s.io/v1";
+        let spec = json!({"leaderWorkerTemplate": {"workerTemplate": {}}});
+        assert_eq!(
+            templates(lws, "LeaderWorkerSet", spec),
+            ["spec.leaderWorkerTemplate.workerTemplate.metadata"]
+        );
+        let spec = json!({"leaderWorkerTemplate": {"leaderTemplate": {}, "workerTemplate": {}}});
+        assert_eq!(
+            templates(lws, "LeaderWorkerSet", spec),
+            [
+                "spec.leaderWorkerTemplate.leaderTemplate.metadata",
+                "spec.leaderWorkerTemplate.workerTemplate.metadata"
+            ]
+        );
+    }
+
+    #[test]
+    fn a_leader_worker_set_annotated_with_min_replicas_is_a_gang_of_whole_replicas() {
+        let kind = kind_of("leaderworkerset.x-k8s.io/v1", "LeaderWorkerSet").unwrap();
+        let annotated: ObjectMeta = serde_json::from_value(
+            json!({"annotations": {(crate::api::labels::MIN_REPLICAS_ANNOTATION): "2"}}),
+        )
+        .unwrap();
+        let mut set = json!({"spec": {"replicas": 4, "leaderWorkerTemplate": {"size": 3,
+            "workerTemplate": {"spec": {}}}}});
+        assert_eq!(
+            kind.size(&set),
+            Some(12),
+            "flat: every pod of every replica"
+        );
+        let tree = kind.tree(&annotated, &set).unwrap().unwrap();
+        assert_eq!(tree.min_member, 6);
+        let policy = &tree.policy[0];
+        assert_eq!(
+            (
+                policy.sub_group_size,
+                policy.min_sub_groups,
+                policy.label_selector.is_none()
+            ),
+            (3, 2, true)
+        );
+        assert_eq!(
+            policy.match_label_keys,
+            [leader_worker_set::GROUP_INDEX_LABEL]
+        );
+        set["spec"]["startupPolicy"] = json!("LeaderReady");
+        assert_eq!(kind.tree(&annotated, &set), Some(Err(Problem::InStages)));
+        assert_eq!(
+            kind.stages(&set)
+                .map(|s| s.iter().map(|(n, _)| *n).collect::<Vec<_>>()),
+            Some(vec![4, 8]),
+            "every leader, then every worker"
+        );
     }
 
     fn meta(value: Value) -> ObjectMeta {
@@ -556,6 +651,19 @@ mod tests {
         );
         let not_launched = meta(json!({"labels": {spark::APP_NAME_LABEL: "etl"}}));
         assert_eq!(of(&not_launched), None);
+
+        let sts_owned = json!([{"apiVersion": "apps/v1", "kind": "StatefulSet", "name": "svc",
+            "uid": "s1", "controller": true}]);
+        let lws_pod = |group: &str| {
+            meta(json!({"ownerReferences": sts_owned, "labels": {
+                (leader_worker_set::NAME_LABEL): "svc", (crate::api::labels::POD_GROUP_LABEL): group}}))
+        };
+        let owner = of(&lws_pod("svc")).unwrap();
+        assert_eq!(
+            (owner.kind.kind, owner.name.as_str(), owner.uid.as_str()),
+            ("LeaderWorkerSet", "svc", "")
+        );
+        assert_eq!(of(&lws_pod("other")), None, "a replica's own gang");
 
         let training_operator_pod = meta(json!({"ownerReferences": job_owned, "labels": {
             KUBEFLOW_OPERATOR_LABEL: "pytorchjob-controller", KUBEFLOW_JOB_NAME_LABEL: "p"}}));

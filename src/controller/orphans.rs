@@ -16,7 +16,10 @@
 //! (`crate::api::leader_worker_set`). The controller reads the LeaderWorkerSet first: one that
 //! starts its replicas `LeaderReady` makes the workers only once the leader is Ready, so its
 //! PodGroup is `minMember` 1 with the whole replica's requests in `minResources`. A
-//! LeaderWorkerSet that cannot be read leaves the gang at its size.
+//! LeaderWorkerSet that cannot be read leaves the gang at its size. One annotated
+//! `scheduling.gangplank.dev/min-replicas` whose replicas still came as gangs of their own (it
+//! was created without a queue label, so the workload webhook did not name its group on its
+//! templates) gets no per-replica PodGroup: its pods wait, told why.
 //!
 //! Without the annotation the pods keep waiting (the admission loop does not release a group
 //! without its PodGroup), and each waiting member gets a Warning event, reason
@@ -58,6 +61,19 @@ pub fn plan(
 ) -> Option<OrphanPlan> {
     if asked.waiting.is_empty() {
         return None;
+    }
+    if let Some(Ok(set)) = set
+        && labels::annotation_value(&set.metadata, labels::MIN_REPLICAS_ANNOTATION).is_some()
+    {
+        return Some(OrphanPlan::Missing {
+            pods: asked.waiting.clone(),
+            message: format!(
+                "PodGroup {key} does not exist, so this pod waits: its LeaderWorkerSet {} asks for one gang of its replicas (annotation {}), which Gangplank makes only for a LeaderWorkerSet created with the label {} (its pods then name its group). Create it again with that label, or remove the annotation for a gang per replica.",
+                set.metadata.name.as_deref().unwrap_or_default(),
+                labels::MIN_REPLICAS_ANNOTATION,
+                labels::QUEUE_LABEL
+            ),
+        });
     }
     let Some(min_member) = asked.min_member else {
         return Some(OrphanPlan::Missing {
@@ -161,6 +177,28 @@ mod tests {
             assert_eq!(group.spec.min_member, 4, "a gang of its size");
             assert!(group.spec.min_resources.is_empty());
         }
+    }
+
+    #[test]
+    fn a_replica_of_a_leader_worker_set_annotated_as_one_gang_waits_saying_how_to_get_it() {
+        let key = GroupKey::new("ml", "replica-key");
+        let set: DynamicObject = serde_json::from_value(serde_json::json!({
+            "apiVersion": "leaderworkerset.x-k8s.io/v1", "kind": "LeaderWorkerSet",
+            "metadata": {"name": "svc", "namespace": "ml",
+                "annotations": {(labels::MIN_REPLICAS_ANNOTATION): "2"}},
+            "spec": {"leaderWorkerTemplate": {"size": 4, "workerTemplate": {"spec": {}}}}
+        }))
+        .unwrap();
+        let Some(OrphanPlan::Missing { message, .. }) =
+            plan(&key, &asked(Some(4), None), Some(Ok(&set)), None)
+        else {
+            panic!("expected the pods told why");
+        };
+        assert!(
+            message.contains("its LeaderWorkerSet svc asks for one gang of its replicas")
+                && message.contains(labels::QUEUE_LABEL),
+            "{message}"
+        );
     }
 
     #[test]

@@ -448,6 +448,8 @@ fn job(rows: &[&PodRow], mapping: &Mapping) -> Result<Job, String> {
         },
         deleted_at,
         expected_runtime: None,
+        sub_groups: Vec::new(),
+        labels: Vec::new(),
     })
 }
 

@@ -170,6 +170,8 @@ pub fn replay(
                 .flatten()
                 .map(|t| t - origin),
             expected_runtime: spec.and_then(|s| s.expected_runtime),
+            sub_groups: spec.map(|s| s.sub_groups.clone()).unwrap_or_default(),
+            labels: kept.iter().map(|m| m.pod.labels.clone()).collect(),
         });
         live_starts.push(live_start.map(|t| t - origin));
         busy.extend(
@@ -369,6 +371,8 @@ mod tests {
             runtimes: Vec::new(),
             deleted_at: None,
             expected_runtime: None,
+            sub_groups: Vec::new(),
+            labels: Vec::new(),
         }
     }
 

@@ -12,7 +12,9 @@
 //! not exist or is Closed, each naming the workload's field, a pod template, its metadata or
 //! its labels that is not an object (the kind's schema refuses those too, after the webhooks),
 //! and an annotation `scheduling.gangplank.dev/min-replicas` that does not fit the workload's
-//! spec (`crate::api::min_replicas`).
+//! spec (`crate::api::min_replicas`). A LeaderWorkerSet with that annotation also gets the label
+//! `scheduling.gangplank.dev/pod-group: <its name>` on each pod template that names no group,
+//! so that its replicas' pods are one gang ([`workloads::Kind::named_by_group_label`]).
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::DynamicObject;
@@ -38,9 +40,11 @@ pub fn mutate(w: &Webhooks, request: &AdmissionRequest<DynamicObject>) -> Result
         return Ok(Verdict::allow());
     };
     let meta = &object.metadata;
-    if let Some(Err(problem)) = kind.tree(meta, &object.data) {
-        return Err(Denial::invalid(Problem::field(), problem));
-    }
+    let group = match kind.tree(meta, &object.data) {
+        Some(Err(problem)) => return Err(Denial::invalid(Problem::field(), problem)),
+        Some(Ok(_)) if kind.named_by_group_label() => Some(named(meta)?),
+        _ => None,
+    };
     let Some(queue) = labels::queue_of(meta.labels.as_ref(), meta.annotations.as_ref()) else {
         return Ok(Verdict::allow());
     };
@@ -75,15 +79,35 @@ pub fn mutate(w: &Webhooks, request: &AdmissionRequest<DynamicObject>) -> Result
             template_meta.labels.as_ref(),
             template_meta.annotations.as_ref(),
         );
-        let decided = labels::pod_group_of(template_labels, template_annotations).is_some()
-            || labels::queue_of(template_labels, template_annotations).is_some();
-        if !decided {
-            let path = at(&["labels", labels::QUEUE_LABEL]);
+        let grouped = labels::pod_group_of(template_labels, template_annotations).is_some();
+        let decided = grouped || labels::queue_of(template_labels, template_annotations).is_some();
+        let mut label = |key: &'static str, value: &str| {
+            let path = at(&["labels", key]);
             let path: Vec<&str> = path.iter().map(String::as_str).collect();
-            patch.set(&path, json!(queue));
+            patch.set(&path, json!(value));
+        };
+        if !decided {
+            label(labels::QUEUE_LABEL, queue);
+        }
+        if let Some(group) = group.filter(|_| !grouped) {
+            label(labels::POD_GROUP_LABEL, group);
         }
     }
     Ok(Verdict::patch(patch.into_patch()))
+}
+
+/// The name of a workload whose pods are named into its group by label: a LeaderWorkerSet
+/// created with `generateName` has none yet, and is refused.
+fn named(meta: &ObjectMeta) -> Result<&str, Denial> {
+    meta.name.as_deref().filter(|n| !n.is_empty()).ok_or_else(|| {
+        Denial::invalid(
+            "metadata.name",
+            format!(
+                "a workload annotated {} needs a name, not generateName: its pods' group is named after it",
+                labels::MIN_REPLICAS_ANNOTATION
+            ),
+        )
+    })
 }
 
 /// The first value along `path` (from the root of `doc`) that is there but is not a JSON object

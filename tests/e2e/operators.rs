@@ -3,10 +3,12 @@
 //! (`scheduling.volcano.sh`) with its pods annotated `scheduling.k8s.io/group-name`, by hand and
 //! from the real operators e2e/up runs (`--operators`).
 //! The cluster is `e2e/up`'s default: 4 nodes of 32 CPUs. LeaderWorkerSet's replicas are in
-//! [`lws`], Kubeflow Trainer's TrainJobs in [`trainer`], a JobSet as a gang of gangs in [`jobset`].
+//! [`lws`] (one gang of them all: [`lws_replicas`]), Kubeflow Trainer's TrainJobs in [`trainer`],
+//! a JobSet as a gang of gangs in [`jobset`].
 
 mod jobset;
 mod lws;
+mod lws_replicas;
 mod trainer;
 
 use gangplank::api::scheduler_plugins::{SchedulerPluginsPodGroup, SchedulerPluginsPodGroupSpec};

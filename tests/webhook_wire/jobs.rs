@@ -90,6 +90,63 @@ async fn a_jobset_whose_min_replicas_do_not_fit_its_replicated_jobs_is_refused_n
     assert_eq!(answer["response"]["allowed"], true, "{answer}");
 }
 
+#[tokio::test]
+async fn a_leader_worker_set_of_whole_replicas_gets_its_queue_and_its_group_on_its_templates() {
+    let lws = |name: Value, annotations: Value| {
+        json!({
+            "apiVersion": "leaderworkerset.x-k8s.io/v1", "kind": "LeaderWorkerSet",
+            "metadata": {"name": name, "generateName": "svc-", "namespace": "ml",
+                "labels": {"scheduling.gangplank.dev/queue": "research"},
+                "annotations": annotations},
+            "spec": {"replicas": 3, "leaderWorkerTemplate": {"size": 4,
+                "workerTemplate": {"spec": {"containers": [{"name": "main"}]}}}}
+        })
+    };
+    let whole = json!({"scheduling.gangplank.dev/min-replicas": "2"});
+    let answer = post(
+        router(),
+        MUTATE_WORKLOADS,
+        &create("leaderworkersets", lws(json!("svc"), whole.clone())),
+    )
+    .await;
+    assert_eq!(
+        patch(&answer),
+        &json!([
+            {"op": "add", "path": "/spec/leaderWorkerTemplate/workerTemplate/metadata",
+                "value": {"labels": {"scheduling.gangplank.dev/queue": "research"}}},
+            {"op": "add",
+                "path": "/spec/leaderWorkerTemplate/workerTemplate/metadata/labels/scheduling.gangplank.dev~1pod-group",
+                "value": "svc"}
+        ])
+    );
+
+    let answer = post(
+        router(),
+        MUTATE_WORKLOADS,
+        &create("leaderworkersets", lws(json!("svc"), Value::Null)),
+    )
+    .await;
+    assert_eq!(
+        patch(&answer),
+        &json!([{"op": "add",
+            "path": "/spec/leaderWorkerTemplate/workerTemplate/metadata",
+            "value": {"labels": {"scheduling.gangplank.dev/queue": "research"}}}]),
+        "a gang per replica: no group named"
+    );
+
+    let answer = post(
+        router(),
+        MUTATE_WORKLOADS,
+        &create("leaderworkersets", lws(Value::Null, whole)),
+    )
+    .await;
+    let message = denial(&answer, 422);
+    assert!(
+        message.contains("metadata.name: a workload annotated"),
+        "{message}"
+    );
+}
+
 // ---- jobs
 
 #[tokio::test]

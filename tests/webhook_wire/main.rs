@@ -171,6 +171,7 @@ fn review(resource: &str, operation: &str, object: Value, old: Value) -> Value {
         "queues" => ("scheduling.gangplank.dev", "v1alpha1", "Queue"),
         "jobsets" => ("jobset.x-k8s.io", "v1alpha2", "JobSet"),
         "pytorchjobs" => ("kubeflow.org", "v1", "PyTorchJob"),
+        "leaderworkersets" => ("leaderworkerset.x-k8s.io", "v1", "LeaderWorkerSet"),
         other => panic!("no such resource {other}"),
     };
     let meta = if object.is_null() { &old } else { &object };

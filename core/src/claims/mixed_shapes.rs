@@ -136,3 +136,37 @@ fn every_member_finds_a_node_whatever_the_order_and_whenever_the_binds_come() {
         }
     }
 }
+
+#[test]
+fn a_claim_counts_the_members_admission_released_before_bigger_ones_it_holds_at_the_gate() {
+    // A gang of two released members of 2 CPUs (its minimum) and two of 20 still at the gate
+    // (an instance beyond a gang of sub-groups' minimum), on one node of 8 CPUs.
+    let mut s = State::default();
+    s.apply_node(node_of(
+        "n0",
+        Resources::from([("cpu", 8_000), ("pods", 110)]),
+    ));
+    group(&mut s, "g", 2);
+    let member = |i: usize, cpu: i64| {
+        pod(format!("m{i}"))
+            .in_group("g")
+            .requests(Resources::from([("cpu", cpu * 1_000), ("pods", 1)]))
+            .marked()
+    };
+    let released = member(0, 2);
+    s.apply_pod(released.clone());
+    s.apply_pod(member(1, 2));
+    for i in 2..4 {
+        s.apply_pod(member(i, 20).gated());
+    }
+    let verdict = filter(
+        &mut s,
+        &released,
+        &Constraints::default(),
+        &["n0"],
+        &SETTINGS,
+        Instant::now(),
+    )
+    .unwrap();
+    assert_eq!(verdict.passed, ["n0"], "{:?}", verdict.failed);
+}

@@ -13,22 +13,29 @@ use crate::policy::fit::{first_fit, size};
 use crate::policy::placement::Strategy;
 
 /// The requests of the `needed` members to place: this pod, then the other members not placed
-/// yet, biggest first; members not created yet are assumed to look like this pod.
+/// yet, those admission released before those it holds at the gate (a gang of sub-groups'
+/// instances beyond its minimum, an elastic gang's extras), biggest first; members not created
+/// yet are assumed to look like this pod.
 pub(super) fn member_shapes(
     state: &State,
     key: &GroupKey,
     pod: &Pod,
     needed: usize,
 ) -> Vec<Resources> {
-    let mut others: Vec<Resources> = state
+    let mut others: Vec<(bool, Resources)> = state
         .members(key)
         .filter(|p| p.uid != pod.uid && p.node_name.is_none() && !p.phase.is_terminal())
         .filter(|p| !state.ledger().reservations().contains_key(&p.uid))
-        .map(|p| p.requests.clone())
+        .map(|p| (p.awaits_admission(), p.requests.clone()))
         .collect();
-    others.sort_by_key(|r| std::cmp::Reverse(size(r)));
+    others.sort_by_key(|(gated, r)| (*gated, Reverse(size(r))));
     let mut shapes = vec![pod.requests.clone()];
-    shapes.extend(others.into_iter().take(needed.saturating_sub(1)));
+    shapes.extend(
+        others
+            .into_iter()
+            .take(needed.saturating_sub(1))
+            .map(|(_, r)| r),
+    );
     while shapes.len() < needed {
         shapes.push(pod.requests.clone());
     }

@@ -197,6 +197,7 @@ impl Sim<'_> {
             );
             group.created = now;
             group.expected_runtime = job.expected_runtime;
+            group.sub_groups = job.sub_groups.clone();
             self.state.apply_pod_group(group);
         }
         for i in 0..job.members.len() {
@@ -214,6 +215,7 @@ impl Sim<'_> {
             name: format!("{}-{index}", job.name),
             requests: job.members[index].clone(),
             pod_group: job.gang.then(|| job.name.clone()),
+            labels: job.labels.get(index).cloned().unwrap_or_default(),
             queue: Some(job.queue.clone()),
             priority: job.priority,
             scheduling_gates: vec![ADMISSION_GATE.to_owned()],

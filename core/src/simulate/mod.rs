@@ -16,8 +16,11 @@ pub mod engine;
 pub mod outcome;
 pub mod summary;
 
+use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use crate::model::sub_groups::SubGroup;
 use crate::model::{Node, Queue, Resources};
 use crate::policy::placement::Strategy;
 
@@ -51,6 +54,12 @@ pub struct Job {
     pub deleted_at: Option<i64>,
     /// The PodGroup's expected runtime (what backfill reads), if its owner declares one.
     pub expected_runtime: Option<Duration>,
+    /// Its PodGroup's sub-groups (a gang of gangs: whole instances, a minimum of them); empty:
+    /// none.
+    pub sub_groups: Vec<SubGroup>,
+    /// Each member's labels, in `members`' order: what sub-groups split members by. Empty:
+    /// none.
+    pub labels: Vec<Arc<BTreeMap<String, String>>>,
 }
 
 /// A cluster, its queues and how pods are placed: one candidate configuration.

@@ -1,7 +1,10 @@
+use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::Instant;
 
 use super::*;
 use crate::model::Queue;
+use crate::model::sub_groups::SubGroup;
 use crate::testing::node;
 
 fn cpus(n: i64) -> Resources {
@@ -22,6 +25,8 @@ fn gang(name: &str, queue: &str, members: u32, cpu: i64, arrival: i64, runtime: 
         runtimes: Vec::new(),
         deleted_at: None,
         expected_runtime: None,
+        sub_groups: Vec::new(),
+        labels: Vec::new(),
     }
 }
 
@@ -53,6 +58,69 @@ fn a_gang_that_does_not_fit_beside_a_running_one_starts_when_that_one_finishes()
     assert_eq!(out.end, 150);
     let why = out.jobs[1].why.as_deref().unwrap();
     assert!(why.contains("cpu"), "{why}");
+}
+
+/// An inference service of 4 prefill instances of 2 members of 2 CPUs and 2 decode instances
+/// of 4 members of 3 CPUs, needing 2 prefill and 1 decode (8 members, 20 CPUs; 40 all of it).
+fn service(arrival: i64) -> Job {
+    let sub_group = |name: &str, size: u32, min_count: u32| SubGroup {
+        name: name.into(),
+        size,
+        min_count,
+        selector: BTreeMap::from([("role".into(), name.into())]),
+        match_label_keys: vec!["instance".into()],
+    };
+    let member = |role: &str, instance: usize| {
+        Arc::new(BTreeMap::from([
+            ("role".to_owned(), role.to_owned()),
+            ("instance".to_owned(), instance.to_string()),
+        ]))
+    };
+    Job {
+        sub_groups: vec![sub_group("prefill", 2, 2), sub_group("decode", 4, 1)],
+        labels: (0..8)
+            .map(|m| member("prefill", m / 2))
+            .chain((0..8).map(|m| member("decode", m / 4)))
+            .collect(),
+        members: (0..8)
+            .map(|_| cpus(2))
+            .chain((0..8).map(|_| cpus(3)))
+            .collect(),
+        min_member: 8,
+        ..gang("svc", "serving", 16, 0, arrival, 1_000)
+    }
+}
+
+#[test]
+fn a_gang_of_sub_groups_starts_at_its_minimum_and_grows_when_a_training_gang_finishes() {
+    // Two nodes of 22 CPUs; the training gang takes one until 100. A pod asking nothing
+    // arrives at 10, so that the queues are sampled then.
+    let probe = Job {
+        gang: false,
+        members: vec![Resources::default()],
+        ..gang("probe", "training", 1, 0, 10, 1)
+    };
+    let jobs = [gang("train", "training", 2, 11, 0, 100), service(1), probe];
+    let queues = vec![Queue::new("training"), Queue::new("serving")];
+    let out = run(&scenario(2, 22, queues), &jobs);
+    assert_eq!(out.jobs[1].started, Some(1), "its minimum, beside training");
+    let serving = |t: i64| {
+        let sample = out.samples.iter().find(|s| s.at == t).unwrap();
+        let queue = sample.queues.iter().find(|q| &*q.queue == "serving");
+        queue.map_or(0, |q| q.allocated.get("cpu"))
+    };
+    // Members one by one would hold 22 (every prefill member, two of decode's).
+    assert_eq!(
+        serving(10),
+        20_000,
+        "the minimum, whole instances, and no more"
+    );
+    assert_eq!(
+        serving(100),
+        40_000,
+        "every instance once training finished"
+    );
+    assert_eq!(out.jobs[1].finished, Some(1_100));
 }
 
 #[test]

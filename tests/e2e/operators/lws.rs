@@ -30,7 +30,7 @@ use crate::support::{
 
 /// How LWS is run: which gang provider its configuration names.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
-enum Provider {
+pub(super) enum Provider {
     /// None: LWS writes no PodGroup.
     None,
     /// `gangSchedulingManagement.schedulerProvider: volcano`: a Volcano PodGroup per replica.
@@ -49,7 +49,7 @@ enum QueueOn {
 
 /// Runs LWS with `provider`, and not with the other (each reconciles every namespace), and
 /// waits until it is ready.
-async fn lws_with(cluster: &Cluster, provider: Provider) {
+pub(super) async fn lws_with(cluster: &Cluster, provider: Provider) {
     operator_runs(cluster, "lws");
     let (on, off) = match provider {
         Provider::None => ("lws", "lws-volcano"),
@@ -70,7 +70,7 @@ async fn lws_with(cluster: &Cluster, provider: Provider) {
 /// A LeaderWorkerSet of `replicas` replicas of `size` pods (the leader and its workers, from one
 /// template), each asking for `cpu` CPUs, started `LeaderCreated` (the workers with the
 /// leader); `template` is merged into the pod template (labels, a scheduler name).
-fn leader_worker_set(
+pub(super) fn leader_worker_set(
     name: &str,
     replicas: u32,
     size: u32,
@@ -108,7 +108,11 @@ fn started(
 
 /// Creates `lws` in `namespace` (retrying while LWS's webhook comes up: its process may just
 /// have been swapped in); returns the LeaderWorkerSets of that namespace.
-async fn create(cluster: &Cluster, namespace: &str, lws: DynamicObject) -> Api<DynamicObject> {
+pub(super) async fn create(
+    cluster: &Cluster,
+    namespace: &str,
+    lws: DynamicObject,
+) -> Api<DynamicObject> {
     let resource = ApiResource::from_gvk(&GroupVersionKind::gvk(
         "leaderworkerset.x-k8s.io",
         "v1",
@@ -125,12 +129,12 @@ async fn create(cluster: &Cluster, namespace: &str, lws: DynamicObject) -> Api<D
 
 /// One replica as its live pods (not being deleted) show it.
 #[derive(Debug, Default, Clone)]
-struct Replica {
+pub(super) struct Replica {
     /// Its leader's name (`<lws>-<index>`); empty while it has no live leader.
     leader: String,
     leader_uid: String,
-    pods: usize,
-    bound: usize,
+    pub(super) pods: usize,
+    pub(super) bound: usize,
     /// Its pods that still carry Gangplank's admission gate.
     gated: usize,
     leader_bound: bool,
@@ -146,7 +150,7 @@ struct Replica {
 const ROLLOUT_LABEL: &str = "rollout";
 
 /// The namespace's live pods by replica (the group key LWS gives them).
-async fn replicas(pods: &Api<Pod>) -> BTreeMap<String, Replica> {
+pub(super) async fn replicas(pods: &Api<Pod>) -> BTreeMap<String, Replica> {
     let mut out: BTreeMap<String, Replica> = BTreeMap::new();
     for pod in pods.list(&Default::default()).await.unwrap().items {
         let meta = &pod.metadata;
