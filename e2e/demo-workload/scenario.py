@@ -16,7 +16,10 @@
           research's borrowed room is reclaimed while the big job holds a reservation (nothing
           backfills a reservation whose room reclaim is freeing)
   late    analytics arrives late and reclaims its share; production submits a batch Job
-          (batch.gangplank.dev: a PyTorch master and three workers, the pytorch plugin)
+          (batch.gangplank.dev: a PyTorch master and three workers, the pytorch plugin) and an
+          inference service of sub-groups (4 prefill instances of 2 GPUs, 2 decode instances of
+          4), which starts at its minimum (2 prefill, 1 decode) and grows a whole instance at a
+          time as training jobs finish
   urgent  a research job of higher priority preempts research's own lower-priority gangs
 
 Each job is an Indexed batch/v1 Job whose pods finish after `runs` (kwok's completion stage), in a
@@ -98,6 +101,40 @@ def batch_job(ns, name, queue, workers, runs, gpu=1, cpu=2):
                       "tasks": [task("master", 1), task("worker", workers)]}}]
 
 
+def service(ns, name, queue, roles):
+    """An inference service: one PodGroup of sub-groups, one per role of `roles` (name, instances,
+    pods an instance, whole instances it needs), each instance an Indexed Job of 1-GPU pods
+    labelled with its role; a pod's Job name tells its instance. It serves (runs) for ten
+    minutes."""
+    policy = [{"name": role, "subGroupSize": pods, "minSubGroups": need,
+               "labelSelector": {"matchLabels": {"demo/role": role}},
+               "matchLabelKeys": ["batch.kubernetes.io/job-name"]}
+              for role, _, pods, need in roles]
+    out = [{"apiVersion": "scheduling.gangplank.dev/v1alpha1", "kind": "PodGroup",
+            "metadata": {"name": name, "namespace": ns},
+            "spec": {"minMember": sum(pods * need for _, _, pods, need in roles),
+                     "queue": queue, "subGroupPolicy": policy}}]
+    for role, instances, pods, _ in roles:
+        for i in range(instances):
+            out.append({
+                "apiVersion": "batch/v1", "kind": "Job",
+                "metadata": {"name": f"{name}-{role}-{i}", "namespace": ns},
+                "spec": {"parallelism": pods, "completions": pods, "completionMode": "Indexed",
+                         "backoffLimitPerIndex": 3,
+                         "podFailurePolicy": {"rules": [{"action": "Ignore", "onPodConditions":
+                                                         [{"type": "DisruptionTarget"}]}]},
+                         "template": {
+                             "metadata": {"labels": {"scheduling.gangplank.dev/queue": queue,
+                                                     "scheduling.gangplank.dev/pod-group": name,
+                                                     "demo/role": role},
+                                          "annotations": {"pod-complete.stage.kwok.x-k8s.io/delay": "600s"}},
+                             "spec": {"restartPolicy": "Never", "containers": [{
+                                 "name": "main", "image": f"{name}-{role}:demo", "resources": {
+                                     "requests": {"cpu": "2", "memory": "8Gi", GPU: "1"},
+                                     "limits": {GPU: "1"}}}]}}}})
+    return out
+
+
 def queue(name, weight, guarantee=None):
     spec = {"weight": weight}
     if guarantee:
@@ -151,6 +188,8 @@ WAVES = {
         *job("analytics", "report-2", "analytics", 8, 80),
         *job("analytics", "report-3", "analytics", 4, 40),
         *batch_job("production", "llm-tune", "production", 3, 60),
+        # 4 prefill instances of 2 pods and 2 decode instances of 4; it starts at 2 and 1.
+        *service("production", "chat", "production", [("prefill", 4, 2, 2), ("decode", 2, 4, 1)]),
     ],
     "urgent": lambda: [
         *job("research", "hotfix", "research", 16, 40, priority="demo-urgent"),

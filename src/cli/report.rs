@@ -191,10 +191,14 @@ pub fn marked(events: &[Event], started: Timestamp) -> Vec<Marked> {
     out
 }
 
-/// One stretch of a group's life in one phase.
+/// One stretch of a group's life in one phase (and, running, with one count of members beyond
+/// its minimum).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Segment {
     pub phase: String,
+    /// Running, members placed beyond `minMember`: an elastic gang's extras, a gang of
+    /// sub-groups' further instances.
+    pub beyond: i32,
     pub from: f64,
     pub to: f64,
     /// Why it waited or failed in this stretch, as last said in it.
@@ -212,8 +216,8 @@ pub struct Timeline {
 }
 
 /// Each group's timeline, in the order groups first appeared. A stretch ends where the next
-/// sample shows another phase, or at the group's last sample; a group absent from a sample
-/// (deleted) ends there.
+/// sample shows another phase (or, running, another count of members beyond `minMember`), or
+/// at the group's last sample; a group absent from a sample (deleted) ends there.
 pub fn timelines(recording: &Recording) -> Vec<Timeline> {
     let mut order: Vec<String> = Vec::new();
     let mut lines: BTreeMap<String, Timeline> = BTreeMap::new();
@@ -230,8 +234,15 @@ pub fn timelines(recording: &Recording) -> Vec<Timeline> {
                     events: Vec::new(),
                 }
             });
+            let beyond = if g.phase == "Running" {
+                (g.placed - g.min_member).max(0)
+            } else {
+                0
+            };
             match line.segments.last_mut() {
-                Some(last) if last.phase == g.phase && last.to >= sample.t => {
+                Some(last)
+                    if last.phase == g.phase && last.beyond == beyond && last.to >= sample.t =>
+                {
                     last.to = until;
                     if g.why.is_some() {
                         last.why = g.why.clone();
@@ -239,6 +250,7 @@ pub fn timelines(recording: &Recording) -> Vec<Timeline> {
                 }
                 _ => line.segments.push(Segment {
                     phase: g.phase.clone(),
+                    beyond,
                     from: sample.t,
                     to: until,
                     why: g.why.clone(),
@@ -325,8 +337,12 @@ pub fn text(recording: &Recording) -> String {
                 .filter(|_| matches!(segment.phase.as_str(), "Pending" | "Failed" | "Unknown"))
                 .map(|w| format!(": {w}"))
                 .unwrap_or_default();
+            let beyond = match segment.beyond {
+                0 => String::new(),
+                n => format!(", {n} members beyond minMember"),
+            };
             out.push_str(&format!(
-                "    {:>6} to {:>6}  {}{why}\n",
+                "    {:>6} to {:>6}  {}{beyond}{why}\n",
                 seconds(segment.from),
                 seconds(segment.to),
                 segment.phase
@@ -463,12 +479,14 @@ mod tests {
             vec![
                 Segment {
                     phase: "Pending".into(),
+                    beyond: 0,
                     from: 0.0,
                     to: 4.0,
                     why: Some("DoesNotFit: 3 of 4".into())
                 },
                 Segment {
                     phase: "Running".into(),
+                    beyond: 0,
                     from: 4.0,
                     to: 6.0,
                     why: None
@@ -478,6 +496,28 @@ mod tests {
         assert_eq!(lines[0].events.len(), 1, "the eviction marks its group");
         assert_eq!(lines[1].segments[0].from, 4.0);
         assert_eq!(lines[1].segments[0].to, 6.0);
+    }
+
+    #[test]
+    fn a_running_gang_that_grows_beyond_its_minimum_starts_a_stretch_that_says_by_how_much() {
+        let placed = |n: i32| GroupSample {
+            placed: n,
+            ..group("svc", "Running", None)
+        };
+        let rec = recording(vec![
+            (0.0, vec![placed(4)]),
+            (2.0, vec![placed(4)]),
+            (4.0, vec![placed(8)]),
+            (6.0, vec![placed(8)]),
+        ]);
+        let segments = &timelines(&rec)[0].segments;
+        let stretches: Vec<_> = segments.iter().map(|s| (s.from, s.to, s.beyond)).collect();
+        assert_eq!(stretches, [(0.0, 4.0, 0), (4.0, 6.0, 4)]);
+        let text = text(&rec);
+        assert!(
+            text.contains("     4 s to    6 s  Running, 4 members beyond minMember\n"),
+            "{text}"
+        );
     }
 
     #[test]
