@@ -36,6 +36,8 @@ mod mixed_shapes;
 mod scores;
 mod slots;
 #[cfg(test)]
+mod sub_group_binds;
+#[cfg(test)]
 mod testing;
 
 use std::collections::BTreeMap;
