@@ -618,11 +618,12 @@ mod properties {
     use super::*;
 
     /// Per queue: (weight, guarantee, reclaimable), the cluster shared by weight; per gang: (queue, minMember, priority,
-    /// created, members as (node, cpu)); per starved group: (queue, pods, cpu each,
-    /// priority); nodes' capacity in CPUs.
+    /// created, members as (node, cpu), the size of its instances beyond minMember when it is a
+    /// gang of sub-groups, else 0); per starved group: (queue, pods, cpu each, priority);
+    /// nodes' capacity in CPUs.
     type Scenario = (
         Vec<(i64, i64, bool)>,
-        Vec<(usize, u32, i32, i64, Vec<(usize, i64)>)>,
+        Vec<(usize, u32, i32, i64, Vec<(usize, i64)>, usize)>,
         Vec<(usize, usize, i64, i32)>,
         Vec<i64>,
     );
@@ -637,6 +638,7 @@ mod properties {
                     0i32..3,
                     0i64..5,
                     prop::collection::vec((0usize..4, 1i64..4), 1..5),
+                    0usize..3,
                 ),
                 2..12,
             ),
@@ -674,7 +676,8 @@ mod properties {
             gangs: vec![],
             starved: vec![],
         };
-        for (g, (queue, min, priority, created, members)) in gangs.into_iter().enumerate() {
+        for (g, (queue, min, priority, created, members, instance)) in gangs.into_iter().enumerate()
+        {
             let queue = queue % q;
             let mut placed = Vec::new();
             for (i, (node, c)) in members.into_iter().enumerate() {
@@ -691,6 +694,20 @@ mod properties {
                     });
                 }
             }
+            let instances = (instance > 0 && placed.len() >= min as usize).then(|| {
+                // Whole instances beyond the minimum only; a last one in part is not placed.
+                let whole = (placed.len() - min as usize) / instance * instance + min as usize;
+                for m in placed.drain(whole..) {
+                    free[m.node].add(&m.requests);
+                    input.queues[queue].allocated.sub(&m.requests);
+                }
+                let extras: Vec<usize> = (min as usize..whole).collect();
+                extras
+                    .chunks(instance)
+                    .rev()
+                    .map(<[usize]>::to_vec)
+                    .collect::<Vec<_>>()
+            });
             if placed.len() >= min as usize {
                 input.gangs.push(Gang {
                     key: g,
@@ -699,7 +716,7 @@ mod properties {
                     priority,
                     created,
                     members: placed,
-                    instances: None,
+                    instances,
                 });
             } else {
                 for m in placed {
@@ -726,6 +743,18 @@ mod properties {
             })
             .collect();
         input
+    }
+
+    /// A gang of sub-groups' instances beyond its minimum as its members' UIDs.
+    fn instance_uids(gang: &Gang<usize>) -> Option<Vec<Vec<String>>> {
+        let uid = |m: &usize| gang.members[*m].uid.clone();
+        let instances = gang.instances.as_ref()?;
+        Some(
+            instances
+                .iter()
+                .map(|i| i.iter().map(uid).collect())
+                .collect(),
+        )
     }
 
     /// The evictions of reclaim verdicts, or with `every` of every verdict (priority
@@ -761,9 +790,19 @@ mod properties {
                 };
                 // Whole gangs across every verdict: a preemption may take a gang's extras
                 // and a later reclaim the rest.
-                let left = gang.members.len() - gone(true).len();
+                let taken = gone(true);
+                let left = gang.members.len() - taken.len();
                 prop_assert!(left == 0 || left >= gang.min_member as usize,
                     "gang {} left with {left} of minMember {}", gang.key, gang.min_member);
+                // A gang of sub-groups loses whole instances beyond its minimum, or everything.
+                if let (Some(instances), true) = (&gang.instances, left > 0) {
+                    let uids: Vec<&str> = taken.iter().map(|m| m.uid.as_str()).collect();
+                    for instance in instances {
+                        let gone = instance.iter().filter(|&&i| uids.contains(&gang.members[i].uid.as_str())).count();
+                        prop_assert!(gone == 0 || gone == instance.len(),
+                            "gang {} lost {gone} of an instance of {}", gang.key, instance.len());
+                    }
+                }
                 // Reclaim alone answers to other queues' guarantees and shares; priority
                 // preemption moves room inside one queue.
                 let gone = gone(false);
@@ -804,12 +843,22 @@ mod properties {
                                 pairs.push((e.queue, starved.queue));
                             }
                             let gang = next.gangs.iter_mut().find(|g| g.key == e.gang).unwrap();
+                            let instances = instance_uids(gang);
                             for uid in &e.pods {
                                 let at = gang.members.iter().position(|m| &m.uid == uid).unwrap();
                                 let m = gang.members.remove(at);
                                 next.nodes[m.node].add(&m.requests);
                                 next.queues[gang.queue].allocated.sub(&m.requests);
                             }
+                            gang.instances = instances.map(|is| {
+                                is.iter()
+                                    .filter_map(|i| {
+                                        i.iter()
+                                            .map(|u| gang.members.iter().position(|m| &m.uid == u))
+                                            .collect()
+                                    })
+                                    .collect()
+                            });
                         }
                     }
                 }
