@@ -209,6 +209,35 @@ pub fn name_problem(name: &str) -> Option<String> {
     })
 }
 
+/// Why `key` cannot be a label key (an optional DNS subdomain prefix of at most 253
+/// characters and `/`, then a name of at most 63 letters, digits, `-`, `_` or `.`, starting and
+/// ending with a letter or digit), or `None` when it can.
+pub fn label_key_problem(key: &str) -> Option<String> {
+    let (prefix, name) = match key.split_once('/') {
+        Some((prefix, name)) => (Some(prefix), name),
+        None => (None, key),
+    };
+    let alphanumeric = |c: char| c.is_ascii_alphanumeric();
+    let name_ok = !name.is_empty()
+        && name.len() <= 63
+        && name
+            .chars()
+            .all(|c| alphanumeric(c) || matches!(c, '-' | '_' | '.'))
+        && name.starts_with(alphanumeric)
+        && name.ends_with(alphanumeric);
+    let prefix_ok = prefix.is_none_or(|p| {
+        !p.is_empty()
+            && p.len() <= 253
+            && p.split('.')
+                .all(|part| name_problem(part).is_none() && !part.contains('.'))
+    });
+    (!(name_ok && prefix_ok)).then(|| {
+        format!(
+            "must be a label key: an optional DNS subdomain and '/', then at most 63 letters, digits, '-', '_' or '.', starting and ending with a letter or digit (like topology.kubernetes.io/zone), got {key:?}"
+        )
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -36,7 +36,7 @@ use super::labels::non_empty;
 pub use super::labels::lws::{
     GROUP_KEY_LABEL, NAME_LABEL, SIZE_ANNOTATION, WORKER_INDEX_LABEL, group_key,
 };
-use super::workloads::Stages;
+use super::stages::Stages;
 use serde_json::Value;
 
 /// The API version Gangplank reads LeaderWorkerSets with, and their resource name.

@@ -34,6 +34,8 @@ pub mod pod_group;
 pub mod queue;
 pub mod scheduler_plugins;
 pub mod spark;
+pub mod stages;
+pub mod sub_group_rules;
 pub mod topology;
 pub mod trainer;
 pub mod volcano;

@@ -35,6 +35,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde_json::Value;
 
 use super::min_replicas::{self, Problem, Replicas, Tree};
+pub use super::stages::Stages;
 use super::{leader_worker_set, spark};
 
 /// JobSet's labels on its child Jobs and their pods.
@@ -67,9 +68,6 @@ pub struct Kind {
     /// templates when it is a gang of its replicas ([`Kind::named_by_group_label`]).
     group_label: bool,
 }
-
-/// Each pod spec a workload makes pods from, with how many run from it at once.
-pub type Stages<'a> = Vec<(u32, &'a Value)>;
 
 impl Kind {
     /// The gang size `object` (the workload, as JSON) asks for; `None` when its spec does not

@@ -1,7 +1,7 @@
 //! A Volcano PodGroup's `subGroupPolicy` (v1.14) in the Gangplank PodGroup made for it
 //! (`super::foreign_groups`): each sub-group with the same name, size, selector and keys, when
-//! Gangplank's rules take it (`crate::webhooks::sub_groups`, the ones the PodGroup webhook
-//! applies to the copy). Volcano's own defaults and looser rules leave some policies without a
+//! Gangplank's rules take it (`crate::api::sub_group_rules`, which the PodGroup webhook applies
+//! to the copy too). Volcano's own defaults and looser rules leave some policies without a
 //! Gangplank meaning: a sub-group needing no whole instance (`minSubGroups` 0, Volcano's
 //! default, which asks only for topology), and a `minMember` above what the sub-groups' minimums
 //! count. Such a PodGroup gets a flat gang of its `minMember`, and the note of its Event says
@@ -9,7 +9,6 @@
 
 use crate::api::pod_group::{PodGroupSpec, SubGroupPolicy};
 use crate::api::volcano::{VolcanoPodGroupSpec, VolcanoSubGroupPolicy};
-use crate::webhooks::review::FieldErrors;
 
 /// Why a Volcano policy is not mirrored; each says what to change.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -52,11 +51,10 @@ fn mirrored(source: &VolcanoPodGroupSpec) -> Result<PodGroupSpec, NotMirrored> {
     }
     let mut spec = PodGroupSpec::with_min_member(i32::try_from(sum).unwrap_or(i32::MAX));
     spec.sub_group_policy = policy;
-    let mut errors = FieldErrors::new();
-    crate::webhooks::sub_groups::check(&spec, &mut errors);
-    errors
-        .into_result()
-        .map_err(|denial| NotMirrored::Refused(denial.message))?;
+    let problems = crate::api::sub_group_rules::problems(&spec);
+    if !problems.is_empty() {
+        return Err(NotMirrored::Refused(problems.join("; ")));
+    }
     Ok(spec)
 }
 

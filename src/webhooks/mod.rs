@@ -40,7 +40,6 @@ pub mod pod_groups;
 pub mod pods;
 pub mod queues;
 pub mod review;
-pub mod sub_groups;
 pub mod turns;
 pub mod workloads;
 
@@ -60,9 +59,10 @@ use kube::core::admission::AdmissionRequest;
 use tower_http::trace::TraceLayer;
 
 // The lookups live with the stores that serve them (`crate::cache::lookup`).
+pub use crate::api::labels::label_key_problem;
 pub use crate::api::labels::name_problem;
 pub use crate::cache::lookup::{self, ClusterLookup, StaticLookup};
-pub use checks::{label_key_problem, queue_field, topology_levels_problem};
+pub use checks::{queue_field, topology_levels_problem};
 pub use decode::Review;
 pub use review::{Denial, DenialReason, Outcome, Verdict};
 

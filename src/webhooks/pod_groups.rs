@@ -119,7 +119,9 @@ pub fn validate(w: &Webhooks, request: &AdmissionRequest<PodGroup>) -> Result<Ve
     ) {
         errors.add("spec.preferredTopologyKey", problem);
     }
-    super::sub_groups::check(spec, &mut errors);
+    for problem in crate::api::sub_group_rules::problems(spec) {
+        errors.push(problem);
+    }
     errors.into_result()?;
 
     let queue = spec.queue_name();

@@ -168,6 +168,11 @@ impl FieldErrors {
         self.0.push(format!("{field}: {problem}"));
     }
 
+    /// Records a problem already worded `<field>: <problem>`.
+    pub fn push(&mut self, problem: String) {
+        self.0.push(problem);
+    }
+
     /// `Ok` when nothing was recorded, else one [`DenialReason::Invalid`] denial listing all.
     pub fn into_result(self) -> Result<(), Denial> {
         if self.0.is_empty() {

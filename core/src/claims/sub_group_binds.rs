@@ -16,6 +16,9 @@ use crate::testing::PodBuilder;
 /// Per sub-group: members of an instance, instances needed, instances there.
 type Shape = Vec<(u32, u32, u32)>;
 
+/// A member's UID and its instance: (sub-group, instance).
+type MemberAt = (String, (usize, u32));
+
 fn shapes() -> impl Strategy<Value = Shape> {
     prop::collection::vec(
         (1u32..=3, 1u32..=2, 0u32..=2).prop_map(|(size, min, more)| (size, min, min + more)),
@@ -24,7 +27,7 @@ fn shapes() -> impl Strategy<Value = Shape> {
 }
 
 /// The gang `g` of `shape` on room for all of it; each member's UID and instance, in order.
-fn gang(shape: &Shape) -> (State, Vec<(String, (usize, u32))>) {
+fn gang(shape: &Shape) -> (State, Vec<MemberAt>) {
     let mut s = cluster(4, 64);
     let min_member = shape.iter().map(|(size, min, _)| size * min).sum();
     let key = group(&mut s, "g", min_member);

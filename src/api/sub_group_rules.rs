@@ -1,5 +1,6 @@
 //! The rules a PodGroup's `subGroupPolicy` keeps (a gang of sub-groups, each of whole
-//! instances; `gangplank_core::model::sub_groups`): unique names, each sub-group selecting by
+//! instances; `gangplank_core::model::sub_groups`), which the PodGroup webhook enforces and
+//! the controller applies before it copies a Volcano PodGroup's policy: unique names, each sub-group selecting by
 //! `labelSelector.matchLabels` alone and splitting by one to four valid label keys, and
 //! `minMember` equal to the members its minimum counts, so that the extender's quorum is
 //! exactly the whole instances admission releases. No `minResources` beside it: the room kept
@@ -9,12 +10,28 @@ use std::collections::BTreeSet;
 
 use gangplank_core::limits::MAX_MEMBERS;
 
-use super::checks::label_key_problem;
-use super::review::FieldErrors;
-use crate::api::pod_group::{PodGroupSpec, SubGroupPolicy};
+use super::labels::label_key_problem;
+use super::pod_group::{PodGroupSpec, SubGroupPolicy};
 
-/// Records every problem of `spec.subGroupPolicy` in `errors`.
-pub fn check(spec: &PodGroupSpec, errors: &mut FieldErrors) {
+/// Every problem of `spec.subGroupPolicy`, each as `<field>: <what is wrong and what would
+/// be accepted>`.
+pub fn problems(spec: &PodGroupSpec) -> Vec<String> {
+    let mut errors = Problems::default();
+    check(spec, &mut errors);
+    errors.0
+}
+
+/// Problems found, as the webhooks word a field's: `<field>: <problem>`.
+#[derive(Default)]
+struct Problems(Vec<String>);
+
+impl Problems {
+    fn add(&mut self, field: impl std::fmt::Display, problem: impl std::fmt::Display) {
+        self.0.push(format!("{field}: {problem}"));
+    }
+}
+
+fn check(spec: &PodGroupSpec, errors: &mut Problems) {
     let policies = &spec.sub_group_policy;
     if policies.is_empty() {
         return;
@@ -65,7 +82,7 @@ pub fn check(spec: &PodGroupSpec, errors: &mut FieldErrors) {
 }
 
 /// Records the problems of one sub-group, `field` naming it.
-fn check_one(field: &str, policy: &SubGroupPolicy, errors: &mut FieldErrors) {
+fn check_one(field: &str, policy: &SubGroupPolicy, errors: &mut Problems) {
     for (name, value) in [
         ("subGroupSize", policy.sub_group_size),
         ("minSubGroups", policy.min_sub_groups),
@@ -137,12 +154,7 @@ mod tests {
     }
 
     fn problems(spec: &PodGroupSpec) -> String {
-        let mut errors = FieldErrors::new();
-        check(spec, &mut errors);
-        match errors.into_result() {
-            Ok(()) => String::new(),
-            Err(denial) => denial.message,
-        }
+        super::problems(spec).join("; ")
     }
 
     fn service(min_member: i32) -> PodGroupSpec {
