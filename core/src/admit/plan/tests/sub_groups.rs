@@ -245,13 +245,22 @@ mod properties {
 
     proptest! {
         /// Over passes that release what they admit and bind it: every instance is released
-        /// whole or not at all, and once any is, every sub-group has its minimum released.
+        /// whole or not at all, once any is every sub-group has its minimum released, and the
+        /// queue is charged what is released, no more (not the members still at the gate).
         #[test]
         fn instances_are_released_whole_and_the_minimum_together(scenario in scenario()) {
             let mut s = build(&scenario);
             let (groups, _) = &scenario;
             for _ in 0..3 {
                 let d = decide_now(&s);
+                let charged = d.queues["q"].allocated.get("cpu");
+                let released_cpu: i64 = s
+                    .pods()
+                    .values()
+                    .filter(|p| !p.awaits_admission())
+                    .map(|p| p.requests.get("cpu"))
+                    .sum();
+                prop_assert_eq!(charged, released_cpu);
                 release(&mut s, &d);
                 bind_where_room(&mut s);
                 let released = released(&s);
