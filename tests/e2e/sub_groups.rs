@@ -1,7 +1,8 @@
 //! Gangs of sub-groups (a PodGroup's `subGroupPolicy`): a disaggregated inference service of
 //! prefill and decode instances and a router starts at its minimum, grows and yields a whole
 //! instance at a time, through the stock kube-scheduler and Gangplank's extender; Volcano's
-//! PodGroup with the same `subGroupPolicy` waits for its whole minimum the same way; a PodGroup
+//! PodGroup with the same `subGroupPolicy` waits for its whole minimum the same way; a queue
+//! below its share reclaims whole instances beyond a borrowing service's minimum; a PodGroup
 //! whose `minMember` is not its minimum is refused naming the field. The cluster is `e2e/up`'s
 //! default: 4 nodes of 32 CPUs.
 
@@ -16,7 +17,7 @@ use kube::Api;
 use kube::api::PostParams;
 use serde_json::json;
 
-use crate::queues::{QueueGuard, create_queue};
+use crate::queues::{QueueGuard, bound, create_gang, create_queue};
 use crate::support::{
     Cluster, TestNamespace, bound_with_prefix, default_queue, eventually, holds_for, managed_pod,
     pod, pod_group, running,
@@ -231,6 +232,57 @@ async fn an_inference_service_starts_at_its_minimum_grows_and_yields_whole_insta
         minimum.iter().all(|(i, n)| left.get(i) == Some(n)) && all_whole(&left),
         "the minimum and only whole instances left: {left:?}"
     );
+    ns.delete().await;
+}
+
+#[tokio::test]
+#[ignore = "needs the local control plane: run e2e/test"]
+async fn a_queue_below_its_share_reclaims_whole_instances_beyond_the_minimum_of_a_borrowing_service()
+ {
+    let cluster = Cluster::connect().await;
+    let lender = create_queue(&cluster.client, "sub-groups-a", QueueSpec::default()).await;
+    let _lender = QueueGuard(lender.clone());
+    let claimant = create_queue(&cluster.client, "sub-groups-b", QueueSpec::default()).await;
+    let _claimant = QueueGuard(claimant.clone());
+    let ns = cluster.namespace("sub-groups-reclaim").await;
+    let (groups, pods) = (ns.api::<PodGroup>(), ns.api::<Pod>());
+    // Queue a, of the same weight as b, holds 82 of the 128 CPUs (it deserves 64): a gang of
+    // 2 x 20 and the whole service (42).
+    create_gang(&ns, &lender, "batch", 2, 20, None, None).await;
+    let mut svc = service(9);
+    svc.spec.queue = Some(lender.clone());
+    groups.create(&PostParams::default(), &svc).await.unwrap();
+    create_service(&pods).await;
+    let everything = instances(&[
+        "prefill-0",
+        "prefill-1",
+        "prefill-2",
+        "prefill-3",
+        "decode-0",
+        "decode-1",
+        "router-0",
+    ]);
+    bound_whole(&pods, &everything, "every instance of the service bound whole").await;
+
+    // Queue b asks for 56 CPUs in 2-CPU pods and 46 are free: a gives back whole instances
+    // beyond the service's minimum, never the minimum nor the batch gang.
+    create_gang(&ns, &claimant, "claim", 28, 2, None, None).await;
+    eventually("queue b's gang bound whole", 90, || async {
+        (bound(&pods, "claim").await == 28).then_some(())
+    })
+    .await;
+    let left = eventually("the service back to whole instances", 30, || async {
+        let bound = bound_instances(&pods).await;
+        all_whole(&bound).then_some(bound)
+    })
+    .await;
+    let minimum = instances(&["prefill-0", "prefill-1", "decode-0", "router-0"]);
+    assert!(
+        minimum.iter().all(|(i, n)| left.get(i) == Some(n)),
+        "the minimum stays: {left:?}"
+    );
+    assert!(left.len() < everything.len(), "nothing given back: {left:?}");
+    assert_eq!(bound(&pods, "batch").await, 2, "the batch gang stays whole");
     ns.delete().await;
 }
 
