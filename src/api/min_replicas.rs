@@ -51,18 +51,20 @@ pub enum Problem {
     #[error("{0} has no replicas Gangplank can make a gang of gangs of; remove the annotation")]
     NotSupported(String),
     #[error(
-        "its jobs wait for others (dependsOn), so its pods come in stages and cannot be counted in whole replicas; remove the annotation or dependsOn"
+        "its pods come in stages (a JobSet's dependsOn, a LeaderWorkerSet's startupPolicy LeaderReady), not as whole replicas; remove the annotation or that setting"
     )]
     InStages,
     #[error("the spec gives no replicas Gangplank can read (replicas, parallelism, completions)")]
     Unreadable,
-    #[error("the spec has {0} replicated jobs; a gang of gangs has at most {MAX_SUB_GROUPS}")]
+    #[error(
+        "the spec has {0} kinds of replicas (replicated jobs); a gang of gangs has at most {MAX_SUB_GROUPS}"
+    )]
     TooMany(usize),
     #[error("{0:?} must be <name>=<count>, entries separated by commas, as in prefill=2,decode=1")]
     Entry(String),
-    #[error("{0:?} names no replicated job of the spec; name one of {1}")]
+    #[error("{0:?} names no kind of replica (replicated job) of the spec; name one of {1}")]
     Unknown(String, String),
-    #[error("{0:?} is named twice; name each replicated job once")]
+    #[error("{0:?} is named twice; name each once")]
     Twice(String),
     #[error("{name}={count} must be from 1 to its {replicas} replicas")]
     OutOfRange {

@@ -262,7 +262,12 @@ async fn a_queue_below_its_share_reclaims_whole_instances_beyond_the_minimum_of_
         "decode-1",
         "router-0",
     ]);
-    bound_whole(&pods, &everything, "every instance of the service bound whole").await;
+    bound_whole(
+        &pods,
+        &everything,
+        "every instance of the service bound whole",
+    )
+    .await;
 
     // Queue b asks for 56 CPUs in 2-CPU pods and 46 are free: a gives back whole instances
     // beyond the service's minimum, never the minimum nor the batch gang.
@@ -281,7 +286,10 @@ async fn a_queue_below_its_share_reclaims_whole_instances_beyond_the_minimum_of_
         minimum.iter().all(|(i, n)| left.get(i) == Some(n)),
         "the minimum stays: {left:?}"
     );
-    assert!(left.len() < everything.len(), "nothing given back: {left:?}");
+    assert!(
+        left.len() < everything.len(),
+        "nothing given back: {left:?}"
+    );
     assert_eq!(bound(&pods, "batch").await, 2, "the batch gang stays whole");
     ns.delete().await;
 }

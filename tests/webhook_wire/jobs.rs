@@ -74,7 +74,7 @@ async fn a_jobset_whose_min_replicas_do_not_fit_its_replicated_jobs_is_refused_n
         ("workers=2", "from 1 to its 1 replicas"),
         (
             "trainers=1",
-            "names no replicated job of the spec; name one of leader, workers",
+            "names no kind of replica (replicated job) of the spec; name one of leader, workers",
         ),
         ("workers", "must be <name>=<count>"),
     ] {
