@@ -19,8 +19,8 @@ use serde_json::json;
 
 use crate::queues::{QueueGuard, bound, create_gang, create_queue};
 use crate::support::{
-    Cluster, TestNamespace, bound_with_prefix, default_queue, eventually, holds_for, managed_pod,
-    pod, pod_group, running,
+    Cluster, TestNamespace, bound_and_staying_with_prefix, bound_with_prefix, default_queue,
+    eventually, holds_for, managed_pod, pod, pod_group, running,
 };
 
 /// Instances of a role: (role, instances, members each, CPUs a member).
@@ -90,10 +90,11 @@ async fn create_member(
     .unwrap();
 }
 
-/// The instances with members bound, by role, and whether each is whole.
+/// The instances with members bound (and not being deleted), by role, and whether each is
+/// whole.
 async fn bound_instances(pods: &Api<Pod>) -> BTreeMap<String, usize> {
     let mut members: BTreeMap<String, usize> = BTreeMap::new();
-    for name in bound_with_prefix(pods, "svc-").await {
+    for name in bound_and_staying_with_prefix(pods, "svc-").await {
         let (instance, _) = name.rsplit_once('-').unwrap();
         *members.entry(instance.to_owned()).or_default() += 1;
     }
@@ -226,12 +227,17 @@ async fn an_inference_service_starts_at_its_minimum_grows_and_yields_whole_insta
     // A gang of the same queue needs 24 CPUs in 6-CPU members, and 20 and 2 are left on the
     // two nodes: instances beyond the minimum yield, whole, and the minimum stays.
     train_bound_whole(&groups, &pods, None).await;
-    let left = bound_instances(&pods).await;
+    let left = eventually("the service back to whole instances", 30, || async {
+        let bound = bound_instances(&pods).await;
+        all_whole(&bound).then_some(bound)
+    })
+    .await;
     let minimum = instances(&["prefill-0", "prefill-1", "decode-0", "router-0"]);
     assert!(
-        minimum.iter().all(|(i, n)| left.get(i) == Some(n)) && all_whole(&left),
-        "the minimum and only whole instances left: {left:?}"
+        minimum.iter().all(|(i, n)| left.get(i) == Some(n)),
+        "the minimum stays: {left:?}"
     );
+    assert!(left != everything, "something yielded to train: {left:?}");
     ns.delete().await;
 }
 

@@ -486,6 +486,15 @@ pub async fn bound_eventually(
 
 /// The names of the pods in `pods` whose name starts with `prefix` and that are bound.
 pub async fn bound_with_prefix(pods: &Api<Pod>, prefix: &str) -> Vec<String> {
+    bound_where(pods, prefix, |_| true).await
+}
+
+/// [`bound_with_prefix`] without the pods being deleted (an eviction's, until they are gone).
+pub async fn bound_and_staying_with_prefix(pods: &Api<Pod>, prefix: &str) -> Vec<String> {
+    bound_where(pods, prefix, |p| p.metadata.deletion_timestamp.is_none()).await
+}
+
+async fn bound_where(pods: &Api<Pod>, prefix: &str, keep: impl Fn(&Pod) -> bool) -> Vec<String> {
     let list = pods
         .list(&Default::default())
         .await
@@ -494,6 +503,7 @@ pub async fn bound_with_prefix(pods: &Api<Pod>, prefix: &str) -> Vec<String> {
         .into_iter()
         .filter(|p| p.metadata.name.as_deref().unwrap_or("").starts_with(prefix))
         .filter(|p| p.spec.as_ref().and_then(|s| s.node_name.as_ref()).is_some())
+        .filter(|p| keep(p))
         .filter_map(|p| p.metadata.name)
         .collect()
 }

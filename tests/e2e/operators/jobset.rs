@@ -49,11 +49,13 @@ fn service(queue: &str, min_replicas: &str) -> DynamicObject {
     .unwrap()
 }
 
-/// For each role, the bound pods of each of its Jobs that has any, fewest first.
+/// For each role, the bound pods (not being deleted) of each of its Jobs that has any, fewest
+/// first.
 async fn bound_jobs(pods: &Api<Pod>) -> BTreeMap<String, Vec<u32>> {
     let mut by_job: BTreeMap<(String, String), u32> = BTreeMap::new();
     for pod in pods.list(&Default::default()).await.unwrap().items {
-        let bound = pod.spec.as_ref().is_some_and(|s| s.node_name.is_some());
+        let bound = pod.spec.as_ref().is_some_and(|s| s.node_name.is_some())
+            && pod.metadata.deletion_timestamp.is_none();
         let labels = pod.metadata.labels.unwrap_or_default();
         let (Some(role), Some(index)) = (
             labels.get(JOBSET_REPLICATED_JOB_LABEL),
