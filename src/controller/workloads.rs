@@ -127,6 +127,16 @@ mod tests {
         }
     }
 
+    /// The JobSet `name`, as its pods name it.
+    fn jobset(name: &str) -> Workload {
+        Workload {
+            api_version: "jobset.x-k8s.io/v1alpha2".into(),
+            kind: "JobSet".into(),
+            name: name.into(),
+            uid: "js-uid".into(),
+        }
+    }
+
     /// The group's `minResources`, as `(resource, quantity)`.
     fn min_resources(group: &PodGroup) -> Vec<(String, String)> {
         group
@@ -189,12 +199,7 @@ mod tests {
     #[test]
     fn a_jobset_whose_trainer_nodes_wait_for_its_initializer_is_admitted_ahead_on_all_it_asks() {
         let key = GroupKey::new("ml", "train");
-        let jobset = Workload {
-            api_version: "jobset.x-k8s.io/v1alpha2".into(),
-            kind: "JobSet".into(),
-            name: "train".into(),
-            uid: "js-uid".into(),
-        };
+        let jobset = jobset("train");
         let pod = |cpu: &str| {
             json!({"template": {"spec": {"containers": [
             {"name": "c", "resources": {"requests": {"cpu": cpu, "memory": "1Gi"}}}]}}})
@@ -235,12 +240,7 @@ mod tests {
     #[test]
     fn a_jobset_annotated_with_min_replicas_is_a_gang_of_its_jobs_at_that_minimum() {
         let key = GroupKey::new("serving", "svc");
-        let jobset = Workload {
-            api_version: "jobset.x-k8s.io/v1alpha2".into(),
-            kind: "JobSet".into(),
-            name: "svc".into(),
-            uid: "js-uid".into(),
-        };
+        let jobset = jobset("svc");
         let job = |name: &str, replicas: u32, pods: u32| {
             json!({"name": name, "replicas": replicas, "template": {"spec": {
                 "parallelism": pods, "completions": pods,

@@ -157,6 +157,37 @@ pub async fn train_bound_whole(groups: &Api<PodGroup>, pods: &Api<Pod>, queue: O
     .await;
 }
 
+/// The service's minimum: two prefill instances, one decode instance and the router.
+const MINIMUM: [&str; 4] = ["prefill-0", "prefill-1", "decode-0", "router-0"];
+
+/// Every instance of [`SERVICE`], whole.
+fn every_instance() -> BTreeMap<String, usize> {
+    SERVICE
+        .iter()
+        .flat_map(|&(role, n, size, _)| (0..n).map(move |i| (format!("svc-{role}-{i}"), size)))
+        .collect()
+}
+
+/// Waits (30 s at most) until the service, which a gang took room from, has only whole
+/// instances bound; then checks that its minimum stayed and that it gave something back.
+async fn kept_its_minimum_and_gave_back_whole_instances(pods: &Api<Pod>) {
+    let left = eventually("the service back to whole instances", 30, || async {
+        let bound = bound_instances(pods).await;
+        all_whole(&bound).then_some(bound)
+    })
+    .await;
+    assert!(
+        instances(&MINIMUM)
+            .iter()
+            .all(|(i, n)| left.get(i) == Some(n)),
+        "the minimum stays: {left:?}"
+    );
+    assert!(
+        left.len() < every_instance().len(),
+        "nothing given back: {left:?}"
+    );
+}
+
 fn instances(names: &[&str]) -> BTreeMap<String, usize> {
     names
         .iter()
@@ -208,15 +239,7 @@ async fn an_inference_service_starts_at_its_minimum_grows_and_yields_whole_insta
 
     // Room grows by a node: the last decode instance starts, whole.
     pods.delete("filler-0", &Default::default()).await.unwrap();
-    let everything = instances(&[
-        "prefill-0",
-        "prefill-1",
-        "prefill-2",
-        "prefill-3",
-        "decode-0",
-        "decode-1",
-        "router-0",
-    ]);
+    let everything = every_instance();
     bound_whole(
         &pods,
         &everything,
@@ -227,17 +250,7 @@ async fn an_inference_service_starts_at_its_minimum_grows_and_yields_whole_insta
     // A gang of the same queue needs 24 CPUs in 6-CPU members, and 20 and 2 are left on the
     // two nodes: instances beyond the minimum yield, whole, and the minimum stays.
     train_bound_whole(&groups, &pods, None).await;
-    let left = eventually("the service back to whole instances", 30, || async {
-        let bound = bound_instances(&pods).await;
-        all_whole(&bound).then_some(bound)
-    })
-    .await;
-    let minimum = instances(&["prefill-0", "prefill-1", "decode-0", "router-0"]);
-    assert!(
-        minimum.iter().all(|(i, n)| left.get(i) == Some(n)),
-        "the minimum stays: {left:?}"
-    );
-    assert!(left != everything, "something yielded to train: {left:?}");
+    kept_its_minimum_and_gave_back_whole_instances(&pods).await;
     ns.delete().await;
 }
 
@@ -259,15 +272,7 @@ async fn a_queue_below_its_share_reclaims_whole_instances_beyond_the_minimum_of_
     svc.spec.queue = Some(lender.clone());
     groups.create(&PostParams::default(), &svc).await.unwrap();
     create_service(&pods).await;
-    let everything = instances(&[
-        "prefill-0",
-        "prefill-1",
-        "prefill-2",
-        "prefill-3",
-        "decode-0",
-        "decode-1",
-        "router-0",
-    ]);
+    let everything = every_instance();
     bound_whole(
         &pods,
         &everything,
@@ -282,20 +287,7 @@ async fn a_queue_below_its_share_reclaims_whole_instances_beyond_the_minimum_of_
         (bound(&pods, "claim").await == 28).then_some(())
     })
     .await;
-    let left = eventually("the service back to whole instances", 30, || async {
-        let bound = bound_instances(&pods).await;
-        all_whole(&bound).then_some(bound)
-    })
-    .await;
-    let minimum = instances(&["prefill-0", "prefill-1", "decode-0", "router-0"]);
-    assert!(
-        minimum.iter().all(|(i, n)| left.get(i) == Some(n)),
-        "the minimum stays: {left:?}"
-    );
-    assert!(
-        left.len() < everything.len(),
-        "nothing given back: {left:?}"
-    );
+    kept_its_minimum_and_gave_back_whole_instances(&pods).await;
     assert_eq!(bound(&pods, "batch").await, 2, "the batch gang stays whole");
     ns.delete().await;
 }
@@ -393,7 +385,7 @@ async fn short_service_waits_then_starts_whole(ns: &TestNamespace, dialect: Dial
     })
     .await;
     create_member(&pods, dialect, prefill, 1, 1).await;
-    let whole_minimum = instances(&["prefill-0", "prefill-1", "decode-0", "router-0"]);
+    let whole_minimum = instances(&MINIMUM);
     bound_whole(
         &pods,
         &whole_minimum,

@@ -75,22 +75,23 @@ async fn bound_jobs(pods: &Api<Pod>) -> BTreeMap<String, Vec<u32>> {
     by_role
 }
 
+/// The pods each Job of `role` runs.
+fn pods_of_a_job(role: &str) -> u32 {
+    SERVICE.iter().find(|r| r.0 == role).unwrap().2
+}
+
 /// Whole Jobs bound: `(role, how many)`, each with all its pods.
 fn whole(jobs: &[(&str, usize)]) -> BTreeMap<String, Vec<u32>> {
     jobs.iter()
-        .map(|&(role, n)| {
-            let pods = SERVICE.iter().find(|r| r.0 == role).unwrap().2;
-            (role.to_owned(), vec![pods; n])
-        })
+        .map(|&(role, n)| (role.to_owned(), vec![pods_of_a_job(role); n]))
         .collect()
 }
 
 /// Whether every Job with a pod bound has all its pods bound, and at least the minimum runs.
 fn whole_at_or_above_the_minimum(bound: &BTreeMap<String, Vec<u32>>) -> bool {
-    let all_whole = bound.iter().all(|(role, jobs)| {
-        let pods = SERVICE.iter().find(|r| r.0 == role).unwrap().2;
-        jobs.iter().all(|n| *n == pods)
-    });
+    let all_whole = bound
+        .iter()
+        .all(|(role, jobs)| jobs.iter().all(|n| *n == pods_of_a_job(role)));
     let count = |role: &str| bound.get(role).map_or(0, Vec::len);
     all_whole && count("prefill") >= 2 && count("decode") >= 1 && count("router") == 1
 }
