@@ -211,6 +211,20 @@ impl<'s> Room<'s> {
         self.shift(stand_ins, false, false);
     }
 
+    /// Takes the room of released members not placed yet beyond their gang's quorum (not
+    /// counted against the total, as elastic members yield to any gang's minimum) from the
+    /// total and the nodes first fit would put them on: further elastic members must not be
+    /// released into it.
+    pub fn hold_elastic_in_flight(&mut self, members: &[&Resources]) {
+        for pod in biggest_first(members.iter().copied()) {
+            self.total.sub(pod);
+            if let Some(at) = self.first_fit(pod) {
+                self.nodes[at].sub(pod);
+            }
+        }
+        self.changed();
+    }
+
     /// Adds (`give`) or takes back the room of `pods` (node name, requests) to their nodes
     /// among the schedulable ones: a growing gang's stand-ins' room, lent to it alone
     /// ([`super::plan`]'s growth).

@@ -77,6 +77,10 @@ pub(super) struct Pass<'s> {
     /// What running elastic members hold, by node name, and in all ([`super::collect::Book`]).
     elastic_on: FxHashMap<&'s str, Resources>,
     elastic: Resources,
+    /// Released elastic members not placed yet ([`super::collect::Book::beyond_quorum`]),
+    /// until the first elastic candidate takes their room: gangs' minimums may use it, further
+    /// elastic members may not. `None` once taken.
+    pub(super) elastic_in_flight: Option<Vec<&'s Resources>>,
     /// Growth asked in this pass ([`super::growth`]).
     pub(super) growing: Growing,
 }
@@ -144,6 +148,7 @@ impl<'s> Pass<'s> {
             yield_checked: vec![false; by_slot_len],
             elastic_on: book.elastic_on.clone(),
             elastic: book.elastic.clone(),
+            elastic_in_flight: Some(book.beyond_quorum.clone()),
             growing: Growing {
                 before: state
                     .stand_ins()
@@ -386,6 +391,9 @@ impl<'s> Pass<'s> {
         reason = "as for consider: the refusal's reason is kept"
     )]
     fn place_extras(&mut self, i: usize, c: &Candidate<'s>, slot: usize) -> Result<(), Why> {
+        if let Some(members) = self.elastic_in_flight.take() {
+            self.room.hold_elastic_in_flight(&members);
+        }
         let available = self.room.available_to(slot);
         let mut taken = Resources::new();
         let mut released = 0;

@@ -159,7 +159,9 @@ pub(super) fn report(mut pass: Pass, book: Book, shares: Shares, waits: Waits) -
             })
             .map(|(_, q)| q.name.clone())
             .collect();
-        let (nodes, total) = pass.room.left_for_arrivals(&book.beyond_quorum);
+        // Taken from the room already when an elastic candidate was tried.
+        let beyond = pass.elastic_in_flight.as_deref().unwrap_or_default();
+        let (nodes, total) = pass.room.left_for_arrivals(beyond);
         decision.door = Some(Door::new(nodes, total, queues, state.nodes().shrunk()));
     }
     decision.queues = names.into_iter().zip(reports).collect();

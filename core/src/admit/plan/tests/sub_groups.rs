@@ -90,6 +90,27 @@ fn the_minimum_of_whole_instances_is_released_first_then_whole_instances_as_room
 }
 
 #[test]
+fn instances_released_beyond_the_minimum_keep_their_room_until_the_scheduler_places_them() {
+    let mut s = cluster();
+    service(&mut s, &TEN);
+    let d = decide_now(&s);
+    release(&mut s, &d);
+    let d = decide_now(&s);
+    assert_eq!(
+        released_instances(&d),
+        ["p2", "p2"],
+        "6 of the 8 CPUs are on their way to the minimum: one instance more"
+    );
+    release(&mut s, &d);
+    let d = decide_now(&s);
+    assert!(
+        d.admit.is_empty(),
+        "the 8 CPUs are on their way to the minimum and p2: {:?}",
+        d.admit
+    );
+}
+
+#[test]
 fn an_instance_beyond_the_minimum_is_never_released_in_part() {
     let mut s = cluster();
     s.apply_pod(pod("other").in_queue("q").running_on("n1"));
