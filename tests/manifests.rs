@@ -366,6 +366,8 @@ fn cluster_role_grants_exactly_what_gangplank_calls() {
         ("scheduling.volcano.sh", "podgroups/status", "patch"),
         ("scheduling.k8s.io", "podgroups", "list"),
         ("scheduling.k8s.io", "podgroups", "watch"),
+        ("scheduling.k8s.io", "compositepodgroups", "list"),
+        ("scheduling.k8s.io", "compositepodgroups", "watch"),
         ("events.k8s.io", "events", "create"),
         ("batch.gangplank.dev", "jobs", "list"),
         ("batch.gangplank.dev", "jobs", "watch"),
@@ -464,6 +466,7 @@ fn resource_of<K: kube::Resource<DynamicType = ()>>() -> (String, String) {
 
 /// The names the serving code gives the kinds it opens an `Api` for, and their resources.
 fn kinds_the_code_names() -> BTreeMap<&'static str, (String, String)> {
+    use gangplank::api::composite_pod_group::CompositePodGroup;
     use gangplank::api::scheduler_plugins::SchedulerPluginsPodGroup;
     use gangplank::api::volcano::VolcanoPodGroup;
     use gangplank::api::workload_api::{UpstreamPodGroup, UpstreamPodGroupV1alpha2};
@@ -509,6 +512,7 @@ fn kinds_the_code_names() -> BTreeMap<&'static str, (String, String)> {
             "UpstreamPodGroupV1alpha2",
             resource_of::<UpstreamPodGroupV1alpha2>(),
         ),
+        ("CompositePodGroup", resource_of::<CompositePodGroup>()),
     ]
     .into()
 }

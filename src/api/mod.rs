@@ -27,6 +27,7 @@
 //!   doc comments' hard line breaks so `kubectl explain` can wrap descriptions to the terminal.
 
 pub mod batch_job;
+pub mod composite_pod_group;
 pub mod labels;
 pub mod leader_worker_set;
 pub mod min_replicas;

@@ -34,12 +34,15 @@ pub struct GangPolicy {
 /// The API versions of Kubernetes' PodGroup that Gangplank reads, newest first.
 pub const API_VERSIONS: [&str; 2] = ["scheduling.k8s.io/v1beta1", "scheduling.k8s.io/v1alpha2"];
 
-/// Whether `group` is the Gangplank PodGroup made for one of Kubernetes' PodGroups (its
-/// controller owner), which the stock scheduler then places whole itself when it asks for
-/// more than one member.
+/// Whether `group` is the Gangplank PodGroup made for one of Kubernetes' PodGroups or the root
+/// of a tree of them (its controller owner), which the stock scheduler then places whole
+/// itself when it asks for more than one member.
 pub fn made_for_upstream(group: &crate::api::PodGroup) -> bool {
-    crate::api::controller(&group.metadata)
-        .is_some_and(|o| o.kind == "PodGroup" && API_VERSIONS.contains(&o.api_version.as_str()))
+    crate::api::controller(&group.metadata).is_some_and(|o| {
+        (o.kind == "PodGroup" && API_VERSIONS.contains(&o.api_version.as_str()))
+            || (o.kind == "CompositePodGroup"
+                && o.api_version == super::composite_pod_group::API_VERSION)
+    })
 }
 
 #[rustfmt::skip] // rustfmt re-indents the attributes inside this macro on every run.
@@ -67,6 +70,10 @@ macro_rules! upstream_pod_group {
             pub priority: Option<i32>,
             #[serde(default, skip_serializing_if = "Option::is_none")]
             pub disruption_mode: Option<serde_json::Value>,
+            /// The CompositePodGroup whose child this is (`CompositePodGroup` gate, 1.37):
+            /// see [`super::composite_pod_group`].
+            #[serde(default, skip_serializing_if = "Option::is_none")]
+            pub parent_composite_pod_group_name: Option<String>,
         }
     };
 }

@@ -17,6 +17,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use kube::runtime::reflector::ObjectRef;
 
 use super::stores::{StoreKind, Stores};
+use crate::api::composite_pod_group::{NoRoot, root_of};
 use crate::api::{PodGroup, PodGroupPhase, Queue, QueueState, labels};
 use gangplank_core::model::{Resources, Topology};
 
@@ -79,6 +80,17 @@ pub trait PodGroupLookup: Send + Sync {
     /// The priority of Kubernetes' PodGroup `namespace/name` (`spec.priority`), when the watch
     /// has shown it; `None` also while that API is not served or not yet listed.
     fn kubernetes_pod_group_priority(&self, namespace: &str, name: &str) -> Option<i32>;
+    /// The tree of CompositePodGroups above Kubernetes' PodGroup `namespace/name`, when the
+    /// watch has shown it with a `parentCompositePodGroupName`; `None` also while that API is
+    /// not served or not yet listed.
+    fn kubernetes_tree(&self, namespace: &str, name: &str) -> Option<Result<TreeOf, NoRoot>>;
+}
+
+/// Where a Kubernetes PodGroup sits in a tree of CompositePodGroups: its parent and the root.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TreeOf {
+    pub parent: String,
+    pub root: String,
 }
 
 /// Namespaces' labels: their default queue (the label `scheduling.gangplank.dev/queue`) and
@@ -219,6 +231,19 @@ impl PodGroupLookup for Stores {
     fn kubernetes_pod_group_priority(&self, namespace: &str, name: &str) -> Option<i32> {
         self.upstream_priority(namespace, name)
     }
+
+    fn kubernetes_tree(&self, namespace: &str, name: &str) -> Option<Result<TreeOf, NoRoot>> {
+        let leaf = self
+            .upstream_pod_groups
+            .get(&ObjectRef::new(name).within(namespace))?;
+        let parent = leaf.spec.parent_composite_pod_group_name.clone()?;
+        let composites = |name: &str| {
+            self.composite_pod_groups
+                .get(&ObjectRef::new(name).within(namespace))
+                .map(|c| c.spec.parent_composite_pod_group_name.clone())
+        };
+        Some(root_of(&parent, composites).map(|root| TreeOf { parent, root }))
+    }
 }
 
 impl Stores {
@@ -262,6 +287,8 @@ pub struct StaticLookup {
     pub unsynced: bool,
     /// Kubernetes' PodGroups: namespace, name and priority.
     pub kubernetes_pod_groups: Vec<(String, String, i32)>,
+    /// Kubernetes' PodGroups in trees: namespace, name, and where.
+    pub kubernetes_trees: Vec<(String, String, TreeOf)>,
     /// What [`TopologyLookup::topologies`] answers.
     pub topologies: Vec<Topology>,
 }
@@ -340,6 +367,13 @@ impl PodGroupLookup for StaticLookup {
             .iter()
             .find(|(ns, n, _)| ns == namespace && n == name)
             .map(|(_, _, priority)| *priority)
+    }
+
+    fn kubernetes_tree(&self, namespace: &str, name: &str) -> Option<Result<TreeOf, NoRoot>> {
+        self.kubernetes_trees
+            .iter()
+            .find(|(ns, n, _)| ns == namespace && n == name)
+            .map(|(_, _, tree)| Ok(tree.clone()))
     }
 }
 

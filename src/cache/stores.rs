@@ -38,6 +38,7 @@ use serde::de::DeserializeOwned;
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
+use crate::api::composite_pod_group::CompositePodGroup;
 use crate::api::scheduler_plugins::SchedulerPluginsPodGroup;
 use crate::api::volcano::VolcanoPodGroup;
 use crate::api::workload_api::{UpstreamPodGroup, UpstreamPodGroupV1alpha2};
@@ -60,8 +61,11 @@ pub struct Stores {
     pub upstream_pod_groups: Store<UpstreamPodGroup>,
     /// Kubernetes' `scheduling.k8s.io/v1alpha2` PodGroups (1.36), watched while served.
     pub upstream_v1alpha2_pod_groups: Store<UpstreamPodGroupV1alpha2>,
+    /// Kubernetes' `scheduling.k8s.io/v1alpha3` CompositePodGroups (1.37, alpha), watched while
+    /// served.
+    pub composite_pod_groups: Store<CompositePodGroup>,
     changed: Notify,
-    synced: [AtomicBool; 8],
+    synced: [AtomicBool; 9],
     /// The cluster model, for the node capacity the Queue webhook checks guarantees against.
     pub cache: crate::cache::Cache,
 }
@@ -76,6 +80,7 @@ pub struct Writers {
     volcano_pod_groups: Writer<VolcanoPodGroup>,
     upstream_pod_groups: Writer<UpstreamPodGroup>,
     upstream_v1alpha2_pod_groups: Writer<UpstreamPodGroupV1alpha2>,
+    composite_pod_groups: Writer<CompositePodGroup>,
 }
 
 /// The kinds the stores hold, for [`Stores::synced`].
@@ -93,6 +98,8 @@ pub enum StoreKind {
     UpstreamPodGroups = 6,
     /// Optional: not part of [`Stores::is_synced`].
     UpstreamV1alpha2PodGroups = 7,
+    /// Optional: not part of [`Stores::is_synced`].
+    CompositePodGroups = 8,
 }
 
 /// The kinds the controller needs listed before it acts.
@@ -116,6 +123,7 @@ impl Stores {
         let (volcano_pod_groups, volcano_writer) = reflector::store();
         let (upstream_pod_groups, upstream_writer) = reflector::store();
         let (upstream_v1alpha2_pod_groups, upstream_v1alpha2_writer) = reflector::store();
+        let (composite_pod_groups, composite_writer) = reflector::store();
         let stores = Arc::new(Stores {
             jobs,
             pod_groups,
@@ -125,6 +133,7 @@ impl Stores {
             volcano_pod_groups,
             upstream_pod_groups,
             upstream_v1alpha2_pod_groups,
+            composite_pod_groups,
             changed: Notify::new(),
             synced: Default::default(),
             cache,
@@ -138,6 +147,7 @@ impl Stores {
             volcano_pod_groups: volcano_writer,
             upstream_pod_groups: upstream_writer,
             upstream_v1alpha2_pod_groups: upstream_v1alpha2_writer,
+            composite_pod_groups: composite_writer,
         };
         (stores, writers)
     }
@@ -172,7 +182,7 @@ impl Stores {
         .collect()
     }
 
-    /// Watches the eight kinds cluster-wide until `shutdown` (the other schedulers' PodGroups
+    /// Watches the nine kinds cluster-wide until `shutdown` (the other schedulers' PodGroups
     /// only while their API is served, [`Stores::reflect_optional`]), and mirrors the PodGroups and
     /// Queues it sees into the cache's mirror (`changes`) from the same watches (the cache
     /// watches nodes and pods itself, [`crate::cache::watch::run`]): one watch per kind for
@@ -191,7 +201,8 @@ impl Stores {
         let scheduler_plugins = Api::<SchedulerPluginsPodGroup>::all(client.clone());
         let volcano = Api::<VolcanoPodGroup>::all(client.clone());
         let upstream = Api::<UpstreamPodGroup>::all(client.clone());
-        let upstream_v1alpha2 = Api::<UpstreamPodGroupV1alpha2>::all(client);
+        let upstream_v1alpha2 = Api::<UpstreamPodGroupV1alpha2>::all(client.clone());
+        let composite = Api::<CompositePodGroup>::all(client);
         let all = watcher::Config::default;
         let mut pod_group_relay = Relay::<PodGroup>::new(changes.clone());
         let mut queue_relay = Relay::<Queue>::new(changes.clone());
@@ -265,6 +276,13 @@ impl Stores {
                 StoreKind::UpstreamV1alpha2PodGroups,
                 writers.upstream_v1alpha2_pod_groups,
                 upstream_v1alpha2,
+                &shutdown,
+            ),
+            self.reflect_optional(
+                "scheduling.k8s.io/v1alpha3 compositepodgroups",
+                StoreKind::CompositePodGroups,
+                writers.composite_pod_groups,
+                composite,
                 &shutdown,
             ),
         );

@@ -15,7 +15,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::{
-    CREATE_RETRY_AFTER, Controller, Creation, Error, FIELD_MANAGER, Resize, StatusWrite,
+    CREATE_RETRY_AFTER, Controller, Creation, Error, FIELD_MANAGER, Relabel, Resize, StatusWrite,
     WRITE_CONCURRENCY,
 };
 use super::{queues, status};
@@ -110,7 +110,29 @@ impl Controller {
         events
     }
 
-    /// Sets the `minMember` of each resized PodGroup; returns the Events that say how it went.
+    /// Writes the labels of each relabelled pod; the pod's UID in the patch makes the API
+    /// server refuse it for a pod of that name made again since.
+    pub(super) async fn relabel(&self, relabels: Vec<Relabel>) {
+        let client = &self.client;
+        futures::stream::iter(relabels)
+            .for_each_concurrent(WRITE_CONCURRENCY, |r| async move {
+                let pods: Api<k8s_openapi::api::core::v1::Pod> =
+                    Api::namespaced(client.clone(), &r.pod.namespace);
+                let patch = Patch::Merge(serde_json::json!({
+                    "metadata": {"uid": r.pod.uid, "labels": r.labels}}));
+                let params = PatchParams {
+                    field_manager: Some(FIELD_MANAGER.to_owned()),
+                    ..PatchParams::default()
+                };
+                if let Err(e) = pods.patch(&r.pod.name, &params, &patch).await {
+                    tracing::warn!(pod = %format!("{}/{}", r.pod.namespace, r.pod.name), error = %e, "controller: move a pod into its tree's gang");
+                }
+            })
+            .await;
+    }
+
+    /// Sets the `minMember` (and sub-groups, when given) of each resized PodGroup; returns the
+    /// Events that say how it went.
     pub(super) async fn resize(&self, resizes: Vec<Resize>) -> Vec<Event> {
         let client = &self.client;
         futures::stream::iter(resizes)
@@ -122,7 +144,11 @@ impl Controller {
                     field_manager: Some(FIELD_MANAGER.to_owned()),
                     ..PatchParams::default()
                 };
-                let patch = Patch::Merge(serde_json::json!({"spec": {"minMember": r.min_member}}));
+                let mut spec = serde_json::json!({"minMember": r.min_member});
+                if let Some(policy) = &r.sub_group_policy {
+                    spec["subGroupPolicy"] = serde_json::json!(policy);
+                }
+                let patch = Patch::Merge(serde_json::json!({ "spec": spec }));
                 let result = api.patch(&name, &params, &patch).await;
                 if let Err(e) = &result {
                     tracing::warn!(group = %format!("{namespace}/{name}"), error = %e, "controller: resize PodGroup");

@@ -45,9 +45,14 @@ pub enum JobPlan {
     },
     /// A PodGroup of the Job's name exists and belongs to someone else.
     Conflict { message: String },
-    /// Set the existing PodGroup's `minMember` (Kubernetes' PodGroups only, whose `minCount`
-    /// may change; `note` says so, for the Event).
-    Resize { min_member: i32, note: String },
+    /// Set the existing PodGroup's `minMember`, and its sub-groups when given (Kubernetes'
+    /// PodGroups, whose `minCount` may change, and trees of CompositePodGroups, which grow;
+    /// `note` says so, for the Event).
+    Resize {
+        min_member: i32,
+        sub_group_policy: Option<Vec<crate::api::pod_group::SubGroupPolicy>>,
+        note: String,
+    },
 }
 
 /// The Job's name when it takes part in gang scheduling and is not finished or deleted.

@@ -42,6 +42,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference}
 
 use super::batch_v1_jobs::{JobPlan, made};
 use super::volcano_sub_groups;
+use crate::api::composite_pod_group::{self, CompositePodGroup, Shape};
+use crate::api::pod_group::SubGroupPolicy;
 use crate::api::scheduler_plugins::SchedulerPluginsPodGroup;
 use crate::api::volcano::{self, VolcanoPodGroup, VolcanoPodGroupSpec, VolcanoPodGroupStatus};
 use crate::api::workload_api::{
@@ -70,6 +72,31 @@ pub struct Foreign<'a> {
     pub queue: Option<&'a str>,
     /// A Volcano PodGroup's spec, whose sub-groups Gangplank mirrors.
     pub volcano: Option<&'a VolcanoPodGroupSpec>,
+    /// The shape of the tree whose root this is (a CompositePodGroup,
+    /// [`super::composite_trees`]).
+    pub tree: Option<&'a Shape>,
+}
+
+impl<'a> Foreign<'a> {
+    /// The root of a tree of CompositePodGroups, of `shape`: `None` while the tree is being
+    /// made (its pods wait for the rest).
+    pub fn root(source: &'a CompositePodGroup, shape: &'a Shape) -> Option<Self> {
+        let min_member = match shape {
+            Shape::Tree(spec) => spec.min_member,
+            Shape::Flat { min_member, .. } => *min_member,
+            Shape::Incomplete(_) => return None,
+        };
+        Some(Foreign {
+            meta: &source.metadata,
+            api_version: composite_pod_group::API_VERSION,
+            min_member: Some(min_member),
+            min_resources: &NO_RESOURCES,
+            schedule_timeout_seconds: None,
+            queue: None,
+            volcano: None,
+            tree: Some(shape),
+        })
+    }
 }
 
 impl<'a> From<&'a SchedulerPluginsPodGroup> for Foreign<'a> {
@@ -82,6 +109,7 @@ impl<'a> From<&'a SchedulerPluginsPodGroup> for Foreign<'a> {
             schedule_timeout_seconds: source.spec.schedule_timeout_seconds,
             queue: None,
             volcano: None,
+            tree: None,
         }
     }
 }
@@ -100,6 +128,7 @@ impl<'a> From<&'a VolcanoPodGroup> for Foreign<'a> {
                 .as_deref()
                 .filter(|q| !q.is_empty() && *q != labels::DEFAULT_QUEUE),
             volcano: Some(&source.spec),
+            tree: None,
         }
     }
 }
@@ -135,12 +164,22 @@ impl<'a> Foreign<'a> {
             schedule_timeout_seconds: None,
             queue: None,
             volcano: None,
+            tree: None,
         }
     }
 
-    /// Whether this is Kubernetes' own PodGroup (the Workload API).
+    /// Whether this is Kubernetes' own PodGroup (the Workload API) or CompositePodGroup.
     fn is_kubernetes(&self) -> bool {
         workload_api::API_VERSIONS.contains(&self.api_version)
+            || self.api_version == composite_pod_group::API_VERSION
+    }
+
+    /// The sub-groups of the tree whose root this is.
+    fn sub_groups(&self) -> Option<&'a [SubGroupPolicy]> {
+        match self.tree? {
+            Shape::Tree(spec) => Some(&spec.sub_group_policy),
+            _ => None,
+        }
     }
 
     /// The gang size it asks for: its `minMember`, 1 when absent or below 1.
@@ -216,12 +255,29 @@ fn resize(source: &Foreign, group: &PodGroup) -> Option<JobPlan> {
     }
     let phase = group.status.as_ref().map(|s| s.phase).unwrap_or_default();
     let min_member = source.gang_size();
-    if phase != PodGroupPhase::Pending || group.spec.min_member == min_member {
+    let sub_groups = source.sub_groups().unwrap_or_default();
+    if phase != PodGroupPhase::Pending
+        || (group.spec.min_member == min_member && group.spec.sub_group_policy == sub_groups)
+    {
         return None;
     }
     let meta = source.meta;
+    if source.tree.is_some() {
+        return Some(JobPlan::Resize {
+            min_member,
+            sub_group_policy: Some(sub_groups.to_vec()),
+            note: format!(
+                "minMember {} -> {min_member}, {} sub-groups: the tree of CompositePodGroup {}/{} changed while the gang waits",
+                group.spec.min_member,
+                sub_groups.len(),
+                meta.namespace.as_deref().unwrap_or_default(),
+                meta.name.as_deref().unwrap_or_default()
+            ),
+        });
+    }
     Some(JobPlan::Resize {
         min_member,
+        sub_group_policy: None,
         note: format!(
             "minMember {} -> {min_member}: minCount of {} PodGroup {}/{} changed while the gang waits",
             group.spec.min_member,
@@ -235,13 +291,16 @@ fn resize(source: &Foreign, group: &PodGroup) -> Option<JobPlan> {
 /// The other scheduler's PodGroup that controls `group`, if one does.
 pub fn owner(group: &PodGroup) -> Option<&OwnerReference> {
     group.metadata.owner_references.iter().flatten().find(|o| {
+        let composite =
+            o.kind == "CompositePodGroup" && o.api_version == composite_pod_group::API_VERSION;
         o.controller == Some(true)
-            && o.kind == "PodGroup"
+            && (composite || o.kind == "PodGroup")
             && [
                 SCHEDULER_PLUGINS,
                 volcano::API_VERSION,
                 UPSTREAM,
                 UPSTREAM_V1ALPHA2,
+                composite_pod_group::API_VERSION,
             ]
             .contains(&o.api_version.as_str())
     })
@@ -264,6 +323,15 @@ pub fn volcano_status(group: &PodGroupStatus) -> VolcanoPodGroupStatus {
         succeeded: group.succeeded,
         failed: group.failed,
     }
+}
+
+/// The sub-groups' minimums, as a note says them: `prefill 2 of 2, decode 1 of 4`.
+fn minimums(policy: &[SubGroupPolicy]) -> String {
+    policy
+        .iter()
+        .map(|p| format!("{} {} of {}", p.name, p.min_sub_groups, p.sub_group_size))
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// The queue `source` names, if it names one.
@@ -319,7 +387,27 @@ fn pod_group(
             tree.min_member
         );
     }
-    let owner = (source.api_version, "PodGroup", name, uid);
+    match source.tree {
+        Some(Shape::Tree(tree)) => {
+            spec.sub_group_policy = tree.sub_group_policy.clone();
+            size = format!(
+                "minMember {min_member}, the minimum of the tree of CompositePodGroup {namespace}/{name}: {}",
+                minimums(&tree.sub_group_policy)
+            );
+        }
+        Some(Shape::Flat { why, .. }) => {
+            size = format!(
+                "minMember {min_member}, every PodGroup of the tree of CompositePodGroup {namespace}/{name} whole: its sub-groups are not honoured, because {why}"
+            );
+        }
+        _ => {}
+    }
+    let warning = warning || matches!(source.tree, Some(Shape::Flat { .. }));
+    let kind = match source.tree {
+        Some(_) => "CompositePodGroup",
+        None => "PodGroup",
+    };
+    let owner = (source.api_version, kind, name, uid);
     let mut group = made(name, namespace, spec, queue, Some(owner));
     let mut note = format!("{size}; queue {queue} ({from})");
     if let Some(Err(why)) = sub_groups {
@@ -583,8 +671,9 @@ mod tests {
         };
         let (waiting, _) = created(plan((&upstream(4)).into(), None, None));
         assert_eq!(plan((&upstream(4)).into(), Some(&waiting), None), None);
-        let Some(JobPlan::Resize { min_member, note }) =
-            plan((&upstream(3)).into(), Some(&waiting), None)
+        let Some(JobPlan::Resize {
+            min_member, note, ..
+        }) = plan((&upstream(3)).into(), Some(&waiting), None)
         else {
             panic!("a waiting group follows minCount");
         };

@@ -48,6 +48,7 @@
 
 mod api_writes;
 pub mod batch_v1_jobs;
+mod composite_trees;
 pub mod foreign_groups;
 pub mod observe;
 pub mod orphans;
@@ -189,8 +190,34 @@ struct Creation {
 
 /// A `minMember` to set on the Gangplank PodGroup made for `regarding` (of the same name and
 /// namespace), and the Event that says why.
+/// A gated pod to move into the gang of its tree of CompositePodGroups: the pod webhook, not
+/// knowing the pod's Kubernetes PodGroup yet when the pod was created, named that PodGroup as
+/// its group (`crate::webhooks::pods`).
+struct Relabel {
+    pod: observe::PodRef,
+    labels: std::collections::BTreeMap<String, String>,
+}
+
+impl Relabel {
+    fn into_tree(pod: &observe::PodRef, leaf: &str, tree: &crate::cache::lookup::TreeOf) -> Self {
+        use crate::api::composite_pod_group::{LEAF_LABEL, PARENT_LABEL};
+        Relabel {
+            pod: pod.clone(),
+            labels: [
+                (crate::api::labels::POD_GROUP_LABEL, tree.root.as_str()),
+                (PARENT_LABEL, tree.parent.as_str()),
+                (LEAF_LABEL, leaf),
+            ]
+            .into_iter()
+            .map(|(k, v)| (k.to_owned(), v.to_owned()))
+            .collect(),
+        }
+    }
+}
+
 struct Resize {
     min_member: i32,
+    sub_group_policy: Option<Vec<crate::api::pod_group::SubGroupPolicy>>,
     regarding: ObjectReference,
     note: String,
 }

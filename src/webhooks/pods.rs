@@ -100,8 +100,9 @@ use super::patch::Patcher;
 use super::queues::{check_open, unavailable};
 use super::review::{Denial, FieldErrors, Verdict};
 use super::{Webhooks, name_problem};
-use crate::api::{labels, leader_worker_set, workloads};
+use crate::api::{composite_pod_group, labels, leader_worker_set, workloads};
 use crate::cache::convert;
+use crate::cache::lookup::TreeOf;
 use crate::metrics;
 use gangplank_core::model::GroupKey;
 
@@ -288,10 +289,11 @@ pub fn mutate(w: &Webhooks, request: &AdmissionRequest<Pod>) -> Result<Verdict, 
     }
     let pod = request.object.as_ref().expect("checked when decoded");
     let namespace = request.namespace.as_deref().unwrap_or_default();
-    let membership = Membership::of(pod, namespace, w.lookup()).map_err(unavailable)?;
+    let mut membership = Membership::of(pod, namespace, w.lookup()).map_err(unavailable)?;
     if membership.is_empty() {
         return Ok(Verdict::allow());
     }
+    let tree = join_its_tree(w, namespace, &mut membership)?;
 
     let mut errors = FieldErrors::new();
     for named in [&membership.group, &membership.queue].into_iter().flatten() {
@@ -323,6 +325,16 @@ pub fn mutate(w: &Webhooks, request: &AdmissionRequest<Pod>) -> Result<Verdict, 
         patch.set(
             &["metadata", "labels", labels::QUEUE_LABEL],
             json!(queue.name),
+        );
+    }
+    if let Some((leaf, tree)) = &tree {
+        patch.set(
+            &["metadata", "labels", composite_pod_group::PARENT_LABEL],
+            json!(tree.parent),
+        );
+        patch.set(
+            &["metadata", "labels", composite_pod_group::LEAF_LABEL],
+            json!(leaf),
         );
     }
 
@@ -401,6 +413,33 @@ pub fn mutate(w: &Webhooks, request: &AdmissionRequest<Pod>) -> Result<Verdict, 
         Some(warning) => verdict.warn(warning),
         None => verdict,
     })
+}
+
+/// A pod whose Kubernetes PodGroup is a leaf of a tree of CompositePodGroups joins the gang of
+/// the tree's root ([`composite_pod_group`]); returns its PodGroup's name and its tree.
+fn join_its_tree(
+    w: &Webhooks,
+    namespace: &str,
+    membership: &mut Membership,
+) -> Result<Option<(String, TreeOf)>, Denial> {
+    let Some(group) = membership
+        .group
+        .as_mut()
+        .filter(|g| g.source == Source::SchedulingGroup)
+    else {
+        return Ok(None);
+    };
+    match w.lookup().kubernetes_tree(namespace, &group.name) {
+        None => Ok(None),
+        Some(Err(problem)) => Err(Denial::invalid(
+            "spec.schedulingGroup.podGroupName",
+            format!("PodGroup {namespace}/{}: {problem}", group.name),
+        )),
+        Some(Ok(tree)) => {
+            let leaf = std::mem::replace(&mut group.name, tree.root.clone());
+            Ok(Some((leaf, tree)))
+        }
+    }
 }
 
 /// Whether the pod's gang is admitted on arrival, so the pod is created without the gate.

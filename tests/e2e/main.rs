@@ -9,6 +9,7 @@ mod autoscaler;
 mod backfill;
 mod batch_jobs;
 mod cli;
+mod composite_pod_groups;
 mod control_plane;
 mod controller;
 mod dashboard;

@@ -24,11 +24,11 @@ use crate::support::{
 };
 
 /// Instances of a role: (role, instances, members each, CPUs a member).
-type Role = (&'static str, usize, usize, u32);
+pub type Role = (&'static str, usize, usize, u32);
 
 /// 4 prefill instances of 2 members of 2 CPUs, 2 decode instances of 4 members of 3 CPUs and
 /// a router of 2; the service needs 2 prefill, 1 decode and the router (minMember 9, 22 CPUs).
-const SERVICE: [Role; 3] = [
+pub const SERVICE: [Role; 3] = [
     ("prefill", 4, 2, 2),
     ("decode", 2, 4, 3),
     ("router", 1, 1, 2),
@@ -92,7 +92,7 @@ async fn create_member(
 
 /// The instances with members bound (and not being deleted), by role, and whether each is
 /// whole.
-async fn bound_instances(pods: &Api<Pod>) -> BTreeMap<String, usize> {
+pub async fn bound_instances(pods: &Api<Pod>) -> BTreeMap<String, usize> {
     let mut members: BTreeMap<String, usize> = BTreeMap::new();
     for name in bound_and_staying_with_prefix(pods, "svc-").await {
         let (instance, _) = name.rsplit_once('-').unwrap();
@@ -122,7 +122,7 @@ pub async fn filler(pods: &Api<Pod>, name: &str, cpu: u32) {
 }
 
 /// Whether every instance with a member bound has all of them bound.
-fn all_whole(bound: &BTreeMap<String, usize>) -> bool {
+pub fn all_whole(bound: &BTreeMap<String, usize>) -> bool {
     bound.iter().all(|(instance, &n)| {
         let role = instance.split('-').nth(1).unwrap();
         let (_, _, size, _) = SERVICE.iter().find(|r| r.0 == role).unwrap();
@@ -161,7 +161,7 @@ pub async fn train_bound_whole(groups: &Api<PodGroup>, pods: &Api<Pod>, queue: O
 const MINIMUM: [&str; 4] = ["prefill-0", "prefill-1", "decode-0", "router-0"];
 
 /// Every instance of [`SERVICE`], whole.
-fn every_instance() -> BTreeMap<String, usize> {
+pub fn every_instance() -> BTreeMap<String, usize> {
     SERVICE
         .iter()
         .flat_map(|&(role, n, size, _)| (0..n).map(move |i| (format!("svc-{role}-{i}"), size)))

@@ -23,7 +23,7 @@ use crate::support::{
 };
 
 /// Panics unless the cluster runs with `gate` on.
-fn needs_gate(cluster: &Cluster, gate: &str) {
+pub fn needs_gate(cluster: &Cluster, gate: &str) {
     let gates = cluster
         .env
         .get("GP_FEATURE_GATES")
@@ -31,23 +31,23 @@ fn needs_gate(cluster: &Cluster, gate: &str) {
         .unwrap_or_default();
     assert!(
         gates.contains(&format!("{gate}=true")),
-        "this test needs the feature gate {gate}: bring the cluster up with e2e/up --feature-gates GenericWorkload=true,WorkloadWithJob=true (e2e/test does), not {gates:?}"
+        "this test needs the feature gate {gate}: bring the cluster up with e2e/up --feature-gates GenericWorkload=true,WorkloadWithJob=true,TopologyAwareWorkloadScheduling=true,CompositePodGroup=true (e2e/test does), not {gates:?}"
     );
 }
 
 /// The namespace's objects of `scheduling.k8s.io/v1beta1` `kind`.
-fn upstream(client: &Client, namespace: &str, kind: &str) -> Api<DynamicObject> {
+pub fn upstream(client: &Client, namespace: &str, kind: &str) -> Api<DynamicObject> {
     let gvk = GroupVersionKind::gvk("scheduling.k8s.io", "v1beta1", kind);
     Api::namespaced_with(client.clone(), namespace, &ApiResource::from_gvk(&gvk))
 }
 
-fn object(manifest: serde_json::Value) -> DynamicObject {
+pub fn object(manifest: serde_json::Value) -> DynamicObject {
     serde_json::from_value(manifest).unwrap()
 }
 
 /// A bare pod of `cpu` CPUs in Kubernetes' PodGroup `group`; Gangplank's webhook sees it
 /// because its namespace has a default queue.
-fn member(name: &str, group: &str, cpu: u32) -> Pod {
+pub fn member(name: &str, group: &str, cpu: u32) -> Pod {
     pod(json!({
         "apiVersion": "v1", "kind": "Pod", "metadata": {"name": name},
         "spec": {"schedulingGroup": {"podGroupName": group},

@@ -96,6 +96,7 @@ fn cluster() -> StaticLookup {
         labelled: Vec::new(),
         unsynced: false,
         kubernetes_pod_groups: Vec::new(),
+        kubernetes_trees: Vec::new(),
         topologies: Vec::new(),
     }
 }

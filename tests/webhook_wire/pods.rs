@@ -2,6 +2,7 @@
 //! LeaderWorkerSet's and Kubernetes' own group names, and the refusals of pods in closed,
 //! missing or unselected queues and of gangs beyond the largest.
 
+use gangplank::cache::lookup::TreeOf;
 use pretty_assertions::assert_eq;
 
 use super::*;
@@ -403,6 +404,53 @@ async fn a_pod_naming_a_kubernetes_pod_group_in_its_scheduling_group_joins_that_
     assert_eq!(
         patch(&answer)[0],
         json!({"op": "add", "path": "/metadata/labels/scheduling.gangplank.dev~1pod-group", "value": "train"})
+    );
+}
+
+#[tokio::test]
+async fn a_pod_of_a_leaf_of_a_tree_of_composite_pod_groups_joins_the_gang_of_its_root() {
+    let tree = |parent: &str| TreeOf {
+        parent: parent.into(),
+        root: "svc".into(),
+    };
+    let lookup = StaticLookup {
+        kubernetes_trees: vec![("team".into(), "prefill-0".into(), tree("prefill"))],
+        ..cluster()
+    };
+    let mut pod = a_pod(json!({}));
+    pod["metadata"]["namespace"] = json!("team");
+    pod["spec"]["schedulingGroup"] = json!({"podGroupName": "prefill-0"});
+    let mut review = create("pods", pod);
+    review["request"]["namespace"] = json!("team");
+    let answer = post(router_with(lookup, settings()), MUTATE_PODS, &review).await;
+    let labels: Vec<_> = patch(&answer)
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|op| {
+            op["path"]
+                .as_str()
+                .unwrap()
+                .starts_with("/metadata/labels/")
+        })
+        .map(|op| (op["path"].as_str().unwrap().to_owned(), op["value"].clone()))
+        .collect();
+    assert_eq!(
+        labels,
+        [
+            (
+                "/metadata/labels/scheduling.gangplank.dev~1pod-group".into(),
+                json!("svc")
+            ),
+            (
+                "/metadata/labels/scheduling.gangplank.dev~1composite-pod-group".into(),
+                json!("prefill")
+            ),
+            (
+                "/metadata/labels/scheduling.gangplank.dev~1kubernetes-pod-group".into(),
+                json!("prefill-0")
+            ),
+        ]
     );
 }
 

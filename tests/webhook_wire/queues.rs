@@ -1,6 +1,8 @@
 //! The Queue webhook: weights, guarantees against the cluster and the capability, parents,
 //! closing and deleting a queue in use, and a queue that appears late.
 
+use gangplank::api::composite_pod_group::NoRoot;
+use gangplank::cache::lookup::TreeOf;
 use pretty_assertions::assert_eq;
 
 use super::*;
@@ -220,6 +222,9 @@ impl PodGroupLookup for LateQueue {
         Ok(Vec::new())
     }
     fn kubernetes_pod_group_priority(&self, _: &str, _: &str) -> Option<i32> {
+        None
+    }
+    fn kubernetes_tree(&self, _: &str, _: &str) -> Option<Result<TreeOf, NoRoot>> {
         None
     }
 }

@@ -14,7 +14,8 @@ use super::expiry::expire;
 use super::slots::{fits_on_empty, member_shapes, plan};
 use super::{Error, FailReason, FilterVerdict, Settings, gate_removed_by_other, spec};
 use crate::limits;
-use crate::model::{Claim, GroupKey, Pod, PodGroup, ResourceId, Resources, State};
+use crate::model::sub_groups::{self, Instance};
+use crate::model::{Claim, GroupKey, Member, Pod, PodGroup, ResourceId, Resources, State};
 use crate::policy::constraints::Constraints;
 use crate::policy::fit::size;
 
@@ -36,6 +37,32 @@ pub fn filter<'a, S: AsRef<str>>(
         .and_then(|key| state.stand_ins().get(&key))
         .is_some_and(|stand_ins| !stand_ins.is_empty());
     Ok(verdict)
+}
+
+/// Whether `pod` is a member of `group`, a tree the scheduler places itself
+/// ([`PodGroup::placed_whole_by_scheduler`] with sub-groups), outside the instances that make
+/// its minimum while no minimum is placed: the scheduler's tree cycle takes children in its
+/// own order without going back, so instances beyond the minimum, released with it, would
+/// otherwise take the room the minimum needs.
+fn beyond_an_unplaced_minimum(state: &State, group: &PodGroup, pod: &Pod) -> bool {
+    if !group.placed_whole_by_scheduler || group.sub_groups.is_empty() {
+        return false;
+    }
+    let Some(g) = state.group(&group.key) else {
+        return false;
+    };
+    let live: Vec<(&String, &Member)> = g.members.iter().filter(|(_, m)| m.live).collect();
+    let (instances, _) =
+        sub_groups::instances(&group.sub_groups, live.iter().map(|(_, m)| &*m.pod.labels));
+    let placed = |m: &usize| state.holds_room(live[*m].0, live[*m].1);
+    let started = |i: &Instance| {
+        i.members.iter().filter(|m| placed(m)).count()
+            >= group.sub_groups[i.sub_group].size as usize
+    };
+    match sub_groups::minimum(&group.sub_groups, &instances, &started) {
+        Ok(chosen) if !chosen.is_empty() => !chosen.iter().any(|&m| *live[m].0 == pod.uid),
+        _ => false,
+    }
 }
 
 /// [`filter`]'s verdict on the nodes.
@@ -66,6 +93,14 @@ fn judge<'a, S: AsRef<str>>(
     expire(state, now);
     let group = spec(state, pod, &key)?;
     let placed = quorum_count(state, &key, &pod.uid);
+    if beyond_an_unplaced_minimum(state, &group, pod) {
+        let why = format!(
+            "{key} places the instances of its minimum first; this member's instance is beyond it"
+        );
+        // Unresolvable, not an Error to try again later: the scheduler's tree cycle fails the
+        // whole tree on an Error, and places the rest without this child on a failure.
+        return Ok(FilterVerdict::all_fail(candidates, &why, true));
+    }
     if let Some(max) = group.max_member
         && placed >= max as usize
     {
@@ -579,5 +614,49 @@ mod tests {
         )
         .unwrap_err();
         assert!(err.to_string().contains("create the PodGroup"), "{err}");
+    }
+
+    /// The tree `svc` the scheduler places itself: 2 instances of 2 members needed, 3 there.
+    fn tree(s: &mut State) -> Vec<Pod> {
+        let key = group(s, "svc", 4);
+        let mut spec = s.groups()[&key].spec.as_deref().unwrap().clone();
+        spec.placed_whole_by_scheduler = true;
+        spec.sub_groups = vec![crate::model::sub_groups::SubGroup {
+            name: "slices".into(),
+            size: 2,
+            min_count: 2,
+            selector: Default::default(),
+            match_label_keys: vec!["slice".into()],
+        }];
+        s.apply_pod_group(spec);
+        (0..6)
+            .map(|i| {
+                let pod = pod(format!("svc-{i}"))
+                    .in_group("svc")
+                    .cpu(1_000)
+                    .marked()
+                    .labeled("slice", &(i / 2).to_string());
+                s.apply_pod(pod.clone());
+                pod
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_tree_the_scheduler_places_gets_no_node_for_an_instance_beyond_its_minimum_until_the_minimum_is_placed()
+     {
+        let mut s = cluster(2, 8);
+        let members = tree(&mut s);
+        let now = Instant::now();
+        assert_eq!(run(&mut s, &members[0], now).passed.len(), 2);
+        let beyond = run(&mut s, &members[4], now);
+        assert!(beyond.passed.is_empty(), "{:?}", beyond.passed);
+        for m in &members[..4] {
+            s.apply_pod(m.clone().running_on("n0"));
+        }
+        assert!(
+            !run(&mut s, &members[4], now).passed.is_empty(),
+            "the minimum placed, the third instance may go where room is free"
+        );
     }
 }

@@ -16,10 +16,11 @@ use tokio::time::Instant;
 use super::super::api_writes::api_message_of;
 use super::super::foreign_groups::Foreign;
 use super::super::observe::Observation;
-use super::super::{CREATE_RETRY_AFTER, Controller, Creation, Resize, WRITE_CONCURRENCY};
-use super::super::{batch_v1_jobs, foreign_groups, orphans, workloads};
+use super::super::{CREATE_RETRY_AFTER, Controller, Creation, Relabel, Resize, WRITE_CONCURRENCY};
+use super::super::{batch_v1_jobs, composite_trees, foreign_groups, orphans, workloads};
+use crate::api::composite_pod_group::Shape;
 use crate::api::{self, labels};
-use crate::cache::lookup::NamespaceLookup;
+use crate::cache::lookup::{NamespaceLookup, PodGroupLookup};
 use crate::events::{self, Event};
 use gangplank_core::model::{self, GroupKey};
 
@@ -54,8 +55,9 @@ impl Controller {
         (creations, groups)
     }
 
-    /// PodGroups to create or resize for the other schedulers' PodGroups, and Conflict
-    /// events; adds the groups they account for to `sourced`.
+    /// PodGroups to create or resize for the other schedulers' PodGroups and the roots of trees
+    /// of Kubernetes' CompositePodGroups (whose PodGroups get none), and Conflict events; adds
+    /// the groups they account for to `sourced`.
     pub(super) fn foreign_pod_groups(
         &self,
         sourced: &mut HashSet<GroupKey>,
@@ -67,10 +69,37 @@ impl Controller {
         let volcano = self.stores.volcano_pod_groups.state();
         let upstream = self.stores.upstream_pod_groups.state();
         let upstream_v1alpha2 = self.stores.upstream_v1alpha2_pod_groups.state();
+        let composites = self.stores.composite_pod_groups.state();
+        let trees = composite_trees::roots(&composites, &upstream);
+        for (root, shape) in &trees {
+            let (Some(namespace), Some(name), Shape::Incomplete(why)) =
+                (root.namespace(), &root.metadata.name, shape)
+            else {
+                continue;
+            };
+            sourced.insert(GroupKey::new(namespace, name.as_str()));
+            wanted.push(Event {
+                regarding: events::reference(root.as_ref()),
+                warning: false,
+                reason: "TreeIncomplete".to_owned(),
+                action: "CreatePodGroup",
+                note: format!("the tree's gang waits for its children: {why}"),
+            });
+        }
+        let roots = trees.iter().filter_map(|(root, shape)| {
+            let source = Foreign::root(root, shape)?;
+            Some((source, events::reference(root.as_ref()), "workload-api"))
+        });
+        let leaves_alone: Vec<_> = upstream
+            .iter()
+            .filter(|g| !composite_trees::in_a_tree(g))
+            .cloned()
+            .collect();
         let sources = dialect_sources(&scheduler_plugins, "scheduler-plugins")
             .chain(dialect_sources(&volcano, "volcano"))
-            .chain(dialect_sources(&upstream, "workload-api"))
-            .chain(dialect_sources(&upstream_v1alpha2, "workload-api"));
+            .chain(dialect_sources(&leaves_alone, "workload-api"))
+            .chain(dialect_sources(&upstream_v1alpha2, "workload-api"))
+            .chain(roots);
         for (source, regarding, dialect) in sources {
             let (Some(namespace), Some(name)) = (&source.meta.namespace, &source.meta.name) else {
                 continue;
@@ -153,7 +182,7 @@ impl Controller {
         &self,
         observation: &Observation,
         job_groups: &HashSet<GroupKey>,
-        wanted: &mut Vec<Event>,
+        (wanted, relabels): (&mut Vec<Event>, &mut Vec<Relabel>),
     ) -> Vec<Creation> {
         let mut creations = Vec::new();
         let mut keys: Vec<&GroupKey> = observation
@@ -174,6 +203,16 @@ impl Controller {
                 .is_some();
             if in_store {
                 continue; // the cache's own watch lags behind
+            }
+            if let Some(Ok(tree)) = self.stores.kubernetes_tree(&key.namespace, &key.name) {
+                let leaf = &key.name;
+                relabels.extend(
+                    asked
+                        .waiting
+                        .iter()
+                        .map(|pod| Relabel::into_tree(pod, leaf, &tree)),
+                );
+                continue;
             }
             let namespace_queue = self.stores.namespace_queue(&key.namespace).ok().flatten();
             let (plan, source, note) = match &asked.workload {
@@ -267,8 +306,13 @@ fn carry_out(
             note,
             warning,
         }),
-        Some(batch_v1_jobs::JobPlan::Resize { min_member, note }) => resizes.push(Resize {
+        Some(batch_v1_jobs::JobPlan::Resize {
             min_member,
+            sub_group_policy,
+            note,
+        }) => resizes.push(Resize {
+            min_member,
+            sub_group_policy,
             regarding,
             note,
         }),

@@ -57,10 +57,12 @@ impl Controller {
         let (mut creations, mut sourced) = self.job_pod_groups(&mut resizes, &mut wanted);
         creations.extend(self.foreign_pod_groups(&mut sourced, &mut resizes, &mut wanted));
         self.read_workloads(&observation, now).await;
-        let orphans = self.orphan_pod_groups(&observation, &sourced, &mut wanted);
+        let mut relabels = Vec::new();
+        let orphans = self.orphan_pod_groups(&observation, &sourced, (&mut wanted, &mut relabels));
         let mut transitions = self
             .create(creations.into_iter().chain(orphans).collect(), now)
             .await;
+        self.relabel(relabels).await;
         transitions.extend(self.resize(resizes).await);
 
         let mut due = None;

@@ -245,7 +245,9 @@ fn elastic<'s>(book: &mut Book<'s>, members: &[Seen<'s>], quorum: u32) {
 /// counting the instances started; short of whole instances, every member (waiting for
 /// members); its minimum started, the whole instances beyond it, each released whole as an
 /// elastic unit ([`Candidate::instances`]). Members of an instance not yet whole wait for the
-/// rest of it.
+/// rest of it. A gang the scheduler places whole itself (a tree of Kubernetes'
+/// CompositePodGroups, [`PodGroup::placed_whole_by_scheduler`]) is released all at once: with
+/// its minimum, every other member, and once started, every gated member together.
 fn of_sub_groups<'s>(
     g: &GroupFacts<'s>,
     spec: &'s PodGroup,
@@ -279,6 +281,15 @@ fn of_sub_groups<'s>(
                 .map(|i| i.iter().filter(|&&m| members[m].gated).count())
                 .filter(|&n| n > 0)
                 .collect();
+            if spec.placed_whole_by_scheduler {
+                // The scheduler's own cycle takes none of a tree while any of it is gated.
+                let gated = members.iter().filter(|m| m.gated).count();
+                let extras = candidate(queue, namespace, group, members, 0).map(|c| Candidate {
+                    instances: vec![gated],
+                    ..c
+                });
+                return (extras, None);
+            }
             let extras = candidate(queue, namespace, group, &seen, 0).map(|c| Candidate {
                 instances: chunks,
                 ..c
@@ -286,8 +297,17 @@ fn of_sub_groups<'s>(
             (extras, None)
         }
         Ok(chosen) => {
-            let minimum: Vec<Seen<'s>> = chosen.iter().map(|&i| members[i]).collect();
+            let mut minimum: Vec<Seen<'s>> = chosen.iter().map(|&i| members[i]).collect();
             let quorum = u32::try_from(minimum.len()).unwrap_or(u32::MAX);
+            if spec.placed_whole_by_scheduler {
+                // Released with the minimum, within the queue's capability but not checked
+                // against the room: the scheduler places whole children beyond the minimum as
+                // room allows, and takes none of the tree while any of it is gated.
+                let mut taken = vec![false; members.len()];
+                chosen.iter().for_each(|&i| taken[i] = true);
+                let others = members.iter().zip(taken).filter(|(_, t)| !t);
+                minimum.extend(others.map(|(m, _)| *m));
+            }
             (candidate(queue, namespace, group, &minimum, quorum), None)
         }
     }

@@ -302,3 +302,50 @@ mod properties {
         }
     }
 }
+
+/// The service as a tree of Kubernetes' CompositePodGroups, which the scheduler places whole
+/// itself: it takes none of a tree while any pod of it is gated.
+fn tree_placed_by_scheduler(s: &mut State, members: &[(&str, &str)]) {
+    service(s, members);
+    s.apply_pod_group(PodGroup {
+        sub_groups: vec![role("prefill", 2, 2), role("decode", 2, 1)],
+        placed_whole_by_scheduler: true,
+        ..pod_group("svc", 6, "q")
+    });
+}
+
+#[test]
+fn a_tree_the_scheduler_places_is_released_whole_once_its_minimum_fits() {
+    let mut s = cluster();
+    tree_placed_by_scheduler(&mut s, &TEN);
+    let d = decide_now(&s);
+    assert_eq!(
+        released_instances(&d).len(),
+        10,
+        "the minimum fits the 8 CPUs; the scheduler places the rest as room allows"
+    );
+
+    let mut s = cluster();
+    s.apply_pod(pod("other").in_queue("q").cpu(4_000).running_on("n1"));
+    tree_placed_by_scheduler(&mut s, &TEN);
+    assert!(
+        decide_now(&s).admit.is_empty(),
+        "the minimum's 6 CPUs do not fit the 4 free"
+    );
+}
+
+#[test]
+fn a_tree_the_scheduler_places_stays_within_its_queue_s_capability_whole() {
+    let mut s = cluster();
+    let mut capped = Queue::new("q");
+    capped.capability.set("cpu", 8_000);
+    s.apply_queue(capped);
+    tree_placed_by_scheduler(&mut s, &TEN);
+    let d = decide_now(&s);
+    assert!(
+        d.admit.is_empty(),
+        "10 CPUs of the tree over the 8 the queue may hold: {:?}",
+        d.admit
+    );
+    assert_eq!(reason(&d, "svc"), Reason::CapabilityReached);
+}
