@@ -1,5 +1,5 @@
 //! Other schedulers' PodGroups get a Gangplank PodGroup: which one, and when to leave things
-//! alone. Three dialects, read into one [`Foreign`] view:
+//! alone. Three dialects (and trees of the third), read into one [`Foreign`] view:
 //! - scheduler-plugins' (`scheduling.x-k8s.io/v1alpha1`): operators in that mode (Kubeflow's
 //!   training-operator with a `--gang-scheduler-name` other than `volcano`, KubeRay with
 //!   `--batch-scheduler=scheduler-plugins`) create it and label their pods
@@ -14,7 +14,8 @@
 //! - Kubernetes' own (`scheduling.k8s.io`, `v1beta1` from 1.37 and `v1alpha2` on 1.36, served
 //!   with the `GenericWorkload` feature gate): its pods name it in `spec.schedulingGroup.podGroupName`, and its
 //!   `spec.schedulingPolicy.gang.minCount` is the gang size (a `basic` policy: 1). The scheduler
-//!   writes its status.
+//!   writes its status. A tree of them under Kubernetes' CompositePodGroups is one gang, of the
+//!   root ([`Foreign::root`], shaped by `super::composite_trees`); its PodGroups get none.
 //!
 //! The pod webhook already reads every dialect's pod key as the group's name. So Gangplank creates its
 //! own PodGroup of the same name, in the same namespace, owned by the source (`controller:

@@ -34,6 +34,11 @@
 //! a gang) and names it on the Job's pods, and the Job's own gang is the one its queue sized
 //! (`crate::controller::foreign_groups` leaves that PodGroup without a Gangplank one).
 //!
+//! A pod whose Kubernetes PodGroup is a child of a CompositePodGroup joins the gang of the
+//! tree's root instead, and gets the labels that place it in the tree
+//! ([`crate::api::composite_pod_group`]); one whose PodGroup the cache does not show yet joins
+//! that PodGroup, and the controller moves it into the tree's gang once it does.
+//!
 //! **Mutation** (CREATE only; gates can only be added at creation, and resources and most of a
 //! pod are immutable after it):
 //! 1. labels normalised: `scheduling.gangplank.dev/pod-group` set to the group, whatever key
