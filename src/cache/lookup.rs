@@ -287,8 +287,8 @@ pub struct StaticLookup {
     pub unsynced: bool,
     /// Kubernetes' PodGroups: namespace, name and priority.
     pub kubernetes_pod_groups: Vec<(String, String, i32)>,
-    /// Kubernetes' PodGroups in trees: namespace, name, and where.
-    pub kubernetes_trees: Vec<(String, String, TreeOf)>,
+    /// Kubernetes' PodGroups in trees: namespace, name, and where (or why not found).
+    pub kubernetes_trees: Vec<(String, String, Result<TreeOf, NoRoot>)>,
     /// What [`TopologyLookup::topologies`] answers.
     pub topologies: Vec<Topology>,
 }
@@ -373,7 +373,7 @@ impl PodGroupLookup for StaticLookup {
         self.kubernetes_trees
             .iter()
             .find(|(ns, n, _)| ns == namespace && n == name)
-            .map(|(_, _, tree)| Ok(tree.clone()))
+            .map(|(_, _, tree)| tree.clone())
     }
 }
 

@@ -36,8 +36,9 @@
 //!
 //! A pod whose Kubernetes PodGroup is a child of a CompositePodGroup joins the gang of the
 //! tree's root instead, and gets the labels that place it in the tree
-//! ([`crate::api::composite_pod_group`]); one whose PodGroup the cache does not show yet joins
-//! that PodGroup, and the controller moves it into the tree's gang once it does.
+//! ([`crate::api::composite_pod_group`]); one whose PodGroup or its parent the cache does not
+//! show yet joins that PodGroup, and the controller moves it into the tree's gang once it does.
+//! A pod whose PodGroup's parents run deeper than 4 levels, or in a circle, is refused.
 //!
 //! **Mutation** (CREATE only; gates can only be added at creation, and resources and most of a
 //! pod are immutable after it):
@@ -105,7 +106,8 @@ use super::patch::Patcher;
 use super::queues::{check_open, unavailable};
 use super::review::{Denial, FieldErrors, Verdict};
 use super::{Webhooks, name_problem};
-use crate::api::{composite_pod_group, labels, leader_worker_set, workloads};
+use crate::api::composite_pod_group::{self, NoRoot};
+use crate::api::{labels, leader_worker_set, workloads};
 use crate::cache::convert;
 use crate::cache::lookup::TreeOf;
 use crate::metrics;
@@ -435,7 +437,8 @@ fn join_its_tree(
         return Ok(None);
     };
     match w.lookup().kubernetes_tree(namespace, &group.name) {
-        None => Ok(None),
+        // A CompositePodGroup the cache does not show yet: moved by the controller once it does.
+        None | Some(Err(NoRoot::Unknown(_))) => Ok(None),
         Some(Err(problem)) => Err(Denial::invalid(
             "spec.schedulingGroup.podGroupName",
             format!("PodGroup {namespace}/{}: {problem}", group.name),

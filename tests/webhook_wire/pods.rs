@@ -2,6 +2,7 @@
 //! LeaderWorkerSet's and Kubernetes' own group names, and the refusals of pods in closed,
 //! missing or unselected queues and of gangs beyond the largest.
 
+use gangplank::api::composite_pod_group::NoRoot;
 use gangplank::cache::lookup::TreeOf;
 use pretty_assertions::assert_eq;
 
@@ -407,6 +408,48 @@ async fn a_pod_naming_a_kubernetes_pod_group_in_its_scheduling_group_joins_that_
     );
 }
 
+/// The creation of a pod of namespace `team` naming Kubernetes' PodGroup `leaf`.
+fn leaf_member(leaf: &str) -> serde_json::Value {
+    let mut pod = a_pod(json!({}));
+    pod["metadata"]["namespace"] = json!("team");
+    pod["spec"]["schedulingGroup"] = json!({"podGroupName": leaf});
+    let mut review = create("pods", pod);
+    review["request"]["namespace"] = json!("team");
+    review
+}
+
+#[tokio::test]
+async fn a_pod_of_a_tree_too_deep_is_refused_and_one_whose_parent_is_not_seen_yet_waits_in_its_pod_group()
+ {
+    let lookup = StaticLookup {
+        kubernetes_trees: vec![
+            (
+                "team".into(),
+                "deep".into(),
+                Err(NoRoot::TooDeep("a".into())),
+            ),
+            (
+                "team".into(),
+                "early".into(),
+                Err(NoRoot::Unknown("b".into())),
+            ),
+        ],
+        ..cluster()
+    };
+    let router = router_with(lookup, settings());
+    let answer = post(router.clone(), MUTATE_PODS, &leaf_member("deep")).await;
+    assert_eq!(
+        denial(&answer, 422),
+        "spec.schedulingGroup.podGroupName: PodGroup team/deep: CompositePodGroups above \"a\" are more than 4 levels deep or form a circle"
+    );
+    let answer = post(router, MUTATE_PODS, &leaf_member("early")).await;
+    assert_eq!(
+        patch(&answer)[0],
+        json!({"op": "add", "path": "/metadata/labels/scheduling.gangplank.dev~1pod-group", "value": "early"}),
+        "the controller moves it into its tree's gang once the cache shows the parent"
+    );
+}
+
 #[tokio::test]
 async fn a_pod_of_a_leaf_of_a_tree_of_composite_pod_groups_joins_the_gang_of_its_root() {
     let tree = |parent: &str| TreeOf {
@@ -414,15 +457,15 @@ async fn a_pod_of_a_leaf_of_a_tree_of_composite_pod_groups_joins_the_gang_of_its
         root: "svc".into(),
     };
     let lookup = StaticLookup {
-        kubernetes_trees: vec![("team".into(), "prefill-0".into(), tree("prefill"))],
+        kubernetes_trees: vec![("team".into(), "prefill-0".into(), Ok(tree("prefill")))],
         ..cluster()
     };
-    let mut pod = a_pod(json!({}));
-    pod["metadata"]["namespace"] = json!("team");
-    pod["spec"]["schedulingGroup"] = json!({"podGroupName": "prefill-0"});
-    let mut review = create("pods", pod);
-    review["request"]["namespace"] = json!("team");
-    let answer = post(router_with(lookup, settings()), MUTATE_PODS, &review).await;
+    let answer = post(
+        router_with(lookup, settings()),
+        MUTATE_PODS,
+        &leaf_member("prefill-0"),
+    )
+    .await;
     let labels: Vec<_> = patch(&answer)
         .as_array()
         .unwrap()
