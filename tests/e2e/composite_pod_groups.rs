@@ -5,8 +5,8 @@
 //! through a real API server and the stock scheduler's own tree cycle. Gangplank admits the
 //! tree in its queue once its minimum fits and releases all of it; the scheduler places the
 //! minimum and whatever whole instances fit, and the rest as room grows; a gang of the same
-//! queue takes whole instances beyond the minimum back. The cluster is `e2e/up`'s default: 4
-//! nodes of 32 CPUs.
+//! queue takes whole instances beyond the minimum back. Also a multi-slice job, a root needing 2
+//! of its 3 slices. The cluster is `e2e/up`'s default: 4 nodes of 32 CPUs.
 
 use std::collections::BTreeMap;
 
@@ -19,7 +19,9 @@ use serde_json::json;
 use crate::sub_groups::{
     SERVICE, all_whole, bound_instances, every_instance, filler, train_bound_whole,
 };
-use crate::support::{Cluster, TestNamespace, default_queue, eventually, holds_for};
+use crate::support::{
+    Cluster, TestNamespace, bound_and_staying_with_prefix, default_queue, eventually, holds_for,
+};
 use crate::workload_api::{member, needs_gate, object, upstream};
 
 /// The namespace's objects of `scheduling.k8s.io/v1alpha3` `kind`.
@@ -197,5 +199,98 @@ async fn a_tree_of_composite_pod_groups_starts_at_its_minimum_grows_and_yields_w
         left.values().sum::<usize>() < every_instance().len(),
         "nothing given back: {left:?}"
     );
+    ns.delete().await;
+}
+
+/// Members bound (and not being deleted) of each slice `slice-<i>` that has any.
+async fn bound_slices(pods: &Api<Pod>) -> BTreeMap<String, usize> {
+    let mut slices = BTreeMap::new();
+    for name in bound_and_staying_with_prefix(pods, "slice-").await {
+        let (slice, _) = name.rsplit_once('-').unwrap();
+        *slices.entry(slice.to_owned()).or_default() += 1;
+    }
+    slices
+}
+
+#[tokio::test]
+#[ignore = "needs the local control plane: run e2e/test"]
+async fn a_multi_slice_job_starts_with_two_of_its_three_slices_whole_and_the_third_when_room_comes()
+{
+    let cluster = Cluster::connect().await;
+    needs_gate(&cluster, "CompositePodGroup");
+    let ns = cluster.namespace("composite-slices").await;
+    default_queue(&cluster, &ns.name, "default").await;
+    let pods = ns.api::<Pod>();
+    // One node of the four left: 32 CPUs, room for two slices of 12 and not three.
+    for name in ["filler-0", "filler-1", "filler-2"] {
+        filler(&pods, name, 32).await;
+    }
+    let client = &cluster.client;
+    alpha(client, &ns.name, "Workload")
+        .create(
+            &PostParams::default(),
+            &object(json!({
+                "apiVersion": "scheduling.k8s.io/v1alpha3", "kind": "Workload",
+                "metadata": {"name": "train"},
+                "spec": {"compositePodGroupTemplates": [{
+                    "name": "slices", "schedulingPolicy": {"gang": {"minGroupCount": 2}},
+                    "podGroupTemplates": [
+                        {"name": "slice", "schedulingPolicy": {"gang": {"minCount": 4}}}]}]}
+            })),
+        )
+        .await
+        .unwrap();
+    alpha(client, &ns.name, "CompositePodGroup")
+        .create(
+            &PostParams::default(),
+            &object(json!({"apiVersion": "scheduling.k8s.io/v1alpha3",
+                "kind": "CompositePodGroup", "metadata": {"name": "slices"},
+                "spec": {"workloadRef": {"workloadName": "train", "templateName": "slices"},
+                    "schedulingPolicy": {"gang": {"minGroupCount": 2}}}})),
+        )
+        .await
+        .unwrap();
+    let leaves = upstream(client, &ns.name, "PodGroup");
+    for i in 0..3 {
+        let slice = format!("slice-{i}");
+        leaves
+            .create(
+                &PostParams::default(),
+                &object(
+                    json!({"apiVersion": "scheduling.k8s.io/v1beta1", "kind": "PodGroup",
+                    "metadata": {"name": slice},
+                    "spec": {"parentCompositePodGroupName": "slices",
+                        "workloadRef": {"workloadName": "train", "templateName": "slice"},
+                        "schedulingPolicy": {"gang": {"minCount": 4}}}}),
+                ),
+            )
+            .await
+            .unwrap();
+        for m in 0..4 {
+            let pod = member(&format!("{slice}-{m}"), &slice, 3);
+            pods.create(&PostParams::default(), &pod).await.unwrap();
+        }
+    }
+    let two_whole =
+        |bound: &BTreeMap<String, usize>| bound.len() == 2 && bound.values().all(|&n| n == 4);
+    eventually("two slices bound whole", 90, || async {
+        two_whole(&bound_slices(&pods).await).then_some(())
+    })
+    .await;
+    holds_for(
+        5,
+        "two slices whole and no member of the third bound",
+        async || two_whole(&bound_slices(&pods).await),
+    )
+    .await;
+
+    pods.delete("filler-0", &Default::default()).await.unwrap();
+    let every = (0..3).map(|i| (format!("slice-{i}"), 4)).collect();
+    eventually(
+        "the third slice bound whole once a node frees",
+        90,
+        || async { (bound_slices(&pods).await == every).then_some(()) },
+    )
+    .await;
     ns.delete().await;
 }
