@@ -6,6 +6,8 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+
 use crate::api::composite_pod_group::{CompositePodGroup, Namespace, Node, Shape, shape};
 use crate::api::workload_api::UpstreamPodGroup;
 
@@ -17,42 +19,28 @@ pub fn roots(
 ) -> Vec<(Arc<CompositePodGroup>, Shape)> {
     let mut namespaces: BTreeMap<&str, Namespace> = BTreeMap::new();
     for c in composites {
-        let (Some(ns), Some(name)) = (&c.metadata.namespace, &c.metadata.name) else {
-            continue;
-        };
-        let node = Node {
-            parent: c.spec.parent_composite_pod_group_name.clone(),
-            min: c
-                .spec
-                .scheduling_policy
-                .gang
-                .as_ref()
-                .map(|g| g.min_group_count),
-        };
-        namespaces
-            .entry(ns)
-            .or_default()
-            .composites
-            .insert(name.clone(), node);
+        let gang = c.spec.scheduling_policy.gang.as_ref();
+        let node = node(
+            &c.spec.parent_composite_pod_group_name,
+            gang.map(|g| g.min_group_count),
+        );
+        if let Some((ns, name)) = named(&c.metadata) {
+            namespaces
+                .entry(ns)
+                .or_default()
+                .composites
+                .insert(name, node);
+        }
     }
     for leaf in leaves.iter().filter(|l| in_a_tree(l)) {
-        let (Some(ns), Some(name)) = (&leaf.metadata.namespace, &leaf.metadata.name) else {
-            continue;
-        };
-        let node = Node {
-            parent: leaf.spec.parent_composite_pod_group_name.clone(),
-            min: leaf
-                .spec
-                .scheduling_policy
-                .gang
-                .as_ref()
-                .map(|g| g.min_count),
-        };
-        namespaces
-            .entry(ns)
-            .or_default()
-            .leaves
-            .insert(name.clone(), node);
+        let gang = leaf.spec.scheduling_policy.gang.as_ref();
+        let node = node(
+            &leaf.spec.parent_composite_pod_group_name,
+            gang.map(|g| g.min_count),
+        );
+        if let Some((ns, name)) = named(&leaf.metadata) {
+            namespaces.entry(ns).or_default().leaves.insert(name, node);
+        }
     }
     composites
         .iter()
@@ -63,6 +51,18 @@ pub fn roots(
             Some((c.clone(), shape(c.metadata.name.as_deref()?, ns)))
         })
         .collect()
+}
+
+fn node(parent: &Option<String>, min: Option<i32>) -> Node {
+    Node {
+        parent: parent.clone(),
+        min,
+    }
+}
+
+/// An object's namespace and name, when it has both.
+fn named(meta: &ObjectMeta) -> Option<(&str, String)> {
+    Some((meta.namespace.as_deref()?, meta.name.clone()?))
 }
 
 /// Whether Kubernetes' PodGroup `leaf` is a child of a CompositePodGroup: its pods join the

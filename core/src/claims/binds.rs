@@ -79,12 +79,14 @@ pub fn reserve(
 /// The placed members of `group` (a gang of sub-groups with quorum) whose instance is placed
 /// whole, and those in no instance; [`Release::Hold`] when `uid`'s instance is not whole yet.
 fn whole_instances(state: &State, group: &PodGroup, uid: &str) -> Release {
-    let Some(g) = state.group(&group.key) else {
+    let Some(LiveInstances {
+        live,
+        instances,
+        strays,
+    }) = LiveInstances::of(state, group)
+    else {
         return Release::Gang;
     };
-    let live: Vec<(&String, &Member)> = g.members.iter().filter(|(_, m)| m.live).collect();
-    let labels = live.iter().map(|(_, m)| &*m.pod.labels);
-    let (instances, strays) = sub_groups::instances(&group.sub_groups, labels);
     let placed = |&m: &usize| state.holds_room(live[m].0, live[m].1);
     let uids = |members: &[usize]| -> Vec<String> {
         members
@@ -109,6 +111,29 @@ fn whole_instances(state: &State, group: &PodGroup, uid: &str) -> Release {
         Release::Members(release)
     } else {
         Release::Hold
+    }
+}
+
+/// The live members of a gang of sub-groups (UID and member), split into instances; `strays`
+/// are the indexes of those in no instance.
+pub(super) struct LiveInstances<'s> {
+    pub(super) live: Vec<(&'s String, &'s Member)>,
+    pub(super) instances: Vec<sub_groups::Instance<'s>>,
+    pub(super) strays: Vec<usize>,
+}
+
+impl<'s> LiveInstances<'s> {
+    /// `None` when `state` does not show the group.
+    pub(super) fn of(state: &'s State, group: &PodGroup) -> Option<Self> {
+        let g = state.group(&group.key)?;
+        let live: Vec<(&String, &Member)> = g.members.iter().filter(|(_, m)| m.live).collect();
+        let labels = live.iter().map(|(_, m)| &*m.pod.labels);
+        let (instances, strays) = sub_groups::instances(&group.sub_groups, labels);
+        Some(LiveInstances {
+            live,
+            instances,
+            strays,
+        })
     }
 }
 

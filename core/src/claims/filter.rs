@@ -9,13 +9,13 @@ use std::time::Instant;
 
 use rustc_hash::FxHashSet;
 
-use super::binds::quorum_count;
+use super::binds::{LiveInstances, quorum_count};
 use super::expiry::expire;
 use super::slots::{fits_on_empty, member_shapes, plan};
 use super::{Error, FailReason, FilterVerdict, Settings, gate_removed_by_other, spec};
 use crate::limits;
 use crate::model::sub_groups::{self, Instance};
-use crate::model::{Claim, GroupKey, Member, Pod, PodGroup, ResourceId, Resources, State};
+use crate::model::{Claim, GroupKey, Pod, PodGroup, ResourceId, Resources, State};
 use crate::policy::constraints::Constraints;
 use crate::policy::fit::size;
 
@@ -48,12 +48,12 @@ fn beyond_an_unplaced_minimum(state: &State, group: &PodGroup, pod: &Pod) -> boo
     if !group.placed_whole_by_scheduler || group.sub_groups.is_empty() {
         return false;
     }
-    let Some(g) = state.group(&group.key) else {
+    let Some(LiveInstances {
+        live, instances, ..
+    }) = LiveInstances::of(state, group)
+    else {
         return false;
     };
-    let live: Vec<(&String, &Member)> = g.members.iter().filter(|(_, m)| m.live).collect();
-    let (instances, _) =
-        sub_groups::instances(&group.sub_groups, live.iter().map(|(_, m)| &*m.pod.labels));
     let placed = |m: &usize| state.holds_room(live[*m].0, live[*m].1);
     let started = |i: &Instance| {
         i.members.iter().filter(|m| placed(m)).count()
