@@ -79,6 +79,17 @@ start() {
   shift
   setsid "$@" >"$RUN_DIR/logs/$name.log" 2>&1 < /dev/null &
   echo $! >"$RUN_DIR/pids/$name.pid"
+  echo "$name" >"$RUN_DIR/last-started"
+}
+
+# last_words: whether the component started last still runs, and the end of its log; what a
+# failed e2e/up prints, as CI keeps no logs.
+last_words() {
+  local name
+  name=$(cat "$RUN_DIR/last-started" 2>/dev/null) || return 0
+  if running "$name"; then log "$name, started last, still runs; its log ends:"
+  else log "$name, started last, has exited; its log ends:"; fi
+  tail -n 25 "$RUN_DIR/logs/$name.log" >&2 || true
 }
 
 # record NAME COMMAND...: records COMMAND as component NAME's command line (cmd/NAME, one

@@ -188,8 +188,6 @@ struct Creation {
     warning: bool,
 }
 
-/// A `minMember` to set on the Gangplank PodGroup made for `regarding` (of the same name and
-/// namespace), and the Event that says why.
 /// A gated pod to move into the gang of its tree of CompositePodGroups: the pod webhook, not
 /// knowing the pod's Kubernetes PodGroup yet when the pod was created, named that PodGroup as
 /// its group (`crate::webhooks::pods`).
@@ -215,6 +213,8 @@ impl Relabel {
     }
 }
 
+/// A `minMember` to set on the Gangplank PodGroup made for `regarding` (of the same name and
+/// namespace), and the Event that says why.
 struct Resize {
     min_member: i32,
     sub_group_policy: Option<Vec<crate::api::pod_group::SubGroupPolicy>>,

@@ -205,8 +205,9 @@ impl Drop for TestNamespace {
     }
 }
 
-/// Prints what a failed test leaves: the pods that hold the nodes in every namespace, the
-/// queues, and its namespace's groups with the reason each waits, as `gangplank` tells them.
+/// Prints what a failed test leaves: the queues, its namespace's groups with the reason each
+/// waits, as `gangplank` tells them, its events, and the pods that hold the nodes in every
+/// namespace (last, as the longest: CI shows the start of a failure's output).
 fn describe_failure(run: &Path, namespace: &str) {
     let kubeconfig = run.join("kubeconfig");
     let show = |what: &str, command: &mut std::process::Command| {
@@ -220,6 +221,16 @@ fn describe_failure(run: &Path, namespace: &str) {
             Err(e) => eprintln!("could not show {what}: {e}"),
         }
     };
+    let gangplank = || std::process::Command::new(env!("CARGO_BIN_EXE_gangplank"));
+    show("the queues", gangplank().arg("queues"));
+    show(
+        "the failed test's groups",
+        gangplank().args(["groups", "-n", namespace]),
+    );
+    show(
+        "the failed test's events",
+        std::process::Command::new(run.join("bin/kubectl")).args(["events", "-n", namespace]),
+    );
     show(
         "pods not finished, in every namespace,",
         std::process::Command::new(run.join("bin/kubectl")).args([
@@ -230,16 +241,6 @@ fn describe_failure(run: &Path, namespace: &str) {
             "wide",
             "--field-selector=status.phase!=Succeeded,status.phase!=Failed",
         ]),
-    );
-    let gangplank = || std::process::Command::new(env!("CARGO_BIN_EXE_gangplank"));
-    show("the queues", gangplank().arg("queues"));
-    show(
-        "the failed test's groups",
-        gangplank().args(["groups", "-n", namespace]),
-    );
-    show(
-        "the failed test's events",
-        std::process::Command::new(run.join("bin/kubectl")).args(["events", "-n", namespace]),
     );
     // In the Deployment layout Gangplank's logs are its containers' (e2e/lib/podhost.py), and
     // the pod host's own says what it did with them.

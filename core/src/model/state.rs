@@ -259,12 +259,23 @@ impl State {
     }
 
     /// Inserts or replaces a pod, keeping `used`, group membership and reservations in step. A
-    /// pod keeps the group and queue it was first seen with (see the comment inside).
+    /// pod keeps the queue it was first seen with, and its group unless that group has no
+    /// PodGroup yet (see the comment inside).
     pub fn apply_pod(&mut self, mut pod: Pod) -> bool {
         if let Some(seen) = self.pods.get(&pod.uid) {
             // A pod's group and queue are those it was first seen with: its requests count in
-            // that queue until it is gone, whatever its labels say later.
-            pod.pod_group.clone_from(&seen.pod_group);
+            // that queue until it is gone, whatever its labels say later. A pod at Gangplank's
+            // gate in a group with no PodGroup is never released and counts nowhere: it follows
+            // its labels, as the controller moves a pod made before its tree of
+            // CompositePodGroups into the tree's gang.
+            let waits_for_a_pod_group = seen.awaits_admission()
+                && pod.awaits_admission()
+                && GroupKey::of(seen)
+                    .and_then(|key| self.groups.get(&key))
+                    .is_some_and(|group| group.spec.is_none());
+            if !waits_for_a_pod_group {
+                pod.pod_group.clone_from(&seen.pod_group);
+            }
             pod.queue.clone_from(&seen.queue);
             if **seen == pod {
                 return false;
@@ -624,6 +635,20 @@ mod tests {
             s.group(&key).is_none(),
             "a group with no spec and no members is forgotten"
         );
+    }
+
+    #[test]
+    fn a_gated_pod_of_a_group_with_no_pod_group_follows_its_labels_into_another_group() {
+        let mut s = State::default();
+        let (leaf, root) = (GroupKey::new("ns", "leaf"), GroupKey::new("ns", "root"));
+        s.apply_pod(pod("a").cpu(1).gated().in_group("leaf"));
+        s.apply_pod(pod("a").cpu(1).gated().in_group("root"));
+        assert!(s.group(&leaf).is_none(), "the group it left is forgotten");
+        assert_eq!(s.members(&root).count(), 1);
+
+        s.apply_pod_group(PodGroup::new(root.clone(), 1, "q"));
+        s.apply_pod(pod("a").cpu(1).gated().in_group("leaf"));
+        assert_eq!(s.members(&root).count(), 1, "its group has a PodGroup now");
     }
 
     #[test]
