@@ -37,6 +37,24 @@ wait_for() {
   done
 }
 
+# wait_while_running NAME SECONDS DESCRIPTION COMMAND...: wait_for, but gives up as soon as
+# component NAME has exited (status 2; 1 on timeout).
+wait_while_running() {
+  local name=$1 timeout=$2 what=$3; shift 3
+  local deadline=$((SECONDS + timeout))
+  until "$@" >/dev/null 2>&1; do
+    if ! running "$name"; then
+      log "$name exited before $what"
+      return 2
+    fi
+    if ((SECONDS >= deadline)); then
+      log "timed out after ${timeout}s waiting for $what"
+      return 1
+    fi
+    sleep 0.2
+  done
+}
+
 # free_port: a TCP port on 127.0.0.1 that nothing uses right now, below the kernel's ephemeral
 # range, and not handed out before in this run (recorded in $RUN_DIR/ports). Why below: a port
 # from the ephemeral range can be taken by any outgoing connection of the components already

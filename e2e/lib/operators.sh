@@ -119,19 +119,38 @@ EOF
     health=$(free_port)
     if [[ $first ]]; then port=$webhook; else port=$(free_port); fi
     log "starting training-operator (PyTorchJob in namespace $namespace, gang scheduler name '$gang')"
-    MY_POD_NAMESPACE=kubeflow KUBECONFIG="$RUN_DIR/kubeconfig" start "$namespace" \
-      env TMPDIR="$tmp" "$training_operator_BIN" --enable-scheme=pytorchjob --namespace="$namespace" \
-      --gang-scheduler-name="$gang" \
-      --metrics-bind-address="127.0.0.1:$(free_port)" --health-probe-bind-address="127.0.0.1:$health" \
-      --webhook-server-port="$port"
+    start_training_operator_in "$namespace" "$gang" "$health" "$port" "$tmp"
     if [[ $first ]]; then
       # The operator starts serving once tls.crt exists, so the key goes first.
       wait_for 60 "training-operator's certificates in its Secret" \
         secret_files kubeflow training-operator-webhook-cert "$certs" tls.key tls.crt
       first=
     fi
-    wait_for 120 "training-operator ($gang) /readyz" curl -fsS "http://127.0.0.1:$health/readyz"
+    local ready=0
+    wait_while_running "$namespace" 120 "training-operator ($gang) /readyz" \
+      curl -fsS "http://127.0.0.1:$health/readyz" || ready=$?
+    if ((ready == 2)); then
+      # Exited: started once more, as the kubelet restarts an operator's container.
+      last_words
+      log "starting training-operator in namespace $namespace again"
+      start_training_operator_in "$namespace" "$gang" "$health" "$port" "$tmp"
+      ready=0
+      wait_while_running "$namespace" 120 "training-operator ($gang) /readyz" \
+        curl -fsS "http://127.0.0.1:$health/readyz" || ready=$?
+    fi
+    ((ready == 0)) || return 1
   done
+}
+
+# start_training_operator_in NAMESPACE GANG HEALTH_PORT WEBHOOK_PORT TMPDIR: one instance of
+# the operator, watching NAMESPACE.
+start_training_operator_in() {
+  local namespace=$1 gang=$2 health=$3 port=$4 tmp=$5
+  MY_POD_NAMESPACE=kubeflow KUBECONFIG="$RUN_DIR/kubeconfig" start "$namespace" \
+    env TMPDIR="$tmp" "$training_operator_BIN" --enable-scheme=pytorchjob --namespace="$namespace" \
+    --gang-scheduler-name="$gang" \
+    --metrics-bind-address="127.0.0.1:$(free_port)" --health-probe-bind-address="127.0.0.1:$health" \
+    --webhook-server-port="$port"
 }
 
 # Namespaces the KubeRay instances watch (the suite's tests of that operator create their
