@@ -70,6 +70,7 @@ fn state(split: bool) -> State {
                     min_count: INSTANCES as u32 / 2,
                     selector: BTreeMap::new(),
                     match_label_keys: vec!["instance".into()],
+                    topology_key: None,
                 }],
                 ..PodGroup::new(tree.clone(), size * INSTANCES as u32 / 2, queue.clone())
             });

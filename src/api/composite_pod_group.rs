@@ -347,6 +347,7 @@ fn sub_group(
             },
         ),
         match_label_keys: vec![LEAF_LABEL.to_owned()],
+        topology_key: None,
     }
 }
 

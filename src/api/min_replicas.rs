@@ -169,6 +169,7 @@ fn policy(replicas: &Replicas, min: u32) -> SubGroupPolicy {
                 match_expressions: None,
             }),
         match_label_keys: vec![replicas.instance_key.to_owned()],
+        topology_key: None,
     }
 }
 

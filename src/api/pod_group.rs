@@ -171,6 +171,15 @@ pub struct SubGroupPolicy {
     /// example `leaderworkerset.sigs.k8s.io/group-index`). From 1 to 4 keys.
     #[schemars(length(min = 1, max = 4))]
     pub match_label_keys: Vec<String>,
+
+    /// The topology level each instance keeps to, a node label (for example a rack label):
+    /// the members of one instance run on nodes with the same value of it (and of every wider
+    /// level of a Topology that lists it), each instance in a domain of its own. Admission
+    /// picks each instance's domain and adds its labels to the members' `nodeSelector` as it
+    /// releases them. Not with the PodGroup's own `topologyKey` or `preferredTopologyKey`.
+    /// Absent: an instance's members may go to any node.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub topology_key: Option<String>,
 }
 
 impl PodGroup {

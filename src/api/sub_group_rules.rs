@@ -3,7 +3,8 @@
 //! the controller applies before it copies a Volcano PodGroup's policy: unique names, each sub-group selecting by
 //! `labelSelector.matchLabels` alone and splitting by one to four valid label keys, and
 //! `minMember` equal to the members its minimum counts, so that the extender's quorum is
-//! exactly the whole instances admission releases. No `minResources` beside it: the room kept
+//! exactly the whole instances admission releases; an instance-level `topologyKey` a valid
+//! label key, and not beside the gang's own topology keys. No `minResources` beside it: the room kept
 //! for members still to come has no labels to split by.
 
 use std::collections::BTreeSet;
@@ -60,6 +61,20 @@ fn check(spec: &PodGroupSpec, errors: &mut Problems) {
             );
         }
         check_one(&field, policy, errors);
+        let gang_level = [
+            ("topologyKey", &spec.topology_key),
+            ("preferredTopologyKey", &spec.preferred_topology_key),
+        ]
+        .into_iter()
+        .find(|(_, key)| key.is_some());
+        if let (Some(_), Some((gang_field, _))) = (&policy.topology_key, gang_level) {
+            errors.add(
+                format!("{field}.topologyKey"),
+                format!(
+                    "cannot be set with spec.{gang_field}: keep the instances' level or the whole gang's, not both"
+                ),
+            );
+        }
         minimum = minimum.saturating_add(
             i64::from(policy.sub_group_size.max(0)) * i64::from(policy.min_sub_groups.max(0)),
         );
@@ -112,6 +127,9 @@ fn check_one(field: &str, policy: &SubGroupPolicy, errors: &mut Problems) {
             errors.add(format!("{field}.matchLabelKeys[{k}]"), problem);
         }
     }
+    if let Some(problem) = policy.topology_key.as_deref().and_then(label_key_problem) {
+        errors.add(format!("{field}.topologyKey"), problem);
+    }
     let Some(selector) = &policy.label_selector else {
         return;
     };
@@ -150,6 +168,7 @@ mod tests {
                 match_expressions: None,
             }),
             match_label_keys: vec!["instance".into()],
+            topology_key: None,
         }
     }
 
@@ -205,6 +224,23 @@ mod tests {
         ] {
             assert!(message.contains(field), "{field} not named in {message}");
         }
+    }
+
+    #[test]
+    fn an_instance_level_is_a_label_key_and_not_beside_the_gang_s_own_level() {
+        let mut spec = service(9);
+        spec.sub_group_policy[0].topology_key = Some("example.com/rack".into());
+        assert_eq!(problems(&spec), "");
+        spec.sub_group_policy[1].topology_key = Some("not a key!".into());
+        spec.preferred_topology_key = Some("topology.kubernetes.io/zone".into());
+        let message = problems(&spec);
+        assert!(
+            message.contains("spec.subGroupPolicy[1].topologyKey: ")
+                && message.contains(
+                    "spec.subGroupPolicy[0].topologyKey: cannot be set with spec.preferredTopologyKey"
+                ),
+            "{message}"
+        );
     }
 
     #[test]

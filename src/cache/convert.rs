@@ -278,6 +278,7 @@ fn sub_group(policy: &api::pod_group::SubGroupPolicy) -> SubGroup {
             .and_then(|s| s.match_labels.clone())
             .unwrap_or_default(),
         match_label_keys: policy.match_label_keys.clone(),
+        topology_key: policy.topology_key.clone(),
     }
 }
 

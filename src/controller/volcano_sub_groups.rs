@@ -75,6 +75,7 @@ fn sub_group((i, volcano): (usize, &VolcanoSubGroupPolicy)) -> Result<SubGroupPo
         min_sub_groups,
         label_selector: volcano.label_selector.clone(),
         match_label_keys: volcano.match_label_keys.clone(),
+        topology_key: None,
     })
 }
 

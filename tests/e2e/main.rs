@@ -18,6 +18,7 @@ mod dra;
 mod faults;
 mod floods;
 mod gangs;
+mod instance_topology;
 mod leader;
 mod operators;
 mod queues;

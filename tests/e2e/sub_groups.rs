@@ -44,6 +44,7 @@ fn policy(role: &str, size: i32, min: i32) -> SubGroupPolicy {
             match_expressions: None,
         }),
         match_label_keys: vec!["instance".into()],
+        topology_key: None,
     }
 }
 

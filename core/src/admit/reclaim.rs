@@ -973,6 +973,7 @@ mod tests {
                 min_count: 2,
                 selector: BTreeMap::new(),
                 match_label_keys: vec!["slice".into()],
+                topology_key: None,
             }],
             ..pod_group("a", 4, "q")
         });

@@ -139,6 +139,14 @@ pub enum Why {
         tried: Vec<LevelTried>,
         pinned: Option<String>,
     },
+    /// An instance of the gang's minimum whose sub-group keeps each instance to one domain
+    /// (its `topologyKey`) found no domain of that level with room for all of it now.
+    /// `pinned`: as for [`Why::NoDomain`], of the instance's members.
+    NoInstanceDomainRoom {
+        sub_group: String,
+        tried: LevelTried,
+        pinned: Option<String>,
+    },
     OverShare {
         /// Shared with the pass's other groups of the queue: most waiting groups of a busy
         /// cluster wait for this reason.
@@ -267,6 +275,7 @@ impl Why {
             Why::Room { .. }
             | Why::NoNode { .. }
             | Why::NoDomainRoom { .. }
+            | Why::NoInstanceDomainRoom { .. }
             | Why::ElasticYields { .. } => Reason::DoesNotFit,
             Why::OverShare { .. } | Why::Yields { .. } => Reason::QueueOverShare,
             Why::Behind { .. } => Reason::BehindReservation,
@@ -377,6 +386,20 @@ impl fmt::Display for Why {
                     "never fits as it is: no single domain of {key} could hold every member even with nothing else running (a member requesting {member} finds no node left in the largest); lower minMember or the members' requests, or choose a wider spec.topologyKey"
                 ),
             },
+            Why::NoInstanceDomainRoom {
+                sub_group,
+                tried,
+                pinned,
+            } => {
+                write!(
+                    f,
+                    "does not fit now: each instance of sub-group {sub_group} runs within one domain"
+                )?;
+                if let Some(value) = pinned {
+                    write!(f, ", one of them where {value} (a member is there already)")?;
+                }
+                write!(f, "; no domain has room for all of an instance; {tried}")
+            }
             Why::NoDomainRoom { tried, pinned } => {
                 f.write_str("does not fit now: ")?;
                 if let Some(value) = pinned {

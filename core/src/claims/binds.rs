@@ -359,6 +359,7 @@ mod tests {
             min_count: 1,
             selector: std::collections::BTreeMap::new(),
             match_label_keys: vec!["slice".into()],
+            topology_key: None,
         }];
         s.apply_pod_group(spec);
         let now = Instant::now();

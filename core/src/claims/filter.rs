@@ -11,7 +11,7 @@ use rustc_hash::FxHashSet;
 
 use super::binds::{LiveInstances, quorum_count};
 use super::expiry::expire;
-use super::slots::{fits_on_empty, member_shapes, plan};
+use super::slots::{by_node_selector, fits_on_empty, member_shapes, plan_parts};
 use super::{Error, FailReason, FilterVerdict, Settings, gate_removed_by_other, spec};
 use crate::limits;
 use crate::model::sub_groups::{self, Instance};
@@ -136,8 +136,9 @@ fn judge<'a, S: AsRef<str>>(
     if !state.ledger_mut().extend_claim(&key, deadline) {
         let needed = group.min_member as usize - placed;
         let shapes = member_shapes(state, &key, pod, needed);
+        let parts = by_node_selector(shapes, &pod.node_selector, constraints);
         let lent = keeping || state.ledger().lent().contains(&key);
-        match plan(state, &shapes, constraints, settings.strategy, lent) {
+        match plan_parts(state, &parts, settings.strategy, lent) {
             Ok(slots) => {
                 state.ledger_mut().set_wait_reason(&key, None);
                 state.ledger_mut().set_claim(
@@ -150,7 +151,8 @@ fn judge<'a, S: AsRef<str>>(
                 )
             }
             Err(fitted) => {
-                let never = !fits_on_empty(state, &shapes, constraints);
+                let never = !parts.iter().all(|(c, part)| fits_on_empty(state, part, c));
+                let shapes: Vec<Resources> = parts.into_iter().flat_map(|(_, part)| part).collect();
                 let why = waiting_message(&key, &group, &shapes, placed, fitted, never);
                 // Kept for the PodGroup's status (the controller reads it).
                 state.ledger_mut().set_wait_reason(&key, Some(why.clone()));
@@ -627,6 +629,7 @@ mod tests {
             min_count: 2,
             selector: Default::default(),
             match_label_keys: vec!["slice".into()],
+            topology_key: None,
         }];
         s.apply_pod_group(spec);
         (0..6)
@@ -657,6 +660,55 @@ mod tests {
         assert!(
             !run(&mut s, &members[4], now).passed.is_empty(),
             "the minimum placed, the third instance may go where room is free"
+        );
+    }
+
+    #[test]
+    fn a_gang_whose_instances_keep_to_different_racks_claims_each_instance_in_its_own_rack() {
+        let mut s = cluster(4, 8);
+        for (i, rack) in ["a", "a", "b", "b"].into_iter().enumerate() {
+            let name = format!("n{i}");
+            let node = s.nodes().get(&name).unwrap().as_ref().clone();
+            s.apply_node(crate::model::Node {
+                labels: [("rack".to_owned(), rack.to_owned())].into(),
+                ..node
+            });
+        }
+        group(&mut s, "train", 4);
+        // Two slices of two 8-CPU members, released into racks a and b: no rack holds all four.
+        let members: Vec<Pod> = (0..4)
+            .map(|i| {
+                let rack = if i < 2 { "a" } else { "b" };
+                let pod = Pod {
+                    node_selector: [("rack".to_owned(), rack.to_owned())].into(),
+                    ..member(&mut s, "train", i, 8)
+                };
+                s.apply_pod(pod.clone());
+                pod
+            })
+            .collect();
+        let in_rack_a = Constraints {
+            node_selector: vec![("rack".into(), "a".into())],
+            ..Constraints::default()
+        };
+        let candidates = ["n0".to_owned(), "n1".to_owned()];
+        let v = filter(
+            &mut s,
+            &members[0],
+            &in_rack_a,
+            &candidates,
+            &SETTINGS,
+            Instant::now(),
+        )
+        .unwrap();
+        assert_eq!(v.passed, ["n0", "n1"], "{v:?}");
+        let claim = &s.ledger().claims()[&GroupKey::new("ns", "train")];
+        let mut nodes: Vec<&str> = claim.slots.iter().map(|slot| slot.node.as_str()).collect();
+        nodes.sort_unstable();
+        assert_eq!(
+            nodes,
+            ["n0", "n1", "n2", "n3"],
+            "a slot per member, each in its rack"
         );
     }
 }

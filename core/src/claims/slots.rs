@@ -1,9 +1,11 @@
 //! Where a new claim's slots go: the shapes of the members still to place, and a greedy plan of
 //! one slot per member on the feasible nodes, in what is free and unclaimed (or lent to the
-//! gang from the head's reservation). Reads the [`State`]; the filter stores the plan.
+//! gang from the head's reservation); members whose `nodeSelector` differs from the filtered
+//! pod's (a gang's instances each in a domain of its own) on the nodes theirs allows. Reads the
+//! [`State`]; the filter stores the plan.
 
 use std::cmp::Reverse;
-use std::collections::BinaryHeap;
+use std::collections::{BTreeMap, BinaryHeap};
 
 use rustc_hash::FxHashMap;
 
@@ -15,32 +17,87 @@ use crate::policy::placement::Strategy;
 /// The requests of the `needed` members to place: this pod, then the other members not placed
 /// yet, those admission released before those it holds at the gate (a gang of sub-groups'
 /// instances beyond its minimum, an elastic gang's extras), biggest first; members not created
-/// yet are assumed to look like this pod.
-pub(super) fn member_shapes(
-    state: &State,
+/// yet are assumed to look like this pod. Each with the `nodeSelector` its member carries.
+pub(super) fn member_shapes<'s>(
+    state: &'s State,
     key: &GroupKey,
-    pod: &Pod,
+    pod: &'s Pod,
     needed: usize,
-) -> Vec<Resources> {
-    let mut others: Vec<(bool, Resources)> = state
+) -> Vec<(Resources, &'s BTreeMap<String, String>)> {
+    let mut others: Vec<(bool, Resources, &'s BTreeMap<String, String>)> = state
         .members(key)
         .filter(|p| p.uid != pod.uid && p.node_name.is_none() && !p.phase.is_terminal())
         .filter(|p| !state.ledger().reservations().contains_key(&p.uid))
-        .map(|p| (p.awaits_admission(), p.requests.clone()))
+        .map(|p| (p.awaits_admission(), p.requests.clone(), &p.node_selector))
         .collect();
-    others.sort_by_key(|(gated, r)| (*gated, Reverse(size(r))));
-    let mut shapes = vec![pod.requests.clone()];
+    others.sort_by_key(|(gated, r, _)| (*gated, Reverse(size(r))));
+    let own = (pod.requests.clone(), &pod.node_selector);
+    let mut shapes = vec![own.clone()];
     shapes.extend(
         others
             .into_iter()
             .take(needed.saturating_sub(1))
-            .map(|(_, r)| r),
+            .map(|(_, r, selector)| (r, selector)),
     );
     while shapes.len() < needed {
-        shapes.push(pod.requests.clone());
+        shapes.push(own.clone());
     }
-    shapes.sort_by_key(|r| std::cmp::Reverse(size(r)));
+    shapes.sort_by_key(|(r, _)| std::cmp::Reverse(size(r)));
     shapes
+}
+
+/// `shapes` split by the `nodeSelector` their members carry, this pod's part first, each part
+/// with the constraints it is placed under: this pod's, with the part's `nodeSelector` in place
+/// of its own. The members of a gang whose instances each keep to a domain carry their
+/// instance's (`crate::model::sub_groups::SubGroup::topology_key`), those of any other gang
+/// this pod's: one part.
+pub(super) fn by_node_selector(
+    shapes: Vec<(Resources, &BTreeMap<String, String>)>,
+    own: &BTreeMap<String, String>,
+    constraints: &Constraints,
+) -> Vec<(Constraints, Vec<Resources>)> {
+    let mut parts: Vec<(&BTreeMap<String, String>, Vec<Resources>)> = vec![(own, Vec::new())];
+    for (requests, selector) in shapes {
+        match parts.iter_mut().find(|(s, _)| *s == selector) {
+            Some((_, part)) => part.push(requests),
+            None => parts.push((selector, vec![requests])),
+        }
+    }
+    parts
+        .into_iter()
+        .filter(|(_, part)| !part.is_empty())
+        .map(|(selector, part)| {
+            if selector == own {
+                return (constraints.clone(), part);
+            }
+            let constraints = Constraints {
+                node_selector: selector
+                    .iter()
+                    .map(|(k, v)| (k.clone(), v.clone()))
+                    .collect(),
+                ..constraints.clone()
+            };
+            (constraints, part)
+        })
+        .collect()
+}
+
+/// [`plan`] for each part of [`by_node_selector`] in turn: all their slots, or how many shapes
+/// fitted before one did not.
+pub(super) fn plan_parts(
+    state: &State,
+    parts: &[(Constraints, Vec<Resources>)],
+    strategy: Strategy,
+    lent: bool,
+) -> Result<Vec<Slot>, usize> {
+    let mut slots = Vec::new();
+    for (constraints, shapes) in parts {
+        match plan(state, shapes, constraints, strategy, lent) {
+            Ok(part) => slots.extend(part),
+            Err(fitted) => return Err(slots.len() + fitted),
+        }
+    }
+    Ok(slots)
 }
 
 /// Places `shapes` greedily on feasible nodes in what is free and unclaimed. Returns the slots,

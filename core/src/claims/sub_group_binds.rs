@@ -39,6 +39,7 @@ fn gang(shape: &Shape) -> (State, Vec<MemberAt>) {
             min_count: shape[r].1,
             selector: BTreeMap::from([("role".into(), format!("r{r}"))]),
             match_label_keys: vec!["instance".into()],
+            topology_key: None,
         })
         .collect();
     s.apply_pod_group(spec);

@@ -18,6 +18,9 @@ pub struct SubGroup {
     pub selector: BTreeMap<String, String>,
     /// Members of the sub-group with equal values of these labels are one instance.
     pub match_label_keys: Vec<String>,
+    /// The topology level each instance keeps to (a node label): the members of one instance
+    /// run in one domain of it, each instance in a domain of its own choosing.
+    pub topology_key: Option<String>,
 }
 
 impl SubGroup {
@@ -210,6 +213,7 @@ mod tests {
             min_count,
             selector: BTreeMap::from([("role".into(), name.into())]),
             match_label_keys: vec!["instance".into()],
+            topology_key: None,
         }
     }
 

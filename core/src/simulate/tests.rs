@@ -69,6 +69,7 @@ fn service(arrival: i64) -> Job {
         min_count,
         selector: BTreeMap::from([("role".into(), name.into())]),
         match_label_keys: vec!["instance".into()],
+        topology_key: None,
     };
     let member = |role: &str, instance: usize| {
         Arc::new(BTreeMap::from([

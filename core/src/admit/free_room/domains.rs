@@ -165,4 +165,60 @@ impl<'s> Room<'s> {
         self.changed();
         Ok(labelled(keys, domain))
     }
+
+    /// Places one instance's members like [`Room::place_in_domain`] in a domain of the level
+    /// `keys` agreeing with `pinned`, or like [`Room::place`] without a level: its domain
+    /// (`None` without a level), or, changing nothing, why not.
+    pub fn place_instance(
+        &mut self,
+        need: &[&Resources],
+        keys: &[&'s str],
+        pinned: &[(&str, &str)],
+    ) -> Result<Option<Labelled<'s>>, InstanceMisfit> {
+        if keys.is_empty() {
+            return self
+                .place(need)
+                .map(|()| None)
+                .map_err(InstanceMisfit::NoNode);
+        }
+        self.place_in_domain(need, keys, pinned)
+            .map(Some)
+            .map_err(InstanceMisfit::NoDomain)
+    }
+
+    /// Places instances one after another, each like [`Room::place_instance`]: all of them,
+    /// with their domains, or, changing nothing, the index of the first that found no room
+    /// and why.
+    pub fn place_instances(
+        &mut self,
+        instances: &[InstanceNeed<'_, '_, 's>],
+    ) -> Result<Vec<Option<Labelled<'s>>>, (usize, InstanceMisfit)> {
+        let before = (self.nodes.clone(), self.total.clone());
+        let mut domains = Vec::with_capacity(instances.len());
+        for (at, (need, keys, pinned)) in instances.iter().enumerate() {
+            match self.place_instance(need, keys, pinned) {
+                Ok(domain) => domains.push(domain),
+                Err(misfit) => {
+                    (self.nodes, self.total) = before;
+                    // Room grew back: every shape may look at every node again.
+                    self.cursors.iter_mut().for_each(|(_, cursor)| *cursor = 0);
+                    self.changed();
+                    return Err((at, misfit));
+                }
+            }
+        }
+        Ok(domains)
+    }
+}
+
+/// One instance for [`Room::place_instances`]: its members' requests, the label keys of the
+/// level it keeps to (empty: none), and the values its placed members pin.
+pub(in crate::admit) type InstanceNeed<'n, 'r, 's> =
+    (Vec<&'r Resources>, &'n [&'s str], &'n [(&'s str, &'s str)]);
+
+/// Why an instance found no room: no node for a member (no level), or no domain of its level.
+#[derive(Debug)]
+pub(in crate::admit) enum InstanceMisfit {
+    NoNode(Resources),
+    NoDomain(LevelTried),
 }

@@ -10,6 +10,8 @@
 mod domains;
 mod reservation;
 
+pub(super) use domains::{InstanceMisfit, InstanceNeed};
+
 use std::collections::BTreeMap;
 use std::rc::Rc;
 

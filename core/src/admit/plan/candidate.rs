@@ -23,6 +23,9 @@ pub(super) struct Candidate<'s> {
     /// order, make each whole instance (released whole or not at all). Empty: each member on
     /// its own.
     pub(super) instances: Vec<usize>,
+    /// For a gang of sub-groups some of whose sub-groups name a `topologyKey`: its gated
+    /// members, in order, as instances that each keep to one domain; empty otherwise.
+    pub(super) instance_levels: Vec<InstanceLevel<'s>>,
     /// What releasing every gated member adds to the queue.
     pub(super) requests: Resources,
     pub(super) priority: i32,
@@ -37,6 +40,17 @@ pub(super) struct Candidate<'s> {
     pub(super) topology: Option<Where<'s>>,
     /// Why it cannot be considered at all (no PodGroup, too few members).
     pub(super) blocked: Option<Why>,
+}
+
+/// The next `members` of a candidate's gated members: one instance of `sub_group`, whose
+/// members keep to one domain of the level named by `keys` (widest first; empty: any node),
+/// agreeing with the values `pinned` of the instance's members already placed.
+#[derive(Debug, Clone)]
+pub(super) struct InstanceLevel<'s> {
+    pub(super) sub_group: &'s str,
+    pub(super) members: usize,
+    pub(super) keys: Vec<&'s str>,
+    pub(super) pinned: Vec<(&'s str, &'s str)>,
 }
 
 /// A candidate's identity for the pass's tie-breaks: namespace, name, whether it is a
@@ -90,11 +104,16 @@ pub(super) struct Where<'s> {
 impl Where<'_> {
     /// The pinned domain as reasons name it, if any.
     pub(super) fn pinned(&self) -> Option<String> {
-        (!self.pinned.is_empty()).then(|| {
-            let (keys, values): (Vec<&str>, Vec<&str>) = self.pinned.iter().copied().unzip();
-            crate::model::topology::describe(&keys, &values)
-        })
+        described(&self.pinned)
     }
+}
+
+/// A pinned domain's (label, value) pairs as reasons name it; `None` when empty.
+pub(super) fn described(pinned: &[(&str, &str)]) -> Option<String> {
+    (!pinned.is_empty()).then(|| {
+        let (keys, values): (Vec<&str>, Vec<&str>) = pinned.iter().copied().unzip();
+        crate::model::topology::describe(&keys, &values)
+    })
 }
 
 /// A duration in whole seconds, saturating (a PodGroup's `maxWaitSeconds`, its expected runtime).

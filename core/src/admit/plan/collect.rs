@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 
 use rustc_hash::FxHashMap;
 
-use super::candidate::{Candidate, Where, seconds};
+use super::candidate::{Candidate, InstanceLevel, Where, seconds};
 use crate::admit::groups::{GroupFacts, Groups, Seen};
 use crate::admit::why::Why;
 use crate::limits;
@@ -78,7 +78,7 @@ pub(super) fn collect<'s>(state: &'s State, groups: &Groups<'s>) -> Book<'s> {
         }
         let split = g.spec.filter(|s| !s.sub_groups.is_empty());
         let (found, instances_wait) = match split {
-            Some(spec) => of_sub_groups(g, spec, members),
+            Some(spec) => of_sub_groups(state, g, spec, members),
             None => (
                 candidate(g.queue, g.namespace, g.name, members, quorum),
                 None,
@@ -249,6 +249,7 @@ fn elastic<'s>(book: &mut Book<'s>, members: &[Seen<'s>], quorum: u32) {
 /// CompositePodGroups, [`PodGroup::placed_whole_by_scheduler`]) is released all at once: with
 /// its minimum, every other member, and once started, every gated member together.
 fn of_sub_groups<'s>(
+    state: &'s State,
     g: &GroupFacts<'s>,
     spec: &'s PodGroup,
     members: &[Seen<'s>],
@@ -290,8 +291,15 @@ fn of_sub_groups<'s>(
                 });
                 return (extras, None);
             }
+            let waiting = instances.iter().filter(|i| {
+                !started(i) && i.members.len() >= size(i) && {
+                    i.members[..size(i)].iter().any(|&m| members[m].gated)
+                }
+            });
+            let instance_levels = levels(state, spec, members, waiting);
             let extras = candidate(queue, namespace, group, &seen, 0).map(|c| Candidate {
                 instances: chunks,
+                instance_levels,
                 ..c
             });
             (extras, None)
@@ -307,10 +315,54 @@ fn of_sub_groups<'s>(
                 chosen.iter().for_each(|&i| taken[i] = true);
                 let others = members.iter().zip(taken).filter(|(_, t)| !t);
                 minimum.extend(others.map(|(m, _)| *m));
+                return (candidate(queue, namespace, group, &minimum, quorum), None);
             }
-            (candidate(queue, namespace, group, &minimum, quorum), None)
+            let mut taken = vec![false; members.len()];
+            chosen.iter().for_each(|&i| taken[i] = true);
+            let picked = instances.iter().filter(|i| taken[i.members[0]]);
+            let instance_levels = levels(state, spec, members, picked);
+            let minimum = candidate(queue, namespace, group, &minimum, quorum).map(|c| Candidate {
+                instance_levels,
+                ..c
+            });
+            (minimum, None)
         }
     }
+}
+
+/// The gated members of `instances` (each taken up to its sub-group's size), instance by
+/// instance, with the level each keeps to; empty when no sub-group of `spec` names a
+/// `topologyKey`.
+fn levels<'s, 'i>(
+    state: &'s State,
+    spec: &'s PodGroup,
+    members: &[Seen<'s>],
+    instances: impl Iterator<Item = &'i Instance<'i>>,
+) -> Vec<InstanceLevel<'s>> {
+    if spec.sub_groups.iter().all(|s| s.topology_key.is_none()) {
+        return Vec::new();
+    }
+    instances
+        .map(|i| {
+            let sub_group = &spec.sub_groups[i.sub_group];
+            let of_it: Vec<Seen<'s>> = i.members[..sub_group.size as usize]
+                .iter()
+                .map(|&m| members[m])
+                .collect();
+            let keys = sub_group
+                .topology_key
+                .as_deref()
+                .and_then(|key| Levels::of(Some(key), None, state.topologies()))
+                .map(|l| l.widest().to_vec())
+                .unwrap_or_default();
+            InstanceLevel {
+                sub_group: &sub_group.name,
+                members: of_it.iter().filter(|m| m.gated).count(),
+                pinned: domain_of(state, &of_it, &keys),
+                keys,
+            }
+        })
+        .collect()
 }
 
 /// The waiting part of a group (or a queue-only pod) called `name` in `namespace` that needs
@@ -344,6 +396,7 @@ fn candidate<'s>(
         name,
         missing,
         instances: Vec::new(),
+        instance_levels: Vec::new(),
         requests,
         priority: members.iter().map(|m| m.member.priority).max().unwrap_or(0),
         created,

@@ -6,7 +6,8 @@
 //! - `order`: overdue groups first, then weighted DRF, each group tried by the
 //!   `pass` against capabilities, fair share and free room (reserving room for
 //!   the head of the line, lending it by `backfill` shadow time), and on a cluster that can
-//!   grow asking for room with stand-in pods (`growth`);
+//!   grow asking for room with stand-in pods (`growth`), a gang's instances each in a domain of
+//!   their own (`instances`);
 //! - `report`: the [`Decision`] the pass leaves (`decision` holds its types).
 //!
 //! The phases, the backfill reservation, expected runtimes, `maxWaitSeconds` and their cost are
@@ -17,6 +18,7 @@ mod candidate;
 mod collect;
 mod decision;
 mod growth;
+mod instances;
 mod order;
 mod pass;
 mod report;

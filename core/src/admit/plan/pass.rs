@@ -16,7 +16,7 @@ use super::candidate::Candidate;
 use super::collect::Book;
 use super::decision::Growing;
 use super::share::Shares;
-use crate::admit::free_room::Room;
+use crate::admit::free_room::{Labelled, Room};
 use crate::admit::why::Why;
 use crate::model::growth::placed_stand_ins;
 use crate::model::{GroupKey, Queue, Resources, State};
@@ -58,6 +58,9 @@ pub(super) struct Pass<'s> {
     /// Per admitted group with a topology: the domain chosen for it, as (label, value) pairs
     /// its members' `nodeSelector`s gain.
     pub(super) domains: FxHashMap<usize, Vec<(&'s str, &'s str)>>,
+    /// Per admitted gang whose instances each keep to a domain: per instance of
+    /// [`Candidate::instance_levels`] released, its domain (`None`: no level).
+    pub(super) instance_domains: FxHashMap<usize, Vec<Option<Labelled<'s>>>>,
     /// The first queue below its fair share whose group this pass left waiting for room that
     /// reclaim could free (see `reclaimable`): while there is one, queues at or above their
     /// share admit nothing (what they took, reclaim would take back for it).
@@ -141,6 +144,7 @@ impl<'s> Pass<'s> {
             admitted: Vec::new(),
             lent: Vec::new(),
             domains: FxHashMap::default(),
+            instance_domains: FxHashMap::default(),
             starved: None,
             reclaimable,
             extras: FxHashMap::default(),
@@ -281,6 +285,9 @@ impl<'s> Pass<'s> {
                 member,
             });
         }
+        if let Some(why) = self.an_instance_never_fits(c) {
+            return Err(why);
+        }
         let needed = c.needed();
         let available = self.room.available_to(slot);
         // Why it does not fit the free room, built only once the pass knows it waits (moving
@@ -288,42 +295,12 @@ impl<'s> Pass<'s> {
         let member = if !needed.fits_in(&available) {
             None
         } else {
-            let need: Vec<&Resources> = c.need().collect();
-            match &c.topology {
-                None => match self.room.place(&need) {
-                    Ok(()) => {
-                        self.admitted(i, c, slot);
-                        return Ok(());
-                    }
-                    Err(member) => Some(Why::NoNode { member }),
-                },
-                Some(w) => {
-                    let mut tried = Vec::with_capacity(w.levels.tiers.len());
-                    for keys in &w.levels.tiers {
-                        match self.room.place_in_domain(&need, keys, &w.pinned) {
-                            Ok(domain) => {
-                                self.domains.insert(i, domain);
-                                self.admitted(i, c, slot);
-                                return Ok(());
-                            }
-                            Err(level) => tried.push(level),
-                        }
-                    }
-                    if w.levels.required {
-                        Some(Why::NoDomainRoom {
-                            tried,
-                            pinned: w.pinned(),
-                        })
-                    } else {
-                        match self.room.place(&need) {
-                            Ok(()) => {
-                                self.admitted(i, c, slot);
-                                return Ok(());
-                            }
-                            Err(member) => Some(Why::NoNode { member }),
-                        }
-                    }
+            match self.fit_now(i, c) {
+                Ok(()) => {
+                    self.admitted(i, c, slot);
+                    return Ok(());
                 }
+                Err(why) => Some(why),
             }
         };
         if let Some(why) = self.growth_wait(c, slot, || {
@@ -382,6 +359,44 @@ impl<'s> Pass<'s> {
         }
     }
 
+    /// Places what candidate `i` needs for quorum in the free room as its topology asks (one
+    /// domain for the gang, or for each instance), recording the domains; else why not.
+    #[expect(
+        clippy::result_large_err,
+        reason = "as for consider: the refusal's reason is kept"
+    )]
+    fn fit_now(&mut self, i: usize, c: &Candidate<'s>) -> Result<(), Why> {
+        let need: Vec<&Resources> = c.need().collect();
+        let Some(w) = &c.topology else {
+            if !c.instance_levels.is_empty() {
+                return self.fit_instances(i, c);
+            }
+            return self
+                .room
+                .place(&need)
+                .map_err(|member| Why::NoNode { member });
+        };
+        let mut tried = Vec::with_capacity(w.levels.tiers.len());
+        for keys in &w.levels.tiers {
+            match self.room.place_in_domain(&need, keys, &w.pinned) {
+                Ok(domain) => {
+                    self.domains.insert(i, domain);
+                    return Ok(());
+                }
+                Err(level) => tried.push(level),
+            }
+        }
+        if w.levels.required {
+            return Err(Why::NoDomainRoom {
+                tried,
+                pinned: w.pinned(),
+            });
+        }
+        self.room
+            .place(&need)
+            .map_err(|member| Why::NoNode { member })
+    }
+
     /// Extra members of a gang that has quorum: as many of them, in order, as fit the free
     /// room (each on some node) are released, a gang of sub-groups' whole instances at a
     /// time ([`Candidate::instances`]); they never head the line. Released all at once
@@ -405,16 +420,24 @@ impl<'s> Pass<'s> {
         } else {
             &c.instances
         };
-        for &unit in units {
+        let mut domains = Vec::new();
+        for (n, &unit) in units.iter().enumerate() {
             let members = &c.gated[released..released + unit];
             let need: Vec<&Resources> = members.iter().map(|m| &m.requests).collect();
             let mut with = taken.clone();
             need.iter().for_each(|r| with.add(r));
-            if !with.fits_in(&available) || self.room.place(&need).is_err() {
+            if !with.fits_in(&available) {
                 break;
             }
+            let Ok(domain) = self.place_instance(&need, c.instance_levels.get(n)) else {
+                break;
+            };
+            domains.push(domain);
             taken = with;
             released += unit;
+        }
+        if !c.instance_levels.is_empty() {
+            self.instance_domains.insert(i, domains);
         }
         if released == 0 {
             let first = c

@@ -4,11 +4,11 @@
 
 use super::collect::Book;
 use super::decision::{Admission, Decision, Hold, PodRef, QueueReport, RoomWait, Waiting, Within};
+use super::instances::member_domains;
 use super::order::Waits;
 use super::pass::Pass;
 use super::share::Shares;
 use crate::admit::why::{Reason, Why};
-use crate::model::Member;
 use crate::model::arrivals::Door;
 
 /// What `pass` decided over `book`.
@@ -66,20 +66,28 @@ pub(super) fn report(mut pass: Pass, book: Book, shares: Shares, waits: Waits) -
     for &i in &pass.admitted {
         let c = &candidates[i];
         let released = pass.extras.get(&i).map_or(&c.gated[..], |&n| &c.gated[..n]);
-        let (placeholders, gated): (Vec<&Member>, Vec<&Member>) =
-            released.iter().partition(|m| m.pod.is_placeholder());
-        let pods = match pass.domains.get(&i) {
-            Some(domain) => gated
-                .iter()
-                .map(|m| PodRef::into_domain(&m.pod, domain))
-                .collect(),
-            None => gated.iter().map(|m| PodRef::of(&m.pod)).collect(),
+        let of_instances = pass
+            .instance_domains
+            .get(&i)
+            .map(|domains| member_domains(c, domains));
+        let of_gang = pass.domains.get(&i);
+        let domain = |k: usize| match &of_instances {
+            Some(domains) => domains.get(k).copied().flatten(),
+            None => of_gang,
         };
+        let (mut pods, mut placeholders) = (Vec::new(), Vec::new());
+        for (k, m) in released.iter().enumerate() {
+            match domain(k) {
+                _ if m.pod.is_placeholder() => placeholders.push(m.pod.uid.clone()),
+                Some(domain) => pods.push(PodRef::into_domain(&m.pod, domain)),
+                None => pods.push(PodRef::of(&m.pod)),
+            }
+        }
         decision.admit.push(Admission {
             group: c.group.cloned(),
             queue: c.queue.to_owned(),
             pods,
-            placeholders: placeholders.iter().map(|m| m.pod.uid.clone()).collect(),
+            placeholders,
         });
     }
     for &i in &waited {

@@ -13,6 +13,7 @@ fn role(name: &str, size: u32, min_count: u32) -> SubGroup {
         min_count,
         selector: [("role".to_owned(), name.to_owned())].into(),
         match_label_keys: vec!["instance".into()],
+        topology_key: None,
     }
 }
 
