@@ -2,6 +2,7 @@
 //! left waiting and why, what waits only for room (for reclaim), the head's reservation, each
 //! queue's report, and the door for admissions on arrival when only members are lacking.
 
+use super::candidate::Candidate;
 use super::collect::Book;
 use super::decision::{Admission, Decision, Hold, PodRef, QueueReport, RoomWait, Waiting, Within};
 use super::instances::member_domains;
@@ -9,6 +10,7 @@ use super::order::Waits;
 use super::pass::Pass;
 use super::share::Shares;
 use crate::admit::why::{Reason, Why};
+use crate::model::Resources;
 use crate::model::arrivals::Door;
 
 /// What `pass` decided over `book`.
@@ -18,32 +20,7 @@ pub(super) fn report(mut pass: Pass, book: Book, shares: Shares, waits: Waits) -
     let Waits { mut whys, waited } = waits;
     let (names, mut reports): (Vec<String>, Vec<QueueReport>) = shares.queues.into_iter().unzip();
     let mut decision = Decision {
-        hold: pass.head.map(|(group, overdue)| Hold {
-            group: group.clone(),
-            overdue,
-            nodes: pass
-                .room
-                .held
-                .iter()
-                .map(|(at, held)| (pass.room.names[*at].to_owned(), held.clone()))
-                .collect(),
-            lacking: pass
-                .room
-                .lacking
-                .iter()
-                .map(|(at, lack)| (pass.room.names[*at].to_owned(), lack.clone()))
-                .collect(),
-            seen: pass
-                .room
-                .held
-                .iter()
-                .filter_map(|(at, _)| {
-                    let name = pass.room.names[*at];
-                    let node = state.nodes().slot(name)?.node.as_ref()?;
-                    Some((name.to_owned(), state.free_on(node)))
-                })
-                .collect(),
-        }),
+        hold: hold(&pass),
         unwanted_stand_ins: pass.unwanted_stand_ins(
             &pass
                 .admitted
@@ -63,59 +40,15 @@ pub(super) fn report(mut pass: Pass, book: Book, shares: Shares, waits: Waits) -
     };
     decision.grow = std::mem::take(&mut pass.growing.asks);
     decision.growth_timed_out = std::mem::take(&mut pass.growing.timed_out);
-    for &i in &pass.admitted {
-        let c = &candidates[i];
-        let released = pass.extras.get(&i).map_or(&c.gated[..], |&n| &c.gated[..n]);
-        let of_instances = pass
-            .instance_domains
-            .get(&i)
-            .map(|domains| member_domains(c, domains));
-        let of_gang = pass.domains.get(&i);
-        let domain = |k: usize| match &of_instances {
-            Some(domains) => domains.get(k).copied().flatten(),
-            None => of_gang,
-        };
-        let (mut pods, mut placeholders) = (Vec::new(), Vec::new());
-        for (k, m) in released.iter().enumerate() {
-            match domain(k) {
-                _ if m.pod.is_placeholder() => placeholders.push(m.pod.uid.clone()),
-                Some(domain) => pods.push(PodRef::into_domain(&m.pod, domain)),
-                None => pods.push(PodRef::of(&m.pod)),
-            }
-        }
-        decision.admit.push(Admission {
-            group: c.group.cloned(),
-            queue: c.queue.to_owned(),
-            pods,
-            placeholders,
-        });
-    }
-    for &i in &waited {
-        let c = &candidates[i];
-        let reason = whys[i].as_ref().map(Why::reason);
-        let capped = reason == Some(Reason::CapabilityReached);
-        let listed = c.missing > 0 && (capped || reason.is_some_and(Reason::short_of_room));
-        if listed {
-            decision.short_of_room.push(RoomWait {
-                group: c.group_key(),
-                queue: pass.names[c.slot].clone(),
-                need: c.need().cloned().collect(),
-                requests: c.requests.clone(),
-                priority: c.priority,
-                capped,
-                lone: c.group.is_none(),
-                within: c.topology.as_ref().filter(|w| w.levels.required).map(|w| {
-                    let keys = w.levels.widest().iter().map(|k| (*k).to_owned()).collect();
-                    let pinned = w
-                        .pinned
-                        .iter()
-                        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
-                        .collect();
-                    Within { keys, pinned }
-                }),
-            });
-        }
-    }
+    decision.admit = pass
+        .admitted
+        .iter()
+        .map(|&i| admission(&pass, &candidates[i], i))
+        .collect();
+    decision.short_of_room = waited
+        .iter()
+        .filter_map(|&i| room_wait(&pass, &candidates[i], whys[i].as_ref()))
+        .collect();
     decision.into_kept_room = book
         .into_kept_room
         .iter()
@@ -174,4 +107,90 @@ pub(super) fn report(mut pass: Pass, book: Book, shares: Shares, waits: Waits) -
     }
     decision.queues = names.into_iter().zip(reports).collect();
     decision
+}
+
+/// The release of admitted candidate `c` (index `i`): its members released in this pass, each
+/// with its domain's labels (the gang's, or its instance's) for its `nodeSelector`, and its
+/// placeholders apart.
+fn admission(pass: &Pass, c: &Candidate, i: usize) -> Admission {
+    let released = pass.extras.get(&i).map_or(&c.gated[..], |&n| &c.gated[..n]);
+    let of_instances = pass
+        .instance_domains
+        .get(&i)
+        .map(|domains| member_domains(c, domains));
+    let of_gang = pass.domains.get(&i);
+    let domain = |k: usize| match &of_instances {
+        Some(domains) => domains.get(k).copied().flatten(),
+        None => of_gang,
+    };
+    let (mut pods, mut placeholders) = (Vec::new(), Vec::new());
+    for (k, m) in released.iter().enumerate() {
+        match domain(k) {
+            _ if m.pod.is_placeholder() => placeholders.push(m.pod.uid.clone()),
+            Some(domain) => pods.push(PodRef::into_domain(&m.pod, domain)),
+            None => pods.push(PodRef::of(&m.pod)),
+        }
+    }
+    Admission {
+        group: c.group.cloned(),
+        queue: c.queue.to_owned(),
+        pods,
+        placeholders,
+    }
+}
+
+/// What reclaim reads of waiting candidate `c`, which waits for `why`: the room it needs, if it
+/// is short of its quorum for room or at its queue's capability.
+fn room_wait(pass: &Pass, c: &Candidate, why: Option<&Why>) -> Option<RoomWait> {
+    let reason = why.map(Why::reason);
+    let capped = reason == Some(Reason::CapabilityReached);
+    if c.missing == 0 || !(capped || reason.is_some_and(Reason::short_of_room)) {
+        return None;
+    }
+    Some(RoomWait {
+        group: c.group_key(),
+        queue: pass.names[c.slot].clone(),
+        need: c.need().cloned().collect(),
+        requests: c.requests.clone(),
+        priority: c.priority,
+        capped,
+        lone: c.group.is_none(),
+        within: c.topology.as_ref().filter(|w| w.levels.required).map(|w| {
+            let keys = w.levels.widest().iter().map(|k| (*k).to_owned()).collect();
+            let pinned = w
+                .pinned
+                .iter()
+                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+                .collect();
+            Within { keys, pinned }
+        }),
+    })
+}
+
+/// The head's reservation as the pass left it, if there is a head: its nodes, what each lacks,
+/// and what was free on each when it was made.
+fn hold(pass: &Pass) -> Option<Hold> {
+    let (group, overdue) = pass.head?;
+    let room = &pass.room;
+    let named = |list: &[(usize, Resources)]| -> Vec<(String, Resources)> {
+        list.iter()
+            .map(|(at, r)| (room.names[*at].to_owned(), r.clone()))
+            .collect()
+    };
+    let state = pass.state;
+    Some(Hold {
+        group: group.clone(),
+        overdue,
+        nodes: named(&room.held),
+        lacking: named(&room.lacking),
+        seen: room
+            .held
+            .iter()
+            .filter_map(|(at, _)| {
+                let name = room.names[*at];
+                let node = state.nodes().slot(name)?.node.as_ref()?;
+                Some((name.to_owned(), state.free_on(node)))
+            })
+            .collect(),
+    })
 }
