@@ -268,20 +268,22 @@ fn of_sub_groups<'s>(
         Ok(chosen) if chosen.is_empty() => {
             // Whole instances not started (new ones, and those whose lost members were made
             // again): the gated members of each go together.
-            let beyond: Vec<&[usize]> = instances
+            let gated_in = |i: &Instance| {
+                i.members[..size(i)]
+                    .iter()
+                    .filter(|&&m| members[m].gated)
+                    .count()
+            };
+            let beyond: Vec<&Instance> = instances
                 .iter()
                 .filter(|i| !started(i) && i.members.len() >= size(i))
-                .map(|i| &i.members[..size(i)])
                 .collect();
             let seen: Vec<Seen<'s>> = beyond
                 .iter()
-                .flat_map(|i| i.iter().map(|&m| members[m]))
+                .flat_map(|i| i.members[..size(i)].iter().map(|&m| members[m]))
                 .collect();
-            let chunks = beyond
-                .iter()
-                .map(|i| i.iter().filter(|&&m| members[m].gated).count())
-                .filter(|&n| n > 0)
-                .collect();
+            let waiting: Vec<&Instance> = beyond.into_iter().filter(|i| gated_in(i) > 0).collect();
+            let chunks = waiting.iter().map(|i| gated_in(i)).collect();
             if spec.placed_whole_by_scheduler {
                 // The scheduler's own cycle takes none of a tree while any of it is gated.
                 let gated = members.iter().filter(|m| m.gated).count();
@@ -291,12 +293,7 @@ fn of_sub_groups<'s>(
                 });
                 return (extras, None);
             }
-            let waiting = instances.iter().filter(|i| {
-                !started(i) && i.members.len() >= size(i) && {
-                    i.members[..size(i)].iter().any(|&m| members[m].gated)
-                }
-            });
-            let instance_levels = levels(state, spec, members, waiting);
+            let instance_levels = levels(state, spec, members, waiting.into_iter());
             let extras = candidate(queue, namespace, group, &seen, 0).map(|c| Candidate {
                 instances: chunks,
                 instance_levels,
@@ -307,18 +304,16 @@ fn of_sub_groups<'s>(
         Ok(chosen) => {
             let mut minimum: Vec<Seen<'s>> = chosen.iter().map(|&i| members[i]).collect();
             let quorum = u32::try_from(minimum.len()).unwrap_or(u32::MAX);
+            let mut taken = vec![false; members.len()];
+            chosen.iter().for_each(|&i| taken[i] = true);
             if spec.placed_whole_by_scheduler {
                 // Released with the minimum, within the queue's capability but not checked
                 // against the room: the scheduler places whole children beyond the minimum as
                 // room allows, and takes none of the tree while any of it is gated.
-                let mut taken = vec![false; members.len()];
-                chosen.iter().for_each(|&i| taken[i] = true);
-                let others = members.iter().zip(taken).filter(|(_, t)| !t);
+                let others = members.iter().zip(&taken).filter(|(_, t)| !**t);
                 minimum.extend(others.map(|(m, _)| *m));
                 return (candidate(queue, namespace, group, &minimum, quorum), None);
             }
-            let mut taken = vec![false; members.len()];
-            chosen.iter().for_each(|&i| taken[i] = true);
             let picked = instances.iter().filter(|i| taken[i.members[0]]);
             let instance_levels = levels(state, spec, members, picked);
             let minimum = candidate(queue, namespace, group, &minimum, quorum).map(|c| Candidate {
