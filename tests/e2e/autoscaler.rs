@@ -91,12 +91,21 @@ async fn largest_node_cpu_millis(nodes: &Api<Node>) -> i64 {
         .expect("the cluster has no node with allocatable CPU")
 }
 
-/// The NodeClaim Karpenter made for `node`, if any.
-async fn node_claim_of(claims: &Api<DynamicObject>, node: &str) -> Option<DynamicObject> {
-    let list = claims.list(&Default::default()).await.unwrap();
-    list.items
-        .into_iter()
-        .find(|c| c.data["status"]["nodeName"].as_str() == Some(node))
+/// The NodeClaim Karpenter made for `node`. Karpenter writes the node's name into its
+/// NodeClaim's status when it sees the node register, which can come after a pod is bound
+/// there, so this waits up to 30 s for it.
+async fn node_claim_of(claims: &Api<DynamicObject>, node: &str) -> DynamicObject {
+    eventually(
+        &format!("a NodeClaim to name the node {node}"),
+        30,
+        || async {
+            let list = claims.list(&Default::default()).await.unwrap();
+            list.items
+                .into_iter()
+                .find(|c| c.data["status"]["nodeName"].as_str() == Some(node))
+        },
+    )
+    .await
 }
 
 #[tokio::test]
@@ -144,9 +153,7 @@ async fn a_pod_larger_than_every_node_makes_karpenter_add_one_that_goes_when_the
             .map(String::as_str),
         Some("gpu-8x")
     );
-    let claim = node_claim_of(&claims, &node_name)
-        .await
-        .unwrap_or_else(|| panic!("no NodeClaim names the new node {node_name}"));
+    let claim = node_claim_of(&claims, &node_name).await;
     let claim_name = claim.metadata.name.unwrap();
 
     pods.delete("larger", &DeleteParams::default())
@@ -538,9 +545,7 @@ async fn a_gang_of_four_whole_node_pods_grows_the_cluster_binds_whole_never_part
     assert_eq!(on.len(), 4, "the four members share nodes: {on:?}");
     let mut made_for_it = Vec::new();
     for node in &on {
-        let claim = node_claim_of(&claims, node)
-            .await
-            .unwrap_or_else(|| panic!("no NodeClaim names the node {node}"));
+        let claim = node_claim_of(&claims, node).await;
         made_for_it.push(claim.metadata.name.unwrap());
     }
     no_stand_ins_left(&cluster.client, &ns, "whole").await;
