@@ -26,6 +26,11 @@ pub(super) struct Candidate<'s> {
     /// For a gang of sub-groups some of whose sub-groups name a `topologyKey`: its gated
     /// members, in order, as instances that each keep to one domain; empty otherwise.
     pub(super) instance_levels: Vec<InstanceLevel<'s>>,
+    /// A tree the scheduler places whole, released but its minimum not placed yet: its gated
+    /// members (made since) are released at once, within the queue's capability and not
+    /// weighed against the room, as those released with the minimum were; held at the gate
+    /// they would stop the scheduler from placing any of the tree.
+    pub(super) follows_release: bool,
     /// What releasing every gated member adds to the queue.
     pub(super) requests: Resources,
     pub(super) priority: i32,

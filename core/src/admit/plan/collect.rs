@@ -247,7 +247,9 @@ fn elastic<'s>(book: &mut Book<'s>, members: &[Seen<'s>], quorum: u32) {
 /// elastic unit ([`Candidate::instances`]). Members of an instance not yet whole wait for the
 /// rest of it. A gang the scheduler places whole itself (a tree of Kubernetes'
 /// CompositePodGroups, [`PodGroup::placed_whole_by_scheduler`]) is released all at once: with
-/// its minimum, every other member, and once started, every gated member together.
+/// its minimum, every other member; once released, members made before the scheduler placed
+/// its minimum follow at once ([`Candidate::follows_release`]), and after that every gated
+/// member goes together.
 fn of_sub_groups<'s>(
     state: &'s State,
     g: &GroupFacts<'s>,
@@ -285,10 +287,20 @@ fn of_sub_groups<'s>(
             let waiting: Vec<&Instance> = beyond.into_iter().filter(|i| gated_in(i) > 0).collect();
             let chunks = waiting.iter().map(|i| gated_in(i)).collect();
             if spec.placed_whole_by_scheduler {
-                // The scheduler's own cycle takes none of a tree while any of it is gated.
+                // The scheduler's own cycle takes none of a tree while any of it is gated:
+                // members made before it placed the minimum follow the release at once.
                 let gated = members.iter().filter(|m| m.gated).count();
+                let placed = |i: &Instance| {
+                    let placed = i.members.iter().filter(|&&m| members[m].placed).count();
+                    placed >= size(i)
+                };
+                let minimum_placed = matches!(
+                    sub_groups::minimum(&spec.sub_groups, &instances, &placed),
+                    Ok(lacking) if lacking.is_empty()
+                );
                 let extras = candidate(queue, namespace, group, members, 0).map(|c| Candidate {
                     instances: vec![gated],
+                    follows_release: !minimum_placed,
                     ..c
                 });
                 return (extras, None);
@@ -392,6 +404,7 @@ fn candidate<'s>(
         missing,
         instances: Vec::new(),
         instance_levels: Vec::new(),
+        follows_release: false,
         requests,
         priority: members.iter().map(|m| m.member.priority).max().unwrap_or(0),
         created,

@@ -189,6 +189,10 @@ impl<'s> Pass<'s> {
                 return Err(why);
             }
         }
+        if c.follows_release {
+            self.admitted(i, c, slot);
+            return Ok(());
+        }
         if let (Some(share), Some(starved)) = (share, self.starved)
             && share >= FAIR
             && starved != slot

@@ -350,3 +350,67 @@ fn a_tree_the_scheduler_places_stays_within_its_queue_s_capability_whole() {
     );
     assert_eq!(reason(&d, "svc"), Reason::CapabilityReached);
 }
+
+/// Instances of `TEN` beyond `MINIMUM`, made after the minimum was released.
+const LATE: [(&str, &str); 4] = [
+    ("prefill", "p2"),
+    ("prefill", "p2"),
+    ("decode", "d1"),
+    ("decode", "d1"),
+];
+
+fn late_instances(s: &mut State) {
+    for (i, (role, instance)) in LATE.iter().enumerate() {
+        s.apply_pod(
+            pod(format!("svc-{instance}-late{i}"))
+                .in_group("svc")
+                .in_queue("q")
+                .gated()
+                .labeled("role", role)
+                .labeled("instance", instance),
+        );
+    }
+}
+
+#[test]
+fn instances_made_after_a_tree_was_released_follow_it_at_once_while_the_scheduler_has_not_placed_its_minimum()
+ {
+    let mut s = cluster();
+    s.apply_pod(pod("other").in_queue("q").cpu(2_000).running_on("n1"));
+    tree_placed_by_scheduler(&mut s, &MINIMUM);
+    let d = decide_now(&s);
+    assert_eq!(released_instances(&d).len(), 6);
+    release(&mut s, &d);
+    late_instances(&mut s);
+    let d = decide_now(&s);
+    assert_eq!(
+        released_instances(&d),
+        ["d1", "d1", "p2", "p2"],
+        "no room is free for them, but the scheduler places none of the tree while any of it is gated"
+    );
+
+    let mut capped = Queue::new("q");
+    capped.capability.set("cpu", 9_000);
+    s.apply_queue(capped);
+    assert!(
+        decide_now(&s).admit.is_empty(),
+        "within the queue's capability only: 2 + 6 + 4 CPUs over 9"
+    );
+}
+
+#[test]
+fn instances_made_after_a_tree_s_minimum_was_placed_wait_whole_for_room() {
+    let mut s = cluster();
+    s.apply_pod(pod("other").in_queue("q").cpu(2_000).running_on("n1"));
+    tree_placed_by_scheduler(&mut s, &MINIMUM);
+    let d = decide_now(&s);
+    release(&mut s, &d);
+    bind_released(&mut s);
+    late_instances(&mut s);
+    assert!(
+        decide_now(&s).admit.is_empty(),
+        "the tree's minimum runs; its 4 further members wait for 4 free CPUs"
+    );
+    s.apply_node(node("n2", 4_000));
+    assert_eq!(released_instances(&decide_now(&s)).len(), 4);
+}
