@@ -103,7 +103,7 @@ tail_steps() {
 second_lane() {
   export GP_RUN_DIR=$PWD/e2e/.run-second
   step "every batch operator and Karpenter built, at a lower priority than the first lane (e2e/up --build-only; cached after the first run)"
-  nice -n 10 e2e/up --build-only --operators "training-operator kuberay mpi-operator jobset lws trainer spark-operator" \
+  nice -n 10 e2e/up --build-only --operators "training-operator kuberay mpi-operator jobset lws trainer spark-operator kueue" \
     --autoscaler karpenter
   step "the batch operators, every gang mode of each, and Spark (e2e/test -- operators:: spark::)"
   e2e/test "$@" -- operators:: spark::

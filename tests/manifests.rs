@@ -368,6 +368,12 @@ fn cluster_role_grants_exactly_what_gangplank_calls() {
         ("scheduling.k8s.io", "podgroups", "watch"),
         ("scheduling.k8s.io", "compositepodgroups", "list"),
         ("scheduling.k8s.io", "compositepodgroups", "watch"),
+        ("kueue.x-k8s.io", "workloads", "list"),
+        ("kueue.x-k8s.io", "workloads", "watch"),
+        ("kueue.x-k8s.io", "admissionchecks", "list"),
+        ("kueue.x-k8s.io", "admissionchecks", "watch"),
+        ("kueue.x-k8s.io", "workloads/status", "patch"),
+        ("kueue.x-k8s.io", "admissionchecks/status", "patch"),
         ("events.k8s.io", "events", "create"),
         ("batch.gangplank.dev", "jobs", "list"),
         ("batch.gangplank.dev", "jobs", "watch"),
@@ -496,6 +502,14 @@ fn kinds_the_code_names() -> BTreeMap<&'static str, (String, String)> {
             resource_of::<resource::v1::ResourceClaim>(),
         ),
         ("PodGroup", resource_of::<gangplank::api::PodGroup>()),
+        (
+            "KueueWorkload",
+            resource_of::<gangplank::api::kueue::KueueWorkload>(),
+        ),
+        (
+            "KueueAdmissionCheck",
+            resource_of::<gangplank::api::kueue::KueueAdmissionCheck>(),
+        ),
         ("Queue", resource_of::<Queue>()),
         ("Topology", resource_of::<gangplank::api::Topology>()),
         (
@@ -653,4 +667,17 @@ fn the_charts_app_version_is_the_crates_version() {
         "charts/gangplank/Chart.yaml's appVersion must be Cargo.toml's version"
     );
     assert_eq!(gangplank::build::VERSION, env!("CARGO_PKG_VERSION"));
+}
+
+#[test]
+fn the_charts_kueue_admission_check_names_gangplanks_controller() {
+    let template = std::fs::read_to_string("charts/gangplank/templates/kueue-admission-check.yaml")
+        .expect("the chart's AdmissionCheck template");
+    assert!(
+        template.contains(&format!(
+            "controllerName: {}",
+            gangplank::api::kueue::CONTROLLER_NAME
+        )),
+        "{template}"
+    );
 }

@@ -13,8 +13,8 @@ use std::process::Command;
 use std::sync::Arc;
 
 use base64::Engine;
-use gangplank::api::{QueueState, labels};
-use gangplank::webhooks::lookup::QueueView;
+use gangplank::api::{PodGroupPhase, QueueState, kueue, labels};
+use gangplank::webhooks::lookup::{PodGroupView, QueueView};
 use gangplank::webhooks::{Hook, Settings, StaticLookup, Webhooks, pods};
 use k8s_openapi::api::admissionregistration::v1::{
     MutatingWebhook, MutatingWebhookConfiguration, RuleWithOperations, ValidatingWebhook,
@@ -301,11 +301,13 @@ fn label_map(value: &Value) -> BTreeMap<String, String> {
 }
 
 /// Every pod variant: each subset of the four selectable keys, with and without Volcano's
-/// group annotation, in a namespace with and without a default queue, and in kube-system.
+/// group annotation, with and without the marks of a Workload Kueue admitted (its PodSet's
+/// label, and its annotation naming the Workload `w`, which has a Gangplank PodGroup in
+/// `team`), in a namespace with and without a default queue, and in kube-system.
 fn pod_variants() -> Vec<(Value, String, BTreeMap<String, String>, bool)> {
     let mut variants = Vec::new();
     for mask in 0..16u8 {
-        for volcano in [false, true] {
+        for (volcano, kueue) in [(false, false), (true, false), (false, true), (true, true)] {
             for (namespace, default_queue) in
                 [("team", false), ("team", true), ("kube-system", true)]
             {
@@ -316,10 +318,14 @@ fn pod_variants() -> Vec<(Value, String, BTreeMap<String, String>, bool)> {
                     }
                 }
                 pod_labels.insert("app".into(), "x".into());
-                let annotations: BTreeMap<String, String> = volcano
+                let mut annotations: BTreeMap<String, String> = volcano
                     .then(|| (labels::VOLCANO_GROUP_NAME_ANNOTATION.into(), "g".into()))
                     .into_iter()
                     .collect();
+                if kueue {
+                    pod_labels.insert("kueue.x-k8s.io/podset".into(), "main".into());
+                    annotations.insert(kueue::WORKLOAD_ANNOTATION.into(), "w".into());
+                }
                 let mut ns_labels = BTreeMap::from([(
                     "kubernetes.io/metadata.name".to_string(),
                     namespace.to_string(),
@@ -330,7 +336,7 @@ fn pod_variants() -> Vec<(Value, String, BTreeMap<String, String>, bool)> {
                 let system = namespace == "kube-system";
                 // Selectors see labels only: a pod known by Volcano's annotation alone reaches
                 // Gangplank through its namespace's default queue.
-                let managed = !system && (mask != 0 || default_queue);
+                let managed = !system && (mask != 0 || default_queue || kueue);
                 let pod = json!({
                     "apiVersion": "v1", "kind": "Pod",
                     "metadata": {"generateName": "p-", "namespace": namespace,
@@ -350,6 +356,12 @@ fn every_managed_pod_is_mutated_exactly_once_and_every_other_pod_never() {
         Arc::new(StaticLookup {
             namespaces: vec![("team".into(), "team-queue".into())],
             queues: ["team-queue", "g"].map(open_queue).to_vec(),
+            pod_groups: vec![PodGroupView {
+                namespace: "team".into(),
+                name: "w".into(),
+                queue: "team-queue".into(),
+                phase: PodGroupPhase::Inqueue,
+            }],
             ..Default::default()
         }),
         Settings::default(),
@@ -358,7 +370,7 @@ fn every_managed_pod_is_mutated_exactly_once_and_every_other_pod_never() {
         .into_iter()
         .filter(|e| e.covers("pods", "CREATE"))
         .collect();
-    assert_eq!(entries.len(), 5);
+    assert_eq!(entries.len(), 6);
     for (mut pod, namespace, ns_labels, managed) in pod_variants() {
         let before = pod.clone();
         let mut calls = Vec::new();

@@ -3,7 +3,7 @@
 # Each runs with the admin kubeconfig, its CRDs applied from the same module, in the gang mode
 # users set to get whole gangs. Sourced by e2e/up; needs common.sh and go-build.sh.
 
-KNOWN_OPERATORS="training-operator kuberay mpi-operator jobset lws trainer spark-operator"
+KNOWN_OPERATORS="training-operator kuberay mpi-operator jobset lws trainer spark-operator kueue"
 
 # established CRD: the CustomResourceDefinition CRD is served (kubectl wait fails on a CRD too
 # new to have conditions).
@@ -59,6 +59,8 @@ build_operator() {
         github.com/kubeflow/spark-operator/v2/cmd/operator "-s -w")
       home=$(spark_home) || exit 1
       printf 'spark_operator_HOME=%q\n' "$home" ;;
+    kueue)
+      bin=$(go_build kueue "$E2E_DIR/operators/kueue" sigs.k8s.io/kueue/cmd/kueue "-s -w") ;;
     *) die "--operators: unknown operator '$1' (known: $KNOWN_OPERATORS)" ;;
   esac
   printf '%s_BIN=%q\n' "${1//-/_}" "$bin"
@@ -518,4 +520,91 @@ start_spark_operator() {
     --enable-ui-service=false --metrics-bind-address=0 \
     --health-probe-bind-address="127.0.0.1:$health"
   wait_for 120 "spark-operator /readyz" curl -fsS "http://127.0.0.1:$health/readyz"
+}
+
+# kueue_crds: Kueue's CRDs, as its module ships them (config/components/crd/bases), served.
+kueue_crds() {
+  local dir
+  dir=$(module_dir kueue sigs.k8s.io/kueue)
+  kubectl apply --server-side -f "$dir/config/components/crd/bases/" >/dev/null
+  for crd in admissionchecks clusterqueues localqueues resourceflavors workloads; do
+    wait_for 60 "the Kueue $crd CRD" established "$crd.kueue.x-k8s.io"
+  done
+}
+
+# Kueue's controller manager (kueue.x-k8s.io/v1beta2: ClusterQueues, LocalQueues, Workloads,
+# AdmissionChecks), with the webhooks that hold a batch/v1 Job labelled with a LocalQueue
+# (kueue.x-k8s.io/queue-name) suspended until Kueue admits it, and that default and validate
+# Workloads: registered here under upstream's names with a URL on 127.0.0.1 and a certificate
+# made by webhooks/gen-certs.sh (its own certificate management, which needs a Service and
+# conversion webhooks in its CRDs, is off; the CRDs are the module's bases, served without
+# conversion, so clients use v1beta2 only). Kueue reads its metrics certificate from the
+# directory KUEUE_METRICS_CERTS names (a build-time patch, e2e/operators/kueue/*.sed), the
+# same certificate. Leader election and the visibility server are off; only the batch/Job
+# integration runs. It works in namespace kueue-system, which this creates.
+start_kueue() {
+  local certs webhook health metrics
+  kueue_crds
+  kubectl create namespace kueue-system --dry-run=client -o yaml | kubectl apply -f - >/dev/null
+  certs="$RUN_DIR/pki/kueue"
+  "$REPO_DIR/webhooks/gen-certs.sh" "$certs" localhost 127.0.0.1 >/dev/null
+  webhook=$(free_port)
+  health=$(free_port)
+  metrics=$(free_port)
+  cat >"$RUN_DIR/kueue-config.yaml" <<EOF
+apiVersion: config.kueue.x-k8s.io/v1beta2
+kind: Configuration
+namespace: kueue-system
+leaderElection: {leaderElect: false}
+internalCertManagement: {enable: false}
+webhook: {host: 127.0.0.1, port: $webhook, certDir: "$certs"}
+health: {healthProbeBindAddress: "127.0.0.1:$health"}
+metrics: {bindAddress: "127.0.0.1:$metrics"}
+integrations: {frameworks: ["batch/job"]}
+featureGates: {VisibilityOnDemand: false}
+EOF
+  log "starting kueue (batch/job integration)"
+  KUEUE_METRICS_CERTS="$certs" start kueue "$kueue_BIN" --config="$RUN_DIR/kueue-config.yaml" \
+    --kubeconfig="$RUN_DIR/kubeconfig"
+  wait_for 120 "kueue /readyz" curl -fsS "http://127.0.0.1:$health/readyz"
+  local ca url="https://127.0.0.1:$webhook"
+  ca=$(base64 -w0 <"$certs/ca.crt")
+  local jobs="objectSelector: {matchExpressions: [{key: kueue.x-k8s.io/queue-name, operator: Exists}]}"
+  kubectl apply -f - >/dev/null <<EOF
+apiVersion: admissionregistration.k8s.io/v1
+kind: MutatingWebhookConfiguration
+metadata: {name: kueue-mutating-webhook-configuration}
+webhooks:
+- name: mjob.kb.io
+  clientConfig: {url: "$url/mutate-batch-v1-job", caBundle: "$ca"}
+  rules: [{apiGroups: [batch], apiVersions: [v1], operations: [CREATE], resources: [jobs]}]
+  $jobs
+  admissionReviewVersions: [v1]
+  sideEffects: None
+  failurePolicy: Fail
+- name: mworkload.kb.io
+  clientConfig: {url: "$url/mutate-kueue-x-k8s-io-v1beta2-workload", caBundle: "$ca"}
+  rules: [{apiGroups: [kueue.x-k8s.io], apiVersions: [v1beta2], operations: [CREATE], resources: [workloads]}]
+  admissionReviewVersions: [v1]
+  sideEffects: None
+  failurePolicy: Fail
+---
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingWebhookConfiguration
+metadata: {name: kueue-validating-webhook-configuration}
+webhooks:
+- name: vjob.kb.io
+  clientConfig: {url: "$url/validate-batch-v1-job", caBundle: "$ca"}
+  rules: [{apiGroups: [batch], apiVersions: [v1], operations: [CREATE, UPDATE], resources: [jobs]}]
+  $jobs
+  admissionReviewVersions: [v1]
+  sideEffects: None
+  failurePolicy: Fail
+- name: vworkload.kb.io
+  clientConfig: {url: "$url/validate-kueue-x-k8s-io-v1beta2-workload", caBundle: "$ca"}
+  rules: [{apiGroups: [kueue.x-k8s.io], apiVersions: [v1beta2], operations: [CREATE, UPDATE], resources: [workloads, workloads/status]}]
+  admissionReviewVersions: [v1]
+  sideEffects: None
+  failurePolicy: Fail
+EOF
 }

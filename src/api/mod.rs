@@ -28,11 +28,13 @@
 
 pub mod batch_job;
 pub mod composite_pod_group;
+pub mod kueue;
 pub mod labels;
 pub mod leader_worker_set;
 pub mod min_replicas;
 pub mod pod_group;
 pub mod queue;
+pub mod requests;
 pub mod scheduler_plugins;
 pub mod spark;
 pub mod stages;

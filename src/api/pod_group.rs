@@ -184,12 +184,14 @@ pub struct SubGroupPolicy {
 
 impl PodGroup {
     /// Admitted on `minResources` before its members exist: its controller (a Volcano PodGroup,
-    /// unless it has sub-groups, which need their members' labels; or a batch Job) creates the
+    /// unless it has sub-groups, which need their members' labels; a batch Job; or a Kueue
+    /// Workload, whose job Kueue starts once Gangplank's check says the gang fits) creates the
     /// pods only once the group is admitted, or its members come in stages
     /// ([`super::labels::MEMBERS_IN_STAGES_ANNOTATION`]).
     pub fn admitted_ahead_of_members(&self) -> bool {
         (super::volcano::controls(self) && self.spec.sub_group_policy.is_empty())
             || super::batch_job::controls(self)
+            || super::kueue::controls(self)
             || self.members_in_stages()
     }
 

@@ -7,7 +7,6 @@ use std::collections::BTreeMap;
 use k8s_openapi::api::core::v1::{
     PersistentVolumeClaimVolumeSource, Pod, PodSpec, Volume, VolumeMount,
 };
-use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::ResourceExt;
 
@@ -15,8 +14,8 @@ use super::names::{
     JOB_NAME_LABEL, JOB_VERSION_LABEL, TASK_INDEX_LABEL, TASK_NAME_LABEL, owned_by, pod_name,
 };
 use crate::api::batch_job::{BatchJob, duration_seconds};
-use crate::api::{PodGroup, PodGroupSpec, ResourceList, labels};
-use gangplank_core::model::quantity::{self, Scale};
+use crate::api::requests::{add_requests, resource_list};
+use crate::api::{PodGroup, PodGroupSpec, labels};
 
 /// The gang that is bound all or nothing: `minAvailable` (every replica when absent); with
 /// `dependsOn`, only the tasks that depend on none (the later tasks' pods are created once
@@ -49,22 +48,13 @@ pub fn pod_group(job: &BatchJob) -> PodGroup {
     for task in spec.tasks.iter().filter(|t| t.depends_on.is_none()) {
         let take = task.min_available.unwrap_or(task.replicas).max(0).min(left);
         left -= take;
-        for (resource, amount) in template_requests(task) {
-            let sum = min_resources.entry(resource).or_default();
-            *sum = sum.saturating_add(amount.saturating_mul(i64::from(take)));
-        }
+        add_requests(&mut min_resources, &task.template, take);
     }
     let mut group = PodGroup::new(
         &job.name_any(),
         PodGroupSpec {
             max_member: (total > min_member).then_some(total),
-            min_resources: min_resources
-                .into_iter()
-                .map(|(r, amount)| {
-                    let q = quantity_of(&r, amount);
-                    (r, q)
-                })
-                .collect::<ResourceList>(),
+            min_resources: resource_list(min_resources),
             queue: queue(job).map(str::to_owned),
             priority_class_name: spec.priority_class_name.clone(),
             expected_runtime_seconds: spec
@@ -88,53 +78,6 @@ pub fn pod_group(job: &BatchJob) -> PodGroup {
 /// The queue the Job names, if any.
 pub fn queue(job: &BatchJob) -> Option<&str> {
     job.spec.queue.as_deref().filter(|q| !q.is_empty())
-}
-
-/// What one pod of `task` requests, per resource, in the cache's scale (millicores of CPU,
-/// whole units of the rest): the sum of its containers,
-/// or its largest init container where that is more, as the scheduler counts).
-fn template_requests(task: &crate::api::batch_job::TaskSpec) -> BTreeMap<String, i64> {
-    let Some(spec) = task.template.spec.as_ref() else {
-        return BTreeMap::new();
-    };
-    let mut sum: BTreeMap<String, i64> = BTreeMap::new();
-    for container in &spec.containers {
-        for (resource, amount) in requests_of(container) {
-            *sum.entry(resource).or_default() += amount;
-        }
-    }
-    for container in spec.init_containers.iter().flatten() {
-        for (resource, amount) in requests_of(container) {
-            let entry = sum.entry(resource).or_default();
-            *entry = (*entry).max(amount);
-        }
-    }
-    sum
-}
-
-fn requests_of(container: &k8s_openapi::api::core::v1::Container) -> Vec<(String, i64)> {
-    let Some(resources) = container.resources.as_ref() else {
-        return Vec::new();
-    };
-    let requests = resources.requests.as_ref().or(resources.limits.as_ref());
-    requests
-        .into_iter()
-        .flatten()
-        .filter_map(|(name, q)| {
-            quantity::parse(&q.0, Scale::for_resource(name))
-                .ok()
-                .map(|m| (name.clone(), m))
-        })
-        .collect()
-}
-
-/// `amount` of `resource` in the cache's scale, as a quantity.
-fn quantity_of(resource: &str, amount: i64) -> Quantity {
-    Quantity(match Scale::for_resource(resource) {
-        Scale::Milli if amount % 1000 != 0 => format!("{amount}m"),
-        Scale::Milli => (amount / 1000).to_string(),
-        Scale::Units => amount.to_string(),
-    })
 }
 
 /// Pod `index` of task number `task` of `job`, for the job's current `version`; labelled with
@@ -211,6 +154,7 @@ mod tests {
     use super::*;
     use crate::api::batch_job::{BatchJobSpec, DependsOn, TaskSpec};
     use k8s_openapi::api::core::v1::{Container, PodTemplateSpec, ResourceRequirements};
+    use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 
     fn task(name: &str, replicas: i32, cpu: &str) -> TaskSpec {
         TaskSpec {

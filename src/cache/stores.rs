@@ -1,8 +1,9 @@
 //! Reflector stores of API objects as the API shows them, shared by the controller and the
 //! webhooks: Jobs, PodGroups, Queues, Namespaces (metadata only: their labels name a default
-//! queue and are what queues' `namespaceSelector`s match), and scheduler-plugins', Volcano's and Kubernetes' own
-//! (`scheduling.k8s.io`, `v1beta1` or `v1alpha2`) PodGroups (each watched only while its API is
-//! served, and not needed for the controller to act). One watch per kind for the whole
+//! queue and are what queues' `namespaceSelector`s match), scheduler-plugins', Volcano's and Kubernetes' own
+//! (`scheduling.k8s.io`, `v1beta1` or `v1alpha2`) PodGroups, and Kueue's Workloads and
+//! AdmissionChecks (each of these watched only while its API is served, and not needed for the
+//! controller to act). One watch per kind for the whole
 //! process.
 //!
 //! The cluster cache keeps only what scheduling needs (a PodGroup's spec, no status, no
@@ -33,12 +34,13 @@ use kube::api::PartialObjectMeta;
 use kube::runtime::WatchStreamExt;
 use kube::runtime::reflector::{self, Store, store::Writer};
 use kube::runtime::watcher::{self, watcher};
-use kube::{Api, Client, Resource};
+use kube::{Api, Client, Resource, ResourceExt};
 use serde::de::DeserializeOwned;
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
 use crate::api::composite_pod_group::CompositePodGroup;
+use crate::api::kueue::{KueueAdmissionCheck, KueueWorkload};
 use crate::api::scheduler_plugins::SchedulerPluginsPodGroup;
 use crate::api::volcano::VolcanoPodGroup;
 use crate::api::workload_api::{UpstreamPodGroup, UpstreamPodGroupV1alpha2};
@@ -64,8 +66,12 @@ pub struct Stores {
     /// Kubernetes' `scheduling.k8s.io/v1alpha3` CompositePodGroups (1.37, alpha), watched while
     /// served.
     pub composite_pod_groups: Store<CompositePodGroup>,
+    /// Kueue's `kueue.x-k8s.io/v1beta2` Workloads, watched while served.
+    pub kueue_workloads: Store<KueueWorkload>,
+    /// Kueue's `kueue.x-k8s.io/v1beta2` AdmissionChecks, watched while served.
+    pub kueue_admission_checks: Store<KueueAdmissionCheck>,
     changed: Notify,
-    synced: [AtomicBool; 9],
+    synced: [AtomicBool; 11],
     /// The cluster model, for the node capacity the Queue webhook checks guarantees against.
     pub cache: crate::cache::Cache,
 }
@@ -81,6 +87,8 @@ pub struct Writers {
     upstream_pod_groups: Writer<UpstreamPodGroup>,
     upstream_v1alpha2_pod_groups: Writer<UpstreamPodGroupV1alpha2>,
     composite_pod_groups: Writer<CompositePodGroup>,
+    kueue_workloads: Writer<KueueWorkload>,
+    kueue_admission_checks: Writer<KueueAdmissionCheck>,
 }
 
 /// The kinds the stores hold, for [`Stores::synced`].
@@ -100,6 +108,10 @@ pub enum StoreKind {
     UpstreamV1alpha2PodGroups = 7,
     /// Optional: not part of [`Stores::is_synced`].
     CompositePodGroups = 8,
+    /// Optional: not part of [`Stores::is_synced`].
+    KueueWorkloads = 9,
+    /// Optional: not part of [`Stores::is_synced`].
+    KueueAdmissionChecks = 10,
 }
 
 /// The kinds the controller needs listed before it acts.
@@ -124,6 +136,8 @@ impl Stores {
         let (upstream_pod_groups, upstream_writer) = reflector::store();
         let (upstream_v1alpha2_pod_groups, upstream_v1alpha2_writer) = reflector::store();
         let (composite_pod_groups, composite_writer) = reflector::store();
+        let (kueue_workloads, kueue_workloads_writer) = reflector::store();
+        let (kueue_admission_checks, kueue_checks_writer) = reflector::store();
         let stores = Arc::new(Stores {
             jobs,
             pod_groups,
@@ -134,6 +148,8 @@ impl Stores {
             upstream_pod_groups,
             upstream_v1alpha2_pod_groups,
             composite_pod_groups,
+            kueue_workloads,
+            kueue_admission_checks,
             changed: Notify::new(),
             synced: Default::default(),
             cache,
@@ -148,8 +164,21 @@ impl Stores {
             upstream_pod_groups: upstream_writer,
             upstream_v1alpha2_pod_groups: upstream_v1alpha2_writer,
             composite_pod_groups: composite_writer,
+            kueue_workloads: kueue_workloads_writer,
+            kueue_admission_checks: kueue_checks_writer,
         };
         (stores, writers)
+    }
+
+    /// The names of the Kueue AdmissionChecks Gangplank runs (their `controllerName` is
+    /// [`crate::api::kueue::CONTROLLER_NAME`]).
+    pub fn kueue_checks_of_ours(&self) -> std::collections::HashSet<String> {
+        self.kueue_admission_checks
+            .state()
+            .iter()
+            .filter(|c| c.spec.controller_name == crate::api::kueue::CONTROLLER_NAME)
+            .map(|c| c.name_any())
+            .collect()
     }
 
     /// Completes after the next watch event (single waiter: the controller loop).
@@ -182,7 +211,7 @@ impl Stores {
         .collect()
     }
 
-    /// Watches the nine kinds cluster-wide until `shutdown` (the other schedulers' PodGroups
+    /// Watches the eleven kinds cluster-wide until `shutdown` (the other schedulers' PodGroups
     /// only while their API is served, [`Stores::reflect_optional`]), and mirrors the PodGroups and
     /// Queues it sees into the cache's mirror (`changes`) from the same watches (the cache
     /// watches nodes and pods itself, [`crate::cache::watch::run`]): one watch per kind for
@@ -202,7 +231,9 @@ impl Stores {
         let volcano = Api::<VolcanoPodGroup>::all(client.clone());
         let upstream = Api::<UpstreamPodGroup>::all(client.clone());
         let upstream_v1alpha2 = Api::<UpstreamPodGroupV1alpha2>::all(client.clone());
-        let composite = Api::<CompositePodGroup>::all(client);
+        let composite = Api::<CompositePodGroup>::all(client.clone());
+        let kueue_workloads = Api::<KueueWorkload>::all(client.clone());
+        let kueue_checks = Api::<KueueAdmissionCheck>::all(client);
         let all = watcher::Config::default;
         let mut pod_group_relay = Relay::<PodGroup>::new(changes.clone());
         let mut queue_relay = Relay::<Queue>::new(changes.clone());
@@ -283,6 +314,20 @@ impl Stores {
                 StoreKind::CompositePodGroups,
                 writers.composite_pod_groups,
                 composite,
+                &shutdown,
+            ),
+            self.reflect_optional(
+                "kueue.x-k8s.io workloads",
+                StoreKind::KueueWorkloads,
+                writers.kueue_workloads,
+                kueue_workloads,
+                &shutdown,
+            ),
+            self.reflect_optional(
+                "kueue.x-k8s.io admissionchecks",
+                StoreKind::KueueAdmissionChecks,
+                writers.kueue_admission_checks,
+                kueue_checks,
                 &shutdown,
             ),
         );

@@ -17,6 +17,11 @@
 //!   writes its status. A tree of them under Kubernetes' CompositePodGroups is one gang, of the
 //!   root ([`Foreign::root`], shaped by `super::composite_trees`); its PodGroups get none.
 //!
+//! Kueue's Workloads are read into the same view ([`Foreign::kueue`]): one whose quota Kueue
+//! reserved and that waits on Gangplank's AdmissionCheck gets a Gangplank PodGroup of every pod
+//! the reservation counts, `minResources` their requests, admitted ahead of its pods
+//! (`crate::api::kueue`); Kueue annotates the pods with the Workload's name.
+//!
 //! The pod webhook already reads every dialect's pod key as the group's name. So Gangplank creates its
 //! own PodGroup of the same name, in the same namespace, owned by the source (`controller:
 //! true`, so the garbage collector deletes it with its source), with:
@@ -44,6 +49,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference}
 use super::batch_v1_jobs::{JobPlan, made};
 use super::volcano_sub_groups;
 use crate::api::composite_pod_group::{self, CompositePodGroup, Shape};
+use crate::api::kueue::{self, KueueWorkload};
 use crate::api::pod_group::SubGroupPolicy;
 use crate::api::scheduler_plugins::SchedulerPluginsPodGroup;
 use crate::api::volcano::{self, VolcanoPodGroup, VolcanoPodGroupSpec, VolcanoPodGroupStatus};
@@ -66,6 +72,8 @@ static NO_RESOURCES: ResourceList = ResourceList::new();
 pub struct Foreign<'a> {
     pub meta: &'a ObjectMeta,
     pub api_version: &'static str,
+    /// Its kind, as notes name it and its PodGroup's owner reference says.
+    pub kind: &'static str,
     pub min_member: Option<i32>,
     pub min_resources: &'a ResourceList,
     pub schedule_timeout_seconds: Option<i32>,
@@ -90,6 +98,7 @@ impl<'a> Foreign<'a> {
         Some(Foreign {
             meta: &source.metadata,
             api_version: composite_pod_group::API_VERSION,
+            kind: "CompositePodGroup",
             min_member: Some(min_member),
             min_resources: &NO_RESOURCES,
             schedule_timeout_seconds: None,
@@ -105,6 +114,7 @@ impl<'a> From<&'a SchedulerPluginsPodGroup> for Foreign<'a> {
         Foreign {
             meta: &source.metadata,
             api_version: SCHEDULER_PLUGINS,
+            kind: "PodGroup",
             min_member: source.spec.min_member,
             min_resources: &source.spec.min_resources,
             schedule_timeout_seconds: source.spec.schedule_timeout_seconds,
@@ -120,6 +130,7 @@ impl<'a> From<&'a VolcanoPodGroup> for Foreign<'a> {
         Foreign {
             meta: &source.metadata,
             api_version: volcano::API_VERSION,
+            kind: "PodGroup",
             min_member: source.spec.min_member,
             min_resources: &source.spec.min_resources,
             schedule_timeout_seconds: None,
@@ -160,8 +171,27 @@ impl<'a> Foreign<'a> {
         Foreign {
             meta,
             api_version,
+            kind: "PodGroup",
             min_member: policy.gang.as_ref().map(|g| g.min_count),
             min_resources: &NO_RESOURCES,
+            schedule_timeout_seconds: None,
+            queue: None,
+            volcano: None,
+            tree: None,
+        }
+    }
+
+    /// A Kueue Workload whose quota Kueue reserved, waiting on Gangplank's check: a gang of
+    /// every pod the reservation counts, `min_resources` their requests
+    /// ([`kueue_min_resources`]), admitted ahead of its pods (`crate::api::kueue`).
+    pub fn kueue(source: &'a KueueWorkload, min_resources: &'a ResourceList) -> Self {
+        let pods = i32::try_from(source.gang_size()).unwrap_or(i32::MAX);
+        Foreign {
+            meta: &source.metadata,
+            api_version: kueue::API_VERSION,
+            kind: "Workload",
+            min_member: Some(pods),
+            min_resources,
             schedule_timeout_seconds: None,
             queue: None,
             volcano: None,
@@ -195,6 +225,25 @@ impl<'a> Foreign<'a> {
             .next()
             .unwrap_or(self.api_version)
     }
+}
+
+/// What the pods Kueue reserved quota for in `workload` request, in all.
+pub fn kueue_min_resources(workload: &KueueWorkload) -> ResourceList {
+    let mut sums = std::collections::BTreeMap::new();
+    for (set, count) in workload.admitted_pod_sets() {
+        crate::api::requests::add_requests(&mut sums, &set.template, count);
+    }
+    crate::api::requests::resource_list(sums)
+}
+
+/// Whether `workload` waits on Gangplank's check with its quota reserved: then it gets a
+/// Gangplank PodGroup. `ours` says whether an AdmissionCheck of that name is Gangplank's.
+/// One larger than Gangplank's largest gang gets none: its check is `Rejected` instead
+/// (`super::pass`'s Kueue checks).
+pub fn kueue_wants_a_gang(workload: &KueueWorkload, ours: &dyn Fn(&str) -> bool) -> bool {
+    workload.has_quota_reserved()
+        && workload.our_check(ours).is_some()
+        && workload.too_large().is_none()
 }
 
 /// What to do for `source`, given the Gangplank PodGroup of its name if one exists and its
@@ -294,14 +343,16 @@ pub fn owner(group: &PodGroup) -> Option<&OwnerReference> {
     group.metadata.owner_references.iter().flatten().find(|o| {
         let composite =
             o.kind == "CompositePodGroup" && o.api_version == composite_pod_group::API_VERSION;
+        let kueue = o.kind == "Workload" && o.api_version == kueue::API_VERSION;
         o.controller == Some(true)
-            && (composite || o.kind == "PodGroup")
+            && (composite || kueue || o.kind == "PodGroup")
             && [
                 SCHEDULER_PLUGINS,
                 volcano::API_VERSION,
                 UPSTREAM,
                 UPSTREAM_V1ALPHA2,
                 composite_pod_group::API_VERSION,
+                kueue::API_VERSION,
             ]
             .contains(&o.api_version.as_str())
     })
@@ -369,10 +420,11 @@ fn pod_group(
     spec.min_resources = source.min_resources.clone();
     spec.schedule_timeout_seconds = source.schedule_timeout_seconds.filter(|s| *s >= 1);
     let dialect = source.dialect();
+    let kind = source.kind;
     let mut size = if asked >= 1 {
-        format!("minMember {min_member} from {dialect} PodGroup {namespace}/{name}")
+        format!("minMember {min_member} from {dialect} {kind} {namespace}/{name}")
     } else {
-        format!("minMember 1: {dialect} PodGroup {namespace}/{name} sets no minMember")
+        format!("minMember 1: {dialect} {kind} {namespace}/{name} sets no minMember")
     };
     let sub_groups = source.volcano.and_then(volcano_sub_groups::mirror);
     let topology = source
@@ -404,10 +456,6 @@ fn pod_group(
         _ => {}
     }
     let warning = warning || matches!(source.tree, Some(Shape::Flat { .. }));
-    let kind = match source.tree {
-        Some(_) => "CompositePodGroup",
-        None => "PodGroup",
-    };
     let owner = (source.api_version, kind, name, uid);
     let mut group = made(name, namespace, spec, queue, Some(owner));
     let mut note = format!("{size}; queue {queue} ({from})");
@@ -447,6 +495,40 @@ mod tests {
             Some(JobPlan::Create { group, note, .. }) => (*group, note),
             other => panic!("expected a creation, got {other:?}"),
         }
+    }
+
+    #[test]
+    fn a_kueue_workload_becomes_a_gang_of_every_pod_its_quota_covers_admitted_ahead() {
+        let workload: KueueWorkload = serde_json::from_value(json!({
+            "apiVersion": kueue::API_VERSION, "kind": "Workload",
+            "metadata": {"name": "job-train-5c4f2", "namespace": "ml", "uid": "w-uid"},
+            "spec": {"podSets": [{"name": "main", "count": 4, "template": {"spec": {
+                "containers": [{"name": "c", "image": "busybox",
+                    "resources": {"requests": {"cpu": "16", "memory": "1Gi"}}}]}}}]},
+            "status": {"conditions": [{"type": "QuotaReserved", "status": "True",
+                    "reason": "QuotaReserved", "message": "",
+                    "lastTransitionTime": "2026-12-07T06:00:00Z"}],
+                "admissionChecks": [{"name": "gangplank", "state": "Pending", "message": "",
+                    "lastTransitionTime": "2026-12-07T06:00:00Z"}]}
+        }))
+        .unwrap();
+        assert!(kueue_wants_a_gang(&workload, &|n| n == "gangplank"));
+        assert!(!kueue_wants_a_gang(&workload, &|n| n == "another"));
+        let resources = kueue_min_resources(&workload);
+        let (group, note) = created(plan(Foreign::kueue(&workload, &resources), None, None));
+        assert_eq!(group.spec.min_member, 4);
+        assert_eq!(group.spec.min_resources["cpu"].0, "64");
+        assert_eq!(group.spec.min_resources["memory"].0, "4294967296");
+        let owner = owner(&group).expect("owned by its Workload");
+        assert_eq!(
+            (owner.kind.as_str(), owner.uid.as_str()),
+            ("Workload", "w-uid")
+        );
+        assert!(kueue::controls(&group) && group.admitted_ahead_of_members());
+        assert_eq!(
+            note,
+            "minMember 4 from kueue.x-k8s.io Workload ml/job-train-5c4f2; queue default (the default queue)"
+        );
     }
 
     #[test]

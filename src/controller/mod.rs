@@ -73,6 +73,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::admission_loop::published::Published;
+use crate::api::kueue::AdmissionCheckState;
 use crate::api::volcano::VolcanoPodGroupStatus;
 use crate::api::{PodGroup, PodGroupPhase, PodGroupStatus, QueueStatus};
 use crate::cache::Cache;
@@ -242,6 +243,10 @@ struct Controller {
     pod_group_writes: Writes<PodGroupStatus>,
     queue_writes: Writes<QueueStatus>,
     volcano_writes: Writes<VolcanoPodGroupStatus>,
+    /// Gangplank's check on Kueue Workloads, by Workload UID.
+    kueue_writes: Writes<AdmissionCheckState>,
+    /// Gangplank's Kueue AdmissionChecks marked `Active`, by UID.
+    kueue_activations: Writes<bool>,
     /// PodGroups (`namespace/name`) whose creation was attempted recently.
     created: HashMap<String, Instant>,
     /// Workloads read for groups without a PodGroup, by `pass::workload_key`, with when
@@ -260,6 +265,8 @@ impl Controller {
             pod_group_writes: Writes::coalescing(status::minor_change).debounced(writes::DEBOUNCE),
             queue_writes: Writes::default(),
             volcano_writes: Writes::default(),
+            kueue_writes: Writes::default(),
+            kueue_activations: Writes::default(),
             created: HashMap::new(),
             workloads: HashMap::new(),
         }

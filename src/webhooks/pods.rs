@@ -39,6 +39,10 @@
 //! ([`crate::api::composite_pod_group`]); one whose PodGroup or its parent the cache does not
 //! show yet joins that PodGroup, and the controller moves it into the tree's gang once it does.
 //! A pod whose PodGroup's parents run deeper than 4 levels, or in a circle, is refused.
+//! A pod of a Workload Kueue admitted (annotated `kueue.x-k8s.io/workload`) joins the
+//! Gangplank PodGroup of the Workload's name whenever one exists, whatever else it names: the
+//! controller makes it for a Workload that waits on Gangplank's check
+//! ([`crate::api::kueue`]).
 //!
 //! **Mutation** (CREATE only; gates can only be added at creation, and resources and most of a
 //! pod are immutable after it):
@@ -107,7 +111,7 @@ use super::queues::{check_open, unavailable};
 use super::review::{Denial, FieldErrors, Verdict};
 use super::{Webhooks, name_problem};
 use crate::api::composite_pod_group::{self, NoRoot};
-use crate::api::{labels, leader_worker_set, workloads};
+use crate::api::{kueue, labels, leader_worker_set, workloads};
 use crate::cache::convert;
 use crate::cache::lookup::TreeOf;
 use crate::metrics;
@@ -297,6 +301,7 @@ pub fn mutate(w: &Webhooks, request: &AdmissionRequest<Pod>) -> Result<Verdict, 
     let pod = request.object.as_ref().expect("checked when decoded");
     let namespace = request.namespace.as_deref().unwrap_or_default();
     let mut membership = Membership::of(pod, namespace, w.lookup()).map_err(unavailable)?;
+    join_its_kueue_workload(w, namespace, pod, &mut membership)?;
     if membership.is_empty() {
         return Ok(Verdict::allow());
     }
@@ -448,6 +453,41 @@ fn join_its_tree(
             Ok(Some((leaf, tree)))
         }
     }
+}
+
+/// A pod of a Workload Kueue admitted (annotated [`kueue::WORKLOAD_ANNOTATION`]) joins the
+/// Gangplank PodGroup of the Workload's name where one exists: the one the controller made
+/// for a Workload waiting on Gangplank's check (`crate::api::kueue`).
+fn join_its_kueue_workload(
+    w: &Webhooks,
+    namespace: &str,
+    pod: &Pod,
+    membership: &mut Membership,
+) -> Result<(), Denial> {
+    let annotations = pod.metadata.annotations.as_ref();
+    let Some(workload) = annotations.and_then(|a| a.get(kueue::WORKLOAD_ANNOTATION)) else {
+        return Ok(());
+    };
+    if w.lookup()
+        .pod_group(namespace, workload)
+        .map_err(unavailable)?
+        .is_some()
+    {
+        membership.group = Some(Named {
+            name: workload.clone(),
+            source: Source::Annotation(kueue::WORKLOAD_ANNOTATION),
+        });
+        if matches!(
+            &membership.queue,
+            Some(Named {
+                source: Source::Namespace(_),
+                ..
+            })
+        ) {
+            membership.queue = None;
+        }
+    }
+    Ok(())
 }
 
 /// Whether the pod's gang is admitted on arrival, so the pod is created without the gate.

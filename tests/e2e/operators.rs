@@ -4,9 +4,10 @@
 //! from the real operators e2e/up runs (`--operators`).
 //! The cluster is `e2e/up`'s default: 4 nodes of 32 CPUs. LeaderWorkerSet's replicas are in
 //! [`lws`] (one gang of them all: [`lws_replicas`]), Kubeflow Trainer's TrainJobs in [`trainer`],
-//! a JobSet as a gang of gangs in [`jobset`].
+//! a JobSet as a gang of gangs in [`jobset`], Kueue's Workloads placed whole in [`kueue`].
 
 mod jobset;
+mod kueue;
 mod lws;
 mod lws_replicas;
 mod trainer;

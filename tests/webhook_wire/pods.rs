@@ -637,3 +637,44 @@ async fn a_pod_in_an_open_queue_or_a_group_not_created_yet_is_admitted() {
 }
 
 // ---- workloads
+
+// ---- pods of a Kueue Workload
+
+/// A pod of a Job Kueue admitted: its PodSet's label and the Workload's annotation.
+fn a_kueue_pod() -> Value {
+    let mut pod = a_pod(json!({"kueue.x-k8s.io/podset": "main", "job-name": "train"}));
+    pod["metadata"]["annotations"] = json!({"kueue.x-k8s.io/workload": "job-train-5c4f2"});
+    pod
+}
+
+#[tokio::test]
+async fn a_pod_kueue_admitted_joins_the_gang_gangplank_made_for_its_workload() {
+    let lookup = StaticLookup {
+        pod_groups: vec![group_view(
+            "job-train-5c4f2",
+            "default",
+            PodGroupPhase::Inqueue,
+        )],
+        ..cluster()
+    };
+    let answer = post(
+        router_with(lookup, settings()),
+        MUTATE_PODS,
+        &create("pods", a_kueue_pod()),
+    )
+    .await;
+    assert_eq!(
+        patch(&answer)[0],
+        json!({"op": "add", "path": "/metadata/labels/scheduling.gangplank.dev~1pod-group", "value": "job-train-5c4f2"})
+    );
+}
+
+#[tokio::test]
+async fn a_pod_kueue_admitted_without_gangplanks_check_is_left_alone() {
+    let answer = post(router(), MUTATE_PODS, &create("pods", a_kueue_pod())).await;
+    assert_eq!(
+        answer["response"]["allowed"], true,
+        "no Gangplank PodGroup of the Workload's name: {answer}"
+    );
+    assert!(answer["response"].get("patch").is_none(), "{answer}");
+}

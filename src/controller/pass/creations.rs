@@ -95,11 +95,23 @@ impl Controller {
             .filter(|g| !composite_trees::in_a_tree(g))
             .cloned()
             .collect();
+        let workloads = self.stores.kueue_workloads.state();
+        let ours = self.stores.kueue_checks_of_ours();
+        let kueue: Vec<_> = workloads
+            .iter()
+            .filter(|w| foreign_groups::kueue_wants_a_gang(w, &|name| ours.contains(name)))
+            .map(|w| (w, foreign_groups::kueue_min_resources(w)))
+            .collect();
+        let kueue_sources = kueue.iter().map(|(w, min_resources)| {
+            let source = Foreign::kueue(w, min_resources);
+            (source, events::reference(w.as_ref()), "kueue")
+        });
         let sources = dialect_sources(&scheduler_plugins, "scheduler-plugins")
             .chain(dialect_sources(&volcano, "volcano"))
             .chain(dialect_sources(&leaves_alone, "workload-api"))
             .chain(dialect_sources(&upstream_v1alpha2, "workload-api"))
-            .chain(roots);
+            .chain(roots)
+            .chain(kueue_sources);
         for (source, regarding, dialect) in sources {
             let (Some(namespace), Some(name)) = (&source.meta.namespace, &source.meta.name) else {
                 continue;

@@ -1,7 +1,7 @@
 //! One pass of the controller, its phases in the order they run: the PodGroups to create (for
 //! Jobs, for other schedulers' PodGroups, for workloads, whose objects it reads first, and for
 //! pods that ask for one), the statuses that differ from what is stored (PodGroups, Queues,
-//! Volcano PodGroups), the write memory settled against what the watch shows, and the Events
+//! Volcano PodGroups, Gangplank's checks on Kueue Workloads: `kueue_checks`), the write memory settled against what the watch shows, and the Events
 //! within their budgets. It decides with the pure functions of the sibling modules and leaves
 //! the writes to the API to `api_writes`. The task of [`super::run`] owns the `Controller` and
 //! runs one pass at a time, so the controller's memory between passes has that one writer.
@@ -12,10 +12,12 @@ use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
 use tokio::time::Instant;
 
-use super::Controller;
 use super::waits::Wait;
+use super::writes::WriteDue;
+use super::{Controller, StatusWrite};
 use super::{observe, waits};
 use crate::admission_loop::published::PassOutcome;
+use crate::api::kueue::AdmissionCheckState;
 use crate::api::volcano::VolcanoPodGroupStatus;
 use crate::api::{PodGroupStatus, QueueStatus};
 use crate::events::{self, Event};
@@ -23,6 +25,7 @@ use crate::metrics;
 use gangplank_core::model::GroupKey;
 
 mod creations;
+mod kueue_checks;
 mod statuses;
 
 use statuses::{owned_queue_status, whole_seconds};
@@ -67,14 +70,14 @@ impl Controller {
 
         let mut due = None;
         let mut waits = Vec::new();
-        let mut volcano_desired = HashMap::new();
+        let mut mirrored = HashMap::new();
         let (pod_group_writes, counts) = self.pod_group_statuses(
             &observation,
             &admission_waits,
             &wall,
             now,
             &mut due,
-            (&mut waits, &mut volcano_desired),
+            (&mut waits, &mut mirrored),
         );
         let queue_writes = self.queue_statuses(
             &observation,
@@ -83,10 +86,13 @@ impl Controller {
             (now, &wall),
             &mut due,
         );
-        let volcano_writes = self.volcano_statuses(&volcano_desired, now, &mut due);
+        let volcano_writes = self.volcano_statuses(&mirrored, now, &mut due);
+        let kueue_writes = self.kueue_checks(&mirrored, now, &mut due);
         transitions.extend(self.write_pod_group_statuses(pod_group_writes, now).await);
         self.write_queue_statuses(queue_writes, now).await;
         self.write_volcano_statuses(volcano_writes, now).await;
+        self.write_kueue_checks(kueue_writes, now).await;
+        self.activate_kueue_checks(now).await;
         self.settle(now);
 
         let mut events = self.limiter.admit(transitions, usize::MAX, now);
@@ -137,6 +143,14 @@ impl Controller {
             .collect();
         self.volcano_writes
             .settle(now, |uid| statuses.get(uid).copied());
+        let ours = self.stores.kueue_checks_of_ours();
+        let workloads = self.stores.kueue_workloads.state();
+        let checks: HashMap<String, Option<&AdmissionCheckState>> = workloads
+            .iter()
+            .filter_map(|w| Some((w.uid()?, w.our_check(&|name| ours.contains(name)))))
+            .collect();
+        self.kueue_writes
+            .settle(now, |uid| checks.get(uid).copied());
     }
 
     /// Events on waiting groups within `budget`, then on the unbound members of those emitted
@@ -166,6 +180,23 @@ impl Controller {
                 .admit(members, waits::MEMBER_EVENTS_PER_PASS, now),
         );
         events
+    }
+}
+
+/// The write `make` builds when `decision` says to write now; otherwise none, and when the
+/// decision waits, `due` notes when to look again (the earliest of those noted).
+fn due_write<S>(
+    decision: WriteDue,
+    due: &mut Option<Instant>,
+    make: impl FnOnce() -> StatusWrite<S>,
+) -> Option<StatusWrite<S>> {
+    match decision {
+        WriteDue::InSync => None,
+        WriteDue::Wait(at) => {
+            *due = Some(due.map_or(at, |d| d.min(at)));
+            None
+        }
+        WriteDue::Write => Some(make()),
     }
 }
 

@@ -13,9 +13,9 @@ use tokio::time::Instant;
 use super::super::observe::{GroupCounts, Observation};
 use super::super::status::{Finisher, Inputs};
 use super::super::waits::Wait;
-use super::super::writes::WriteDue;
 use super::super::{Controller, StatusWrite};
 use super::super::{batch_v1_jobs, foreign_groups, queues, status, waits};
+use super::due_write;
 use crate::api::volcano::VolcanoPodGroupStatus;
 use crate::api::{self, PodGroup, PodGroupStatus, Queue, QueueStatus};
 use crate::events::{self};
@@ -24,8 +24,8 @@ use gangplank_core::model::GroupKey;
 
 impl Controller {
     /// The PodGroup statuses to write, and every group's phase counted per queue; adds the
-    /// waiting groups to `waits`, and the desired status of the groups Volcano PodGroups
-    /// control to `volcano`.
+    /// waiting groups to `waits`, and the desired status of the groups Volcano PodGroups and
+    /// Kueue Workloads control to `mirrored` (which their sources' statuses follow).
     pub(super) fn pod_group_statuses(
         &mut self,
         observation: &Observation,
@@ -33,7 +33,7 @@ impl Controller {
         wall: &Time,
         now: Instant,
         due: &mut Option<Instant>,
-        (waits, volcano): (&mut Vec<Wait>, &mut HashMap<GroupKey, PodGroupStatus>),
+        (waits, mirrored): (&mut Vec<Wait>, &mut HashMap<GroupKey, PodGroupStatus>),
     ) -> (
         Vec<StatusWrite<PodGroupStatus>>,
         HashMap<String, GroupCounts>,
@@ -73,13 +73,13 @@ impl Controller {
                 .entry(group.spec.queue_name().to_owned())
                 .or_default()
                 .add(desired.phase);
-            if api::volcano::controls(&group) {
-                volcano.insert(key.clone(), desired.clone());
+            if api::volcano::controls(&group) || api::kueue::controls(&group) {
+                mirrored.insert(key.clone(), desired.clone());
             }
-            match self.pod_group_writes.decide(&uid, stored, &desired, now) {
-                WriteDue::InSync => {}
-                WriteDue::Wait(at) => *due = Some(due.map_or(at, |d| d.min(at))),
-                WriteDue::Write => out.push(StatusWrite {
+            out.extend(due_write(
+                self.pod_group_writes.decide(&uid, stored, &desired, now),
+                due,
+                || StatusWrite {
                     uid,
                     namespace: Some(namespace),
                     name,
@@ -89,8 +89,8 @@ impl Controller {
                         min_member,
                         events::reference(group.as_ref()),
                     )),
-                }),
-            }
+                },
+            ))
         }
         (out, counts)
     }
@@ -134,20 +134,18 @@ impl Controller {
                 wall,
             );
             let stored = owned_queue_status(&queue);
-            match self
-                .queue_writes
-                .decide(&uid, stored.as_ref(), &desired, now)
-            {
-                WriteDue::InSync => {}
-                WriteDue::Wait(at) => *due = Some(due.map_or(at, |d| d.min(at))),
-                WriteDue::Write => out.push(StatusWrite {
+            out.extend(due_write(
+                self.queue_writes
+                    .decide(&uid, stored.as_ref(), &desired, now),
+                due,
+                || StatusWrite {
                     uid,
                     namespace: None,
                     name,
                     status: desired,
                     transition: None,
-                }),
-            }
+                },
+            ))
         }
         out
     }
@@ -170,20 +168,18 @@ impl Controller {
                 continue;
             };
             let status = foreign_groups::volcano_status(group);
-            match self
-                .volcano_writes
-                .decide(&uid, source.status.as_ref(), &status, now)
-            {
-                WriteDue::InSync => {}
-                WriteDue::Wait(at) => *due = Some(due.map_or(at, |d| d.min(at))),
-                WriteDue::Write => out.push(StatusWrite {
+            out.extend(due_write(
+                self.volcano_writes
+                    .decide(&uid, source.status.as_ref(), &status, now),
+                due,
+                || StatusWrite {
                     uid,
                     namespace: Some(namespace),
                     name,
                     status,
                     transition: None,
-                }),
-            }
+                },
+            ))
         }
         out
     }
