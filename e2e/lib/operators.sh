@@ -129,16 +129,11 @@ EOF
       first=
     fi
     local ready=0
-    wait_while_running "$namespace" 90 "training-operator ($gang) /readyz" \
+    wait_while_running "$namespace" 120 "training-operator ($gang) /readyz" \
       curl -fsS "http://127.0.0.1:$health/readyz" || ready=$?
-    if ((ready != 0)); then
-      # Exited, or not ready: its certificate rotator (cert-controller v0.10.1) can lose a race
-      # with itself writing the Secret at start, find it without ca.crt, and then look again
-      # only after a backoff that doubles from 1 s (jittered), past any wait here; started
-      # again, it finds the Secret whole and is ready at once. Started once more, as the
-      # kubelet restarts an operator's container.
+    if ((ready == 2)); then
+      # Exited: started once more, as the kubelet restarts an operator's container.
       last_words
-      stop "$namespace"
       log "starting training-operator in namespace $namespace again"
       start_training_operator_in "$namespace" "$gang" "$health" "$port" "$tmp"
       ready=0
