@@ -83,7 +83,9 @@ TRAINING_OPERATOR_NAMESPACES="training-operator training-operator-volcano traini
 # generates the certificates into the namespace kubeflow's Secret, all wait for them in
 # $TMPDIR/k8s-webhook-server/serving-certs (in a pod, the Secret mounted there; here, copied there
 # from the Secret, with TMPDIR the run directory's training-operator-tmp, so that clusters side
-# by side keep theirs apart) and until they have put the CA into their ValidatingWebhookConfiguration; the
+# by side keep theirs apart; its certificate rotator, which looked in /tmp's alone, looks there
+# too by a build-time patch, e2e/operators/training-operator/*.sed) and until they have put the
+# CA into their ValidatingWebhookConfiguration; the
 # others find them valid and keep them. So that configuration exists, but with a rule no
 # request matches (its certificate names a Service, not 127.0.0.1): the suite tests
 # scheduling, not the operator's validation.
