@@ -428,7 +428,20 @@ async fn helm_upgrade_from_the_previous_release_keeps_gangs_whole_certificates_q
     // certificate and the scheduler's client certificate, byte for byte.
     assert!(secret_data(&cluster, "gangplank-tls").await == tls);
     assert!(secret_data(&cluster, "gangplank-scheduler-client").await == scheduler_client);
-    assert!(webhook_ca_bundles(&cluster).await == ca_bundles);
+    // Each webhook kept its CA bundle; one the new chart adds trusts the same CA.
+    let after = webhook_ca_bundles(&cluster).await;
+    for (hook, bundle) in &ca_bundles {
+        assert!(
+            after.get(hook) == Some(bundle),
+            "webhook {hook}'s CA bundle changed"
+        );
+    }
+    assert!(
+        after
+            .values()
+            .all(|b| ca_bundles.values().any(|installed| installed == b)),
+        "a webhook the upgrade added trusts another CA"
+    );
     assert_eq!(specs(&cluster, &ns.name).await, specs_before);
 
     // The running gang runs on, counted by its group and its queue.
@@ -501,7 +514,20 @@ async fn helm_upgrade_from_the_previous_release_keeps_gangs_whole_certificates_q
     let (_, leader_ip) = rolled_out_to(&cluster, &format!("{repository}:{previous}")).await;
     assert!(secret_data(&cluster, "gangplank-tls").await == tls);
     assert!(secret_data(&cluster, "gangplank-scheduler-client").await == scheduler_client);
-    assert!(webhook_ca_bundles(&cluster).await == ca_bundles);
+    // Each webhook kept its CA bundle; one the new chart adds trusts the same CA.
+    let after = webhook_ca_bundles(&cluster).await;
+    for (hook, bundle) in &ca_bundles {
+        assert!(
+            after.get(hook) == Some(bundle),
+            "webhook {hook}'s CA bundle changed"
+        );
+    }
+    assert!(
+        after
+            .values()
+            .all(|b| ca_bundles.values().any(|installed| installed == b)),
+        "a webhook the upgrade added trusts another CA"
+    );
     assert_eq!(specs(&cluster, &ns.name).await, specs_before);
     for (prefix, count) in [("held-", 4), ("waiting-", 2), ("after-", 3)] {
         assert_eq!(
