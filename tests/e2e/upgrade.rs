@@ -104,6 +104,22 @@ async fn secret_data(cluster: &Cluster, name: &str) -> BTreeMap<String, Vec<u8>>
         .collect()
 }
 
+/// Each webhook of `installed` (name to CA bundle) keeps its CA bundle, and any webhook the
+/// chart now registers beside them trusts one of those CAs.
+async fn webhooks_keep_their_ca(cluster: &Cluster, installed: &BTreeMap<String, Vec<u8>>) {
+    let now = webhook_ca_bundles(cluster).await;
+    for (hook, bundle) in installed {
+        assert!(
+            now.get(hook) == Some(bundle),
+            "webhook {hook}'s CA bundle changed"
+        );
+    }
+    assert!(
+        now.values().all(|b| installed.values().any(|ca| ca == b)),
+        "a webhook the chart added trusts another CA"
+    );
+}
+
 /// The caBundle of each of Gangplank's webhooks, by webhook name.
 async fn webhook_ca_bundles(cluster: &Cluster) -> BTreeMap<String, Vec<u8>> {
     let mut out = BTreeMap::new();
@@ -428,20 +444,7 @@ async fn helm_upgrade_from_the_previous_release_keeps_gangs_whole_certificates_q
     // certificate and the scheduler's client certificate, byte for byte.
     assert!(secret_data(&cluster, "gangplank-tls").await == tls);
     assert!(secret_data(&cluster, "gangplank-scheduler-client").await == scheduler_client);
-    // Each webhook kept its CA bundle; one the new chart adds trusts the same CA.
-    let after = webhook_ca_bundles(&cluster).await;
-    for (hook, bundle) in &ca_bundles {
-        assert!(
-            after.get(hook) == Some(bundle),
-            "webhook {hook}'s CA bundle changed"
-        );
-    }
-    assert!(
-        after
-            .values()
-            .all(|b| ca_bundles.values().any(|installed| installed == b)),
-        "a webhook the upgrade added trusts another CA"
-    );
+    webhooks_keep_their_ca(&cluster, &ca_bundles).await;
     assert_eq!(specs(&cluster, &ns.name).await, specs_before);
 
     // The running gang runs on, counted by its group and its queue.
@@ -514,20 +517,7 @@ async fn helm_upgrade_from_the_previous_release_keeps_gangs_whole_certificates_q
     let (_, leader_ip) = rolled_out_to(&cluster, &format!("{repository}:{previous}")).await;
     assert!(secret_data(&cluster, "gangplank-tls").await == tls);
     assert!(secret_data(&cluster, "gangplank-scheduler-client").await == scheduler_client);
-    // Each webhook kept its CA bundle; one the new chart adds trusts the same CA.
-    let after = webhook_ca_bundles(&cluster).await;
-    for (hook, bundle) in &ca_bundles {
-        assert!(
-            after.get(hook) == Some(bundle),
-            "webhook {hook}'s CA bundle changed"
-        );
-    }
-    assert!(
-        after
-            .values()
-            .all(|b| ca_bundles.values().any(|installed| installed == b)),
-        "a webhook the upgrade added trusts another CA"
-    );
+    webhooks_keep_their_ca(&cluster, &ca_bundles).await;
     assert_eq!(specs(&cluster, &ns.name).await, specs_before);
     for (prefix, count) in [("held-", 4), ("waiting-", 2), ("after-", 3)] {
         assert_eq!(
