@@ -6,7 +6,8 @@
 # up from the chart; the Workload API on), in two lanes of clusters at once: the suite without
 # the batch operators in one; in the other the operators in every gang mode, a few gang and
 # operator tests again on a cluster with the Workload API off (Kubernetes' default) whose
-# scheduler sends every pod to Gangplank, and the autoscaler tests; then, in whichever lane is
+# scheduler sends every pod to Gangplank, the autoscaler tests, and the multi-cluster tests on a
+# MultiKueue manager with two workers (e2e/multikueue); then, in whichever lane is
 # free first, the chart's Deployment run from the image (two replicas and a leader handover), a
 # helm upgrade from the previous release, and the demo (the README's first command) with a
 # check of the report it leaves. `e2e/test` alone
@@ -98,7 +99,8 @@ tail_steps() {
 # (GP_RUN_DIR): most of an end-to-end test is waiting for a controller, so two clusters share
 # the 2 cores. The first lane is the suite without the batch operators; the second runs, one
 # cluster after another, the operators' tests (every gang mode of each) and Spark's, the
-# every-pod subset and the autoscaler tests. The last steps go to whichever lane is free first.
+# every-pod subset, the autoscaler tests and the multi-cluster tests. The last steps go to
+# whichever lane is free first.
 # The second lane's output is printed once both lanes are done.
 second_lane() {
   export GP_RUN_DIR=$PWD/e2e/.run-second
@@ -125,6 +127,9 @@ second_lane() {
   # meant to wait.
   step "end-to-end with a node autoscaler (e2e/test --autoscaler karpenter, the autoscaler tests)"
   GP_OPERATORS="" e2e/test --autoscaler karpenter "$@" -- autoscaler::
+  # Three clusters side by side: a MultiKueue manager and two workers with Gangplank.
+  step "beyond one cluster: a MultiKueue manager dispatching to two workers with Gangplank (e2e/multikueue test)"
+  GP_RUN_DIR=$PWD/e2e/.run-multikueue e2e/multikueue test
   tail_steps "$@"
   step ""
 }

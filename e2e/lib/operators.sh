@@ -544,10 +544,18 @@ kueue_crds() {
 # directory KUEUE_METRICS_CERTS names (a build-time patch, e2e/operators/kueue/*.sed), the
 # same certificate. Leader election and the visibility server are off; only the batch/Job
 # integration runs. It works in namespace kueue-system, which this creates.
+# With GP_KUEUE_WORKERS (run directories of other local clusters, e2e/multikueue) this Kueue is
+# a MultiKueue manager: a MultiKueueCluster worker-<i> for each, its kubeconfig (flattened:
+# MultiKueue refuses certificate files) in Secret worker-<i>-kubeconfig, a worker lost after
+# GP_KUEUE_WORKER_LOST_TIMEOUT (default 30s; Kueue's own default is 15m), remote objects
+# whose job is gone collected every 10 s.
 start_kueue() {
-  local certs webhook health metrics
+  local certs webhook health metrics multikueue=""
   kueue_crds
   kubectl create namespace kueue-system --dry-run=client -o yaml | kubectl apply -f - >/dev/null
+  if [[ -n ${GP_KUEUE_WORKERS:-} ]]; then
+    multikueue="multiKueue: {gcInterval: 10s, workerLostTimeout: ${GP_KUEUE_WORKER_LOST_TIMEOUT:-30s}}"
+  fi
   certs="$RUN_DIR/pki/kueue"
   "$REPO_DIR/webhooks/gen-certs.sh" "$certs" localhost 127.0.0.1 >/dev/null
   webhook=$(free_port)
@@ -564,8 +572,9 @@ health: {healthProbeBindAddress: "127.0.0.1:$health"}
 metrics: {bindAddress: "127.0.0.1:$metrics"}
 integrations: {frameworks: ["batch/job"]}
 featureGates: {VisibilityOnDemand: false}
+$multikueue
 EOF
-  log "starting kueue (batch/job integration)"
+  log "starting kueue (batch/job integration${multikueue:+, a MultiKueue manager})"
   KUEUE_METRICS_CERTS="$certs" start kueue "$kueue_BIN" --config="$RUN_DIR/kueue-config.yaml" \
     --kubeconfig="$RUN_DIR/kubeconfig"
   wait_for 120 "kueue /readyz" curl -fsS "http://127.0.0.1:$health/readyz"
@@ -609,4 +618,25 @@ webhooks:
   sideEffects: None
   failurePolicy: Fail
 EOF
+  [[ -z ${GP_KUEUE_WORKERS:-} ]] || multikueue_clusters $GP_KUEUE_WORKERS
+}
+
+# multikueue_clusters RUN_DIR...: each cluster's kubeconfig as a Secret and a MultiKueueCluster
+# worker-<i> naming it, for the manager's Kueue; waits until each is Active (connected).
+multikueue_clusters() {
+  local i=0 dir
+  for dir in "$@"; do
+    i=$((i + 1))
+    "$RUN_DIR/bin/kubectl" config view --raw --flatten --kubeconfig="$dir/kubeconfig" >"$RUN_DIR/worker-$i.kubeconfig"
+    kubectl create secret generic "worker-$i-kubeconfig" -n kueue-system \
+      --from-file=kubeconfig="$RUN_DIR/worker-$i.kubeconfig" --dry-run=client -o yaml | kubectl apply -f - >/dev/null
+    kubectl apply -f - >/dev/null <<EOF
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: MultiKueueCluster
+metadata: {name: worker-$i}
+spec: {clusterSource: {kubeConfig: {locationType: Secret, location: worker-$i-kubeconfig}}}
+EOF
+    wait_for 60 "MultiKueueCluster worker-$i Active" \
+      kubectl wait --for=condition=Active --timeout=1s "multikueuecluster/worker-$i"
+  done
 }

@@ -20,6 +20,7 @@ mod floods;
 mod gangs;
 mod instance_topology;
 mod leader;
+mod multi_cluster;
 mod operators;
 mod queues;
 mod reclaim;

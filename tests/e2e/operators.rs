@@ -7,7 +7,7 @@
 //! a JobSet as a gang of gangs in [`jobset`], Kueue's Workloads placed whole in [`kueue`].
 
 mod jobset;
-mod kueue;
+pub mod kueue;
 mod lws;
 mod lws_replicas;
 mod trainer;

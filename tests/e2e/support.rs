@@ -71,8 +71,13 @@ pub struct Cluster {
 
 impl Cluster {
     pub async fn connect() -> Cluster {
-        let env = read_env_file(&run_dir().join("env"));
-        let kubeconfig = Kubeconfig::read_from(run_dir().join("kubeconfig"))
+        Cluster::connect_to(&run_dir()).await
+    }
+
+    /// The cluster `e2e/up` started in run directory `dir` (one of several side by side).
+    pub async fn connect_to(dir: &Path) -> Cluster {
+        let env = read_env_file(&dir.join("env"));
+        let kubeconfig = Kubeconfig::read_from(dir.join("kubeconfig"))
             .expect("failed to read the cluster's kubeconfig (is it up? run e2e/up)");
         let config = Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
             .await
@@ -567,9 +572,14 @@ pub async fn complete_the_held_gang(pods: &Api<Pod>) {
 
 /// Runs `e2e/component NAME ACTION` (kill, start, restart) against this cluster.
 pub fn component_ctl(name: &str, action: &str) {
+    component_ctl_in(&run_dir(), name, action);
+}
+
+/// Runs `e2e/component NAME ACTION` against the cluster of run directory `dir`.
+pub fn component_ctl_in(dir: &Path, name: &str, action: &str) {
     let status = std::process::Command::new(repo_dir().join("e2e/component"))
         .args([name, action])
-        .env("GP_RUN_DIR", run_dir())
+        .env("GP_RUN_DIR", dir)
         .status()
         .expect("failed to run e2e/component");
     assert!(status.success(), "e2e/component {name} {action} failed");

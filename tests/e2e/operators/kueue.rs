@@ -14,35 +14,76 @@ use serde_json::json;
 use crate::sub_groups::filler;
 use crate::support::{Cluster, eventually, holds_for};
 
-/// Kueue's cluster-scoped objects of one test (a ResourceFlavor, Gangplank's AdmissionCheck
-/// and a ClusterQueue, all named `name`), deleted when it fails.
-struct KueueGuard(String);
+/// Kueue's cluster-scoped objects of one test (a ResourceFlavor, an AdmissionCheck, a
+/// ClusterQueue and, on a MultiKueue manager, a MultiKueueConfig, all named `name`) on the
+/// cluster of `run_dir`, deleted when it fails.
+pub struct KueueGuard {
+    pub run_dir: std::path::PathBuf,
+    pub name: String,
+}
+
+impl KueueGuard {
+    pub fn new(name: &str) -> KueueGuard {
+        KueueGuard {
+            run_dir: crate::support::run_dir(),
+            name: name.to_owned(),
+        }
+    }
+}
 
 impl Drop for KueueGuard {
     fn drop(&mut self) {
         if !std::thread::panicking() {
             return;
         }
-        let run = crate::support::run_dir();
-        for kind in ["clusterqueue", "admissioncheck", "resourceflavor"] {
+        let run = &self.run_dir;
+        for kind in CLUSTER_KINDS {
             let status = std::process::Command::new(run.join("bin/kubectl"))
                 .arg("--kubeconfig")
                 .arg(run.join("kubeconfig"))
-                .args(["delete", kind, &self.0, "--wait=false"])
+                .args([
+                    "delete",
+                    kind,
+                    &self.name,
+                    "--wait=false",
+                    "--ignore-not-found",
+                ])
                 .status();
-            eprintln!("deleted the failed test's {kind} {}: {status:?}", self.0);
+            eprintln!("deleted the failed test's {kind} {}: {status:?}", self.name);
         }
     }
 }
 
-fn kueue_api(client: &Client, kind: &str) -> Api<DynamicObject> {
+/// The cluster-scoped kinds a test's Kueue queue is made of, in the order they go.
+const CLUSTER_KINDS: [&str; 4] = [
+    "ClusterQueue",
+    "AdmissionCheck",
+    "MultiKueueConfig",
+    "ResourceFlavor",
+];
+
+pub fn kueue_api(client: &Client, kind: &str) -> Api<DynamicObject> {
     let gvk = GroupVersionKind::gvk("kueue.x-k8s.io", "v1beta2", kind);
     Api::all_with(client.clone(), &ApiResource::from_gvk(&gvk))
 }
 
 /// A ClusterQueue `name` of `cpus` CPUs that lists Gangplank's AdmissionCheck, and a
 /// LocalQueue of the same name in `namespace`; returns once Gangplank marked its check Active.
-async fn queue_with_gangplanks_check(client: &Client, name: &str, namespace: &str, cpus: u32) {
+pub async fn queue_with_gangplanks_check(client: &Client, name: &str, namespace: &str, cpus: u32) {
+    let check = json!({"controllerName": kueue::CONTROLLER_NAME});
+    queue_with_check(client, name, namespace, cpus, Some(check)).await;
+}
+
+/// A ResourceFlavor, an AdmissionCheck of spec `check` (if any), a ClusterQueue of `cpus` CPUs
+/// that lists it, all named `name`, and a LocalQueue of that name in `namespace`; returns once
+/// the check's controller marked it Active.
+pub async fn queue_with_check(
+    client: &Client,
+    name: &str,
+    namespace: &str,
+    cpus: u32,
+    check: Option<serde_json::Value>,
+) {
     let create = |kind: &'static str, object: serde_json::Value| async move {
         kueue_api(client, kind)
             .create(
@@ -59,20 +100,21 @@ async fn queue_with_gangplanks_check(client: &Client, name: &str, namespace: &st
         "kind": "ResourceFlavor", "metadata": meta}),
     )
     .await;
-    create(
-        "AdmissionCheck",
-        json!({"apiVersion": kueue::API_VERSION,
-        "kind": "AdmissionCheck", "metadata": meta,
-        "spec": {"controllerName": kueue::CONTROLLER_NAME}}),
-    )
-    .await;
+    let mut queue = json!({"namespaceSelector": {}, "resourceGroups": [{"coveredResources": ["cpu"],
+        "flavors": [{"name": name, "resources": [{"name": "cpu", "nominalQuota": cpus}]}]}]});
+    if let Some(check) = &check {
+        create(
+            "AdmissionCheck",
+            json!({"apiVersion": kueue::API_VERSION,
+            "kind": "AdmissionCheck", "metadata": meta, "spec": check}),
+        )
+        .await;
+        queue["admissionChecksStrategy"] = json!({"admissionChecks": [{"name": name}]});
+    }
     create(
         "ClusterQueue",
         json!({"apiVersion": kueue::API_VERSION,
-        "kind": "ClusterQueue", "metadata": meta,
-        "spec": {"namespaceSelector": {}, "resourceGroups": [{"coveredResources": ["cpu"],
-            "flavors": [{"name": name, "resources": [{"name": "cpu", "nominalQuota": cpus}]}]}],
-            "admissionChecksStrategy": {"admissionChecks": [{"name": name}]}}}),
+        "kind": "ClusterQueue", "metadata": meta, "spec": queue}),
     )
     .await;
     let gvk = GroupVersionKind::gvk("kueue.x-k8s.io", "v1beta2", "LocalQueue");
@@ -87,9 +129,12 @@ async fn queue_with_gangplanks_check(client: &Client, name: &str, namespace: &st
         )
         .await
         .unwrap();
+    if check.is_none() {
+        return;
+    }
     let checks = Api::<KueueAdmissionCheck>::all(client.clone());
     eventually(
-        "Gangplank to mark its AdmissionCheck Active",
+        "the AdmissionCheck's controller to mark it Active",
         90,
         || async {
             let check = checks.get(name).await.ok()?;
@@ -103,8 +148,9 @@ async fn queue_with_gangplanks_check(client: &Client, name: &str, namespace: &st
     .await;
 }
 
-async fn delete_cluster_objects(client: &Client, name: &str) {
-    for kind in ["ClusterQueue", "AdmissionCheck", "ResourceFlavor"] {
+/// Deletes the test's cluster-scoped Kueue objects named `name` and waits until they are gone.
+pub async fn delete_cluster_objects(client: &Client, name: &str) {
+    for kind in CLUSTER_KINDS {
         let api = kueue_api(client, kind);
         let _ = api.delete(name, &DeleteParams::default()).await;
         eventually(&format!("the {kind} {name} gone"), 60, || async {
@@ -116,7 +162,7 @@ async fn delete_cluster_objects(client: &Client, name: &str) {
 
 /// A batch/v1 Job of `pods` pods of `cpus` CPUs each in the LocalQueue `queue`, which kwok keeps
 /// running for an hour.
-fn job(name: &str, queue: &str, pods: u32, cpus: u32) -> Job {
+pub fn job(name: &str, queue: &str, pods: u32, cpus: u32) -> Job {
     serde_json::from_value(json!({
         "apiVersion": "batch/v1", "kind": "Job",
         "metadata": {"name": name, "labels": {"kueue.x-k8s.io/queue-name": queue}},
@@ -129,7 +175,7 @@ fn job(name: &str, queue: &str, pods: u32, cpus: u32) -> Job {
 }
 
 /// The Job's pods that exist, and how many of them are bound.
-async fn job_pods(pods: &Api<Pod>, job: &str) -> (usize, usize) {
+pub async fn job_pods(pods: &Api<Pod>, job: &str) -> (usize, usize) {
     let of_job = kube::api::ListParams::default().labels(&format!("job-name={job}"));
     let list = pods.list(&of_job).await.unwrap().items;
     let bound = list
@@ -146,7 +192,7 @@ async fn a_job_kueue_has_quota_for_waits_suspended_until_its_whole_gang_fits_the
     let client = &cluster.client;
     let ns = cluster.namespace("kueue").await;
     let name = ns.name.clone();
-    let _guard = KueueGuard(name.clone());
+    let _guard = KueueGuard::new(&name);
     queue_with_gangplanks_check(client, &name, &ns.name, 1000).await;
     let pods = ns.api::<Pod>();
     // Three of the four nodes full: 32 CPUs free, and the Job's gang needs 64.
@@ -229,7 +275,7 @@ async fn a_job_larger_than_gangplanks_largest_gang_is_rejected_saying_so_and_nev
     let client = &cluster.client;
     let ns = cluster.namespace("kueue-large").await;
     let name = ns.name.clone();
-    let _guard = KueueGuard(name.clone());
+    let _guard = KueueGuard::new(&name);
     queue_with_gangplanks_check(client, &name, &ns.name, 1000).await;
     let mut large = job("large", &name, 20_000, 1);
     let container = &mut large
