@@ -269,6 +269,30 @@ pub struct ServeArgs {
     )]
     pub node_autoscaling: bool,
 
+    /// On a MultiKueue manager whose Kueue sets `multiKueue.dispatcherName:
+    /// scheduling.gangplank.dev/fit`: nominate for each Workload the workers that can hold its
+    /// whole gang now (reading each worker's nodes and pods through the kubeconfig MultiKueue
+    /// uses for it), and none, saying why in an Event, when no worker can. See
+    /// docs/multi-cluster.md.
+    #[arg(
+        long,
+        env = "GANGPLANK_MULTIKUEUE_DISPATCHER",
+        value_name = "BOOL",
+        default_value_t = false,
+        action = clap::ArgAction::Set
+    )]
+    pub multikueue_dispatcher: bool,
+
+    /// With --multikueue-dispatcher: Kueue's namespace, where the MultiKueueClusters'
+    /// kubeconfig Secrets are.
+    #[arg(
+        long,
+        env = "GANGPLANK_KUEUE_NAMESPACE",
+        value_name = "NAMESPACE",
+        default_value = "kueue-system"
+    )]
+    pub kueue_namespace: String,
+
     /// With --node-autoscaling: how long a gang's stand-in pods may stay unplaced before its
     /// growth is given up (the stand-ins deleted, the gang waiting with reason GrowthFailed);
     /// also how long it then waits before asking again.
@@ -438,6 +462,14 @@ impl ServeArgs {
             hold_scheduler_gangs: self.hold_workload_api_gang_binds,
             gated_admission: self.gate_pods,
         }
+    }
+
+    /// The MultiKueue dispatcher's settings, or `None` without --multikueue-dispatcher.
+    pub fn multikueue_dispatcher(&self) -> Option<crate::multikueue::Settings> {
+        self.multikueue_dispatcher
+            .then(|| crate::multikueue::Settings {
+                kueue_namespace: self.kueue_namespace.clone(),
+            })
     }
 
     /// How the cluster grows, or `None` without --node-autoscaling.

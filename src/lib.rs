@@ -17,6 +17,7 @@ pub mod crdgen;
 pub mod dashboard;
 pub mod events;
 pub mod extender;
+pub mod multikueue;
 pub mod runtime;
 pub mod server;
 pub mod simulate;

@@ -150,6 +150,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
                     image: args.stand_in_image.clone(),
                     priority_class: args.stand_in_priority_class.clone(),
                 }),
+            multikueue: args.multikueue_dispatcher(),
             parts: parts.clone(),
         },
         &shutdown,
@@ -237,6 +238,8 @@ struct Leader {
     census: batch::Census,
     /// What stand-in pods look like, with --node-autoscaling.
     stand_ins: Option<admission_loop::stand_ins::StandInTemplate>,
+    /// With --multikueue-dispatcher.
+    multikueue: Option<crate::multikueue::Settings>,
     parts: Parts,
 }
 
@@ -279,7 +282,8 @@ async fn terms(leader: &mut Leader, shutdown: &CancellationToken) -> anyhow::Res
 }
 
 /// One term as the leader: the admission loop, the controller, the batch Job controller, the
-/// claim-expiry timer and the extender run, and the Lease is renewed, until shutdown or until the Lease is lost; then
+/// claim-expiry timer, the extender and (with --multikueue-dispatcher) the MultiKueue
+/// dispatcher run, and the Lease is renewed, until shutdown or until the Lease is lost; then
 /// held binds are answered with errors (the scheduler retries them) and the term's work
 /// stops. A term starts from an empty ledger (no claim, reservation or door of an earlier
 /// term) and leaves one. Its parts write through clients fenced by the Lease
@@ -320,6 +324,14 @@ async fn term(
         leader.census.clone(),
         term.clone(),
     ));
+    let dispatcher = leader.multikueue.clone().map(|settings| {
+        tokio::spawn(crate::multikueue::run(
+            leader.client.clone(),
+            leader.stores.clone(),
+            settings,
+            term.clone(),
+        ))
+    });
     let elector = &mut leader.elector;
     let permits = leader.permits.clone();
     let holding = async {
@@ -337,7 +349,13 @@ async fn term(
         lost
     };
     let parts = &leader.parts;
-    let (lost, (), admission_loop, controller_loop, batch_loop, extender_server) = tokio::join!(
+    let dispatching = async {
+        match dispatcher {
+            Some(task) => supervised(parts, "multikueue dispatcher", task, &term, shutdown).await,
+            None => Ok(()),
+        }
+    };
+    let (lost, (), admission_loop, controller_loop, batch_loop, dispatcher, extender_server) = tokio::join!(
         parts.run("lease", holding),
         parts.run(
             "claim expiry",
@@ -346,6 +364,7 @@ async fn term(
         supervised(parts, "admission loop", admission_loop, &term, shutdown),
         supervised(parts, "controller", controller_loop, &term, shutdown),
         supervised(parts, "batch job controller", batch_loop, &term, shutdown),
+        dispatching,
         parts.run(
             "extender server",
             cancel_on_error(
@@ -371,6 +390,7 @@ async fn term(
     admission_loop?;
     controller_loop?;
     batch_loop?;
+    dispatcher?;
     extender_server.context("extender server failed")?;
     Ok(lost)
 }

@@ -28,7 +28,7 @@ gangplank (src):
   admission_loop
   controller
   batch
-  cli | extender | simulate | webhooks
+  cli | extender | multikueue | simulate | webhooks
   process (one layer): <root> | config | crdgen | dashboard | server
 ";
 

@@ -374,6 +374,9 @@ fn cluster_role_grants_exactly_what_gangplank_calls() {
         ("kueue.x-k8s.io", "admissionchecks", "watch"),
         ("kueue.x-k8s.io", "workloads/status", "patch"),
         ("kueue.x-k8s.io", "admissionchecks/status", "patch"),
+        ("kueue.x-k8s.io", "workloads", "get"),
+        ("kueue.x-k8s.io", "multikueueconfigs", "list"),
+        ("kueue.x-k8s.io", "multikueueclusters", "list"),
         ("events.k8s.io", "events", "create"),
         ("batch.gangplank.dev", "jobs", "list"),
         ("batch.gangplank.dev", "jobs", "watch"),
@@ -509,6 +512,14 @@ fn kinds_the_code_names() -> BTreeMap<&'static str, (String, String)> {
         (
             "KueueAdmissionCheck",
             resource_of::<gangplank::api::kueue::KueueAdmissionCheck>(),
+        ),
+        (
+            "MultiKueueConfig",
+            resource_of::<gangplank::api::multikueue::MultiKueueConfig>(),
+        ),
+        (
+            "MultiKueueCluster",
+            resource_of::<gangplank::api::multikueue::MultiKueueCluster>(),
         ),
         ("Queue", resource_of::<Queue>()),
         ("Topology", resource_of::<gangplank::api::Topology>()),

@@ -524,11 +524,13 @@ start_spark_operator() {
   wait_for 120 "spark-operator /readyz" curl -fsS "http://127.0.0.1:$health/readyz"
 }
 
-# kueue_crds: Kueue's CRDs, as its module ships them (config/components/crd/bases), served.
+# kueue_crds: Kueue's CRDs, as its module ships them (config/components/crd/bases), served, and
+# its namespace kueue-system.
 kueue_crds() {
   local dir
   dir=$(module_dir kueue sigs.k8s.io/kueue)
   kubectl apply --server-side -f "$dir/config/components/crd/bases/" >/dev/null
+  kubectl create namespace kueue-system --dry-run=client -o yaml | kubectl apply -f - >/dev/null
   for crd in admissionchecks clusterqueues localqueues resourceflavors workloads; do
     wait_for 60 "the Kueue $crd CRD" established "$crd.kueue.x-k8s.io"
   done
@@ -542,19 +544,26 @@ kueue_crds() {
 # conversion webhooks in its CRDs, is off; the CRDs are the module's bases, served without
 # conversion, so clients use v1beta2 only). Kueue reads its metrics certificate from the
 # directory KUEUE_METRICS_CERTS names (a build-time patch, e2e/operators/kueue/*.sed), the
-# same certificate. Leader election and the visibility server are off; only the batch/Job
-# integration runs. It works in namespace kueue-system, which this creates.
+# same certificate. Leader election and the visibility server are off; the batch/Job
+# integration runs, and the JobSet one where the JobSet operator runs (its webhooks are
+# registered either way, for JobSets labelled with a queue). It works in namespace
+# kueue-system, which this creates.
 # With GP_KUEUE_WORKERS (run directories of other local clusters, e2e/multikueue) this Kueue is
 # a MultiKueue manager: a MultiKueueCluster worker-<i> for each, its kubeconfig (flattened:
 # MultiKueue refuses certificate files) in Secret worker-<i>-kubeconfig, a worker lost after
 # GP_KUEUE_WORKER_LOST_TIMEOUT (default 30s; Kueue's own default is 15m), remote objects
-# whose job is gone collected every 10 s.
+# whose job is gone collected every 10 s; with GP_KUEUE_DISPATCHER=gangplank its dispatcher is
+# Gangplank's (scheduling.gangplank.dev/fit; e2e/up then runs Gangplank with
+# --multikueue-dispatcher true), else Kueue's default, all at once.
 start_kueue() {
-  local certs webhook health metrics multikueue=""
+  local certs webhook health metrics multikueue="" frameworks='"batch/job"'
+  # JobSets too where the JobSet operator runs (it is started before Kueue, which needs its CRD).
+  [[ " $operators " == *" jobset "* ]] && frameworks+=', "jobset.x-k8s.io/jobset"'
   kueue_crds
-  kubectl create namespace kueue-system --dry-run=client -o yaml | kubectl apply -f - >/dev/null
   if [[ -n ${GP_KUEUE_WORKERS:-} ]]; then
-    multikueue="multiKueue: {gcInterval: 10s, workerLostTimeout: ${GP_KUEUE_WORKER_LOST_TIMEOUT:-30s}}"
+    local dispatcher=""
+    [[ ${GP_KUEUE_DISPATCHER:-} == gangplank ]] && dispatcher=", dispatcherName: scheduling.gangplank.dev/fit"
+    multikueue="multiKueue: {gcInterval: 10s, workerLostTimeout: ${GP_KUEUE_WORKER_LOST_TIMEOUT:-30s}$dispatcher}"
   fi
   certs="$RUN_DIR/pki/kueue"
   "$REPO_DIR/webhooks/gen-certs.sh" "$certs" localhost 127.0.0.1 >/dev/null
@@ -570,11 +579,11 @@ internalCertManagement: {enable: false}
 webhook: {host: 127.0.0.1, port: $webhook, certDir: "$certs"}
 health: {healthProbeBindAddress: "127.0.0.1:$health"}
 metrics: {bindAddress: "127.0.0.1:$metrics"}
-integrations: {frameworks: ["batch/job"]}
+integrations: {frameworks: [$frameworks]}
 featureGates: {VisibilityOnDemand: false}
 $multikueue
 EOF
-  log "starting kueue (batch/job integration${multikueue:+, a MultiKueue manager})"
+  log "starting kueue (integrations: $frameworks${multikueue:+; a MultiKueue manager})"
   KUEUE_METRICS_CERTS="$certs" start kueue "$kueue_BIN" --config="$RUN_DIR/kueue-config.yaml" \
     --kubeconfig="$RUN_DIR/kubeconfig"
   wait_for 120 "kueue /readyz" curl -fsS "http://127.0.0.1:$health/readyz"
@@ -593,6 +602,13 @@ webhooks:
   admissionReviewVersions: [v1]
   sideEffects: None
   failurePolicy: Fail
+- name: mjobset.kb.io
+  clientConfig: {url: "$url/mutate-jobset-x-k8s-io-v1alpha2-jobset", caBundle: "$ca"}
+  rules: [{apiGroups: [jobset.x-k8s.io], apiVersions: [v1alpha2], operations: [CREATE], resources: [jobsets]}]
+  $jobs
+  admissionReviewVersions: [v1]
+  sideEffects: None
+  failurePolicy: Fail
 - name: mworkload.kb.io
   clientConfig: {url: "$url/mutate-kueue-x-k8s-io-v1beta2-workload", caBundle: "$ca"}
   rules: [{apiGroups: [kueue.x-k8s.io], apiVersions: [v1beta2], operations: [CREATE], resources: [workloads]}]
@@ -607,6 +623,13 @@ webhooks:
 - name: vjob.kb.io
   clientConfig: {url: "$url/validate-batch-v1-job", caBundle: "$ca"}
   rules: [{apiGroups: [batch], apiVersions: [v1], operations: [CREATE, UPDATE], resources: [jobs]}]
+  $jobs
+  admissionReviewVersions: [v1]
+  sideEffects: None
+  failurePolicy: Fail
+- name: vjobset.kb.io
+  clientConfig: {url: "$url/validate-jobset-x-k8s-io-v1alpha2-jobset", caBundle: "$ca"}
+  rules: [{apiGroups: [jobset.x-k8s.io], apiVersions: [v1alpha2], operations: [CREATE, UPDATE], resources: [jobsets]}]
   $jobs
   admissionReviewVersions: [v1]
   sideEffects: None

@@ -68,6 +68,12 @@ pub struct KueueWorkloadStatus {
     pub admission: Option<Admission>,
     #[serde(default)]
     pub admission_checks: Vec<AdmissionCheckState>,
+    /// On a MultiKueue manager: the worker MultiKueue chose (immutable once set).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cluster_name: Option<String>,
+    /// On a MultiKueue manager: the workers a dispatcher nominated for a copy.
+    #[serde(default)]
+    pub nominated_cluster_names: Vec<String>,
 }
 
 /// The ClusterQueue that reserved quota for a Workload, and how many pods of each PodSet.
@@ -116,6 +122,21 @@ pub struct AdmissionCheckState {
 pub struct KueueAdmissionCheckSpec {
     #[serde(default)]
     pub controller_name: String,
+    /// The check's parameters object (MultiKueue's check names a MultiKueueConfig).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parameters: Option<CheckParameters>,
+}
+
+/// An AdmissionCheck's `spec.parameters`: a cluster-scoped object of the controller's own kind.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct CheckParameters {
+    #[serde(default)]
+    pub api_group: String,
+    #[serde(default)]
+    pub kind: String,
+    #[serde(default)]
+    pub name: String,
 }
 
 /// An AdmissionCheck's status: Kueue uses a ClusterQueue's checks only while `Active` is

@@ -32,6 +32,7 @@ pub mod kueue;
 pub mod labels;
 pub mod leader_worker_set;
 pub mod min_replicas;
+pub mod multikueue;
 pub mod pod_group;
 pub mod queue;
 pub mod requests;

@@ -1,10 +1,19 @@
 //! MultiKueue dispatches, Gangplank places (`e2e/multikueue`: a Kueue v0.17.0 manager and two
-//! workers, each worker with Gangplank, Kueue and two nodes of 32 CPUs). A Job sent to the
-//! manager is copied to both workers as a Workload; each worker's ClusterQueue lists Gangplank's
-//! AdmissionCheck, so only a worker that can hold the whole gang admits it, MultiKueue keeps the
-//! first worker that admits and deletes the other copy, and the Job runs whole there.
+//! workers, each worker with Gangplank, Kueue and two nodes of 32 CPUs). Each worker's
+//! ClusterQueue lists Gangplank's AdmissionCheck, so a worker admits its copy of a Workload only
+//! when it can hold the whole gang, and MultiKueue keeps the first worker that admits. With
+//! Gangplank as the manager's dispatcher (`e2e/multikueue`'s default), a Workload is copied only
+//! to the workers that can hold its whole gang now; with Kueue's own
+//! (`GP_KUEUE_DISPATCHER=all-at-once e2e/multikueue test`), to both.
 
+use std::collections::BTreeSet;
 use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+
+use futures::StreamExt;
+use kube::ResourceExt;
+use kube::runtime::WatchStreamExt;
+use kube::runtime::watcher::{self, watcher};
 
 use gangplank::api::kueue::{self, KueueWorkload};
 use k8s_openapi::api::batch::v1::Job;
@@ -33,6 +42,34 @@ fn placed_by_gangplank(worker: &Cluster) -> bool {
 struct MultiKueue {
     manager: Cluster,
     workers: Vec<Cluster>,
+}
+
+impl MultiKueue {
+    /// Whether Gangplank is the manager's dispatcher (else Kueue's all-at-once).
+    fn dispatched_by_gangplank(&self) -> bool {
+        self.manager
+            .env
+            .get("GP_MULTIKUEUE_DISPATCHER")
+            .map(String::as_str)
+            == Some("true")
+    }
+}
+
+/// Every Workload copy MultiKueue makes in a namespace of a worker: their UIDs, as a watch
+/// sees them (a copy may live for less than a second).
+fn record_copies(workloads: Api<KueueWorkload>) -> Arc<Mutex<BTreeSet<String>>> {
+    let seen = Arc::<Mutex<BTreeSet<String>>>::default();
+    let record = seen.clone();
+    tokio::spawn(async move {
+        let events = watcher(workloads, watcher::Config::default()).default_backoff();
+        let mut events = std::pin::pin!(events);
+        while let Some(event) = events.next().await {
+            if let Ok(watcher::Event::Apply(w) | watcher::Event::InitApply(w)) = event {
+                record.lock().unwrap().insert(w.uid().unwrap_or_default());
+            }
+        }
+    });
+    seen
 }
 
 impl MultiKueue {
@@ -132,24 +169,29 @@ impl TestQueue {
         list.items.into_iter().next()
     }
 
-    /// Deletes the test's Jobs on the manager, waits until MultiKueue removed their copies
-    /// from the workers, then deletes the namespaces and the queue's cluster-scoped objects.
+    /// Deletes the test's Jobs and JobSets on the manager, waits until MultiKueue removed their
+    /// copies from the workers, then deletes the namespaces and the queue's cluster-scoped
+    /// objects.
     async fn delete(self, clusters: &MultiKueue) {
         let all = kube::api::ListParams::default();
-        self.manager_ns
-            .api::<Job>()
-            .delete_collection(&DeleteParams::background(), &all)
+        let background = DeleteParams::background();
+        let manager_jobs = self.manager_ns.api::<Job>();
+        manager_jobs
+            .delete_collection(&background, &all)
             .await
             .unwrap();
-        for ns in &self.worker_namespaces {
+        let manager_job_sets = job_sets(&self.manager, &self.name);
+        manager_job_sets
+            .delete_collection(&background, &all)
+            .await
+            .unwrap();
+        for (ns, cluster) in self.worker_namespaces.iter().zip(&clusters.workers) {
             let jobs = ns.api::<Job>();
-            eventually("MultiKueue to delete the Jobs' copies", 60, || async {
-                jobs.list(&Default::default())
-                    .await
-                    .ok()?
-                    .items
-                    .is_empty()
-                    .then_some(())
+            let copies = job_sets(&cluster.client, &self.name);
+            eventually("MultiKueue to delete the copies", 60, || async {
+                let jobs = jobs.list(&all).await.ok()?.items;
+                let copies = copies.list(&all).await.ok()?.items;
+                (jobs.is_empty() && copies.is_empty()).then_some(())
             })
             .await;
         }
@@ -160,6 +202,86 @@ impl TestQueue {
             delete_cluster_objects(&cluster.client, &self.name).await;
         }
     }
+}
+
+/// The note of Gangplank's Event on the manager's Workload saying why no worker can hold its
+/// gang (its dispatcher nominates none), once one says `why` of every worker. (An earlier one
+/// may say that a worker's nodes are not read yet, before its watches have listed them.)
+async fn why_no_worker_fits(queue: &TestQueue, why: &str) -> String {
+    let events = queue
+        .manager_ns
+        .api::<k8s_openapi::api::events::v1::Event>();
+    let of_each = |note: &String| {
+        WORKERS
+            .iter()
+            .all(|worker| note.contains(&format!("{worker}: {why}")))
+    };
+    eventually(
+        "Gangplank's Event on the manager's Workload saying why no worker can hold it",
+        60,
+        || async {
+            let list = events.list(&Default::default()).await.ok()?.items;
+            list.into_iter()
+                .filter(|e| e.reason.as_deref() == Some("NoWorkerFits"))
+                .filter_map(|e| e.note)
+                .find(of_each)
+        },
+    )
+    .await
+}
+
+/// The message of Gangplank's check on a worker's copy of the test's Workload, once it says
+/// why the copy waits (Kueue's all-at-once dispatcher copies to every worker).
+async fn why_the_copy_waits(ns: &TestNamespace, check: &str) -> String {
+    let copies = ns.api::<KueueWorkload>();
+    eventually(
+        "the worker's Gangplank to say why its copy waits",
+        60,
+        || async {
+            let list = copies.list(&Default::default()).await.ok()?.items;
+            let check = list.first()?.our_check(&|n| n == check)?.clone();
+            (check.state == "Pending" && check.message.contains("cpu 96 needed"))
+                .then_some(check.message)
+        },
+    )
+    .await
+}
+
+/// The JobSets of `namespace`.
+fn job_sets(client: &Client, namespace: &str) -> Api<DynamicObject> {
+    let gvk = GroupVersionKind::gvk("jobset.x-k8s.io", "v1alpha2", "JobSet");
+    Api::namespaced_with(client.clone(), namespace, &ApiResource::from_gvk(&gvk))
+}
+
+/// A JobSet `svc` in the LocalQueue `queue`: the roles of a disaggregated inference service,
+/// 2 prefill Jobs of 2 pods and 1 decode Job of 2, every pod of 8 CPUs (48 in all), which kwok
+/// keeps running for an hour.
+fn service(queue: &str) -> DynamicObject {
+    let role = |name: &str, jobs: u32| {
+        json!({"name": name, "replicas": jobs, "template": {"spec": {
+            "parallelism": 2, "completions": 2,
+            "template": {
+                "metadata": {"annotations": {"pod-complete.stage.kwok.x-k8s.io/delay": "1h"}},
+                "spec": {"restartPolicy": "Never", "containers": [{"name": name,
+                    "image": "busybox", "resources": {"requests": {"cpu": "8"}}}]}}}}})
+    };
+    serde_json::from_value(json!({
+        "apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet",
+        "metadata": {"name": "svc", "labels": {"kueue.x-k8s.io/queue-name": queue}},
+        "spec": {"replicatedJobs": [role("prefill", 2), role("decode", 1)]}
+    }))
+    .unwrap()
+}
+
+/// The JobSet `svc`'s pods that exist, and how many of them are bound.
+async fn service_pods(pods: &Api<Pod>) -> (usize, usize) {
+    let of_service = kube::api::ListParams::default().labels("jobset.sigs.k8s.io/jobset-name=svc");
+    let list = pods.list(&of_service).await.unwrap().items;
+    let bound = list
+        .iter()
+        .filter(|p| p.spec.as_ref().is_some_and(|s| s.node_name.is_some()))
+        .count();
+    (list.len(), bound)
 }
 
 /// Where MultiKueue says the manager's Workload runs (`status.clusterName`).
@@ -197,6 +319,7 @@ async fn a_job_sent_to_the_manager_runs_whole_on_the_one_worker_that_can_hold_it
     // worker-1: one node of two full, 32 CPUs free; the Job's gang needs 64.
     let worker_1 = queue.worker_pods("worker-1");
     filler(&worker_1, "filler", 32).await;
+    let copies_on_worker_1 = record_copies(queue.worker_namespaces[0].api::<KueueWorkload>());
     queue.submit(&job("train", &queue.name, 4, 16)).await;
 
     let worker_2 = queue.worker_pods("worker-2");
@@ -223,7 +346,7 @@ async fn a_job_sent_to_the_manager_runs_whole_on_the_one_worker_that_can_hold_it
     )
     .await;
     let copies = queue.worker_namespaces[0].api::<KueueWorkload>();
-    eventually("MultiKueue to delete worker-1's copy", 30, || async {
+    eventually("no copy left on worker-1", 30, || async {
         copies
             .list(&Default::default())
             .await
@@ -232,6 +355,59 @@ async fn a_job_sent_to_the_manager_runs_whole_on_the_one_worker_that_can_hold_it
             .is_empty()
             .then_some(())
     })
+    .await;
+    if clusters.dispatched_by_gangplank() {
+        assert!(
+            copies_on_worker_1.lock().unwrap().is_empty(),
+            "Gangplank's dispatcher nominated worker-1, which cannot hold the gang"
+        );
+    }
+
+    worker_1
+        .delete("filler", &DeleteParams::default())
+        .await
+        .unwrap();
+    queue.delete(&clusters).await;
+}
+
+#[tokio::test]
+#[ignore = "needs the local MultiKueue clusters: run e2e/multikueue test"]
+async fn a_jobset_sent_to_the_manager_runs_all_its_roles_whole_on_one_worker() {
+    let clusters = MultiKueue::connect().await;
+    let queue = clusters.queue("mk-jobset").await;
+    // worker-1: 32 CPUs free; the service needs 48.
+    let worker_1 = queue.worker_pods("worker-1");
+    filler(&worker_1, "filler", 32).await;
+    job_sets(&queue.manager, &queue.name)
+        .create(&PostParams::default(), &service(&queue.name))
+        .await
+        .unwrap();
+
+    let worker_2 = queue.worker_pods("worker-2");
+    eventually(
+        "the JobSet's six pods bound on worker-2, none ever on worker-1",
+        90,
+        || async {
+            assert_eq!(service_pods(&worker_1).await, (0, 0), "a pod on worker-1");
+            (service_pods(&worker_2).await == (6, 6)).then_some(())
+        },
+    )
+    .await;
+    let workload = queue.manager_workload().await.unwrap();
+    assert_eq!(cluster_name(&workload).as_deref(), Some("worker-2"));
+    let manager_job_sets = job_sets(&queue.manager, &queue.name);
+    eventually(
+        "the JobSet's status on the manager to show its three Jobs active",
+        30,
+        || async {
+            let job_set = manager_job_sets.get("svc").await.ok()?;
+            let statuses = job_set.data["status"]["replicatedJobsStatus"]
+                .as_array()?
+                .clone();
+            let active: i64 = statuses.iter().filter_map(|s| s["active"].as_i64()).sum();
+            (active == 3).then_some(())
+        },
+    )
     .await;
 
     worker_1
@@ -243,38 +419,42 @@ async fn a_job_sent_to_the_manager_runs_whole_on_the_one_worker_that_can_hold_it
 
 #[tokio::test]
 #[ignore = "needs the local MultiKueue clusters: run e2e/multikueue test"]
-async fn a_job_no_worker_can_hold_waits_with_no_pod_anywhere_and_each_worker_says_why() {
+async fn a_job_no_worker_can_hold_waits_with_no_pod_anywhere_saying_why_each_worker_cannot() {
     let clusters = MultiKueue::connect().await;
     let queue = clusters.queue("mk-none").await;
     // Four pods of 24 CPUs: a node of 32 holds one, a worker of two nodes two.
     queue.submit(&job("wide", &queue.name, 4, 24)).await;
 
-    for (worker, ns) in WORKERS.iter().zip(&queue.worker_namespaces) {
-        let copies = ns.api::<KueueWorkload>();
-        let name = queue.name.clone();
-        let message = eventually(
-            &format!("{worker}'s Gangplank to say why its copy waits"),
-            60,
-            || async {
-                let list = copies.list(&Default::default()).await.ok()?.items;
-                let check = list.first()?.our_check(&|n| n == name)?.clone();
-                (check.state == "Pending" && check.message.contains("cpu 96 needed"))
-                    .then_some(check.message)
-            },
-        )
-        .await;
-        eprintln!("{worker}: {message}");
+    if clusters.dispatched_by_gangplank() {
+        let note = why_no_worker_fits(&queue, "cpu 96 needed").await;
+        eprintln!("{note}");
+    } else {
+        for (worker, ns) in WORKERS.iter().zip(&queue.worker_namespaces) {
+            let message = why_the_copy_waits(ns, &queue.name).await;
+            eprintln!("{worker}: {message}");
+        }
     }
+    let dispatched_by_gangplank = clusters.dispatched_by_gangplank();
     holds_for(
         5,
         "no pod of the Job anywhere, no worker chosen",
         async || {
             let mut pods = 0;
-            for worker in WORKERS {
+            let mut copies = 0;
+            for (worker, ns) in WORKERS.iter().zip(&queue.worker_namespaces) {
                 pods += job_pods(&queue.worker_pods(worker), "wide").await.0;
+                copies += ns
+                    .api::<KueueWorkload>()
+                    .list(&Default::default())
+                    .await
+                    .unwrap()
+                    .items
+                    .len();
             }
             let workload = queue.manager_workload().await;
-            pods == 0 && workload.as_ref().and_then(cluster_name).is_none()
+            pods == 0
+                && workload.as_ref().and_then(cluster_name).is_none()
+                && (!dispatched_by_gangplank || copies == 0)
         },
     )
     .await;

@@ -10,6 +10,8 @@
 //! - [`constraints`]: may this pod run on this node at all (cordon, taints, node selector,
 //!   required node affinity), and if not, why (the adapter's
 //!   `gangplank::cache::constraints` builds the pod's [`Constraints`] from its API object).
+//! - [`cluster_fit`]: whether a whole gang fits one cluster's nodes now (a dispatcher's
+//!   question of each cluster it may send a gang to).
 //! - [`placement`]: how good a node is for a pod (binpack or spread), on the extender's 0..=10
 //!   scale.
 //! - [`preemption`]: which of the scheduler's proposed victim lists Gangplank accepts.
@@ -20,6 +22,7 @@
 //! - [`reclaim`]: which running gangs of queues above their deserved share to evict so that a
 //!   queue below its share gets it (whole gangs, lowest priority and youngest first).
 
+pub mod cluster_fit;
 pub mod constraints;
 pub mod fair_share;
 pub mod fit;

@@ -6,17 +6,13 @@
 //! A measurement: it asserts only that with Gangplank no gang is ever partly placed.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use futures::StreamExt;
 use gangplank::api::kueue::KueueWorkload;
+use kube::ResourceExt;
 use kube::api::{DeleteParams, ListParams};
-use kube::runtime::WatchStreamExt;
-use kube::runtime::watcher::{self, watcher};
-use kube::{Api, ResourceExt};
 
-use super::{MultiKueue, WORKERS, placed_by_gangplank};
+use super::{MultiKueue, WORKERS, placed_by_gangplank, record_copies};
 use crate::operators::kueue::job;
 use crate::sub_groups::filler;
 
@@ -32,22 +28,6 @@ struct JobTimes {
     partial: Duration,
     partial_since: Option<Duration>,
     workers: BTreeSet<String>,
-}
-
-/// Every Workload copy MultiKueue makes on a worker: their UIDs, as a watch sees them.
-fn record_copies(workloads: Api<KueueWorkload>) -> Arc<Mutex<BTreeSet<String>>> {
-    let seen = Arc::<Mutex<BTreeSet<String>>>::default();
-    let record = seen.clone();
-    tokio::spawn(async move {
-        let events = watcher(workloads, watcher::Config::default()).default_backoff();
-        let mut events = std::pin::pin!(events);
-        while let Some(event) = events.next().await {
-            if let Ok(watcher::Event::Apply(w) | watcher::Event::InitApply(w)) = event {
-                record.lock().unwrap().insert(w.uid().unwrap_or_default());
-            }
-        }
-    });
-    seen
 }
 
 #[tokio::test]
@@ -127,10 +107,10 @@ async fn four_jobs_sent_at_once_to_workers_of_uneven_room() {
         .iter()
         .filter(|(_, t)| t.partial >= Duration::from_secs(5))
         .collect();
-    let mode = if with_gangplank {
-        "MultiKueue with Gangplank on its workers"
-    } else {
-        "MultiKueue alone (stock scheduler on the workers)"
+    let mode = match (with_gangplank, clusters.dispatched_by_gangplank()) {
+        (false, _) => "MultiKueue alone (stock scheduler on the workers, all-at-once dispatcher)",
+        (true, false) => "Gangplank on the workers, Kueue's all-at-once dispatcher",
+        (true, true) => "Gangplank on the workers and as the dispatcher",
     };
     println!("\n{mode}: {JOBS} Jobs of {PODS} pods x 16 CPUs");
     println!(

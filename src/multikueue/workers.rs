@@ -1,0 +1,245 @@
+//! The dispatcher's view of each worker: a connection made from the kubeconfig MultiKueue uses
+//! for it (its MultiKueueCluster's Secret in Kueue's namespace, or its file), and the worker's
+//! nodes and unfinished pods, kept by watches. Memory follows the objects the workers have.
+//! [`Workers`] is owned by the dispatcher's loop, their one writer; each worker's watches write
+//! only their own stores.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use gangplank_core::model::State;
+use k8s_openapi::api::core::v1::{Node, Pod, Secret};
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::runtime::reflector::{self, Store};
+use kube::runtime::{WatchStreamExt, watcher};
+use kube::{Api, Client, Config};
+use tokio_util::sync::CancellationToken;
+
+use crate::api::multikueue::{MultiKueueCluster, SECRET_KEY};
+use crate::cache::convert;
+use crate::cache::watch::relisting;
+
+/// Why a worker cannot be asked whether a gang fits.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum Unreachable {
+    #[error("no MultiKueueCluster of that name")]
+    Unknown,
+    #[error("its kubeconfig cannot be used: {0}")]
+    Kubeconfig(String),
+    #[error("its nodes and pods are not read yet (its API server does not answer)")]
+    NotSynced,
+}
+
+/// The workers, by MultiKueueCluster name.
+#[derive(Default)]
+pub struct Workers {
+    by_name: BTreeMap<String, Worker>,
+}
+
+/// One worker: its kubeconfig as read (to notice a change), and its watches, or why it has none.
+struct Worker {
+    kubeconfig: String,
+    view: Result<View, Unreachable>,
+}
+
+/// A worker's nodes and unfinished pods, and whether both watches have listed since their last
+/// error.
+struct View {
+    nodes: Store<Node>,
+    pods: Store<Pod>,
+    synced: [Arc<AtomicBool>; 2],
+    stop: CancellationToken,
+}
+
+impl Drop for View {
+    fn drop(&mut self) {
+        self.stop.cancel();
+    }
+}
+
+impl Workers {
+    /// Keeps a connection to each of `clusters`, reading each one's kubeconfig through
+    /// `client` (Secrets in `namespace`); a worker whose kubeconfig changed is connected
+    /// again, one no longer listed is dropped (its watches stop).
+    pub async fn sync(
+        &mut self,
+        client: &Client,
+        namespace: &str,
+        clusters: &[MultiKueueCluster],
+        shutdown: &CancellationToken,
+    ) {
+        let wanted: BTreeMap<String, &MultiKueueCluster> = clusters
+            .iter()
+            .filter_map(|c| Some((c.metadata.name.clone()?, c)))
+            .collect();
+        self.by_name.retain(|name, _| wanted.contains_key(name));
+        for (name, cluster) in wanted {
+            let kubeconfig = match read_kubeconfig(client, namespace, cluster).await {
+                Ok(text) => text,
+                Err(why) => {
+                    self.by_name.insert(
+                        name,
+                        Worker {
+                            kubeconfig: String::new(),
+                            view: Err(why),
+                        },
+                    );
+                    continue;
+                }
+            };
+            if self
+                .by_name
+                .get(&name)
+                .is_some_and(|w| w.kubeconfig == kubeconfig)
+            {
+                continue;
+            }
+            let view = connect(&name, &kubeconfig, shutdown).await;
+            self.by_name.insert(name, Worker { kubeconfig, view });
+        }
+    }
+
+    /// The worker's nodes and bound pods as the core's model, to ask what fits there.
+    pub fn state(&self, name: &str) -> Result<State, Unreachable> {
+        let worker = self.by_name.get(name).ok_or(Unreachable::Unknown)?;
+        let view = worker.view.as_ref().map_err(Clone::clone)?;
+        if !view.synced.iter().all(|s| s.load(Ordering::Acquire)) {
+            return Err(Unreachable::NotSynced);
+        }
+        let mut state = State::default();
+        for node in view.nodes.state() {
+            if let Ok(node) = convert::node(&node) {
+                state.apply_node(node);
+            }
+        }
+        for pod in view.pods.state() {
+            if let Ok(pod) = convert::pod(&pod) {
+                state.apply_pod(pod);
+            }
+        }
+        Ok(state)
+    }
+}
+
+/// The kubeconfig MultiKueue uses for `cluster`: its Secret's `kubeconfig` key, or its file.
+async fn read_kubeconfig(
+    client: &Client,
+    namespace: &str,
+    cluster: &MultiKueueCluster,
+) -> Result<String, Unreachable> {
+    let source = cluster
+        .spec
+        .cluster_source
+        .kube_config
+        .as_ref()
+        .ok_or_else(|| {
+            Unreachable::Kubeconfig("spec.clusterSource.kubeConfig is not set".into())
+        })?;
+    if source.location_type.as_deref() == Some("Path") {
+        return std::fs::read_to_string(&source.location)
+            .map_err(|e| Unreachable::Kubeconfig(format!("{}: {e}", source.location)));
+    }
+    let secrets = Api::<Secret>::namespaced(client.clone(), namespace);
+    let secret = secrets.get(&source.location).await.map_err(|e| {
+        Unreachable::Kubeconfig(format!("Secret {namespace}/{}: {e}", source.location))
+    })?;
+    let bytes = secret
+        .data
+        .and_then(|mut d| d.remove(SECRET_KEY))
+        .ok_or_else(|| {
+            Unreachable::Kubeconfig(format!(
+                "Secret {namespace}/{} has no key {SECRET_KEY}",
+                source.location
+            ))
+        })?;
+    String::from_utf8(bytes.0).map_err(|e| Unreachable::Kubeconfig(e.to_string()))
+}
+
+/// A client of the worker from `kubeconfig`, and watches of its nodes and unfinished pods.
+async fn connect(
+    name: &str,
+    kubeconfig: &str,
+    shutdown: &CancellationToken,
+) -> Result<View, Unreachable> {
+    let parsed =
+        Kubeconfig::from_yaml(kubeconfig).map_err(|e| Unreachable::Kubeconfig(e.to_string()))?;
+    let config = Config::from_custom_kubeconfig(parsed, &KubeConfigOptions::default())
+        .await
+        .map_err(|e| Unreachable::Kubeconfig(e.to_string()))?;
+    let client = Client::try_from(config).map_err(|e| Unreachable::Kubeconfig(e.to_string()))?;
+    let stop = shutdown.child_token();
+    let synced = [
+        Arc::new(AtomicBool::new(false)),
+        Arc::new(AtomicBool::new(false)),
+    ];
+    let (nodes, node_writer) = reflector::store();
+    let (pods, pod_writer) = reflector::store();
+    let unfinished =
+        || watcher::Config::default().fields("status.phase!=Succeeded,status.phase!=Failed");
+    tokio::spawn(keep(
+        format!("nodes of worker {name}"),
+        node_writer,
+        {
+            let api = Api::<Node>::all(client.clone());
+            move || watcher(api.clone(), watcher::Config::default()).modify(slim)
+        },
+        synced[0].clone(),
+        stop.clone(),
+    ));
+    tokio::spawn(keep(
+        format!("pods of worker {name}"),
+        pod_writer,
+        {
+            let api = Api::<Pod>::all(client);
+            move || watcher(api.clone(), unfinished()).modify(slim)
+        },
+        synced[1].clone(),
+        stop.clone(),
+    ));
+    Ok(View {
+        nodes,
+        pods,
+        synced,
+        stop,
+    })
+}
+
+/// Drops what the dispatcher never reads and the watch would keep: the managed fields.
+fn slim<K: kube::Resource>(object: &mut K) {
+    object.meta_mut().managed_fields = None;
+}
+
+/// Keeps `writer`'s store current from the watches `start` makes until `stop`; `synced` says
+/// whether it has listed since its last error.
+async fn keep<K, S>(
+    kind: String,
+    mut writer: reflector::store::Writer<K>,
+    start: impl Fn() -> S,
+    synced: Arc<AtomicBool>,
+    stop: CancellationToken,
+) where
+    K: kube::Resource
+        + Clone
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug
+        + Send
+        + Sync
+        + 'static,
+    K::DynamicType: Eq + std::hash::Hash + Clone + Default,
+    S: futures::Stream<Item = watcher::Result<watcher::Event<K>>>,
+{
+    relisting(
+        &kind,
+        start,
+        &stop,
+        |event| {
+            writer.apply_watcher_event(&event);
+            if matches!(event, watcher::Event::InitDone) {
+                synced.store(true, Ordering::Release);
+            }
+        },
+        || synced.store(false, Ordering::Release),
+    )
+    .await;
+}
