@@ -6,7 +6,7 @@
 use gangplank::api::PodGroup;
 use gangplank::api::kueue::{self, KueueAdmissionCheck, KueueWorkload};
 use k8s_openapi::api::batch::v1::Job;
-use k8s_openapi::api::core::v1::{Event, Pod};
+use k8s_openapi::api::core::v1::{Event, Pod, ResourceQuota};
 use kube::api::{ApiResource, DeleteParams, DynamicObject, GroupVersionKind, PostParams};
 use kube::{Api, Client};
 use serde_json::json;
@@ -333,6 +333,73 @@ async fn a_job_larger_than_gangplanks_largest_gang_is_rejected_saying_so_and_nev
 
     ns.api::<Job>()
         .delete("large", &DeleteParams::background())
+        .await
+        .unwrap();
+    ns.delete().await;
+    delete_cluster_objects(client, &name).await;
+}
+
+#[tokio::test]
+#[ignore = "needs the local control plane: run e2e/test"]
+async fn a_job_whose_pods_cannot_be_made_gives_its_room_back_through_retry_and_runs_once_they_can()
+{
+    let cluster = Cluster::connect().await;
+    let client = &cluster.client;
+    let ns = cluster.namespace("kueue-retry").await;
+    let name = ns.name.clone();
+    let _guard = KueueGuard::new(&name);
+    queue_with_gangplanks_check(client, &name, &ns.name, 1000).await;
+    // No pod may be made in the namespace: once Kueue starts the Job, its pods never come.
+    let quotas = ns.api::<ResourceQuota>();
+    let no_pods: ResourceQuota = serde_json::from_value(json!({
+        "apiVersion": "v1", "kind": "ResourceQuota", "metadata": {"name": "no-pods"},
+        "spec": {"hard": {"pods": "0"}}
+    }))
+    .unwrap();
+    quotas
+        .create(&PostParams::default(), &no_pods)
+        .await
+        .unwrap();
+    ns.api::<Job>()
+        .create(&PostParams::default(), &job("train", &name, 2, 4))
+        .await
+        .unwrap();
+
+    // Gangplank keeps the gang's room for its schedule timeout (60 s), then its check says
+    // Retry: Kueue evicts the Workload, suspending the Job and giving its quota back.
+    let gvk = GroupVersionKind::gvk("kueue.x-k8s.io", "v1beta2", "Workload");
+    let workloads: Api<DynamicObject> =
+        Api::namespaced_with(client.clone(), &ns.name, &ApiResource::from_gvk(&gvk));
+    eventually(
+        "Kueue to evict the Workload because Gangplank's check said Retry",
+        150,
+        || async {
+            let list = workloads.list(&Default::default()).await.ok()?.items;
+            let evictions = list.first()?.data["status"]["schedulingStats"]["evictions"].clone();
+            evictions
+                .as_array()?
+                .iter()
+                .any(|e| e["reason"] == "AdmissionCheck")
+                .then_some(())
+        },
+    )
+    .await;
+    let pods = ns.api::<Pod>();
+    assert_eq!(job_pods(&pods, "train").await, (0, 0));
+
+    quotas
+        .delete("no-pods", &DeleteParams::default())
+        .await
+        .unwrap();
+    eventually(
+        "Kueue to admit the Job again and its two pods to run whole",
+        150,
+        || async { (job_pods(&pods, "train").await == (2, 2)).then_some(()) },
+    )
+    .await;
+
+    ns.api::<Job>()
+        .delete("train", &DeleteParams::background())
         .await
         .unwrap();
     ns.delete().await;
