@@ -29,7 +29,10 @@ fn bench_whole_trace(c: &mut Criterion) {
     let scenario = Scenario {
         nodes: config.nodes_of(&workload.nodes).expect("nodes"),
         queues: config.queues.clone(),
-        strategy: config.strategy,
+        settings: gangplank_core::claims::Settings {
+            strategy: config.strategy,
+            ..gangplank::config::ServeArgs::defaults().gang_settings()
+        },
         origin: Instant::now(),
         sample_every: 600,
         binds_per_second: None,

@@ -115,7 +115,10 @@ fn main() -> Result<(), String> {
         let scenario = Scenario {
             nodes: candidate.nodes_of(&nodes)?,
             queues: candidate.queues.clone(),
-            strategy: candidate.strategy,
+            settings: gangplank_core::claims::Settings {
+                strategy: candidate.strategy,
+                ..gangplank::config::ServeArgs::defaults().gang_settings()
+            },
             origin: Instant::now(),
             sample_every: args.sample_every,
             binds_per_second: None,

@@ -453,6 +453,18 @@ impl ServeArgs {
         }
     }
 
+    /// `gangplank serve`'s flags all at their defaults, whatever the environment says: the
+    /// settings `gangplank simulate` starts from.
+    pub fn defaults() -> ServeArgs {
+        use clap::FromArgMatches;
+        let command = ServeArgs::augment_args(clap::Command::new("serve"))
+            .mut_args(|arg| arg.env(None::<&str>));
+        let matches = command
+            .try_get_matches_from(["serve"])
+            .expect("every flag of gangplank serve has a default");
+        ServeArgs::from_arg_matches(&matches).expect("the defaults are flags of serve")
+    }
+
     /// Settings of gang claims and held binds.
     pub fn gang_settings(&self) -> gangplank_core::claims::Settings {
         gangplank_core::claims::Settings {
@@ -604,6 +616,19 @@ mod tests {
         assert_eq!(only.unserved(&asking("volcano")), Some("volcano"));
         let any = serve(&["--scheduler-names", ""]).schedulers();
         assert_eq!(any.unserved(&asking("nobody")), None);
+    }
+
+    #[test]
+    fn the_defaults_are_those_of_an_empty_command_line() {
+        let defaults = ServeArgs::defaults();
+        assert_eq!(defaults.max_bind_hold_seconds, 300);
+        assert_eq!(defaults.placement, Strategy::Binpack);
+        assert!(defaults.gate_pods && !defaults.bind_unmarked_pods);
+        let command = ServeArgs::augment_args(clap::Command::new("serve"));
+        assert!(
+            command.get_arguments().any(|a| a.get_env().is_some()),
+            "serve reads its environment, which defaults() ignores"
+        );
     }
 
     #[test]

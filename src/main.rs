@@ -22,6 +22,9 @@ async fn main() -> anyhow::Result<()> {
             let (client, _) = gangplank::cli::client(args.context.as_deref()).await?;
             gangplank::simulate::record::run(&args, client).await
         }
-        Command::Simulate(args) => gangplank::simulate::command::main(&args),
+        Command::Simulate(args) => {
+            let serve = gangplank::config::ServeArgs::defaults().gang_settings();
+            gangplank::simulate::command::main(&args, serve)
+        }
     }
 }

@@ -28,7 +28,8 @@ gangplank (src):
   admission_loop
   controller
   batch
-  cli | extender | multikueue | simulate | webhooks
+  webhooks
+  cli | extender | multikueue | simulate
   process (one layer): <root> | config | crdgen | dashboard | server
 ";
 

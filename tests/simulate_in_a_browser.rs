@@ -19,7 +19,6 @@ use browser::{coloured_share, dom, screenshot};
 use gangplank::simulate::html::html;
 use gangplank::simulate::report::{Report, Run, chart_resource, duration};
 use gangplank_core::model::{Node, Queue, Resources};
-use gangplank_core::policy::placement::Strategy;
 use gangplank_core::simulate::{Job, Scenario, run};
 
 /// A queue whose name, if the page let it in as markup, would end the data's script element
@@ -51,6 +50,7 @@ fn jobs() -> Vec<Job> {
                 deleted_at: None,
                 expected_runtime: None,
                 sub_groups: Vec::new(),
+                constraints: Vec::new(),
                 labels: Vec::new(),
             }
         })
@@ -86,7 +86,7 @@ fn report() -> Report {
             let scenario = Scenario {
                 nodes: nodes.clone(),
                 queues,
-                strategy: Strategy::Binpack,
+                settings: gangplank::config::ServeArgs::defaults().gang_settings(),
                 origin: Instant::now(),
                 sample_every: 60,
                 binds_per_second: None,

@@ -27,6 +27,8 @@ use serde::Deserialize;
 
 use crate::api;
 use crate::cache::convert;
+use crate::cache::lookup::{Lookup, QueueLookup, QueueView};
+use crate::webhooks::queues::check_without_cluster;
 
 /// Most nodes a configuration may add or scale to: a made-up cluster ten times the design's
 /// target is refused rather than filling memory.
@@ -86,9 +88,11 @@ pub fn read(path: &Path) -> Result<Candidate, String> {
     parse(&text, &path.display().to_string())
 }
 
-/// Reads a configuration from `text`, the contents of `file`.
+/// Reads a configuration from `text`, the contents of `file`. Its Queues must pass the Queue
+/// webhook's checks that need no live cluster (`webhooks::queues::check_without_cluster`), as
+/// the cluster would refuse them otherwise.
 pub fn parse(text: &str, file: &str) -> Result<Candidate, String> {
-    let mut queues = Vec::new();
+    let mut manifests: Vec<(String, api::Queue)> = Vec::new();
     let mut simulation: Option<Simulation> = None;
     for (i, document) in serde_yaml::Deserializer::from_str(text).enumerate() {
         let at = format!("{file}, document {}", i + 1);
@@ -103,7 +107,7 @@ pub fn parse(text: &str, file: &str) -> Result<Candidate, String> {
                 if queue.metadata.name.as_deref().is_none_or(str::is_empty) {
                     return Err(format!("{at}: metadata.name: a Queue needs a name"));
                 }
-                queues.push(convert::queue(&queue).map_err(|e| format!("{at}: {e}"))?);
+                manifests.push((at, queue));
             }
             Some("Simulation") => {
                 if simulation.is_some() {
@@ -121,6 +125,7 @@ pub fn parse(text: &str, file: &str) -> Result<Candidate, String> {
             }
         }
     }
+    let queues = checked_queues(&manifests)?;
     let simulation = simulation.unwrap_or_default();
     let strategy = match simulation.placement.as_deref() {
         None => Strategy::Binpack,
@@ -146,6 +151,56 @@ pub fn parse(text: &str, file: &str) -> Result<Candidate, String> {
         nodes: simulation.nodes,
         file: file.to_owned(),
     })
+}
+
+/// The Queues of `manifests` (each with where it was read), once every one passes the Queue
+/// webhook's checks that need no live cluster, its parent looked up among them.
+fn checked_queues(manifests: &[(String, api::Queue)]) -> Result<Vec<Queue>, String> {
+    let listed = Listed(manifests);
+    let mut queues = Vec::with_capacity(manifests.len());
+    for (i, (at, queue)) in manifests.iter().enumerate() {
+        let name = queue.metadata.name.as_deref().unwrap_or_default();
+        if manifests[..i]
+            .iter()
+            .any(|(_, q)| q.metadata.name.as_deref() == Some(name))
+        {
+            return Err(format!(
+                "{at}: metadata.name: a second Queue {name:?}; keep one"
+            ));
+        }
+        check_without_cluster(queue, &listed)
+            .map_err(|denial| format!("{at}: the cluster would refuse this Queue: {denial}"))?;
+        queues.push(convert::queue(queue).map_err(|e| format!("{at}: {e}"))?);
+    }
+    Ok(queues)
+}
+
+/// A configuration's Queues as the Queue webhook looks queues up.
+struct Listed<'a>(&'a [(String, api::Queue)]);
+
+impl QueueLookup for Listed<'_> {
+    fn queue(&self, name: &str) -> Lookup<Option<QueueView>> {
+        Ok(self
+            .0
+            .iter()
+            .map(|(_, q)| q)
+            .find(|q| q.metadata.name.as_deref() == Some(name))
+            .map(|q| QueueView {
+                name: name.to_owned(),
+                state: q.spec.state,
+                parent: q.spec.parent.clone().filter(|p| !p.is_empty()),
+                namespaces: q.spec.namespace_selector.clone(),
+            }))
+    }
+
+    fn children(&self, name: &str) -> Lookup<Vec<String>> {
+        Ok(self
+            .0
+            .iter()
+            .filter(|(_, q)| q.spec.parent.as_deref() == Some(name))
+            .filter_map(|(_, q)| q.metadata.name.clone())
+            .collect())
+    }
 }
 
 impl Candidate {
@@ -300,6 +355,50 @@ nodes:
         let double = scaled(&nodes, 2.0);
         assert_eq!(double.len(), 8);
         assert!(double.iter().any(|n| n.name == "c-x1"));
+    }
+
+    #[test]
+    fn a_queue_the_cluster_would_refuse_is_refused_with_the_webhooks_words() {
+        let queue = |name: &str, spec: &str| {
+            format!("kind: Queue\nmetadata: {{name: {name}}}\nspec: {spec}\n---\n")
+        };
+        let refused = |text: String| parse(&text, "x.yaml").unwrap_err();
+        let err = refused(queue("a", "{weight: 0}"));
+        assert!(
+            err.contains(
+                "document 1: the cluster would refuse this Queue: spec.weight: must be at least 1"
+            ),
+            "{err}"
+        );
+        let err = refused(queue(
+            "a",
+            "{guarantee: {cpu: '8'}, capability: {cpu: '4'}}",
+        ));
+        assert!(
+            err.contains("spec.guarantee[cpu]: must not exceed"),
+            "{err}"
+        );
+        let err = refused(queue("a", "{parent: nowhere}"));
+        assert!(
+            err.contains("spec.parent: queue \"nowhere\" does not exist"),
+            "{err}"
+        );
+        let err = refused(queue("a", "{parent: b}") + &queue("b", "{parent: a}"));
+        assert!(err.contains("cycle of parents"), "{err}");
+        let err = refused(queue("a", "{}") + &queue("a", "{weight: 2}"));
+        assert!(
+            err.contains("document 2: metadata.name: a second Queue"),
+            "{err}"
+        );
+        let c = parse(
+            &(queue("team", "{parent: default}") + &queue("default", "{}")),
+            "x.yaml",
+        );
+        assert_eq!(
+            c.unwrap().queues.len(),
+            2,
+            "a parent defined in the file, or default"
+        );
     }
 
     #[test]

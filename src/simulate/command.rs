@@ -2,9 +2,10 @@
 //! configuration, and writes the comparison as text, JSON or HTML.
 
 use std::path::PathBuf;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use clap::{Args, ValueEnum};
+use gangplank_core::claims;
 use gangplank_core::model::Resources;
 use gangplank_core::simulate::{Scenario, run};
 
@@ -49,6 +50,10 @@ pub struct SimulateArgs {
     /// recording, its rate over the stretch that placed the most pods; otherwise no limit.
     #[arg(long, value_name = "PODS", value_parser = clap::value_parser!(u32).range(1..))]
     pub binds_per_second: Option<u32>,
+    /// `gangplank serve --max-bind-hold-seconds` for the replay: how long a gang's claim and
+    /// held binds last at most. Default: serve's (300).
+    #[arg(long, value_name = "SECONDS", value_parser = clap::value_parser!(u64).range(1..=3600))]
+    pub max_bind_hold_seconds: Option<u64>,
     /// How often each queue's share is sampled, in virtual seconds.
     #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(i64).range(1..=86_400))]
     pub sample_every: i64,
@@ -61,15 +66,22 @@ pub enum Format {
     Html,
 }
 
-/// Runs `gangplank simulate`.
-pub fn main(args: &SimulateArgs) -> anyhow::Result<()> {
+/// Runs `gangplank simulate`, its engine set as `gangplank serve`'s defaults (`serve`) but
+/// where the flags say otherwise.
+pub fn main(args: &SimulateArgs, serve: claims::Settings) -> anyhow::Result<()> {
     let inputs = inputs(args).map_err(anyhow::Error::msg)?;
     if inputs.candidates.is_empty() {
         anyhow::bail!("nothing to compare: name a configuration with --config");
     }
+    let mut settings = serve;
+    if let Some(seconds) = args.max_bind_hold_seconds {
+        settings.max_hold = Duration::from_secs(seconds);
+    }
     let options = RunOptions {
         sample_every: args.sample_every,
         binds_per_second: inputs.binds_per_second,
+        settings,
+        serve,
     };
     let (report, fidelity) = compare(
         &inputs.workload,
@@ -162,6 +174,10 @@ fn inputs(args: &SimulateArgs) -> Result<Inputs, String> {
 pub struct RunOptions {
     pub sample_every: i64,
     pub binds_per_second: Option<u32>,
+    /// The engine's claim settings; each configuration's placement replaces `strategy`.
+    pub settings: claims::Settings,
+    /// `gangplank serve`'s defaults: where `settings` differ, each run's description says so.
+    pub serve: claims::Settings,
 }
 
 /// Runs `workload` under each candidate; with `live` starts, how the first run followed them.
@@ -191,7 +207,10 @@ pub fn compare(
         let scenario = Scenario {
             nodes: candidate.nodes_of(&workload.nodes)?,
             queues: candidate.queues.clone(),
-            strategy: candidate.strategy,
+            settings: claims::Settings {
+                strategy: candidate.strategy,
+                ..options.settings
+            },
             origin: Instant::now(),
             sample_every: options.sample_every,
             binds_per_second: options.binds_per_second,
@@ -204,7 +223,7 @@ pub fn compare(
         }
         runs.push(Run::of(
             &candidate.name,
-            &describe(candidate),
+            &describe(candidate, &options),
             scenario.nodes.len(),
             &workload.jobs,
             &outcome,
@@ -224,12 +243,13 @@ pub fn compare(
     ))
 }
 
-fn describe(c: &Candidate) -> String {
+fn describe(c: &Candidate, options: &RunOptions) -> String {
     let mut parts = vec![
         c.file.clone(),
         format!("{} queues", c.queues.len()),
         format!("placement {}", c.strategy.as_str()),
     ];
+    parts.extend(differences(&options.settings, &options.serve));
     if let Some(scale) = c.nodes.scale {
         parts.push(format!("nodes x{scale}"));
     }
@@ -241,6 +261,38 @@ fn describe(c: &Candidate) -> String {
         parts.push(format!("{added} nodes added"));
     }
     parts.join(", ")
+}
+
+/// Each setting of the engine that is not `gangplank serve`'s default, as `flag value (serve:
+/// default)`; the placement is each configuration's own and named apart.
+pub fn differences(engine: &claims::Settings, serve: &claims::Settings) -> Vec<String> {
+    let mut out = Vec::new();
+    if engine.max_hold != serve.max_hold {
+        out.push(format!(
+            "--max-bind-hold-seconds {} (gangplank serve: {})",
+            engine.max_hold.as_secs(),
+            serve.max_hold.as_secs()
+        ));
+    }
+    let flags = [
+        (
+            "--bind-unmarked-pods",
+            engine.bind_unmarked,
+            serve.bind_unmarked,
+        ),
+        (
+            "--hold-workload-api-gang-binds",
+            engine.hold_scheduler_gangs,
+            serve.hold_scheduler_gangs,
+        ),
+        ("--gate-pods", engine.gated_admission, serve.gated_admission),
+    ];
+    for (flag, engine, serve) in flags {
+        if engine != serve {
+            out.push(format!("{flag} {engine} (gangplank serve: {serve})"));
+        }
+    }
+    out
 }
 
 /// How the `recorded` run followed the live one, for the text output.

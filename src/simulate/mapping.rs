@@ -11,7 +11,7 @@
 //! namespace: queue     # each job's namespace: its queue's name (default), or this name
 //! gangs:               # optional; absent: every row is a lone pod
 //!   window: 60         # rows created within 60 s of the gang's first row,
-//!   same_shape: true   # with the same cpu, memory, GPU requests and qos (default true),
+//!   same_shape: true   # with the same cpu, memory, GPU requests, gpu_spec and qos (default true),
 //!   max_size: 8        # at most 8 of them; a gang of one is a lone pod
 //! gpu_sharing: whole   # whole (default) | milli
 //! priority: {LS: 100, BE: 0}   # by qos; default 0
@@ -35,6 +35,10 @@
 //!   was deleted while it waited (or still waited at the trace's end): it is deleted at its
 //!   `deletion_time` wherever it then is, and runs `deletion_time - creation_time` if it starts
 //!   before.
+//! - A row's `gpu_spec` (GPU models, `|` separated, like `V100M16|V100M32`) keeps its pod to
+//!   nodes whose `gpu-model` label (the node list's `model`) is one of them, as a required node
+//!   affinity the simulated scheduler checks; an empty one allows any node. Under `same_shape`
+//!   rows of different `gpu_spec` do not share a gang.
 //! - `gpu_sharing: whole`: a row asks for `num_gpu` whole `nvidia.com/gpu`, however small its
 //!   `gpu_milli` (Kubernetes without a GPU-sharing plugin). `milli`: it asks for
 //!   `num_gpu × gpu_milli` of [`GPU_MILLI_RESOURCE`], and each node offers `gpu × 1000` of it
@@ -45,13 +49,16 @@
 
 use std::collections::BTreeMap;
 use std::path::Path;
+use std::sync::Arc;
 
 use gangplank_core::model::{Node, Resources};
+use gangplank_core::policy::Constraints;
+use gangplank_core::policy::constraints::{LabelOperator, LabelRequirement, NodeSelectorTerm};
 use gangplank_core::simulate::Job;
 use serde::Deserialize;
 
 use super::Workload;
-use super::trace::{self, MAX_GPUS, NodeRow, PodRow};
+use super::trace::{self, GPU_MODEL_LABEL, MAX_GPUS, NodeRow, PodRow};
 use crate::api::labels::name_problem;
 
 /// The resource of GPU thousandths under `gpu_sharing: milli`.
@@ -353,14 +360,35 @@ pub fn fnv1a(bytes: &[u8]) -> u64 {
 }
 
 /// What must match for rows to share a gang under `same_shape`.
-fn shape(row: &PodRow) -> (i64, i64, i64, i64, &str) {
+fn shape(row: &PodRow) -> (i64, i64, i64, i64, &str, &str) {
     (
         row.cpu_milli,
         row.memory_mib,
         row.num_gpu,
         row.gpu_milli,
         row.qos.as_str(),
+        row.gpu_spec.as_str(),
     )
+}
+
+/// Where the pod of `row` may run: with a `gpu_spec` (GPU models, `|` separated), only on
+/// nodes whose [`GPU_MODEL_LABEL`] is one of them, as a required node affinity; else anywhere.
+fn on_gpu_models(row: &PodRow) -> Arc<Constraints> {
+    if row.gpu_spec.is_empty() {
+        return Arc::default();
+    }
+    let models = row.gpu_spec.split('|').map(str::to_owned).collect();
+    Arc::new(Constraints {
+        required_node_affinity: Some(vec![NodeSelectorTerm {
+            match_expressions: vec![LabelRequirement {
+                key: GPU_MODEL_LABEL.to_owned(),
+                operator: LabelOperator::In(models),
+            }],
+            match_fields: Vec::new(),
+            invalid: None,
+        }]),
+        ..Constraints::default()
+    })
 }
 
 /// The rows' jobs under `mapping`, in arrival order; see the module docs. The same rows, in
@@ -450,6 +478,11 @@ fn job(rows: &[&PodRow], mapping: &Mapping) -> Result<Job, String> {
         expected_runtime: None,
         sub_groups: Vec::new(),
         labels: Vec::new(),
+        constraints: if rows.iter().all(|r| r.gpu_spec.is_empty()) {
+            Vec::new()
+        } else {
+            rows.iter().map(|r| on_gpu_models(r)).collect()
+        },
     })
 }
 
@@ -643,6 +676,31 @@ mod tests {
             (jobs[0].members.len(), jobs[0].queue.as_str()),
             (3, "online")
         );
+    }
+
+    #[test]
+    fn a_rows_gpu_spec_keeps_its_pod_to_nodes_of_those_models() {
+        let m = mapping(GANGS);
+        let mut v100 = row("a", "LS", 1, 0);
+        v100.gpu_spec = "V100M16|V100M32".to_owned();
+        let mut other = row("b", "LS", 1, 5);
+        other.gpu_spec = "T4".to_owned();
+        let jobs = jobs(&[v100, other, row("c", "LS", 1, 9)], &m).unwrap();
+        // Another gpu_spec is another shape: three lone pods.
+        assert_eq!(jobs.len(), 3);
+        let node = |model: &str| Node {
+            name: model.to_owned(),
+            labels: BTreeMap::from([(GPU_MODEL_LABEL.to_owned(), model.to_owned())]),
+            ..Node::default()
+        };
+        let allows = |job: &Job, model: &str| {
+            job.constraints_of(0)
+                .is_none_or(|c| gangplank_core::policy::feasible(&node(model), c).is_ok())
+        };
+        assert!(allows(&jobs[0], "V100M32") && allows(&jobs[0], "V100M16"));
+        assert!(!allows(&jobs[0], "T4") && !allows(&jobs[0], "G2"));
+        assert!(allows(&jobs[1], "T4") && !allows(&jobs[1], "V100M32"));
+        assert!(jobs[2].constraints.is_empty(), "no gpu_spec: anywhere");
     }
 
     #[test]

@@ -171,6 +171,7 @@ pub fn replay(
                 .map(|t| t - origin),
             expected_runtime: spec.and_then(|s| s.expected_runtime),
             sub_groups: spec.map(|s| s.sub_groups.clone()).unwrap_or_default(),
+            constraints: Vec::new(),
             labels: kept.iter().map(|m| m.pod.labels.clone()).collect(),
         });
         live_starts.push(live_start.map(|t| t - origin));
@@ -372,6 +373,7 @@ mod tests {
             deleted_at: None,
             expected_runtime: None,
             sub_groups: Vec::new(),
+            constraints: Vec::new(),
             labels: Vec::new(),
         }
     }

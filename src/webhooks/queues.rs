@@ -100,6 +100,18 @@ pub fn validate(w: &Webhooks, request: &AdmissionRequest<Queue>) -> Result<Verdi
     }
 }
 
+/// The checks of a new Queue that need no live cluster: its spec alone, and its parent among
+/// `queues` (which exists, unless it is `default`, and makes no cycle). What
+/// `gangplank simulate` applies to the Queues of a configuration.
+pub fn check_without_cluster(queue: &Queue, queues: &dyn QueueLookup) -> Result<(), Denial> {
+    check_spec(queue)?;
+    let name = queue.metadata.name.as_deref().unwrap_or_default();
+    if let Some(parent) = queue.spec.parent.as_deref().filter(|p| !p.is_empty()) {
+        check_parent(queues, name, parent)?;
+    }
+    Ok(())
+}
+
 /// The rules on the spec alone.
 fn check_spec(queue: &Queue) -> Result<(), Denial> {
     let spec = &queue.spec;

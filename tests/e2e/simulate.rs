@@ -64,9 +64,12 @@ async fn a_replay_of_a_recorded_run_starts_its_gangs_in_the_live_order_within_5_
     let replayed = replay(&recording, "e2e", std::slice::from_ref(&ns.name)).unwrap();
     assert_eq!(replayed.workload.jobs.len(), GANGS.len());
     let recorded = Candidate::recorded(replayed.queues.clone(), "recording");
+    let serve = gangplank::config::ServeArgs::defaults().gang_settings();
     let options = RunOptions {
         sample_every: 1,
         binds_per_second: replayed.binds_per_second,
+        settings: serve,
+        serve,
     };
     let began = Instant::now();
     let (report, followed) = compare(

@@ -27,7 +27,7 @@ use crate::admit::{after_pass, reclaim};
 use crate::claims::{self, Release};
 use crate::model::names::ADMISSION_GATE;
 use crate::model::{GroupKey, Pod, PodGroup, PodPhase, Queue, Resources, State};
-use crate::policy::constraints::{self, Constraints};
+use crate::policy::constraints;
 
 /// Passes run at one instant before the loop moves on, however much each changes.
 const MAX_PASSES_AT_ONCE: usize = 16;
@@ -103,13 +103,7 @@ pub fn run(scenario: &Scenario, jobs: &[Job]) -> Outcome {
         jobs,
         state,
         scenario,
-        settings: claims::Settings {
-            strategy: scenario.strategy,
-            max_hold: Duration::from_secs(30),
-            bind_unmarked: false,
-            hold_scheduler_gangs: false,
-            gated_admission: true,
-        },
+        settings: scenario.settings,
         events: BinaryHeap::with_capacity(jobs.len() * 2),
         seq: 0,
         runs: (0..jobs.len()).map(|_| Run::default()).collect(),
@@ -414,14 +408,20 @@ impl Sim<'_> {
         let Some(pod) = self.state.pods().get(uid).cloned() else {
             return false;
         };
-        let constraints = Constraints {
-            node_selector: pod
-                .node_selector
+        // The member's own constraints (a trace row's GPU models), and the domain admission
+        // pinned it to.
+        let mut constraints = self
+            .owner
+            .get(uid)
+            .and_then(|&(j, index)| self.jobs[j].constraints_of(index))
+            .cloned()
+            .unwrap_or_default();
+        constraints.node_selector.extend(
+            pod.node_selector
                 .iter()
-                .map(|(k, v)| (k.clone(), v.clone()))
-                .collect(),
-            ..Constraints::default()
-        };
+                .map(|(k, v)| (k.clone(), v.clone())),
+        );
+        constraints.node_selector.sort();
         // The scheduler's own filter: the node takes the pod and has room for it, counting
         // what is bound and reserved there (`State::free_on`: a slot's `free` leaves out the
         // gang claims too, which the extender's filter weighs instead), without allocating.

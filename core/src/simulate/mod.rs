@@ -22,7 +22,7 @@ use std::time::{Duration, Instant};
 
 use crate::model::sub_groups::SubGroup;
 use crate::model::{Node, Queue, Resources};
-use crate::policy::placement::Strategy;
+use crate::policy::Constraints;
 
 pub use engine::run;
 pub use outcome::{JobOutcome, Outcome, Sample};
@@ -60,6 +60,9 @@ pub struct Job {
     /// Each member's labels, in `members`' order: what sub-groups split members by. Empty:
     /// none.
     pub labels: Vec<Arc<BTreeMap<String, String>>>,
+    /// Where each member may run, in `members`' order (a trace row's `gpu_spec`: nodes of those
+    /// GPU models), as the scheduler's filters check it; empty: anywhere.
+    pub constraints: Vec<Arc<Constraints>>,
 }
 
 /// A cluster, its queues and how pods are placed: one candidate configuration.
@@ -67,8 +70,10 @@ pub struct Job {
 pub struct Scenario {
     pub nodes: Vec<Node>,
     pub queues: Vec<Queue>,
-    /// The extender's placement strategy (`gangplank serve --placement`).
-    pub strategy: Strategy,
+    /// How claims are planned and binds held, as `gangplank serve`'s flags set them
+    /// (`--placement`, `--max-bind-hold-seconds`, ...): the caller gives serve's defaults and
+    /// the what-if's changes.
+    pub settings: crate::claims::Settings,
     /// The instant virtual time 0 stands for: the core reads no clock, so the caller gives
     /// the origin of the deadlines the ledger keeps (claims, the head's reservation).
     pub origin: Instant,
@@ -80,6 +85,11 @@ pub struct Scenario {
 }
 
 impl Job {
+    /// Where member `index` may run, if anything limits it.
+    pub fn constraints_of(&self, index: usize) -> Option<&Constraints> {
+        self.constraints.get(index).map(Arc::as_ref)
+    }
+
     /// How long member `index` runs once bound.
     pub fn runtime_of(&self, index: usize) -> i64 {
         self.runtimes.get(index).copied().unwrap_or(self.runtime)

@@ -5,6 +5,7 @@ use std::time::Instant;
 use super::*;
 use crate::model::Queue;
 use crate::model::sub_groups::SubGroup;
+use crate::policy::Strategy;
 use crate::testing::node;
 
 fn cpus(n: i64) -> Resources {
@@ -26,6 +27,7 @@ fn gang(name: &str, queue: &str, members: u32, cpu: i64, arrival: i64, runtime: 
         deleted_at: None,
         expected_runtime: None,
         sub_groups: Vec::new(),
+        constraints: Vec::new(),
         labels: Vec::new(),
     }
 }
@@ -36,7 +38,13 @@ fn scenario(nodes: usize, cpu: i64, queues: Vec<Queue>) -> Scenario {
             .map(|i| node(format!("n{i}"), cpu * 1_000))
             .collect(),
         queues,
-        strategy: Strategy::Binpack,
+        settings: crate::claims::Settings {
+            strategy: Strategy::Binpack,
+            max_hold: std::time::Duration::from_secs(300),
+            bind_unmarked: false,
+            hold_scheduler_gangs: false,
+            gated_admission: true,
+        },
         origin: Instant::now(),
         sample_every: 10,
         binds_per_second: None,
@@ -207,4 +215,37 @@ fn the_scheduler_places_at_most_its_throughput_each_second() {
     let out = run(&s, &jobs);
     assert_eq!(out.jobs[0].admitted, Some(0));
     assert_eq!(out.jobs[0].started, Some(2));
+}
+
+#[test]
+fn members_run_only_on_the_nodes_their_constraints_allow() {
+    use crate::policy::constraints::{LabelOperator, LabelRequirement, NodeSelectorTerm};
+    // Two nodes of 8 CPUs, of GPU models A and B; gangs of two members of 8 CPUs.
+    let mut s = scenario(2, 8, vec![Queue::new("q")]);
+    for (node, model) in s.nodes.iter_mut().zip(["A", "B"]) {
+        node.labels.insert("gpu-model".into(), model.into());
+    }
+    let on = |models: &[&str]| {
+        Arc::new(Constraints {
+            required_node_affinity: Some(vec![NodeSelectorTerm {
+                match_expressions: vec![LabelRequirement {
+                    key: "gpu-model".into(),
+                    operator: LabelOperator::In(models.iter().map(|m| (*m).to_owned()).collect()),
+                }],
+                match_fields: Vec::new(),
+                invalid: None,
+            }]),
+            ..Constraints::default()
+        })
+    };
+    let mut a_or_b = gang("a-or-b", "q", 2, 8, 0, 100);
+    a_or_b.constraints = vec![on(&["A", "B"]); 2];
+    let mut only_a = gang("only-a", "q", 2, 8, 200, 100);
+    only_a.constraints = vec![on(&["A"]); 2];
+    let out = run(&s, &[a_or_b, only_a]);
+    assert_eq!(out.jobs[0].started, Some(0));
+    assert_eq!(
+        out.jobs[1].started, None,
+        "two members of 8 CPUs, and one node of model A"
+    );
 }
