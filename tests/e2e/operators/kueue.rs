@@ -12,7 +12,7 @@ use kube::{Api, Client};
 use serde_json::json;
 
 use crate::sub_groups::filler;
-use crate::support::{Cluster, eventually, holds_for};
+use crate::support::{Cluster, TestNamespace, eventually, holds_for};
 
 /// Kueue's cluster-scoped objects of one test (a ResourceFlavor, an AdmissionCheck, a
 /// ClusterQueue and, on a MultiKueue manager, a MultiKueueConfig, all named `name`) on the
@@ -61,6 +61,40 @@ const CLUSTER_KINDS: [&str; 4] = [
     "MultiKueueConfig",
     "ResourceFlavor",
 ];
+
+/// One test's namespace, and a ClusterQueue and LocalQueue of its name with 1000 CPUs that list
+/// Gangplank's AdmissionCheck.
+struct KueueTest {
+    cluster: Cluster,
+    ns: TestNamespace,
+    _guard: KueueGuard,
+}
+
+impl KueueTest {
+    async fn start(prefix: &str) -> KueueTest {
+        let cluster = Cluster::connect().await;
+        let ns = cluster.namespace(prefix).await;
+        let guard = KueueGuard::new(&ns.name);
+        queue_with_gangplanks_check(&cluster.client, &ns.name, &ns.name, 1000).await;
+        KueueTest {
+            cluster,
+            ns,
+            _guard: guard,
+        }
+    }
+
+    /// Deletes the Job `job`, the namespace and the queue's cluster-scoped objects.
+    async fn end(self, job: &str) {
+        let name = self.ns.name.clone();
+        self.ns
+            .api::<Job>()
+            .delete(job, &DeleteParams::background())
+            .await
+            .unwrap();
+        self.ns.delete().await;
+        delete_cluster_objects(&self.cluster.client, &name).await;
+    }
+}
 
 pub fn kueue_api(client: &Client, kind: &str) -> Api<DynamicObject> {
     let gvk = GroupVersionKind::gvk("kueue.x-k8s.io", "v1beta2", kind);
@@ -188,12 +222,8 @@ pub async fn job_pods(pods: &Api<Pod>, job: &str) -> (usize, usize) {
 #[tokio::test]
 #[ignore = "needs the local control plane: run e2e/test"]
 async fn a_job_kueue_has_quota_for_waits_suspended_until_its_whole_gang_fits_then_runs_whole() {
-    let cluster = Cluster::connect().await;
-    let client = &cluster.client;
-    let ns = cluster.namespace("kueue").await;
-    let name = ns.name.clone();
-    let _guard = KueueGuard::new(&name);
-    queue_with_gangplanks_check(client, &name, &ns.name, 1000).await;
+    let test = KueueTest::start("kueue").await;
+    let (ns, name) = (&test.ns, test.ns.name.clone());
     let pods = ns.api::<Pod>();
     // Three of the four nodes full: 32 CPUs free, and the Job's gang needs 64.
     for filler_name in ["filler-0", "filler-1", "filler-2"] {
@@ -260,23 +290,14 @@ async fn a_job_kueue_has_quota_for_waits_suspended_until_its_whole_gang_fits_the
         Some("Ready")
     );
 
-    ns.api::<Job>()
-        .delete("train", &DeleteParams::background())
-        .await
-        .unwrap();
-    ns.delete().await;
-    delete_cluster_objects(client, &name).await;
+    test.end("train").await;
 }
 
 #[tokio::test]
 #[ignore = "needs the local control plane: run e2e/test"]
 async fn a_job_larger_than_gangplanks_largest_gang_is_rejected_saying_so_and_never_started() {
-    let cluster = Cluster::connect().await;
-    let client = &cluster.client;
-    let ns = cluster.namespace("kueue-large").await;
-    let name = ns.name.clone();
-    let _guard = KueueGuard::new(&name);
-    queue_with_gangplanks_check(client, &name, &ns.name, 1000).await;
+    let test = KueueTest::start("kueue-large").await;
+    let (client, ns, name) = (&test.cluster.client, &test.ns, test.ns.name.clone());
     let mut large = job("large", &name, 20_000, 1);
     let container = &mut large
         .spec
@@ -331,24 +352,15 @@ async fn a_job_larger_than_gangplanks_largest_gang_is_rejected_saying_so_and_nev
     })
     .await;
 
-    ns.api::<Job>()
-        .delete("large", &DeleteParams::background())
-        .await
-        .unwrap();
-    ns.delete().await;
-    delete_cluster_objects(client, &name).await;
+    test.end("large").await;
 }
 
 #[tokio::test]
 #[ignore = "needs the local control plane: run e2e/test"]
 async fn a_job_whose_pods_cannot_be_made_gives_its_room_back_through_retry_and_runs_once_they_can()
 {
-    let cluster = Cluster::connect().await;
-    let client = &cluster.client;
-    let ns = cluster.namespace("kueue-retry").await;
-    let name = ns.name.clone();
-    let _guard = KueueGuard::new(&name);
-    queue_with_gangplanks_check(client, &name, &ns.name, 1000).await;
+    let test = KueueTest::start("kueue-retry").await;
+    let (client, ns, name) = (&test.cluster.client, &test.ns, test.ns.name.clone());
     // No pod may be made in the namespace: once Kueue starts the Job, its pods never come.
     let quotas = ns.api::<ResourceQuota>();
     let no_pods: ResourceQuota = serde_json::from_value(json!({
@@ -398,10 +410,5 @@ async fn a_job_whose_pods_cannot_be_made_gives_its_room_back_through_retry_and_r
     )
     .await;
 
-    ns.api::<Job>()
-        .delete("train", &DeleteParams::background())
-        .await
-        .unwrap();
-    ns.delete().await;
-    delete_cluster_objects(client, &name).await;
+    test.end("train").await;
 }
