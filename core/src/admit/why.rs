@@ -8,7 +8,7 @@ use std::fmt;
 use std::sync::Arc;
 
 use crate::limits;
-use crate::model::resources::{ResourceId, human};
+use crate::model::resources::{ResourceId, human, write_shortfall};
 use crate::model::sub_groups::Short;
 use crate::model::{GroupKey, Resources};
 use crate::policy::queue_order::DominantShare;
@@ -353,15 +353,7 @@ impl fmt::Display for Why {
             }
             Why::Room { needed, available } => {
                 f.write_str("does not fit now: ")?;
-                for (i, (name, _)) in needed.shortfall(available).iter().enumerate() {
-                    let sep = if i == 0 { "" } else { ", " };
-                    write!(
-                        f,
-                        "{sep}{name} {} needed, {} free",
-                        human(name, needed.get(name)),
-                        human(name, available.get(name))
-                    )?;
-                }
+                write_shortfall(f, needed, available)?;
                 f.write_str(" (free room counts other queues' unused guarantees as taken)")
             }
             Why::NoNode { member } => write!(

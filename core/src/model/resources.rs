@@ -413,6 +413,25 @@ impl fmt::Display for Resources {
     }
 }
 
+/// Writes each resource `needed` lacks of `available` as `cpu 64 needed, 32 free`, comma
+/// separated: how a gang that does not fit says what it lacks.
+pub fn write_shortfall(
+    f: &mut fmt::Formatter<'_>,
+    needed: &Resources,
+    available: &Resources,
+) -> fmt::Result {
+    for (i, (name, _)) in needed.shortfall(available).iter().enumerate() {
+        let sep = if i == 0 { "" } else { ", " };
+        write!(
+            f,
+            "{sep}{name} {} needed, {} free",
+            human(name, needed.get(name)),
+            human(name, available.get(name))
+        )?;
+    }
+    Ok(())
+}
+
 /// An amount in the units a user would write in a manifest.
 pub fn human(resource: &str, amount: i64) -> String {
     if resource == "cpu" {

@@ -11,7 +11,7 @@ use std::fmt;
 
 use super::constraints::{Constraints, feasible};
 use super::fit::{first_fit, size};
-use crate::model::resources::human;
+use crate::model::resources::write_shortfall;
 use crate::model::{Resources, State};
 
 /// A set of identical members of a gang: what each requests on its node, how many, and where
@@ -34,18 +34,7 @@ pub enum Misfit {
 impl fmt::Display for Misfit {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Misfit::Room { needed, free } => {
-                for (i, (name, _)) in needed.shortfall(free).iter().enumerate() {
-                    let sep = if i == 0 { "" } else { ", " };
-                    write!(
-                        f,
-                        "{sep}{name} {} needed, {} free",
-                        human(name, needed.get(name)),
-                        human(name, free.get(name))
-                    )?;
-                }
-                Ok(())
-            }
+            Misfit::Room { needed, free } => write_shortfall(f, needed, free),
             Misfit::NoNode { member } => {
                 write!(f, "no node has room left for a member requesting {member}")
             }
