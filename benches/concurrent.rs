@@ -25,8 +25,8 @@ use gangplank::admission_loop::MIN_PASS_INTERVAL;
 use gangplank::cache::{Cache, LedgerWriter};
 use gangplank::clock::unix_now;
 use gangplank::extender;
-use gangplank_core::admit::groups::{Groups, Unshown};
-use gangplank_core::admit::{plan, reclaim};
+use gangplank_core::admit::groups::Unshown;
+use gangplank_core::admit::{self, Evicting};
 use gangplank_core::claims::Settings;
 use gangplank_core::model::{GroupKey, Node, Pod, PodGroup, Queue, Resources, State};
 use gangplank_core::policy::constraints::Constraints;
@@ -155,12 +155,8 @@ impl Passes {
 /// One pass and reclaim's plan after it.
 fn admission_pass(state: &State) -> usize {
     let now = unix_now();
-    let groups = Groups::of(state, Unshown::none(), now);
-    let decision = plan::decide(state, &groups, now);
-    reclaim::plan(state, &groups, &decision, &|_| false, &|_| false)
-        .reclaims
-        .len()
-        + decision.admit.len()
+    let passed = admit::pass(state, Unshown::none(), Evicting::none(), now);
+    passed.reclaims.reclaims.len() + passed.decision.admit.len()
 }
 
 fn pass(cache: &Cache, passes: Passes) -> usize {

@@ -5,8 +5,9 @@
 //! The mutating webhook gates every pod of a group or queue at creation, so the scheduler
 //! does not see a gang's pods one by one as they trickle in; this loop lets a gang through as
 //! a whole once it is complete. It wakes on every cache change (at most every
-//! [`MIN_PASS_INTERVAL`]) and at least every [`MAX_PASS_INTERVAL`], decides on a snapshot of
-//! the cache (a consistent view that holds no lock), and patches the pods. After a pass that
+//! [`MIN_PASS_INTERVAL`]) and at least every [`MAX_PASS_INTERVAL`], runs one pass
+//! ([`gangplank_core::admit::pass()`], the one the simulator runs) on a snapshot of the cache
+//! (a consistent view that holds no lock), and patches the pods. After a pass that
 //! left nothing waiting ([`is_quiet`]), only a change that may want a decision wakes it
 //! ([`Cache::arrived`]: a new or gated pod, a node, PodGroup or Queue), not the binds and
 //! status updates of placed pods.
@@ -18,8 +19,9 @@
 //! for the next pass instead of being overwritten. A pod patched recently is not patched again
 //! until the cache has caught up or [`RETRY_AFTER`] has passed, so a slow watch does not cause
 //! a storm of duplicate patches; meanwhile the pass counts it as released
-//! ([`Groups::of`]), so its room is not handed to another group. Only the gate is touched: releasing is idempotent and safe to
-//! repeat after a restart.
+//! ([`gangplank_core::admit::groups::Groups::of`]), so its room is not handed to another
+//! group. Only the gate is touched: releasing is idempotent and safe to repeat after a
+//! restart.
 //!
 //! An admission with room kept for members still to come (ahead of its members, or on its
 //! `minResources`: `gangplank_core::model::owed`) is recorded on the PodGroup, in the
@@ -75,9 +77,10 @@ use crate::events::{Limiter, Publisher};
 use crate::fence::{self, Fence};
 use crate::health::Heartbeat;
 use crate::metrics;
-use gangplank_core::admit::groups::{Groups, Unshown};
+use gangplank_core::admit::groups::Unshown;
 use gangplank_core::admit::kept::Kept;
 use gangplank_core::admit::plan::{self, PodRef};
+use gangplank_core::admit::{Evicting, Passed, pass};
 use gangplank_core::model::GroupKey;
 
 /// Shortest time between two passes, however often the cache changes.
@@ -164,16 +167,14 @@ pub async fn run(
             released: &|uid| recently.contains_key(uid),
             kept: &kept,
         };
-        let groups = Groups::of(&state, unshown, wall);
-        let mut decision = plan::decide(&state, &groups, wall);
-        let mut reclaims = gangplank_core::admit::reclaim::plan(
-            &state,
-            &groups,
-            &decision,
-            &|uid| reclaimer.is_evicting(uid),
-            &|group| reclaimer.is_refused(group),
-        );
-        drop(groups);
+        let evicting = Evicting {
+            evicting: &|uid| reclaimer.is_evicting(uid),
+            refused: &|group| reclaimer.is_refused(group),
+        };
+        let Passed {
+            mut decision,
+            mut reclaims,
+        } = pass(&state, unshown, evicting, wall);
         let backfilled = backfills::events(&state, &decision, &mut told, now);
         drop(state);
         ::metrics::gauge!(metrics::ADMISSION_WAITING_GROUPS).set(decision.waiting.len() as f64);

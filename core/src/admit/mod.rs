@@ -1,4 +1,5 @@
 //! The admission pass and what follows it:
+//! - [`pass()`]: one pass, as the admission loop and the simulator both run it;
 //! - [`groups`]: what the pass and reclaim read of each group, derived once per snapshot;
 //! - [`kept`]: the admission loop's record of the admissions with room kept for members to
 //!   come that it made, which the pass counts until the snapshot shows them;
@@ -15,6 +16,9 @@ pub mod free_room;
 pub mod groups;
 pub mod kept;
 pub mod on_arrival;
+mod pass;
 pub mod plan;
 pub mod reclaim;
 pub mod why;
+
+pub use pass::{Evicting, Passed, pass};

@@ -21,9 +21,9 @@ use rustc_hash::FxHashMap;
 
 use super::outcome::{JobOutcome, Outcome, QueueSample, Sample};
 use super::{Job, Scenario};
-use crate::admit::groups::{Groups, Unshown};
+use crate::admit::groups::Unshown;
 use crate::admit::plan::{self, Decision, Hold};
-use crate::admit::{after_pass, reclaim};
+use crate::admit::{Evicting, Passed, after_pass, pass};
 use crate::claims::{self, Release};
 use crate::model::names::ADMISSION_GATE;
 use crate::model::{GroupKey, Pod, PodGroup, PodPhase, Queue, Resources, State};
@@ -287,10 +287,8 @@ impl Sim<'_> {
     /// admitted pods and carry out the evictions. Whether it changed anything.
     fn pass(&mut self, now: i64) -> bool {
         self.out.passes += 1;
-        let groups = Groups::of(&self.state, Unshown::none(), now);
-        let decision = plan::decide(&self.state, &groups, now);
-        let reclaims = reclaim::plan(&self.state, &groups, &decision, &|_| false, &|_| false);
-        drop(groups);
+        let Passed { decision, reclaims } =
+            pass(&self.state, Unshown::none(), Evicting::none(), now);
         let at = self.instant(now);
         after_pass::record(&mut self.state, self.held.as_ref(), &decision, at);
         self.held.clone_from(&decision.hold);
