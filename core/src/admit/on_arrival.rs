@@ -27,6 +27,7 @@
 //! Arrivals carry no placing marker by default, so the extender's filter does not see them:
 //! this bound, not filter, is what keeps them inside the room the door counted.
 
+use std::sync::Arc;
 use std::time::Instant;
 
 use crate::limits;
@@ -149,8 +150,9 @@ pub fn let_in(door: &mut Door, queue: &str, need: &[Resources]) -> bool {
     let Ok(placed) = first_fit(&door.nodes, need) else {
         return false;
     };
+    let nodes = Arc::make_mut(&mut door.nodes);
     for (at, pod) in placed {
-        door.nodes[at].sub(pod);
+        nodes[at].sub(pod);
     }
     door.total.sub(&sum);
     true

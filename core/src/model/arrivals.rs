@@ -3,6 +3,7 @@
 //! open the door and let a gang in are admission's (`crate::admit::on_arrival`); this is their data.
 
 use std::collections::BTreeSet;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::resources::Resources;
@@ -15,8 +16,9 @@ pub const ARRIVAL_ROOM_KEPT: Duration = Duration::from_secs(30);
 /// Room a pass left for admissions on arrival.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Door {
-    /// Free room per schedulable node.
-    pub(crate) nodes: Vec<Resources>,
+    /// Free room per schedulable node; shared by the decision and the ledger until an
+    /// admission on arrival takes some.
+    pub(crate) nodes: Arc<Vec<Resources>>,
     /// What any queue may still take.
     pub(crate) total: Resources,
     /// Queues a group may be admitted into on arrival.
@@ -34,7 +36,7 @@ impl Door {
         nodes_shrunk: u64,
     ) -> Door {
         Door {
-            nodes,
+            nodes: Arc::new(nodes),
             total,
             queues,
             nodes_shrunk,

@@ -231,6 +231,20 @@ impl Resources {
         }
     }
 
+    /// `self` with every amount below zero raised to zero.
+    pub fn at_least_zero(&self) -> Resources {
+        let mut out = self.clone();
+        out.clamp_at_zero();
+        out
+    }
+
+    /// Raises every amount below zero to zero.
+    pub fn clamp_at_zero(&mut self) {
+        for amount in &mut self.0 {
+            *amount = (*amount).max(0);
+        }
+    }
+
     /// `self + other` as a new value.
     pub fn plus(&self, other: &Resources) -> Resources {
         let mut out = self.clone();

@@ -180,34 +180,22 @@ impl State {
 
     /// Allocatable minus used minus reserved: what a pod outside any gang claim could take.
     pub fn free_on(&self, node: &Node) -> Resources {
-        let mut free = node.allocatable.clone();
-        if let Some(slot) = self.nodes.slot(&node.name) {
-            free.sub(&slot.used);
-            free.sub(&slot.reserved);
+        match self.nodes.slot(&node.name) {
+            Some(slot) if slot.node.is_some() => slot.unreserved.clone(),
+            Some(slot) => node.allocatable.minus(&slot.used).minus(&slot.reserved),
+            None => node.allocatable.clone(),
         }
-        free
     }
 
     /// The nodes that take new pods ([`Node::takes_new_pods`]), by name: the order in which
     /// the admission pass and reclaim place a gang's members.
     pub fn schedulable_nodes(&self) -> Vec<&Node> {
-        let mut nodes: Vec<&Node> = self
-            .nodes
-            .values()
-            .map(|n| n.as_ref())
-            .filter(|n| n.takes_new_pods())
-            .collect();
-        nodes.sort_by(|a, b| a.name.cmp(&b.name));
-        nodes
+        self.nodes.schedulable().map(|(node, _)| node).collect()
     }
 
     /// The allocatable of the nodes that take new pods: what fair share divides.
     pub fn schedulable_capacity(&self) -> Resources {
-        let mut capacity = Resources::new();
-        for node in self.nodes.values().filter(|n| n.takes_new_pods()) {
-            capacity.add(&node.allocatable);
-        }
-        capacity
+        self.nodes.schedulable_capacity().clone()
     }
 
     pub fn group(&self, key: &GroupKey) -> Option<&Group> {

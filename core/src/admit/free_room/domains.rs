@@ -4,7 +4,7 @@
 
 use std::rc::Rc;
 
-use super::{InDomain, Labelled, Partition, Room, at_least_zero, labelled};
+use super::{InDomain, Labelled, Partition, Room, labelled};
 use crate::admit::why::{DomainTried, LevelTried};
 use crate::model::Resources;
 use crate::model::topology::{self, Domain};
@@ -139,7 +139,7 @@ impl<'s> Room<'s> {
                 free[at].sub(pod);
             }
             let left = free.iter().fold(Resources::new(), |mut left, f| {
-                left.add(&at_least_zero(f));
+                left.add(&f.at_least_zero());
                 left
             });
             if best

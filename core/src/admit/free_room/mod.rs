@@ -1,8 +1,9 @@
 //! Free room during one admission pass, and the reservation the head of the line holds in it.
 //!
 //! A copy of each schedulable node's free room (allocatable − used − reserved by the
-//! extender) that the pass shrinks as it admits groups, their sum, and the other queues'
-//! unused guarantees (room a queue may not take). See [`super::plan`] for how the pass uses it,
+//! extender, as the cache keeps it: `crate::model::Nodes::schedulable`) that the pass shrinks
+//! as it admits groups, their sum, and the other queues' unused guarantees (room a queue may
+//! not take). See [`super::plan`] for how the pass uses it,
 //! and `Room::reserve` for how the head's reservation is chosen. Placing in one domain of a
 //! topology level is in [`domains`], the head's reservation in [`reservation`]; the pass is
 //! their only user, each pass with a room of its own.
@@ -84,26 +85,15 @@ impl<'s> Room<'s> {
     /// placed yet), with `queues` slots of guarantees (set them with
     /// [`Room::set_unused_guarantee`]).
     pub fn new(state: &'s State, in_flight: &Resources, queues: usize) -> Room<'s> {
-        let nodes: Vec<(
-            &'s str,
-            &'s Resources,
-            Resources,
-            &'s BTreeMap<String, String>,
-        )> = state
-            .schedulable_nodes()
-            .into_iter()
-            .map(|n| (n.name.as_str(), &n.allocatable, state.free_on(n), &n.labels))
-            .collect();
-        let mut total = Resources::new();
-        for (_, _, free, _) in &nodes {
-            total.add(&at_least_zero(free));
-        }
+        let schedulable = state.nodes().schedulable();
+        let count = schedulable.len();
+        let mut total = state.nodes().schedulable_room().clone();
         total.sub(in_flight);
         let mut room = Room {
-            names: Vec::with_capacity(nodes.len()),
-            allocatable: Vec::with_capacity(nodes.len()),
-            labels: Vec::with_capacity(nodes.len()),
-            nodes: Vec::with_capacity(nodes.len()),
+            names: Vec::with_capacity(count),
+            allocatable: Vec::with_capacity(count),
+            labels: Vec::with_capacity(count),
+            nodes: Vec::with_capacity(count),
             total,
             unused_guarantee: vec![Resources::new(); queues],
             guaranteed: Resources::new(),
@@ -115,11 +105,11 @@ impl<'s> Room<'s> {
             available: vec![None; queues],
             levels: FxHashMap::default(),
         };
-        for (name, allocatable, free, labels) in nodes {
-            room.names.push(name);
-            room.allocatable.push(allocatable);
-            room.labels.push(labels);
-            room.nodes.push(free);
+        for (node, slot) in schedulable {
+            room.names.push(&node.name);
+            room.allocatable.push(&node.allocatable);
+            room.labels.push(&node.labels);
+            room.nodes.push(slot.unreserved.clone());
         }
         room
     }
@@ -130,7 +120,7 @@ impl<'s> Room<'s> {
         }
         self.changed();
         self.guaranteed.sub(&self.unused_guarantee[slot]);
-        let unused = at_least_zero(&guarantee.minus(held));
+        let unused = guarantee.minus(held).at_least_zero();
         self.guaranteed.add(&unused);
         self.unused_guarantee[slot] = unused;
     }
@@ -142,16 +132,18 @@ impl<'s> Room<'s> {
         }
         let mut others = self.guaranteed.clone();
         others.sub(&self.unused_guarantee[slot]);
-        let available = at_least_zero(&self.total.minus(&others));
+        let available = self.total.minus(&others).at_least_zero();
         self.available[slot] = Some(available.clone());
         available
     }
 
     /// What is left for admissions on arrival ([`super::on_arrival`]) once the released members
     /// `beyond` (not counted yet) are placed where first fit puts them: each node's free room,
-    /// and the free total less every queue's unused guarantee.
-    pub fn left_for_arrivals(&self, beyond: &[&Resources]) -> (Vec<Resources>, Resources) {
-        let mut nodes: Vec<Resources> = self.nodes.iter().map(at_least_zero).collect();
+    /// and the free total less every queue's unused guarantee. The pass's last use of the
+    /// room: it takes the nodes' room.
+    pub fn left_for_arrivals(&mut self, beyond: &[&Resources]) -> (Vec<Resources>, Resources) {
+        let mut nodes = std::mem::take(&mut self.nodes);
+        nodes.iter_mut().for_each(Resources::clamp_at_zero);
         let mut total = self.total.minus(&self.guaranteed);
         for pod in biggest_first(beyond.iter().copied()) {
             total.sub(pod);
@@ -159,7 +151,7 @@ impl<'s> Room<'s> {
                 nodes[at].sub(pod);
             }
         }
-        (nodes, at_least_zero(&total))
+        (nodes, total.at_least_zero())
     }
 
     /// Forgets what [`Room::available_to`] computed: the free total or a guarantee changed.
@@ -307,16 +299,6 @@ impl<'s> Room<'s> {
         self.cursors[slot].1 = found.unwrap_or(end);
         found
     }
-}
-
-pub(super) fn at_least_zero(r: &Resources) -> Resources {
-    let mut out = Resources::new();
-    for (id, amount) in r.ids() {
-        if amount > 0 {
-            out.set_amount(id, amount);
-        }
-    }
-    out
 }
 
 #[cfg(test)]

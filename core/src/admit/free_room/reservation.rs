@@ -2,7 +2,7 @@
 //! could start inside the reservation ([`Room::place_in_reservation`]), and choosing the
 //! reservation itself ([`Room::reserve`]): per node what the head holds and still lacks.
 
-use super::{InDomain, Labelled, Room, at_least_zero};
+use super::{InDomain, Labelled, Room};
 use crate::model::Resources;
 use crate::policy::fit::{biggest_first, first_fit, size};
 
@@ -45,13 +45,13 @@ impl<'s> Room<'s> {
         };
         for (at, pod) in placed {
             // Free room first; what it lacks comes out of the reservation on that node.
-            let from_free = at_least_zero(&self.nodes[at]).min_of(pod);
+            let from_free = self.nodes[at].at_least_zero().min_of(pod);
             let mut from_held = pod.minus(&from_free);
             self.nodes[at].sub(&from_free);
             self.total.sub(&from_free);
             self.changed();
             if let Some((_, held)) = self.held.iter_mut().find(|(i, _)| *i == at) {
-                from_held = at_least_zero(&from_held);
+                from_held = from_held.at_least_zero();
                 held.sub(&from_held);
                 self.held_total.sub(&from_held);
             }
@@ -119,7 +119,7 @@ impl<'s> Room<'s> {
         lacking.sort_by_key(|(at, _)| *at);
         self.held = held;
         self.lacking = lacking;
-        self.short = at_least_zero(&short);
+        self.short = short.at_least_zero();
         true
     }
 
@@ -150,7 +150,7 @@ impl<'s> Room<'s> {
                 let now = find(&free, at).unwrap_or(&self.nodes[at]);
                 let score = (
                     held_before(self.names[at]),
-                    size(&at_least_zero(now).min_of(pod)),
+                    size(&now.at_least_zero().min_of(pod)),
                 );
                 if best.is_none_or(|(_, b)| score > b) {
                     best = Some((at, score));
@@ -161,7 +161,10 @@ impl<'s> Room<'s> {
             // What is free of the member's requests here; the reservation holds it within the
             // budget. It lacks only what pods on the node must free: room the budget keeps for
             // other queues stays free, and is not lacking.
-            let here = at_least_zero(find(&free, at).unwrap_or(&self.nodes[at])).min_of(pod);
+            let here = find(&free, at)
+                .unwrap_or(&self.nodes[at])
+                .at_least_zero()
+                .min_of(pod);
             found.add(&here);
             let taken = here.min_of(&budget);
             budget.sub(&taken);
