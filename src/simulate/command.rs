@@ -7,9 +7,9 @@ use std::time::{Duration, Instant};
 use clap::{Args, ValueEnum};
 use gangplank_core::claims;
 use gangplank_core::model::Resources;
-use gangplank_core::simulate::{Scenario, run};
+use gangplank_core::simulate::{Setup, run};
 
-use super::candidate::{self, Candidate};
+use super::configuration::{self, Configuration};
 use super::recording::{self, Fidelity};
 use super::report::{self, Report, Run};
 use super::{Workload, record};
@@ -70,7 +70,7 @@ pub enum Format {
 /// where the flags say otherwise.
 pub fn main(args: &SimulateArgs, serve: claims::Settings) -> anyhow::Result<()> {
     let inputs = inputs(args).map_err(anyhow::Error::msg)?;
-    if inputs.candidates.is_empty() {
+    if inputs.configurations.is_empty() {
         anyhow::bail!("nothing to compare: name a configuration with --config");
     }
     let mut settings = serve;
@@ -85,7 +85,7 @@ pub fn main(args: &SimulateArgs, serve: claims::Settings) -> anyhow::Result<()> 
     };
     let (report, fidelity) = compare(
         &inputs.workload,
-        &inputs.candidates,
+        &inputs.configurations,
         inputs.live.as_deref(),
         options,
     )
@@ -121,7 +121,7 @@ struct Json<'a> {
 /// throughput it shows.
 struct Inputs {
     workload: Workload,
-    candidates: Vec<Candidate>,
+    configurations: Vec<Configuration>,
     live: Option<Vec<Option<i64>>>,
     binds_per_second: Option<u32>,
 }
@@ -130,12 +130,12 @@ fn inputs(args: &SimulateArgs) -> Result<Inputs, String> {
     let configs = args
         .configs
         .iter()
-        .map(|path| candidate::read(path))
+        .map(|path| configuration::read(path))
         .collect::<Result<Vec<_>, _>>()?;
     if let Some(dir) = &args.trace {
         return Ok(Inputs {
             workload: super::mapping::workload(dir, args.mapping.as_deref())?,
-            candidates: configs,
+            configurations: configs,
             live: None,
             binds_per_second: args.binds_per_second,
         });
@@ -156,14 +156,14 @@ fn inputs(args: &SimulateArgs) -> Result<Inputs, String> {
         &format!("recording {}", path.display()),
         &args.namespaces,
     )?;
-    let mut candidates = vec![Candidate::recorded(
+    let mut configurations = vec![Configuration::recorded(
         replay.queues,
         &path.display().to_string(),
     )];
-    candidates.extend(configs);
+    configurations.extend(configs);
     Ok(Inputs {
         workload: replay.workload,
-        candidates,
+        configurations,
         live: Some(replay.live_starts),
         binds_per_second: args.binds_per_second.or(replay.binds_per_second),
     })
@@ -180,10 +180,10 @@ pub struct RunOptions {
     pub serve: claims::Settings,
 }
 
-/// Runs `workload` under each candidate; with `live` starts, how the first run followed them.
+/// Runs `workload` under each configuration; with `live` starts, how the first run followed them.
 pub fn compare(
     workload: &Workload,
-    candidates: &[Candidate],
+    configurations: &[Configuration],
     live: Option<&[Option<i64>]>,
     options: RunOptions,
 ) -> Result<(Report, Option<Fidelity>), String> {
@@ -194,21 +194,21 @@ pub fn compare(
     let resource = report::chart_resource(&capacity);
     let mut runs = Vec::new();
     let mut fidelity = None;
-    for candidate in candidates.iter() {
-        let missing = candidate.missing_queues(workload.jobs.iter().map(|j| j.queue.as_str()));
+    for configuration in configurations.iter() {
+        let missing = configuration.missing_queues(workload.jobs.iter().map(|j| j.queue.as_str()));
         if !missing.is_empty() {
             return Err(format!(
                 "{}: the workload's jobs name queues the configuration does not define: {}; add a \
                  Queue for each",
-                candidate.file,
+                configuration.file,
                 missing.join(", ")
             ));
         }
-        let scenario = Scenario {
-            nodes: candidate.nodes_of(&workload.nodes)?,
-            queues: candidate.queues.clone(),
+        let setup = Setup {
+            nodes: configuration.nodes_of(&workload.nodes)?,
+            queues: configuration.queues.clone(),
             settings: claims::Settings {
-                strategy: candidate.strategy,
+                strategy: configuration.placement,
                 ..options.settings
             },
             origin: Instant::now(),
@@ -216,15 +216,15 @@ pub fn compare(
             binds_per_second: options.binds_per_second,
         };
         let began = Instant::now();
-        let outcome = run(&scenario, &workload.jobs);
+        let outcome = run(&setup, &workload.jobs);
         let seconds = began.elapsed().as_secs_f64();
         if let (Some(live), None) = (live, &fidelity) {
             fidelity = Some(recording::fidelity(&workload.jobs, live, &outcome));
         }
         runs.push(Run::of(
-            &candidate.name,
-            &describe(candidate, &options),
-            scenario.nodes.len(),
+            &configuration.name,
+            &describe(configuration, &options),
+            setup.nodes.len(),
             &workload.jobs,
             &outcome,
             resource,
@@ -243,11 +243,11 @@ pub fn compare(
     ))
 }
 
-fn describe(c: &Candidate, options: &RunOptions) -> String {
+fn describe(c: &Configuration, options: &RunOptions) -> String {
     let mut parts = vec![
         c.file.clone(),
         format!("{} queues", c.queues.len()),
-        format!("placement {}", c.strategy.as_str()),
+        format!("placement {}", c.placement.as_str()),
     ];
     parts.extend(differences(&options.settings, &options.serve));
     if let Some(scale) = c.nodes.scale {

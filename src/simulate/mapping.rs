@@ -273,7 +273,7 @@ impl Mapping {
         Ok(())
     }
 
-    /// Every queue the mapping can send rows to, sorted: what candidate configurations define.
+    /// Every queue the mapping can send rows to, sorted: what configurations define.
     pub fn queue_names(&self) -> Vec<String> {
         let q = &self.queues;
         let mut names: Vec<String> = match q.by {
@@ -892,8 +892,9 @@ mod tests {
     fn the_example_mapping_reads_and_the_example_configurations_define_exactly_its_queues() {
         let m = read(&repo("examples/simulate/alibaba-mapping.yaml")).unwrap();
         for config in ["baseline.yaml", "online-weight-3.yaml"] {
-            let c = super::super::candidate::read(&repo(&format!("examples/simulate/{config}")))
-                .unwrap();
+            let c =
+                super::super::configuration::read(&repo(&format!("examples/simulate/{config}")))
+                    .unwrap();
             let mut defined: Vec<String> = c.queues.iter().map(|q| q.name.clone()).collect();
             defined.sort();
             assert_eq!(defined, m.queue_names(), "{config}");

@@ -6,9 +6,9 @@
 //! candidates are the nodes that take it and have room for it (the scheduler's own filter),
 //! narrowed by [`claims::filter`], scored by [`claims::scores`] (highest wins, ties to the
 //! first node by name), and reserved with [`claims::reserve`]; a gang's members are bound
-//! together once it reaches quorum, as held binds are, at most the scenario's
-//! `binds_per_second` a second. Evicted gangs start again from the gate with new pods, as their
-//! controllers make them; each member ends after its own runtime.
+//! together once it reaches quorum, as held binds are, at most [`Setup::binds_per_second`] a
+//! second. Evicted gangs start again from the gate with new pods, as their controllers make
+//! them; each member ends after its own runtime.
 //!
 //! The run owns its [`State`]: the loop is its one writer, shared with no one.
 
@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 use rustc_hash::FxHashMap;
 
 use super::outcome::{JobOutcome, Outcome, QueueSample, Sample};
-use super::{Job, Scenario};
+use super::{Job, Setup};
 use crate::admit::groups::{Groups, Unshown};
 use crate::admit::plan::{self, Decision, Hold};
 use crate::admit::{after_pass, reclaim};
@@ -56,7 +56,7 @@ struct Run {
 struct Sim<'a> {
     jobs: &'a [Job],
     state: State,
-    scenario: &'a Scenario,
+    setup: &'a Setup,
     settings: claims::Settings,
     events: BinaryHeap<Reverse<(i64, u64, Event)>>,
     seq: u64,
@@ -80,15 +80,15 @@ struct Sim<'a> {
     schedulable: Vec<String>,
 }
 
-/// Replays `jobs` on `scenario`'s cluster; see the module docs.
-pub fn run(scenario: &Scenario, jobs: &[Job]) -> Outcome {
+/// Replays `jobs` on `setup`'s cluster; see the module docs.
+pub fn run(setup: &Setup, jobs: &[Job]) -> Outcome {
     let mut state = State::default();
-    for node in &scenario.nodes {
+    for node in &setup.nodes {
         state.apply_node(node.clone());
     }
     // By name: where the core breaks a tie by the order of its queue map, a configuration
     // that lists the same queues in another order replays the same.
-    let mut queues: Vec<&Queue> = scenario.queues.iter().collect();
+    let mut queues: Vec<&Queue> = setup.queues.iter().collect();
     queues.sort_by(|a, b| a.name.cmp(&b.name));
     for queue in queues {
         state.apply_queue(queue.clone());
@@ -102,8 +102,8 @@ pub fn run(scenario: &Scenario, jobs: &[Job]) -> Outcome {
     let mut sim = Sim {
         jobs,
         state,
-        scenario,
-        settings: scenario.settings,
+        setup,
+        settings: setup.settings,
         events: BinaryHeap::with_capacity(jobs.len() * 2),
         seq: 0,
         runs: (0..jobs.len()).map(|_| Run::default()).collect(),
@@ -159,7 +159,7 @@ impl Sim<'_> {
     }
 
     fn instant(&self, now: i64) -> Instant {
-        self.scenario.origin + Duration::from_secs(now.max(0).unsigned_abs())
+        self.setup.origin + Duration::from_secs(now.max(0).unsigned_abs())
     }
 
     fn handle(&mut self, event: Event, now: i64) {
@@ -381,7 +381,7 @@ impl Sim<'_> {
     /// go on in the next second); whether any was placed.
     fn place(&mut self, now: i64) -> bool {
         if self.budget.0 != now {
-            self.budget = (now, self.scenario.binds_per_second.unwrap_or(u32::MAX));
+            self.budget = (now, self.setup.binds_per_second.unwrap_or(u32::MAX));
         }
         let mut placed = false;
         let mut deferred = false;
@@ -518,7 +518,7 @@ impl Sim<'_> {
         if now < self.next_sample {
             return;
         }
-        let every = self.scenario.sample_every.max(1);
+        let every = self.setup.sample_every.max(1);
         self.next_sample = (now / every + 1) * every;
         let Some(decision) = &self.latest else {
             return;

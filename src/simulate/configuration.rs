@@ -1,4 +1,4 @@
-//! One candidate configuration, from a YAML file of several documents: the Queue manifests
+//! One configuration to compare, from a YAML file of several documents: the Queue manifests
 //! the cluster would take (the same YAML), and at most one `Simulation` document for what is
 //! not a Queue:
 //!
@@ -36,10 +36,11 @@ pub const MAX_NODES: usize = 50_000;
 
 /// A configuration as read from its file.
 #[derive(Debug, Clone)]
-pub struct Candidate {
+pub struct Configuration {
     pub name: String,
     pub queues: Vec<Queue>,
-    pub strategy: Strategy,
+    /// How its pods are placed: `gangplank serve --placement`.
+    pub placement: Strategy,
     pub nodes: NodeChanges,
     /// The file it was read from.
     pub file: String,
@@ -82,7 +83,7 @@ pub struct NewNodes {
 }
 
 /// Reads the configuration in `path`; the error names the document and the field.
-pub fn read(path: &Path) -> Result<Candidate, String> {
+pub fn read(path: &Path) -> Result<Configuration, String> {
     let text = std::fs::read_to_string(path)
         .map_err(|e| format!("cannot read configuration {}: {e}", path.display()))?;
     parse(&text, &path.display().to_string())
@@ -91,7 +92,7 @@ pub fn read(path: &Path) -> Result<Candidate, String> {
 /// Reads a configuration from `text`, the contents of `file`. Its Queues must pass the Queue
 /// webhook's checks that need no live cluster (`webhooks::queues::check_without_cluster`), as
 /// the cluster would refuse them otherwise.
-pub fn parse(text: &str, file: &str) -> Result<Candidate, String> {
+pub fn parse(text: &str, file: &str) -> Result<Configuration, String> {
     let mut manifests: Vec<(String, api::Queue)> = Vec::new();
     let mut simulation: Option<Simulation> = None;
     for (i, document) in serde_yaml::Deserializer::from_str(text).enumerate() {
@@ -127,7 +128,7 @@ pub fn parse(text: &str, file: &str) -> Result<Candidate, String> {
     }
     let queues = checked_queues(&manifests)?;
     let simulation = simulation.unwrap_or_default();
-    let strategy = match simulation.placement.as_deref() {
+    let placement = match simulation.placement.as_deref() {
         None => Strategy::Binpack,
         Some(name) => Strategy::named(name)
             .ok_or_else(|| format!("{file}: placement: {name:?} is not binpack or spread"))?,
@@ -144,10 +145,10 @@ pub fn parse(text: &str, file: &str) -> Result<Candidate, String> {
             .file_stem()
             .map_or_else(|| file.to_owned(), |s| s.to_string_lossy().into_owned())
     });
-    Ok(Candidate {
+    Ok(Configuration {
         name,
         queues,
-        strategy,
+        placement,
         nodes: simulation.nodes,
         file: file.to_owned(),
     })
@@ -203,13 +204,13 @@ impl QueueLookup for Listed<'_> {
     }
 }
 
-impl Candidate {
+impl Configuration {
     /// The configuration a recording (`file`) ran with: its `queues`, as `recorded`.
-    pub fn recorded(queues: Vec<Queue>, file: &str) -> Candidate {
-        Candidate {
+    pub fn recorded(queues: Vec<Queue>, file: &str) -> Configuration {
+        Configuration {
             name: "recorded".to_owned(),
             queues,
-            strategy: Strategy::Binpack,
+            placement: Strategy::Binpack,
             nodes: NodeChanges::default(),
             file: file.to_owned(),
         }
@@ -338,7 +339,7 @@ nodes:
     fn a_configuration_reads_its_queues_placement_and_node_changes() {
         let c = parse(CONFIG, "x.yaml").unwrap();
         assert_eq!(c.name, "more-gpus");
-        assert_eq!(c.strategy, Strategy::Spread);
+        assert_eq!(c.placement, Strategy::Spread);
         assert_eq!(c.queues[0].name, "research");
         assert_eq!(c.queues[0].weight, 4);
         let nodes = c.nodes_of(&[node("a", 8), node("b", 8)]).unwrap();
