@@ -43,9 +43,9 @@ enum Event {
     Wake,
 }
 
-/// A job's state during the run.
+/// How far a job has got in the run.
 #[derive(Debug, Default)]
-struct Run {
+struct Progress {
     /// Its live pods' UIDs, by member index.
     pods: Vec<Option<String>>,
     /// Its current attempt has started (reached quorum).
@@ -60,7 +60,7 @@ struct Sim<'a> {
     settings: claims::Settings,
     events: BinaryHeap<Reverse<(i64, u64, Event)>>,
     seq: u64,
-    runs: Vec<Run>,
+    progress: Vec<Progress>,
     out: Outcome,
     /// The job each live pod belongs to, and its member index.
     owner: FxHashMap<String, (usize, usize)>,
@@ -106,7 +106,7 @@ pub fn run(setup: &Setup, jobs: &[Job]) -> Outcome {
         settings: setup.settings,
         events: BinaryHeap::with_capacity(jobs.len() * 2),
         seq: 0,
-        runs: (0..jobs.len()).map(|_| Run::default()).collect(),
+        progress: (0..jobs.len()).map(|_| Progress::default()).collect(),
         out: Outcome {
             jobs: vec![JobOutcome::default(); jobs.len()],
             capacity,
@@ -168,7 +168,7 @@ impl Sim<'_> {
             Event::Arrive(j) => self.arrive(j, now),
             Event::MemberEnd(serial) => self.member_end(&uid_of(serial), now),
             Event::Delete(j) => {
-                if !self.runs[j].over {
+                if !self.progress[j].over {
                     self.out.jobs[j].deleted = Some(now);
                     self.remove(j);
                 }
@@ -180,7 +180,7 @@ impl Sim<'_> {
     /// The job's PodGroup (for a gang) and its pods, gated, as its controller creates them.
     fn arrive(&mut self, j: usize, now: i64) {
         let job = &self.jobs[j];
-        if self.runs[j].over {
+        if self.progress[j].over {
             return;
         }
         if job.gang {
@@ -219,7 +219,7 @@ impl Sim<'_> {
         };
         self.state.apply_pod(pod);
         self.owner.insert(uid.clone(), (j, index));
-        let pods = &mut self.runs[j].pods;
+        let pods = &mut self.progress[j].pods;
         if pods.len() <= index {
             pods.resize(index + 1, None);
         }
@@ -242,7 +242,7 @@ impl Sim<'_> {
         done.phase = PodPhase::Succeeded;
         self.state.apply_pod(done);
         let (mut running, mut succeeded) = (0, 0);
-        for uid in self.runs[j].pods.iter().flatten() {
+        for uid in self.progress[j].pods.iter().flatten() {
             match self.state.pods().get(uid).map(|p| p.phase) {
                 Some(PodPhase::Running) => running += 1,
                 Some(PodPhase::Succeeded) => succeeded += 1,
@@ -257,10 +257,10 @@ impl Sim<'_> {
 
     /// Ends the job: its pods and PodGroup deleted.
     fn remove(&mut self, j: usize) {
-        let run = &mut self.runs[j];
-        run.over = true;
-        run.running = false;
-        for uid in std::mem::take(&mut run.pods).into_iter().flatten() {
+        let progress = &mut self.progress[j];
+        progress.over = true;
+        progress.running = false;
+        for uid in std::mem::take(&mut progress.pods).into_iter().flatten() {
             self.state.delete_pod(&uid);
             self.owner.remove(&uid);
         }
@@ -359,7 +359,7 @@ impl Sim<'_> {
             return;
         };
         if whole {
-            self.runs[j].running = false;
+            self.progress[j].running = false;
             self.out.jobs[j].evictions += 1;
             let job = &self.jobs[j];
             if job.gang {
@@ -506,8 +506,8 @@ impl Sim<'_> {
             if let Some(serial) = serial_of(uid) {
                 self.at(end, Event::MemberEnd(serial));
             }
-            if !self.runs[j].running {
-                self.runs[j].running = true;
+            if !self.progress[j].running {
+                self.progress[j].running = true;
                 self.out.jobs[j].started.get_or_insert(now);
             }
         }
