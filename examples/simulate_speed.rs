@@ -66,7 +66,7 @@ fn peak_mib() -> f64 {
         .map_or(0.0, |kib| kib / 1024.0)
 }
 
-fn main() -> Result<(), String> {
+fn main() -> anyhow::Result<()> {
     let args = Args::parse();
     let dir = args
         .trace
@@ -106,11 +106,7 @@ fn main() -> Result<(), String> {
         let configuration = configuration::read(config)?;
         let missing = configuration.missing_queues(jobs.iter().map(|j| j.queue.as_str()));
         if !missing.is_empty() {
-            return Err(format!(
-                "{}: no Queue for {}",
-                config.display(),
-                missing.join(", ")
-            ));
+            anyhow::bail!("{}: no Queue for {}", config.display(), missing.join(", "));
         }
         let setup = Setup {
             nodes: configuration.nodes_of(&nodes)?,

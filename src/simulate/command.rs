@@ -12,7 +12,8 @@ use gangplank_core::simulate::{Setup, run};
 use super::configuration::{self, Configuration};
 use super::recording::{self, Fidelity};
 use super::report::{self, Report, Run};
-use super::{Workload, record};
+use super::{Workload, mapping, record};
+use crate::cache;
 
 /// Flags of `gangplank simulate`.
 #[derive(Debug, Clone, Args)]
@@ -59,6 +60,38 @@ pub struct SimulateArgs {
     pub sample_every: i64,
 }
 
+/// Why `gangplank simulate` compares nothing: what to change in its flags or files.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("name the work to replay: --recording FILE or --trace DIR")]
+    NoWork,
+    #[error("nothing to compare: name a configuration with --config")]
+    NothingToCompare,
+    #[error("cannot read recording {}: {error}", path.display())]
+    ReadRecording {
+        path: PathBuf,
+        error: std::io::Error,
+    },
+    #[error("{} is not a recording of gangplank record: {error}", path.display())]
+    NotARecording {
+        path: PathBuf,
+        error: serde_json::Error,
+    },
+    /// A recorded object that does not convert to the model.
+    #[error(transparent)]
+    Recorded(#[from] cache::Error),
+    #[error(transparent)]
+    Configuration(#[from] configuration::Error),
+    #[error(transparent)]
+    Mapping(#[from] mapping::Error),
+    #[error(
+        "{file}: the workload's jobs name queues the configuration does not define: {}; add a \
+         Queue for each",
+        queues.join(", ")
+    )]
+    MissingQueues { file: String, queues: Vec<String> },
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum Format {
     Text,
@@ -69,9 +102,9 @@ pub enum Format {
 /// Runs `gangplank simulate`, its engine set as `gangplank serve`'s defaults (`serve`) but
 /// where the flags say otherwise.
 pub fn main(args: &SimulateArgs, serve: claims::Settings) -> anyhow::Result<()> {
-    let inputs = inputs(args).map_err(anyhow::Error::msg)?;
+    let inputs = inputs(args)?;
     if inputs.configurations.is_empty() {
-        anyhow::bail!("nothing to compare: name a configuration with --config");
+        return Err(Error::NothingToCompare.into());
     }
     let mut settings = serve;
     if let Some(seconds) = args.max_bind_hold_seconds {
@@ -88,8 +121,7 @@ pub fn main(args: &SimulateArgs, serve: claims::Settings) -> anyhow::Result<()> 
         &inputs.configurations,
         inputs.live.as_deref(),
         options,
-    )
-    .map_err(anyhow::Error::msg)?;
+    )?;
     let mut out = match args.output {
         Format::Text => report::text(&report),
         Format::Json => serde_json::to_string_pretty(&Json {
@@ -126,7 +158,7 @@ struct Inputs {
     binds_per_second: Option<u32>,
 }
 
-fn inputs(args: &SimulateArgs) -> Result<Inputs, String> {
+fn inputs(args: &SimulateArgs) -> Result<Inputs, Error> {
     let configs = args
         .configs
         .iter()
@@ -134,23 +166,24 @@ fn inputs(args: &SimulateArgs) -> Result<Inputs, String> {
         .collect::<Result<Vec<_>, _>>()?;
     if let Some(dir) = &args.trace {
         return Ok(Inputs {
-            workload: super::mapping::workload(dir, args.mapping.as_deref())?,
+            workload: mapping::workload(dir, args.mapping.as_deref())?,
             configurations: configs,
             live: None,
             binds_per_second: args.binds_per_second,
         });
     }
     let Some(path) = &args.recording else {
-        return Err("name the work to replay: --recording FILE or --trace DIR".to_owned());
+        return Err(Error::NoWork);
     };
-    let bytes = std::fs::read(path)
-        .map_err(|e| format!("cannot read recording {}: {e}", path.display()))?;
-    let recorded: record::Recording = serde_json::from_slice(&bytes).map_err(|e| {
-        format!(
-            "{} is not a recording of gangplank record: {e}",
-            path.display()
-        )
+    let bytes = std::fs::read(path).map_err(|error| Error::ReadRecording {
+        path: path.clone(),
+        error,
     })?;
+    let recorded: record::Recording =
+        serde_json::from_slice(&bytes).map_err(|error| Error::NotARecording {
+            path: path.clone(),
+            error,
+        })?;
     let replay = recording::replay(
         &recorded,
         &format!("recording {}", path.display()),
@@ -186,7 +219,7 @@ pub fn compare(
     configurations: &[Configuration],
     live: Option<&[Option<i64>]>,
     options: RunOptions,
-) -> Result<(Report, Option<Fidelity>), String> {
+) -> Result<(Report, Option<Fidelity>), Error> {
     let mut capacity = Resources::new();
     for node in &workload.nodes {
         capacity.add(&node.allocatable);
@@ -197,12 +230,10 @@ pub fn compare(
     for configuration in configurations.iter() {
         let missing = configuration.missing_queues(workload.jobs.iter().map(|j| j.queue.as_str()));
         if !missing.is_empty() {
-            return Err(format!(
-                "{}: the workload's jobs name queues the configuration does not define: {}; add a \
-                 Queue for each",
-                configuration.file,
-                missing.join(", ")
-            ));
+            return Err(Error::MissingQueues {
+                file: configuration.file.clone(),
+                queues: missing,
+            });
         }
         let setup = Setup {
             nodes: configuration.nodes_of(&workload.nodes)?,
