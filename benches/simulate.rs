@@ -13,8 +13,8 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
-use gangplank::simulate::{candidate, mapping};
-use gangplank_core::simulate::{Scenario, run};
+use gangplank::simulate::{configuration, mapping};
+use gangplank_core::simulate::{Setup, run};
 
 fn repo(path: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join(path)
@@ -25,12 +25,12 @@ fn bench_whole_trace(c: &mut Criterion) {
         .map_or_else(|| repo("../shared/traces/alibaba-gpu-2023"), Into::into);
     let mapping = repo("examples/simulate/alibaba-mapping.yaml");
     let workload = mapping::workload(&dir, Some(&mapping)).expect("the trace and its mapping");
-    let config = candidate::read(&repo("examples/simulate/baseline.yaml")).expect("baseline");
-    let scenario = Scenario {
+    let config = configuration::read(&repo("examples/simulate/baseline.yaml")).expect("baseline");
+    let setup = Setup {
         nodes: config.nodes_of(&workload.nodes).expect("nodes"),
         queues: config.queues.clone(),
         settings: gangplank_core::claims::Settings {
-            strategy: config.strategy,
+            strategy: config.placement,
             ..gangplank::config::ServeArgs::defaults().gang_settings()
         },
         origin: Instant::now(),
@@ -38,13 +38,13 @@ fn bench_whole_trace(c: &mut Criterion) {
         binds_per_second: None,
     };
     let once = Instant::now();
-    let outcome = run(&scenario, &workload.jobs);
+    let outcome = run(&setup, &workload.jobs);
     let seconds = once.elapsed().as_secs_f64();
     println!(
         "simulate: {} jobs on {} nodes, {} events, {} passes, one run {seconds:.2} s: {:.0} \
          events/s",
         workload.jobs.len(),
-        scenario.nodes.len(),
+        setup.nodes.len(),
         outcome.events,
         outcome.passes,
         outcome.events as f64 / seconds
@@ -55,7 +55,7 @@ fn bench_whole_trace(c: &mut Criterion) {
     group.measurement_time(Duration::from_secs(20));
     group.throughput(Throughput::Elements(outcome.events));
     group.bench_function("alibaba_gpu_2023_whole_trace", |b| {
-        b.iter(|| run(black_box(&scenario), black_box(&workload.jobs)).events)
+        b.iter(|| run(black_box(&setup), black_box(&workload.jobs)).events)
     });
     group.finish();
 }

@@ -1,5 +1,5 @@
 //! How fast `gangplank simulate` replays a trace: the Alibaba GPU trace through
-//! `examples/simulate/alibaba-mapping.yaml`, run once on each candidate configuration
+//! `examples/simulate/alibaba-mapping.yaml`, run once on each configuration
 //! (`examples/simulate/baseline.yaml` and `online-weight-3.yaml` unless named), printing per
 //! run the events and admission passes, the wall and CPU seconds, events per second and the
 //! peak resident memory, a digest of the outcome (equal digests: the same run), then each
@@ -15,8 +15,8 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use clap::Parser;
-use gangplank::simulate::{candidate, mapping, trace};
-use gangplank_core::simulate::{Scenario, run, summarise};
+use gangplank::simulate::{configuration, mapping, trace};
+use gangplank_core::simulate::{Setup, run, summarise};
 
 #[derive(Parser)]
 struct Args {
@@ -32,7 +32,7 @@ struct Args {
     /// Seconds of virtual time between samples of the queues.
     #[arg(long, default_value_t = 600)]
     sample_every: i64,
-    /// Candidate configurations.
+    /// The configurations to run.
     configs: Vec<PathBuf>,
 }
 
@@ -66,7 +66,7 @@ fn peak_mib() -> f64 {
         .map_or(0.0, |kib| kib / 1024.0)
 }
 
-fn main() -> Result<(), String> {
+fn main() -> anyhow::Result<()> {
     let args = Args::parse();
     let dir = args
         .trace
@@ -103,20 +103,16 @@ fn main() -> Result<(), String> {
     );
 
     for config in &configs {
-        let candidate = candidate::read(config)?;
-        let missing = candidate.missing_queues(jobs.iter().map(|j| j.queue.as_str()));
+        let configuration = configuration::read(config)?;
+        let missing = configuration.missing_queues(jobs.iter().map(|j| j.queue.as_str()));
         if !missing.is_empty() {
-            return Err(format!(
-                "{}: no Queue for {}",
-                config.display(),
-                missing.join(", ")
-            ));
+            anyhow::bail!("{}: no Queue for {}", config.display(), missing.join(", "));
         }
-        let scenario = Scenario {
-            nodes: candidate.nodes_of(&nodes)?,
-            queues: candidate.queues.clone(),
+        let setup = Setup {
+            nodes: configuration.nodes_of(&nodes)?,
+            queues: configuration.queues.clone(),
             settings: gangplank_core::claims::Settings {
-                strategy: candidate.strategy,
+                strategy: configuration.placement,
                 ..gangplank::config::ServeArgs::defaults().gang_settings()
             },
             origin: Instant::now(),
@@ -127,13 +123,13 @@ fn main() -> Result<(), String> {
         let _ = std::fs::write("/proc/self/clear_refs", "5");
         let cpu = cpu_seconds();
         let started = Instant::now();
-        let outcome = run(&scenario, &jobs);
+        let outcome = run(&setup, &jobs);
         let wall = started.elapsed().as_secs_f64();
         let cpu = cpu_seconds() - cpu;
         println!(
             "\n{}: {} events, {} passes, {wall:.2} s wall, {:.0} events/s, {cpu:.2} s CPU, \
              peak {:.0} MiB resident",
-            candidate.name,
+            configuration.name,
             outcome.events,
             outcome.passes,
             outcome.events as f64 / wall,

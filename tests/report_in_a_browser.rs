@@ -1,5 +1,5 @@
 //! The HTML report of `gangplank report` opened in a real browser (headless Chromium, from
-//! Debian's package): rendered from a recording of the demo (`e2e/demo`), its script draws a
+//! Debian's package): rendered from the samples of the demo's report (`e2e/demo`), its script draws a
 //! chart of allocated against deserved share for each queue, one of the waiting groups, and the
 //! timeline of every group, with data in each; and the screenshot shows them.
 //!
@@ -12,20 +12,20 @@ mod browser;
 use std::path::PathBuf;
 
 use browser::{coloured_share, dom, screenshot};
-use gangplank::cli::report::{Recording, html, timelines};
+use gangplank::cli::report::{History, html, timelines};
 
-const RECORDING: &str = concat!(
+const HISTORY: &str = concat!(
     env!("CARGO_MANIFEST_DIR"),
-    "/tests/golden/report/demo-recording.json"
+    "/tests/golden/report/demo-report.json"
 );
 
 /// The rendered page in a fresh directory, and that directory.
-fn page() -> (Recording, PathBuf, tempfile::TempDir) {
-    let recording: Recording = serde_json::from_slice(&std::fs::read(RECORDING).unwrap()).unwrap();
+fn page() -> (History, PathBuf, tempfile::TempDir) {
+    let history: History = serde_json::from_slice(&std::fs::read(HISTORY).unwrap()).unwrap();
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("report.html");
-    std::fs::write(&path, html(&recording)).unwrap();
-    (recording, path, dir)
+    std::fs::write(&path, html(&history)).unwrap();
+    (history, path, dir)
 }
 
 /// The `data-points` of every polyline the script drew in the chart `id`.
@@ -46,10 +46,10 @@ fn series_points(dom: &str, id: &str) -> Vec<usize> {
 #[test]
 #[ignore = "needs Chromium: run by ./test.sh"]
 fn the_browser_draws_every_queues_share_the_waiting_groups_and_each_groups_timeline() {
-    let (recording, path, dir) = page();
+    let (history, path, dir) = page();
     let dom = dom(dir.path(), &path);
-    let samples = recording.samples.len();
-    let queues: Vec<&str> = recording.samples[0]
+    let samples = history.samples.len();
+    let queues: Vec<&str> = history.samples[0]
         .queues
         .iter()
         .map(|q| q.name.as_str())
@@ -64,7 +64,7 @@ fn the_browser_draws_every_queues_share_the_waiting_groups_and_each_groups_timel
         );
     }
     assert!(series_points(&dom, "waiting").iter().all(|&n| n == samples));
-    let groups = timelines(&recording).len();
+    let groups = timelines(&history).len();
     let timeline = &dom[dom.find(r#"data-chart="timeline""#).unwrap()..];
     let timeline = &timeline[..timeline.find("</svg>").unwrap()];
     let stretches = timeline.matches("data-phase=").count();

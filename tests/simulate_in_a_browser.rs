@@ -19,7 +19,7 @@ use browser::{coloured_share, dom, screenshot};
 use gangplank::simulate::html::html;
 use gangplank::simulate::report::{Report, Run, chart_resource, duration};
 use gangplank_core::model::{Node, Queue, Resources};
-use gangplank_core::simulate::{Job, Scenario, run};
+use gangplank_core::simulate::{Job, Setup, run};
 
 /// A queue whose name, if the page let it in as markup, would end the data's script element
 /// and mark the document.
@@ -83,7 +83,7 @@ fn report() -> Report {
                     queue
                 })
                 .collect();
-            let scenario = Scenario {
+            let setup = Setup {
                 nodes: nodes.clone(),
                 queues,
                 settings: gangplank::config::ServeArgs::defaults().gang_settings(),
@@ -92,7 +92,7 @@ fn report() -> Report {
                 binds_per_second: None,
             };
             let began = Instant::now();
-            let outcome = run(&scenario, &jobs);
+            let outcome = run(&setup, &jobs);
             let resource = chart_resource(&outcome.capacity);
             Run::of(
                 name,

@@ -1,8 +1,8 @@
-//! `gangplank report`: records the queues and PodGroups every 2 seconds for a while (or reads
-//! such a recording again), then says what happened: a text report per queue and per group,
+//! `gangplank report`: samples the queues and PodGroups every 2 seconds for a while (or reads
+//! such a [`History`] again), then says what happened: a text report per queue and per group,
 //! and a self-contained HTML page whose charts show each queue's allocated share against its
 //! deserved share over time, the groups waiting over time, and each group's timeline (waiting,
-//! admitted, running, finished, evicted) with why it waited. The recording is kept as JSON
+//! admitted, running, finished, evicted) with why it waited. The history is kept as JSON
 //! (`report.json`), so a report can be rendered again with `--from`.
 //!
 //! Fetching is separate from rendering: [`sample`], [`timelines`], [`text`] and [`html`] are
@@ -45,7 +45,7 @@ pub struct ReportArgs {
     pub out: PathBuf,
 }
 
-/// How often a recording samples the cluster.
+/// How often a report samples the cluster.
 pub const EVERY: Duration = Duration::from_secs(2);
 
 /// Reasons of the Events that mark a group's timeline: its gang evicted for another queue's
@@ -59,9 +59,10 @@ const MARKED: [&str; 5] = [
     crate::admission_loop::backfills::BACKFILLED,
 ];
 
-/// Everything a report is made from.
+/// Everything a report is made from: the samples of the queues and groups over a while, and
+/// the Events that mark the groups' timelines.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Recording {
+pub struct History {
     pub started: Timestamp,
     /// The resource the queue figures are in.
     pub resource: String,
@@ -69,7 +70,7 @@ pub struct Recording {
     pub events: Vec<Marked>,
 }
 
-/// The queues and groups at `t` seconds after the recording started.
+/// The queues and groups at `t` seconds after the sampling started.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Sample {
     pub t: f64,
@@ -77,7 +78,7 @@ pub struct Sample {
     pub groups: Vec<GroupSample>,
 }
 
-/// A queue at one time, its shares in the recording's resource.
+/// A queue at one time, its shares in the history's resource.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct QueueSample {
     pub name: String,
@@ -205,7 +206,7 @@ pub struct Segment {
     pub why: Option<String>,
 }
 
-/// A group's life over the recording.
+/// A group's life over the samples.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Timeline {
     pub group: String,
@@ -218,11 +219,11 @@ pub struct Timeline {
 /// Each group's timeline, in the order groups first appeared. A stretch ends where the next
 /// sample shows another phase (or, running, another count of members beyond `minMember`), or
 /// at the group's last sample; a group absent from a sample (deleted) ends there.
-pub fn timelines(recording: &Recording) -> Vec<Timeline> {
+pub fn timelines(history: &History) -> Vec<Timeline> {
     let mut order: Vec<String> = Vec::new();
     let mut lines: BTreeMap<String, Timeline> = BTreeMap::new();
-    for (i, sample) in recording.samples.iter().enumerate() {
-        let until = recording.samples.get(i + 1).map_or(sample.t, |next| next.t);
+    for (i, sample) in history.samples.iter().enumerate() {
+        let until = history.samples.get(i + 1).map_or(sample.t, |next| next.t);
         for g in &sample.groups {
             let line = lines.entry(g.group.clone()).or_insert_with(|| {
                 order.push(g.group.clone());
@@ -258,7 +259,7 @@ pub fn timelines(recording: &Recording) -> Vec<Timeline> {
             }
         }
     }
-    for event in &recording.events {
+    for event in &history.events {
         if let Some(line) = lines.get_mut(&event.group) {
             line.events.push(event.clone());
         }
@@ -268,9 +269,9 @@ pub fn timelines(recording: &Recording) -> Vec<Timeline> {
 
 /// Each queue's figures over time, `[t, allocated, deserved, waiting groups]`; a queue that
 /// held, deserved and waited for nothing the whole time is left out.
-fn queue_series(recording: &Recording) -> BTreeMap<String, Vec<[f64; 4]>> {
+fn queue_series(history: &History) -> BTreeMap<String, Vec<[f64; 4]>> {
     let mut series: BTreeMap<String, Vec<[f64; 4]>> = BTreeMap::new();
-    for sample in &recording.samples {
+    for sample in &history.samples {
         for q in &sample.queues {
             series.entry(q.name.clone()).or_default().push([
                 sample.t,
@@ -290,16 +291,16 @@ fn seconds(t: f64) -> String {
 }
 
 /// What happened, per queue and per group, for a terminal.
-pub fn text(recording: &Recording) -> String {
-    let resource = &recording.resource;
-    let span = recording.samples.last().map_or(0.0, |s| s.t);
+pub fn text(history: &History) -> String {
+    let resource = &history.resource;
+    let span = history.samples.last().map_or(0.0, |s| s.t);
     let mut out = format!(
         "Gangplank report: {} samples over {}, started {}; queue figures in {resource}.\n\nQUEUES\n",
-        recording.samples.len(),
+        history.samples.len(),
         seconds(span),
-        recording.started
+        history.started
     );
-    for (name, points) in queue_series(recording) {
+    for (name, points) in queue_series(history) {
         let peak = points.iter().map(|p| p[1]).fold(0.0, f64::max);
         let most_waiting = points.iter().map(|p| p[3]).fold(0.0, f64::max);
         let above: f64 = points
@@ -312,7 +313,7 @@ pub fn text(recording: &Recording) -> String {
             .filter(|w| w[0][1] + 1e-9 < w[0][2] && w[0][3] > 0.0)
             .map(|w| w[1][0] - w[0][0])
             .sum();
-        let weight = recording
+        let weight = history
             .samples
             .iter()
             .rev()
@@ -325,7 +326,7 @@ pub fn text(recording: &Recording) -> String {
         ));
     }
     out.push_str("\nGROUPS (in order of arrival)\n");
-    for line in timelines(recording) {
+    for line in timelines(history) {
         out.push_str(&format!(
             "  {} (queue {}, gang of {}):\n",
             line.group, line.queue, line.min_member
@@ -360,15 +361,15 @@ pub fn text(recording: &Recording) -> String {
     out
 }
 
-/// The page: charts drawn by its own script from the recording embedded in it, so it needs no
+/// The page: charts drawn by its own script from the history embedded in it, so it needs no
 /// network and no file beside it.
-pub fn html(recording: &Recording) -> String {
+pub fn html(history: &History) -> String {
     let data = serde_json::json!({
-        "started": recording.started.to_string(),
-        "resource": recording.resource,
-        "queues": queue_series(recording),
-        "timelines": timelines(recording),
-        "text": text(recording),
+        "started": history.started.to_string(),
+        "resource": history.resource,
+        "queues": queue_series(history),
+        "timelines": timelines(history),
+        "text": text(history),
     });
     // `</` inside the script would end it.
     let data = data.to_string().replace("</", "<\\/");
@@ -376,18 +377,18 @@ pub fn html(recording: &Recording) -> String {
 }
 
 pub async fn run(args: &ReportArgs) -> anyhow::Result<()> {
-    let recording = match &args.from {
+    let history = match &args.from {
         Some(path) => serde_json::from_slice(&std::fs::read(path)?)?,
         None => record(args).await?,
     };
     std::fs::create_dir_all(&args.out)?;
     std::fs::write(
         args.out.join("report.json"),
-        serde_json::to_vec_pretty(&recording)?,
+        serde_json::to_vec_pretty(&history)?,
     )?;
-    let text = text(&recording);
+    let text = text(&history);
     std::fs::write(args.out.join("report.txt"), &text)?;
-    std::fs::write(args.out.join("report.html"), html(&recording))?;
+    std::fs::write(args.out.join("report.html"), html(&history))?;
     print!("{text}");
     println!(
         "\nWrote {0}/report.txt, {0}/report.html (open it in a browser) and {0}/report.json.",
@@ -396,7 +397,7 @@ pub async fn run(args: &ReportArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-async fn record(args: &ReportArgs) -> anyhow::Result<Recording> {
+async fn record(args: &ReportArgs) -> anyhow::Result<History> {
     let (client, _) = super::client(args.context.as_deref()).await?;
     let queues: Api<Queue> = Api::all(client.clone());
     let groups: Api<PodGroup> = Api::all(client.clone());
@@ -416,7 +417,7 @@ async fn record(args: &ReportArgs) -> anyhow::Result<Recording> {
         samples.push(sample(&q?.items, &g?.items, t, &args.resource));
     }
     let events = events.list(&ListParams::default()).await?.items;
-    Ok(Recording {
+    Ok(History {
         started,
         resource: args.resource.clone(),
         samples,
@@ -439,8 +440,8 @@ mod tests {
         }
     }
 
-    fn recording(samples: Vec<(f64, Vec<GroupSample>)>) -> Recording {
-        Recording {
+    fn history(samples: Vec<(f64, Vec<GroupSample>)>) -> History {
+        History {
             started: Timestamp::UNIX_EPOCH,
             resource: "nvidia.com/gpu".into(),
             samples: samples
@@ -462,7 +463,7 @@ mod tests {
 
     #[test]
     fn a_groups_samples_become_one_stretch_per_phase_with_the_last_reason_it_gave() {
-        let rec = recording(vec![
+        let history = history(vec![
             (0.0, vec![group("a", "Pending", Some("DoesNotFit: 2 of 4"))]),
             (2.0, vec![group("a", "Pending", Some("DoesNotFit: 3 of 4"))]),
             (
@@ -471,7 +472,7 @@ mod tests {
             ),
             (6.0, vec![group("b", "Pending", None)]),
         ]);
-        let lines = timelines(&rec);
+        let lines = timelines(&history);
         assert_eq!(lines.len(), 2);
         assert_eq!(lines[0].group, "ml/a");
         assert_eq!(
@@ -504,16 +505,16 @@ mod tests {
             placed: n,
             ..group("svc", "Running", None)
         };
-        let rec = recording(vec![
+        let history = history(vec![
             (0.0, vec![placed(4)]),
             (2.0, vec![placed(4)]),
             (4.0, vec![placed(8)]),
             (6.0, vec![placed(8)]),
         ]);
-        let segments = &timelines(&rec)[0].segments;
+        let segments = &timelines(&history)[0].segments;
         let stretches: Vec<_> = segments.iter().map(|s| (s.from, s.to, s.beyond)).collect();
         assert_eq!(stretches, [(0.0, 4.0, 0), (4.0, 6.0, 4)]);
-        let text = text(&rec);
+        let text = text(&history);
         assert!(
             text.contains("     4 s to    6 s  Running, 4 members beyond minMember\n"),
             "{text}"
@@ -522,13 +523,13 @@ mod tests {
 
     #[test]
     fn a_group_that_comes_back_in_the_same_phase_after_a_gap_starts_a_new_stretch() {
-        let rec = recording(vec![
+        let history = history(vec![
             (0.0, vec![group("a", "Running", None)]),
             (2.0, vec![]),
             (4.0, vec![group("a", "Running", None)]),
             (6.0, vec![group("a", "Running", None)]),
         ]);
-        let segments = &timelines(&rec)[0].segments;
+        let segments = &timelines(&history)[0].segments;
         assert_eq!(segments.len(), 2);
         assert_eq!((segments[0].from, segments[0].to), (0.0, 2.0));
         assert_eq!((segments[1].from, segments[1].to), (4.0, 6.0));
@@ -536,7 +537,7 @@ mod tests {
 
     #[test]
     fn the_text_says_how_long_each_queue_borrowed_and_why_each_group_waited() {
-        let mut rec = recording(vec![
+        let mut history = history(vec![
             (0.0, vec![group("a", "Pending", Some("DoesNotFit: 2 of 4"))]),
             (10.0, vec![group("a", "Running", None)]),
             (20.0, vec![group("a", "Running", None)]),
@@ -550,10 +551,10 @@ mod tests {
             waiting,
             running: 0,
         };
-        rec.samples[0].queues = vec![queue(0.0, 1)];
-        rec.samples[1].queues = vec![queue(12.0, 0)];
-        rec.samples[2].queues = vec![queue(12.0, 0)];
-        let text = text(&rec);
+        history.samples[0].queues = vec![queue(0.0, 1)];
+        history.samples[1].queues = vec![queue(12.0, 0)];
+        history.samples[2].queues = vec![queue(12.0, 0)];
+        let text = text(&history);
         assert!(
             text.contains("research (weight 2): at most 12 nvidia.com/gpu allocated; above its deserved share for 10 s (borrowing idle room), below it with groups waiting for 10 s; at most 1 groups waiting"),
             "{text}"
@@ -566,13 +567,13 @@ mod tests {
     }
 
     #[test]
-    fn the_page_embeds_the_recording_so_that_no_script_end_tag_inside_it_closes_the_script() {
-        let mut rec = recording(vec![(
+    fn the_page_embeds_the_history_so_that_no_script_end_tag_inside_it_closes_the_script() {
+        let mut history = history(vec![(
             0.0,
             vec![group("a", "Pending", Some("</script><b>"))],
         )]);
-        rec.events.clear();
-        let page = html(&rec);
+        history.events.clear();
+        let page = html(&history);
         assert!(!page.contains("/*DATA*/null"));
         assert_eq!(page.matches("</script>").count(), 1, "only the page's own");
         assert!(page.contains(r"<\/script><b>"));

@@ -7,12 +7,13 @@ use std::time::{Duration, Instant};
 use clap::{Args, ValueEnum};
 use gangplank_core::claims;
 use gangplank_core::model::Resources;
-use gangplank_core::simulate::{Scenario, run};
+use gangplank_core::simulate::{Setup, run};
 
-use super::candidate::{self, Candidate};
+use super::configuration::{self, Configuration};
 use super::recording::{self, Fidelity};
 use super::report::{self, Report, Run};
-use super::{Workload, record};
+use super::{Workload, mapping, record};
+use crate::cache;
 
 /// Flags of `gangplank simulate`.
 #[derive(Debug, Clone, Args)]
@@ -59,6 +60,38 @@ pub struct SimulateArgs {
     pub sample_every: i64,
 }
 
+/// Why `gangplank simulate` compares nothing: what to change in its flags or files.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("name the work to replay: --recording FILE or --trace DIR")]
+    NoWork,
+    #[error("nothing to compare: name a configuration with --config")]
+    NothingToCompare,
+    #[error("cannot read recording {}: {error}", path.display())]
+    ReadRecording {
+        path: PathBuf,
+        error: std::io::Error,
+    },
+    #[error("{} is not a recording of gangplank record: {error}", path.display())]
+    NotARecording {
+        path: PathBuf,
+        error: serde_json::Error,
+    },
+    /// A recorded object that does not convert to the model.
+    #[error(transparent)]
+    Recorded(#[from] cache::Error),
+    #[error(transparent)]
+    Configuration(#[from] configuration::Error),
+    #[error(transparent)]
+    Mapping(#[from] mapping::Error),
+    #[error(
+        "{file}: the workload's jobs name queues the configuration does not define: {}; add a \
+         Queue for each",
+        queues.join(", ")
+    )]
+    MissingQueues { file: String, queues: Vec<String> },
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum Format {
     Text,
@@ -69,9 +102,9 @@ pub enum Format {
 /// Runs `gangplank simulate`, its engine set as `gangplank serve`'s defaults (`serve`) but
 /// where the flags say otherwise.
 pub fn main(args: &SimulateArgs, serve: claims::Settings) -> anyhow::Result<()> {
-    let inputs = inputs(args).map_err(anyhow::Error::msg)?;
-    if inputs.candidates.is_empty() {
-        anyhow::bail!("nothing to compare: name a configuration with --config");
+    let inputs = inputs(args)?;
+    if inputs.configurations.is_empty() {
+        return Err(Error::NothingToCompare.into());
     }
     let mut settings = serve;
     if let Some(seconds) = args.max_bind_hold_seconds {
@@ -85,11 +118,10 @@ pub fn main(args: &SimulateArgs, serve: claims::Settings) -> anyhow::Result<()> 
     };
     let (report, fidelity) = compare(
         &inputs.workload,
-        &inputs.candidates,
+        &inputs.configurations,
         inputs.live.as_deref(),
         options,
-    )
-    .map_err(anyhow::Error::msg)?;
+    )?;
     let mut out = match args.output {
         Format::Text => report::text(&report),
         Format::Json => serde_json::to_string_pretty(&Json {
@@ -121,49 +153,50 @@ struct Json<'a> {
 /// throughput it shows.
 struct Inputs {
     workload: Workload,
-    candidates: Vec<Candidate>,
+    configurations: Vec<Configuration>,
     live: Option<Vec<Option<i64>>>,
     binds_per_second: Option<u32>,
 }
 
-fn inputs(args: &SimulateArgs) -> Result<Inputs, String> {
+fn inputs(args: &SimulateArgs) -> Result<Inputs, Error> {
     let configs = args
         .configs
         .iter()
-        .map(|path| candidate::read(path))
+        .map(|path| configuration::read(path))
         .collect::<Result<Vec<_>, _>>()?;
     if let Some(dir) = &args.trace {
         return Ok(Inputs {
-            workload: super::mapping::workload(dir, args.mapping.as_deref())?,
-            candidates: configs,
+            workload: mapping::workload(dir, args.mapping.as_deref())?,
+            configurations: configs,
             live: None,
             binds_per_second: args.binds_per_second,
         });
     }
     let Some(path) = &args.recording else {
-        return Err("name the work to replay: --recording FILE or --trace DIR".to_owned());
+        return Err(Error::NoWork);
     };
-    let bytes = std::fs::read(path)
-        .map_err(|e| format!("cannot read recording {}: {e}", path.display()))?;
-    let recorded: record::Recording = serde_json::from_slice(&bytes).map_err(|e| {
-        format!(
-            "{} is not a recording of gangplank record: {e}",
-            path.display()
-        )
+    let bytes = std::fs::read(path).map_err(|error| Error::ReadRecording {
+        path: path.clone(),
+        error,
     })?;
+    let recorded: record::Recording =
+        serde_json::from_slice(&bytes).map_err(|error| Error::NotARecording {
+            path: path.clone(),
+            error,
+        })?;
     let replay = recording::replay(
         &recorded,
         &format!("recording {}", path.display()),
         &args.namespaces,
     )?;
-    let mut candidates = vec![Candidate::recorded(
+    let mut configurations = vec![Configuration::recorded(
         replay.queues,
         &path.display().to_string(),
     )];
-    candidates.extend(configs);
+    configurations.extend(configs);
     Ok(Inputs {
         workload: replay.workload,
-        candidates,
+        configurations,
         live: Some(replay.live_starts),
         binds_per_second: args.binds_per_second.or(replay.binds_per_second),
     })
@@ -180,13 +213,13 @@ pub struct RunOptions {
     pub serve: claims::Settings,
 }
 
-/// Runs `workload` under each candidate; with `live` starts, how the first run followed them.
+/// Runs `workload` under each configuration; with `live` starts, how the first run followed them.
 pub fn compare(
     workload: &Workload,
-    candidates: &[Candidate],
+    configurations: &[Configuration],
     live: Option<&[Option<i64>]>,
     options: RunOptions,
-) -> Result<(Report, Option<Fidelity>), String> {
+) -> Result<(Report, Option<Fidelity>), Error> {
     let mut capacity = Resources::new();
     for node in &workload.nodes {
         capacity.add(&node.allocatable);
@@ -194,21 +227,19 @@ pub fn compare(
     let resource = report::chart_resource(&capacity);
     let mut runs = Vec::new();
     let mut fidelity = None;
-    for candidate in candidates.iter() {
-        let missing = candidate.missing_queues(workload.jobs.iter().map(|j| j.queue.as_str()));
+    for configuration in configurations.iter() {
+        let missing = configuration.missing_queues(workload.jobs.iter().map(|j| j.queue.as_str()));
         if !missing.is_empty() {
-            return Err(format!(
-                "{}: the workload's jobs name queues the configuration does not define: {}; add a \
-                 Queue for each",
-                candidate.file,
-                missing.join(", ")
-            ));
+            return Err(Error::MissingQueues {
+                file: configuration.file.clone(),
+                queues: missing,
+            });
         }
-        let scenario = Scenario {
-            nodes: candidate.nodes_of(&workload.nodes)?,
-            queues: candidate.queues.clone(),
+        let setup = Setup {
+            nodes: configuration.nodes_of(&workload.nodes)?,
+            queues: configuration.queues.clone(),
             settings: claims::Settings {
-                strategy: candidate.strategy,
+                strategy: configuration.placement,
                 ..options.settings
             },
             origin: Instant::now(),
@@ -216,15 +247,15 @@ pub fn compare(
             binds_per_second: options.binds_per_second,
         };
         let began = Instant::now();
-        let outcome = run(&scenario, &workload.jobs);
+        let outcome = run(&setup, &workload.jobs);
         let seconds = began.elapsed().as_secs_f64();
         if let (Some(live), None) = (live, &fidelity) {
             fidelity = Some(recording::fidelity(&workload.jobs, live, &outcome));
         }
         runs.push(Run::of(
-            &candidate.name,
-            &describe(candidate, &options),
-            scenario.nodes.len(),
+            &configuration.name,
+            &describe(configuration, &options),
+            setup.nodes.len(),
             &workload.jobs,
             &outcome,
             resource,
@@ -243,11 +274,11 @@ pub fn compare(
     ))
 }
 
-fn describe(c: &Candidate, options: &RunOptions) -> String {
+fn describe(c: &Configuration, options: &RunOptions) -> String {
     let mut parts = vec![
         c.file.clone(),
         format!("{} queues", c.queues.len()),
-        format!("placement {}", c.strategy.as_str()),
+        format!("placement {}", c.placement.as_str()),
     ];
     parts.extend(differences(&options.settings, &options.serve));
     if let Some(scale) = c.nodes.scale {

@@ -48,7 +48,7 @@
 //!   guarantees then name the milli resource.
 
 use std::collections::BTreeMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use gangplank_core::model::{Node, Resources};
@@ -81,6 +81,65 @@ pub const MAX_GANG: usize = 1_000;
 pub const MAX_TEAMS: u32 = 1_000;
 /// The bounds of `speed`: at most 1,000 times slower, at most a million times faster.
 pub const SPEEDS: std::ops::RangeInclusive<f64> = 0.001..=1_000_000.0;
+
+/// Why a mapping, or a trace through it, is refused: where, and what to change.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The file at the path does not read.
+    #[error("cannot read mapping {path}: {1}", path = .0.display())]
+    Read(PathBuf, std::io::Error),
+    /// Not YAML, or not of the mapping's fields and types; serde_yaml's words start with the
+    /// field's path (`queues.gpus[1].max: ...`).
+    #[error("{file}: {error}")]
+    Yaml {
+        file: String,
+        error: serde_yaml::Error,
+    },
+    #[error("{file}: {problem}")]
+    Field { file: String, problem: FieldProblem },
+    #[error(
+        "queues.qos: no queue for qos {qos:?} (row {row}); name a queue for every qos the trace \
+         holds"
+    )]
+    NoQueueForQos { qos: String, row: String },
+    #[error("queues.gpus: no entry's max reaches num_gpu {num_gpu} (row {row})")]
+    NoQueueForGpus { num_gpu: i64, row: String },
+    #[error(transparent)]
+    Trace(#[from] trace::Error),
+}
+
+/// A field whose value serde's types let through but the mapping refuses.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum FieldProblem {
+    #[error("queues.qos: by: qos needs the queue of each qos")]
+    NoQosQueues,
+    #[error("queues.gpus: by: gpus needs at least one {{max, queue}}")]
+    NoGpuEntries,
+    #[error("queues.teams: by: hash needs the number of teams")]
+    NoTeams,
+    /// `why`: what keeps the name from being a DNS label.
+    #[error("queues.qos.{qos}: {why}")]
+    QosQueue { qos: String, why: String },
+    #[error("queues.gpus[{index}].max: {max} is not within 0..={MAX_GPUS}")]
+    GpusMax { index: usize, max: i64 },
+    #[error(
+        "queues.gpus[{index}].max: {max} is not above the entry before it ({below}); list them \
+         smallest first"
+    )]
+    GpusOrder { index: usize, max: i64, below: i64 },
+    #[error("queues.gpus[{index}].queue: {why}")]
+    GpusQueue { index: usize, why: String },
+    #[error("queues.teams: {0} is not within 1..={MAX_TEAMS}")]
+    Teams(u32),
+    #[error("namespace: {why}")]
+    Namespace { why: String },
+    #[error("gangs.window: {0} is not within 0..={MAX_WINDOW} seconds")]
+    Window(i64),
+    #[error("gangs.max_size: {0} is not within 1..={MAX_GANG}")]
+    MaxSize(usize),
+    #[error("speed: {speed} is not within {}..={}", SPEEDS.start(), SPEEDS.end())]
+    Speed { speed: f64 },
+}
 
 /// A mapping as read from its file; see the module docs.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
@@ -173,17 +232,21 @@ impl Default for Mapping {
 }
 
 /// Reads the mapping in `path`; the error names the field.
-pub fn read(path: &Path) -> Result<Mapping, String> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| format!("cannot read mapping {}: {e}", path.display()))?;
+pub fn read(path: &Path) -> Result<Mapping, Error> {
+    let text = std::fs::read_to_string(path).map_err(|e| Error::Read(path.to_owned(), e))?;
     parse(&text, &path.display().to_string())
 }
 
 /// Reads a mapping from `text`, the contents of `file`; the error names the field.
-pub fn parse(text: &str, file: &str) -> Result<Mapping, String> {
-    // serde_yaml's errors start with the path of the field (`queues.gpus[1].max: ...`).
-    let mapping: Mapping = serde_yaml::from_str(text).map_err(|e| format!("{file}: {e}"))?;
-    mapping.check().map_err(|e| format!("{file}: {e}"))?;
+pub fn parse(text: &str, file: &str) -> Result<Mapping, Error> {
+    let mapping: Mapping = serde_yaml::from_str(text).map_err(|error| Error::Yaml {
+        file: file.to_owned(),
+        error,
+    })?;
+    mapping.check().map_err(|problem| Error::Field {
+        file: file.to_owned(),
+        problem,
+    })?;
     Ok(mapping)
 }
 
@@ -197,83 +260,59 @@ fn label_problem(name: &str) -> Option<String> {
 
 impl Mapping {
     /// Refuses what serde's types let through, naming the field.
-    fn check(&self) -> Result<(), String> {
+    fn check(&self) -> Result<(), FieldProblem> {
         let q = &self.queues;
         match q.by {
-            By::Qos if q.qos.is_empty() => {
-                return Err("queues.qos: by: qos needs the queue of each qos".to_owned());
-            }
-            By::Gpus if q.gpus.is_empty() => {
-                return Err("queues.gpus: by: gpus needs at least one {max, queue}".to_owned());
-            }
-            By::Hash if q.teams.is_none() => {
-                return Err("queues.teams: by: hash needs the number of teams".to_owned());
-            }
+            By::Qos if q.qos.is_empty() => return Err(FieldProblem::NoQosQueues),
+            By::Gpus if q.gpus.is_empty() => return Err(FieldProblem::NoGpuEntries),
+            By::Hash if q.teams.is_none() => return Err(FieldProblem::NoTeams),
             _ => {}
         }
         for (qos, queue) in &q.qos {
             if let Some(why) = label_problem(queue) {
-                return Err(format!("queues.qos.{qos}: {why}"));
+                let qos = qos.clone();
+                return Err(FieldProblem::QosQueue { qos, why });
             }
         }
         let mut below = -1;
-        for (i, band) in q.gpus.iter().enumerate() {
-            if !(0..=MAX_GPUS).contains(&band.max) {
-                return Err(format!(
-                    "queues.gpus[{i}].max: {} is not within 0..={MAX_GPUS}",
-                    band.max
-                ));
+        for (index, band) in q.gpus.iter().enumerate() {
+            let max = band.max;
+            if !(0..=MAX_GPUS).contains(&max) {
+                return Err(FieldProblem::GpusMax { index, max });
             }
-            if band.max <= below {
-                return Err(format!(
-                    "queues.gpus[{i}].max: {} is not above the entry before it ({below}); list \
-                     them smallest first",
-                    band.max
-                ));
+            if max <= below {
+                return Err(FieldProblem::GpusOrder { index, max, below });
             }
-            below = band.max;
+            below = max;
             if let Some(why) = label_problem(&band.queue) {
-                return Err(format!("queues.gpus[{i}].queue: {why}"));
+                return Err(FieldProblem::GpusQueue { index, why });
             }
         }
         if let Some(teams) = q.teams
             && !(1..=MAX_TEAMS).contains(&teams)
         {
-            return Err(format!(
-                "queues.teams: {teams} is not within 1..={MAX_TEAMS}"
-            ));
+            return Err(FieldProblem::Teams(teams));
         }
         if self.namespace != "queue"
             && let Some(why) = label_problem(&self.namespace)
         {
-            return Err(format!("namespace: {why}"));
+            return Err(FieldProblem::Namespace { why });
         }
         if let Some(gangs) = &self.gangs {
             if !(0..=MAX_WINDOW).contains(&gangs.window) {
-                return Err(format!(
-                    "gangs.window: {} is not within 0..={MAX_WINDOW} seconds",
-                    gangs.window
-                ));
+                return Err(FieldProblem::Window(gangs.window));
             }
             if !(1..=MAX_GANG).contains(&gangs.max_size) {
-                return Err(format!(
-                    "gangs.max_size: {} is not within 1..={MAX_GANG}",
-                    gangs.max_size
-                ));
+                return Err(FieldProblem::MaxSize(gangs.max_size));
             }
         }
         if !SPEEDS.contains(&self.speed) {
-            return Err(format!(
-                "speed: {} is not within {}..={}",
-                self.speed,
-                SPEEDS.start(),
-                SPEEDS.end()
-            ));
+            return Err(FieldProblem::Speed { speed: self.speed });
         }
         Ok(())
     }
 
-    /// Every queue the mapping can send rows to, sorted: what candidate configurations define.
+    /// Every queue the mapping can send rows to, sorted: what configurations define.
     pub fn queue_names(&self) -> Vec<String> {
         let q = &self.queues;
         let mut names: Vec<String> = match q.by {
@@ -287,26 +326,25 @@ impl Mapping {
     }
 
     /// The queue of `row`.
-    fn queue_of(&self, row: &PodRow) -> Result<String, String> {
+    fn queue_of(&self, row: &PodRow) -> Result<String, Error> {
         let q = &self.queues;
         match q.by {
-            By::Qos => q.qos.get(&row.qos).cloned().ok_or_else(|| {
-                format!(
-                    "queues.qos: no queue for qos {:?} (row {}); name a queue for every qos \
-                     the trace holds",
-                    row.qos, row.name
-                )
-            }),
+            By::Qos => q
+                .qos
+                .get(&row.qos)
+                .cloned()
+                .ok_or_else(|| Error::NoQueueForQos {
+                    qos: row.qos.clone(),
+                    row: row.name.clone(),
+                }),
             By::Gpus => q
                 .gpus
                 .iter()
                 .find(|b| b.max >= row.num_gpu)
                 .map(|b| b.queue.clone())
-                .ok_or_else(|| {
-                    format!(
-                        "queues.gpus: no entry's max reaches num_gpu {} (row {})",
-                        row.num_gpu, row.name
-                    )
+                .ok_or_else(|| Error::NoQueueForGpus {
+                    num_gpu: row.num_gpu,
+                    row: row.name.clone(),
                 }),
             By::Hash => {
                 let teams = u64::from(q.teams.unwrap_or(1).max(1));
@@ -393,7 +431,7 @@ fn on_gpu_models(row: &PodRow) -> Arc<Constraints> {
 
 /// The rows' jobs under `mapping`, in arrival order; see the module docs. The same rows, in
 /// any order, give the same jobs.
-pub fn jobs(rows: &[PodRow], mapping: &Mapping) -> Result<Vec<Job>, String> {
+pub fn jobs(rows: &[PodRow], mapping: &Mapping) -> Result<Vec<Job>, Error> {
     let mut order: Vec<&PodRow> = rows.iter().collect();
     order.sort_by(|a, b| (a.creation_time, &a.name).cmp(&(b.creation_time, &b.name)));
     if mapping.limit > 0 {
@@ -435,7 +473,7 @@ fn groups<'r>(order: &[&'r PodRow], gangs: Option<&Gangs>) -> Vec<Vec<&'r PodRow
 }
 
 /// One job of `rows` (one row: a lone pod).
-fn job(rows: &[&PodRow], mapping: &Mapping) -> Result<Job, String> {
+fn job(rows: &[&PodRow], mapping: &Mapping) -> Result<Job, Error> {
     let first = rows[0];
     let queue = mapping.queue_of(first)?;
     let namespace = if mapping.namespace == "queue" {
@@ -487,7 +525,7 @@ fn job(rows: &[&PodRow], mapping: &Mapping) -> Result<Job, String> {
 }
 
 /// The trace in `dir` read through the mapping in `mapping_file` ([`DEFAULT`] when `None`).
-pub fn workload(dir: &Path, mapping_file: Option<&Path>) -> Result<Workload, String> {
+pub fn workload(dir: &Path, mapping_file: Option<&Path>) -> Result<Workload, Error> {
     let mapping = match mapping_file {
         Some(file) => read(file)?,
         None => Mapping::default(),
@@ -533,7 +571,7 @@ mod tests {
     }
 
     fn refused(yaml: &str) -> String {
-        parse(yaml, "m.yaml").unwrap_err()
+        parse(yaml, "m.yaml").unwrap_err().to_string()
     }
 
     fn queues(jobs: &[Job]) -> Vec<&str> {
@@ -555,7 +593,9 @@ mod tests {
         assert_eq!(queues(&jobs), ["online", "batch", "online"]);
         assert_eq!(jobs[1].namespace, "batch");
         assert!(jobs.iter().all(|j| !j.gang && j.members.len() == 1));
-        let err = super::jobs(&[row("d", "Weird", 0, 0)], &m).unwrap_err();
+        let err = super::jobs(&[row("d", "Weird", 0, 0)], &m)
+            .unwrap_err()
+            .to_string();
         assert!(
             err.starts_with("queues.qos: no queue for qos \"Weird\" (row d)"),
             "{err}"
@@ -579,7 +619,9 @@ mod tests {
             ["cpu", "small", "large", "large"]
         );
         assert_eq!(m.queue_names(), ["cpu", "large", "small"]);
-        let err = super::jobs(&[row("e", "LS", 16, 0)], &m).unwrap_err();
+        let err = super::jobs(&[row("e", "LS", 16, 0)], &m)
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("queues.gpus: no entry's max reaches num_gpu 16 (row e)"));
     }
 
@@ -797,6 +839,8 @@ mod tests {
 
     #[test]
     fn bad_mappings_are_refused_naming_the_field() {
+        let unreadable = read(Path::new("no/such.yaml")).unwrap_err().to_string();
+        assert!(unreadable.starts_with("cannot read mapping no/such.yaml: "));
         let cases = [
             (
                 "queues: {by: qos, qos: {LS: a}}\nspeeed: 2\n",
@@ -892,8 +936,9 @@ mod tests {
     fn the_example_mapping_reads_and_the_example_configurations_define_exactly_its_queues() {
         let m = read(&repo("examples/simulate/alibaba-mapping.yaml")).unwrap();
         for config in ["baseline.yaml", "online-weight-3.yaml"] {
-            let c = super::super::candidate::read(&repo(&format!("examples/simulate/{config}")))
-                .unwrap();
+            let c =
+                super::super::configuration::read(&repo(&format!("examples/simulate/{config}")))
+                    .unwrap();
             let mut defined: Vec<String> = c.queues.iter().map(|q| q.name.clone()).collect();
             defined.sort();
             assert_eq!(defined, m.queue_names(), "{config}");

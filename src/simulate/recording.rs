@@ -17,7 +17,7 @@ use serde::Serialize;
 
 use super::Workload;
 use super::record::Recording;
-use crate::cache::convert;
+use crate::cache::{self, convert};
 
 /// What a recording gives a simulation.
 #[derive(Debug, Clone)]
@@ -50,11 +50,11 @@ pub fn replay(
     recording: &Recording,
     source: &str,
     namespaces: &[String],
-) -> Result<Replay, String> {
+) -> Result<Replay, cache::Error> {
     let recording_end = recording.ended.as_second();
     let mut members: BTreeMap<GroupKey, Vec<Member>> = BTreeMap::new();
     for recorded in &recording.pods {
-        let pod = convert::pod(&recorded.object).map_err(|e| e.to_string())?;
+        let pod = convert::pod(&recorded.object)?;
         let elsewhere = !namespaces.is_empty() && !namespaces.contains(&pod.namespace);
         if elsewhere
             || pod.stand_in_for.is_some()
@@ -81,7 +81,7 @@ pub fn replay(
     }
     let mut specs: BTreeMap<GroupKey, (PodGroup, i64)> = BTreeMap::new();
     for recorded in &recording.pod_groups {
-        let group = convert::pod_group(&recorded.object).map_err(|e| e.to_string())?;
+        let group = convert::pod_group(&recorded.object)?;
         let created = recorded
             .object
             .metadata
@@ -184,12 +184,12 @@ pub fn replay(
     let nodes = recording
         .nodes
         .iter()
-        .map(|n| convert::node(n).map_err(|e| e.to_string()))
+        .map(convert::node)
         .collect::<Result<Vec<_>, _>>()?;
     let queues = recording
         .queues
         .iter()
-        .map(|q| convert::queue(q).map_err(|e| e.to_string()))
+        .map(convert::queue)
         .collect::<Result<Vec<_>, _>>()?;
     Ok(Replay {
         workload: Workload {

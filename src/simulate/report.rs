@@ -1,4 +1,4 @@
-//! The runs of one workload under each candidate configuration, side by side: the figures
+//! The runs of one workload under each configuration, side by side: the figures
 //! ([`Report`], also the JSON of `-o json` and the data of the HTML page) and the text table.
 
 use std::collections::BTreeMap;

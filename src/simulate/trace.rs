@@ -9,7 +9,7 @@
 
 use std::collections::{BTreeMap, HashSet};
 use std::io::Read;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use gangplank_core::model::{Node, Resources};
 use serde::Deserialize;
@@ -72,6 +72,73 @@ pub struct PodRow {
     pub scheduled_time: Option<i64>,
 }
 
+/// Why a trace's file is refused: where, and what to change.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("cannot read {}: {error}", path.display())]
+    Read {
+        path: PathBuf,
+        error: std::io::Error,
+    },
+    /// The CSV itself: a short row, bad quoting, text that is not UTF-8.
+    #[error("{file} line {line}: {error}")]
+    Csv {
+        file: String,
+        line: u64,
+        error: csv::Error,
+    },
+    #[error("{file} line 1: no column {}; the header must name {}", missing.join(", "), columns.join(","))]
+    MissingColumns {
+        file: String,
+        missing: Vec<&'static str>,
+        columns: &'static [&'static str],
+    },
+    #[error("{file}: more than {max_rows} rows; simulate a part of the trace (split the file)")]
+    TooManyRows { file: String, max_rows: usize },
+    #[error("{file} line {line}: {column}: {problem}")]
+    Value {
+        file: String,
+        line: u64,
+        column: &'static str,
+        problem: Problem,
+    },
+}
+
+/// What is wrong with one value of a row.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Problem {
+    #[error("empty; a whole number is needed")]
+    NoNumber,
+    #[error("{0:?} is not a whole number")]
+    NotANumber(String),
+    #[error("{0} is negative")]
+    Negative(i64),
+    #[error("{value} is more than {max}")]
+    TooLarge { value: i64, max: i64 },
+    #[error("empty; every row needs a name")]
+    NoName,
+    #[error("{0} characters, more than {MAX_NAME}")]
+    TooLong(usize),
+    #[error("{0:?} holds a space or control character")]
+    NotAName(String),
+    #[error("{0:?} is named twice")]
+    NamedTwice(String),
+    #[error("{deletion_time} is before creation_time {creation_time}")]
+    DeletedBeforeCreated {
+        creation_time: i64,
+        deletion_time: i64,
+    },
+    #[error(
+        "{scheduled_time} is not between creation_time {creation_time} and deletion_time \
+         {deletion_time}"
+    )]
+    ScheduledOutsideLife {
+        creation_time: i64,
+        deletion_time: i64,
+        scheduled_time: i64,
+    },
+}
+
 /// Both files of a trace directory.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Trace {
@@ -80,10 +147,10 @@ pub struct Trace {
 }
 
 /// Reads [`NODE_FILE`] and [`POD_FILE`] in `dir`.
-pub fn read(dir: &Path) -> Result<Trace, String> {
+pub fn read(dir: &Path) -> Result<Trace, Error> {
     let open = |file: &str| {
         let path = dir.join(file);
-        std::fs::File::open(&path).map_err(|e| format!("cannot read {}: {e}", path.display()))
+        std::fs::File::open(&path).map_err(|error| Error::Read { path, error })
     };
     Ok(Trace {
         nodes: nodes(open(NODE_FILE)?, NODE_FILE)?,
@@ -132,11 +199,11 @@ const POD_COLUMNS: [&str; 11] = [
 
 /// Reads a node list (the columns of [`NODE_FILE`], in any order) from `input`, named `file`
 /// in errors.
-pub fn nodes(input: impl Read, file: &str) -> Result<Vec<NodeRow>, String> {
+pub fn nodes(input: impl Read, file: &str) -> Result<Vec<NodeRow>, Error> {
     nodes_at_most(input, file, MAX_ROWS)
 }
 
-fn nodes_at_most(input: impl Read, file: &str, max_rows: usize) -> Result<Vec<NodeRow>, String> {
+fn nodes_at_most(input: impl Read, file: &str, max_rows: usize) -> Result<Vec<NodeRow>, Error> {
     let mut out = Vec::new();
     let mut names = HashSet::new();
     each_row(
@@ -145,9 +212,7 @@ fn nodes_at_most(input: impl Read, file: &str, max_rows: usize) -> Result<Vec<No
         &NODE_COLUMNS,
         max_rows,
         |at, record, headers| {
-            let raw: RawNode = record
-                .deserialize(Some(headers))
-                .map_err(|e| at.whole(&e))?;
+            let raw: RawNode = record.deserialize(Some(headers)).map_err(|e| at.whole(e))?;
             let row = NodeRow {
                 name: at.name("sn", raw.sn)?,
                 cpu_milli: at.number("cpu_milli", raw.cpu_milli, MAX_CPU_MILLI)?,
@@ -156,7 +221,7 @@ fn nodes_at_most(input: impl Read, file: &str, max_rows: usize) -> Result<Vec<No
                 model: at.text("model", raw.model)?,
             };
             if !names.insert(row.name.clone()) {
-                return Err(at.column("sn", format!("{:?} is named twice", row.name)));
+                return Err(at.column("sn", Problem::NamedTwice(row.name)));
             }
             out.push(row);
             Ok(())
@@ -167,7 +232,7 @@ fn nodes_at_most(input: impl Read, file: &str, max_rows: usize) -> Result<Vec<No
 
 /// Reads a pod list (the columns of [`POD_FILE`], in any order) from `input`, named `file` in
 /// errors.
-pub fn pods(input: impl Read, file: &str) -> Result<Vec<PodRow>, String> {
+pub fn pods(input: impl Read, file: &str) -> Result<Vec<PodRow>, Error> {
     let mut out = Vec::new();
     let mut names = HashSet::new();
     each_row(
@@ -176,9 +241,7 @@ pub fn pods(input: impl Read, file: &str) -> Result<Vec<PodRow>, String> {
         &POD_COLUMNS,
         MAX_ROWS,
         |at, record, headers| {
-            let raw: RawPod = record
-                .deserialize(Some(headers))
-                .map_err(|e| at.whole(&e))?;
+            let raw: RawPod = record.deserialize(Some(headers)).map_err(|e| at.whole(e))?;
             let scheduled_time = match raw.scheduled_time.trim() {
                 "" => None,
                 time => Some(at.number("scheduled_time", time, MAX_TIME)?),
@@ -196,28 +259,30 @@ pub fn pods(input: impl Read, file: &str) -> Result<Vec<PodRow>, String> {
                 deletion_time: at.number("deletion_time", raw.deletion_time, MAX_TIME)?,
                 scheduled_time,
             };
-            if row.deletion_time < row.creation_time {
+            let (creation_time, deletion_time) = (row.creation_time, row.deletion_time);
+            if deletion_time < creation_time {
                 return Err(at.column(
                     "deletion_time",
-                    format!(
-                        "{} is before creation_time {}",
-                        row.deletion_time, row.creation_time
-                    ),
+                    Problem::DeletedBeforeCreated {
+                        creation_time,
+                        deletion_time,
+                    },
                 ));
             }
-            if let Some(scheduled) = row.scheduled_time
-                && !(row.creation_time..=row.deletion_time).contains(&scheduled)
+            if let Some(scheduled_time) = row.scheduled_time
+                && !(creation_time..=deletion_time).contains(&scheduled_time)
             {
                 return Err(at.column(
                     "scheduled_time",
-                    format!(
-                        "{scheduled} is not between creation_time {} and deletion_time {}",
-                        row.creation_time, row.deletion_time
-                    ),
+                    Problem::ScheduledOutsideLife {
+                        creation_time,
+                        deletion_time,
+                        scheduled_time,
+                    },
                 ));
             }
             if !names.insert(row.name.clone()) {
-                return Err(at.column("name", format!("{:?} is named twice", row.name)));
+                return Err(at.column("name", Problem::NamedTwice(row.name)));
             }
             out.push(row);
             Ok(())
@@ -233,59 +298,59 @@ struct At<'f> {
 }
 
 impl At<'_> {
-    fn column(&self, column: &str, why: String) -> String {
-        format!("{} line {}: {column}: {why}", self.file, self.line)
+    fn column(&self, column: &'static str, problem: Problem) -> Error {
+        Error::Value {
+            file: self.file.to_owned(),
+            line: self.line,
+            column,
+            problem,
+        }
     }
 
-    fn whole(&self, e: &csv::Error) -> String {
-        format!("{} line {}: {e}", self.file, self.line)
+    fn whole(&self, error: csv::Error) -> Error {
+        Error::Csv {
+            file: self.file.to_owned(),
+            line: self.line,
+            error,
+        }
     }
 
     /// A whole number in `0..=max`.
-    fn number(&self, column: &str, value: &str, max: i64) -> Result<i64, String> {
+    fn number(&self, column: &'static str, value: &str, max: i64) -> Result<i64, Error> {
         let trimmed = value.trim();
         if trimmed.is_empty() {
-            return Err(self.column(column, "empty; a whole number is needed".to_owned()));
+            return Err(self.column(column, Problem::NoNumber));
         }
         let number: i64 = trimmed
             .parse()
-            .map_err(|_| self.column(column, format!("{value:?} is not a whole number")))?;
+            .map_err(|_| self.column(column, Problem::NotANumber(value.to_owned())))?;
         if number < 0 {
-            return Err(self.column(column, format!("{number} is negative")));
+            return Err(self.column(column, Problem::Negative(number)));
         }
         if number > max {
-            return Err(self.column(column, format!("{number} is more than {max}")));
+            return Err(self.column(column, Problem::TooLarge { value: number, max }));
         }
         Ok(number)
     }
 
     /// A name: not empty, at most [`MAX_NAME`] characters, no spaces or control characters.
-    fn name(&self, column: &str, value: &str) -> Result<String, String> {
+    fn name(&self, column: &'static str, value: &str) -> Result<String, Error> {
         if value.is_empty() {
-            return Err(self.column(column, "empty; every row needs a name".to_owned()));
+            return Err(self.column(column, Problem::NoName));
         }
         if value.len() > MAX_NAME {
-            return Err(self.column(
-                column,
-                format!("{} characters, more than {MAX_NAME}", value.len()),
-            ));
+            return Err(self.column(column, Problem::TooLong(value.len())));
         }
         if value.chars().any(|c| c.is_whitespace() || c.is_control()) {
-            return Err(self.column(
-                column,
-                format!("{value:?} holds a space or control character"),
-            ));
+            return Err(self.column(column, Problem::NotAName(value.to_owned())));
         }
         Ok(value.to_owned())
     }
 
     /// A short text: at most [`MAX_NAME`] characters.
-    fn text(&self, column: &str, value: &str) -> Result<String, String> {
+    fn text(&self, column: &'static str, value: &str) -> Result<String, Error> {
         if value.len() > MAX_NAME {
-            return Err(self.column(
-                column,
-                format!("{} characters, more than {MAX_NAME}", value.len()),
-            ));
+            return Err(self.column(column, Problem::TooLong(value.len())));
         }
         Ok(value.trim().to_owned())
     }
@@ -296,26 +361,24 @@ impl At<'_> {
 fn each_row(
     input: impl Read,
     file: &str,
-    columns: &[&str],
+    columns: &'static [&'static str],
     max_rows: usize,
-    mut each: impl FnMut(&At, &csv::StringRecord, &csv::StringRecord) -> Result<(), String>,
-) -> Result<(), String> {
+    mut each: impl FnMut(&At, &csv::StringRecord, &csv::StringRecord) -> Result<(), Error>,
+) -> Result<(), Error> {
     let mut reader = csv::ReaderBuilder::new().from_reader(input);
-    let headers = reader
-        .headers()
-        .map_err(|e| format!("{file} line 1: {e}"))?
-        .clone();
+    let at_line = |line: u64| At { file, line };
+    let headers = reader.headers().map_err(|e| at_line(1).whole(e))?.clone();
     let missing: Vec<&str> = columns
         .iter()
         .copied()
         .filter(|c| !headers.iter().any(|h| h.trim() == *c))
         .collect();
     if !missing.is_empty() {
-        return Err(format!(
-            "{file} line 1: no column {}; the header must name {}",
-            missing.join(", "),
-            columns.join(",")
-        ));
+        return Err(Error::MissingColumns {
+            file: file.to_owned(),
+            missing,
+            columns,
+        });
     }
     let headers: csv::StringRecord = headers.iter().map(str::trim).collect();
     let mut record = csv::StringRecord::new();
@@ -324,19 +387,20 @@ fn each_row(
         let line = reader.position().line();
         let more = reader.read_record(&mut record).map_err(|e| {
             let line = e.position().map_or(line, csv::Position::line);
-            format!("{file} line {line}: {e}")
+            at_line(line).whole(e)
         })?;
         if !more {
             return Ok(());
         }
         rows += 1;
         if rows > max_rows {
-            return Err(format!(
-                "{file}: more than {max_rows} rows; simulate a part of the trace (split the file)"
-            ));
+            return Err(Error::TooManyRows {
+                file: file.to_owned(),
+                max_rows,
+            });
         }
         let line = record.position().map_or(line, csv::Position::line);
-        each(&At { file, line }, &record, &headers)?;
+        each(&at_line(line), &record, &headers)?;
     }
 }
 
@@ -391,7 +455,9 @@ p-2,4000,8192,0,0,,BE,Pending,20,90,
 
     fn pod_error(body: &str) -> String {
         let header = PODS.lines().next().unwrap();
-        pods(format!("{header}\n{body}\n").as_bytes(), POD_FILE).unwrap_err()
+        pods(format!("{header}\n{body}\n").as_bytes(), POD_FILE)
+            .unwrap_err()
+            .to_string()
     }
 
     #[test]
@@ -458,6 +524,20 @@ p-2,4000,8192,0,0,,BE,Pending,20,90,
             err,
             "openb_pod_list_default.csv line 3: cpu_milli: \"x\" is not a whole number"
         );
+        let header = PODS.lines().next().unwrap();
+        let typed = pods(
+            format!("{header}\np-1,x,1,0,0,,LS,R,0,1,0\n").as_bytes(),
+            POD_FILE,
+        );
+        assert!(matches!(
+            typed,
+            Err(Error::Value {
+                line: 2,
+                column: "cpu_milli",
+                problem: Problem::NotANumber(_),
+                ..
+            })
+        ));
         let err = pod_error("p-0,1000,1,0,0,,LS,Running,0,1,1.5");
         assert_eq!(
             err,
@@ -469,7 +549,8 @@ p-2,4000,8192,0,0,,BE,Pending,20,90,
             "sn,cpu_milli,memory_mib,gpu,model\nn,1,1,two,\n".as_bytes(),
             NODE_FILE,
         )
-        .unwrap_err();
+        .unwrap_err()
+        .to_string();
         assert_eq!(
             err,
             "openb_node_list_all_node.csv line 2: gpu: \"two\" is not a whole number"
@@ -521,19 +602,23 @@ p-2,4000,8192,0,0,,BE,Pending,20,90,
             "sn,cpu_milli,memory_mib,gpu,model\nn,1,1,2000,\n".as_bytes(),
             NODE_FILE,
         )
-        .unwrap_err();
+        .unwrap_err()
+        .to_string();
         assert!(err.contains("gpu: 2000 is more than 1024"), "{err}");
     }
 
     #[test]
     fn a_file_without_a_column_or_with_a_short_row_is_refused() {
-        let err = nodes("sn,cpu_milli,gpu,model\nn,1,0,\n".as_bytes(), NODE_FILE).unwrap_err();
+        let err = nodes("sn,cpu_milli,gpu,model\nn,1,0,\n".as_bytes(), NODE_FILE)
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("line 1: no column memory_mib"), "{err}");
         let err = nodes(
             "sn,cpu_milli,memory_mib,gpu,model\nn,1,1\n".as_bytes(),
             NODE_FILE,
         )
-        .unwrap_err();
+        .unwrap_err()
+        .to_string();
         assert!(
             err.starts_with("openb_node_list_all_node.csv line 2:"),
             "{err}"
@@ -547,7 +632,9 @@ p-2,4000,8192,0,0,,BE,Pending,20,90,
         for i in 0..=10 {
             text.push_str(&format!("n{i},1,1,0,\n"));
         }
-        let err = nodes_at_most(text.as_bytes(), NODE_FILE, 10).unwrap_err();
+        let err = nodes_at_most(text.as_bytes(), NODE_FILE, 10)
+            .unwrap_err()
+            .to_string();
         assert_eq!(
             err,
             "openb_node_list_all_node.csv: more than 10 rows; simulate a part of the trace (split \

@@ -172,7 +172,7 @@ fn tempdir(prefix: &str) -> std::path::PathBuf {
 
 #[tokio::test]
 #[ignore = "needs the local control plane: run e2e/test"]
-async fn report_records_a_waiting_and_a_running_gang_and_writes_text_html_and_the_recording() {
+async fn report_records_a_waiting_and_a_running_gang_and_writes_text_html_and_its_history() {
     let cluster = Cluster::connect().await;
     let ns = cluster.namespace("cli-report").await;
     let pods = ns.api::<Pod>();
@@ -230,11 +230,11 @@ async fn report_records_a_waiting_and_a_running_gang_and_writes_text_html_and_th
     let html = std::fs::read_to_string(out.join("report.html")).unwrap();
     assert!(
         html.contains(&format!("{}/pair", ns.name)),
-        "the page embeds the recording"
+        "the page embeds the history"
     );
-    let recorded: gangplank::cli::report::Recording =
+    let history: gangplank::cli::report::History =
         serde_json::from_slice(&std::fs::read(out.join("report.json")).unwrap()).unwrap();
-    assert!(recorded.samples.len() >= 2, "{}", recorded.samples.len());
+    assert!(history.samples.len() >= 2, "{}", history.samples.len());
     std::fs::remove_dir_all(&out).ok();
     ns.delete().await;
 }

@@ -5,8 +5,8 @@
 
 use std::time::Instant;
 
-use gangplank::simulate::candidate::Candidate;
 use gangplank::simulate::command::{RunOptions, compare};
+use gangplank::simulate::configuration::Configuration;
 use gangplank::simulate::record::record;
 use gangplank::simulate::recording::replay;
 use k8s_openapi::api::core::v1::Pod;
@@ -63,7 +63,7 @@ async fn a_replay_of_a_recorded_run_starts_its_gangs_in_the_live_order_within_5_
     let recording = recorder.await.unwrap();
     let replayed = replay(&recording, "e2e", std::slice::from_ref(&ns.name)).unwrap();
     assert_eq!(replayed.workload.jobs.len(), GANGS.len());
-    let recorded = Candidate::recorded(replayed.queues.clone(), "recording");
+    let recorded = Configuration::recorded(replayed.queues.clone(), "recording");
     let serve = gangplank::config::ServeArgs::defaults().gang_settings();
     let options = RunOptions {
         sample_every: 1,

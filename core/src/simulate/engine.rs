@@ -6,9 +6,9 @@
 //! candidates are the nodes that take it and have room for it (the scheduler's own filter),
 //! narrowed by [`claims::filter`], scored by [`claims::scores`] (highest wins, ties to the
 //! first node by name), and reserved with [`claims::reserve`]; a gang's members are bound
-//! together once it reaches quorum, as held binds are, at most the scenario's
-//! `binds_per_second` a second. Evicted gangs start again from the gate with new pods, as their
-//! controllers make them; each member ends after its own runtime.
+//! together once it reaches quorum, as held binds are, at most [`Setup::binds_per_second`] a
+//! second. Evicted gangs start again from the gate with new pods, as their controllers make
+//! them; each member ends after its own runtime.
 //!
 //! The run owns its [`State`]: the loop is its one writer, shared with no one.
 
@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 use rustc_hash::FxHashMap;
 
 use super::outcome::{JobOutcome, Outcome, QueueSample, Sample};
-use super::{Job, Scenario};
+use super::{Job, Setup};
 use crate::admit::groups::Unshown;
 use crate::admit::plan::{self, Decision, Hold};
 use crate::admit::{Evicting, Passed, after_pass, pass};
@@ -43,9 +43,9 @@ enum Event {
     Wake,
 }
 
-/// A job's state during the run.
+/// How far a job has got in the run.
 #[derive(Debug, Default)]
-struct Run {
+struct Progress {
     /// Its live pods' UIDs, by member index.
     pods: Vec<Option<String>>,
     /// Its current attempt has started (reached quorum).
@@ -56,11 +56,11 @@ struct Run {
 struct Sim<'a> {
     jobs: &'a [Job],
     state: State,
-    scenario: &'a Scenario,
+    setup: &'a Setup,
     settings: claims::Settings,
     events: BinaryHeap<Reverse<(i64, u64, Event)>>,
     seq: u64,
-    runs: Vec<Run>,
+    progress: Vec<Progress>,
     out: Outcome,
     /// The job each live pod belongs to, and its member index.
     owner: FxHashMap<String, (usize, usize)>,
@@ -80,15 +80,15 @@ struct Sim<'a> {
     schedulable: Vec<String>,
 }
 
-/// Replays `jobs` on `scenario`'s cluster; see the module docs.
-pub fn run(scenario: &Scenario, jobs: &[Job]) -> Outcome {
+/// Replays `jobs` on `setup`'s cluster; see the module docs.
+pub fn run(setup: &Setup, jobs: &[Job]) -> Outcome {
     let mut state = State::default();
-    for node in &scenario.nodes {
+    for node in &setup.nodes {
         state.apply_node(node.clone());
     }
     // By name: where the core breaks a tie by the order of its queue map, a configuration
     // that lists the same queues in another order replays the same.
-    let mut queues: Vec<&Queue> = scenario.queues.iter().collect();
+    let mut queues: Vec<&Queue> = setup.queues.iter().collect();
     queues.sort_by(|a, b| a.name.cmp(&b.name));
     for queue in queues {
         state.apply_queue(queue.clone());
@@ -102,11 +102,11 @@ pub fn run(scenario: &Scenario, jobs: &[Job]) -> Outcome {
     let mut sim = Sim {
         jobs,
         state,
-        scenario,
-        settings: scenario.settings,
+        setup,
+        settings: setup.settings,
         events: BinaryHeap::with_capacity(jobs.len() * 2),
         seq: 0,
-        runs: (0..jobs.len()).map(|_| Run::default()).collect(),
+        progress: (0..jobs.len()).map(|_| Progress::default()).collect(),
         out: Outcome {
             jobs: vec![JobOutcome::default(); jobs.len()],
             capacity,
@@ -159,7 +159,7 @@ impl Sim<'_> {
     }
 
     fn instant(&self, now: i64) -> Instant {
-        self.scenario.origin + Duration::from_secs(now.max(0).unsigned_abs())
+        self.setup.origin + Duration::from_secs(now.max(0).unsigned_abs())
     }
 
     fn handle(&mut self, event: Event, now: i64) {
@@ -168,7 +168,7 @@ impl Sim<'_> {
             Event::Arrive(j) => self.arrive(j, now),
             Event::MemberEnd(serial) => self.member_end(&uid_of(serial), now),
             Event::Delete(j) => {
-                if !self.runs[j].over {
+                if !self.progress[j].over {
                     self.out.jobs[j].deleted = Some(now);
                     self.remove(j);
                 }
@@ -180,7 +180,7 @@ impl Sim<'_> {
     /// The job's PodGroup (for a gang) and its pods, gated, as its controller creates them.
     fn arrive(&mut self, j: usize, now: i64) {
         let job = &self.jobs[j];
-        if self.runs[j].over {
+        if self.progress[j].over {
             return;
         }
         if job.gang {
@@ -219,7 +219,7 @@ impl Sim<'_> {
         };
         self.state.apply_pod(pod);
         self.owner.insert(uid.clone(), (j, index));
-        let pods = &mut self.runs[j].pods;
+        let pods = &mut self.progress[j].pods;
         if pods.len() <= index {
             pods.resize(index + 1, None);
         }
@@ -242,7 +242,7 @@ impl Sim<'_> {
         done.phase = PodPhase::Succeeded;
         self.state.apply_pod(done);
         let (mut running, mut succeeded) = (0, 0);
-        for uid in self.runs[j].pods.iter().flatten() {
+        for uid in self.progress[j].pods.iter().flatten() {
             match self.state.pods().get(uid).map(|p| p.phase) {
                 Some(PodPhase::Running) => running += 1,
                 Some(PodPhase::Succeeded) => succeeded += 1,
@@ -257,10 +257,10 @@ impl Sim<'_> {
 
     /// Ends the job: its pods and PodGroup deleted.
     fn remove(&mut self, j: usize) {
-        let run = &mut self.runs[j];
-        run.over = true;
-        run.running = false;
-        for uid in std::mem::take(&mut run.pods).into_iter().flatten() {
+        let progress = &mut self.progress[j];
+        progress.over = true;
+        progress.running = false;
+        for uid in std::mem::take(&mut progress.pods).into_iter().flatten() {
             self.state.delete_pod(&uid);
             self.owner.remove(&uid);
         }
@@ -357,7 +357,7 @@ impl Sim<'_> {
             return;
         };
         if whole {
-            self.runs[j].running = false;
+            self.progress[j].running = false;
             self.out.jobs[j].evictions += 1;
             let job = &self.jobs[j];
             if job.gang {
@@ -379,7 +379,7 @@ impl Sim<'_> {
     /// go on in the next second); whether any was placed.
     fn place(&mut self, now: i64) -> bool {
         if self.budget.0 != now {
-            self.budget = (now, self.scenario.binds_per_second.unwrap_or(u32::MAX));
+            self.budget = (now, self.setup.binds_per_second.unwrap_or(u32::MAX));
         }
         let mut placed = false;
         let mut deferred = false;
@@ -504,8 +504,8 @@ impl Sim<'_> {
             if let Some(serial) = serial_of(uid) {
                 self.at(end, Event::MemberEnd(serial));
             }
-            if !self.runs[j].running {
-                self.runs[j].running = true;
+            if !self.progress[j].running {
+                self.progress[j].running = true;
                 self.out.jobs[j].started.get_or_insert(now);
             }
         }
@@ -516,7 +516,7 @@ impl Sim<'_> {
         if now < self.next_sample {
             return;
         }
-        let every = self.scenario.sample_every.max(1);
+        let every = self.setup.sample_every.max(1);
         self.next_sample = (now / every + 1) * every;
         let Some(decision) = &self.latest else {
             return;

@@ -5,8 +5,9 @@
 //! decides anything itself: it creates the objects a cluster would see (PodGroups, gated pods),
 //! applies what each pass decides, and records when each job waited, started and finished.
 //!
-//! - [`Scenario`] and [`Job`]: the cluster and the work, as plain values (the `gangplank`
-//!   crate builds them from a trace, a recording, and Queue manifests);
+//! - [`Setup`] and [`Job`]: what a run starts from (the cluster, the scheduler's settings) and
+//!   the work, as plain values (the `gangplank` crate builds them from a configuration's file,
+//!   a trace and a recording);
 //! - [`engine::run`]: the event loop; [`outcome`]: what it records;
 //! - [`summary`]: per-queue figures of an outcome (waits, shares, utilisation, evictions).
 //!
@@ -65,9 +66,11 @@ pub struct Job {
     pub constraints: Vec<Arc<Constraints>>,
 }
 
-/// A cluster, its queues and how pods are placed: one candidate configuration.
+/// What one run starts from: a cluster's nodes and queues, how its scheduler places pods and
+/// how fast, where virtual time starts and how often it is sampled. A configuration (the
+/// `gangplank` crate's) as the engine runs it.
 #[derive(Debug, Clone)]
-pub struct Scenario {
+pub struct Setup {
     pub nodes: Vec<Node>,
     pub queues: Vec<Queue>,
     /// How claims are planned and binds held, as `gangplank serve`'s flags set them

@@ -32,8 +32,8 @@ fn gang(name: &str, queue: &str, members: u32, cpu: i64, arrival: i64, runtime: 
     }
 }
 
-fn scenario(nodes: usize, cpu: i64, queues: Vec<Queue>) -> Scenario {
-    Scenario {
+fn setup(nodes: usize, cpu: i64, queues: Vec<Queue>) -> Setup {
+    Setup {
         nodes: (0..nodes)
             .map(|i| node(format!("n{i}"), cpu * 1_000))
             .collect(),
@@ -57,7 +57,7 @@ fn a_gang_that_does_not_fit_beside_a_running_one_starts_when_that_one_finishes()
         gang("first", "q", 4, 4, 0, 100),
         gang("second", "q", 4, 4, 10, 50),
     ];
-    let out = run(&scenario(2, 8, vec![Queue::new("q")]), &jobs);
+    let out = run(&setup(2, 8, vec![Queue::new("q")]), &jobs);
     assert_eq!(out.jobs[0].started, Some(0));
     assert_eq!(out.jobs[0].finished, Some(100));
     assert_eq!(out.jobs[1].started, Some(100));
@@ -111,7 +111,7 @@ fn a_gang_of_sub_groups_starts_at_its_minimum_and_grows_when_a_training_gang_fin
     };
     let jobs = [gang("train", "training", 2, 11, 0, 100), service(1), probe];
     let queues = vec![Queue::new("training"), Queue::new("serving")];
-    let out = run(&scenario(2, 22, queues), &jobs);
+    let out = run(&setup(2, 22, queues), &jobs);
     assert_eq!(out.jobs[1].started, Some(1), "its minimum, beside training");
     let serving = |t: i64| {
         let sample = out.samples.iter().find(|s| s.at == t).unwrap();
@@ -139,7 +139,7 @@ fn a_gang_is_placed_whole_or_not_at_all() {
         gang("big", "q", 4, 4, 0, 100),
         gang("small", "q", 1, 4, 1, 10),
     ];
-    let out = run(&scenario(3, 4, vec![Queue::new("q")]), &jobs);
+    let out = run(&setup(3, 4, vec![Queue::new("q")]), &jobs);
     assert_eq!(out.jobs[0].started, None);
     assert_eq!(out.jobs[1].started, Some(1));
     let summary = summarise(&jobs, &out);
@@ -152,10 +152,10 @@ fn a_queue_capped_below_a_gang_never_starts_it_and_a_raised_cap_does() {
     let mut capped = Queue::new("q");
     capped.capability.set("cpu", 8_000);
     let jobs = [gang("g", "q", 4, 4, 0, 10)];
-    let out = run(&scenario(4, 8, vec![capped]), &jobs);
+    let out = run(&setup(4, 8, vec![capped]), &jobs);
     assert_eq!(out.jobs[0].started, None);
     assert!(out.jobs[0].why.as_deref().unwrap().contains("capability"));
-    let out = run(&scenario(4, 8, vec![Queue::new("q")]), &jobs);
+    let out = run(&setup(4, 8, vec![Queue::new("q")]), &jobs);
     assert_eq!(out.jobs[0].started, Some(0));
 }
 
@@ -167,10 +167,7 @@ fn reclaim_evicts_a_queue_over_its_share_for_one_below_it_and_the_victim_starts_
         gang("a2", "a", 2, 8, 0, 1_000),
         gang("b1", "b", 2, 8, 5, 100),
     ];
-    let out = run(
-        &scenario(4, 8, vec![Queue::new("a"), Queue::new("b")]),
-        &jobs,
-    );
+    let out = run(&setup(4, 8, vec![Queue::new("a"), Queue::new("b")]), &jobs);
     assert!(out.jobs[2].started.is_some_and(|s| s < 1_000), "{out:?}");
     let evicted: u32 = out.jobs[..2].iter().map(|j| j.evictions).sum();
     assert_eq!(evicted, 1);
@@ -187,7 +184,7 @@ fn a_job_deleted_while_it_waits_is_withdrawn_and_frees_nothing_it_never_held() {
     let mut late = gang("late", "q", 1, 8, 1, 10);
     late.deleted_at = Some(5);
     let jobs = [gang("hog", "q", 1, 8, 0, 100), late];
-    let out = run(&scenario(1, 8, vec![Queue::new("q")]), &jobs);
+    let out = run(&setup(1, 8, vec![Queue::new("q")]), &jobs);
     assert_eq!(out.jobs[1].started, None);
     assert_eq!(out.jobs[1].deleted, Some(5));
     assert_eq!(summarise(&jobs, &out).queues[0].withdrawn, 1);
@@ -197,7 +194,7 @@ fn a_job_deleted_while_it_waits_is_withdrawn_and_frees_nothing_it_never_held() {
 fn utilisation_is_what_bound_pods_use_over_time() {
     // Half the cluster for the whole run.
     let jobs = [gang("half", "q", 1, 4, 0, 100)];
-    let mut s = scenario(1, 8, vec![Queue::new("q")]);
+    let mut s = setup(1, 8, vec![Queue::new("q")]);
     s.sample_every = 1;
     let out = run(&s, &jobs);
     let summary = summarise(&jobs, &out);
@@ -210,7 +207,7 @@ fn utilisation_is_what_bound_pods_use_over_time() {
 fn the_scheduler_places_at_most_its_throughput_each_second() {
     // 10 members at 4 pods a second: the gang reaches quorum in its third second.
     let jobs = [gang("g", "q", 10, 1, 0, 100)];
-    let mut s = scenario(1, 16, vec![Queue::new("q")]);
+    let mut s = setup(1, 16, vec![Queue::new("q")]);
     s.binds_per_second = Some(4);
     let out = run(&s, &jobs);
     assert_eq!(out.jobs[0].admitted, Some(0));
@@ -221,7 +218,7 @@ fn the_scheduler_places_at_most_its_throughput_each_second() {
 fn members_run_only_on_the_nodes_their_constraints_allow() {
     use crate::policy::constraints::{LabelOperator, LabelRequirement, NodeSelectorTerm};
     // Two nodes of 8 CPUs, of GPU models A and B; gangs of two members of 8 CPUs.
-    let mut s = scenario(2, 8, vec![Queue::new("q")]);
+    let mut s = setup(2, 8, vec![Queue::new("q")]);
     for (node, model) in s.nodes.iter_mut().zip(["A", "B"]) {
         node.labels.insert("gpu-model".into(), model.into());
     }

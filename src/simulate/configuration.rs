@@ -1,4 +1,4 @@
-//! One candidate configuration, from a YAML file of several documents: the Queue manifests
+//! One configuration to compare, from a YAML file of several documents: the Queue manifests
 //! the cluster would take (the same YAML), and at most one `Simulation` document for what is
 //! not a Queue:
 //!
@@ -18,7 +18,7 @@
 //! ```
 
 use std::collections::BTreeMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use gangplank_core::model::{Node, Queue};
 use gangplank_core::policy::placement::Strategy;
@@ -26,9 +26,10 @@ use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use serde::Deserialize;
 
 use crate::api;
-use crate::cache::convert;
 use crate::cache::lookup::{Lookup, QueueLookup, QueueView};
+use crate::cache::{self, convert};
 use crate::webhooks::queues::check_without_cluster;
+use crate::webhooks::review::Denial;
 
 /// Most nodes a configuration may add or scale to: a made-up cluster ten times the design's
 /// target is refused rather than filling memory.
@@ -36,10 +37,11 @@ pub const MAX_NODES: usize = 50_000;
 
 /// A configuration as read from its file.
 #[derive(Debug, Clone)]
-pub struct Candidate {
+pub struct Configuration {
     pub name: String,
     pub queues: Vec<Queue>,
-    pub strategy: Strategy,
+    /// How its pods are placed: `gangplank serve --placement`.
+    pub placement: Strategy,
     pub nodes: NodeChanges,
     /// The file it was read from.
     pub file: String,
@@ -81,102 +83,172 @@ pub struct NewNodes {
     pub labels: BTreeMap<String, String>,
 }
 
+/// Why a configuration is refused: its file, the document or the field, and what to change.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The file at the path does not read.
+    #[error("cannot read configuration {path}: {1}", path = .0.display())]
+    Read(PathBuf, std::io::Error),
+    /// One document of the file, counted from 1.
+    #[error("{file}, document {document}: {problem}")]
+    Document {
+        file: String,
+        document: usize,
+        problem: DocumentProblem,
+    },
+    #[error("{file}: placement: {name:?} is not binpack or spread")]
+    Placement { file: String, name: String },
+    #[error("{file}: nodes.scale: {scale} is not a positive number")]
+    Scale { file: String, scale: f64 },
+    #[error("{file}: nodes.remove: the workload has no node {name:?}")]
+    NoSuchNode { file: String, name: String },
+    #[error("{file}: nodes: more than {MAX_NODES} nodes; simulate a smaller cluster")]
+    TooManyNodes { file: String },
+    /// `why`: the quantity that does not parse, in [`convert::resources`]' words.
+    #[error("{file}: nodes.add[{index}].allocatable: {why}")]
+    Allocatable {
+        file: String,
+        index: usize,
+        why: String,
+    },
+}
+
+/// What is wrong with one document of a configuration.
+#[derive(Debug, thiserror::Error)]
+pub enum DocumentProblem {
+    /// Not YAML.
+    #[error("{0}")]
+    Yaml(serde_yaml::Error),
+    #[error("kind {0:?}: a configuration holds Queue documents and at most one Simulation")]
+    Kind(Option<String>),
+    #[error("not a Queue: {0}")]
+    NotAQueue(serde_yaml::Error),
+    #[error("metadata.name: a Queue needs a name")]
+    Unnamed,
+    #[error("metadata.name: a second Queue {0:?}; keep one")]
+    SecondQueue(String),
+    #[error("the cluster would refuse this Queue: {0}")]
+    Refused(Denial),
+    /// A Queue the model does not take (a quantity that does not parse).
+    #[error("{0}")]
+    Queue(cache::Error),
+    #[error("a second Simulation document; keep one")]
+    SecondSimulation,
+    #[error("Simulation: {0}")]
+    Simulation(serde_yaml::Error),
+}
+
 /// Reads the configuration in `path`; the error names the document and the field.
-pub fn read(path: &Path) -> Result<Candidate, String> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| format!("cannot read configuration {}: {e}", path.display()))?;
+pub fn read(path: &Path) -> Result<Configuration, Error> {
+    let text = std::fs::read_to_string(path).map_err(|e| Error::Read(path.to_owned(), e))?;
     parse(&text, &path.display().to_string())
 }
 
 /// Reads a configuration from `text`, the contents of `file`. Its Queues must pass the Queue
 /// webhook's checks that need no live cluster (`webhooks::queues::check_without_cluster`), as
 /// the cluster would refuse them otherwise.
-pub fn parse(text: &str, file: &str) -> Result<Candidate, String> {
-    let mut manifests: Vec<(String, api::Queue)> = Vec::new();
+pub fn parse(text: &str, file: &str) -> Result<Configuration, Error> {
+    let (manifests, simulation) = documents(text, file)?;
+    let queues = checked_queues(&manifests, file)?;
+    let simulation = simulation.unwrap_or_default();
+    let placement = match simulation.placement {
+        None => Strategy::Binpack,
+        Some(name) => Strategy::named(&name).ok_or_else(|| Error::Placement {
+            file: file.to_owned(),
+            name,
+        })?,
+    };
+    if let Some(scale) = simulation.nodes.scale
+        && !(scale.is_finite() && scale > 0.0)
+    {
+        return Err(Error::Scale {
+            file: file.to_owned(),
+            scale,
+        });
+    }
+    let name = simulation.name.unwrap_or_else(|| {
+        Path::new(file)
+            .file_stem()
+            .map_or_else(|| file.to_owned(), |s| s.to_string_lossy().into_owned())
+    });
+    Ok(Configuration {
+        name,
+        queues,
+        placement,
+        nodes: simulation.nodes,
+        file: file.to_owned(),
+    })
+}
+
+/// The Queue manifests of `text` (each with the number of its document) and its Simulation
+/// document, if any.
+fn documents(text: &str, file: &str) -> Result<(Manifests, Option<Simulation>), Error> {
+    let mut manifests = Vec::new();
     let mut simulation: Option<Simulation> = None;
     for (i, document) in serde_yaml::Deserializer::from_str(text).enumerate() {
-        let at = format!("{file}, document {}", i + 1);
-        let value = serde_yaml::Value::deserialize(document).map_err(|e| format!("{at}: {e}"))?;
+        let at = |problem| Error::Document {
+            file: file.to_owned(),
+            document: i + 1,
+            problem,
+        };
+        let value =
+            serde_yaml::Value::deserialize(document).map_err(|e| at(DocumentProblem::Yaml(e)))?;
         if value.is_null() {
             continue;
         }
         match value.get("kind").and_then(serde_yaml::Value::as_str) {
             Some("Queue") => {
                 let queue: api::Queue =
-                    serde_yaml::from_value(value).map_err(|e| format!("{at}: not a Queue: {e}"))?;
+                    serde_yaml::from_value(value).map_err(|e| at(DocumentProblem::NotAQueue(e)))?;
                 if queue.metadata.name.as_deref().is_none_or(str::is_empty) {
-                    return Err(format!("{at}: metadata.name: a Queue needs a name"));
+                    return Err(at(DocumentProblem::Unnamed));
                 }
-                manifests.push((at, queue));
+                manifests.push((i + 1, queue));
             }
             Some("Simulation") => {
                 if simulation.is_some() {
-                    return Err(format!("{at}: a second Simulation document; keep one"));
+                    return Err(at(DocumentProblem::SecondSimulation));
                 }
                 simulation = Some(
-                    serde_yaml::from_value(value).map_err(|e| format!("{at}: Simulation: {e}"))?,
+                    serde_yaml::from_value(value)
+                        .map_err(|e| at(DocumentProblem::Simulation(e)))?,
                 );
             }
-            other => {
-                return Err(format!(
-                    "{at}: kind {other:?}: a configuration holds Queue documents and at most one \
-                     Simulation"
-                ));
-            }
+            other => return Err(at(DocumentProblem::Kind(other.map(str::to_owned)))),
         }
     }
-    let queues = checked_queues(&manifests)?;
-    let simulation = simulation.unwrap_or_default();
-    let strategy = match simulation.placement.as_deref() {
-        None => Strategy::Binpack,
-        Some(name) => Strategy::named(name)
-            .ok_or_else(|| format!("{file}: placement: {name:?} is not binpack or spread"))?,
-    };
-    if let Some(scale) = simulation.nodes.scale
-        && !(scale.is_finite() && scale > 0.0)
-    {
-        return Err(format!(
-            "{file}: nodes.scale: {scale} is not a positive number"
-        ));
-    }
-    let name = simulation.name.clone().unwrap_or_else(|| {
-        Path::new(file)
-            .file_stem()
-            .map_or_else(|| file.to_owned(), |s| s.to_string_lossy().into_owned())
-    });
-    Ok(Candidate {
-        name,
-        queues,
-        strategy,
-        nodes: simulation.nodes,
-        file: file.to_owned(),
-    })
+    Ok((manifests, simulation))
 }
 
-/// The Queues of `manifests` (each with where it was read), once every one passes the Queue
-/// webhook's checks that need no live cluster, its parent looked up among them.
-fn checked_queues(manifests: &[(String, api::Queue)]) -> Result<Vec<Queue>, String> {
+/// Queue manifests, each with the number of the document it was read from.
+type Manifests = Vec<(usize, api::Queue)>;
+
+/// The Queues of `manifests`, read from `file`, once every one passes the Queue webhook's
+/// checks that need no live cluster, its parent looked up among them.
+fn checked_queues(manifests: &[(usize, api::Queue)], file: &str) -> Result<Vec<Queue>, Error> {
     let listed = Listed(manifests);
     let mut queues = Vec::with_capacity(manifests.len());
-    for (i, (at, queue)) in manifests.iter().enumerate() {
+    for (i, (document, queue)) in manifests.iter().enumerate() {
+        let at = |problem| Error::Document {
+            file: file.to_owned(),
+            document: *document,
+            problem,
+        };
         let name = queue.metadata.name.as_deref().unwrap_or_default();
         if manifests[..i]
             .iter()
             .any(|(_, q)| q.metadata.name.as_deref() == Some(name))
         {
-            return Err(format!(
-                "{at}: metadata.name: a second Queue {name:?}; keep one"
-            ));
+            return Err(at(DocumentProblem::SecondQueue(name.to_owned())));
         }
-        check_without_cluster(queue, &listed)
-            .map_err(|denial| format!("{at}: the cluster would refuse this Queue: {denial}"))?;
-        queues.push(convert::queue(queue).map_err(|e| format!("{at}: {e}"))?);
+        check_without_cluster(queue, &listed).map_err(|d| at(DocumentProblem::Refused(d)))?;
+        queues.push(convert::queue(queue).map_err(|e| at(DocumentProblem::Queue(e)))?);
     }
     Ok(queues)
 }
 
 /// A configuration's Queues as the Queue webhook looks queues up.
-struct Listed<'a>(&'a [(String, api::Queue)]);
+struct Listed<'a>(&'a [(usize, api::Queue)]);
 
 impl QueueLookup for Listed<'_> {
     fn queue(&self, name: &str) -> Lookup<Option<QueueView>> {
@@ -203,27 +275,28 @@ impl QueueLookup for Listed<'_> {
     }
 }
 
-impl Candidate {
+impl Configuration {
     /// The configuration a recording (`file`) ran with: its `queues`, as `recorded`.
-    pub fn recorded(queues: Vec<Queue>, file: &str) -> Candidate {
-        Candidate {
+    pub fn recorded(queues: Vec<Queue>, file: &str) -> Configuration {
+        Configuration {
             name: "recorded".to_owned(),
             queues,
-            strategy: Strategy::Binpack,
+            placement: Strategy::Binpack,
             nodes: NodeChanges::default(),
             file: file.to_owned(),
         }
     }
 
     /// The workload's `nodes` as this configuration changes them.
-    pub fn nodes_of(&self, nodes: &[Node]) -> Result<Vec<Node>, String> {
+    pub fn nodes_of(&self, nodes: &[Node]) -> Result<Vec<Node>, Error> {
         let changes = &self.nodes;
+        let file = || self.file.clone();
         for name in &changes.remove {
             if !nodes.iter().any(|n| &n.name == name) {
-                return Err(format!(
-                    "{}: nodes.remove: the workload has no node {name:?}",
-                    self.file
-                ));
+                return Err(Error::NoSuchNode {
+                    file: file(),
+                    name: name.clone(),
+                });
             }
         }
         let mut out: Vec<Node> = nodes
@@ -234,18 +307,17 @@ impl Candidate {
         if let Some(scale) = changes.scale {
             out = scaled(&out, scale);
         }
-        let too_many = || {
-            format!(
-                "{}: nodes: more than {MAX_NODES} nodes; simulate a smaller cluster",
-                self.file
-            )
-        };
+        let too_many = || Error::TooManyNodes { file: file() };
         if out.len() > MAX_NODES {
             return Err(too_many());
         }
-        for (i, add) in changes.add.iter().enumerate() {
-            let allocatable = convert::resources(&add.allocatable)
-                .map_err(|e| format!("{}: nodes.add[{i}].allocatable: {e}", self.file))?;
+        for (index, add) in changes.add.iter().enumerate() {
+            let allocatable =
+                convert::resources(&add.allocatable).map_err(|why| Error::Allocatable {
+                    file: file(),
+                    index,
+                    why,
+                })?;
             if out.len().saturating_add(add.count) > MAX_NODES {
                 return Err(too_many());
             }
@@ -338,7 +410,7 @@ nodes:
     fn a_configuration_reads_its_queues_placement_and_node_changes() {
         let c = parse(CONFIG, "x.yaml").unwrap();
         assert_eq!(c.name, "more-gpus");
-        assert_eq!(c.strategy, Strategy::Spread);
+        assert_eq!(c.placement, Strategy::Spread);
         assert_eq!(c.queues[0].name, "research");
         assert_eq!(c.queues[0].weight, 4);
         let nodes = c.nodes_of(&[node("a", 8), node("b", 8)]).unwrap();
@@ -362,7 +434,7 @@ nodes:
         let queue = |name: &str, spec: &str| {
             format!("kind: Queue\nmetadata: {{name: {name}}}\nspec: {spec}\n---\n")
         };
-        let refused = |text: String| parse(&text, "x.yaml").unwrap_err();
+        let refused = |text: String| parse(&text, "x.yaml").unwrap_err().to_string();
         let err = refused(queue("a", "{weight: 0}"));
         assert!(
             err.contains(
@@ -403,37 +475,54 @@ nodes:
 
     #[test]
     fn bad_documents_are_refused_naming_what_to_change() {
-        let err = parse("kind: Deployment\n", "x.yaml").unwrap_err();
+        let err = read(Path::new("no/such.yaml")).unwrap_err().to_string();
+        assert!(
+            err.starts_with("cannot read configuration no/such.yaml: "),
+            "{err}"
+        );
+        let err = parse("kind: Deployment\n", "x.yaml")
+            .unwrap_err()
+            .to_string();
         assert!(
             err.contains("document 1") && err.contains("Deployment"),
             "{err}"
         );
-        let err = parse("kind: Simulation\nplacement: random\n", "x.yaml").unwrap_err();
+        let err = parse("kind: Simulation\nplacement: random\n", "x.yaml")
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("placement"), "{err}");
-        let err = parse("kind: Simulation\nnodez: {}\n", "x.yaml").unwrap_err();
+        let err = parse("kind: Simulation\nnodez: {}\n", "x.yaml")
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("nodez"), "{err}");
         let err = parse(
             "kind: Queue\nmetadata: {name: q}\nspec: {capability: {cpu: lots}}\n",
             "x.yaml",
         )
-        .unwrap_err();
+        .unwrap_err()
+        .to_string();
         assert!(err.contains("capability.cpu"), "{err}");
         let c = parse("kind: Simulation\nnodes: {remove: [zz]}\n", "x.yaml").unwrap();
-        let err = c.nodes_of(&[node("a", 8)]).unwrap_err();
+        let err = c.nodes_of(&[node("a", 8)]).unwrap_err().to_string();
         assert!(err.contains("zz"), "{err}");
         let c = parse(
             "kind: Simulation\nnodes: {add: [{count: 100000, prefix: n, allocatable: {cpu: '1'}}]}\n",
             "x.yaml",
         )
         .unwrap();
-        assert!(c.nodes_of(&[]).unwrap_err().contains("more than"));
+        assert!(
+            c.nodes_of(&[])
+                .unwrap_err()
+                .to_string()
+                .contains("more than")
+        );
         let c = parse(
             "kind: Simulation\nnodes: {add: [{count: 2, prefix: n, allocatable: {cpu: '1'}}]}\n",
             "x.yaml",
         )
         .unwrap();
         let full: Vec<Node> = (0..MAX_NODES).map(|i| node(&format!("w{i}"), 1)).collect();
-        let err = c.nodes_of(&full).unwrap_err();
+        let err = c.nodes_of(&full).unwrap_err().to_string();
         assert!(
             err.contains("more than"),
             "nodes added past the bound: {err}"
