@@ -16,7 +16,7 @@ use std::time::Instant;
 
 use clap::Parser;
 use gangplank::simulate::{configuration, mapping, trace};
-use gangplank_core::simulate::{Setup, run, summarise};
+use gangplank_core::simulate::{run, summarise};
 
 #[derive(Parser)]
 struct Args {
@@ -108,17 +108,8 @@ fn main() -> anyhow::Result<()> {
         if !missing.is_empty() {
             anyhow::bail!("{}: no Queue for {}", config.display(), missing.join(", "));
         }
-        let setup = Setup {
-            nodes: configuration.nodes_of(&nodes)?,
-            queues: configuration.queues.clone(),
-            settings: gangplank_core::claims::Settings {
-                strategy: configuration.placement,
-                ..gangplank::config::ServeArgs::defaults().gang_settings()
-            },
-            origin: Instant::now(),
-            sample_every: args.sample_every,
-            binds_per_second: None,
-        };
+        let serve = gangplank::config::ServeArgs::defaults().gang_settings();
+        let setup = configuration.setup(&nodes, serve, args.sample_every, None)?;
         // Resets VmHWM to the current resident size (Linux 4.0 on), so the peak is this run's.
         let _ = std::fs::write("/proc/self/clear_refs", "5");
         let cpu = cpu_seconds();

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use clap::{Args, ValueEnum};
 use gangplank_core::claims;
 use gangplank_core::model::Resources;
-use gangplank_core::simulate::{Setup, run};
+use gangplank_core::simulate::run;
 
 use super::configuration::{self, Configuration};
 use super::recording::{self, Fidelity};
@@ -235,17 +235,12 @@ pub fn compare(
                 queues: missing,
             });
         }
-        let setup = Setup {
-            nodes: configuration.nodes_of(&workload.nodes)?,
-            queues: configuration.queues.clone(),
-            settings: claims::Settings {
-                strategy: configuration.placement,
-                ..options.settings
-            },
-            origin: Instant::now(),
-            sample_every: options.sample_every,
-            binds_per_second: options.binds_per_second,
-        };
+        let setup = configuration.setup(
+            &workload.nodes,
+            options.settings,
+            options.sample_every,
+            options.binds_per_second,
+        )?;
         let began = Instant::now();
         let outcome = run(&setup, &workload.jobs);
         let seconds = began.elapsed().as_secs_f64();

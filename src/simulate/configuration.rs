@@ -20,8 +20,10 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
+use gangplank_core::claims;
 use gangplank_core::model::{Node, Queue};
 use gangplank_core::policy::placement::Strategy;
+use gangplank_core::simulate::Setup;
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use serde::Deserialize;
 
@@ -332,6 +334,29 @@ impl Configuration {
     }
 
     /// The queues the jobs name that this configuration does not define.
+    /// What the engine runs for this configuration on the workload's `nodes`: its cluster and
+    /// queues, and `settings` (serve's, with the what-if's flags) with its placement; the
+    /// origin of virtual time is now.
+    pub fn setup(
+        &self,
+        nodes: &[Node],
+        settings: claims::Settings,
+        sample_every: i64,
+        binds_per_second: Option<u32>,
+    ) -> Result<Setup, Error> {
+        Ok(Setup {
+            nodes: self.nodes_of(nodes)?,
+            queues: self.queues.clone(),
+            settings: claims::Settings {
+                strategy: self.placement,
+                ..settings
+            },
+            origin: std::time::Instant::now(),
+            sample_every,
+            binds_per_second,
+        })
+    }
+
     pub fn missing_queues<'j>(&self, jobs: impl Iterator<Item = &'j str>) -> Vec<String> {
         let mut missing: Vec<String> = jobs
             .filter(|q| !self.queues.iter().any(|d| d.name == *q))
