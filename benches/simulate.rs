@@ -37,7 +37,9 @@ fn bench_whole_trace(c: &mut Criterion) {
     for file in CONFIGURATIONS {
         let config = configuration::read(&repo(file)).expect("a shipped configuration");
         let serve = gangplank::config::ServeArgs::defaults().gang_settings();
-        let setup = config.setup(&workload.nodes, serve, 600, None).expect("its nodes");
+        let setup = config
+            .setup(&workload.nodes, serve, 600, None)
+            .expect("its nodes");
         let once = Instant::now();
         let outcome = run(&setup, &workload.jobs);
         let seconds = once.elapsed().as_secs_f64();
@@ -52,9 +54,10 @@ fn bench_whole_trace(c: &mut Criterion) {
             outcome.events as f64 / seconds
         );
         group.throughput(Throughput::Elements(outcome.events));
-        group.bench_function(format!("alibaba_gpu_2023_whole_trace/{}", config.name), |b| {
-            b.iter(|| run(black_box(&setup), black_box(&workload.jobs)).events)
-        });
+        group.bench_function(
+            format!("alibaba_gpu_2023_whole_trace/{}", config.name),
+            |b| b.iter(|| run(black_box(&setup), black_box(&workload.jobs)).events),
+        );
     }
     group.finish();
 }

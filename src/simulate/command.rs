@@ -10,6 +10,7 @@ use gangplank_core::model::Resources;
 use gangplank_core::simulate::run;
 
 use super::configuration::{self, Configuration};
+use super::not_modelled::NotModelled;
 use super::recording::{self, Fidelity};
 use super::report::{self, Report, Run};
 use super::{Workload, mapping, record};
@@ -127,11 +128,13 @@ pub fn main(args: &SimulateArgs, serve: claims::Settings) -> anyhow::Result<()> 
         Format::Json => serde_json::to_string_pretty(&Json {
             report: &report,
             fidelity: fidelity.as_ref(),
+            not_modelled: &inputs.not_modelled,
         })?,
         Format::Html => super::html::html(&report),
     };
     if let (Format::Text, Some(f)) = (args.output, &fidelity) {
         out.push_str(&fidelity_text(f));
+        out.push_str(&inputs.not_modelled.text());
     }
     match &args.out {
         Some(path) => std::fs::write(path, out)?,
@@ -147,6 +150,9 @@ struct Json<'a> {
     report: &'a Report,
     #[serde(skip_serializing_if = "Option::is_none")]
     fidelity: Option<&'a Fidelity>,
+    /// With a recording: per kind, the pods replayed as if they had not asked it.
+    #[serde(rename = "notModelled", skip_serializing_if = "NotModelled::is_empty")]
+    not_modelled: &'a NotModelled,
 }
 
 /// The workload, the configurations, and with a recording the live starts and the scheduler's
@@ -156,6 +162,7 @@ struct Inputs {
     configurations: Vec<Configuration>,
     live: Option<Vec<Option<i64>>>,
     binds_per_second: Option<u32>,
+    not_modelled: NotModelled,
 }
 
 fn inputs(args: &SimulateArgs) -> Result<Inputs, Error> {
@@ -170,6 +177,7 @@ fn inputs(args: &SimulateArgs) -> Result<Inputs, Error> {
             configurations: configs,
             live: None,
             binds_per_second: args.binds_per_second,
+            not_modelled: NotModelled::default(),
         });
     }
     let Some(path) = &args.recording else {
@@ -199,6 +207,7 @@ fn inputs(args: &SimulateArgs) -> Result<Inputs, Error> {
         configurations,
         live: Some(replay.live_starts),
         binds_per_second: args.binds_per_second.or(replay.binds_per_second),
+        not_modelled: replay.not_modelled,
     })
 }
 

@@ -17,6 +17,7 @@ pub mod command;
 pub mod configuration;
 pub mod html;
 pub mod mapping;
+pub mod not_modelled;
 pub mod record;
 pub mod recording;
 pub mod report;

@@ -9,14 +9,18 @@
 //! condition). Times are whole seconds, as the API keeps them.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use gangplank_core::model::{GroupKey, Pod, PodGroup, Queue};
+use gangplank_core::policy::constraints::Constraints;
 use gangplank_core::simulate::{Job, Outcome};
 use k8s_openapi::api::core::v1::Pod as ApiPod;
 use serde::Serialize;
 
 use super::Workload;
+use super::not_modelled::NotModelled;
 use super::record::Recording;
+use crate::cache::constraints::constraints_of;
 use crate::cache::{self, convert};
 
 /// What a recording gives a simulation.
@@ -29,11 +33,17 @@ pub struct Replay {
     pub live_starts: Vec<Option<i64>>,
     /// The scheduler's throughput in the recording ([`throughput`]).
     pub binds_per_second: Option<u32>,
+    /// What the pods replayed ask that the replay does not model.
+    pub not_modelled: NotModelled,
 }
 
 /// One pod of a job, as far as replaying goes.
-struct Member {
+struct Member<'r> {
+    /// As recorded.
+    object: &'r ApiPod,
     pod: Pod,
+    /// Where it may run: its `nodeSelector`, required node affinity and tolerations.
+    constraints: Arc<Constraints>,
     created: i64,
     /// When Gangplank admitted it (its `admitted` annotation).
     admitted: Option<i64>,
@@ -70,6 +80,8 @@ pub fn replay(
             .flatten()
             .or(deleted);
         members.entry(key).or_default().push(Member {
+            object: &recorded.object,
+            constraints: Arc::new(constraints_of(&recorded.object)),
             created: pod.created,
             admitted: admitted(&recorded.object),
             bound: bound(&recorded.object),
@@ -106,6 +118,7 @@ pub fn replay(
     let mut jobs = Vec::new();
     let mut live_starts = Vec::new();
     let mut busy = Vec::new();
+    let mut not_modelled = NotModelled::default();
     for ((key, pods), arrived) in members.into_iter().zip(arrivals) {
         let spec = specs.get(&key).map(|s| &s.0);
         let gang = pods[0].pod.pod_group.is_some();
@@ -140,6 +153,7 @@ pub fn replay(
             .unwrap_or(recording_end - arrived)
             .max(1);
         let first = kept[0];
+        kept.iter().for_each(|m| not_modelled.count(m.object));
         jobs.push(Job {
             name: if gang {
                 key.name.to_string()
@@ -171,7 +185,7 @@ pub fn replay(
                 .map(|t| t - origin),
             expected_runtime: spec.and_then(|s| s.expected_runtime),
             sub_groups: spec.map(|s| s.sub_groups.clone()).unwrap_or_default(),
-            constraints: Vec::new(),
+            constraints: kept.iter().map(|m| m.constraints.clone()).collect(),
             labels: kept.iter().map(|m| m.pod.labels.clone()).collect(),
         });
         live_starts.push(live_start.map(|t| t - origin));
@@ -200,6 +214,7 @@ pub fn replay(
         queues,
         live_starts,
         binds_per_second: throughput(&mut busy),
+        not_modelled,
     })
 }
 
@@ -421,5 +436,52 @@ mod tests {
         let f = fidelity(&jobs, &[Some(3)], &outcome(&[None]));
         assert_eq!(f.one_sided, vec!["ns/a".to_owned()]);
         assert!(!f.holds());
+    }
+
+    #[test]
+    fn a_recorded_pods_node_selector_and_tolerations_go_with_it_and_what_is_not_modelled_is_counted()
+     {
+        let pod: ApiPod = serde_json::from_value(serde_json::json!({
+            "metadata": {
+                "name": "p", "namespace": "ns", "uid": "u1",
+                "creationTimestamp": "2026-12-07T10:00:00Z",
+                "labels": { crate::api::labels::QUEUE_LABEL: "q" }
+            },
+            "spec": {
+                "containers": [{ "name": "c", "resources": { "requests": { "cpu": "1" } } }],
+                "nodeSelector": { "gpu": "a100" },
+                "tolerations": [{ "key": "dedicated", "operator": "Exists" }],
+                "affinity": { "podAntiAffinity": {
+                    "requiredDuringSchedulingIgnoredDuringExecution": [
+                        { "topologyKey": "kubernetes.io/hostname" }
+                    ]
+                } }
+            }
+        }))
+        .expect("a pod");
+        let at = |t: &str| t.parse::<k8s_openapi::jiff::Timestamp>().expect("a time");
+        let recorded = Recording {
+            started: at("2026-12-07T10:00:00Z"),
+            ended: at("2026-12-07T10:10:00Z"),
+            nodes: Vec::new(),
+            queues: Vec::new(),
+            pod_groups: Vec::new(),
+            pods: vec![super::super::record::Recorded {
+                object: pod,
+                deleted: None,
+            }],
+        };
+        let replay = replay(&recorded, "test", &[]).expect("it replays");
+        let job = &replay.workload.jobs[0];
+        let constraints = job.constraints_of(0).expect("the pod's constraints");
+        assert_eq!(
+            constraints.node_selector,
+            [("gpu".to_owned(), "a100".to_owned())]
+        );
+        assert_eq!(constraints.tolerations.len(), 1);
+        assert_eq!(
+            replay.not_modelled.text(),
+            "Not modelled, so replayed as if not asked: pod anti-affinity (1 pod).\n"
+        );
     }
 }
