@@ -137,6 +137,19 @@ pub enum Problem {
         deletion_time: i64,
         scheduled_time: i64,
     },
+    #[error("{0:?} is not one of Pending, Running, Succeeded, Failed")]
+    UnknownPhase(String),
+    #[error(
+        "{phase} with {}; only a Pending row has no scheduled_time",
+        match scheduled_time {
+            Some(t) => format!("scheduled_time {t}"),
+            None => "no scheduled_time".to_owned(),
+        }
+    )]
+    PhaseAgainstSchedule {
+        phase: String,
+        scheduled_time: Option<i64>,
+    },
 }
 
 /// Both files of a trace directory.
@@ -281,6 +294,9 @@ pub fn pods(input: impl Read, file: &str) -> Result<Vec<PodRow>, Error> {
                     },
                 ));
             }
+            if let Some(problem) = phase_problem(&row) {
+                return Err(at.column("pod_phase", problem));
+            }
             if !names.insert(row.name.clone()) {
                 return Err(at.column("name", Problem::NamedTwice(row.name)));
             }
@@ -289,6 +305,25 @@ pub fn pods(input: impl Read, file: &str) -> Result<Vec<PodRow>, Error> {
         },
     )?;
     Ok(out)
+}
+
+/// The phases a row may end in: `Pending` (never scheduled: withdrawn at its deletion
+/// time), or `Running`, `Succeeded` or `Failed` (scheduled: runs until its deletion time,
+/// which for `Running` is when the trace was taken).
+pub const PHASES: [&str; 4] = ["Pending", "Running", "Succeeded", "Failed"];
+
+/// What is wrong with `row`'s phase: one not in [`PHASES`], or one that its `scheduled_time`
+/// contradicts.
+fn phase_problem(row: &PodRow) -> Option<Problem> {
+    let phase = row.pod_phase.as_str();
+    if !PHASES.contains(&phase) {
+        return Some(Problem::UnknownPhase(row.pod_phase.clone()));
+    }
+    let pending = phase == "Pending";
+    (pending != row.scheduled_time.is_none()).then(|| Problem::PhaseAgainstSchedule {
+        phase: row.pod_phase.clone(),
+        scheduled_time: row.scheduled_time,
+    })
 }
 
 /// Where a value is: the file and the line, for errors.
@@ -526,7 +561,7 @@ p-2,4000,8192,0,0,,BE,Pending,20,90,
         );
         let header = PODS.lines().next().unwrap();
         let typed = pods(
-            format!("{header}\np-1,x,1,0,0,,LS,R,0,1,0\n").as_bytes(),
+            format!("{header}\np-1,x,1,0,0,,LS,Running,0,1,0\n").as_bytes(),
             POD_FILE,
         );
         assert!(matches!(
@@ -560,41 +595,68 @@ p-2,4000,8192,0,0,,BE,Pending,20,90,
     #[test]
     fn numbers_are_bounded_where_they_enter() {
         let cases = [
-            ("p,-1,1,0,0,,LS,R,0,1,0", "cpu_milli: -1 is negative"),
+            ("p,-1,1,0,0,,LS,Running,0,1,0", "cpu_milli: -1 is negative"),
             (
-                "p,10000001,1,0,0,,LS,R,0,1,0",
+                "p,10000001,1,0,0,,LS,Running,0,1,0",
                 "cpu_milli: 10000001 is more than",
             ),
             (
-                "p,1,100000001,0,0,,LS,R,0,1,0",
+                "p,1,100000001,0,0,,LS,Running,0,1,0",
                 "memory_mib: 100000001 is more than",
             ),
-            ("p,1,1,1025,0,,LS,R,0,1,0", "num_gpu: 1025 is more than"),
-            ("p,1,1,1,1001,,LS,R,0,1,0", "gpu_milli: 1001 is more than"),
-            ("p,1,1,0,0,,LS,R,-5,1,0", "creation_time: -5 is negative"),
             (
-                "p,1,1,0,0,,LS,R,0,10000000001,0",
+                "p,1,1,1025,0,,LS,Running,0,1,0",
+                "num_gpu: 1025 is more than",
+            ),
+            (
+                "p,1,1,1,1001,,LS,Running,0,1,0",
+                "gpu_milli: 1001 is more than",
+            ),
+            (
+                "p,1,1,0,0,,LS,Running,-5,1,0",
+                "creation_time: -5 is negative",
+            ),
+            (
+                "p,1,1,0,0,,LS,Running,0,10000000001,0",
                 "deletion_time: 10000000001 is more",
             ),
             (
-                "p,1,1,0,0,,LS,R,0,99999999999999999999,0",
+                "p,1,1,0,0,,LS,Running,0,99999999999999999999,0",
                 "is not a whole number",
             ),
             (
-                "p,1,1,0,0,,LS,R,10,5,",
+                "p,1,1,0,0,,LS,Running,10,5,",
                 "deletion_time: 5 is before creation_time 10",
             ),
             (
-                "p,1,1,0,0,,LS,R,10,20,30",
+                "p,1,1,0,0,,LS,Running,10,20,30",
                 "scheduled_time: 30 is not between",
             ),
             (
-                "p,1,1,0,0,,LS,R,0,1,0\np,1,1,0,0,,LS,R,0,1,0",
+                "p,1,1,0,0,,LS,Running,0,1,0\np,1,1,0,0,,LS,Running,0,1,0",
                 "line 3: name: \"p\" is named twice",
             ),
-            (",1,1,0,0,,LS,R,0,1,0", "name: empty"),
+            (",1,1,0,0,,LS,Running,0,1,0", "name: empty"),
         ];
         for (body, want) in cases {
+            let err = pod_error(body);
+            assert!(err.contains(want), "{body}: {err}");
+        }
+        let phases = [
+            (
+                "p,1,1,0,0,,LS,Done,0,1,0",
+                "pod_phase: \"Done\" is not one of Pending",
+            ),
+            (
+                "p,1,1,0,0,,LS,Pending,0,1,0",
+                "pod_phase: Pending with scheduled_time 0; only a Pending row has no",
+            ),
+            (
+                "p,1,1,0,0,,LS,Failed,0,1,",
+                "pod_phase: Failed with no scheduled_time; only a Pending row",
+            ),
+        ];
+        for (body, want) in phases {
             let err = pod_error(body);
             assert!(err.contains(want), "{body}: {err}");
         }
