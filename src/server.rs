@@ -22,10 +22,11 @@ use std::time::Duration;
 
 use anyhow::Context;
 use axum::Router;
+use metrics_exporter_prometheus::PrometheusHandle;
 use tokio_util::sync::CancellationToken;
 
-use crate::cache::stores::Stores;
-use crate::cache::{self, Cache};
+use crate::cache::stores::{Stores, Writers};
+use crate::cache::{self, Cache, Mirror};
 use crate::config::ServeArgs;
 use crate::extender::{self, Capture, Extender, KubeBinder, Permits};
 use crate::fence::{self, Fence};
@@ -57,162 +58,217 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     let shutdown = CancellationToken::new();
     tokio::spawn(cancel_on_signal(shutdown.clone()));
 
-    let config = kube::Config::infer()
-        .await
-        .context("failed to read the Kubernetes client configuration (in-cluster or KUBECONFIG)")?;
-    let client = kube::Client::try_from(config.clone())
-        .context("failed to create Kubernetes client (in-cluster config or KUBECONFIG)")?;
-    // Evictions answer 429 when a PodDisruptionBudget says not now; the default client retries
-    // 429s for minutes, which would stall the admission loop. Reclaim handles them itself.
-    // Every write of the leader's parts goes through a client fenced by the Lease, so a term
-    // that lost it makes none after another replica may have taken over (`fence`).
-    let elector = args
-        .leader_election()
-        .map(|settings| leader::Elector::new(client.clone(), settings));
-    let fence = elector
-        .as_ref()
-        .map_or_else(Fence::always, leader::Elector::fence);
-    let fenced = fence::client(config.clone(), &fence)
-        .context("failed to create Kubernetes client (in-cluster config or KUBECONFIG)")?;
-    let mut config = config;
-    config.default_retry = false;
-    let eviction_client = fence::client(config, &fence)
-        .context("failed to create Kubernetes client (in-cluster config or KUBECONFIG)")?;
+    let (client, fenced) = connect(&args).await?;
     let (cache, mirror) = Cache::serving(args.schedulers(), args.growth());
-    let changes = mirror.changes();
-
-    let mut extender = Extender::new(
-        cache.clone(),
-        Arc::new(KubeBinder::new(fenced.clone())),
-        args.gang_settings(),
-    );
-    if let Some(dir) = &args.capture_dir {
-        let capture = Capture::open(dir)
-            .with_context(|| format!("failed to open capture directory {}", dir.display()))?;
-        tracing::warn!(dir = %dir.display(), "capturing every extender request body");
-        extender = extender.with_capture(capture);
-    }
+    let extender = extender_from(&args, &cache, &fenced.writes)?;
     let (stores, store_writers) = Stores::new(cache.clone());
-    let settings = webhooks::Settings {
-        gate_pods: args.gate_pods,
-        place_arrivals: args.place_arrivals,
-        schedulers: args.schedulers(),
-        ..Default::default()
-    };
-    let mut webhooks = webhooks::Webhooks::new(stores.clone(), settings);
-    if args.admit_on_arrival {
-        webhooks = webhooks.with_arrivals(Arc::new(webhooks::LeaderArrivals::new(
-            cache.ledger(),
-            fence.clone(),
-        )));
-    }
-    let permits = extender.permits();
-    let extender_router = extender::router(Arc::new(extender));
+    let webhooks = webhooks_from(&args, &stores, &cache, &fenced.fence);
     let webhook_router = webhooks::router(Arc::new(webhooks));
-    let published = admission_loop::published::Published::new();
-    let census = batch::Census::default();
-    let queue_series: metrics::Extra = Arc::new({
-        let (published, census) = (published.clone(), census.clone());
-        move |out: &mut String| {
-            admission_loop::queue_series(&published, out);
-            census.render(out);
-        }
-    });
-    let admission_beat = health::Heartbeat::idle("the admission loop", ADMISSION_LOOP_LIMIT);
-    let controller_beat = health::Heartbeat::idle("the controller", CONTROLLER_LIMIT);
-    let metrics_router = health::router(
-        cache::unsynced_watches(cache.clone(), stores.clone()),
-        vec![admission_beat.clone(), controller_beat.clone()],
-    )
-    .merge(metrics::router(prometheus.clone(), queue_series))
-    .merge(build::router());
-
     let parts = Parts::default();
-    let leading = lead(
-        Leader {
-            elector,
-            fence,
-            client: fenced,
-            eviction_client,
-            cache: cache.clone(),
-            stores: stores.clone(),
-            published,
-            extender_router,
-            extender_addr: args.extender_addr,
-            extender_tls: args.extender_tls(),
-            permits,
-            heartbeats: [admission_beat, controller_beat],
-            census,
-            stand_ins: args
-                .node_autoscaling
-                .then(|| admission_loop::stand_ins::StandInTemplate {
-                    namespace: args.leader_election_namespace.clone(),
-                    image: args.stand_in_image.clone(),
-                    priority_class: args.stand_in_priority_class.clone(),
-                }),
-            multikueue: args.multikueue_dispatcher(),
-            parts: parts.clone(),
-        },
-        &shutdown,
-    );
+    let leader = Leader::new(&args, fenced, &cache, &stores, extender, &parts);
+    let metrics_router = metrics_router(&prometheus, &leader);
+    let leading = lead(leader, &shutdown);
     let serving = async {
-        let ((), watch, webhook_watch, upkeep, leading, metrics_server, webhook_server) = tokio::join!(
-            parts.run("cache mirror", mirror.run(shutdown.clone())),
-            parts.run(
-                "cache watches",
-                cache::watch::run(client.clone(), changes.clone(), shutdown.clone())
-            ),
-            parts.run(
-                "webhook watches",
-                stores.run(store_writers, client, changes, shutdown.clone())
-            ),
-            parts.run(
-                "metrics upkeep",
-                metrics::run_upkeep(prometheus, shutdown.clone())
-            ),
+        let ((), leading, ports) = tokio::join!(
+            watch(&parts, mirror, client, stores, store_writers, &shutdown),
             parts.run("leadership", cancel_on_error(leading, &shutdown)),
-            parts.run(
-                "metrics server",
-                cancel_on_error(
-                    serve(
-                        "metrics",
-                        args.metrics_addr,
-                        metrics_router,
-                        None,
-                        Bounds::METRICS,
-                        axum_server::Handle::new(),
-                        shutdown.clone()
-                    ),
-                    &shutdown
-                )
-            ),
-            parts.run(
-                "webhook server",
-                cancel_on_error(
-                    serve(
-                        "webhooks",
-                        args.webhook_addr,
-                        webhook_router,
-                        args.webhook_tls(),
-                        Bounds::WEBHOOKS,
-                        axum_server::Handle::new(),
-                        shutdown.clone()
-                    ),
-                    &shutdown
-                )
+            serve_ports(
+                &parts,
+                &args,
+                prometheus,
+                metrics_router,
+                webhook_router,
+                &shutdown
             ),
         );
-        let ((), (), ()) = (watch, webhook_watch, upkeep);
         leading?;
-        metrics_server.context("metrics server failed")?;
-        webhook_server.context("webhook server failed")?;
-        anyhow::Ok(())
+        ports
     };
     tokio::select! {
         result = serving => result?,
         error = parts.overdue(&shutdown, SHUTDOWN_DEADLINE) => return Err(error),
     }
     tracing::info!("stopped");
+    Ok(())
+}
+
+/// The clients of the leader's parts and the Lease that fences them: every write of the
+/// leader's parts goes through a client fenced by the Lease, so a term that lost it makes none
+/// after another replica may have taken over (`fence`).
+struct Fenced {
+    /// `None` without leader election.
+    elector: Option<leader::Elector>,
+    /// The elector's fence, or one that never closes without leader election.
+    fence: Fence,
+    writes: kube::Client,
+    /// Does not retry HTTP 429 ([`admission_loop::evictions::Reclaimer::new`]).
+    evictions: kube::Client,
+}
+
+/// The process's clients: the one its watches read with, and the leader's [`Fenced`] ones.
+async fn connect(args: &ServeArgs) -> anyhow::Result<(kube::Client, Fenced)> {
+    let config = kube::Config::infer()
+        .await
+        .context("failed to read the Kubernetes client configuration (in-cluster or KUBECONFIG)")?;
+    let client = kube::Client::try_from(config.clone())
+        .context("failed to create Kubernetes client (in-cluster config or KUBECONFIG)")?;
+    let elector = args
+        .leader_election()
+        .map(|settings| leader::Elector::new(client.clone(), settings));
+    let fence = elector
+        .as_ref()
+        .map_or_else(Fence::always, leader::Elector::fence);
+    let writes = fence::client(config.clone(), &fence)
+        .context("failed to create Kubernetes client (in-cluster config or KUBECONFIG)")?;
+    let mut config = config;
+    // Evictions answer 429 when a PodDisruptionBudget says not now; the default client retries
+    // 429s for minutes, which would stall the admission loop. Reclaim handles them itself.
+    config.default_retry = false;
+    let evictions = fence::client(config, &fence)
+        .context("failed to create Kubernetes client (in-cluster config or KUBECONFIG)")?;
+    let fenced = Fenced {
+        elector,
+        fence,
+        writes,
+        evictions,
+    };
+    Ok((client, fenced))
+}
+
+/// The extender, binding through `client`; with --capture-dir, it captures every request body.
+fn extender_from(
+    args: &ServeArgs,
+    cache: &Cache,
+    client: &kube::Client,
+) -> anyhow::Result<Extender> {
+    let extender = Extender::new(
+        cache.clone(),
+        Arc::new(KubeBinder::new(client.clone())),
+        args.gang_settings(),
+    );
+    let Some(dir) = &args.capture_dir else {
+        return Ok(extender);
+    };
+    let capture = Capture::open(dir)
+        .with_context(|| format!("failed to open capture directory {}", dir.display()))?;
+    tracing::warn!(dir = %dir.display(), "capturing every extender request body");
+    Ok(extender.with_capture(capture))
+}
+
+/// The admission webhooks; with --admit-on-arrival, they admit on arrival through the
+/// leader's ledger, fenced by `fence`.
+fn webhooks_from(
+    args: &ServeArgs,
+    stores: &Arc<Stores>,
+    cache: &Cache,
+    fence: &Fence,
+) -> webhooks::Webhooks {
+    let settings = webhooks::Settings {
+        gate_pods: args.gate_pods,
+        place_arrivals: args.place_arrivals,
+        schedulers: args.schedulers(),
+        ..Default::default()
+    };
+    let webhooks = webhooks::Webhooks::new(stores.clone(), settings);
+    if !args.admit_on_arrival {
+        return webhooks;
+    }
+    webhooks.with_arrivals(Arc::new(webhooks::LeaderArrivals::new(
+        cache.ledger(),
+        fence.clone(),
+    )))
+}
+
+/// The metrics port's routes: the probes (the watches synced, the `leader`'s loops awake), the
+/// metrics with the queues' series and the batch Jobs' census, and the build.
+fn metrics_router(prometheus: &PrometheusHandle, leader: &Leader) -> Router {
+    let queue_series: metrics::Extra = Arc::new({
+        let (published, census) = (leader.published.clone(), leader.census.clone());
+        move |out: &mut String| {
+            admission_loop::queue_series(&published, out);
+            census.render(out);
+        }
+    });
+    health::router(
+        cache::unsynced_watches(leader.cache.clone(), leader.stores.clone()),
+        leader.heartbeats.to_vec(),
+    )
+    .merge(metrics::router(prometheus.clone(), queue_series))
+    .merge(build::router())
+}
+
+/// The watches every replica keeps until shutdown, leader or not: the cache's (and its
+/// mirror) and the webhooks' `stores`'.
+async fn watch(
+    parts: &Parts,
+    mirror: Mirror,
+    client: kube::Client,
+    stores: Arc<Stores>,
+    writers: Writers,
+    shutdown: &CancellationToken,
+) {
+    let changes = mirror.changes();
+    tokio::join!(
+        parts.run("cache mirror", mirror.run(shutdown.clone())),
+        parts.run(
+            "cache watches",
+            cache::watch::run(client.clone(), changes.clone(), shutdown.clone())
+        ),
+        parts.run(
+            "webhook watches",
+            stores.run(writers, client, changes, shutdown.clone())
+        ),
+    );
+}
+
+/// The metrics port (and the metrics' upkeep) and the webhook port, until shutdown; the
+/// metrics server's error first.
+async fn serve_ports(
+    parts: &Parts,
+    args: &ServeArgs,
+    prometheus: PrometheusHandle,
+    metrics_router: Router,
+    webhook_router: Router,
+    shutdown: &CancellationToken,
+) -> anyhow::Result<()> {
+    let ((), metrics_server, webhook_server) = tokio::join!(
+        parts.run(
+            "metrics upkeep",
+            metrics::run_upkeep(prometheus, shutdown.clone())
+        ),
+        parts.run(
+            "metrics server",
+            cancel_on_error(
+                serve(
+                    "metrics",
+                    args.metrics_addr,
+                    metrics_router,
+                    None,
+                    Bounds::METRICS,
+                    axum_server::Handle::new(),
+                    shutdown.clone()
+                ),
+                shutdown
+            )
+        ),
+        parts.run(
+            "webhook server",
+            cancel_on_error(
+                serve(
+                    "webhooks",
+                    args.webhook_addr,
+                    webhook_router,
+                    args.webhook_tls(),
+                    Bounds::WEBHOOKS,
+                    axum_server::Handle::new(),
+                    shutdown.clone()
+                ),
+                shutdown
+            )
+        ),
+    );
+    metrics_server.context("metrics server failed")?;
+    webhook_server.context("webhook server failed")?;
     Ok(())
 }
 
@@ -241,6 +297,47 @@ struct Leader {
     /// With --multikueue-dispatcher.
     multikueue: Option<crate::multikueue::Settings>,
     parts: Parts,
+}
+
+impl Leader {
+    /// The leader's parts with their clients (`fenced`), the `extender` they serve, and what
+    /// they publish (their heartbeats, the admission passes, the batch Jobs' census).
+    fn new(
+        args: &ServeArgs,
+        fenced: Fenced,
+        cache: &Cache,
+        stores: &Arc<Stores>,
+        extender: Extender,
+        parts: &Parts,
+    ) -> Leader {
+        Leader {
+            elector: fenced.elector,
+            fence: fenced.fence,
+            client: fenced.writes,
+            eviction_client: fenced.evictions,
+            cache: cache.clone(),
+            stores: stores.clone(),
+            published: admission_loop::published::Published::new(),
+            permits: extender.permits(),
+            extender_router: extender::router(Arc::new(extender)),
+            extender_addr: args.extender_addr,
+            extender_tls: args.extender_tls(),
+            heartbeats: [
+                health::Heartbeat::idle("the admission loop", ADMISSION_LOOP_LIMIT),
+                health::Heartbeat::idle("the controller", CONTROLLER_LIMIT),
+            ],
+            census: batch::Census::default(),
+            stand_ins: args
+                .node_autoscaling
+                .then(|| admission_loop::stand_ins::StandInTemplate {
+                    namespace: args.leader_election_namespace.clone(),
+                    image: args.stand_in_image.clone(),
+                    priority_class: args.stand_in_priority_class.clone(),
+                }),
+            multikueue: args.multikueue_dispatcher(),
+            parts: parts.clone(),
+        }
+    }
 }
 
 /// Leads whenever this replica holds the Lease, until shutdown: waits for it, runs a term

@@ -23,7 +23,9 @@ use kube::core::admission::{AdmissionRequest, Operation};
 use super::Webhooks;
 use super::queues::{check_open, looked_up};
 use super::review::{Denial, FieldErrors, Verdict};
-use crate::api::batch_job::{BatchJob, BatchJobSpec, LifecyclePolicy, duration_seconds};
+use crate::api::batch_job::{
+    BatchJob, BatchJobSpec, DependsOn, LifecyclePolicy, TaskSpec, VolumeSpec, duration_seconds,
+};
 use crate::api::labels;
 use crate::batch::plan::{self, ACTIONS, EVENTS};
 use crate::batch::plugins::PLUGINS;
@@ -80,155 +82,19 @@ pub fn validate(w: &Webhooks, request: &AdmissionRequest<BatchJob>) -> Result<Ve
 /// Every rule on the spec alone; see the module docs.
 pub fn check_spec(name: &str, spec: &BatchJobSpec) -> Result<(), Denial> {
     let mut errors = FieldErrors::new();
-    if let Some(scheduler) = spec.scheduler_name.as_deref()
-        && !scheduler.is_empty()
-        && !SCHEDULERS.contains(&scheduler)
-    {
-        errors.add(
-            "spec.schedulerName",
-            format!(
-                "{scheduler:?} is not served here; leave it out or use one of {SCHEDULERS:?} (the stock scheduler places the pods, with Gangplank)"
-            ),
-        );
-    }
+    check_scheduler(&mut errors, spec.scheduler_name.as_deref());
     // In i64: the sum of users' i32s.
     let total: i64 = spec
         .tasks
         .iter()
         .map(|t| i64::from(t.replicas.max(0)))
         .sum();
-    if spec.tasks.is_empty() {
-        errors.add("spec.tasks", "list at least one task");
-    }
-    if spec.tasks.len() > limits::MAX_TASKS as usize {
-        errors.add(
-            "spec.tasks",
-            format!(
-                "list at most {} tasks, got {}",
-                limits::MAX_TASKS,
-                spec.tasks.len()
-            ),
-        );
-    }
-    errors.members("spec.tasks[*].replicas (together)", total);
-    errors.members("spec.minAvailable", spec.min_available.unwrap_or(0).into());
-    errors.members("spec.minSuccess", spec.min_success.unwrap_or(0).into());
-    retries(&mut errors, "spec.maxRetry", spec.max_retry);
+    check_sizes(&mut errors, spec, total);
     if let Some(depends) = &spec.depends_on {
-        if depends.name.len() > MAX_JOBS_DEPENDED_ON {
-            errors.add(
-                "spec.dependsOn.name",
-                format!(
-                    "list at most {MAX_JOBS_DEPENDED_ON} Jobs, got {}",
-                    depends.name.len()
-                ),
-            );
-        }
-        for (d, other) in depends.name.iter().enumerate().take(MAX_JOBS_DEPENDED_ON) {
-            let well_formed = !other.is_empty()
-                && other.len() <= 253
-                && other.bytes().all(|b| {
-                    b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'.'
-                });
-            if other == name || !well_formed {
-                errors.add(
-                    format!("spec.dependsOn.name[{d}]"),
-                    format!("{other:?} is not the name of another Job of this namespace"),
-                );
-            }
-        }
-        if let Some(iteration) = depends.iteration.as_deref()
-            && !matches!(iteration, "all" | "any")
-        {
-            errors.add(
-                "spec.dependsOn.iteration",
-                format!("{iteration:?} is neither \"all\" nor \"any\""),
-            );
-        }
+        check_jobs_depended_on(&mut errors, name, depends);
     }
-    let names: BTreeSet<&str> = spec.tasks.iter().map(|t| t.name.as_str()).collect();
-    let mut seen = BTreeSet::new();
-    for (i, task) in spec.tasks.iter().enumerate() {
-        let field = format!("spec.tasks[{i}]");
-        if !seen.insert(task.name.as_str()) {
-            errors.add(
-                format!("{field}.name"),
-                format!(
-                    "{:?} is used by an earlier task; task names are unique",
-                    task.name
-                ),
-            );
-        }
-        if !dns_label(&task.name) {
-            errors.add(
-                format!("{field}.name"),
-                format!(
-                    "{:?} is not a DNS label (lower-case letters, digits and '-', starting and ending with a letter or digit)",
-                    task.name
-                ),
-            );
-        }
-        errors.members(format!("{field}.replicas"), task.replicas.into());
-        errors.members(
-            format!("{field}.minAvailable"),
-            task.min_available.unwrap_or(0).into(),
-        );
-        retries(&mut errors, &format!("{field}.maxRetry"), task.max_retry);
-        let longest = format!("{name}-{}-{}", task.name, task.replicas.max(1) - 1);
-        if longest.len() > 63 {
-            errors.add(
-                format!("{field}.name"),
-                format!(
-                    "the pod name {longest:?} would be longer than 63 characters (a host name); shorten the job or task name"
-                ),
-            );
-        }
-        if let Some(min) = task.min_available
-            && min > task.replicas
-        {
-            errors.add(
-                format!("{field}.minAvailable"),
-                format!("{min} is more than the task's {} replicas", task.replicas),
-            );
-        }
-        if let Some(depends) = &task.depends_on {
-            for (d, other) in depends.name.iter().enumerate() {
-                if other == &task.name || !names.contains(other.as_str()) {
-                    errors.add(
-                        format!("{field}.dependsOn.name[{d}]"),
-                        format!("{other:?} is not another task of this job"),
-                    );
-                }
-            }
-            if let Some(iteration) = depends.iteration.as_deref()
-                && !matches!(iteration, "all" | "any")
-            {
-                errors.add(
-                    format!("{field}.dependsOn.iteration"),
-                    format!("{iteration:?} is neither \"all\" nor \"any\""),
-                );
-            }
-        }
-        for (p, policy) in task.policies.iter().enumerate() {
-            check_policy(&mut errors, &format!("{field}.policies[{p}]"), policy);
-        }
-    }
-    if let Some(min) = spec.min_available
-        && i64::from(min) > total
-    {
-        errors.add(
-            "spec.minAvailable",
-            format!("{min} is more than the job's {total} replicas: the gang could never gather"),
-        );
-    }
-    if let Some(min) = spec.min_success
-        && i64::from(min) > total
-    {
-        errors.add(
-            "spec.minSuccess",
-            format!("{min} is more than the job's {total} replicas: the job could never complete"),
-        );
-    }
+    check_tasks(&mut errors, name, &spec.tasks);
+    check_minimums(&mut errors, spec, total);
     for (p, policy) in spec.policies.iter().enumerate() {
         check_policy(&mut errors, &format!("spec.policies[{p}]"), policy);
     }
@@ -245,7 +111,196 @@ pub fn check_spec(name: &str, spec: &BatchJobSpec) -> Result<(), Denial> {
     {
         errors.add("spec.runningEstimate", why);
     }
-    for (v, volume) in spec.volumes.iter().enumerate() {
+    check_volumes(&mut errors, &spec.volumes);
+    errors.into_result()
+}
+
+/// Records a scheduler name other than Gangplank's [`SCHEDULERS`].
+fn check_scheduler(errors: &mut FieldErrors, scheduler: Option<&str>) {
+    if let Some(scheduler) = scheduler
+        && !scheduler.is_empty()
+        && !SCHEDULERS.contains(&scheduler)
+    {
+        errors.add(
+            "spec.schedulerName",
+            format!(
+                "{scheduler:?} is not served here; leave it out or use one of {SCHEDULERS:?} (the stock scheduler places the pods, with Gangplank)"
+            ),
+        );
+    }
+}
+
+/// Records a job beyond [`limits`]: its count of tasks, its `total` replicas, its gang sizes
+/// and its retries.
+fn check_sizes(errors: &mut FieldErrors, spec: &BatchJobSpec, total: i64) {
+    if spec.tasks.is_empty() {
+        errors.add("spec.tasks", "list at least one task");
+    }
+    if spec.tasks.len() > limits::MAX_TASKS as usize {
+        errors.add(
+            "spec.tasks",
+            format!(
+                "list at most {} tasks, got {}",
+                limits::MAX_TASKS,
+                spec.tasks.len()
+            ),
+        );
+    }
+    errors.members("spec.tasks[*].replicas (together)", total);
+    errors.members("spec.minAvailable", spec.min_available.unwrap_or(0).into());
+    errors.members("spec.minSuccess", spec.min_success.unwrap_or(0).into());
+    retries(errors, "spec.maxRetry", spec.max_retry);
+}
+
+/// Records the Jobs that job `name` depends on that are not other Jobs' names, or too many.
+fn check_jobs_depended_on(errors: &mut FieldErrors, name: &str, depends: &DependsOn) {
+    if depends.name.len() > MAX_JOBS_DEPENDED_ON {
+        errors.add(
+            "spec.dependsOn.name",
+            format!(
+                "list at most {MAX_JOBS_DEPENDED_ON} Jobs, got {}",
+                depends.name.len()
+            ),
+        );
+    }
+    for (d, other) in depends.name.iter().enumerate().take(MAX_JOBS_DEPENDED_ON) {
+        let well_formed = !other.is_empty()
+            && other.len() <= 253
+            && other
+                .bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'.');
+        if other == name || !well_formed {
+            errors.add(
+                format!("spec.dependsOn.name[{d}]"),
+                format!("{other:?} is not the name of another Job of this namespace"),
+            );
+        }
+    }
+    check_iteration(errors, "spec.dependsOn", depends);
+}
+
+/// Records what is wrong with the tasks of job `name`: each task's own and a name taken twice.
+fn check_tasks(errors: &mut FieldErrors, name: &str, tasks: &[TaskSpec]) {
+    let names: BTreeSet<&str> = tasks.iter().map(|t| t.name.as_str()).collect();
+    let mut seen = BTreeSet::new();
+    for (i, task) in tasks.iter().enumerate() {
+        let field = format!("spec.tasks[{i}]");
+        if !seen.insert(task.name.as_str()) {
+            errors.add(
+                format!("{field}.name"),
+                format!(
+                    "{:?} is used by an earlier task; task names are unique",
+                    task.name
+                ),
+            );
+        }
+        check_task(errors, &field, name, task, &names);
+    }
+}
+
+/// Records what is wrong with `task` of job `name`, at `field`, but for a name an earlier
+/// task has; `names` are all the job's tasks.
+fn check_task(
+    errors: &mut FieldErrors,
+    field: &str,
+    name: &str,
+    task: &TaskSpec,
+    names: &BTreeSet<&str>,
+) {
+    if !dns_label(&task.name) {
+        errors.add(
+            format!("{field}.name"),
+            format!(
+                "{:?} is not a DNS label (lower-case letters, digits and '-', starting and ending with a letter or digit)",
+                task.name
+            ),
+        );
+    }
+    errors.members(format!("{field}.replicas"), task.replicas.into());
+    errors.members(
+        format!("{field}.minAvailable"),
+        task.min_available.unwrap_or(0).into(),
+    );
+    retries(errors, &format!("{field}.maxRetry"), task.max_retry);
+    let longest = format!("{name}-{}-{}", task.name, task.replicas.max(1) - 1);
+    if longest.len() > 63 {
+        errors.add(
+            format!("{field}.name"),
+            format!(
+                "the pod name {longest:?} would be longer than 63 characters (a host name); shorten the job or task name"
+            ),
+        );
+    }
+    if let Some(min) = task.min_available
+        && min > task.replicas
+    {
+        errors.add(
+            format!("{field}.minAvailable"),
+            format!("{min} is more than the task's {} replicas", task.replicas),
+        );
+    }
+    if let Some(depends) = &task.depends_on {
+        check_tasks_depended_on(errors, field, task, depends, names);
+    }
+    for (p, policy) in task.policies.iter().enumerate() {
+        check_policy(errors, &format!("{field}.policies[{p}]"), policy);
+    }
+}
+
+/// Records the tasks that `task` (at `field`) depends on that are not others of `names`.
+fn check_tasks_depended_on(
+    errors: &mut FieldErrors,
+    field: &str,
+    task: &TaskSpec,
+    depends: &DependsOn,
+    names: &BTreeSet<&str>,
+) {
+    for (d, other) in depends.name.iter().enumerate() {
+        if other == &task.name || !names.contains(other.as_str()) {
+            errors.add(
+                format!("{field}.dependsOn.name[{d}]"),
+                format!("{other:?} is not another task of this job"),
+            );
+        }
+    }
+    check_iteration(errors, &format!("{field}.dependsOn"), depends);
+}
+
+/// Records `depends` (at `field`) waiting for neither all nor any of what it names.
+fn check_iteration(errors: &mut FieldErrors, field: &str, depends: &DependsOn) {
+    if let Some(iteration) = depends.iteration.as_deref()
+        && !matches!(iteration, "all" | "any")
+    {
+        errors.add(
+            format!("{field}.iteration"),
+            format!("{iteration:?} is neither \"all\" nor \"any\""),
+        );
+    }
+}
+
+/// Records a `minAvailable` or `minSuccess` larger than the job's `total` replicas.
+fn check_minimums(errors: &mut FieldErrors, spec: &BatchJobSpec, total: i64) {
+    if let Some(min) = spec.min_available
+        && i64::from(min) > total
+    {
+        errors.add(
+            "spec.minAvailable",
+            format!("{min} is more than the job's {total} replicas: the gang could never gather"),
+        );
+    }
+    if let Some(min) = spec.min_success
+        && i64::from(min) > total
+    {
+        errors.add(
+            "spec.minSuccess",
+            format!("{min} is more than the job's {total} replicas: the job could never complete"),
+        );
+    }
+}
+
+/// Records volumes without an absolute mount path or a claim.
+fn check_volumes(errors: &mut FieldErrors, volumes: &[VolumeSpec]) {
+    for (v, volume) in volumes.iter().enumerate() {
         if !volume.mount_path.starts_with('/') {
             errors.add(
                 format!("spec.volumes[{v}].mountPath"),
@@ -259,7 +314,6 @@ pub fn check_spec(name: &str, spec: &BatchJobSpec) -> Result<(), Denial> {
             );
         }
     }
-    errors.into_result()
 }
 
 /// Records `field` when it allows more restarts than [`limits::MAX_RETRIES`].
@@ -326,7 +380,6 @@ fn dns_label(name: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::api::batch_job::{DependsOn, TaskSpec};
 
     fn spec(tasks: Vec<TaskSpec>) -> BatchJobSpec {
         BatchJobSpec::of_tasks(tasks)

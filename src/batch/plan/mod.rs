@@ -5,6 +5,7 @@
 //! Pods carry the job's `status.version` they were made for; a restart bumps the version, so
 //! events of an earlier version's pods are never handled twice, and those pods are deleted.
 
+mod active;
 mod dependencies;
 mod policies;
 
@@ -14,10 +15,9 @@ use crate::api::batch_job::{
     BatchJob, BatchJobStatus, JobCondition, JobPhase, JobState, TaskState,
 };
 
+use dependencies::held_back;
 pub use dependencies::{After, DEPENDENCY_RECHECK_SECONDS, after};
-use dependencies::{held_back, missing};
 pub use policies::{ACTIONS, EVENTS, names};
-use policies::{describe, triggered};
 
 /// One of the job's pods, as the controller reads it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -129,65 +129,110 @@ pub fn decide_after(
     pods: &[PodView],
     now: i64,
 ) -> Decision {
-    let spec = &job.spec;
-    let old = job.status.clone().unwrap_or_default();
-    let mut status = BatchJobStatus {
-        min_available: spec.gang_size(),
-        version: old.version,
-        retry_count: old.retry_count,
-        task_retry_count: old.task_retry_count.clone(),
-        running_since: old.running_since.clone(),
-        controlled_resources: old.controlled_resources.clone(),
-        conditions: old.conditions.clone(),
-        state: old.state.clone(),
-        ..Default::default()
-    };
+    let seen = Seen::new(job, group, pods, now);
+    let mut status = seen.carried();
+    count(
+        &mut status,
+        &seen.current,
+        job.spec.tasks.iter().map(|t| t.name.as_str()),
+    );
     let mut out = Decision {
         create_group: group.is_none(),
         ..Default::default()
     };
     // Pods of an earlier version go, whatever the phase.
-    out.delete.extend(
-        pods.iter()
-            .filter(|p| p.version != old.version && !p.deleting)
-            .map(|p| p.name.clone()),
-    );
-    let current: Vec<&PodView> = pods.iter().filter(|p| p.version == old.version).collect();
-    count(
-        &mut status,
-        &current,
-        spec.tasks.iter().map(|t| t.name.as_str()),
-    );
-    let phase = old.state.phase;
-    let mut resumed = false;
+    let earlier: Vec<&PodView> = pods
+        .iter()
+        .filter(|p| p.version != seen.old.version)
+        .collect();
+    delete(&mut out, &earlier);
+    let phase = seen.old.state.phase;
     let held = if phase == JobPhase::Pending && group.is_none() && pods.is_empty() {
         held_back(after, &mut out)
     } else {
         None
     };
-    let next = if let Some(next) = held {
-        next
-    } else {
-        match phase {
-            JobPhase::Aborted
-                if old.state.reason == SUSPENDED && !spec.suspend.unwrap_or(false) =>
-            {
-                resumed = true;
-                Next::to(
-                    JobPhase::Pending,
-                    "Resumed",
-                    "resumed (spec.suspend is false): its gang is made again and waits for admission",
-                )
-            }
+    let next = held.unwrap_or_else(|| seen.next(&status, &mut out));
+    if matches!(next.phase, JobPhase::Aborting | JobPhase::Aborted) && next.reason == SUSPENDED {
+        out.create_group = false;
+        out.delete_group = group.is_some();
+    }
+    let task_retried = out.task_retried.take();
+    advance(&mut status, phase, next, seen.resuming(), task_retried, now);
+    out.delete.sort();
+    out.delete.dedup();
+    out.status = status;
+    out
+}
+
+/// What the controller sees of one Job when it decides: the Job, its PodGroup, its pods and
+/// the time.
+struct Seen<'a> {
+    job: &'a BatchJob,
+    /// The job's status as it was.
+    old: BatchJobStatus,
+    group: Option<&'a GroupAdmission>,
+    pods: &'a [PodView],
+    /// The pods of the old status's version.
+    current: Vec<&'a PodView>,
+    now: i64,
+}
+
+impl<'a> Seen<'a> {
+    fn new(
+        job: &'a BatchJob,
+        group: Option<&'a GroupAdmission>,
+        pods: &'a [PodView],
+        now: i64,
+    ) -> Self {
+        let old = job.status.clone().unwrap_or_default();
+        let current = pods.iter().filter(|p| p.version == old.version).collect();
+        Seen {
+            job,
+            old,
+            group,
+            pods,
+            current,
+            now,
+        }
+    }
+
+    /// The new status before the pods are counted: what it keeps of the old one.
+    fn carried(&self) -> BatchJobStatus {
+        let old = &self.old;
+        BatchJobStatus {
+            min_available: self.job.spec.gang_size(),
+            version: old.version,
+            retry_count: old.retry_count,
+            task_retry_count: old.task_retry_count.clone(),
+            running_since: old.running_since.clone(),
+            controlled_resources: old.controlled_resources.clone(),
+            conditions: old.conditions.clone(),
+            state: old.state.clone(),
+            ..Default::default()
+        }
+    }
+
+    /// The job was suspended and `spec.suspend` is false again.
+    fn resuming(&self) -> bool {
+        self.old.state.phase == JobPhase::Aborted
+            && self.old.state.reason == SUSPENDED
+            && !self.job.spec.suspend.unwrap_or(false)
+    }
+
+    /// The phase the job goes to from the one it was in, given the pods `counts`.
+    fn next(&self, counts: &BatchJobStatus, out: &mut Decision) -> Next {
+        let spec = &self.job.spec;
+        match self.old.state.phase {
+            JobPhase::Aborted if self.resuming() => Next::to(
+                JobPhase::Pending,
+                "Resumed",
+                "resumed (spec.suspend is false): its gang is made again and waits for admission",
+            ),
             JobPhase::Pending | JobPhase::Running | JobPhase::Restarting
                 if spec.suspend.unwrap_or(false) =>
             {
-                out.delete.extend(
-                    current
-                        .iter()
-                        .filter(|p| !p.deleting)
-                        .map(|p| p.name.clone()),
-                );
+                delete(out, &self.current);
                 Next::to(
                     JobPhase::Aborting,
                     SUSPENDED,
@@ -195,68 +240,93 @@ pub fn decide_after(
                 )
             }
             JobPhase::Completed | JobPhase::Failed | JobPhase::Terminated | JobPhase::Aborted => {
-                if let Some(ttl) = spec.ttl_seconds_after_finished {
-                    let finished = old
-                        .state
-                        .last_transition_time
-                        .as_ref()
-                        .map_or(now, |t| t.0.as_second());
-                    let due = finished + i64::from(ttl);
-                    if now >= due {
-                        out.delete_job = true;
-                    } else {
-                        out.recheck_after = Some((due - now).unsigned_abs());
-                    }
-                }
-                Next::stay(&old.state)
+                self.expire(out);
+                Next::stay(&self.old.state)
             }
-            JobPhase::Restarting => {
-                out.delete.extend(
-                    current
-                        .iter()
-                        .filter(|p| !p.deleting)
-                        .map(|p| p.name.clone()),
-                );
-                if pods.is_empty() {
-                    Next::to(
-                        JobPhase::Pending,
-                        "Restarted",
-                        format!(
-                            "restarted ({} of maxRetry {}); waiting for admission",
-                            old.retry_count,
-                            spec.max_retries()
-                        ),
-                    )
-                } else {
-                    Next::stay(&old.state)
-                }
-            }
-            JobPhase::Aborting | JobPhase::Terminating | JobPhase::Completing => {
-                let live: Vec<&&PodView> = current.iter().filter(|p| p.live()).collect();
-                out.delete
-                    .extend(live.iter().filter(|p| !p.deleting).map(|p| p.name.clone()));
-                if live.is_empty() {
-                    let done = match phase {
-                        JobPhase::Aborting => JobPhase::Aborted,
-                        JobPhase::Terminating => JobPhase::Terminated,
-                        _ => JobPhase::Completed,
-                    };
-                    Next::to(done, &old.state.reason, old.state.message.clone())
-                } else {
-                    Next::stay(&old.state)
-                }
-            }
+            JobPhase::Restarting => self.restarting(out),
+            JobPhase::Aborting | JobPhase::Terminating | JobPhase::Completing => self.ending(out),
             JobPhase::Pending | JobPhase::Running => match spec.beyond_limits() {
                 // Never admitted: fail it before it makes a PodGroup or a pod.
-                Some(why) if group.is_none() => {
+                Some(why) if self.group.is_none() => {
                     out.create_group = false;
                     Next::to(JobPhase::Failed, "TooLarge", why)
                 }
-                _ => active(job, group, &current, &status, now, &mut out),
+                _ => self.active(counts, out),
             },
         }
-    };
-    if next.phase != phase || status.state.last_transition_time.is_none() {
+    }
+
+    /// A finished job: deleted once its `ttlSecondsAfterFinished` has passed, else looked at
+    /// again then.
+    fn expire(&self, out: &mut Decision) {
+        let Some(ttl) = self.job.spec.ttl_seconds_after_finished else {
+            return;
+        };
+        let finished = self
+            .old
+            .state
+            .last_transition_time
+            .as_ref()
+            .map_or(self.now, |t| t.0.as_second());
+        let due = finished + i64::from(ttl);
+        if self.now >= due {
+            out.delete_job = true;
+        } else {
+            out.recheck_after = Some((due - self.now).unsigned_abs());
+        }
+    }
+
+    /// A Restarting job: its pods go, and once none is left it waits for admission again.
+    fn restarting(&self, out: &mut Decision) -> Next {
+        delete(out, &self.current);
+        if !self.pods.is_empty() {
+            return Next::stay(&self.old.state);
+        }
+        Next::to(
+            JobPhase::Pending,
+            "Restarted",
+            format!(
+                "restarted ({} of maxRetry {}); waiting for admission",
+                self.old.retry_count,
+                self.job.spec.max_retries()
+            ),
+        )
+    }
+
+    /// An Aborting, Terminating or Completing job: its live pods go, and once none is left it
+    /// is Aborted, Terminated or Completed.
+    fn ending(&self, out: &mut Decision) -> Next {
+        let live: Vec<&PodView> = self.current.iter().copied().filter(|p| p.live()).collect();
+        delete(out, &live);
+        if !live.is_empty() {
+            return Next::stay(&self.old.state);
+        }
+        let done = match self.old.state.phase {
+            JobPhase::Aborting => JobPhase::Aborted,
+            JobPhase::Terminating => JobPhase::Terminated,
+            _ => JobPhase::Completed,
+        };
+        Next::to(done, &self.old.state.reason, self.old.state.message.clone())
+    }
+}
+
+/// Deletes those of `pods` not being deleted yet.
+fn delete(out: &mut Decision, pods: &[&PodView]) {
+    out.delete
+        .extend(pods.iter().filter(|p| !p.deleting).map(|p| p.name.clone()));
+}
+
+/// Moves `status` from phase `from` to `next` at `now`: the transition, and the version and
+/// retries a restart, a resumption (`resumed`) or a `task_retried` adds.
+fn advance(
+    status: &mut BatchJobStatus,
+    from: JobPhase,
+    next: Next,
+    resumed: bool,
+    task_retried: Option<String>,
+    now: i64,
+) {
+    if next.phase != from || status.state.last_transition_time.is_none() {
         status.state.last_transition_time = Some(time(now));
         status.conditions.push(JobCondition {
             status: next.phase,
@@ -266,7 +336,7 @@ pub fn decide_after(
     if next.phase == JobPhase::Running && status.running_since.is_none() {
         status.running_since = Some(time(now));
     }
-    if next.phase == JobPhase::Restarting && phase != JobPhase::Restarting {
+    if next.phase == JobPhase::Restarting && from != JobPhase::Restarting {
         status.version = status.version.saturating_add(1);
         status.retry_count = status.retry_count.saturating_add(1);
         status.running_since = None;
@@ -278,181 +348,13 @@ pub fn decide_after(
     if next.retried {
         status.retry_count = status.retry_count.saturating_add(1);
     }
-    if let Some(task) = out.task_retried.take() {
+    if let Some(task) = task_retried {
         let n = status.task_retry_count.entry(task).or_default();
         *n = n.saturating_add(1);
-    }
-    if matches!(next.phase, JobPhase::Aborting | JobPhase::Aborted) && next.reason == SUSPENDED {
-        out.create_group = false;
-        out.delete_group = group.is_some();
     }
     status.state.phase = next.phase;
     status.state.reason = next.reason;
     status.state.message = next.message;
-    out.delete.sort();
-    out.delete.dedup();
-    out.status = status;
-    out
-}
-
-/// A Pending or Running job: policies first, then the gang's own course.
-fn active(
-    job: &BatchJob,
-    group: Option<&GroupAdmission>,
-    current: &[&PodView],
-    counts: &BatchJobStatus,
-    now: i64,
-    out: &mut Decision,
-) -> Next {
-    let spec = &job.spec;
-    let phase = counts.state.phase;
-    let retries = counts.retry_count;
-    if let Some((happened, policy)) = triggered(job, current, now, out) {
-        let why = describe(&happened);
-        let over = |action: &str| {
-            Next::to(
-                JobPhase::Failed,
-                "MaxRetryExceeded",
-                format!(
-                    "{why}; {action} asked for, but the job already restarted {retries} times (maxRetry {})",
-                    spec.max_retries()
-                ),
-            )
-        };
-        match policy.action.as_str() {
-            "RestartJob" if retries >= spec.max_retries() => return over("RestartJob"),
-            "RestartJob" => {
-                return Next::to(
-                    JobPhase::Restarting,
-                    "RestartJob",
-                    format!("{why}: restarting the whole gang"),
-                );
-            }
-            action @ ("RestartTask" | "RestartPod") => {
-                // A task with its own maxRetry counts its own restarts; the others, the job's.
-                let task_limit = spec
-                    .tasks
-                    .iter()
-                    .find(|t| t.name == happened.task)
-                    .and_then(|t| t.max_retry);
-                if let Some(limit) = task_limit {
-                    let done = counts
-                        .task_retry_count
-                        .get(happened.task)
-                        .copied()
-                        .unwrap_or(0);
-                    if done >= limit {
-                        return Next::to(
-                            JobPhase::Failed,
-                            "MaxRetryExceeded",
-                            format!(
-                                "{why}; {action} asked for, but task {} already restarted {done} times (its maxRetry {limit})",
-                                happened.task
-                            ),
-                        );
-                    }
-                } else if retries >= spec.max_retries() {
-                    return over(action);
-                }
-                let doomed: Vec<String> = current
-                    .iter()
-                    .filter(|p| !p.deleting)
-                    .filter(|p| match action {
-                        "RestartTask" => p.task == happened.task,
-                        _ => happened.pod.is_some_and(|h| h.name == p.name),
-                    })
-                    .map(|p| p.name.clone())
-                    .collect();
-                let retried = !doomed.is_empty();
-                out.delete.extend(doomed);
-                if retried && task_limit.is_some() {
-                    out.task_retried = Some(happened.task.to_owned());
-                }
-                let what = if action == "RestartTask" {
-                    format!("restarting task {}", happened.task)
-                } else {
-                    "restarting the pod".to_owned()
-                };
-                return Next {
-                    retried,
-                    ..Next::to(phase, action, format!("{why}: {what}"))
-                };
-            }
-            "AbortJob" => return Next::to(JobPhase::Aborting, "AbortJob", why),
-            "TerminateJob" => return Next::to(JobPhase::Terminating, "TerminateJob", why),
-            "CompleteJob" => return Next::to(JobPhase::Completing, "CompleteJob", why),
-            _ => {}
-        }
-    }
-    let Some(group) = group else {
-        return Next::to(
-            JobPhase::Pending,
-            "CreatingPodGroup",
-            "creating the job's PodGroup",
-        );
-    };
-    let total = spec.replicas();
-    let started = counts.running + counts.succeeded + counts.failed > 0 || !current.is_empty();
-    if phase == JobPhase::Pending && !group.admitted && !started {
-        return Next::to(
-            JobPhase::Pending,
-            "WaitingForAdmission",
-            group
-                .waiting
-                .clone()
-                .unwrap_or_else(|| "the gang waits for admission; no pod is created before".into()),
-        );
-    }
-    out.create = missing(job, current);
-    let finished = counts.succeeded + counts.failed;
-    let min_success = spec.min_success.unwrap_or(counts.min_available);
-    if spec.min_success.is_some() && counts.succeeded >= min_success {
-        return Next::to(
-            JobPhase::Completing,
-            "MinSuccess",
-            format!(
-                "{} pods succeeded, minSuccess {min_success}",
-                counts.succeeded
-            ),
-        );
-    }
-    if current.len() as i32 >= total && finished >= total && out.create.is_empty() {
-        return if counts.succeeded >= min_success {
-            Next::to(
-                JobPhase::Completed,
-                "Completed",
-                format!("{} of {total} pods succeeded", counts.succeeded),
-            )
-        } else {
-            Next::to(
-                JobPhase::Failed,
-                "PodsFailed",
-                format!(
-                    "{} of {total} pods succeeded, below the {min_success} needed; {} failed",
-                    counts.succeeded, counts.failed
-                ),
-            )
-        };
-    }
-    if counts.running + counts.succeeded >= counts.min_available {
-        return Next::to(
-            JobPhase::Running,
-            "Running",
-            format!(
-                "{} pods running, {} succeeded (minAvailable {})",
-                counts.running, counts.succeeded, counts.min_available
-            ),
-        );
-    }
-    Next::to(
-        phase,
-        "Starting",
-        format!(
-            "admitted; {} of minAvailable {} pods running or succeeded",
-            counts.running + counts.succeeded,
-            counts.min_available
-        ),
-    )
 }
 
 /// Counts the current version's pods into `status`, per task and in all.
