@@ -61,7 +61,69 @@ pub fn replay(
     source: &str,
     namespaces: &[String],
 ) -> Result<Replay, cache::Error> {
-    let recording_end = recording.ended.as_second();
+    let members = members_of(recording, namespaces)?;
+    let specs = specs_of(recording)?;
+    let arrivals: Vec<i64> = members
+        .iter()
+        .map(|(key, pods)| {
+            let spec = specs.get(key);
+            arrival(pods, spec.map(|s| s.1), spec.map_or(1, |s| s.0.min_member))
+        })
+        .collect();
+    let origin = arrivals
+        .iter()
+        .copied()
+        .min()
+        .unwrap_or(0)
+        .min(recording.started.as_second());
+    let times = Times {
+        origin,
+        end: recording.ended.as_second(),
+    };
+    let mut jobs = Vec::new();
+    let mut live_starts = Vec::new();
+    let mut busy = Vec::new();
+    let mut not_modelled = NotModelled::default();
+    for ((key, pods), arrived) in members.into_iter().zip(arrivals) {
+        let spec = specs.get(&key).map(|s| &s.0);
+        let (job, live_start) = job_of(&key, &pods, spec, arrived, times, &mut not_modelled);
+        jobs.push(job);
+        live_starts.push(live_start.map(|t| t - origin));
+        busy.extend(
+            pods.iter()
+                .filter_map(|m| Some((m.admitted?, m.bound?)))
+                .filter(|(admitted, bound)| bound >= admitted),
+        );
+    }
+    let nodes = recording
+        .nodes
+        .iter()
+        .map(convert::node)
+        .collect::<Result<Vec<_>, _>>()?;
+    let queues = recording
+        .queues
+        .iter()
+        .map(convert::queue)
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(Replay {
+        workload: Workload {
+            source: source.to_owned(),
+            nodes,
+            jobs,
+        },
+        queues,
+        live_starts,
+        binds_per_second: throughput(&mut busy),
+        not_modelled,
+    })
+}
+
+/// The recorded pods a replay runs (those of `namespaces`, unless it is empty; no stand-ins;
+/// each of a group or a queue), by group.
+fn members_of<'r>(
+    recording: &'r Recording,
+    namespaces: &[String],
+) -> Result<BTreeMap<GroupKey, Vec<Member<'r>>>, cache::Error> {
     let mut members: BTreeMap<GroupKey, Vec<Member>> = BTreeMap::new();
     for recorded in &recording.pods {
         let pod = convert::pod(&recorded.object)?;
@@ -91,6 +153,11 @@ pub fn replay(
             pod,
         });
     }
+    Ok(members)
+}
+
+/// The recorded PodGroups with their creation times, by key (the first seen of a key).
+fn specs_of(recording: &Recording) -> Result<BTreeMap<GroupKey, (PodGroup, i64)>, cache::Error> {
     let mut specs: BTreeMap<GroupKey, (PodGroup, i64)> = BTreeMap::new();
     for recorded in &recording.pod_groups {
         let group = convert::pod_group(&recorded.object)?;
@@ -102,120 +169,100 @@ pub fn replay(
             .map_or(i64::MAX, |t| t.0.as_second());
         specs.entry(group.key.clone()).or_insert((group, created));
     }
-    let arrivals: Vec<i64> = members
+    Ok(specs)
+}
+
+/// A replay's time points, in Unix seconds: its origin and the recording's end.
+#[derive(Clone, Copy)]
+struct Times {
+    origin: i64,
+    end: i64,
+}
+
+/// The job of group `key`'s recorded `pods` (its PodGroup `spec`, if any), which `arrived`,
+/// and when it started live (its `minMember`th pod bound); what its members ask that a replay
+/// does not model is counted in `not_modelled`.
+fn job_of(
+    key: &GroupKey,
+    pods: &[Member],
+    spec: Option<&PodGroup>,
+    arrived: i64,
+    times: Times,
+    not_modelled: &mut NotModelled,
+) -> (Job, Option<i64>) {
+    let gang = pods[0].pod.pod_group.is_some();
+    let kept: Vec<&Member> = pods
         .iter()
-        .map(|(key, pods)| {
-            let spec = specs.get(key);
-            arrival(pods, spec.map(|s| s.1), spec.map_or(1, |s| s.0.min_member))
-        })
+        .filter(|m| m.finished || m.deleted.is_none())
         .collect();
-    let origin = arrivals
-        .iter()
-        .copied()
-        .min()
-        .unwrap_or(0)
-        .min(recording.started.as_second());
-    let mut jobs = Vec::new();
-    let mut live_starts = Vec::new();
-    let mut busy = Vec::new();
-    let mut not_modelled = NotModelled::default();
-    for ((key, pods), arrived) in members.into_iter().zip(arrivals) {
-        let spec = specs.get(&key).map(|s| &s.0);
-        let gang = pods[0].pod.pod_group.is_some();
-        let kept: Vec<&Member> = pods
-            .iter()
-            .filter(|m| m.finished || m.deleted.is_none())
-            .collect();
-        let cancelled = kept.is_empty();
-        let kept = if cancelled {
-            pods.iter().collect()
+    let cancelled = kept.is_empty();
+    let kept = if cancelled {
+        pods.iter().collect()
+    } else {
+        kept
+    };
+    let min_member = spec.map_or(1, |s| s.min_member).min(kept.len() as u32);
+    let mut starts: Vec<i64> = pods.iter().filter_map(|m| m.bound).collect();
+    starts.sort_unstable();
+    let live_start = starts.get(min_member.max(1) as usize - 1).copied();
+    let runtime = runtime_of(&kept, spec, arrived, times.end);
+    let first = kept[0];
+    kept.iter().for_each(|m| not_modelled.count(m.object));
+    let job = Job {
+        name: if gang {
+            key.name.to_string()
         } else {
-            kept
-        };
-        let min_member = spec.map_or(1, |s| s.min_member).min(kept.len() as u32);
-        let mut starts: Vec<i64> = pods.iter().filter_map(|m| m.bound).collect();
-        starts.sort_unstable();
-        let live_start = starts.get(min_member.max(1) as usize - 1).copied();
-        let ran = |finished: bool| {
-            kept.iter()
-                .filter(|m| m.finished == finished)
-                .filter_map(|m| Some(m.ended.unwrap_or(recording_end) - m.bound?))
-                .max()
-        };
-        let expected = spec
-            .and_then(|s| s.expected_runtime)
-            .map(|d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX));
-        // Finished members ran their whole runtime; members still running at the end say only
-        // how long it is at least, so the owner's estimate goes first.
-        let runtime = ran(true)
-            .or(expected)
-            .or_else(|| ran(false))
-            .unwrap_or(recording_end - arrived)
-            .max(1);
-        let first = kept[0];
-        kept.iter().for_each(|m| not_modelled.count(m.object));
-        jobs.push(Job {
-            name: if gang {
-                key.name.to_string()
-            } else {
-                first.pod.name.clone()
-            },
-            namespace: key.namespace.to_string(),
-            queue: spec
-                .map(|s| s.queue.clone())
-                .or_else(|| first.pod.queue.clone())
-                .unwrap_or_default(),
-            arrival: arrived - origin,
-            members: kept.iter().map(|m| m.pod.requests.clone()).collect(),
-            min_member: min_member.max(1),
-            gang,
-            priority: first.pod.priority,
-            runtimes: kept
-                .iter()
-                .map(|m| match (m.bound, m.finished) {
-                    (Some(bound), true) => m.ended.unwrap_or(recording_end) - bound,
-                    _ => runtime,
-                })
-                .map(|r| r.max(1))
-                .collect(),
-            runtime,
-            deleted_at: cancelled
-                .then(|| pods.iter().filter_map(|m| m.deleted).max())
-                .flatten()
-                .map(|t| t - origin),
-            expected_runtime: spec.and_then(|s| s.expected_runtime),
-            sub_groups: spec.map(|s| s.sub_groups.clone()).unwrap_or_default(),
-            constraints: kept.iter().map(|m| m.constraints.clone()).collect(),
-            labels: kept.iter().map(|m| m.pod.labels.clone()).collect(),
-        });
-        live_starts.push(live_start.map(|t| t - origin));
-        busy.extend(
-            pods.iter()
-                .filter_map(|m| Some((m.admitted?, m.bound?)))
-                .filter(|(admitted, bound)| bound >= admitted),
-        );
-    }
-    let nodes = recording
-        .nodes
-        .iter()
-        .map(convert::node)
-        .collect::<Result<Vec<_>, _>>()?;
-    let queues = recording
-        .queues
-        .iter()
-        .map(convert::queue)
-        .collect::<Result<Vec<_>, _>>()?;
-    Ok(Replay {
-        workload: Workload {
-            source: source.to_owned(),
-            nodes,
-            jobs,
+            first.pod.name.clone()
         },
-        queues,
-        live_starts,
-        binds_per_second: throughput(&mut busy),
-        not_modelled,
-    })
+        namespace: key.namespace.to_string(),
+        queue: spec
+            .map(|s| s.queue.clone())
+            .or_else(|| first.pod.queue.clone())
+            .unwrap_or_default(),
+        arrival: arrived - times.origin,
+        members: kept.iter().map(|m| m.pod.requests.clone()).collect(),
+        min_member: min_member.max(1),
+        gang,
+        priority: first.pod.priority,
+        runtimes: kept
+            .iter()
+            .map(|m| match (m.bound, m.finished) {
+                (Some(bound), true) => m.ended.unwrap_or(times.end) - bound,
+                _ => runtime,
+            })
+            .map(|r| r.max(1))
+            .collect(),
+        runtime,
+        deleted_at: cancelled
+            .then(|| pods.iter().filter_map(|m| m.deleted).max())
+            .flatten()
+            .map(|t| t - times.origin),
+        expected_runtime: spec.and_then(|s| s.expected_runtime),
+        sub_groups: spec.map(|s| s.sub_groups.clone()).unwrap_or_default(),
+        constraints: kept.iter().map(|m| m.constraints.clone()).collect(),
+        labels: kept.iter().map(|m| m.pod.labels.clone()).collect(),
+    };
+    (job, live_start)
+}
+
+/// How long a job of `kept` members runs once bound: as long as its finished members ran;
+/// members still running at the recording's `end` say only how long it is at least, so the
+/// owner's estimate (`spec`'s expected runtime) goes first; at least 1 s.
+fn runtime_of(kept: &[&Member], spec: Option<&PodGroup>, arrived: i64, end: i64) -> i64 {
+    let ran = |finished: bool| {
+        kept.iter()
+            .filter(|m| m.finished == finished)
+            .filter_map(|m| Some(m.ended.unwrap_or(end) - m.bound?))
+            .max()
+    };
+    let expected = spec
+        .and_then(|s| s.expected_runtime)
+        .map(|d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX));
+    ran(true)
+        .or(expected)
+        .or_else(|| ran(false))
+        .unwrap_or(end - arrived)
+        .max(1)
 }
 
 /// The scheduler's throughput in a recording, from each pod's (admitted, bound) seconds: the
