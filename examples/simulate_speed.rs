@@ -16,7 +16,8 @@ use std::time::Instant;
 
 use clap::Parser;
 use gangplank::simulate::{configuration, mapping, trace};
-use gangplank_core::simulate::{run, summarise};
+use gangplank_core::model::Node;
+use gangplank_core::simulate::{Job, Outcome, Setup, Summary, run, summarise};
 
 #[derive(Parser)]
 struct Args {
@@ -82,13 +83,34 @@ fn main() -> anyhow::Result<()> {
     } else {
         args.configs
     };
+    let (nodes, jobs) = load(&dir, &mapping_file, args.limit)?;
+    for config in &configs {
+        let configuration = configuration::read(config)?;
+        let missing = configuration.missing_queues(jobs.iter().map(|j| j.queue.as_str()));
+        if !missing.is_empty() {
+            anyhow::bail!("{}: no Queue for {}", config.display(), missing.join(", "));
+        }
+        let serve = gangplank::config::ServeArgs::defaults().gang_settings();
+        let setup = configuration.setup(&nodes, serve, args.sample_every, None)?;
+        let outcome = timed(&configuration.name, &setup, &jobs);
+        print_summary(&summarise(&jobs, &outcome));
+    }
+    Ok(())
+}
 
+/// The trace in `dir` as nodes and jobs through the mapping file (its `limit` replaced by
+/// `limit`), printing what was read.
+fn load(
+    dir: &Path,
+    mapping_file: &Path,
+    limit: Option<usize>,
+) -> anyhow::Result<(Vec<Node>, Vec<Job>)> {
     let loading = Instant::now();
-    let mut mapping = mapping::read(&mapping_file)?;
-    if let Some(limit) = args.limit {
+    let mut mapping = mapping::read(mapping_file)?;
+    if let Some(limit) = limit {
         mapping.limit = limit;
     }
-    let rows = trace::read(&dir)?;
+    let rows = trace::read(dir)?;
     let jobs = mapping::jobs(&rows.pods, &mapping)?;
     let nodes: Vec<_> = rows.nodes.iter().map(|n| mapping.node(n)).collect();
     let gangs = jobs.iter().filter(|j| j.gang).count();
@@ -101,95 +123,93 @@ fn main() -> anyhow::Result<()> {
         jobs.len(),
         loading.elapsed().as_secs_f64()
     );
+    Ok((nodes, jobs))
+}
 
-    for config in &configs {
-        let configuration = configuration::read(config)?;
-        let missing = configuration.missing_queues(jobs.iter().map(|j| j.queue.as_str()));
-        if !missing.is_empty() {
-            anyhow::bail!("{}: no Queue for {}", config.display(), missing.join(", "));
-        }
-        let serve = gangplank::config::ServeArgs::defaults().gang_settings();
-        let setup = configuration.setup(&nodes, serve, args.sample_every, None)?;
-        // Resets VmHWM to the current resident size (Linux 4.0 on), so the peak is this run's.
-        let _ = std::fs::write("/proc/self/clear_refs", "5");
-        let cpu = cpu_seconds();
-        let started = Instant::now();
-        let outcome = run(&setup, &jobs);
-        let wall = started.elapsed().as_secs_f64();
-        let cpu = cpu_seconds() - cpu;
-        println!(
-            "\n{}: {} events, {} passes, {wall:.2} s wall, {:.0} events/s, {cpu:.2} s CPU, \
-             peak {:.0} MiB resident",
-            configuration.name,
-            outcome.events,
-            outcome.passes,
-            outcome.events as f64 / wall,
-            peak_mib()
-        );
-        // What each job did, as one number: equal digests, equal runs (a change to the
-        // engine's speed must keep it).
-        let digest = mapping::fnv1a(
-            format!(
-                "{:?}{:?}{}{}",
-                outcome.jobs, outcome.admission_order, outcome.passes, outcome.end
-            )
-            .as_bytes(),
-        );
-        println!("  outcome digest {digest:016x}");
-        let summary = summarise(&jobs, &outcome);
-        println!(
-            "  makespan {} s, {} finished, {} evictions, utilisation {}",
-            summary.makespan,
-            summary.finished,
-            summary.evictions,
-            summary
-                .utilisation
-                .iter()
-                .map(|(r, u)| format!("{r} {:.1}%", u * 100.0))
-                .collect::<Vec<_>>()
-                .join(", ")
-        );
+/// Runs `setup` over `jobs` once, printing the configuration `name`'s events, passes, wall and
+/// CPU seconds, peak memory and the outcome's digest.
+fn timed(name: &str, setup: &Setup, jobs: &[Job]) -> Outcome {
+    // Resets VmHWM to the current resident size (Linux 4.0 on), so the peak is this run's.
+    let _ = std::fs::write("/proc/self/clear_refs", "5");
+    let cpu = cpu_seconds();
+    let started = Instant::now();
+    let outcome = run(setup, jobs);
+    let wall = started.elapsed().as_secs_f64();
+    let cpu = cpu_seconds() - cpu;
+    println!(
+        "\n{name}: {} events, {} passes, {wall:.2} s wall, {:.0} events/s, {cpu:.2} s CPU, \
+         peak {:.0} MiB resident",
+        outcome.events,
+        outcome.passes,
+        outcome.events as f64 / wall,
+        peak_mib()
+    );
+    // What each job did, as one number: equal digests, equal runs (a change to the
+    // engine's speed must keep it).
+    let digest = mapping::fnv1a(
+        format!(
+            "{:?}{:?}{}{}",
+            outcome.jobs, outcome.admission_order, outcome.passes, outcome.end
+        )
+        .as_bytes(),
+    );
+    println!("  outcome digest {digest:016x}");
+    outcome
+}
+
+/// A run's makespan, utilisation, each queue's figures and its three longest waits.
+fn print_summary(summary: &Summary) {
+    println!(
+        "  makespan {} s, {} finished, {} evictions, utilisation {}",
+        summary.makespan,
+        summary.finished,
+        summary.evictions,
+        summary
+            .utilisation
+            .iter()
+            .map(|(r, u)| format!("{r} {:.1}%", u * 100.0))
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    println!(
+        "  {:<8} {:>6} {:>7} {:>8} {:>9} {:>8} {:>8} {:>8} {:>8} {:>6} {:>6}",
+        "queue",
+        "jobs",
+        "started",
+        "finished",
+        "withdrawn",
+        "never",
+        "wait p50",
+        "p90",
+        "p99",
+        "evict",
+        "share"
+    );
+    let secs = |w: Option<i64>| w.map_or_else(|| "-".to_owned(), |w| w.to_string());
+    for q in &summary.queues {
         println!(
             "  {:<8} {:>6} {:>7} {:>8} {:>9} {:>8} {:>8} {:>8} {:>8} {:>6} {:>6}",
-            "queue",
-            "jobs",
-            "started",
-            "finished",
-            "withdrawn",
-            "never",
-            "wait p50",
-            "p90",
-            "p99",
-            "evict",
-            "share"
+            q.queue,
+            q.jobs,
+            q.started,
+            q.finished,
+            q.withdrawn,
+            q.never_started,
+            secs(q.wait_p50_seconds),
+            secs(q.wait_p90_seconds),
+            secs(q.wait_p99_seconds),
+            q.evictions,
+            q.share_held
+                .map_or_else(|| "-".to_owned(), |s| format!("{s:.2}"))
         );
-        let secs = |w: Option<i64>| w.map_or_else(|| "-".to_owned(), |w| w.to_string());
-        for q in &summary.queues {
-            println!(
-                "  {:<8} {:>6} {:>7} {:>8} {:>9} {:>8} {:>8} {:>8} {:>8} {:>6} {:>6}",
-                q.queue,
-                q.jobs,
-                q.started,
-                q.finished,
-                q.withdrawn,
-                q.never_started,
-                secs(q.wait_p50_seconds),
-                secs(q.wait_p90_seconds),
-                secs(q.wait_p99_seconds),
-                q.evictions,
-                q.share_held
-                    .map_or_else(|| "-".to_owned(), |s| format!("{s:.2}"))
-            );
-        }
-        for long in summary.longest.iter().take(3) {
-            println!(
-                "  waited {} s{}: {} ({})",
-                long.wait_seconds,
-                if long.started { "" } else { " (never started)" },
-                long.job,
-                long.why.as_deref().unwrap_or("-")
-            );
-        }
     }
-    Ok(())
+    for long in summary.longest.iter().take(3) {
+        println!(
+            "  waited {} s{}: {} ({})",
+            long.wait_seconds,
+            if long.started { "" } else { " (never started)" },
+            long.job,
+            long.why.as_deref().unwrap_or("-")
+        );
+    }
 }
