@@ -9,7 +9,8 @@
 //! All three ports are served by [`crate::runtime::port::serve`], each within its [`Bounds`].
 //!
 //! One [`CancellationToken`] is the shutdown signal for everything: the watch loops stop, and
-//! the metrics, extender and webhook servers stop accepting and give open requests
+//! the metrics, extender and webhook servers drain ([`crate::runtime::port::DRAIN`]: their
+//! HTTP/1 answers tell clients to connect again), then stop accepting and give open requests
 //! [`crate::runtime::port::SHUTDOWN_GRACE`] to finish (a bind in flight should complete rather than be
 //! cut); whatever still runs [`SHUTDOWN_DEADLINE`] after the signal is named in an error and
 //! left behind ([`crate::shutdown`]). If any part fails (a port already taken, unreadable certificates, the admission loop

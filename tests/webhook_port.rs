@@ -5,7 +5,9 @@
 //! - large reviews are read a few at a time, and one that waits too long for its turn is
 //!   answered 503; small ones are read before they wait, so clients trickling their bodies
 //!   hold no turn;
-//! - the metrics port holds a bounded number of connections.
+//! - the metrics port holds a bounded number of connections;
+//! - a connection kept alive and used after the shutdown signal is answered, told to close,
+//!   and the port stops once it has closed.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -240,4 +242,73 @@ async fn a_probe_of_the_metrics_port_is_answered_while_silent_connections_hold_e
     assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
     drop(open);
     shutdown.cancel();
+}
+
+/// Sends a keep-alive review of `length` spaces on `stream` and reads the answer's head and
+/// body, leaving the connection as the server leaves it.
+async fn kept_alive_answer(stream: &mut TcpStream, length: usize) -> String {
+    let mut request = format!(
+        "POST {VALIDATE_QUEUES} HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: {length}\r\n\r\n"
+    )
+    .into_bytes();
+    request.resize(request.len() + length, b' ');
+    stream.write_all(&request).await.unwrap();
+    let mut answer = Vec::new();
+    let mut byte = [0u8; 1];
+    while !answer.ends_with(b"\r\n\r\n") {
+        let read = stream.read(&mut byte).await.unwrap();
+        assert_eq!(
+            read, 1,
+            "the connection closed before an answer: {answer:?}"
+        );
+        answer.push(byte[0]);
+    }
+    let head = String::from_utf8_lossy(&answer).to_lowercase();
+    let length: usize = head
+        .lines()
+        .find_map(|line| line.strip_prefix("content-length: "))
+        .expect("an answer with a content-length")
+        .trim()
+        .parse()
+        .unwrap();
+    let mut body = vec![0u8; length];
+    stream.read_exact(&mut body).await.unwrap();
+    head + &String::from_utf8_lossy(&body)
+}
+
+#[tokio::test]
+async fn a_kept_alive_connection_used_after_the_shutdown_signal_is_answered_and_told_to_close() {
+    let router = webhooks::router(Arc::new(Webhooks::new(
+        Arc::new(StaticLookup::default()),
+        Settings::default(),
+    )));
+    let handle = axum_server::Handle::new();
+    let shutdown = CancellationToken::new();
+    let served = tokio::spawn(port::serve(
+        "webhooks",
+        "127.0.0.1:0".parse().unwrap(),
+        router,
+        None,
+        Bounds::WEBHOOKS,
+        handle.clone(),
+        shutdown.clone(),
+    ));
+    let addr = handle.listening().await.expect("the server listens");
+    let mut stream = TcpStream::connect(addr).await.unwrap();
+    let before = kept_alive_answer(&mut stream, 4).await;
+    assert!(before.starts_with("http/1.1 400"), "{before}");
+    assert!(!before.contains("connection: close"), "{before}");
+
+    shutdown.cancel();
+    let after = kept_alive_answer(&mut stream, 4).await;
+    assert!(after.starts_with("http/1.1 400"), "{after}");
+    assert!(after.contains("connection: close"), "{after}");
+    let mut rest = Vec::new();
+    let closed = tokio::time::timeout(Duration::from_secs(10), stream.read_to_end(&mut rest));
+    assert_eq!(closed.await.expect("closed within 10 s").unwrap(), 0);
+    tokio::time::timeout(Duration::from_secs(10), served)
+        .await
+        .expect("the port stops within 10 s of its last connection closing")
+        .unwrap()
+        .unwrap();
 }

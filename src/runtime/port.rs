@@ -13,8 +13,20 @@ use tokio_util::sync::CancellationToken;
 use super::connections::{Bounds, Limited, body};
 use super::tls;
 
-/// How long open extender requests may run after the shutdown signal.
+/// How long open extender requests may run once a port stops ([`DRAIN`] after the shutdown
+/// signal).
 pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(20);
+
+/// How long a port goes on serving after the shutdown signal while clients still hold
+/// connections to it, each HTTP/1 answer saying `Connection: close`. A client that keeps its
+/// connections alive (the API server calling the webhooks) learns from the answer to connect
+/// again, wherever its route now leads, instead of writing its next request onto a connection
+/// the port closes at that moment, which it sees as an EOF: a failed call. What is still
+/// idle after it is closed, and what is in flight gets [`SHUTDOWN_GRACE`].
+pub const DRAIN: Duration = Duration::from_secs(2);
+
+/// How often [`drain`] looks whether every connection is gone.
+const DRAIN_CHECK: Duration = Duration::from_millis(50);
 
 /// What a connection's HTTP/1 read buffer may grow to, so a request's headers may be at most
 /// this large (hyper answers 431 beyond). Those of the scheduler, the API server and
@@ -29,7 +41,7 @@ pub const HTTP2_PING: (Duration, Duration) = (Duration::from_secs(20), Duration:
 /// Serves `router` on `addr` until shutdown: over HTTPS from `tls` (reloaded when the files
 /// change, client certificates demanded when it names a client CA), else plain HTTP, within
 /// `bounds`. `name` labels the logs and the connection metrics; `handle` tells when the server
-/// listens, and where.
+/// listens, and where. After the shutdown signal it drains ([`DRAIN`]), then stops.
 pub async fn serve(
     name: &'static str,
     addr: SocketAddr,
@@ -43,10 +55,17 @@ pub async fn serve(
         let (handle, shutdown) = (handle.clone(), shutdown.clone());
         async move {
             shutdown.cancelled().await;
+            drain(&handle).await;
             handle.graceful_shutdown(Some(SHUTDOWN_GRACE));
         }
     });
+    let draining = shutdown.clone();
     let service = router
+        .layer(axum::middleware::from_fn(
+            move |request: axum::extract::Request, next: axum::middleware::Next| {
+                closing_when(draining.clone(), request, next)
+            },
+        ))
         .layer(axum::middleware::map_request(
             move |request: axum::extract::Request| async move {
                 body::with_deadline(request, bounds.body)
@@ -96,4 +115,30 @@ pub async fn serve(
         }
     }
     .with_context(|| format!("failed to serve the {name} on {addr}"))
+}
+
+/// Waits until no connection is open on `handle`'s server, or [`DRAIN`] has passed.
+async fn drain(handle: &axum_server::Handle<SocketAddr>) {
+    let deadline = tokio::time::Instant::now() + DRAIN;
+    while handle.connection_count() > 0 && tokio::time::Instant::now() < deadline {
+        tokio::time::sleep(DRAIN_CHECK).await;
+    }
+}
+
+/// Answers `request`, saying `Connection: close` on an HTTP/1 answer once `draining` is
+/// cancelled, so that the client connects again for its next request.
+async fn closing_when(
+    draining: CancellationToken,
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    let http1 = request.version() < http::Version::HTTP_2;
+    let mut response = next.run(request).await;
+    if http1 && draining.is_cancelled() {
+        response.headers_mut().insert(
+            http::header::CONNECTION,
+            http::HeaderValue::from_static("close"),
+        );
+    }
+    response
 }
