@@ -42,6 +42,9 @@ pub struct KueueWorkloadSpec {
     pub pod_sets: Vec<PodSet>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub queue_name: Option<String>,
+    /// The priority Kueue gave it (from its WorkloadPriorityClass or PriorityClass).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub priority: Option<i32>,
 }
 
 /// One PodSet: `count` pods of `template`.

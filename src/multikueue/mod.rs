@@ -3,8 +3,10 @@
 //! docs/multi-cluster.md). For each Workload MultiKueue waits to dispatch, it nominates the
 //! workers of the Workload's MultiKueueConfig that can hold the whole gang now, by the core's
 //! fit ([`gangplank_core::policy::cluster_fit`]) over each worker's nodes and pods
-//! ([`workers`]); Kueue then copies the Workload to those workers only. When none can, it
-//! nominates none and says why, worker by worker, in an Event on the Workload.
+//! ([`workers`]); Kueue then copies the Workload to those workers only. The Workloads of a round
+//! are decided in turn, each gang's room held on the workers it is nominated to before the next
+//! is asked ([`nominate::in_turn`]). When none can, it nominates none and says why, worker by
+//! worker, in an Event on the Workload.
 //!
 //! [`run`]'s loop is the one writer of the Workloads' `status.nominatedClusterNames` and of the
 //! worker connections; the decisions are pure ([`nominate`]).
@@ -17,7 +19,6 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use gangplank_core::policy::cluster_fit::whole_gang_fits;
 use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams};
 use kube::core::{ApiResource, GroupVersionKind};
 use kube::{Client, ResourceExt};
@@ -27,7 +28,7 @@ use crate::api::kueue::KueueWorkload;
 use crate::api::multikueue::{CONTROLLER_NAME, MultiKueueCluster, MultiKueueConfig};
 use crate::cache::stores::Stores;
 use crate::events::{self, Event, Limiter, Publisher};
-use nominate::{Decision, Verdict, decide, dispatchable, member_sets};
+use nominate::{Decision, Waiting, Worker, dispatchable, in_turn};
 use workers::Workers;
 
 /// The `multiKueue.dispatcherName` of a Kueue whose Workloads Gangplank nominates workers for.
@@ -122,17 +123,21 @@ impl Dispatcher {
         self.workers
             .sync(&self.client, &namespace, &clusters, shutdown)
             .await;
-        let mut states = HashMap::new();
+        let mut states: HashMap<String, Worker> = HashMap::new();
+        let waiting: Vec<Waiting<Arc<KueueWorkload>>> = waiting
+            .into_iter()
+            .map(|(workload, config)| {
+                let listed = configs.get(&config).cloned().unwrap_or_default();
+                for worker in &listed {
+                    states.entry(worker.clone()).or_insert_with(|| {
+                        Worker::new(self.workers.state(worker).map_err(|e| e.to_string()))
+                    });
+                }
+                Waiting { workload, listed }
+            })
+            .collect();
         let mut events = Vec::new();
-        for (workload, config) in waiting {
-            let listed = configs.get(&config).cloned().unwrap_or_default();
-            let verdicts = self.verdicts(&workload, &listed, &mut states);
-            let nominated = workload
-                .status
-                .as_ref()
-                .map(|s| s.nominated_cluster_names.clone())
-                .unwrap_or_default();
-            let Decision { nominate, waits } = decide(&nominated, &verdicts);
+        for (workload, Decision { nominate, waits }) in in_turn(waiting, &mut states) {
             if let Some(names) = nominate {
                 self.nominate(&workload, &names).await?;
             }
@@ -153,37 +158,6 @@ impl Dispatcher {
             }
         }
         Ok(())
-    }
-
-    /// Whether each worker of `listed` can hold `workload`'s whole gang now; the workers'
-    /// models are made once per round, in `states`.
-    fn verdicts(
-        &self,
-        workload: &KueueWorkload,
-        listed: &[String],
-        states: &mut HashMap<String, Result<gangplank_core::model::State, workers::Unreachable>>,
-    ) -> Vec<Verdict> {
-        let mut constraints = Vec::new();
-        let sets = member_sets(workload, &mut constraints);
-        listed
-            .iter()
-            .map(|worker| {
-                let state = states
-                    .entry(worker.clone())
-                    .or_insert_with(|| self.workers.state(worker));
-                let fits = match (&sets, state) {
-                    (Err(why), _) => Err(why.clone()),
-                    (_, Err(unreachable)) => Err(unreachable.to_string()),
-                    (Ok(sets), Ok(state)) => {
-                        whole_gang_fits(state, sets).map_err(|misfit| misfit.to_string())
-                    }
-                };
-                Verdict {
-                    worker: worker.clone(),
-                    fits,
-                }
-            })
-            .collect()
     }
 
     /// Writes `names` as the Workload's nominated workers, as Kueue's own dispatchers do.

@@ -1,11 +1,16 @@
-//! What the dispatcher decides for one Workload, as pure functions: whether MultiKueue is
-//! waiting for a nomination ([`dispatchable`]), the gang to fit ([`member_sets`]), and which
-//! workers to nominate, or why none ([`decide`]).
+//! What the dispatcher decides, as pure functions: whether MultiKueue is waiting for a
+//! nomination ([`dispatchable`]), the gang to fit ([`member_sets`]), which workers to nominate
+//! for one Workload, or why none ([`decide`]), and for a round's Workloads in turn, each
+//! worker's room taken by the gangs nominated to it before ([`in_turn`]).
 
+use std::borrow::Borrow;
+use std::cmp::Reverse;
 use std::collections::{BTreeSet, HashMap};
 
+use gangplank_core::model::State;
 use gangplank_core::policy::Constraints;
-use gangplank_core::policy::cluster_fit::MemberSet;
+use gangplank_core::policy::cluster_fit::{MemberSet, Placement, place_whole_gang};
+use kube::ResourceExt;
 
 use crate::api::kueue::KueueWorkload;
 use crate::cache::constraints::constraints_of_spec;
@@ -60,10 +65,97 @@ pub fn member_sets<'c>(
         .collect())
 }
 
-/// Whether one worker can hold the whole gang now, or why not.
+/// Whether one worker can hold the whole gang now (where), or why not.
 pub struct Verdict {
     pub worker: String,
-    pub fits: Result<(), String>,
+    pub fits: Result<Placement, String>,
+}
+
+/// One worker's model for a round: its nodes and pods (or why it cannot be asked), and the
+/// gangs held on it so far in the round.
+pub struct Worker {
+    pub state: Result<State, String>,
+    pub held_for: Vec<String>,
+}
+
+impl Worker {
+    pub fn new(state: Result<State, String>) -> Self {
+        Worker {
+            state,
+            held_for: Vec::new(),
+        }
+    }
+
+    /// Whether the gang of `sets` fits, or why not (naming the gangs whose room it holds).
+    fn fits(&self, sets: &Result<Vec<MemberSet>, String>) -> Result<Placement, String> {
+        let state = self.state.as_ref().map_err(Clone::clone)?;
+        let sets = sets.as_ref().map_err(Clone::clone)?;
+        place_whole_gang(state, sets).map_err(|misfit| match &self.held_for[..] {
+            [] => misfit.to_string(),
+            held => format!(
+                "{misfit}, room being held for {} (nominated before it this round)",
+                held.join(", ")
+            ),
+        })
+    }
+}
+
+/// A Workload waiting for a nomination, with the workers its MultiKueueConfig lists.
+pub struct Waiting<W> {
+    pub workload: W,
+    pub listed: Vec<String>,
+}
+
+/// Decides for each of `waiting` in the order Kueue's queues give them (higher priority first,
+/// then the older), against `workers`' models (by name; an error says why a worker cannot be
+/// asked). A gang's placement is held on every worker that can hold it (each is nominated) for the rest of the
+/// round: MultiKueue copies it to each, and the first to admit it keeps it, so until a worker
+/// shows its pods bound, the room it may take there is not offered to the gangs after it.
+pub fn in_turn<W: Borrow<KueueWorkload>>(
+    mut waiting: Vec<Waiting<W>>,
+    workers: &mut HashMap<String, Worker>,
+) -> Vec<(W, Decision)> {
+    waiting.sort_by_cached_key(|w| {
+        let w: &KueueWorkload = w.workload.borrow();
+        (
+            Reverse(w.spec.priority.unwrap_or(0)),
+            w.metadata.creation_timestamp.clone(),
+            w.namespace(),
+            w.name_any(),
+        )
+    });
+    let mut decided = Vec::with_capacity(waiting.len());
+    for Waiting { workload, listed } in waiting {
+        let w: &KueueWorkload = workload.borrow();
+        let mut constraints = Vec::new();
+        let sets = member_sets(w, &mut constraints);
+        let verdicts: Vec<Verdict> = listed
+            .iter()
+            .map(|worker| Verdict {
+                worker: worker.clone(),
+                fits: workers.get(worker).map_or_else(
+                    || Err("no MultiKueueCluster of that name".to_owned()),
+                    |w| w.fits(&sets),
+                ),
+            })
+            .collect();
+        let owner = format!("{}/{}", w.namespace().unwrap_or_default(), w.name_any());
+        for verdict in &verdicts {
+            if let (Ok(placement), Some(worker)) = (&verdict.fits, workers.get_mut(&verdict.worker))
+                && let Ok(state) = &mut worker.state
+            {
+                placement.hold(state, &owner);
+                worker.held_for.push(owner.clone());
+            }
+        }
+        let nominated = w
+            .status
+            .as_ref()
+            .map(|s| s.nominated_cluster_names.clone())
+            .unwrap_or_default();
+        decided.push((workload, decide(&nominated, &verdicts)));
+    }
+    decided
 }
 
 /// What to do for one Workload.
@@ -122,7 +214,9 @@ mod tests {
     fn verdict(worker: &str, fits: Result<(), &str>) -> Verdict {
         Verdict {
             worker: worker.into(),
-            fits: fits.map_err(str::to_owned),
+            fits: fits
+                .map(|()| Placement { members: vec![] })
+                .map_err(str::to_owned),
         }
     }
 
@@ -217,6 +311,82 @@ mod tests {
         assert_eq!(
             sets[0].constraints.node_selector,
             [("pool".to_owned(), "gpu".to_owned())]
+        );
+    }
+
+    /// A Workload of `count` pods of 16 CPUs, created at `created`, of `priority`.
+    fn gang(name: &str, count: i32, priority: i32, created: &str) -> KueueWorkload {
+        serde_json::from_value(json!({
+            "apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Workload",
+            "metadata": {"name": name, "namespace": "ml", "creationTimestamp": created},
+            "spec": {"priority": priority, "podSets": [{"name": "main", "count": count,
+                "template": {"spec": {"containers": [{"name": "c", "image": "i",
+                    "resources": {"requests": {"cpu": "16"}}}]}}}]},
+            "status": {"conditions": reserved()},
+        }))
+        .unwrap()
+    }
+
+    /// A worker of one node of `cpus` CPUs, nothing running.
+    fn worker_of(cpus: i64) -> Worker {
+        let mut state = State::default();
+        state.apply_node(gangplank_core::model::Node {
+            name: "n1".into(),
+            allocatable: gangplank_core::model::Resources::from([
+                ("cpu", cpus * 1_000),
+                ("pods", 110),
+            ]),
+            ..Default::default()
+        });
+        Worker::new(Ok(state))
+    }
+
+    #[test]
+    fn a_rounds_gangs_are_nominated_in_turn_none_counting_on_room_held_for_one_before_it() {
+        let both = names(&["worker-1", "worker-2"]);
+        let waiting = |gangs: Vec<KueueWorkload>| -> Vec<Waiting<KueueWorkload>> {
+            gangs
+                .into_iter()
+                .map(|workload| Waiting {
+                    workload,
+                    listed: both.clone(),
+                })
+                .collect()
+        };
+        let workers = || {
+            HashMap::from([
+                ("worker-1".to_owned(), worker_of(64)),
+                ("worker-2".to_owned(), worker_of(32)),
+            ])
+        };
+        // Alone, the older gang of four fits worker-1.
+        let alone = in_turn(
+            waiting(vec![gang("old", 4, 0, "2026-12-07T06:00:00Z")]),
+            &mut workers(),
+        );
+        assert_eq!(alone[0].1.nominate, Some(names(&["worker-1"])));
+        // A gang of higher priority, newer, goes first: it fits both and is held on both, so
+        // the older one is told why it waits instead of being sent where the room is taken.
+        let round = in_turn(
+            waiting(vec![
+                gang("old", 4, 0, "2026-12-07T06:00:00Z"),
+                gang("urgent", 2, 10, "2026-12-07T06:05:00Z"),
+            ]),
+            &mut workers(),
+        );
+        let decided: Vec<(String, &Decision)> =
+            round.iter().map(|(w, d)| (w.name_any(), d)).collect();
+        assert_eq!(decided[0].0, "urgent");
+        assert_eq!(decided[0].1.nominate, Some(both.clone()));
+        assert_eq!(decided[1].0, "old");
+        assert_eq!(decided[1].1.nominate, None);
+        assert_eq!(
+            decided[1].1.waits.as_deref(),
+            Some(
+                "no worker can hold the whole gang now: \
+                 worker-1: cpu 64 needed, 32 free, room being held for ml/urgent (nominated before it this round); \
+                 worker-2: cpu 64 needed, 0 free, room being held for ml/urgent (nominated before it this round)"
+            )
         );
     }
 }

@@ -5,6 +5,8 @@
 //! nodes it may run on ([`Constraints`]). The sets are placed biggest member first, each set by
 //! [`first_fit`] over its feasible nodes' free room, which shrinks as sets are placed: the same
 //! placement model as the admission pass, over the free room the cluster's bound pods leave.
+//! The [`Placement`] found can be held on the cluster's model ([`Placement::hold`]), so that
+//! gangs asked about after it do not count on the same room.
 
 use std::cmp::Reverse;
 use std::fmt;
@@ -12,7 +14,7 @@ use std::fmt;
 use super::constraints::{Constraints, feasible};
 use super::fit::{first_fit, size};
 use crate::model::resources::write_shortfall;
-use crate::model::{Resources, State};
+use crate::model::{Pod, PodPhase, Resources, State};
 
 /// A set of identical members of a gang: what each requests on its node, how many, and where
 /// they may run.
@@ -42,8 +44,33 @@ impl fmt::Display for Misfit {
     }
 }
 
-/// Whether every member of `sets` fits the free room of `state`'s schedulable nodes now.
-pub fn whole_gang_fits(state: &State, sets: &[MemberSet]) -> Result<(), Box<Misfit>> {
+/// Where a whole gang's members would run: each one's node and what it requests there.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Placement {
+    pub members: Vec<(String, Resources)>,
+}
+
+impl Placement {
+    /// Counts the placed members as running pods of `owner` (a name unique to the gang) in
+    /// `state`, taking their room from what later questions find free.
+    pub fn hold(&self, state: &mut State, owner: &str) {
+        for (n, (node, requests)) in self.members.iter().enumerate() {
+            let name = format!("{owner}/{n}");
+            state.apply_pod(Pod {
+                uid: name.clone(),
+                name,
+                node_name: Some(node.clone()),
+                phase: PodPhase::Running,
+                requests: requests.clone(),
+                ..Pod::default()
+            });
+        }
+    }
+}
+
+/// Where every member of `sets` fits the free room of `state`'s schedulable nodes now, or why
+/// the whole gang does not.
+pub fn place_whole_gang(state: &State, sets: &[MemberSet]) -> Result<Placement, Box<Misfit>> {
     let nodes = state.schedulable_nodes();
     let mut free: Vec<Resources> = nodes.iter().map(|n| state.free_on(n)).collect();
     let mut needed = Resources::new();
@@ -64,6 +91,7 @@ pub fn whole_gang_fits(state: &State, sets: &[MemberSet]) -> Result<(), Box<Misf
     }
     let mut order: Vec<&MemberSet> = sets.iter().collect();
     order.sort_by_key(|set| Reverse(size(&set.requests)));
+    let mut members = Vec::new();
     for set in order {
         let on: Vec<usize> = (0..nodes.len())
             .filter(|&i| feasible(nodes[i], set.constraints).is_ok())
@@ -76,9 +104,10 @@ pub fn whole_gang_fits(state: &State, sets: &[MemberSet]) -> Result<(), Box<Misf
         )?;
         for (at, member) in placed {
             free[on[at]].sub(member);
+            members.push((nodes[on[at]].name.clone(), member.clone()));
         }
     }
-    Ok(())
+    Ok(Placement { members })
 }
 
 #[cfg(test)]
@@ -86,7 +115,7 @@ mod tests {
     use std::collections::BTreeMap;
 
     use super::*;
-    use crate::model::{Node, Pod, PodPhase};
+    use crate::model::Node;
 
     fn cpus(n: i64) -> Resources {
         Resources::from([("cpu", n * 1_000)])
@@ -130,7 +159,10 @@ mod tests {
             count: 2,
             constraints: &any,
         }];
-        assert_eq!(whole_gang_fits(&cluster(), &two), Ok(()));
+        assert_eq!(
+            place_whole_gang(&cluster(), &two).map(|p| p.members.len()),
+            Ok(2)
+        );
     }
 
     #[test]
@@ -141,7 +173,7 @@ mod tests {
             count: 4,
             constraints: &any,
         }];
-        let misfit = whole_gang_fits(&cluster(), &four).unwrap_err();
+        let misfit = place_whole_gang(&cluster(), &four).unwrap_err();
         assert_eq!(misfit.to_string(), "cpu 64 needed, 40 free");
     }
 
@@ -154,7 +186,7 @@ mod tests {
             count: 2,
             constraints: &any,
         }];
-        let misfit = whole_gang_fits(&cluster(), &two).unwrap_err();
+        let misfit = place_whole_gang(&cluster(), &two).unwrap_err();
         assert_eq!(
             misfit.to_string(),
             "no node has room left for a member requesting cpu: 20"
@@ -173,13 +205,13 @@ mod tests {
             count: 1,
             constraints: &east,
         };
-        assert_eq!(whole_gang_fits(&cluster(), &[east_only]), Ok(()));
+        assert!(place_whole_gang(&cluster(), &[east_only]).is_ok());
         let two_in_the_east = MemberSet {
             requests: cpus(8),
             count: 2,
             constraints: &east,
         };
-        assert!(whole_gang_fits(&cluster(), &[two_in_the_east]).is_err());
+        assert!(place_whole_gang(&cluster(), &[two_in_the_east]).is_err());
         // The bigger set goes first and takes node b whole; the smaller then fits node a.
         let sets = [
             MemberSet {
@@ -193,6 +225,31 @@ mod tests {
                 constraints: &any,
             },
         ];
-        assert_eq!(whole_gang_fits(&cluster(), &sets), Ok(()));
+        let placement = place_whole_gang(&cluster(), &sets).unwrap();
+        assert_eq!(
+            placement.members,
+            [("b".to_owned(), cpus(32)), ("a".to_owned(), cpus(8))]
+        );
+    }
+
+    #[test]
+    fn a_gang_held_where_it_was_placed_leaves_the_next_only_what_remains() {
+        let any = Constraints::default();
+        let two = [MemberSet {
+            requests: cpus(16),
+            count: 2,
+            constraints: &any,
+        }];
+        let mut state = cluster();
+        let placement = place_whole_gang(&state, &two).unwrap();
+        placement.hold(&mut state, "ml/first");
+        let misfit = place_whole_gang(&state, &two).unwrap_err();
+        assert_eq!(misfit.to_string(), "cpu 32 needed, 8 free");
+        let one = [MemberSet {
+            requests: cpus(8),
+            count: 1,
+            constraints: &any,
+        }];
+        assert!(place_whole_gang(&state, &one).is_ok());
     }
 }
