@@ -83,8 +83,7 @@ use gangplank_core::admit::plan::{self, PodRef};
 use gangplank_core::admit::{Evicting, Passed, pass};
 use gangplank_core::model::GroupKey;
 
-/// Shortest time between two passes, however often the cache changes.
-pub const MIN_PASS_INTERVAL: Duration = Duration::from_millis(100);
+pub use gangplank_core::admit::MIN_PASS_INTERVAL;
 /// Longest time between two passes when nothing changes.
 pub const MAX_PASS_INTERVAL: Duration = Duration::from_secs(5);
 /// How long a patched pod is left alone while the cache catches up.

@@ -501,18 +501,18 @@ fn job(rows: &[&PodRow], mapping: &Mapping) -> Result<Job, Error> {
         },
         namespace,
         queue,
-        arrival: mapping.time(first.creation_time),
+        arrival_ms: ms(mapping.time(first.creation_time)),
         members: rows.iter().map(|r| mapping.requests(r)).collect(),
         min_member: u32::try_from(rows.len()).unwrap_or(u32::MAX),
         gang,
         priority: mapping.priority.get(&first.qos).copied().unwrap_or(0),
-        runtime,
-        runtimes: if gang {
-            rows.iter().map(ran).collect()
+        runtime_ms: ms(runtime),
+        runtimes_ms: if gang {
+            rows.iter().map(|r| ms(ran(r))).collect()
         } else {
             Vec::new()
         },
-        deleted_at,
+        deleted_at_ms: deleted_at.map(ms),
         expected_runtime: None,
         sub_groups: Vec::new(),
         labels: Vec::new(),
@@ -522,6 +522,11 @@ fn job(rows: &[&PodRow], mapping: &Mapping) -> Result<Job, Error> {
             rows.iter().map(|r| on_gpu_models(r)).collect()
         },
     })
+}
+
+/// Whole `seconds` in the milliseconds a [`Job`] counts.
+fn ms(seconds: i64) -> i64 {
+    seconds.saturating_mul(1_000)
 }
 
 /// The trace in `dir` read through the mapping in `mapping_file` ([`DEFAULT`] when `None`).
@@ -654,9 +659,9 @@ mod tests {
         let mut quick = row("quick", "LS", 1, 50);
         quick.scheduled_time = Some(quick.deletion_time);
         let jobs = jobs(&[row("a", "LS", 1, 50), quick], &Mapping::default()).unwrap();
-        assert_eq!((jobs[0].arrival, jobs[0].runtime), (50, 90));
-        assert_eq!(jobs[0].deleted_at, None);
-        assert_eq!(jobs[1].runtime, 1);
+        assert_eq!((jobs[0].arrival_ms, jobs[0].runtime_ms), (50_000, 90_000));
+        assert_eq!(jobs[0].deleted_at_ms, None);
+        assert_eq!(jobs[1].runtime_ms, 1_000);
     }
 
     #[test]
@@ -664,8 +669,8 @@ mod tests {
         let mut never = row("never", "BE", 1, 20);
         never.scheduled_time = None;
         let jobs = jobs(&[never], &Mapping::default()).unwrap();
-        assert_eq!(jobs[0].deleted_at, Some(120));
-        assert_eq!(jobs[0].runtime, 100);
+        assert_eq!(jobs[0].deleted_at_ms, Some(120_000));
+        assert_eq!(jobs[0].runtime_ms, 100_000);
     }
 
     #[test]
@@ -687,9 +692,9 @@ mod tests {
         assert_eq!(gang.name, "gang-a");
         assert!(gang.gang);
         assert_eq!((gang.members.len(), gang.min_member), (3, 3));
-        assert_eq!(gang.arrival, 0);
-        assert_eq!(gang.runtime, 500 - 40);
-        assert_eq!(gang.deleted_at, None);
+        assert_eq!(gang.arrival_ms, 0);
+        assert_eq!(gang.runtime_ms, (500 - 40) * 1_000);
+        assert_eq!(gang.deleted_at_ms, None);
         assert_eq!(jobs[1].name, "gang-d");
         assert_eq!(jobs[1].members.len(), 2);
     }
@@ -754,10 +759,10 @@ mod tests {
         b.scheduled_time = None;
         b.deletion_time = 300;
         let jobs = jobs(&[a.clone(), b.clone()], &m).unwrap();
-        assert_eq!(jobs[0].deleted_at, Some(300));
+        assert_eq!(jobs[0].deleted_at_ms, Some(300_000));
         b.scheduled_time = Some(10);
         let jobs = super::jobs(&[a, b], &m).unwrap();
-        assert_eq!(jobs[0].deleted_at, None);
+        assert_eq!(jobs[0].deleted_at_ms, None);
     }
 
     #[test]
@@ -808,12 +813,15 @@ mod tests {
         let names: Vec<&str> = jobs.iter().map(|j| j.name.as_str()).collect();
         assert_eq!(names, ["z", "a"]);
         assert_eq!((jobs[0].priority, jobs[1].priority), (0, 100));
-        assert_eq!((jobs[0].arrival, jobs[0].runtime), (50, 9));
+        assert_eq!((jobs[0].arrival_ms, jobs[0].runtime_ms), (50_000, 9_000));
         let m = mapping(&format!("{DEFAULT}speed: 10\n"));
         let mut never = row("c", "BE", 1, 1_000);
         never.scheduled_time = None;
         let jobs = super::jobs(&[never], &m).unwrap();
-        assert_eq!((jobs[0].arrival, jobs[0].deleted_at), (100, Some(110)));
+        assert_eq!(
+            (jobs[0].arrival_ms, jobs[0].deleted_at_ms),
+            (100_000, Some(110_000))
+        );
     }
 
     #[test]

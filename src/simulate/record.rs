@@ -1,7 +1,10 @@
 //! `gangplank record`: watches a cluster's nodes, Queues, PodGroups and pods for a while and
 //! writes what it saw as one JSON file (a [`Recording`]), which `gangplank simulate
 //! --recording` replays. Each object is kept as the API last showed it, a deleted pod with the
-//! time its deletion was seen, so pods evicted and made again are all in it. Reads only.
+//! time its deletion was seen, so pods evicted and made again are all in it. The API keeps whole
+//! seconds, so the recorder also stamps, by its own clock to the millisecond, when it saw each
+//! object made and each pod bound and ended ([`Stamps`]): the order of what happened inside one
+//! second. Reads only.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -47,13 +50,38 @@ pub struct Recording {
     pub pods: Vec<Recorded<Pod>>,
 }
 
-/// An object as the API last showed it, and when its deletion was seen.
+/// An object as the API last showed it, when its deletion was seen, and when the recorder saw
+/// it reach each stage.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Recorded<K> {
     pub object: K,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub deleted: Option<Timestamp>,
+    #[serde(default, skip_serializing_if = "Stamps::is_empty")]
+    pub seen: Stamps,
 }
+
+/// When the recorder first saw an object made, and a pod bound to a node and ended (Succeeded
+/// or Failed), by its clock. A stage the object had reached when the recorder first listed it
+/// has no stamp: when it happened is not known.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Stamps {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub created: Option<Timestamp>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bound: Option<Timestamp>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ended: Option<Timestamp>,
+}
+
+impl Stamps {
+    fn is_empty(&self) -> bool {
+        *self == Stamps::default()
+    }
+}
+
+/// The stages of an object that a recording stamps after creation: bound, ended.
+type Stages<K> = fn(&K) -> (bool, bool);
 
 /// Objects of one kind by UID, deleted ones kept.
 struct Seen<K> {
@@ -62,6 +90,8 @@ struct Seen<K> {
     keep_deleted: bool,
     /// Drops what a replay does not read.
     slim: fn(&mut K),
+    /// Which stages the object has reached.
+    stages: Stages<K>,
 }
 
 impl<K: Resource + Clone> Seen<K> {
@@ -70,29 +100,15 @@ impl<K: Resource + Clone> Seen<K> {
             by_uid: BTreeMap::new(),
             keep_deleted,
             slim: |_| {},
+            stages: |_| (false, false),
         }
     }
 
     fn handle(&mut self, event: Event<K>) {
         let now = Timestamp::now();
         match event {
-            Event::Apply(mut object) | Event::InitApply(mut object) => {
-                let meta = object.meta_mut();
-                meta.managed_fields = None;
-                if let Some(annotations) = meta.annotations.as_mut() {
-                    annotations.remove("kubectl.kubernetes.io/last-applied-configuration");
-                }
-                (self.slim)(&mut object);
-                if let Some(uid) = object.uid() {
-                    self.by_uid.insert(
-                        uid,
-                        Recorded {
-                            object,
-                            deleted: None,
-                        },
-                    );
-                }
-            }
+            Event::Apply(object) => self.apply(object, now, true),
+            Event::InitApply(object) => self.apply(object, now, false),
             Event::Delete(object) => {
                 let Some(uid) = object.uid() else { return };
                 if !self.keep_deleted {
@@ -104,6 +120,48 @@ impl<K: Resource + Clone> Seen<K> {
             Event::Init | Event::InitDone => {}
         }
     }
+
+    /// Keeps `object` as shown at `now`, stamping the stages it reached since it was last
+    /// shown; `live`: a change seen as it happened, not an object of a (re)list.
+    fn apply(&mut self, mut object: K, now: Timestamp, live: bool) {
+        let meta = object.meta_mut();
+        meta.managed_fields = None;
+        if let Some(annotations) = meta.annotations.as_mut() {
+            annotations.remove("kubectl.kubernetes.io/last-applied-configuration");
+        }
+        (self.slim)(&mut object);
+        let Some(uid) = object.uid() else { return };
+        let (bound, ended) = (self.stages)(&object);
+        let earlier = self.by_uid.remove(&uid);
+        let (was_bound, was_ended) = earlier
+            .as_ref()
+            .map_or((false, false), |e| (self.stages)(&e.object));
+        let mut seen = earlier.map(|e| e.seen).unwrap_or_else(|| Stamps {
+            created: live.then_some(now),
+            ..Stamps::default()
+        });
+        if live && bound && !was_bound {
+            seen.bound.get_or_insert(now);
+        }
+        if live && ended && !was_ended {
+            seen.ended.get_or_insert(now);
+        }
+        self.by_uid.insert(
+            uid,
+            Recorded {
+                object,
+                deleted: None,
+                seen,
+            },
+        );
+    }
+}
+
+/// A pod's stages: bound to a node, ended (Succeeded or Failed).
+fn pod_stages(pod: &Pod) -> (bool, bool) {
+    let bound = pod.spec.as_ref().is_some_and(|s| s.node_name.is_some());
+    let phase = pod.status.as_ref().and_then(|s| s.phase.as_deref());
+    (bound, matches!(phase, Some("Succeeded" | "Failed")))
 }
 
 /// Records for `args.seconds` (or until interrupted), then writes the recording.
@@ -141,6 +199,7 @@ pub async fn record(client: &Client, stop: impl std::future::Future<Output = ()>
     let mut groups = Seen::<PodGroup>::new(true);
     let mut pods = Seen::<Pod> {
         slim: slim_pod,
+        stages: pod_stages,
         ..Seen::new(true)
     };
     let mut node_events = events::<Node>(client);
@@ -225,6 +284,51 @@ pub fn slim_pod(pod: &mut Pod) {
 mod tests {
     use super::*;
     use crate::cache::convert;
+
+    fn pod(node: Option<&str>, phase: &str) -> Pod {
+        serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "w-0", "namespace": "ml", "uid": "u1"},
+            "spec": {"nodeName": node, "containers": [{"name": "main"}]},
+            "status": {"phase": phase}
+        }))
+        .unwrap()
+    }
+
+    fn pods() -> Seen<Pod> {
+        Seen::<Pod> {
+            stages: pod_stages,
+            ..Seen::new(true)
+        }
+    }
+
+    #[test]
+    fn a_pod_seen_made_bound_and_ended_has_each_stage_stamped_once_in_order() {
+        let mut seen = pods();
+        seen.handle(Event::Apply(pod(None, "Pending")));
+        seen.handle(Event::Apply(pod(Some("n1"), "Pending")));
+        seen.handle(Event::Apply(pod(Some("n1"), "Running")));
+        seen.handle(Event::Apply(pod(Some("n1"), "Succeeded")));
+        seen.handle(Event::Apply(pod(Some("n1"), "Succeeded")));
+        let stamps = &seen.by_uid["u1"].seen;
+        let (created, bound, ended) = (
+            stamps.created.unwrap(),
+            stamps.bound.unwrap(),
+            stamps.ended.unwrap(),
+        );
+        assert!(created <= bound && bound <= ended, "{stamps:?}");
+    }
+
+    #[test]
+    fn a_pod_listed_at_the_start_has_no_stamp_for_what_it_had_done_before() {
+        let mut seen = pods();
+        seen.handle(Event::InitApply(pod(Some("n1"), "Running")));
+        seen.handle(Event::InitDone);
+        assert_eq!(seen.by_uid["u1"].seen, Stamps::default());
+        seen.handle(Event::Apply(pod(Some("n1"), "Failed")));
+        let stamps = &seen.by_uid["u1"].seen;
+        assert!(stamps.created.is_none() && stamps.bound.is_none());
+        assert!(stamps.ended.is_some());
+    }
 
     #[test]
     fn a_slim_pod_converts_to_what_the_whole_pod_does() {

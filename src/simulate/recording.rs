@@ -6,7 +6,9 @@
 //! group). Its arrival is its first object's creation; its members are its pods but those
 //! deleted before they finished (evicted, then made again by their controller); its runtime the
 //! longest a member ran; its live start when its `minMember`th pod was bound (pods' `PodScheduled`
-//! condition). Times are whole seconds, as the API keeps them.
+//! condition). Times are in milliseconds: the recorder's own stamps ([`Stamps`]) where it saw the
+//! stage within [`STAMP_AGREES`] of the whole second the API gives, the API's second otherwise
+//! (an object made before the recording began, or seen late).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -19,9 +21,16 @@ use serde::Serialize;
 
 use super::Workload;
 use super::not_modelled::NotModelled;
-use super::record::Recording;
+use super::record::{Recording, Stamps};
 use crate::cache::constraints::constraints_of;
 use crate::cache::{self, convert};
+
+/// How far after the start of the API's whole second the recorder's stamp of the same stage may
+/// come and still be taken for it: the second itself, and a second of watch delay.
+pub const STAMP_AGREES: i64 = 2_000;
+
+/// A time in Unix milliseconds.
+type Millis = i64;
 
 /// What a recording gives a simulation.
 #[derive(Debug, Clone)]
@@ -44,14 +53,24 @@ struct Member<'r> {
     pod: Pod,
     /// Where it may run: its `nodeSelector`, required node affinity and tolerations.
     constraints: Arc<Constraints>,
-    created: i64,
-    /// When Gangplank admitted it (its `admitted` annotation).
+    created: Millis,
+    /// When Gangplank admitted it (its `admitted` annotation), in whole seconds.
     admitted: Option<i64>,
-    bound: Option<i64>,
+    bound: Option<Millis>,
     /// When its containers ended (Succeeded or Failed), or it was deleted.
-    ended: Option<i64>,
+    ended: Option<Millis>,
     finished: bool,
-    deleted: Option<i64>,
+    deleted: Option<Millis>,
+}
+
+/// The time of a stage the API gives as the whole `second`, to the millisecond when the
+/// recorder's `stamp` of it agrees ([`STAMP_AGREES`]).
+fn precise(second: i64, stamp: Option<&k8s_openapi::jiff::Timestamp>) -> Millis {
+    let start = second.saturating_mul(1_000);
+    stamp
+        .map(|t| t.as_millisecond())
+        .filter(|&at| (start..start.saturating_add(STAMP_AGREES)).contains(&at))
+        .unwrap_or(start)
 }
 
 /// Reads `recording`, the jobs of `namespaces` only unless it is empty; a pod, group, node or
@@ -63,7 +82,7 @@ pub fn replay(
 ) -> Result<Replay, cache::Error> {
     let members = members_of(recording, namespaces)?;
     let specs = specs_of(recording)?;
-    let arrivals: Vec<i64> = members
+    let arrivals: Vec<Millis> = members
         .iter()
         .map(|(key, pods)| {
             let spec = specs.get(key);
@@ -75,10 +94,10 @@ pub fn replay(
         .copied()
         .min()
         .unwrap_or(0)
-        .min(recording.started.as_second());
+        .min(recording.started.as_millisecond());
     let times = Times {
         origin,
-        end: recording.ended.as_second(),
+        end: recording.ended.as_millisecond(),
     };
     let mut jobs = Vec::new();
     let mut live_starts = Vec::new();
@@ -88,10 +107,10 @@ pub fn replay(
         let spec = specs.get(&key).map(|s| &s.0);
         let (job, live_start) = job_of(&key, &pods, spec, arrived, times, &mut not_modelled);
         jobs.push(job);
-        live_starts.push(live_start.map(|t| t - origin));
+        live_starts.push(live_start.map(|t| (t - origin).div_euclid(1_000)));
         busy.extend(
             pods.iter()
-                .filter_map(|m| Some((m.admitted?, m.bound?)))
+                .filter_map(|m| Some((m.admitted?, m.bound?.div_euclid(1_000))))
                 .filter(|(admitted, bound)| bound >= admitted),
         );
     }
@@ -135,18 +154,20 @@ fn members_of<'r>(
             continue;
         }
         let key = GroupKey::of(&pod).unwrap_or_else(|| GroupKey::lone(&pod));
-        let deleted = recorded.deleted.map(|t| t.as_second());
+        let deleted = recorded.deleted.map(|t| t.as_millisecond());
         let finished = pod.phase.is_terminal() && !pod.disrupted;
+        let seen: &Stamps = &recorded.seen;
         let ended = finished
             .then(|| terminated(&recorded.object))
             .flatten()
+            .map(|second| precise(second, seen.ended.as_ref()))
             .or(deleted);
         members.entry(key).or_default().push(Member {
             object: &recorded.object,
             constraints: Arc::new(constraints_of(&recorded.object)),
-            created: pod.created,
+            created: precise(pod.created, seen.created.as_ref()),
             admitted: admitted(&recorded.object),
-            bound: bound(&recorded.object),
+            bound: bound(&recorded.object).map(|second| precise(second, seen.bound.as_ref())),
             ended,
             finished,
             deleted,
@@ -157,8 +178,8 @@ fn members_of<'r>(
 }
 
 /// The recorded PodGroups with their creation times, by key (the first seen of a key).
-fn specs_of(recording: &Recording) -> Result<BTreeMap<GroupKey, (PodGroup, i64)>, cache::Error> {
-    let mut specs: BTreeMap<GroupKey, (PodGroup, i64)> = BTreeMap::new();
+fn specs_of(recording: &Recording) -> Result<BTreeMap<GroupKey, (PodGroup, Millis)>, cache::Error> {
+    let mut specs: BTreeMap<GroupKey, (PodGroup, Millis)> = BTreeMap::new();
     for recorded in &recording.pod_groups {
         let group = convert::pod_group(&recorded.object)?;
         let created = recorded
@@ -166,17 +187,19 @@ fn specs_of(recording: &Recording) -> Result<BTreeMap<GroupKey, (PodGroup, i64)>
             .metadata
             .creation_timestamp
             .as_ref()
-            .map_or(i64::MAX, |t| t.0.as_second());
+            .map_or(i64::MAX, |t| {
+                precise(t.0.as_second(), recorded.seen.created.as_ref())
+            });
         specs.entry(group.key.clone()).or_insert((group, created));
     }
     Ok(specs)
 }
 
-/// A replay's time points, in Unix seconds: its origin and the recording's end.
+/// A replay's time points, in Unix milliseconds: its origin and the recording's end.
 #[derive(Clone, Copy)]
 struct Times {
-    origin: i64,
-    end: i64,
+    origin: Millis,
+    end: Millis,
 }
 
 /// The job of group `key`'s recorded `pods` (its PodGroup `spec`, if any), which `arrived`,
@@ -186,10 +209,10 @@ fn job_of(
     key: &GroupKey,
     pods: &[Member],
     spec: Option<&PodGroup>,
-    arrived: i64,
+    arrived: Millis,
     times: Times,
     not_modelled: &mut NotModelled,
-) -> (Job, Option<i64>) {
+) -> (Job, Option<Millis>) {
     let gang = pods[0].pod.pod_group.is_some();
     let kept: Vec<&Member> = pods
         .iter()
@@ -202,7 +225,7 @@ fn job_of(
         kept
     };
     let min_member = spec.map_or(1, |s| s.min_member).min(kept.len() as u32);
-    let mut starts: Vec<i64> = pods.iter().filter_map(|m| m.bound).collect();
+    let mut starts: Vec<Millis> = pods.iter().filter_map(|m| m.bound).collect();
     starts.sort_unstable();
     let live_start = starts.get(min_member.max(1) as usize - 1).copied();
     let runtime = runtime_of(&kept, spec, arrived, times.end);
@@ -219,21 +242,21 @@ fn job_of(
             .map(|s| s.queue.clone())
             .or_else(|| first.pod.queue.clone())
             .unwrap_or_default(),
-        arrival: arrived - times.origin,
+        arrival_ms: arrived - times.origin,
         members: kept.iter().map(|m| m.pod.requests.clone()).collect(),
         min_member: min_member.max(1),
         gang,
         priority: first.pod.priority,
-        runtimes: kept
+        runtimes_ms: kept
             .iter()
             .map(|m| match (m.bound, m.finished) {
                 (Some(bound), true) => m.ended.unwrap_or(times.end) - bound,
                 _ => runtime,
             })
-            .map(|r| r.max(1))
+            .map(|r| r.max(1_000))
             .collect(),
-        runtime,
-        deleted_at: cancelled
+        runtime_ms: runtime,
+        deleted_at_ms: cancelled
             .then(|| pods.iter().filter_map(|m| m.deleted).max())
             .flatten()
             .map(|t| t - times.origin),
@@ -245,10 +268,10 @@ fn job_of(
     (job, live_start)
 }
 
-/// How long a job of `kept` members runs once bound: as long as its finished members ran;
-/// members still running at the recording's `end` say only how long it is at least, so the
-/// owner's estimate (`spec`'s expected runtime) goes first; at least 1 s.
-fn runtime_of(kept: &[&Member], spec: Option<&PodGroup>, arrived: i64, end: i64) -> i64 {
+/// How long a job of `kept` members runs once bound, in milliseconds: as long as its finished
+/// members ran; members still running at the recording's `end` say only how long it is at
+/// least, so the owner's estimate (`spec`'s expected runtime) goes first; at least 1 s.
+fn runtime_of(kept: &[&Member], spec: Option<&PodGroup>, arrived: Millis, end: Millis) -> Millis {
     let ran = |finished: bool| {
         kept.iter()
             .filter(|m| m.finished == finished)
@@ -257,12 +280,12 @@ fn runtime_of(kept: &[&Member], spec: Option<&PodGroup>, arrived: i64, end: i64)
     };
     let expected = spec
         .and_then(|s| s.expected_runtime)
-        .map(|d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX));
+        .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
     ran(true)
         .or(expected)
         .or_else(|| ran(false))
         .unwrap_or(end - arrived)
-        .max(1)
+        .max(1_000)
 }
 
 /// The scheduler's throughput in a recording, from each pod's (admitted, bound) seconds: the
@@ -301,8 +324,8 @@ fn admitted(pod: &ApiPod) -> Option<i64> {
 
 /// The job's arrival: when as many of its pods existed as its gang needs (`quorum`), or its
 /// PodGroup was created, whichever came later: before that, admission had nothing to admit.
-fn arrival(pods: &[Member], group_created: Option<i64>, quorum: u32) -> i64 {
-    let mut created: Vec<i64> = pods.iter().map(|m| m.created).collect();
+fn arrival(pods: &[Member], group_created: Option<Millis>, quorum: u32) -> Millis {
+    let mut created: Vec<Millis> = pods.iter().map(|m| m.created).collect();
     created.sort_unstable();
     let index = (quorum.max(1) as usize)
         .min(created.len())
@@ -387,14 +410,14 @@ pub fn fidelity(jobs: &[Job], live: &[Option<i64>], outcome: &Outcome) -> Fideli
         match (live[j], outcome.jobs[j].started) {
             (Some(l), Some(r)) => {
                 both.push((j, l, r));
-                let live_wait = l - job.arrival;
+                let live_wait = l - job.arrival();
                 let allowed = 5.max(live_wait / 10);
                 out.worst_seconds = out.worst_seconds.max((r - l).abs());
                 if (r - l).abs() > allowed {
                     out.off.push(StartOff {
                         job: name(j),
                         live_wait,
-                        replay_wait: r - job.arrival,
+                        replay_wait: r - job.arrival(),
                         allowed,
                     });
                 }
@@ -425,14 +448,14 @@ mod tests {
             name: name.to_owned(),
             namespace: "ns".to_owned(),
             queue: "q".to_owned(),
-            arrival,
+            arrival_ms: arrival * 1_000,
             members: Vec::new(),
             min_member: 1,
             gang: true,
             priority: 0,
-            runtime: 10,
-            runtimes: Vec::new(),
-            deleted_at: None,
+            runtime_ms: 10_000,
+            runtimes_ms: Vec::new(),
+            deleted_at_ms: None,
             expected_runtime: None,
             sub_groups: Vec::new(),
             constraints: Vec::new(),
@@ -451,6 +474,24 @@ mod tests {
                 .collect(),
             ..Outcome::default()
         }
+    }
+
+    #[test]
+    fn a_stamp_gives_the_millisecond_only_when_it_agrees_with_the_apis_second() {
+        let at = |t: &str| t.parse::<k8s_openapi::jiff::Timestamp>().expect("a time");
+        let second = at("2026-12-07T10:00:00Z").as_second();
+        let start = second * 1_000;
+        let inside = at("2026-12-07T10:00:00.250Z");
+        assert_eq!(precise(second, Some(&inside)), start + 250);
+        // Seen a second late (the watch's delay): still that stage.
+        let late = at("2026-12-07T10:00:01.900Z");
+        assert_eq!(precise(second, Some(&late)), start + 1_900);
+        // Seen long after (listed when the recording began), or before: the API's second.
+        let listed = at("2026-12-07T10:05:00.100Z");
+        assert_eq!(precise(second, Some(&listed)), start);
+        let before = at("2026-12-07T09:59:59.900Z");
+        assert_eq!(precise(second, Some(&before)), start);
+        assert_eq!(precise(second, None), start);
     }
 
     #[test]
@@ -516,6 +557,7 @@ mod tests {
             pods: vec![super::super::record::Recorded {
                 object: pod,
                 deleted: None,
+                seen: Stamps::default(),
             }],
         };
         let replay = replay(&recorded, "test", &[]).expect("it replays");

@@ -21,4 +21,4 @@ pub mod plan;
 pub mod reclaim;
 pub mod why;
 
-pub use pass::{Evicting, Passed, pass};
+pub use pass::{Evicting, MIN_PASS_INTERVAL, Passed, pass};

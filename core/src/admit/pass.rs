@@ -3,10 +3,17 @@
 //! after it. What follows a pass (the ledger's record, the releases, the evictions) is each
 //! caller's own: the loop writes to the API server, the simulator to its model.
 
+use std::time::Duration;
+
 use super::groups::{Groups, Unshown};
 use super::plan::{self, Decision};
 use super::reclaim::{self, ReclaimPlan};
 use crate::model::{GroupKey, State};
+
+/// Shortest time between two passes, however often the cluster changes: the admission loop
+/// gathers what changed meanwhile into the next pass, and the simulator's engine runs its
+/// passes on the same cadence.
+pub const MIN_PASS_INTERVAL: Duration = Duration::from_millis(100);
 
 /// What reclaim must leave alone: pods whose eviction was requested (`evicting(uid)`) and
 /// gangs left alone for now (`refused(group)`).

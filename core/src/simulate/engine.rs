@@ -1,6 +1,10 @@
-//! The event loop of a simulation ([`run`]): arrivals, ends and deletions in virtual time;
-//! after the events of each instant, admission passes until one changes nothing, each
-//! followed by reclaim's evictions and the placement of the pods it released.
+//! The event loop of a simulation ([`run`]): arrivals, ends and deletions in virtual time, to
+//! the millisecond; after the events of an instant, admission passes until one changes nothing,
+//! each followed by reclaim's evictions and the placement of the pods it released. As the
+//! admission loop, passes run at most every [`MIN_PASS_INTERVAL`]: the events that come before
+//! the next pass may run are handled first, each at its own time. The core reads whole seconds
+//! (`now` of a pass, the pods' times) and so does the [`Outcome`]; the ledger's deadlines keep
+//! the milliseconds.
 //!
 //! Placement stands in for the stock scheduler calling the extender: a released pod's
 //! candidates are the nodes that take it and have room for it (the scheduler's own filter),
@@ -23,7 +27,7 @@ use super::outcome::{JobOutcome, Outcome, QueueSample, Sample};
 use super::{Job, Setup};
 use crate::admit::groups::Unshown;
 use crate::admit::plan::{self, Decision, Hold};
-use crate::admit::{Evicting, Passed, after_pass, pass};
+use crate::admit::{Evicting, MIN_PASS_INTERVAL, Passed, after_pass, pass};
 use crate::claims::{self, Release};
 use crate::model::names::ADMISSION_GATE;
 use crate::model::{GroupKey, Pod, PodGroup, PodPhase, Queue, Resources, State};
@@ -53,12 +57,20 @@ struct Progress {
     over: bool,
 }
 
+/// A time of virtual time in milliseconds, as the engine keeps it.
+type Millis = i64;
+
+/// The whole second of `at`, as the core and the outcome read time.
+fn second(at: Millis) -> i64 {
+    at.div_euclid(1_000)
+}
+
 struct Sim<'a> {
     jobs: &'a [Job],
     state: State,
     setup: &'a Setup,
     settings: claims::Settings,
-    events: BinaryHeap<Reverse<(i64, u64, Event)>>,
+    events: BinaryHeap<Reverse<(Millis, u64, Event)>>,
     seq: u64,
     progress: Vec<Progress>,
     out: Outcome,
@@ -123,53 +135,57 @@ pub fn run(setup: &Setup, jobs: &[Job]) -> Outcome {
         schedulable,
     };
     for (j, job) in jobs.iter().enumerate() {
-        sim.at(job.arrival, Event::Arrive(j));
-        if let Some(at) = job.deleted_at {
+        sim.at(job.arrival_ms, Event::Arrive(j));
+        if let Some(at) = job.deleted_at_ms {
             sim.at(at, Event::Delete(j));
         }
         let max_wait = sim.state.queues().get(&job.queue).and_then(|q| q.max_wait);
         if let Some(max_wait) = max_wait {
-            let secs = i64::try_from(max_wait.as_secs()).unwrap_or(i64::MAX / 2);
+            let ms = i64::try_from(max_wait.as_millis()).unwrap_or(i64::MAX / 2);
             sim.at(
-                job.arrival.saturating_add(secs).saturating_add(1),
+                job.arrival_ms.saturating_add(ms).saturating_add(1_000),
                 Event::Wake,
             );
         }
     }
-    while let Some(Reverse((now, _, event))) = sim.events.pop() {
-        sim.handle(event, now);
+    let interval = i64::try_from(MIN_PASS_INTERVAL.as_millis()).unwrap_or(100);
+    let mut last_pass: Option<Millis> = None;
+    while let Some(Reverse((first, _, event))) = sim.events.pop() {
+        sim.handle(event, first);
+        let now = last_pass.map_or(first, |last| first.max(last.saturating_add(interval)));
         while let Some(Reverse((at, _, next))) = sim.events.peek().copied() {
-            if at != now {
+            if at > now {
                 break;
             }
             sim.events.pop();
-            sim.handle(next, now);
+            sim.handle(next, at);
         }
         sim.passes(now);
         sim.sample(now);
-        sim.out.end = now;
+        sim.out.end = second(now);
+        last_pass = Some(now);
     }
     sim.out
 }
 
 impl Sim<'_> {
-    fn at(&mut self, time: i64, event: Event) {
+    fn at(&mut self, time: Millis, event: Event) {
         self.seq += 1;
         self.events.push(Reverse((time, self.seq, event)));
     }
 
-    fn instant(&self, now: i64) -> Instant {
-        self.setup.origin + Duration::from_secs(now.max(0).unsigned_abs())
+    fn instant(&self, now: Millis) -> Instant {
+        self.setup.origin + Duration::from_millis(now.max(0).unsigned_abs())
     }
 
-    fn handle(&mut self, event: Event, now: i64) {
+    fn handle(&mut self, event: Event, now: Millis) {
         self.out.events += 1;
         match event {
             Event::Arrive(j) => self.arrive(j, now),
             Event::MemberEnd(serial) => self.member_end(&uid_of(serial), now),
             Event::Delete(j) => {
                 if !self.progress[j].over {
-                    self.out.jobs[j].deleted = Some(now);
+                    self.out.jobs[j].deleted = Some(second(now));
                     self.remove(j);
                 }
             }
@@ -178,7 +194,7 @@ impl Sim<'_> {
     }
 
     /// The job's PodGroup (for a gang) and its pods, gated, as its controller creates them.
-    fn arrive(&mut self, j: usize, now: i64) {
+    fn arrive(&mut self, j: usize, now: Millis) {
         let job = &self.jobs[j];
         if self.progress[j].over {
             return;
@@ -189,7 +205,7 @@ impl Sim<'_> {
                 job.min_member.max(1),
                 job.queue.clone(),
             );
-            group.created = now;
+            group.created = second(now);
             group.expected_runtime = job.expected_runtime;
             group.sub_groups = job.sub_groups.clone();
             self.state.apply_pod_group(group);
@@ -199,7 +215,7 @@ impl Sim<'_> {
         }
     }
 
-    fn create_pod(&mut self, j: usize, index: usize, now: i64) {
+    fn create_pod(&mut self, j: usize, index: usize, now: Millis) {
         let job = &self.jobs[j];
         self.pod_counter += 1;
         let uid = uid_of(self.pod_counter);
@@ -213,7 +229,7 @@ impl Sim<'_> {
             queue: Some(job.queue.clone()),
             priority: job.priority,
             scheduling_gates: vec![ADMISSION_GATE.to_owned()],
-            created: now,
+            created: second(now),
             marked: true,
             ..Pod::default()
         };
@@ -228,7 +244,7 @@ impl Sim<'_> {
 
     /// A member ran its runtime: it succeeded; a job with none of its members running and
     /// its quorum succeeded has finished.
-    fn member_end(&mut self, uid: &str, now: i64) {
+    fn member_end(&mut self, uid: &str, now: Millis) {
         let Some(&(j, _)) = self.owner.get(uid) else {
             return;
         };
@@ -250,7 +266,7 @@ impl Sim<'_> {
             }
         }
         if running == 0 && succeeded >= self.jobs[j].min_member.max(1) {
-            self.out.jobs[j].finished = Some(now);
+            self.out.jobs[j].finished = Some(second(now));
             self.remove(j);
         }
     }
@@ -273,7 +289,7 @@ impl Sim<'_> {
     }
 
     /// Admission passes at `now` until one releases, evicts and places nothing.
-    fn passes(&mut self, now: i64) {
+    fn passes(&mut self, now: Millis) {
         for _ in 0..MAX_PASSES_AT_ONCE {
             let released = self.pass(now);
             let placed = self.place(now);
@@ -285,10 +301,10 @@ impl Sim<'_> {
 
     /// One pass: decide, plan reclaim, record what the pass leaves in the ledger, release the
     /// admitted pods and carry out the evictions. Whether it changed anything.
-    fn pass(&mut self, now: i64) -> bool {
+    fn pass(&mut self, now: Millis) -> bool {
         self.out.passes += 1;
         let Passed { decision, reclaims } =
-            pass(&self.state, Unshown::none(), Evicting::none(), now);
+            pass(&self.state, Unshown::none(), Evicting::none(), second(now));
         let at = self.instant(now);
         after_pass::record(&mut self.state, self.held.as_ref(), &decision, at);
         self.held.clone_from(&decision.hold);
@@ -325,7 +341,7 @@ impl Sim<'_> {
     }
 
     /// Removes Gangplank's gate from the pod, as the admission loop's patch does.
-    fn release(&mut self, pod: &plan::PodRef, now: i64) -> bool {
+    fn release(&mut self, pod: &plan::PodRef, now: Millis) -> bool {
         let Some(seen) = self.state.pods().get(&pod.uid) else {
             return false;
         };
@@ -343,7 +359,7 @@ impl Sim<'_> {
         if let Some(&(j, _)) = self.owner.get(&pod.uid) {
             let job = &mut self.out.jobs[j];
             if job.admitted.is_none() {
-                job.admitted = Some(now);
+                job.admitted = Some(second(now));
                 self.out.admission_order.push(j);
             }
         }
@@ -352,7 +368,7 @@ impl Sim<'_> {
 
     /// Evicts `uids` (a gang `whole`, or its elastic members): each is deleted and made again
     /// behind the gate, as its controller does; a gang evicted whole starts over.
-    fn evict(&mut self, uids: &[String], whole: bool, now: i64) {
+    fn evict(&mut self, uids: &[String], whole: bool, now: Millis) {
         let Some(&(j, _)) = uids.first().and_then(|u| self.owner.get(u)) else {
             return;
         };
@@ -377,9 +393,9 @@ impl Sim<'_> {
 
     /// Places what it can of the released pods, within the scheduler's throughput (the rest
     /// go on in the next second); whether any was placed.
-    fn place(&mut self, now: i64) -> bool {
-        if self.budget.0 != now {
-            self.budget = (now, self.setup.binds_per_second.unwrap_or(u32::MAX));
+    fn place(&mut self, now: Millis) -> bool {
+        if self.budget.0 != second(now) {
+            self.budget = (second(now), self.setup.binds_per_second.unwrap_or(u32::MAX));
         }
         let mut placed = false;
         let mut deferred = false;
@@ -396,13 +412,13 @@ impl Sim<'_> {
             }
         }
         if deferred {
-            self.at(now + 1, Event::Wake);
+            self.at((second(now) + 1) * 1_000, Event::Wake);
         }
         placed
     }
 
     /// One scheduling cycle for `uid`: see the module docs. Whether it was placed.
-    fn schedule(&mut self, uid: &str, now: i64) -> bool {
+    fn schedule(&mut self, uid: &str, now: Millis) -> bool {
         let Some(pod) = self.state.pods().get(uid).cloned() else {
             return false;
         };
@@ -487,7 +503,7 @@ impl Sim<'_> {
 
     /// Binds each (pod, node): the pods run from `now`; a job whose first member this binds
     /// has started.
-    fn bind(&mut self, binds: &[(String, String)], now: i64) {
+    fn bind(&mut self, binds: &[(String, String)], now: Millis) {
         for (uid, node) in binds {
             let Some(seen) = self.state.pods().get(uid) else {
                 continue;
@@ -495,24 +511,25 @@ impl Sim<'_> {
             let mut bound = Pod::clone(seen);
             bound.node_name = Some(node.clone());
             bound.phase = PodPhase::Running;
-            bound.started = Some(now);
+            bound.started = Some(second(now));
             self.state.apply_pod(bound);
             let Some(&(j, index)) = self.owner.get(uid) else {
                 continue;
             };
-            let end = now.saturating_add(self.jobs[j].runtime_of(index).max(0));
+            let end = now.saturating_add(self.jobs[j].runtime_ms_of(index).max(0));
             if let Some(serial) = serial_of(uid) {
                 self.at(end, Event::MemberEnd(serial));
             }
             if !self.progress[j].running {
                 self.progress[j].running = true;
-                self.out.jobs[j].started.get_or_insert(now);
+                self.out.jobs[j].started.get_or_insert(second(now));
             }
         }
     }
 
     /// Records the queues as the latest pass saw them, once per `sample_every`.
-    fn sample(&mut self, now: i64) {
+    fn sample(&mut self, now: Millis) {
+        let now = second(now);
         if now < self.next_sample {
             return;
         }

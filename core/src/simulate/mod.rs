@@ -36,8 +36,8 @@ pub struct Job {
     pub name: String,
     pub namespace: String,
     pub queue: String,
-    /// When it is submitted, in seconds of virtual time.
-    pub arrival: i64,
+    /// When it is submitted, in milliseconds of virtual time.
+    pub arrival_ms: i64,
     /// Each member's requests.
     pub members: Vec<Resources>,
     /// `minMember` of its PodGroup; ignored for a lone pod.
@@ -45,14 +45,15 @@ pub struct Job {
     /// A PodGroup and its members; `false`: one pod of a queue in no group.
     pub gang: bool,
     pub priority: i32,
-    /// How long its members run once bound, in seconds.
-    pub runtime: i64,
-    /// Each member's own runtime, in `members`' order, where they differ (a recording's
-    /// members finish a second or two apart); empty: every member runs `runtime`.
-    pub runtimes: Vec<i64>,
-    /// Deleted at this time wherever it is (waiting or running), as a user cancels: a trace's
-    /// row that was deleted before it ever ran.
-    pub deleted_at: Option<i64>,
+    /// How long its members run once bound, in milliseconds.
+    pub runtime_ms: i64,
+    /// Each member's own runtime in milliseconds, in `members`' order, where they differ (a
+    /// recording's members finish a second or two apart); empty: every member runs
+    /// `runtime_ms`.
+    pub runtimes_ms: Vec<i64>,
+    /// Deleted at this time (in milliseconds) wherever it is (waiting or running), as a user
+    /// cancels: a trace's row that was deleted before it ever ran.
+    pub deleted_at_ms: Option<i64>,
     /// The PodGroup's expected runtime (what backfill reads), if its owner declares one.
     pub expected_runtime: Option<Duration>,
     /// Its PodGroup's sub-groups (a gang of gangs: whole instances, a minimum of them); empty:
@@ -93,9 +94,17 @@ impl Job {
         self.constraints.get(index).map(Arc::as_ref)
     }
 
-    /// How long member `index` runs once bound.
-    pub fn runtime_of(&self, index: usize) -> i64 {
-        self.runtimes.get(index).copied().unwrap_or(self.runtime)
+    /// How long member `index` runs once bound, in milliseconds.
+    pub fn runtime_ms_of(&self, index: usize) -> i64 {
+        self.runtimes_ms
+            .get(index)
+            .copied()
+            .unwrap_or(self.runtime_ms)
+    }
+
+    /// The whole second of virtual time it is submitted in, as the [`Outcome`] counts time.
+    pub fn arrival(&self) -> i64 {
+        self.arrival_ms.div_euclid(1_000)
     }
 
     /// What all its members request together.

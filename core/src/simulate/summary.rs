@@ -76,7 +76,7 @@ fn percentile(sorted: &[i64], p: f64) -> Option<i64> {
 pub fn summarise(jobs: &[Job], outcome: &Outcome) -> Summary {
     let mut by_queue: BTreeMap<&str, (QueueSummary, Vec<i64>)> = BTreeMap::new();
     let mut longest = Vec::new();
-    let first = jobs.iter().map(|j| j.arrival).min().unwrap_or(0);
+    let first = jobs.iter().map(Job::arrival).min().unwrap_or(0);
     let mut last_finish = first;
     for (j, (job, done)) in jobs.iter().zip(&outcome.jobs).enumerate() {
         let (q, waits) = by_queue.entry(job.queue.as_str()).or_insert_with(|| {
@@ -94,7 +94,7 @@ pub fn summarise(jobs: &[Job], outcome: &Outcome) -> Summary {
             q.finished += 1;
             last_finish = last_finish.max(end);
         }
-        let wait = match done.wait(job.arrival) {
+        let wait = match done.wait(job.arrival()) {
             Some(wait) => {
                 q.started += 1;
                 waits.push(wait);
@@ -106,7 +106,7 @@ pub fn summarise(jobs: &[Job], outcome: &Outcome) -> Summary {
             }
             None => {
                 q.never_started += 1;
-                outcome.end - job.arrival
+                outcome.end - job.arrival()
             }
         };
         longest.push(LongWait {

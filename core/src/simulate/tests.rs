@@ -12,19 +12,21 @@ fn cpus(n: i64) -> Resources {
     Resources::from([("cpu", n * 1_000)])
 }
 
+/// A gang of `members` pods of `cpu` CPUs arriving at `arrival` and running `runtime` (in
+/// seconds).
 fn gang(name: &str, queue: &str, members: u32, cpu: i64, arrival: i64, runtime: i64) -> Job {
     Job {
         name: name.to_owned(),
         namespace: "team".to_owned(),
         queue: queue.to_owned(),
-        arrival,
+        arrival_ms: arrival * 1_000,
         members: (0..members).map(|_| cpus(cpu)).collect(),
         min_member: members,
         gang: true,
         priority: 0,
-        runtime,
-        runtimes: Vec::new(),
-        deleted_at: None,
+        runtime_ms: runtime * 1_000,
+        runtimes_ms: Vec::new(),
+        deleted_at_ms: None,
         expected_runtime: None,
         sub_groups: Vec::new(),
         constraints: Vec::new(),
@@ -180,9 +182,27 @@ fn reclaim_evicts_a_queue_over_its_share_for_one_below_it_and_the_victim_starts_
 }
 
 #[test]
+fn what_happens_inside_one_second_happens_in_its_order_with_a_pass_between() {
+    // The hog ends at 5.050 s; "zeta" arrives at 5.200 and "alpha" at 5.700, each wanting the
+    // whole node. A pass runs after each (at most every 100 ms), so zeta, there first, takes
+    // it; alpha, first by name in one instant, waits for it.
+    let mut zeta = gang("zeta", "q", 1, 8, 0, 10);
+    zeta.arrival_ms = 5_200;
+    let mut alpha = gang("alpha", "q", 1, 8, 0, 10);
+    alpha.arrival_ms = 5_700;
+    let mut hog = gang("hog", "q", 1, 8, 0, 0);
+    hog.runtime_ms = 5_050;
+    let jobs = [hog, alpha, zeta];
+    let out = run(&setup(1, 8, vec![Queue::new("q")]), &jobs);
+    assert_eq!(out.jobs[2].started, Some(5));
+    assert_eq!(out.jobs[1].started, Some(15));
+    assert_eq!(out.admission_order, vec![0, 2, 1]);
+}
+
+#[test]
 fn a_job_deleted_while_it_waits_is_withdrawn_and_frees_nothing_it_never_held() {
     let mut late = gang("late", "q", 1, 8, 1, 10);
-    late.deleted_at = Some(5);
+    late.deleted_at_ms = Some(5_000);
     let jobs = [gang("hog", "q", 1, 8, 0, 100), late];
     let out = run(&setup(1, 8, vec![Queue::new("q")]), &jobs);
     assert_eq!(out.jobs[1].started, None);
