@@ -11,7 +11,7 @@ use gangplank_core::simulate::run;
 
 use super::configuration::{self, Configuration};
 use super::not_modelled::NotModelled;
-use super::recording::{self, Fidelity};
+use super::recording::{self, Fidelity, Live};
 use super::report::{self, Report, Run};
 use super::{Workload, mapping, record};
 use crate::cache;
@@ -160,7 +160,7 @@ struct Json<'a> {
 struct Inputs {
     workload: Workload,
     configurations: Vec<Configuration>,
-    live: Option<Vec<Option<i64>>>,
+    live: Option<Vec<Live>>,
     binds_per_second: Option<u32>,
     not_modelled: NotModelled,
 }
@@ -205,7 +205,7 @@ fn inputs(args: &SimulateArgs) -> Result<Inputs, Error> {
     Ok(Inputs {
         workload: replay.workload,
         configurations,
-        live: Some(replay.live_starts),
+        live: Some(replay.live),
         binds_per_second: args.binds_per_second.or(replay.binds_per_second),
         not_modelled: replay.not_modelled,
     })
@@ -226,7 +226,7 @@ pub struct RunOptions {
 pub fn compare(
     workload: &Workload,
     configurations: &[Configuration],
-    live: Option<&[Option<i64>]>,
+    live: Option<&[Live]>,
     options: RunOptions,
 ) -> Result<(Report, Option<Fidelity>), Error> {
     let mut capacity = Resources::new();
@@ -353,6 +353,9 @@ pub fn fidelity_text(f: &Fidelity) -> String {
     }
     for job in &f.one_sided {
         out.push_str(&format!("  {job} started on one side only\n"));
+    }
+    for (job, reasons) in &f.causes {
+        out.push_str(&format!("  why {job} parted: {}\n", reasons.join("; ")));
     }
     out
 }

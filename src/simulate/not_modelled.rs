@@ -8,42 +8,51 @@ use std::collections::BTreeMap;
 use k8s_openapi::api::core::v1::{Affinity, Pod};
 use serde::Serialize;
 
+/// What `pod` asks that the replay does not model, in words.
+fn asks(pod: &Pod) -> Vec<&'static str> {
+    let Some(spec) = &pod.spec else {
+        return Vec::new();
+    };
+    let affinity = spec.affinity.as_ref();
+    let asks = [
+        ("pod affinity", affinity.is_some_and(has_pod_affinity)),
+        (
+            "pod anti-affinity",
+            affinity.is_some_and(has_pod_anti_affinity),
+        ),
+        (
+            "preferred node affinity",
+            affinity.is_some_and(prefers_nodes),
+        ),
+        (
+            "topology spread constraints",
+            spec.topology_spread_constraints
+                .as_ref()
+                .is_some_and(|c| !c.is_empty()),
+        ),
+        (
+            "DRA resource claims",
+            spec.resource_claims.as_ref().is_some_and(|c| !c.is_empty()),
+        ),
+    ];
+    asks.into_iter()
+        .filter_map(|(kind, asked)| asked.then_some(kind))
+        .collect()
+}
+
 /// Per kind of ask (in words), how many recorded pods a replay runs asked it.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 #[serde(transparent)]
 pub struct NotModelled(BTreeMap<&'static str, usize>);
 
 impl NotModelled {
-    /// Counts what `pod` asks that the replay does not model.
-    pub fn count(&mut self, pod: &Pod) {
-        let Some(spec) = &pod.spec else { return };
-        let affinity = spec.affinity.as_ref();
-        let asks = [
-            ("pod affinity", affinity.is_some_and(has_pod_affinity)),
-            (
-                "pod anti-affinity",
-                affinity.is_some_and(has_pod_anti_affinity),
-            ),
-            (
-                "preferred node affinity",
-                affinity.is_some_and(prefers_nodes),
-            ),
-            (
-                "topology spread constraints",
-                spec.topology_spread_constraints
-                    .as_ref()
-                    .is_some_and(|c| !c.is_empty()),
-            ),
-            (
-                "DRA resource claims",
-                spec.resource_claims.as_ref().is_some_and(|c| !c.is_empty()),
-            ),
-        ];
-        for (kind, asked) in asks {
-            if asked {
-                *self.0.entry(kind).or_default() += 1;
-            }
+    /// Counts what `pod` asks that the replay does not model; returns those kinds.
+    pub fn count(&mut self, pod: &Pod) -> Vec<&'static str> {
+        let asked = asks(pod);
+        for kind in &asked {
+            *self.0.entry(kind).or_default() += 1;
         }
+        asked
     }
 
     pub fn is_empty(&self) -> bool {

@@ -38,12 +38,23 @@ pub struct Replay {
     pub workload: Workload,
     /// The queues as recorded: the configuration the live run had.
     pub queues: Vec<Queue>,
-    /// Per job (in the workload's order): when it started live, in seconds from the origin.
-    pub live_starts: Vec<Option<i64>>,
+    /// Per job (in the workload's order): what happened to it live.
+    pub live: Vec<Live>,
     /// The scheduler's throughput in the recording ([`throughput`]).
     pub binds_per_second: Option<u32>,
     /// What the pods replayed ask that the replay does not model.
     pub not_modelled: NotModelled,
+}
+
+/// What happened to one job live, as the fidelity compares it.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Live {
+    /// When it started, in seconds from the origin.
+    pub start: Option<i64>,
+    /// Its pods deleted before they finished (evicted, made again by their controller).
+    pub evicted_pods: u32,
+    /// What its pods ask that the replay does not model.
+    pub not_modelled: Vec<&'static str>,
 }
 
 /// One pod of a job, as far as replaying goes.
@@ -100,14 +111,15 @@ pub fn replay(
         end: recording.ended.as_millisecond(),
     };
     let mut jobs = Vec::new();
-    let mut live_starts = Vec::new();
+    let mut live = Vec::new();
     let mut busy = Vec::new();
     let mut not_modelled = NotModelled::default();
     for ((key, pods), arrived) in members.into_iter().zip(arrivals) {
         let spec = specs.get(&key).map(|s| &s.0);
-        let (job, live_start) = job_of(&key, &pods, spec, arrived, times, &mut not_modelled);
+        let (job, mut lived) = job_of(&key, &pods, spec, arrived, times, &mut not_modelled);
         jobs.push(job);
-        live_starts.push(live_start.map(|t| (t - origin).div_euclid(1_000)));
+        lived.start = lived.start.map(|t| (t - origin).div_euclid(1_000));
+        live.push(lived);
         busy.extend(
             pods.iter()
                 .filter_map(|m| Some((m.admitted?, m.bound?.div_euclid(1_000))))
@@ -131,7 +143,7 @@ pub fn replay(
             jobs,
         },
         queues,
-        live_starts,
+        live,
         binds_per_second: throughput(&mut busy),
         not_modelled,
     })
@@ -203,8 +215,8 @@ struct Times {
 }
 
 /// The job of group `key`'s recorded `pods` (its PodGroup `spec`, if any), which `arrived`,
-/// and when it started live (its `minMember`th pod bound); what its members ask that a replay
-/// does not model is counted in `not_modelled`.
+/// and what happened to it live (its start, in Unix milliseconds: its `minMember`th pod bound);
+/// what its members ask that a replay does not model is counted in `not_modelled`.
 fn job_of(
     key: &GroupKey,
     pods: &[Member],
@@ -212,7 +224,7 @@ fn job_of(
     arrived: Millis,
     times: Times,
     not_modelled: &mut NotModelled,
-) -> (Job, Option<Millis>) {
+) -> (Job, Live) {
     let gang = pods[0].pod.pod_group.is_some();
     let kept: Vec<&Member> = pods
         .iter()
@@ -230,7 +242,17 @@ fn job_of(
     let live_start = starts.get(min_member.max(1) as usize - 1).copied();
     let runtime = runtime_of(&kept, spec, arrived, times.end);
     let first = kept[0];
-    kept.iter().for_each(|m| not_modelled.count(m.object));
+    let mut asked: Vec<&'static str> = kept
+        .iter()
+        .flat_map(|m| not_modelled.count(m.object))
+        .collect();
+    asked.sort_unstable();
+    asked.dedup();
+    let lived = Live {
+        start: live_start,
+        evicted_pods: (pods.len() - kept.len()) as u32,
+        not_modelled: asked,
+    };
     let job = Job {
         name: if gang {
             key.name.to_string()
@@ -265,7 +287,7 @@ fn job_of(
         constraints: kept.iter().map(|m| m.constraints.clone()).collect(),
         labels: kept.iter().map(|m| m.pod.labels.clone()).collect(),
     };
-    (job, live_start)
+    (job, lived)
 }
 
 /// How long a job of `kept` members runs once bound, in milliseconds: as long as its finished
@@ -378,6 +400,8 @@ pub struct Fidelity {
     pub one_sided: Vec<String>,
     /// The largest difference between a replayed and a live start, in seconds.
     pub worst_seconds: i64,
+    /// Per job named above, why it parted from the live run, as far as the replay can tell.
+    pub causes: BTreeMap<String, Vec<String>>,
 }
 
 /// A job whose replayed start is off.
@@ -395,8 +419,8 @@ impl Fidelity {
     }
 }
 
-/// Compares `outcome`, the replay of `jobs`, with their `live` starts.
-pub fn fidelity(jobs: &[Job], live: &[Option<i64>], outcome: &Outcome) -> Fidelity {
+/// Compares `outcome`, the replay of `jobs`, with what happened to them `live`.
+pub fn fidelity(jobs: &[Job], live: &[Live], outcome: &Outcome) -> Fidelity {
     let name = |j: usize| format!("{}/{}", jobs[j].namespace, jobs[j].name);
     let mut both = Vec::new();
     let mut out = Fidelity {
@@ -405,9 +429,10 @@ pub fn fidelity(jobs: &[Job], live: &[Option<i64>], outcome: &Outcome) -> Fideli
         off: Vec::new(),
         one_sided: Vec::new(),
         worst_seconds: 0,
+        causes: BTreeMap::new(),
     };
     for (j, job) in jobs.iter().enumerate() {
-        match (live[j], outcome.jobs[j].started) {
+        match (live[j].start, outcome.jobs[j].started) {
             (Some(l), Some(r)) => {
                 both.push((j, l, r));
                 let live_wait = l - job.arrival();
@@ -435,6 +460,67 @@ pub fn fidelity(jobs: &[Job], live: &[Option<i64>], outcome: &Outcome) -> Fideli
             }
         }
     }
+    out.causes = causes(jobs, live, outcome, &out);
+    out
+}
+
+/// Why each job that `f` names parted from the live run (off, on one side only, or in another
+/// order than a job that is neither), as far as the replay can tell: its
+/// pods evicted another number of times, what its pods ask that the replay does not model, or
+/// else the first job to part (by its live start, else its arrival), which it followed; the
+/// first to part with no cause of its own has none the replay can name.
+fn causes(
+    jobs: &[Job],
+    live: &[Live],
+    outcome: &Outcome,
+    f: &Fidelity,
+) -> BTreeMap<String, Vec<String>> {
+    let name = |j: usize| format!("{}/{}", jobs[j].namespace, jobs[j].name);
+    let mut named: std::collections::BTreeSet<String> = f
+        .off
+        .iter()
+        .map(|o| o.job.clone())
+        .chain(f.one_sided.iter().cloned())
+        .collect();
+    // A pair in the other order is the off job's doing when one of the two is off.
+    let swapped: Vec<String> = f
+        .order_swaps
+        .iter()
+        .filter(|(a, b)| !named.contains(a) && !named.contains(b))
+        .flat_map(|(a, b)| [a.clone(), b.clone()])
+        .collect();
+    named.extend(swapped);
+    let mut parted: Vec<usize> = (0..jobs.len())
+        .filter(|&j| named.contains(&name(j)))
+        .collect();
+    parted.sort_by_key(|&j| (live[j].start.unwrap_or(i64::MAX), jobs[j].arrival_ms));
+    let first = parted.first().copied();
+    let mut out = BTreeMap::new();
+    for &j in &parted {
+        let mut reasons = Vec::new();
+        let replayed = outcome.jobs[j].evicted_pods;
+        if live[j].evicted_pods != replayed {
+            reasons.push(format!(
+                "{} of its pods evicted live, {replayed} in the replay",
+                live[j].evicted_pods
+            ));
+        }
+        if !live[j].not_modelled.is_empty() {
+            reasons.push(format!(
+                "its pods ask what the replay does not model: {}",
+                live[j].not_modelled.join(", ")
+            ));
+        }
+        if reasons.is_empty() {
+            reasons.push(match first {
+                Some(first) if first != j => {
+                    format!("it follows {}, which parted first", name(first))
+                }
+                _ => "none the replay can name".to_owned(),
+            });
+        }
+        out.insert(name(j), reasons);
+    }
     out
 }
 
@@ -461,6 +547,17 @@ mod tests {
             constraints: Vec::new(),
             labels: Vec::new(),
         }
+    }
+
+    /// What happened live: only starts.
+    fn started(starts: &[Option<i64>]) -> Vec<Live> {
+        starts
+            .iter()
+            .map(|&start| Live {
+                start,
+                ..Live::default()
+            })
+            .collect()
     }
 
     fn outcome(starts: &[Option<i64>]) -> Outcome {
@@ -498,7 +595,7 @@ mod tests {
     fn a_start_within_5_s_or_a_tenth_of_the_live_wait_holds() {
         let jobs = [job("a", 0), job("b", 0)];
         // b waited 100 s live: 10 s of tolerance; a waited 0 s: 5 s.
-        let live = [Some(0), Some(100)];
+        let live = started(&[Some(0), Some(100)]);
         assert!(fidelity(&jobs, &live, &outcome(&[Some(5), Some(110)])).holds());
         let f = fidelity(&jobs, &live, &outcome(&[Some(6), Some(111)]));
         assert_eq!(f.off.len(), 2);
@@ -508,7 +605,7 @@ mod tests {
     #[test]
     fn jobs_started_in_the_other_order_are_named_unless_live_started_them_in_one_second() {
         let jobs = [job("a", 0), job("b", 0), job("c", 0)];
-        let live = [Some(10), Some(12), Some(12)];
+        let live = started(&[Some(10), Some(12), Some(12)]);
         let f = fidelity(&jobs, &live, &outcome(&[Some(13), Some(11), Some(11)]));
         assert_eq!(f.order_swaps.len(), 2, "{f:?}");
         let f = fidelity(&jobs, &live, &outcome(&[Some(10), Some(13), Some(12)]));
@@ -516,14 +613,48 @@ mod tests {
             f.order_swaps.is_empty(),
             "b and c started in the same second live: {f:?}"
         );
+        // None of them is off: each of a swapped pair is named, the first to part without
+        // a cause of its own.
+        let f = fidelity(&jobs, &live, &outcome(&[Some(13), Some(11), Some(11)]));
+        assert_eq!(f.causes["ns/a"], ["none the replay can name"]);
+        assert_eq!(f.causes["ns/b"], ["it follows ns/a, which parted first"]);
     }
 
     #[test]
     fn a_job_that_started_on_one_side_only_fails_fidelity() {
         let jobs = [job("a", 0)];
-        let f = fidelity(&jobs, &[Some(3)], &outcome(&[None]));
+        let f = fidelity(&jobs, &started(&[Some(3)]), &outcome(&[None]));
         assert_eq!(f.one_sided, vec!["ns/a".to_owned()]);
         assert!(!f.holds());
+    }
+
+    #[test]
+    fn each_job_that_parted_is_given_its_cause_or_the_job_it_followed() {
+        let jobs = [job("a", 0), job("b", 0), job("c", 0), job("d", 0)];
+        let mut live = started(&[Some(10), Some(20), Some(30), Some(40)]);
+        // b's pods were evicted twice live, never in the replay; d asked for pod affinity.
+        live[1].evicted_pods = 2;
+        live[3].not_modelled = vec!["pod affinity"];
+        let f = fidelity(
+            &jobs,
+            &live,
+            &outcome(&[Some(10), Some(60), Some(70), Some(90)]),
+        );
+        let why = |job: &str| f.causes[job].join("; ");
+        assert!(!f.causes.contains_key("ns/a"), "{f:?}");
+        assert_eq!(why("ns/b"), "2 of its pods evicted live, 0 in the replay");
+        assert_eq!(why("ns/c"), "it follows ns/b, which parted first");
+        assert_eq!(
+            why("ns/d"),
+            "its pods ask what the replay does not model: pod affinity"
+        );
+        let g = fidelity(
+            &jobs,
+            &started(&[Some(10), Some(20), Some(30), Some(40)]),
+            &outcome(&[Some(10), Some(60), Some(70), Some(40)]),
+        );
+        assert_eq!(g.causes["ns/b"], ["none the replay can name"]);
+        assert_eq!(g.causes["ns/c"], ["it follows ns/b, which parted first"]);
     }
 
     #[test]

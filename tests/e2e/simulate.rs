@@ -75,7 +75,7 @@ async fn a_replay_of_a_recorded_run_starts_its_gangs_in_the_live_order_within_5_
     let (report, followed) = compare(
         &replayed.workload,
         &[recorded],
-        Some(&replayed.live_starts),
+        Some(&replayed.live),
         options,
     )
     .unwrap();

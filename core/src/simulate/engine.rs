@@ -385,6 +385,7 @@ impl Sim<'_> {
             let Some((_, index)) = self.owner.remove(uid) else {
                 continue;
             };
+            self.out.jobs[j].evicted_pods += 1;
             self.state.delete_pod(uid);
             self.unplaced.retain(|u| u != uid);
             self.create_pod(j, index, now);

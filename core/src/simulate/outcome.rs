@@ -18,6 +18,8 @@ pub struct JobOutcome {
     pub deleted: Option<i64>,
     /// Times reclaim or preemption evicted it (each time it started again from the gate).
     pub evictions: u32,
+    /// Its pods evicted, whole or as elastic members, in all.
+    pub evicted_pods: u32,
     /// The last reason it waited for, as `gangplank why` words it.
     pub why: Option<String>,
 }
