@@ -38,8 +38,8 @@ fn bench_whole_trace(c: &mut Criterion) {
         let config = configuration::read(&repo(file)).expect("a shipped configuration");
         let serve = gangplank::config::ServeArgs::defaults().gang_settings();
         let setup = config
-            .setup(&workload.nodes, serve, 600, None)
-            .expect("its nodes");
+            .setup(&workload.nodes, &workload.jobs, serve, 600, None)
+            .expect("its nodes and queues");
         let once = Instant::now();
         let outcome = run(&setup, &workload.jobs);
         let seconds = once.elapsed().as_secs_f64();

@@ -86,12 +86,8 @@ fn main() -> anyhow::Result<()> {
     let (nodes, jobs) = load(&dir, &mapping_file, args.limit)?;
     for config in &configs {
         let configuration = configuration::read(config)?;
-        let missing = configuration.missing_queues(jobs.iter().map(|j| j.queue.as_str()));
-        if !missing.is_empty() {
-            anyhow::bail!("{}: no Queue for {}", config.display(), missing.join(", "));
-        }
         let serve = gangplank::config::ServeArgs::defaults().gang_settings();
-        let setup = configuration.setup(&nodes, serve, args.sample_every, None)?;
+        let setup = configuration.setup(&nodes, &jobs, serve, args.sample_every, None)?;
         let outcome = timed(&configuration.name, &setup, &jobs);
         print_summary(&summarise(&jobs, &outcome));
     }

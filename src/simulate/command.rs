@@ -85,12 +85,6 @@ pub enum Error {
     Configuration(#[from] configuration::Error),
     #[error(transparent)]
     Mapping(#[from] mapping::Error),
-    #[error(
-        "{file}: the workload's jobs name queues the configuration does not define: {}; add a \
-         Queue for each",
-        queues.join(", ")
-    )]
-    MissingQueues { file: String, queues: Vec<String> },
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -237,15 +231,9 @@ pub fn compare(
     let mut runs = Vec::new();
     let mut fidelity = None;
     for configuration in configurations.iter() {
-        let missing = configuration.missing_queues(workload.jobs.iter().map(|j| j.queue.as_str()));
-        if !missing.is_empty() {
-            return Err(Error::MissingQueues {
-                file: configuration.file.clone(),
-                queues: missing,
-            });
-        }
         let setup = configuration.setup(
             &workload.nodes,
+            &workload.jobs,
             options.settings,
             options.sample_every,
             options.binds_per_second,

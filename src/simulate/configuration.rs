@@ -23,7 +23,7 @@ use std::path::{Path, PathBuf};
 use gangplank_core::claims;
 use gangplank_core::model::{Node, Queue};
 use gangplank_core::policy::placement::Strategy;
-use gangplank_core::simulate::Setup;
+use gangplank_core::simulate::{Job, Setup};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use serde::Deserialize;
 
@@ -113,6 +113,12 @@ pub enum Error {
         index: usize,
         why: String,
     },
+    #[error(
+        "{file}: the workload's jobs name queues the configuration does not define: {}; add a \
+         Queue for each",
+        queues.join(", ")
+    )]
+    MissingQueues { file: String, queues: Vec<String> },
 }
 
 /// What is wrong with one document of a configuration.
@@ -333,17 +339,25 @@ impl Configuration {
         Ok(out)
     }
 
-    /// The queues the jobs name that this configuration does not define.
-    /// What the engine runs for this configuration on the workload's `nodes`: its cluster and
-    /// queues, and `settings` (serve's, with the what-if's flags) with its placement; the
-    /// origin of virtual time is now.
+    /// What the engine runs for this configuration on the workload's `nodes` and `jobs`: its
+    /// cluster and queues, and `settings` (serve's, with the what-if's flags) with its
+    /// placement; the origin of virtual time is now. Refused when a job names a queue the
+    /// configuration does not define.
     pub fn setup(
         &self,
         nodes: &[Node],
+        jobs: &[Job],
         settings: claims::Settings,
         sample_every: i64,
         binds_per_second: Option<u32>,
     ) -> Result<Setup, Error> {
+        let missing = self.missing_queues(jobs.iter().map(|j| j.queue.as_str()));
+        if !missing.is_empty() {
+            return Err(Error::MissingQueues {
+                file: self.file.clone(),
+                queues: missing,
+            });
+        }
         Ok(Setup {
             nodes: self.nodes_of(nodes)?,
             queues: self.queues.clone(),
@@ -357,7 +371,8 @@ impl Configuration {
         })
     }
 
-    pub fn missing_queues<'j>(&self, jobs: impl Iterator<Item = &'j str>) -> Vec<String> {
+    /// The queues the jobs name that this configuration does not define, in name order.
+    fn missing_queues<'j>(&self, jobs: impl Iterator<Item = &'j str>) -> Vec<String> {
         let mut missing: Vec<String> = jobs
             .filter(|q| !self.queues.iter().any(|d| d.name == *q))
             .map(str::to_owned)
@@ -442,6 +457,38 @@ nodes:
         let names: Vec<&str> = nodes.iter().map(|n| n.name.as_str()).collect();
         assert_eq!(names, ["a", "new-0", "new-1"]);
         assert_eq!(nodes[1].allocatable.get("nvidia.com/gpu"), 8);
+    }
+
+    #[test]
+    fn a_setup_for_jobs_of_queues_the_configuration_lacks_is_refused_naming_them() {
+        let c = parse(CONFIG, "x.yaml").unwrap();
+        let job = |queue: &str| Job {
+            name: "j".into(),
+            namespace: "ns".into(),
+            queue: queue.into(),
+            arrival_ms: 0,
+            members: Vec::new(),
+            min_member: 1,
+            gang: false,
+            priority: 0,
+            runtime_ms: 1_000,
+            runtimes_ms: Vec::new(),
+            deleted_at_ms: None,
+            expected_runtime: None,
+            sub_groups: Vec::new(),
+            labels: Vec::new(),
+            constraints: Vec::new(),
+        };
+        let settings = crate::config::ServeArgs::defaults().gang_settings();
+        let nodes = [node("a", 8), node("b", 8)];
+        let jobs = [job("research"), job("web"), job("etl"), job("web")];
+        let err = c.setup(&nodes, &jobs, settings, 10, None).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "x.yaml: the workload's jobs name queues the configuration does not define: etl, \
+             web; add a Queue for each"
+        );
+        assert!(c.setup(&nodes, &jobs[..1], settings, 10, None).is_ok());
     }
 
     #[test]
