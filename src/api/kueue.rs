@@ -26,6 +26,9 @@ pub const CONTROLLER_NAME: &str = "scheduling.gangplank.dev/whole-gang";
 /// The annotation Kueue writes on the pods of the Workload it admitted, naming it.
 pub const WORKLOAD_ANNOTATION: &str = "kueue.x-k8s.io/workload";
 
+/// The label that puts a Job in a Kueue LocalQueue.
+pub const QUEUE_NAME_LABEL: &str = "kueue.x-k8s.io/queue-name";
+
 /// A Workload's spec: its PodSets.
 #[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[kube(

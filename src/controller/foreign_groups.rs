@@ -34,7 +34,8 @@
 //!   namespace's); else its namespace's default queue, else `default`; and the queue label.
 //!
 //! Not for a Kubernetes PodGroup that the Job controller made (feature gate `WorkloadWithJob`)
-//! for a Job whose pods join a group Gangplank names for them ([`left_to_its_job`]).
+//! for a Job whose pods join a group Gangplank names for them, or the group of the Job's Kueue
+//! Workload ([`left_to_its_job`]).
 //!
 //! Created once, like a Job's PodGroup (see `super::batch_v1_jobs`): a later change to the
 //! source is not copied, except a Kubernetes PodGroup's `minCount` while the gang waits
@@ -227,6 +228,32 @@ impl<'a> Foreign<'a> {
     }
 }
 
+/// The Jobs (namespace, name) that own a Kueue Workload of `workloads`, each with whether that
+/// Workload has Gangplank's check (`ours` says whether an AdmissionCheck of that name is
+/// Gangplank's).
+pub fn kueue_jobs(
+    workloads: &[Arc<KueueWorkload>],
+    ours: &dyn Fn(&str) -> bool,
+) -> std::collections::HashMap<(String, String), bool> {
+    workloads
+        .iter()
+        .filter_map(|w| {
+            let owner = crate::api::controller(&w.metadata)
+                .filter(|o| o.kind == "Job" && o.api_version == "batch/v1")?;
+            let key = (w.metadata.namespace.clone()?, owner.name.clone());
+            Some((key, w.our_check(ours).is_some()))
+        })
+        .collect()
+}
+
+/// Whether `job` is in a Kueue LocalQueue (Kueue makes it a Workload).
+pub fn queued_by_kueue(job: &Job) -> bool {
+    job.metadata
+        .labels
+        .as_ref()
+        .is_some_and(|l| l.contains_key(crate::api::kueue::QUEUE_NAME_LABEL))
+}
+
 /// What the pods Kueue reserved quota for in `workload` request, in all.
 pub fn kueue_min_resources(workload: &KueueWorkload) -> ResourceList {
     let mut sums = std::collections::BTreeMap::new();
@@ -283,16 +310,26 @@ pub fn plan(
 /// Whether `source` is a Kubernetes PodGroup the Job controller made for a Job
 /// (`WorkloadWithJob`) whose pods join a group Gangplank names for them
 /// ([`super::batch_v1_jobs::names_its_pods_group`]; `job` finds the Job of a namespace and
-/// name): then `source` gets no Gangplank PodGroup.
-pub fn left_to_its_job(source: &Foreign, job: impl Fn(&str, &str) -> Option<Arc<Job>>) -> bool {
+/// name), or the Gangplank PodGroup of the Job's Kueue Workload, which has Gangplank's check
+/// (`kueue_gang` of the Job's namespace and name, also true while a Job Kueue queues has no
+/// Workload seen yet; `crate::webhooks::pods` puts the pods Kueue admitted there): then
+/// `source` gets no Gangplank PodGroup (for now).
+pub fn left_to_its_job(
+    source: &Foreign,
+    job: impl Fn(&str, &str) -> Option<Arc<Job>>,
+    kueue_gang: impl Fn(&str, &str) -> bool,
+) -> bool {
     let Some(namespace) = source.meta.namespace.as_deref() else {
         return false;
     };
     source.is_kubernetes()
         && crate::api::controller(source.meta)
             .filter(|o| o.kind == "Job" && o.api_version == "batch/v1")
-            .and_then(|o| job(namespace, &o.name))
-            .is_some_and(|j| super::batch_v1_jobs::names_its_pods_group(&j))
+            .is_some_and(|o| {
+                kueue_gang(namespace, &o.name)
+                    || job(namespace, &o.name)
+                        .is_some_and(|j| super::batch_v1_jobs::names_its_pods_group(&j))
+            })
 }
 
 /// The new `minMember` of `group`, made for `source`, when `source` is Kubernetes' PodGroup
@@ -675,15 +712,27 @@ mod tests {
         let queued = |_: &str, name: &str| {
             (name == "train").then(|| job(json!({(labels::QUEUE_LABEL): "q"})))
         };
-        assert!(left_to_its_job(&(&made_for("train")).into(), queued));
+        let no_kueue = |_: &str, _: &str| false;
+        assert!(left_to_its_job(
+            &(&made_for("train")).into(),
+            queued,
+            no_kueue
+        ));
+        let plain = |_: &str, _: &str| Some(job(json!({})));
         assert!(
-            !left_to_its_job(&(&made_for("train")).into(), |_: &str, _: &str| Some(job(
-                json!({})
-            ))),
+            !left_to_its_job(&(&made_for("train")).into(), plain, no_kueue),
             "a Job naming no queue or group: its pods join this PodGroup"
         );
         assert!(
-            !left_to_its_job(&(&made_for("other")).into(), queued),
+            left_to_its_job(
+                &(&made_for("train")).into(),
+                plain,
+                |ns: &str, name: &str| { (ns, name) == ("ml", "train") }
+            ),
+            "a Job whose Kueue Workload has Gangplank's check: its pods join the Workload's group"
+        );
+        assert!(
+            !left_to_its_job(&(&made_for("other")).into(), queued, no_kueue),
             "no such Job"
         );
         let operators: SchedulerPluginsPodGroup = source(
@@ -691,7 +740,38 @@ mod tests {
                 "uid": "job-uid", "controller": true}]}),
             json!({"minMember": 2}),
         );
-        assert!(!left_to_its_job(&(&operators).into(), queued));
+        assert!(!left_to_its_job(&(&operators).into(), queued, no_kueue));
+    }
+
+    #[test]
+    fn a_jobs_kueue_workload_says_whether_its_pods_join_a_group_of_gangplanks_check() {
+        let workload = |job: &str, check: &str| -> Arc<KueueWorkload> {
+            Arc::new(
+                serde_json::from_value(json!({
+                    "apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Workload",
+                    "metadata": {"name": format!("job-{job}-1"), "namespace": "ml",
+                        "ownerReferences": [{"apiVersion": "batch/v1", "kind": "Job",
+                            "name": job, "uid": "u", "controller": true}]},
+                    "spec": {"podSets": []},
+                    "status": {"admissionChecks": [{"name": check, "state": "Pending",
+                        "message": ""}]}
+                }))
+                .unwrap(),
+            )
+        };
+        let jobs = kueue_jobs(
+            &[workload("train", "gangplank"), workload("etl", "other")],
+            &|name| name == "gangplank",
+        );
+        assert_eq!(jobs.get(&("ml".into(), "train".into())), Some(&true));
+        assert_eq!(jobs.get(&("ml".into(), "etl".into())), Some(&false));
+        let job = |labels: serde_json::Value| -> Job {
+            serde_json::from_value(json!({"metadata": {"name": "t", "labels": labels}})).unwrap()
+        };
+        assert!(queued_by_kueue(&job(
+            json!({"kueue.x-k8s.io/queue-name": "lq"})
+        )));
+        assert!(!queued_by_kueue(&job(json!({}))));
     }
 
     #[test]

@@ -97,6 +97,7 @@ impl Controller {
             .collect();
         let workloads = self.stores.kueue_workloads.state();
         let ours = self.stores.kueue_checks_of_ours();
+        let kueue_jobs = foreign_groups::kueue_jobs(&workloads, &|name| ours.contains(name));
         let kueue: Vec<_> = workloads
             .iter()
             .filter(|w| foreign_groups::kueue_wants_a_gang(w, &|name| ours.contains(name)))
@@ -121,7 +122,14 @@ impl Controller {
                     .jobs
                     .get(&ObjectRef::<Job>::new(name).within(namespace))
             };
-            if foreign_groups::left_to_its_job(&source, job) {
+            let kueue_gang = |namespace: &str, name: &str| match kueue_jobs
+                .get(&(namespace.to_owned(), name.to_owned()))
+            {
+                Some(&ours) => ours,
+                // Its Workload not seen yet: whether its pods join that group is not known.
+                None => job(namespace, name).is_some_and(|j| foreign_groups::queued_by_kueue(&j)),
+            };
+            if foreign_groups::left_to_its_job(&source, job, kueue_gang) {
                 continue;
             }
             sourced.insert(GroupKey::new(namespace.as_str(), name.as_str()));

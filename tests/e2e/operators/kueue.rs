@@ -289,6 +289,23 @@ async fn a_job_kueue_has_quota_for_waits_suspended_until_its_whole_gang_fits_the
         admitted.our_check(&|n| n == name).map(|c| c.state.as_str()),
         Some("Ready")
     );
+    // Under WorkloadWithJob the Job controller also made the Job a Kubernetes PodGroup, which
+    // the pods do not join: it gets no Gangplank PodGroup of its own to wait for ever.
+    let groups = ns.api::<PodGroup>();
+    holds_for(
+        5,
+        "the Workload's PodGroup the only Gangplank PodGroup of the namespace",
+        async || {
+            let list = groups.list(&Default::default()).await.unwrap().items;
+            let names: Vec<String> = list.into_iter().filter_map(|g| g.metadata.name).collect();
+            let only = names == [workload_name.clone()];
+            if !only {
+                eprintln!("the namespace's Gangplank PodGroups: {names:?}");
+            }
+            only
+        },
+    )
+    .await;
 
     test.end("train").await;
 }
