@@ -86,14 +86,6 @@ impl Worker {
         }
     }
 
-    /// Counts `placement` as the running pods of `owner` on its model, for the rest of the round.
-    fn hold(&mut self, placement: &Placement, owner: &str) {
-        if let Ok(state) = &mut self.state {
-            placement.hold(state, owner);
-            self.held_for.push(owner.to_owned());
-        }
-    }
-
     /// Whether the gang of `sets` fits, or why not (naming the gangs whose room it holds).
     fn fits(&self, sets: &Result<Vec<MemberSet>, String>) -> Result<Placement, String> {
         let state = self.state.as_ref().map_err(Clone::clone)?;
@@ -162,8 +154,10 @@ pub fn in_turn<W: Borrow<KueueWorkload>, D: Borrow<KueueWorkload>>(
         let owner = format!("{}/{}", w.namespace().unwrap_or_default(), w.name_any());
         for verdict in &verdicts {
             if let (Ok(placement), Some(worker)) = (&verdict.fits, workers.get_mut(&verdict.worker))
+                && let Ok(state) = &mut worker.state
             {
-                worker.hold(placement, &owner);
+                placement.hold(state, &owner);
+                worker.held_for.push(owner.clone());
             }
         }
         let nominated = w
@@ -191,7 +185,7 @@ fn hold_dispatched(workload: &KueueWorkload, worker: &str, workers: &mut HashMap
     let Some(worker) = workers.get_mut(worker) else {
         return;
     };
-    let Ok(state) = &worker.state else {
+    let Ok(state) = &mut worker.state else {
         return;
     };
     let namespace = workload.namespace().unwrap_or_default();
@@ -206,7 +200,9 @@ fn hold_dispatched(workload: &KueueWorkload, worker: &str, workers: &mut HashMap
     let Ok(placement) = place_whole_gang(state, &sets) else {
         return;
     };
-    worker.hold(&placement, &format!("{}/{}", key.namespace, key.name));
+    let owner = format!("{}/{}", key.namespace, key.name);
+    placement.hold(state, &owner);
+    worker.held_for.push(owner);
 }
 
 /// The workers to nominate, given those `nominated` now and each worker's verdict: every
