@@ -5,8 +5,7 @@
 //! fit ([`gangplank_core::policy::cluster_fit`]) over each worker's nodes and pods
 //! ([`workers`]); Kueue then copies the Workload to those workers only. The Workloads of a round
 //! are decided in turn, each gang's room held on the workers it is nominated to before the next
-//! is asked, after the room of the gangs MultiKueue sent to a worker that has not bound them yet
-//! ([`nominate::in_turn`]). When none can, it nominates none and says why, worker by
+//! is asked ([`nominate::in_turn`]). When none can, it nominates none and says why, worker by
 //! worker, in an Event on the Workload.
 //!
 //! [`run`]'s loop is the one writer of the Workloads' `status.nominatedClusterNames` and of the
@@ -29,7 +28,7 @@ use crate::api::kueue::KueueWorkload;
 use crate::api::multikueue::{CONTROLLER_NAME, MultiKueueCluster, MultiKueueConfig};
 use crate::cache::stores::Stores;
 use crate::events::{self, Event, Limiter, Publisher};
-use nominate::{Decision, Dispatched, Waiting, Worker, dispatchable, in_turn};
+use nominate::{Decision, Waiting, Worker, dispatchable, in_turn};
 use workers::Workers;
 
 /// The `multiKueue.dispatcherName` of a Kueue whose Workloads Gangplank nominates workers for.
@@ -97,12 +96,13 @@ impl Dispatcher {
             .filter(|c| c.spec.controller_name == CONTROLLER_NAME)
             .filter_map(|c| Some((c.name_any(), c.spec.parameters.as_ref()?.name.clone())))
             .collect();
-        let workloads = stores.kueue_workloads.state();
-        let waiting: Vec<(Arc<KueueWorkload>, String)> = workloads
-            .iter()
+        let waiting: Vec<(Arc<KueueWorkload>, String)> = stores
+            .kueue_workloads
+            .state()
+            .into_iter()
             .filter_map(|w| {
-                let config = dispatchable(w, &checks)?.to_owned();
-                Some((w.clone(), config))
+                let config = dispatchable(&w, &checks)?.to_owned();
+                Some((w, config))
             })
             .collect();
         if waiting.is_empty() {
@@ -136,22 +136,8 @@ impl Dispatcher {
                 Waiting { workload, listed }
             })
             .collect();
-        let dispatched: Vec<Dispatched<Arc<KueueWorkload>>> = workloads
-            .iter()
-            .filter(|w| w.has_quota_reserved())
-            .filter_map(|w| {
-                let worker = w.status.as_ref()?.cluster_name.clone()?;
-                states.entry(worker.clone()).or_insert_with(|| {
-                    Worker::new(self.workers.state(&worker).map_err(|e| e.to_string()))
-                });
-                Some(Dispatched {
-                    workload: w.clone(),
-                    worker,
-                })
-            })
-            .collect();
         let mut events = Vec::new();
-        for (workload, Decision { nominate, waits }) in in_turn(waiting, &dispatched, &mut states) {
+        for (workload, Decision { nominate, waits }) in in_turn(waiting, &mut states) {
             if let Some(names) = nominate {
                 self.nominate(&workload, &names).await?;
             }

@@ -7,7 +7,7 @@ use std::borrow::Borrow;
 use std::cmp::Reverse;
 use std::collections::{BTreeSet, HashMap};
 
-use gangplank_core::model::{GroupKey, State};
+use gangplank_core::model::State;
 use gangplank_core::policy::Constraints;
 use gangplank_core::policy::cluster_fit::{MemberSet, Placement, place_whole_gang};
 use kube::ResourceExt;
@@ -93,17 +93,11 @@ impl Worker {
         place_whole_gang(state, sets).map_err(|misfit| match &self.held_for[..] {
             [] => misfit.to_string(),
             held => format!(
-                "{misfit}, room being held for {} (sent or nominated there, pods not bound yet)",
+                "{misfit}, room being held for {} (nominated before it this round)",
                 held.join(", ")
             ),
         })
     }
-}
-
-/// A Workload MultiKueue has sent to `worker` (its `status.clusterName`).
-pub struct Dispatched<W> {
-    pub workload: W,
-    pub worker: String,
 }
 
 /// A Workload waiting for a nomination, with the workers its MultiKueueConfig lists.
@@ -114,19 +108,13 @@ pub struct Waiting<W> {
 
 /// Decides for each of `waiting` in the order Kueue's queues give them (higher priority first,
 /// then the older), against `workers`' models (by name; an error says why a worker cannot be
-/// asked). First the gangs `dispatched` to a worker that shows none of their pods bound yet are
-/// held there. Then each waiting gang's placement is held on every worker that can hold it
-/// (each is nominated) for the rest of the round: MultiKueue copies it to each, and the first
-/// to admit it keeps it, so until a worker shows its pods bound, the room it may take there is
-/// not offered to the gangs after it.
-pub fn in_turn<W: Borrow<KueueWorkload>, D: Borrow<KueueWorkload>>(
+/// asked). A gang's placement is held on every worker that can hold it (each is nominated) for the rest of the
+/// round: MultiKueue copies it to each, and the first to admit it keeps it, so until a worker
+/// shows its pods bound, the room it may take there is not offered to the gangs after it.
+pub fn in_turn<W: Borrow<KueueWorkload>>(
     mut waiting: Vec<Waiting<W>>,
-    dispatched: &[Dispatched<D>],
     workers: &mut HashMap<String, Worker>,
 ) -> Vec<(W, Decision)> {
-    for d in dispatched {
-        hold_dispatched(d.workload.borrow(), &d.worker, workers);
-    }
     waiting.sort_by_cached_key(|w| {
         let w: &KueueWorkload = w.workload.borrow();
         (
@@ -177,32 +165,6 @@ pub struct Decision {
     pub nominate: Option<Vec<String>>,
     /// Why the gang waits, when no worker can hold it now.
     pub waits: Option<String>,
-}
-
-/// Holds the gang of `workload`, sent to `worker`, on that worker's model when none of its pods
-/// is bound there yet (Gangplank on the worker names its group after the Workload) and it fits.
-fn hold_dispatched(workload: &KueueWorkload, worker: &str, workers: &mut HashMap<String, Worker>) {
-    let Some(worker) = workers.get_mut(worker) else {
-        return;
-    };
-    let Ok(state) = &mut worker.state else {
-        return;
-    };
-    let namespace = workload.namespace().unwrap_or_default();
-    let key = GroupKey::new(namespace.as_str(), workload.name_any().as_str());
-    if state.members(&key).any(|p| p.node_name.is_some()) {
-        return;
-    }
-    let mut constraints = Vec::new();
-    let Ok(sets) = member_sets(workload, &mut constraints) else {
-        return;
-    };
-    let Ok(placement) = place_whole_gang(state, &sets) else {
-        return;
-    };
-    let owner = format!("{}/{}", key.namespace, key.name);
-    placement.hold(state, &owner);
-    worker.held_for.push(owner);
 }
 
 /// The workers to nominate, given those `nominated` now and each worker's verdict: every
@@ -398,10 +360,8 @@ mod tests {
             ])
         };
         // Alone, the older gang of four fits worker-1.
-        let none: &[Dispatched<KueueWorkload>] = &[];
         let alone = in_turn(
             waiting(vec![gang("old", 4, 0, "2026-12-07T06:00:00Z")]),
-            none,
             &mut workers(),
         );
         assert_eq!(alone[0].1.nominate, Some(names(&["worker-1"])));
@@ -412,7 +372,6 @@ mod tests {
                 gang("old", 4, 0, "2026-12-07T06:00:00Z"),
                 gang("urgent", 2, 10, "2026-12-07T06:05:00Z"),
             ]),
-            none,
             &mut workers(),
         );
         let decided: Vec<(String, &Decision)> =
@@ -425,57 +384,9 @@ mod tests {
             decided[1].1.waits.as_deref(),
             Some(
                 "no worker can hold the whole gang now: \
-                 worker-1: cpu 64 needed, 32 free, room being held for ml/urgent (sent or nominated there, pods not bound yet); \
-                 worker-2: cpu 64 needed, 0 free, room being held for ml/urgent (sent or nominated there, pods not bound yet)"
+                 worker-1: cpu 64 needed, 32 free, room being held for ml/urgent (nominated before it this round); \
+                 worker-2: cpu 64 needed, 0 free, room being held for ml/urgent (nominated before it this round)"
             )
-        );
-    }
-
-    #[test]
-    fn a_gang_sent_to_a_worker_holds_its_room_there_until_the_worker_binds_its_pods() {
-        let mut sent = gang("sent", 2, 0, "2026-12-07T05:00:00Z");
-        sent.status.as_mut().unwrap().cluster_name = Some("worker-1".into());
-        let dispatched = [Dispatched {
-            workload: sent,
-            worker: "worker-1".to_owned(),
-        }];
-        let old = || {
-            vec![Waiting {
-                workload: gang("old", 4, 0, "2026-12-07T06:00:00Z"),
-                listed: names(&["worker-1"]),
-            }]
-        };
-        let mut workers = HashMap::from([("worker-1".to_owned(), worker_of(64))]);
-        let round = in_turn(old(), &dispatched, &mut workers);
-        assert_eq!(round[0].1.nominate, None);
-        assert_eq!(
-            round[0].1.waits.as_deref(),
-            Some(
-                "no worker can hold the whole gang now: worker-1: cpu 64 needed, 32 free, room \
-                 being held for ml/sent (sent or nominated there, pods not bound yet)"
-            )
-        );
-        // Its pods bound on the worker: they take the room themselves, counted once.
-        let mut bound = worker_of(64);
-        if let Ok(state) = &mut bound.state {
-            for i in 0..2 {
-                state.apply_pod(gangplank_core::model::Pod {
-                    uid: format!("sent-{i}"),
-                    namespace: "ml".into(),
-                    name: format!("sent-{i}"),
-                    pod_group: Some("sent".into()),
-                    node_name: Some("n1".into()),
-                    phase: gangplank_core::model::PodPhase::Running,
-                    requests: gangplank_core::model::Resources::from([("cpu", 16_000)]),
-                    ..Default::default()
-                });
-            }
-        }
-        let mut workers = HashMap::from([("worker-1".to_owned(), bound)]);
-        let round = in_turn(old(), &dispatched, &mut workers);
-        assert_eq!(
-            round[0].1.waits.as_deref(),
-            Some("no worker can hold the whole gang now: worker-1: cpu 64 needed, 32 free")
         );
     }
 }
