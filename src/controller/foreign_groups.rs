@@ -228,13 +228,13 @@ impl<'a> Foreign<'a> {
     }
 }
 
-/// The Jobs (namespace, name) that own a Kueue Workload of `workloads`, each with whether that
-/// Workload has Gangplank's check (`ours` says whether an AdmissionCheck of that name is
+/// The Jobs (namespace, name) that own a Kueue Workload, each with whether that Workload has
+/// Gangplank's check.
+pub type KueueJobs = std::collections::HashMap<(String, String), bool>;
+
+/// The [`KueueJobs`] of `workloads` (`ours` says whether an AdmissionCheck of that name is
 /// Gangplank's).
-pub fn kueue_jobs(
-    workloads: &[Arc<KueueWorkload>],
-    ours: &dyn Fn(&str) -> bool,
-) -> std::collections::HashMap<(String, String), bool> {
+pub fn kueue_jobs(workloads: &[Arc<KueueWorkload>], ours: &dyn Fn(&str) -> bool) -> KueueJobs {
     workloads
         .iter()
         .filter_map(|w| {
@@ -247,7 +247,7 @@ pub fn kueue_jobs(
 }
 
 /// Whether `job` is in a Kueue LocalQueue (Kueue makes it a Workload).
-pub fn queued_by_kueue(job: &Job) -> bool {
+fn queued_by_kueue(job: &Job) -> bool {
     job.metadata
         .labels
         .as_ref()
@@ -311,14 +311,21 @@ pub fn plan(
 /// (`WorkloadWithJob`) whose pods join a group Gangplank names for them
 /// ([`super::batch_v1_jobs::names_its_pods_group`]; `job` finds the Job of a namespace and
 /// name), or the Gangplank PodGroup of the Job's Kueue Workload, which has Gangplank's check
-/// (`kueue_gang` of the Job's namespace and name, also true while a Job Kueue queues has no
-/// Workload seen yet; `crate::webhooks::pods` puts the pods Kueue admitted there): then
-/// `source` gets no Gangplank PodGroup (for now).
+/// (`kueue_jobs`; also while a Job Kueue queues has no Workload seen yet;
+/// `crate::webhooks::pods` puts the pods Kueue admitted there): then `source` gets no Gangplank
+/// PodGroup (for now).
 pub fn left_to_its_job(
     source: &Foreign,
     job: impl Fn(&str, &str) -> Option<Arc<Job>>,
-    kueue_gang: impl Fn(&str, &str) -> bool,
+    kueue_jobs: &KueueJobs,
 ) -> bool {
+    let kueue_gang = |namespace: &str, name: &str| {
+        match kueue_jobs.get(&(namespace.to_owned(), name.to_owned())) {
+            Some(&ours) => ours,
+            // Its Workload not seen yet: whether its pods join that group is not known.
+            None => job(namespace, name).is_some_and(|j| queued_by_kueue(&j)),
+        }
+    };
     let Some(namespace) = source.meta.namespace.as_deref() else {
         return false;
     };
@@ -712,7 +719,7 @@ mod tests {
         let queued = |_: &str, name: &str| {
             (name == "train").then(|| job(json!({(labels::QUEUE_LABEL): "q"})))
         };
-        let no_kueue = |_: &str, _: &str| false;
+        let no_kueue = &KueueJobs::new();
         assert!(left_to_its_job(
             &(&made_for("train")).into(),
             queued,
@@ -727,7 +734,7 @@ mod tests {
             left_to_its_job(
                 &(&made_for("train")).into(),
                 plain,
-                |ns: &str, name: &str| { (ns, name) == ("ml", "train") }
+                &KueueJobs::from([(("ml".into(), "train".into()), true)])
             ),
             "a Job whose Kueue Workload has Gangplank's check: its pods join the Workload's group"
         );

@@ -122,14 +122,7 @@ impl Controller {
                     .jobs
                     .get(&ObjectRef::<Job>::new(name).within(namespace))
             };
-            let kueue_gang = |namespace: &str, name: &str| match kueue_jobs
-                .get(&(namespace.to_owned(), name.to_owned()))
-            {
-                Some(&ours) => ours,
-                // Its Workload not seen yet: whether its pods join that group is not known.
-                None => job(namespace, name).is_some_and(|j| foreign_groups::queued_by_kueue(&j)),
-            };
-            if foreign_groups::left_to_its_job(&source, job, kueue_gang) {
+            if foreign_groups::left_to_its_job(&source, job, &kueue_jobs) {
                 continue;
             }
             sourced.insert(GroupKey::new(namespace.as_str(), name.as_str()));
