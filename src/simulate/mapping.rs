@@ -54,7 +54,7 @@ use std::sync::Arc;
 use gangplank_core::model::{Node, Resources};
 use gangplank_core::policy::Constraints;
 use gangplank_core::policy::constraints::{LabelOperator, LabelRequirement, NodeSelectorTerm};
-use gangplank_core::simulate::Job;
+use gangplank_core::simulate::{Job, millis_of};
 use serde::Deserialize;
 
 use super::Workload;
@@ -501,18 +501,18 @@ fn job(rows: &[&PodRow], mapping: &Mapping) -> Result<Job, Error> {
         },
         namespace,
         queue,
-        arrival_ms: ms(mapping.time(first.creation_time)),
+        arrival_ms: millis_of(mapping.time(first.creation_time)),
         members: rows.iter().map(|r| mapping.requests(r)).collect(),
         min_member: u32::try_from(rows.len()).unwrap_or(u32::MAX),
         gang,
         priority: mapping.priority.get(&first.qos).copied().unwrap_or(0),
-        runtime_ms: ms(runtime),
+        runtime_ms: millis_of(runtime),
         runtimes_ms: if gang {
-            rows.iter().map(|r| ms(ran(r))).collect()
+            rows.iter().map(|r| millis_of(ran(r))).collect()
         } else {
             Vec::new()
         },
-        deleted_at_ms: deleted_at.map(ms),
+        deleted_at_ms: deleted_at.map(millis_of),
         expected_runtime: None,
         sub_groups: Vec::new(),
         labels: Vec::new(),
@@ -522,11 +522,6 @@ fn job(rows: &[&PodRow], mapping: &Mapping) -> Result<Job, Error> {
             rows.iter().map(|r| on_gpu_models(r)).collect()
         },
     })
-}
-
-/// Whole `seconds` in the milliseconds a [`Job`] counts.
-fn ms(seconds: i64) -> i64 {
-    seconds.saturating_mul(1_000)
 }
 
 /// The trace in `dir` read through the mapping in `mapping_file` ([`DEFAULT`] when `None`).

@@ -15,7 +15,7 @@ use std::sync::Arc;
 
 use gangplank_core::model::{GroupKey, Pod, PodGroup, Queue};
 use gangplank_core::policy::constraints::Constraints;
-use gangplank_core::simulate::{Job, Outcome};
+use gangplank_core::simulate::{Job, Outcome, millis_of, second_of};
 use k8s_openapi::api::core::v1::Pod as ApiPod;
 use serde::Serialize;
 
@@ -77,7 +77,7 @@ struct Member<'r> {
 /// The time of a stage the API gives as the whole `second`, to the millisecond when the
 /// recorder's `stamp` of it agrees ([`STAMP_AGREES`]).
 fn precise(second: i64, stamp: Option<&k8s_openapi::jiff::Timestamp>) -> Millis {
-    let start = second.saturating_mul(1_000);
+    let start = millis_of(second);
     stamp
         .map(|t| t.as_millisecond())
         .filter(|&at| (start..start.saturating_add(STAMP_AGREES)).contains(&at))
@@ -118,11 +118,11 @@ pub fn replay(
         let spec = specs.get(&key).map(|s| &s.0);
         let (job, mut lived) = job_of(&key, &pods, spec, arrived, times, &mut not_modelled);
         jobs.push(job);
-        lived.start = lived.start.map(|t| (t - origin).div_euclid(1_000));
+        lived.start = lived.start.map(|t| second_of(t - origin));
         live.push(lived);
         busy.extend(
             pods.iter()
-                .filter_map(|m| Some((m.admitted?, m.bound?.div_euclid(1_000))))
+                .filter_map(|m| Some((m.admitted?, second_of(m.bound?))))
                 .filter(|(admitted, bound)| bound >= admitted),
         );
     }
@@ -419,9 +419,14 @@ impl Fidelity {
     }
 }
 
+/// How the fidelity names `job`: namespace/name.
+fn named(job: &Job) -> String {
+    format!("{}/{}", job.namespace, job.name)
+}
+
 /// Compares `outcome`, the replay of `jobs`, with what happened to them `live`.
 pub fn fidelity(jobs: &[Job], live: &[Live], outcome: &Outcome) -> Fidelity {
-    let name = |j: usize| format!("{}/{}", jobs[j].namespace, jobs[j].name);
+    let name = |j: usize| named(&jobs[j]);
     let mut both = Vec::new();
     let mut out = Fidelity {
         compared: 0,
@@ -475,7 +480,7 @@ fn causes(
     outcome: &Outcome,
     f: &Fidelity,
 ) -> BTreeMap<String, Vec<String>> {
-    let name = |j: usize| format!("{}/{}", jobs[j].namespace, jobs[j].name);
+    let name = |j: usize| named(&jobs[j]);
     let mut named: std::collections::BTreeSet<String> = f
         .off
         .iter()

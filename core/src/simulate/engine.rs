@@ -24,7 +24,7 @@ use std::time::{Duration, Instant};
 use rustc_hash::FxHashMap;
 
 use super::outcome::{JobOutcome, Outcome, QueueSample, Sample};
-use super::{Job, Setup};
+use super::{Job, Setup, millis_of, second_of};
 use crate::admit::groups::Unshown;
 use crate::admit::plan::{self, Decision, Hold};
 use crate::admit::{Evicting, MIN_PASS_INTERVAL, Passed, after_pass, pass};
@@ -59,11 +59,6 @@ struct Progress {
 
 /// A time of virtual time in milliseconds, as the engine keeps it.
 type Millis = i64;
-
-/// The whole second of `at`, as the core and the outcome read time.
-fn second(at: Millis) -> i64 {
-    at.div_euclid(1_000)
-}
 
 struct Sim<'a> {
     jobs: &'a [Job],
@@ -162,7 +157,7 @@ pub fn run(setup: &Setup, jobs: &[Job]) -> Outcome {
         }
         sim.passes(now);
         sim.sample(now);
-        sim.out.end = second(now);
+        sim.out.end = second_of(now);
         last_pass = Some(now);
     }
     sim.out
@@ -185,7 +180,7 @@ impl Sim<'_> {
             Event::MemberEnd(serial) => self.member_end(&uid_of(serial), now),
             Event::Delete(j) => {
                 if !self.progress[j].over {
-                    self.out.jobs[j].deleted = Some(second(now));
+                    self.out.jobs[j].deleted = Some(second_of(now));
                     self.remove(j);
                 }
             }
@@ -205,7 +200,7 @@ impl Sim<'_> {
                 job.min_member.max(1),
                 job.queue.clone(),
             );
-            group.created = second(now);
+            group.created = second_of(now);
             group.expected_runtime = job.expected_runtime;
             group.sub_groups = job.sub_groups.clone();
             self.state.apply_pod_group(group);
@@ -229,7 +224,7 @@ impl Sim<'_> {
             queue: Some(job.queue.clone()),
             priority: job.priority,
             scheduling_gates: vec![ADMISSION_GATE.to_owned()],
-            created: second(now),
+            created: second_of(now),
             marked: true,
             ..Pod::default()
         };
@@ -266,7 +261,7 @@ impl Sim<'_> {
             }
         }
         if running == 0 && succeeded >= self.jobs[j].min_member.max(1) {
-            self.out.jobs[j].finished = Some(second(now));
+            self.out.jobs[j].finished = Some(second_of(now));
             self.remove(j);
         }
     }
@@ -303,8 +298,12 @@ impl Sim<'_> {
     /// admitted pods and carry out the evictions. Whether it changed anything.
     fn pass(&mut self, now: Millis) -> bool {
         self.out.passes += 1;
-        let Passed { decision, reclaims } =
-            pass(&self.state, Unshown::none(), Evicting::none(), second(now));
+        let Passed { decision, reclaims } = pass(
+            &self.state,
+            Unshown::none(),
+            Evicting::none(),
+            second_of(now),
+        );
         let at = self.instant(now);
         after_pass::record(&mut self.state, self.held.as_ref(), &decision, at);
         self.held.clone_from(&decision.hold);
@@ -359,7 +358,7 @@ impl Sim<'_> {
         if let Some(&(j, _)) = self.owner.get(&pod.uid) {
             let job = &mut self.out.jobs[j];
             if job.admitted.is_none() {
-                job.admitted = Some(second(now));
+                job.admitted = Some(second_of(now));
                 self.out.admission_order.push(j);
             }
         }
@@ -395,8 +394,11 @@ impl Sim<'_> {
     /// Places what it can of the released pods, within the scheduler's throughput (the rest
     /// go on in the next second); whether any was placed.
     fn place(&mut self, now: Millis) -> bool {
-        if self.budget.0 != second(now) {
-            self.budget = (second(now), self.setup.binds_per_second.unwrap_or(u32::MAX));
+        if self.budget.0 != second_of(now) {
+            self.budget = (
+                second_of(now),
+                self.setup.binds_per_second.unwrap_or(u32::MAX),
+            );
         }
         let mut placed = false;
         let mut deferred = false;
@@ -413,7 +415,7 @@ impl Sim<'_> {
             }
         }
         if deferred {
-            self.at((second(now) + 1) * 1_000, Event::Wake);
+            self.at(millis_of(second_of(now) + 1), Event::Wake);
         }
         placed
     }
@@ -512,7 +514,7 @@ impl Sim<'_> {
             let mut bound = Pod::clone(seen);
             bound.node_name = Some(node.clone());
             bound.phase = PodPhase::Running;
-            bound.started = Some(second(now));
+            bound.started = Some(second_of(now));
             self.state.apply_pod(bound);
             let Some(&(j, index)) = self.owner.get(uid) else {
                 continue;
@@ -523,14 +525,14 @@ impl Sim<'_> {
             }
             if !self.progress[j].running {
                 self.progress[j].running = true;
-                self.out.jobs[j].started.get_or_insert(second(now));
+                self.out.jobs[j].started.get_or_insert(second_of(now));
             }
         }
     }
 
     /// Records the queues as the latest pass saw them, once per `sample_every`.
     fn sample(&mut self, now: Millis) {
-        let now = second(now);
+        let now = second_of(now);
         if now < self.next_sample {
             return;
         }

@@ -88,6 +88,17 @@ pub struct Setup {
     pub binds_per_second: Option<u32>,
 }
 
+/// The whole second of a time in milliseconds (a [`Job`]'s times), as the core and the
+/// [`Outcome`] count time.
+pub fn second_of(ms: i64) -> i64 {
+    ms.div_euclid(1_000)
+}
+
+/// Whole `seconds` in the milliseconds a [`Job`] counts.
+pub fn millis_of(seconds: i64) -> i64 {
+    seconds.saturating_mul(1_000)
+}
+
 impl Job {
     /// Where member `index` may run, if anything limits it.
     pub fn constraints_of(&self, index: usize) -> Option<&Constraints> {
@@ -104,7 +115,7 @@ impl Job {
 
     /// The whole second of virtual time it is submitted in, as the [`Outcome`] counts time.
     pub fn arrival(&self) -> i64 {
-        self.arrival_ms.div_euclid(1_000)
+        second_of(self.arrival_ms)
     }
 
     /// What all its members request together.
