@@ -156,9 +156,27 @@ async fn a_train_job_runs_whole_in_its_queue(policy: Policy) {
         )
         .await
         .unwrap();
-    jobs.create(&Default::default(), &train_job("llm", "init-then-train", 4))
-        .await
-        .unwrap();
+    // Trainer's webhook looks the runtime up in its own cache, which may not have seen it yet;
+    // a client applying both retries, as this does.
+    eventually(
+        "the TrainJob accepted once Trainer sees its runtime",
+        30,
+        || async {
+            match jobs
+                .create(&Default::default(), &train_job("llm", "init-then-train", 4))
+                .await
+            {
+                Ok(_) => Some(()),
+                Err(kube::Error::Api(status))
+                    if status.message.contains("must be created before") =>
+                {
+                    None
+                }
+                Err(error) => panic!("the TrainJob refused: {error}"),
+            }
+        },
+    )
+    .await;
 
     // The group is the TrainJob's (its PodGroup's name, or its JobSet's, which Trainer names
     // after it).
