@@ -36,6 +36,9 @@ pub(super) struct Candidate<'s> {
     pub(super) priority: i32,
     /// Creation time of its oldest gated member, in Unix seconds (0 when unknown).
     pub(super) created: i64,
+    /// Its place in line among its queue's groups: `created`, or for a gang short of quorum
+    /// whose other members were released, its oldest member's creation.
+    pub(super) in_line_since: i64,
     /// The PodGroup's own `maxWaitSeconds`.
     pub(super) max_wait: Option<i64>,
     /// The PodGroup's `expectedRuntimeSeconds`.

@@ -395,6 +395,12 @@ fn candidate<'s>(
     }
     let released = members.len() - gated.len();
     let missing = (quorum as usize).saturating_sub(released).min(gated.len());
+    // A gang short of quorum with members already let through (one lost since, made again)
+    // keeps the place in line its first members had.
+    let in_line_since = match (missing, released) {
+        (1.., 1..) => members.iter().map(|m| m.member.created).min(),
+        _ => None,
+    };
     Some(Candidate {
         queue,
         slot: usize::MAX,
@@ -408,6 +414,7 @@ fn candidate<'s>(
         requests,
         priority: members.iter().map(|m| m.member.priority).max().unwrap_or(0),
         created,
+        in_line_since: in_line_since.unwrap_or(created),
         max_wait: None,
         expected_runtime: None,
         topology: None,

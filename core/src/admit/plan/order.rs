@@ -135,7 +135,7 @@ fn drf<'s>(
                 },
                 requests: c.requests.clone(),
                 priority: c.priority,
-                created: c.created,
+                created: c.in_line_since,
             });
     }
     let snapshots: Vec<QueueSnapshot<Key>> = snapshots.into_iter().flatten().collect();

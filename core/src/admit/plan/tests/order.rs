@@ -563,3 +563,34 @@ fn elastic_members_wait_while_a_gang_waits_for_the_room_running_elastic_members_
     let d = decide_at(&s, &|_| false, NOW);
     assert_eq!(admitted(&d), vec!["wide"]);
 }
+
+#[test]
+fn a_gang_that_lost_a_member_after_release_keeps_its_place_in_line_for_the_one_made_again() {
+    let mut s = cluster();
+    gang(&mut s, "held", "q", 3, 2_000, 1);
+    let d = decide_now(&s);
+    release(&mut s, &d);
+    s.delete_pod("held-2");
+    gang(&mut s, "head", "q", 2, 4_000, 2);
+    s.apply_pod(
+        pod("held-3")
+            .in_group("held")
+            .in_queue("q")
+            .gated()
+            .cpu(2_000)
+            .created(30),
+    );
+    let d = decide_now(&s);
+    assert_eq!(
+        admitted(&d),
+        vec!["held"],
+        "the member made again is released into the room a newer gang would otherwise reserve"
+    );
+    assert_eq!(
+        why(&d, "head"),
+        "first in line: holds a reservation of cpu: 2, pods: 2 on 1 nodes that groups behind it \
+         may not take; does not fit now: cpu 8 needed, 2 free (free room counts other queues' \
+         unused guarantees as taken)",
+        "the newer gang reserves only what is left"
+    );
+}
