@@ -45,10 +45,24 @@ pub struct VolcanoPodGroupSpec {
     /// where Gangplank's rules take them (`crate::controller::volcano_sub_groups`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub sub_group_policy: Vec<VolcanoSubGroupPolicy>,
-    /// Volcano's network topology (HyperNode tiers): not honoured, only named in the note of
-    /// the Gangplank PodGroup made for it.
+    /// Volcano's network topology (HyperNode tiers), honoured on a PodGroup with sub-groups
+    /// as the levels of Gangplank's Topologies (`crate::controller::volcano_sub_groups`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub network_topology: Option<serde_json::Value>,
+    pub network_topology: Option<VolcanoNetworkTopology>,
+}
+
+/// Volcano's `networkTopology`: `mode` `hard` (its default) or `soft`, and the highest
+/// HyperNode tier the pods may span, by number (`highestTierAllowed`) or by name
+/// (`highestTierName`), not both.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct VolcanoNetworkTopology {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mode: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub highest_tier_allowed: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub highest_tier_name: Option<String>,
 }
 
 /// One sub-group of a Volcano PodGroup, as Volcano v1.14 spells it (its defaults: size 1,
@@ -67,7 +81,7 @@ pub struct VolcanoSubGroupPolicy {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub match_label_keys: Vec<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub network_topology: Option<serde_json::Value>,
+    pub network_topology: Option<VolcanoNetworkTopology>,
 }
 
 /// What Gangplank writes of a Volcano PodGroup's status.

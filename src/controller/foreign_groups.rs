@@ -9,7 +9,8 @@
 //!   the pods only once its `status.phase` leaves `Pending`. Its Gangplank PodGroup is admitted
 //!   ahead of its members on `minResources` (`gangplank_core::model::owed`), unless it has a
 //!   `subGroupPolicy` Gangplank mirrors (`super::volcano_sub_groups`: then it waits for whole
-//!   instances of labelled members, as any gang of sub-groups), and [`volcano_status`] is the
+//!   instances of labelled members, as any gang of sub-groups, and its `networkTopology` is
+//!   read as Topology levels by `super::volcano_network_topology`), and [`volcano_status`] is the
 //!   status Gangplank writes back;
 //! - Kubernetes' own (`scheduling.k8s.io`, `v1beta1` from 1.37 and `v1alpha2` on 1.36, served
 //!   with the `GenericWorkload` feature gate): its pods name it in `spec.schedulingGroup.podGroupName`, and its
@@ -42,13 +43,15 @@
 //! ([`resize`]). A Gangplank PodGroup of that name that the source does not own is the user's: its
 //! pods join it, and the source gets a Warning event saying so.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use gangplank_core::model::Topology;
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 
 use super::batch_v1_jobs::{JobPlan, made};
-use super::volcano_sub_groups;
+use super::{volcano_network_topology, volcano_sub_groups};
 use crate::api::composite_pod_group::{self, CompositePodGroup, Shape};
 use crate::api::kueue::{self, KueueWorkload};
 use crate::api::pod_group::SubGroupPolicy;
@@ -279,6 +282,7 @@ pub fn plan(
     source: Foreign,
     existing: Option<&PodGroup>,
     namespace_queue: Option<&str>,
+    topologies: &BTreeMap<String, Topology>,
 ) -> Option<JobPlan> {
     let meta = source.meta;
     if meta.deletion_timestamp.is_some() {
@@ -288,7 +292,8 @@ pub fn plan(
     let namespace = meta.namespace.as_deref()?;
     let uid = meta.uid.as_deref()?;
     let Some(existing) = existing else {
-        let (group, note, warning) = pod_group(source, name, namespace, uid, namespace_queue);
+        let (group, note, warning) =
+            pod_group(source, (name, namespace, uid), namespace_queue, topologies);
         return Some(JobPlan::Create {
             group: Box::new(group),
             note,
@@ -444,14 +449,36 @@ fn named_queue<'a>(source: &Foreign<'a>) -> Option<&'a str> {
         .or(source.queue)
 }
 
+/// The levels a made PodGroup keeps its gang or instances to, as its Event's note names them.
+fn topology_note(spec: &PodGroupSpec) -> Option<String> {
+    let instances: Vec<String> = spec
+        .sub_group_policy
+        .iter()
+        .filter_map(|s| Some(format!("{} in one {}", s.name, s.topology_key.as_deref()?)))
+        .collect();
+    match (&spec.topology_key, &spec.preferred_topology_key) {
+        _ if !instances.is_empty() => Some(format!(
+            "; each instance of {} (networkTopology)",
+            instances.join(", ")
+        )),
+        (Some(required), Some(preferred)) => Some(format!(
+            "; the gang in one {required}, one {preferred} preferred (networkTopology)"
+        )),
+        (Some(required), None) => Some(format!("; the gang in one {required} (networkTopology)")),
+        (None, Some(preferred)) => Some(format!(
+            "; the gang in one {preferred} preferred (networkTopology)"
+        )),
+        (None, None) => None,
+    }
+}
+
 /// The Gangplank PodGroup made for `source`, the note of its Event, and whether that note
 /// warns of something in `source` Gangplank does not honour.
 fn pod_group(
     source: Foreign,
-    name: &str,
-    namespace: &str,
-    uid: &str,
+    (name, namespace, uid): (&str, &str, &str),
     namespace_queue: Option<&str>,
+    topologies: &BTreeMap<String, Topology>,
 ) -> (PodGroup, String, bool) {
     let (queue, from) = match (named_queue(&source), namespace_queue) {
         (Some(q), _) => (q, "named on it"),
@@ -471,10 +498,7 @@ fn pod_group(
         format!("minMember 1: {dialect} {kind} {namespace}/{name} sets no minMember")
     };
     let sub_groups = source.volcano.and_then(volcano_sub_groups::mirror);
-    let topology = source
-        .volcano
-        .is_some_and(volcano_sub_groups::asks_network_topology);
-    let warning = matches!(sub_groups, Some(Err(_))) || topology;
+    let mut not_honoured = Vec::new();
     if let Some(Ok(tree)) = &sub_groups {
         spec.min_member = tree.min_member;
         spec.sub_group_policy = tree.sub_group_policy.clone();
@@ -483,7 +507,13 @@ fn pod_group(
             "minMember {}, the minimum of the subGroupPolicy of {dialect} PodGroup {namespace}/{name}",
             tree.min_member
         );
+        if let Some(volcano) = source.volcano {
+            not_honoured = volcano_network_topology::honour(volcano, &mut spec, topologies);
+        }
+    } else if source.volcano.is_some_and(volcano_network_topology::asked) {
+        not_honoured.push(volcano_network_topology::NotHonoured::Flat);
     }
+    let warning = matches!(sub_groups, Some(Err(_))) || !not_honoured.is_empty();
     match source.tree {
         Some(Shape::Tree(tree)) => {
             spec.sub_group_policy = tree.sub_group_policy.clone();
@@ -508,8 +538,11 @@ fn pod_group(
             "; its subGroupPolicy is not honoured, the gang is flat: {why}"
         ));
     }
-    if topology {
-        note.push_str("; networkTopology (HyperNode tiers) is not honoured: give the gang a topologyKey on a Gangplank PodGroup instead");
+    for why in &not_honoured {
+        note.push_str(&format!("; {why}"));
+    }
+    if let Some(levels) = topology_note(&group.spec) {
+        note.push_str(&levels);
     }
     if trainer::controls(source.meta) {
         group.set_members_in_stages();
@@ -532,6 +565,15 @@ mod tests {
             "apiVersion": SCHEDULER_PLUGINS, "kind": "PodGroup", "metadata": meta, "spec": spec
         }))
         .unwrap()
+    }
+
+    /// [`super::plan`] on a cluster with no Topology.
+    fn plan(
+        source: Foreign,
+        existing: Option<&PodGroup>,
+        namespace_queue: Option<&str>,
+    ) -> Option<JobPlan> {
+        super::plan(source, existing, namespace_queue, &BTreeMap::new())
     }
 
     fn created(plan: Option<JobPlan>) -> (PodGroup, String) {

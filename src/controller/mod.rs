@@ -55,6 +55,7 @@ pub mod orphans;
 mod pass;
 pub mod queues;
 pub mod status;
+mod volcano_network_topology;
 mod volcano_sub_groups;
 pub mod waits;
 pub mod workloads;

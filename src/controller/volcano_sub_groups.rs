@@ -79,15 +79,6 @@ fn sub_group((i, volcano): (usize, &VolcanoSubGroupPolicy)) -> Result<SubGroupPo
     })
 }
 
-/// Whether `source` asks for a network topology anywhere, which Gangplank does not honour.
-pub fn asks_network_topology(source: &VolcanoPodGroupSpec) -> bool {
-    source.network_topology.is_some()
-        || source
-            .sub_group_policy
-            .iter()
-            .any(|p| p.network_topology.is_some())
-}
-
 #[cfg(test)]
 mod tests {
     use std::collections::BTreeMap;
@@ -163,13 +154,10 @@ mod tests {
     }
 
     #[test]
-    fn unnamed_sub_groups_and_network_topologies_are_named_in_the_note() {
+    fn an_unnamed_sub_group_is_named_by_its_place() {
         let mut unnamed = service(9);
         unnamed.sub_group_policy[2].name.clear();
         let spec = mirror(&unnamed).unwrap().unwrap();
         assert_eq!(spec.sub_group_policy[2].name, "subgroup-2");
-        assert!(!asks_network_topology(&unnamed));
-        unnamed.sub_group_policy[0].network_topology = Some(serde_json::json!({"mode": "hard"}));
-        assert!(asks_network_topology(&unnamed));
     }
 }

@@ -43,7 +43,7 @@ fn label(node: &Node, key: &str) -> String {
 
 /// Deletes the Topology when the test ends, failed or not (it is cluster-scoped), with kubectl:
 /// the test's client cannot run while its runtime is in a drop.
-struct TopologyGuard(String);
+pub struct TopologyGuard(pub String);
 
 impl Drop for TopologyGuard {
     fn drop(&mut self) {

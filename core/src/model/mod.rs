@@ -1,10 +1,11 @@
 //! The cluster model: nodes, pods, PodGroups and Queues as scheduling sees them ([`objects`]),
 //! resource amounts ([`resources`], [`quantity`]), per-node sums ([`nodes`]), the whole
-//! cluster as the watches show it ([`state`]), how it grows ([`growth`]), its network's levels ([`topology`]) and what Gangplank decided itself ([`ledger`], with [`arrivals`] for admissions on arrival); [`owed`]: the room a PodGroup's `minResources` keep for members still to come.
+//! cluster as the watches show it ([`state`]), how it grows ([`growth`]), its network's levels ([`topology`], and Volcano's HyperNode tiers as them: [`hyper_node_tiers`]) and what Gangplank decided itself ([`ledger`], with [`arrivals`] for admissions on arrival); [`owed`]: the room a PodGroup's `minResources` keep for members still to come.
 
 pub mod arrivals;
 pub mod group;
 pub mod growth;
+pub mod hyper_node_tiers;
 pub mod ledger;
 pub mod names;
 pub mod nodes;

@@ -20,7 +20,7 @@ use super::super::{CREATE_RETRY_AFTER, Controller, Creation, Relabel, Resize, WR
 use super::super::{batch_v1_jobs, composite_trees, foreign_groups, orphans, workloads};
 use crate::api::composite_pod_group::Shape;
 use crate::api::{self, labels};
-use crate::cache::lookup::{NamespaceLookup, PodGroupLookup};
+use crate::cache::lookup::{NamespaceLookup, PodGroupLookup, TopologyLookup};
 use crate::events::{self, Event};
 use gangplank_core::model::{self, GroupKey};
 
@@ -113,6 +113,7 @@ impl Controller {
             .chain(dialect_sources(&upstream_v1alpha2, "workload-api"))
             .chain(roots)
             .chain(kueue_sources);
+        let topologies = self.stores.topologies().unwrap_or_default();
         for (source, regarding, dialect) in sources {
             let (Some(namespace), Some(name)) = (&source.meta.namespace, &source.meta.name) else {
                 continue;
@@ -131,8 +132,12 @@ impl Controller {
                 .pod_groups
                 .get(&ObjectRef::new(name).within(namespace));
             let namespace_queue = self.stores.namespace_queue(namespace).ok().flatten();
-            let plan =
-                foreign_groups::plan(source, existing.as_deref(), namespace_queue.as_deref());
+            let plan = foreign_groups::plan(
+                source,
+                existing.as_deref(),
+                namespace_queue.as_deref(),
+                &topologies,
+            );
             carry_out(plan, dialect, regarding, (&mut creations, resizes), wanted);
         }
         creations
