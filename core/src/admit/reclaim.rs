@@ -668,6 +668,48 @@ mod tests {
     }
 
     #[test]
+    fn a_waiting_slice_kept_to_one_zone_asks_reclaim_for_room_inside_one_zone() {
+        // Zones z0 (n0, n1) and z1 (n2, n3) of 8 CPUs each, every node full with a gang of
+        // queue a; b waits for a slice of two 6-CPU members kept to one zone.
+        let mut s = State::default();
+        s.apply_queue(Queue::new("a"));
+        s.apply_queue(Queue::new("b"));
+        for (i, zone) in ["z0", "z0", "z1", "z1"].into_iter().enumerate() {
+            let mut n = node(format!("n{i}"), 8_000);
+            n.labels.insert("zone".into(), zone.into());
+            s.apply_node(n);
+            let name = format!("on-{i}");
+            s.apply_pod_group(pod_group(&name, 1, "a"));
+            let member = pod(format!("{name}-0")).in_group(&name).created(1);
+            s.apply_pod(member.cpu(8_000).running_on(&format!("n{i}")));
+        }
+        s.apply_pod_group(PodGroup {
+            sub_groups: vec![crate::model::sub_groups::SubGroup {
+                name: "slice".into(),
+                size: 2,
+                min_count: 1,
+                selector: BTreeMap::new(),
+                match_label_keys: vec!["slice".into()],
+                topology_key: Some("zone".into()),
+            }],
+            ..pod_group("slices", 2, "b")
+        });
+        for i in 0..2 {
+            let member = pod(format!("slices-{i}")).in_group("slices").created(10);
+            s.apply_pod(member.cpu(6_000).labeled("slice", "0").gated());
+        }
+        let input = input_of(&s, &decide_now(&s)).unwrap();
+        assert_eq!(
+            input.policy.starved[0].instances,
+            vec![crate::policy::reclaim::InstanceDomains {
+                members: 2,
+                domains: Some(vec![vec![0, 1], vec![2, 3]]),
+            }],
+            "its one slice, inside z0 or z1"
+        );
+    }
+
+    #[test]
     fn an_elastic_gang_yields_its_members_to_a_gang_of_another_queue_that_reclaim_would_not_serve()
     {
         let mut s = ten_gpus_held_by_an_elastic_gang("other");

@@ -216,6 +216,9 @@ pub struct RoomWait {
     pub lone: bool,
     /// It fits only inside one domain of its required topology level. `None`: anywhere.
     pub within: Option<Within>,
+    /// The first members of `need` as whole instances, in order, each kept to one domain of
+    /// its sub-group's level (`None`: anywhere). Empty: `need` as one.
+    pub instances: Vec<(usize, Option<Within>)>,
 }
 
 /// A required topology level's label keys, and the values a gang's members pinned.

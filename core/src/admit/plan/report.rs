@@ -155,16 +155,31 @@ fn room_wait(pass: &Pass, c: &Candidate, why: Option<&Why>) -> Option<RoomWait> 
         priority: c.priority,
         capped,
         lone: c.group.is_none(),
-        within: c.topology.as_ref().filter(|w| w.levels.required).map(|w| {
-            let keys = w.levels.widest().iter().map(|k| (*k).to_owned()).collect();
-            let pinned = w
-                .pinned
-                .iter()
-                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
-                .collect();
-            Within { keys, pinned }
-        }),
+        within: c
+            .topology
+            .as_ref()
+            .filter(|w| w.levels.required)
+            .map(|w| within(w.levels.widest(), &w.pinned)),
+        instances: c
+            .instance_levels
+            .iter()
+            .map(|i| {
+                let kept = (!i.keys.is_empty()).then(|| within(&i.keys, &i.pinned));
+                (i.members, kept)
+            })
+            .collect(),
     })
+}
+
+/// A level's label `keys`, with the values `pinned` of members placed, as reclaim reads them.
+fn within(keys: &[&str], pinned: &[(&str, &str)]) -> Within {
+    Within {
+        keys: keys.iter().map(|k| (*k).to_owned()).collect(),
+        pinned: pinned
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect(),
+    }
 }
 
 /// The head's reservation as the pass left it, if there is a head: its nodes, what each lacks,

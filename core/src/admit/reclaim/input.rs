@@ -6,10 +6,10 @@
 use std::collections::{BTreeMap, HashMap, HashSet};
 
 use crate::admit::groups::{GroupFacts, Groups, Seen};
-use crate::admit::plan::Decision;
+use crate::admit::plan::{Decision, Within};
 use crate::model::sub_groups::{self, Instance};
 use crate::model::{GroupKey, Pod, PodGroup, Resources, State, topology};
-use crate::policy::reclaim as policy;
+use crate::policy::reclaim::{self as policy, InstanceDomains};
 
 /// What [`input`] builds for the policy.
 pub(super) struct Input {
@@ -205,7 +205,7 @@ fn starved(
         .short_of_room
         .iter()
         .filter_map(|w| {
-            let domains = w.within.as_ref().map(|within| {
+            let domains = |within: &Within| -> Vec<Vec<usize>> {
                 let keys: Vec<&str> = within.keys.iter().map(String::as_str).collect();
                 let pinned: Vec<(&str, &str)> = within
                     .pinned
@@ -215,6 +215,10 @@ fn starved(
                 topology::domains(nodes.iter().map(|n| &n.labels), &keys, &pinned)
                     .into_values()
                     .collect()
+            };
+            let instances = w.instances.iter().map(|(members, within)| InstanceDomains {
+                members: *members,
+                domains: within.as_ref().map(domains),
             });
             Some(policy::Starved {
                 key: w.group.clone(),
@@ -223,7 +227,8 @@ fn starved(
                 requests: w.requests.clone(),
                 priority: w.priority,
                 capped: w.capped,
-                domains,
+                domains: w.within.as_ref().map(domains),
+                instances: instances.collect(),
             })
         })
         .collect()

@@ -74,6 +74,17 @@ pub struct Starved<K> {
     /// The domains of its required topology level it may go into, each as indexes in
     /// [`Input::nodes`]: it fits only inside one. `None`: anywhere.
     pub domains: Option<Vec<Vec<usize>>>,
+    /// The first members of `need` as whole instances, in order, each of which fits only
+    /// inside one of its own domains (a sub-group's `topologyKey`). Empty: `need` as one.
+    pub instances: Vec<InstanceDomains>,
+}
+
+/// An instance of a starved group: how many of its `need` (in order) it takes, and the
+/// domains it may go into, each as indexes in [`Input::nodes`] (`None`: anywhere).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InstanceDomains {
+    pub members: usize,
+    pub domains: Option<Vec<Vec<usize>>>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]

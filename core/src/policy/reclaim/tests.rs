@@ -61,6 +61,7 @@ fn starved(key: &str, queue: usize, pods: usize, each: i64) -> Starved<String> {
         priority: 0,
         capped: false,
         domains: None,
+        instances: vec![],
     }
 }
 
@@ -126,6 +127,43 @@ fn a_group_required_in_one_domain_is_given_room_inside_one_not_split_over_two() 
     assert_eq!(inside, vec!["w", "y"], "both gangs of node 1, and no more");
 }
 
+#[test]
+fn an_instance_kept_to_one_domain_is_given_room_inside_one_not_split_over_two() {
+    // Zones {0, 1} and {2, 3}, four nodes of 8 CPUs, each full with a gang of queue a; the
+    // youngest two are on nodes 3 and 1, one in each zone.
+    let gangs = vec![
+        gang("on-0", 1, 8_000, &[0], 0, 1),
+        gang("on-2", 1, 8_000, &[2], 0, 2),
+        gang("on-1", 1, 8_000, &[1], 0, 3),
+        gang("on-3", 1, 8_000, &[3], 0, 4),
+    ];
+    let mut input = Input {
+        queues: vec![queue("a", 32_000, 8_000), queue("b", 0, 24_000)],
+        nodes: vec![Resources::from([("cpu", 0), ("pods", 100)]); 4],
+        in_flight: Resources::new(),
+        gangs,
+        starved: vec![starved("slice", 1, 2, 6_000)],
+    };
+    let victims = |input: &Input<String>| {
+        let mut gangs: Vec<String> = evicted(&plan(input)[0].1)
+            .into_iter()
+            .map(|(g, _, _)| g)
+            .collect();
+        gangs.sort();
+        gangs
+    };
+    assert_eq!(victims(&input), vec!["on-1", "on-3"], "the two youngest");
+    input.starved[0].instances = vec![InstanceDomains {
+        members: 2,
+        domains: Some(vec![vec![0, 1], vec![2, 3]]),
+    }];
+    assert_eq!(
+        victims(&input),
+        vec!["on-2", "on-3"],
+        "the two gangs of one zone, the younger zone's"
+    );
+}
+
 fn gpus(n: i64) -> Resources {
     Resources::from([("nvidia.com/gpu", n), ("pods", 1)])
 }
@@ -165,6 +203,7 @@ fn ten_gpus_held_by_an_elastic_gang() -> Input<String> {
             priority: 0,
             capped: false,
             domains: None,
+            instances: vec![],
         }],
     }
 }
@@ -404,6 +443,7 @@ fn a_group_waiting_for_its_queues_capability_preempts_for_it_not_for_room() {
         priority: 5,
         capped: true,
         domains: None,
+        instances: vec![],
         ..starved("urgent", 0, 2, 2_000)
     }];
     let out = plan(&input);
@@ -739,6 +779,7 @@ mod properties {
                     priority,
                     capped: false,
                     domains: None,
+                    instances: vec![],
                 }
             })
             .collect();
@@ -875,7 +916,7 @@ mod properties {
                     continue;
                 }
                 let s = super::starved("", victim, back.0, back.1 * 1_000);
-                next.starved = vec![Starved { key: 999, queue: victim, need: s.need, requests: s.requests, priority: 0, capped: false, domains: None }];
+                next.starved = vec![Starved { key: 999, queue: victim, need: s.need, requests: s.requests, priority: 0, capped: false, domains: None, instances: vec![] }];
                 for e in evictions(&plan(&next), false) {
                     prop_assert_ne!(e.queue, reclaimer, "queue {} reclaims back from {}", victim, reclaimer);
                 }

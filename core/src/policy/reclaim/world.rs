@@ -181,7 +181,7 @@ impl World {
     /// `None` when `s` fits the room and its queue's capability; else the short resources:
     /// those of the room (see the module docs), or else those its queue's capability lacks.
     pub(super) fn shortfall<K>(&self, input: &Input<K>, s: &Starved<K>) -> Option<Vec<ResourceId>> {
-        if let Some(short) = self.misfit(s.queue, &s.need, s.domains.as_deref()) {
+        if let Some(short) = self.misfit(s) {
             return Some(short);
         }
         let after = self.allocated[s.queue].plus(&s.requests);
@@ -194,19 +194,14 @@ impl World {
         (!over.is_empty()).then_some(over)
     }
 
-    /// `None` when `need` fits the room for queue `q`; else the short resources (see the
+    /// `None` when `s`'s need fits the room for its queue; else the short resources (see the
     /// module docs).
-    pub(super) fn misfit(
-        &self,
-        q: usize,
-        need: &[Resources],
-        domains: Option<&[Vec<usize>]>,
-    ) -> Option<Vec<ResourceId>> {
+    pub(super) fn misfit<K>(&self, s: &Starved<K>) -> Option<Vec<ResourceId>> {
         let mut sum = Resources::new();
-        for pod in need {
+        for pod in &s.need {
             sum.add(pod);
         }
-        let available = self.available_to(q);
+        let available = self.available_to(s.queue);
         let short: Vec<ResourceId> = sum
             .shortfall(&available)
             .into_iter()
@@ -215,7 +210,7 @@ impl World {
         if !short.is_empty() {
             return Some(short);
         }
-        let (_, pod) = fit_within(&self.nodes, need, domains).err()?;
+        let (_, pod) = fit_gang(&self.nodes, s).err()?;
         let scarce: Vec<ResourceId> = pod
             .ids()
             .filter(|&(id, amount)| self.nodes.iter().all(|n| n.amount(id) < amount))
@@ -234,14 +229,42 @@ impl World {
     /// Books the room of a group that fits.
     pub(super) fn admit<K>(&mut self, input: &Input<K>, s: &Starved<K>) {
         // It fits, so every member is placed.
-        for (at, pod) in fit_within(&self.nodes, &s.need, s.domains.as_deref()).unwrap_or_default()
-        {
+        for (at, pod) in fit_gang(&self.nodes, s).unwrap_or_default() {
             self.free.sub_positive(&self.nodes[at]);
             self.nodes[at].sub(pod);
             self.free.add_positive(&self.nodes[at]);
         }
         self.allocate(input, s.queue, &s.requests, true);
     }
+}
+
+/// Where each pod of `s`'s need goes on `nodes`: each of its instances whole inside one of
+/// its own domains, then the rest inside one of `s`'s domains ([`fit_within`]); or the pod
+/// that found no node, and how many were placed before it.
+pub(super) fn fit_gang<'a, K>(
+    nodes: &[Resources],
+    s: &'a Starved<K>,
+) -> Result<Vec<(usize, &'a Resources)>, (usize, &'a Resources)> {
+    if s.instances.is_empty() {
+        return fit_within(nodes, &s.need, s.domains.as_deref());
+    }
+    let mut free = nodes.to_vec();
+    let mut placed: Vec<(usize, &'a Resources)> = Vec::with_capacity(s.need.len());
+    let mut rest = &s.need[..];
+    for instance in &s.instances {
+        let (members, after) = rest.split_at(instance.members.min(rest.len()));
+        let fits = fit_within(&free, members, instance.domains.as_deref())
+            .map_err(|(n, pod)| (placed.len() + n, pod))?;
+        for &(at, pod) in &fits {
+            free[at].sub(pod);
+        }
+        placed.extend(fits);
+        rest = after;
+    }
+    let fits = fit_within(&free, rest, s.domains.as_deref())
+        .map_err(|(n, pod)| (placed.len() + n, pod))?;
+    placed.extend(fits);
+    Ok(placed)
 }
 
 /// Where each pod of `need` goes ([`first_fit`]) on `nodes`, all inside one of `domains`
