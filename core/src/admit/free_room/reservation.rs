@@ -75,6 +75,8 @@ impl<'s> Room<'s> {
     /// With `within` (the keys of a gang's required level and the values its members already
     /// pinned), the reservation lies inside one domain of that level that could hold the whole
     /// gang: the one it held before, else the one with the most of its requests free now.
+    /// `need` comes in parts, each with its own `within`: a gang whose instances each keep to a
+    /// domain reserves for each instance in turn, inside one domain of its level.
     ///
     /// The reservation holds at most `budget` in all (what the head's queue may take: other
     /// queues' unused guarantees stay theirs).
@@ -84,31 +86,35 @@ impl<'s> Room<'s> {
     /// block everyone for nothing.
     pub fn reserve(
         &mut self,
-        need: &[&Resources],
+        parts: &[(Vec<&Resources>, Option<InDomain<'_, 's>>)],
         budget: &Resources,
         held_before: &dyn Fn(&str) -> bool,
-        within: Option<InDomain<'_, 's>>,
     ) -> bool {
-        let pods = biggest_first(need.iter().copied());
-        let candidates = self.choices(within);
-        let mut best: Option<Planned> = None;
-        for (_, nodes) in &candidates {
-            let plan = self.plan_reservation(nodes, &pods, budget, held_before);
-            if let Some(plan) = plan
-                && best.as_ref().is_none_or(|b| plan.preference > b.preference)
-            {
-                best = Some(plan);
+        let mut draft = Draft::new(budget);
+        for (need, within) in parts {
+            let pods = biggest_first(need.iter().copied());
+            let mut best: Option<Draft> = None;
+            for (_, nodes) in &self.choices(*within) {
+                let plan = self.plan_reservation(draft.clone(), nodes, &pods, held_before);
+                if let Some(plan) = plan
+                    && best
+                        .as_ref()
+                        .is_none_or(|b| plan.preference() > b.preference())
+                {
+                    best = Some(plan);
+                }
             }
+            let Some(plan) = best else {
+                return false;
+            };
+            draft = plan;
         }
-        let Some(plan) = best else {
-            return false;
-        };
-        let Planned {
+        let Draft {
             mut held,
             mut lacking,
             short,
             ..
-        } = plan;
+        } = draft;
         for (at, h) in &held {
             self.nodes[*at].sub(h);
             self.total.sub(h);
@@ -123,31 +129,24 @@ impl<'s> Room<'s> {
         true
     }
 
-    /// [`Room::reserve`]'s choice of nodes among `nodes` for `pods` (biggest first), changing
-    /// nothing; `None` when they could not hold the pods even empty.
+    /// [`Room::reserve`]'s choice of nodes among `nodes` for `pods` (biggest first), after
+    /// what `draft` holds already, changing nothing; `None` when they could not hold the pods
+    /// even empty.
     fn plan_reservation(
         &self,
+        mut draft: Draft,
         nodes: &[usize],
         pods: &[&Resources],
-        budget: &Resources,
         held_before: &dyn Fn(&str) -> bool,
-    ) -> Option<Planned> {
-        let mut budget = budget.clone();
-        let mut capacity: Vec<(usize, Resources)> = Vec::new();
-        let mut held: Vec<(usize, Resources)> = Vec::new();
-        let mut free: Vec<(usize, Resources)> = Vec::new();
-        let mut lacking: Vec<(usize, Resources)> = Vec::new();
-        let mut short = Resources::new();
-        let mut found = Resources::new();
-        let mut kept = false;
+    ) -> Option<Draft> {
         for &pod in pods {
             let mut best: Option<(usize, Preference)> = None;
             for &at in nodes {
-                let left = find(&capacity, at).unwrap_or(self.allocatable[at]);
+                let left = find(&draft.capacity, at).unwrap_or(self.allocatable[at]);
                 if !pod.fits_in(left) {
                     continue;
                 }
-                let now = find(&free, at).unwrap_or(&self.nodes[at]);
+                let now = find(&draft.free, at).unwrap_or(&self.nodes[at]);
                 let score = (
                     held_before(self.names[at]),
                     size(&now.at_least_zero().min_of(pod)),
@@ -157,51 +156,76 @@ impl<'s> Room<'s> {
                 }
             }
             let (at, (before, _)) = best?;
-            kept |= before;
+            draft.kept |= before;
             // What is free of the member's requests here; the reservation holds it within the
             // budget. It lacks only what pods on the node must free: room the budget keeps for
             // other queues stays free, and is not lacking.
-            let here = find(&free, at)
+            let here = find(&draft.free, at)
                 .unwrap_or(&self.nodes[at])
                 .at_least_zero()
                 .min_of(pod);
-            found.add(&here);
-            let taken = here.min_of(&budget);
-            budget.sub(&taken);
-            short.add(&here.minus(&taken));
-            let left = find(&capacity, at)
+            draft.found.add(&here);
+            let taken = here.min_of(&draft.budget);
+            draft.budget.sub(&taken);
+            draft.short.add(&here.minus(&taken));
+            let left = find(&draft.capacity, at)
                 .unwrap_or(self.allocatable[at])
                 .minus(pod);
-            let now = find(&free, at).unwrap_or(&self.nodes[at]).minus(&here);
-            upsert(&mut capacity, at, left);
-            upsert(&mut free, at, now);
+            let now = find(&draft.free, at)
+                .unwrap_or(&self.nodes[at])
+                .minus(&here);
+            upsert(&mut draft.capacity, at, left);
+            upsert(&mut draft.free, at, now);
             let lack = pod.minus(&here);
-            match held.iter_mut().find(|(i, _)| *i == at) {
+            match draft.held.iter_mut().find(|(i, _)| *i == at) {
                 Some((_, h)) => h.add(&taken),
-                None => held.push((at, taken)),
+                None => draft.held.push((at, taken)),
             }
-            match lacking.iter_mut().find(|(i, _)| *i == at) {
+            match draft.lacking.iter_mut().find(|(i, _)| *i == at) {
                 Some((_, l)) => l.add(&lack),
-                None => lacking.push((at, lack)),
+                None => draft.lacking.push((at, lack)),
             }
         }
-        Some(Planned {
-            held,
-            lacking,
-            short,
-            preference: (kept, size(&found)),
-        })
+        Some(draft)
     }
 }
 
-/// A reservation [`Room::reserve`] may hold: per node what it holds and lacks, what the budget
-/// left short, and how much it suits the head (it keeps nodes held before, then the most of
-/// the head's requests free now).
-struct Planned {
+/// A reservation [`Room::reserve`] is drafting: per node what its members take of the node's
+/// allocatable (`capacity`: what is left) and of its free room (`free`: what is left), what it
+/// holds and lacks, what the budget has left and left short, and how much it suits the head.
+#[derive(Clone)]
+struct Draft {
+    budget: Resources,
+    capacity: Vec<(usize, Resources)>,
+    free: Vec<(usize, Resources)>,
     held: Vec<(usize, Resources)>,
     lacking: Vec<(usize, Resources)>,
     short: Resources,
-    preference: Preference,
+    /// What its members found free on their nodes.
+    found: Resources,
+    /// It keeps a node the head held before.
+    kept: bool,
+}
+
+impl Draft {
+    fn new(budget: &Resources) -> Draft {
+        Draft {
+            budget: budget.clone(),
+            capacity: Vec::new(),
+            free: Vec::new(),
+            held: Vec::new(),
+            lacking: Vec::new(),
+            short: Resources::new(),
+            found: Resources::new(),
+            kept: false,
+        }
+    }
+
+    /// How much it suits the head: it keeps nodes held before, then the most of the head's
+    /// requests free now.
+    fn preference(&self) -> Preference {
+        (self.kept, size(&self.found))
+    }
 }
 
 /// How much a node suits a reserved member: held by the head before, then how much of the

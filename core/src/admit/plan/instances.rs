@@ -4,9 +4,9 @@
 //! slices in two racks, or both in one). The pass places them here, all of the minimum or
 //! none, and each instance beyond it whole; the report gives each member its instance's domain.
 
-use super::candidate::{Candidate, InstanceLevel, described};
+use super::candidate::{Candidate, InstanceLevel, Where, described};
 use super::pass::Pass;
-use crate::admit::free_room::{InstanceMisfit, InstanceNeed, Labelled};
+use crate::admit::free_room::{InDomain, InstanceMisfit, InstanceNeed, Labelled};
 use crate::admit::why::Why;
 use crate::model::Resources;
 
@@ -36,6 +36,23 @@ impl<'s> Pass<'s> {
     ) -> Result<Option<Labelled<'s>>, InstanceMisfit> {
         let (keys, pinned) = level.map_or((&[][..], &[][..]), |l| (&l.keys[..], &l.pinned[..]));
         self.room.place_instance(need, keys, pinned)
+    }
+
+    /// What the head's reservation holds room for, in parts each kept to one domain of its level
+    /// (`None`: anywhere): each instance of `c`'s minimum when its instances keep to domains, else
+    /// its whole need inside one domain of `required`, its required level.
+    pub(super) fn reserved_parts<'c>(
+        c: &'c Candidate<'s>,
+        required: Option<&'c Where<'s>>,
+    ) -> Vec<(Vec<&'s Resources>, Option<InDomain<'c, 's>>)> {
+        if c.instance_levels.is_empty() {
+            let within = required.map(|w| (w.levels.widest(), w.pinned.as_slice()));
+            return vec![(c.need().collect(), within)];
+        }
+        instance_needs(c)
+            .into_iter()
+            .map(|(need, keys, pinned)| (need, (!keys.is_empty()).then_some((keys, pinned))))
+            .collect()
     }
 
     /// Why candidate `c` never fits: an instance of its minimum that no domain of its level

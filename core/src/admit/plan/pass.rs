@@ -314,12 +314,11 @@ impl<'s> Pass<'s> {
         }
         if self.head.is_none()
             && let Some(group) = c.group
-            && self.room.reserve(
-                &c.need().collect::<Vec<_>>(),
-                &available,
-                &|node| held_before(self.state, group, node),
-                required.map(|w| (w.levels.widest(), w.pinned.as_slice())),
-            )
+            && self
+                .room
+                .reserve(&Pass::reserved_parts(c, required), &available, &|node| {
+                    held_before(self.state, group, node)
+                })
         {
             self.head = Some((group, overdue.is_some()));
             return Err(Why::Reserved {
@@ -332,7 +331,10 @@ impl<'s> Pass<'s> {
         if let Some((head, _)) = self.head
             && needed.fits_in(&available.plus(&self.room.held_total))
         {
+            // A gang whose instances keep to domains is placed instance by instance
+            // (`fit_instances`), never into the reservation.
             if let Some(runtime) = c.expected_runtime
+                && c.instance_levels.iter().all(|l| l.keys.is_empty())
                 && self.now.saturating_add(runtime) <= self.shadow()
                 && let Ok(domain) = self.room.place_in_reservation(
                     &c.need().collect::<Vec<_>>(),

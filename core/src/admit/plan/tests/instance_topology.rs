@@ -150,3 +150,40 @@ fn an_instance_beyond_the_minimum_goes_whole_into_one_rack_or_waits() {
         "{by_slice:?}"
     );
 }
+
+#[test]
+fn the_head_reserves_for_each_instance_inside_one_rack() {
+    // Racks a (a1-a3) and b (b1-b3) of 8-CPU nodes; free: a1 5, b1 5, b2 5, b3 1, the rest 0.
+    // Two slices of two 6-CPU members fit nowhere now: the gang heads the line. The nodes
+    // with the most free (a1, b1, b2, b3) would split a slice over both racks; each slice is
+    // held inside one: b1 and b2, then a1 and a2.
+    let mut s = State::default();
+    s.apply_queue(Queue::new("q"));
+    for (name, used) in [
+        ("a1", 3_000),
+        ("a2", 8_000),
+        ("a3", 8_000),
+        ("b1", 3_000),
+        ("b2", 3_000),
+        ("b3", 7_000),
+    ] {
+        let labels = [("rack".to_owned(), name[..1].to_owned())].into();
+        s.apply_node(Node {
+            labels,
+            ..node(name, 8_000)
+        });
+        running(&mut s, &format!("on-{name}"), None, name, used, NOW - 10);
+    }
+    slices(&mut s, 2, 2, 6_000);
+    let d = decide_now(&s);
+    assert_eq!(reason(&d, "train"), Reason::Reserved);
+    let held: Vec<&str> = d
+        .hold
+        .as_ref()
+        .unwrap()
+        .nodes
+        .iter()
+        .map(|(n, _)| n.as_str())
+        .collect();
+    assert_eq!(held, ["a1", "a2", "b1", "b2"]);
+}
