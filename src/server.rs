@@ -396,56 +396,13 @@ async fn term(
     for heartbeat in &leader.heartbeats {
         heartbeat.beat();
     }
-    let [admission_beat, controller_beat] = leader.heartbeats.clone();
-    let admission_loop = tokio::spawn(admission_loop::run(
-        admission_loop::Clients {
-            writes: leader.client.clone(),
-            evictions: leader.eviction_client.clone(),
-            fence: leader.fence.clone(),
-        },
-        leader.stand_ins.clone(),
-        leader.cache.clone(),
-        leader.published.clone(),
-        admission_beat,
-        term.clone(),
-    ));
-    let controller_loop = tokio::spawn(controller::run(
-        leader.client.clone(),
-        leader.cache.clone(),
-        leader.stores.clone(),
-        leader.published.clone(),
-        controller_beat,
-        term.clone(),
-    ));
-    let batch_loop = tokio::spawn(batch::run(
-        leader.client.clone(),
-        leader.census.clone(),
-        term.clone(),
-    ));
-    let dispatcher = leader.multikueue.clone().map(|settings| {
-        tokio::spawn(crate::multikueue::run(
-            leader.client.clone(),
-            leader.stores.clone(),
-            settings,
-            term.clone(),
-        ))
-    });
-    let elector = &mut leader.elector;
-    let permits = leader.permits.clone();
-    let holding = async {
-        let lost = match elector.as_mut() {
-            Some(elector) => elector.hold(&term).await.err(),
-            None => {
-                term.cancelled().await;
-                None
-            }
-        };
-        term.cancel();
-        permits.fail_all(
-            "this Gangplank stopped leading or is shutting down; the scheduler will retry the gang",
-        );
-        lost
-    };
+    let Loops {
+        admission_loop,
+        controller_loop,
+        batch_loop,
+        dispatcher,
+    } = Loops::spawn(leader, &term);
+    let holding = hold_lease(&mut leader.elector, &leader.permits, &term);
     let parts = &leader.parts;
     let dispatching = async {
         match dispatcher {
@@ -491,6 +448,82 @@ async fn term(
     dispatcher?;
     extender_server.context("extender server failed")?;
     Ok(lost)
+}
+
+/// The loops of one term, spawned: the admission loop, the controller, the batch Job
+/// controller and, with --multikueue-dispatcher, the MultiKueue dispatcher.
+struct Loops {
+    admission_loop: tokio::task::JoinHandle<()>,
+    controller_loop: tokio::task::JoinHandle<()>,
+    batch_loop: tokio::task::JoinHandle<()>,
+    dispatcher: Option<tokio::task::JoinHandle<()>>,
+}
+
+impl Loops {
+    fn spawn(leader: &Leader, term: &CancellationToken) -> Loops {
+        let [admission_beat, controller_beat] = leader.heartbeats.clone();
+        let admission_loop = tokio::spawn(admission_loop::run(
+            admission_loop::Clients {
+                writes: leader.client.clone(),
+                evictions: leader.eviction_client.clone(),
+                fence: leader.fence.clone(),
+            },
+            leader.stand_ins.clone(),
+            leader.cache.clone(),
+            leader.published.clone(),
+            admission_beat,
+            term.clone(),
+        ));
+        let controller_loop = tokio::spawn(controller::run(
+            leader.client.clone(),
+            leader.cache.clone(),
+            leader.stores.clone(),
+            leader.published.clone(),
+            controller_beat,
+            term.clone(),
+        ));
+        let batch_loop = tokio::spawn(batch::run(
+            leader.client.clone(),
+            leader.census.clone(),
+            term.clone(),
+        ));
+        let dispatcher = leader.multikueue.clone().map(|settings| {
+            tokio::spawn(crate::multikueue::run(
+                leader.client.clone(),
+                leader.stores.clone(),
+                settings,
+                term.clone(),
+            ))
+        });
+        Loops {
+            admission_loop,
+            controller_loop,
+            batch_loop,
+            dispatcher,
+        }
+    }
+}
+
+/// Holds the Lease for the term (without an elector, until the term ends), then ends the
+/// term and fails the held binds (the scheduler retries them); why the Lease was lost, if it
+/// was.
+async fn hold_lease(
+    elector: &mut Option<leader::Elector>,
+    permits: &Permits,
+    term: &CancellationToken,
+) -> Option<leader::Error> {
+    let lost = match elector.as_mut() {
+        Some(elector) => elector.hold(term).await.err(),
+        None => {
+            term.cancelled().await;
+            None
+        }
+    };
+    term.cancel();
+    permits.fail_all(
+        "this Gangplank stopped leading or is shutting down; the scheduler will retry the gang",
+    );
+    lost
 }
 
 async fn cancel_on_error<T>(

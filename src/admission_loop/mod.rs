@@ -176,36 +176,13 @@ pub async fn run(
         } = pass(&state, unshown, evicting, wall);
         let backfilled = backfills::events(&state, &decision, &mut told, now);
         drop(state);
-        ::metrics::gauge!(metrics::ADMISSION_WAITING_GROUPS).set(decision.waiting.len() as f64);
-        ::metrics::gauge!(metrics::ADMISSION_DOOR_OPEN)
-            .set(f64::from(u8::from(decision.door.is_some())));
-        if tracing::enabled!(tracing::Level::DEBUG) {
-            let admitted: Vec<String> = decision
-                .admit
-                .iter()
-                .flat_map(|a| &a.pods)
-                .map(|p| format!("{}/{}", p.namespace, p.name))
-                .collect();
-            tracing::debug!(?admitted, hold = ?decision.hold, "admission pass");
-        }
+        observe(&decision);
         ledger.hold(held.as_ref(), &decision, now.into_std());
         held = decision.hold.clone();
         let settled = is_quiet(&decision);
-        let due: Vec<PodRef> = decision
-            .admit
-            .iter()
-            .flat_map(|a| &a.pods)
-            .chain(&decision.into_kept_room)
-            .filter(|p| !recently.contains_key(&p.uid))
-            .cloned()
-            .collect();
+        let due = due(&decision, &recently);
         let made = decision.admitted_with_room_kept();
-        let grown = plan::Decision {
-            grow: std::mem::take(&mut decision.grow),
-            unwanted_stand_ins: std::mem::take(&mut decision.unwanted_stand_ins),
-            growth_timed_out: std::mem::take(&mut decision.growth_timed_out),
-            ..plan::Decision::default()
-        };
+        let grown = growth_of(&mut decision);
         published.publish(published::PassOutcome {
             decision,
             reclaim_waiting: std::mem::take(&mut reclaims.waiting),
@@ -223,28 +200,7 @@ pub async fn run(
             recently.insert(pod.uid.clone(), now);
         }
         kept.note(made, wall);
-        let results: Vec<_> = stream::iter(due)
-            .map(|p| {
-                let client = client.clone();
-                async move { release(&client, &p).await }
-            })
-            .buffer_unordered(RELEASES_IN_FLIGHT)
-            .collect()
-            .await;
-        let mut fenced = 0;
-        for result in results {
-            match result {
-                Ok(()) => ::metrics::counter!(metrics::ADMISSION_RELEASED_PODS_TOTAL).increment(1),
-                Err(Error::Release { why, .. }) if fence::refused(&why) => fenced += 1,
-                Err(e) => tracing::warn!(error = %e, "admission"),
-            }
-        }
-        if fenced > 0 {
-            tracing::warn!(
-                pods = fenced,
-                "admission: gates not removed: this replica may no longer write as the leader"
-            );
-        }
+        release_all(&client, due).await;
         record_kept(&client, &mut kept).await;
         for event in &backfilled {
             if let Err(e) = publisher.publish(event).await {
@@ -257,6 +213,70 @@ pub async fn run(
         reclaimer.execute(reclaims).await;
         quiet = settled && reclaimer.is_idle();
         tokio::time::sleep(MIN_PASS_INTERVAL).await;
+    }
+}
+
+/// Exports what a pass left waiting and whether the door is open, and logs what it admitted
+/// (at debug level).
+fn observe(decision: &plan::Decision) {
+    ::metrics::gauge!(metrics::ADMISSION_WAITING_GROUPS).set(decision.waiting.len() as f64);
+    ::metrics::gauge!(metrics::ADMISSION_DOOR_OPEN)
+        .set(f64::from(u8::from(decision.door.is_some())));
+    if tracing::enabled!(tracing::Level::DEBUG) {
+        let admitted: Vec<String> = decision
+            .admit
+            .iter()
+            .flat_map(|a| &a.pods)
+            .map(|p| format!("{}/{}", p.namespace, p.name))
+            .collect();
+        tracing::debug!(?admitted, hold = ?decision.hold, "admission pass");
+    }
+}
+
+/// The pods whose gates `decision` removes (those it admits and those it releases into kept
+/// room), but for those patched `recently`.
+fn due(decision: &plan::Decision, recently: &HashMap<String, Instant>) -> Vec<PodRef> {
+    decision
+        .admit
+        .iter()
+        .flat_map(|a| &a.pods)
+        .chain(&decision.into_kept_room)
+        .filter(|p| !recently.contains_key(&p.uid))
+        .cloned()
+        .collect()
+}
+
+/// The growth part of `decision` (what stand-ins to ask for and clear), taken out of it.
+fn growth_of(decision: &mut plan::Decision) -> plan::Decision {
+    plan::Decision {
+        grow: std::mem::take(&mut decision.grow),
+        unwanted_stand_ins: std::mem::take(&mut decision.unwanted_stand_ins),
+        growth_timed_out: std::mem::take(&mut decision.growth_timed_out),
+        ..plan::Decision::default()
+    }
+}
+
+/// Removes the gates of `due`, a few at a time, counting the releases; a fenced refusal (this
+/// replica may no longer write as the leader) is logged once for all.
+async fn release_all(client: &Client, due: Vec<PodRef>) {
+    let results: Vec<_> = stream::iter(due)
+        .map(|p| async move { release(client, &p).await })
+        .buffer_unordered(RELEASES_IN_FLIGHT)
+        .collect()
+        .await;
+    let mut fenced = 0;
+    for result in results {
+        match result {
+            Ok(()) => ::metrics::counter!(metrics::ADMISSION_RELEASED_PODS_TOTAL).increment(1),
+            Err(Error::Release { why, .. }) if fence::refused(&why) => fenced += 1,
+            Err(e) => tracing::warn!(error = %e, "admission"),
+        }
+    }
+    if fenced > 0 {
+        tracing::warn!(
+            pods = fenced,
+            "admission: gates not removed: this replica may no longer write as the leader"
+        );
     }
 }
 
