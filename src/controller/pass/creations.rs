@@ -15,7 +15,7 @@ use tokio::time::Instant;
 
 use super::super::api_writes::api_message_of;
 use super::super::foreign_groups::Foreign;
-use super::super::observe::Observation;
+use super::super::observe::{Asked, Observation};
 use super::super::{CREATE_RETRY_AFTER, Controller, Creation, Relabel, Resize, WRITE_CONCURRENCY};
 use super::super::{batch_v1_jobs, composite_trees, foreign_groups, orphans, workloads};
 use crate::api::composite_pod_group::Shape;
@@ -233,50 +233,13 @@ impl Controller {
                 continue;
             }
             let namespace_queue = self.stores.namespace_queue(&key.namespace).ok().flatten();
-            let (plan, source, note) = match &asked.workload {
-                Some(workload) => {
-                    let read = self.workloads.get(&workload_key(&key.namespace, workload));
-                    let Some((_, object)) = read else {
-                        continue; // not read yet
-                    };
-                    let object = object.as_deref().map_err(String::as_str);
-                    let plan =
-                        workloads::plan(key, asked, workload, object, namespace_queue.as_deref());
-                    let note = format!("sized from {} {}", workload.kind, workload.name);
-                    (plan, "workload", note)
-                }
-                None => {
-                    let set = match asked.leader_worker_set.as_deref() {
-                        Some(name) => {
-                            let read = self
-                                .workloads
-                                .get(&workload_key(&key.namespace, &leader_worker_set(name)));
-                            let Some((_, object)) = read else {
-                                continue; // not read yet
-                            };
-                            Some(object.as_deref().map_err(String::as_str))
-                        }
-                        None => None,
-                    };
-                    let plan = orphans::plan(key, asked, set, namespace_queue.as_deref());
-                    let leader_ready = matches!(&plan, Some(orphans::OrphanPlan::Create(g))
-                        if !g.spec.min_resources.is_empty());
-                    let sized = format!(
-                        "minMember {} from the annotation {} on the group's pods",
-                        asked.min_member.unwrap_or(1),
-                        labels::MIN_MEMBER_ANNOTATION
-                    );
-                    let note = match (asked.leader_worker_set.as_deref(), set) {
-                        (Some(name), _) if leader_ready => format!(
-                            "the whole replica kept in minResources: LeaderWorkerSet {name} starts its replicas LeaderReady"
-                        ),
-                        (Some(name), Some(Err(why))) => format!(
-                            "{sized}; LeaderWorkerSet {name} could not be read ({why}), so a replica started LeaderReady would wait for its workers for ever"
-                        ),
-                        _ => sized,
-                    };
-                    (plan, "pods", note)
-                }
+            let queue = namespace_queue.as_deref();
+            let planned = match &asked.workload {
+                Some(workload) => self.workload_plan(key, asked, workload, queue),
+                None => self.pods_plan(key, asked, queue),
+            };
+            let Some((plan, source, note)) = planned else {
+                continue; // its workload is not read yet
             };
             match plan {
                 Some(orphans::OrphanPlan::Create(group)) => creations.push(Creation {
@@ -299,6 +262,63 @@ impl Controller {
             }
         }
         creations
+    }
+
+    /// The PodGroup a group whose pods a workload controls gets, sized from the workload, with
+    /// the note of its Event; `None` while the workload is not read yet.
+    fn workload_plan(
+        &self,
+        key: &GroupKey,
+        asked: &Asked,
+        workload: &model::Workload,
+        namespace_queue: Option<&str>,
+    ) -> Option<(Option<orphans::OrphanPlan>, &'static str, String)> {
+        let (_, object) = self
+            .workloads
+            .get(&workload_key(&key.namespace, workload))?;
+        let object = object.as_deref().map_err(String::as_str);
+        let plan = workloads::plan(key, asked, workload, object, namespace_queue);
+        let note = format!("sized from {} {}", workload.kind, workload.name);
+        Some((plan, "workload", note))
+    }
+
+    /// The PodGroup a group of pods alone gets, sized from its pods' annotation (or kept whole
+    /// for a LeaderWorkerSet's replica started LeaderReady), with the note of its Event; `None`
+    /// while its LeaderWorkerSet is not read yet.
+    fn pods_plan(
+        &self,
+        key: &GroupKey,
+        asked: &Asked,
+        namespace_queue: Option<&str>,
+    ) -> Option<(Option<orphans::OrphanPlan>, &'static str, String)> {
+        let set = match asked.leader_worker_set.as_deref() {
+            Some(name) => {
+                let read = self
+                    .workloads
+                    .get(&workload_key(&key.namespace, &leader_worker_set(name)));
+                let (_, object) = read?;
+                Some(object.as_deref().map_err(String::as_str))
+            }
+            None => None,
+        };
+        let plan = orphans::plan(key, asked, set, namespace_queue);
+        let leader_ready = matches!(&plan, Some(orphans::OrphanPlan::Create(g))
+            if !g.spec.min_resources.is_empty());
+        let sized = format!(
+            "minMember {} from the annotation {} on the group's pods",
+            asked.min_member.unwrap_or(1),
+            labels::MIN_MEMBER_ANNOTATION
+        );
+        let note = match (asked.leader_worker_set.as_deref(), set) {
+            (Some(name), _) if leader_ready => format!(
+                "the whole replica kept in minResources: LeaderWorkerSet {name} starts its replicas LeaderReady"
+            ),
+            (Some(name), Some(Err(why))) => format!(
+                "{sized}; LeaderWorkerSet {name} could not be read ({why}), so a replica started LeaderReady would wait for its workers for ever"
+            ),
+            _ => sized,
+        };
+        Some((plan, "pods", note))
     }
 }
 
