@@ -307,22 +307,7 @@ pub fn mutate(w: &Webhooks, request: &AdmissionRequest<Pod>) -> Result<Verdict, 
     }
     let tree = join_its_tree(w, namespace, &mut membership)?;
 
-    let mut errors = FieldErrors::new();
-    for named in [&membership.group, &membership.queue].into_iter().flatten() {
-        if let Some(problem) = name_problem(&named.name) {
-            errors.add(named.source.field(), problem);
-        }
-    }
-    // A replica's leader is bounded whatever names its group: with LWS's Volcano provider its
-    // size is the Volcano PodGroup's minMember.
-    let leads_a_replica = leader_worker_set::leads(pod.metadata.labels.as_ref());
-    if let Some((key, size)) =
-        labels::gang_size_of(pod.metadata.annotations.as_ref(), leads_a_replica)
-    {
-        let size = i64::try_from(size).unwrap_or(i64::MAX);
-        errors.members(format!("metadata.annotations[{key}]"), size);
-    }
-    errors.into_result()?;
+    check_names_and_size(pod, &membership)?;
     check_queue(w, namespace, &membership)?;
     check_priority(w, namespace, pod)?;
 
@@ -367,31 +352,79 @@ pub fn mutate(w: &Webhooks, request: &AdmissionRequest<Pod>) -> Result<Verdict, 
                 "spec.schedulerName {name:?} is not a scheduler this cluster serves (Gangplank's --scheduler-names): nobody will place this pod, so Gangplank does not admit its gang (reason SchedulerNotServed), which holds no room"
             )
         });
-    let mut arrived = false;
-    if w.settings().gate_pods {
-        let gated = spec
-            .and_then(|s| s.scheduling_gates.as_ref())
-            .is_some_and(|gates| gates.iter().any(|g| g.name == labels::ADMISSION_GATE));
-        // A dry run must change nothing, and admission on arrival takes room.
-        arrived = !gated
-            && !request.dry_run
-            && unserved.is_none()
-            && admitted_on_arrival(w, namespace, &request.name, &membership, spec);
-        let record = ["metadata", "annotations", labels::ADMITTED_ANNOTATION];
-        if arrived {
-            ::metrics::counter!(metrics::ADMISSION_ARRIVED_PODS_TOTAL).increment(1);
-            patch.set(&record, json!(crate::clock::rfc3339_now()));
-        } else {
-            // Written by anyone else, the record would let the pod bind once its gate is gone.
-            patch.remove(&record);
-            if !gated {
-                patch.push(
-                    &["spec", "schedulingGates"],
-                    json!({"name": labels::ADMISSION_GATE}),
-                );
-            }
+    let arrived =
+        w.settings().gate_pods && gate(w, request, &membership, unserved.is_none(), &mut patch);
+    mark(w, spec, arrived, &mut patch);
+    let verdict = Verdict::patch(patch.into_patch());
+    Ok(match unserved {
+        Some(warning) => verdict.warn(warning),
+        None => verdict,
+    })
+}
+
+/// Refuses a group or queue name that is no valid name, and a gang size (annotation) out of
+/// bounds.
+fn check_names_and_size(pod: &Pod, membership: &Membership) -> Result<(), Denial> {
+    let mut errors = FieldErrors::new();
+    for named in [&membership.group, &membership.queue].into_iter().flatten() {
+        if let Some(problem) = name_problem(&named.name) {
+            errors.add(named.source.field(), problem);
         }
     }
+    // A replica's leader is bounded whatever names its group: with LWS's Volcano provider its
+    // size is the Volcano PodGroup's minMember.
+    let leads_a_replica = leader_worker_set::leads(pod.metadata.labels.as_ref());
+    if let Some((key, size)) =
+        labels::gang_size_of(pod.metadata.annotations.as_ref(), leads_a_replica)
+    {
+        let size = i64::try_from(size).unwrap_or(i64::MAX);
+        errors.members(format!("metadata.annotations[{key}]"), size);
+    }
+    errors.into_result()
+}
+
+/// Gates the pod at the admission gate, unless it carries it already or is admitted on arrival
+/// (not for a dry run, which must change nothing, nor for a pod no scheduler serves); whether it
+/// was admitted on arrival, which the patch records.
+fn gate(
+    w: &Webhooks,
+    request: &AdmissionRequest<Pod>,
+    membership: &Membership,
+    served: bool,
+    patch: &mut Patcher,
+) -> bool {
+    let pod = request.object.as_ref().expect("checked when decoded");
+    let spec = pod.spec.as_ref();
+    let namespace = request.namespace.as_deref().unwrap_or_default();
+    let gated = spec
+        .and_then(|s| s.scheduling_gates.as_ref())
+        .is_some_and(|gates| gates.iter().any(|g| g.name == labels::ADMISSION_GATE));
+    // A dry run must change nothing, and admission on arrival takes room.
+    let arrived = !gated
+        && !request.dry_run
+        && served
+        && admitted_on_arrival(w, namespace, &request.name, membership, spec);
+    let record = ["metadata", "annotations", labels::ADMITTED_ANNOTATION];
+    if arrived {
+        ::metrics::counter!(metrics::ADMISSION_ARRIVED_PODS_TOTAL).increment(1);
+        patch.set(&record, json!(crate::clock::rfc3339_now()));
+    } else {
+        // Written by anyone else, the record would let the pod bind once its gate is gone.
+        patch.remove(&record);
+        if !gated {
+            patch.push(
+                &["spec", "schedulingGates"],
+                json!({"name": labels::ADMISSION_GATE}),
+            );
+        }
+    }
+    arrived
+}
+
+/// Gives the pod's first container the marker resources (requests and limits, when it does
+/// not ask for them itself): the managed one always, the placement one unless admitted on
+/// arrival without needing the placing extender.
+fn mark(w: &Webhooks, spec: Option<&PodSpec>, arrived: bool, patch: &mut Patcher) {
     if let Some(container) = spec.and_then(|s| s.containers.first()) {
         let resources = container.resources.as_ref();
         // A pod of positive priority may preempt, and its victims must be vetted by
@@ -420,11 +453,6 @@ pub fn mutate(w: &Webhooks, request: &AdmissionRequest<Pod>) -> Result<Verdict, 
             }
         }
     }
-    let verdict = Verdict::patch(patch.into_patch());
-    Ok(match unserved {
-        Some(warning) => verdict.warn(warning),
-        None => verdict,
-    })
 }
 
 /// A pod whose Kubernetes PodGroup is a leaf of a tree of CompositePodGroups joins the gang of
