@@ -212,27 +212,7 @@ async fn reconcile(job: Arc<BatchJob>, ctx: Arc<Context>) -> Result<Action, Erro
     if job.metadata.deletion_timestamp.is_some() {
         return Ok(Action::await_change());
     }
-    let ours =
-        |owners: Option<&Vec<k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference>>| {
-            owners
-                .into_iter()
-                .flatten()
-                .any(|o| o.controller == Some(true) && o.uid == uid)
-        };
-    let group = ctx
-        .groups
-        .get(&ObjectRef::new(&name).within(&namespace))
-        .filter(|g| ours(g.metadata.owner_references.as_ref()));
-    let pods: Vec<Arc<Pod>> = ctx
-        .pods
-        .state()
-        .into_iter()
-        .filter(|p| {
-            p.namespace().as_deref() == Some(namespace.as_str())
-                && p.labels().get(JOB_NAME_LABEL) == Some(&name)
-                && ours(p.metadata.owner_references.as_ref())
-        })
-        .collect();
+    let (group, pods) = owned(&ctx, &namespace, &name, &uid);
     let now = Timestamp::now().as_second();
     let views: Vec<PodView> = pods.iter().filter_map(|p| pod_view(p)).collect();
     let group_view = group.as_deref().map(|g| group_view(g, now));
@@ -257,19 +237,8 @@ async fn reconcile(job: Arc<BatchJob>, ctx: Arc<Context>) -> Result<Action, Erro
     if decision.delete_group
         && let Some(group) = &group
     {
-        let api: Api<PodGroup> = Api::namespaced(ctx.client.clone(), &namespace);
-        let params = DeleteParams {
-            preconditions: group
-                .metadata
-                .uid
-                .clone()
-                .map(|uid| kube::api::Preconditions {
-                    uid: Some(uid),
-                    resource_version: None,
-                }),
-            ..DeleteParams::background()
-        };
-        ignore_missing(api.delete(&name, &params).await.map(|_| ()))
+        delete_group(&ctx.client, group)
+            .await
             .map_err(|e| write("delete the suspended job's PodGroup", e))?;
     }
     if decision.create_group {
@@ -292,39 +261,18 @@ async fn reconcile(job: Arc<BatchJob>, ctx: Arc<Context>) -> Result<Action, Erro
         .collect();
     let pod_api: Api<Pod> = Api::namespaced(ctx.client.clone(), &namespace);
     let made_names: Vec<String> = made.iter().map(ResourceExt::name_any).collect();
-    futures::stream::iter(made)
-        .map(|pod| {
-            let api = pod_api.clone();
-            async move { ignore_exists(api.create(&PostParams::default(), &pod).await) }
-        })
-        .buffer_unordered(WRITE_CONCURRENCY)
-        .try_collect::<Vec<()>>()
+    create_pods(&pod_api, made)
         .await
         .map_err(|e| write("create pods", e))?;
-    futures::stream::iter(decision.delete.clone())
-        .map(|pod| {
-            let api = pod_api.clone();
-            async move { ignore_missing(api.delete(&pod, &DeleteParams::default()).await) }
-        })
-        .buffer_unordered(WRITE_CONCURRENCY)
-        .try_collect::<Vec<()>>()
+    delete_pods(&pod_api, decision.delete.clone())
         .await
         .map_err(|e| write("delete pods", e))?;
 
     let mut written = None;
     if job.status.as_ref() != Some(&status) {
-        let api: Api<BatchJob> = Api::namespaced(ctx.client.clone(), &namespace);
-        let patch = serde_json::json!({
-            "apiVersion": crate::api::batch_job::API_VERSION,
-            "kind": "Job",
-            "status": status,
-        });
-        let params = PatchParams::apply(FIELD_MANAGER).force();
-        let after = api
-            .patch_status(&name, &params, &Patch::Apply(&patch))
+        written = write_status(&ctx.client, &namespace, &name, &status)
             .await
             .map_err(|e| write("write the status", e))?;
-        written = after.metadata.resource_version;
     }
     settle(
         &ctx,
@@ -339,6 +287,96 @@ async fn reconcile(job: Arc<BatchJob>, ctx: Arc<Context>) -> Result<Action, Erro
         Some(seconds) => Action::requeue(Duration::from_secs(seconds.max(1))),
         None => Action::requeue(Duration::from_secs(300)),
     })
+}
+
+/// The PodGroup of the job `namespace`/`name` (uid `uid`) and its pods, as the stores show
+/// them: only those the job controls.
+fn owned(
+    ctx: &Context,
+    namespace: &str,
+    name: &str,
+    uid: &str,
+) -> (Option<Arc<PodGroup>>, Vec<Arc<Pod>>) {
+    let ours =
+        |owners: Option<&Vec<k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference>>| {
+            owners
+                .into_iter()
+                .flatten()
+                .any(|o| o.controller == Some(true) && o.uid == uid)
+        };
+    let group = ctx
+        .groups
+        .get(&ObjectRef::new(name).within(namespace))
+        .filter(|g| ours(g.metadata.owner_references.as_ref()));
+    let pods: Vec<Arc<Pod>> = ctx
+        .pods
+        .state()
+        .into_iter()
+        .filter(|p| {
+            p.namespace().as_deref() == Some(namespace)
+                && p.labels().get(JOB_NAME_LABEL).map(String::as_str) == Some(name)
+                && ours(p.metadata.owner_references.as_ref())
+        })
+        .collect();
+    (group, pods)
+}
+
+/// Deletes `group`, the one seen (its uid a precondition); gone already is done.
+async fn delete_group(client: &Client, group: &PodGroup) -> Result<(), kube::Error> {
+    let api: Api<PodGroup> =
+        Api::namespaced(client.clone(), &group.namespace().unwrap_or_default());
+    let params = DeleteParams {
+        preconditions: group
+            .metadata
+            .uid
+            .clone()
+            .map(|uid| kube::api::Preconditions {
+                uid: Some(uid),
+                resource_version: None,
+            }),
+        ..DeleteParams::background()
+    };
+    ignore_missing(api.delete(&group.name_any(), &params).await.map(|_| ()))
+}
+
+/// Creates `pods`, a few at a time; one that exists already is done.
+async fn create_pods(api: &Api<Pod>, pods: Vec<Pod>) -> Result<(), kube::Error> {
+    futures::stream::iter(pods)
+        .map(|pod| async move { ignore_exists(api.create(&PostParams::default(), &pod).await) })
+        .buffer_unordered(WRITE_CONCURRENCY)
+        .try_collect::<Vec<()>>()
+        .await
+        .map(|_| ())
+}
+
+/// Deletes the pods named `names`, a few at a time; one gone already is done.
+async fn delete_pods(api: &Api<Pod>, names: Vec<String>) -> Result<(), kube::Error> {
+    futures::stream::iter(names)
+        .map(|pod| async move { ignore_missing(api.delete(&pod, &DeleteParams::default()).await) })
+        .buffer_unordered(WRITE_CONCURRENCY)
+        .try_collect::<Vec<()>>()
+        .await
+        .map(|_| ())
+}
+
+/// Writes the job's `status` (server-side apply); the resource version it was written at.
+async fn write_status(
+    client: &Client,
+    namespace: &str,
+    name: &str,
+    status: &BatchJobStatus,
+) -> Result<Option<String>, kube::Error> {
+    let api: Api<BatchJob> = Api::namespaced(client.clone(), namespace);
+    let patch = serde_json::json!({
+        "apiVersion": crate::api::batch_job::API_VERSION,
+        "kind": "Job",
+        "status": status,
+    });
+    let params = PatchParams::apply(FIELD_MANAGER).force();
+    let after = api
+        .patch_status(name, &params, &Patch::Apply(&patch))
+        .await?;
+    Ok(after.metadata.resource_version)
 }
 
 /// Waits, at most [`SETTLE_DEADLINE`], until the stores show the pods created and deleted and
