@@ -16,7 +16,7 @@ pub(super) use domains::{InstanceMisfit, InstanceNeed};
 use std::collections::BTreeMap;
 use std::rc::Rc;
 
-use rustc_hash::FxHashMap;
+use rustc_hash::{FxHashMap, FxHashSet};
 
 use crate::model::topology::Domain;
 use crate::model::{Resources, State};
@@ -191,14 +191,26 @@ impl<'s> Room<'s> {
 
     /// Takes the room of released members not placed yet (`members`, already counted against
     /// the total) from the nodes first fit would put them on, so that no group is placed where
-    /// they are going; a member that fits nowhere takes none. Placed
-    /// `stand_ins` (node, requests) yield to them: a member preempts a stand-in, so their room
-    /// counts as free for the members, and what the members take of it is no stand-in's to
-    /// lend its gang any more.
-    pub fn hold_in_flight(&mut self, members: &[&Resources], stand_ins: &[(&str, &Resources)]) {
+    /// they are going; a member that fits nowhere takes none. The nodes the head's reservation
+    /// held (`reserved`) come last: the extender keeps members not lent room there off them, so
+    /// that is not where they are going. Placed `stand_ins` (node, requests) yield to them: a
+    /// member preempts a stand-in, so their room counts as free for the members, and what the
+    /// members take of it is no stand-in's to lend its gang any more.
+    pub fn hold_in_flight(
+        &mut self,
+        members: &[&Resources],
+        stand_ins: &[(&str, &Resources)],
+        reserved: &FxHashSet<&str>,
+    ) {
         self.shift(stand_ins, true, false);
         for pod in biggest_first(members.iter().copied()) {
-            if let Some(at) = self.first_fit(pod) {
+            let outside = if reserved.is_empty() {
+                None
+            } else {
+                (0..self.nodes.len())
+                    .find(|&at| !reserved.contains(self.names[at]) && pod.fits_in(&self.nodes[at]))
+            };
+            if let Some(at) = outside.or_else(|| self.first_fit(pod)) {
                 self.nodes[at].sub(pod);
             }
         }

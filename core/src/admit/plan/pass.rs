@@ -9,7 +9,7 @@
 
 use std::sync::Arc;
 
-use rustc_hash::FxHashMap;
+use rustc_hash::{FxHashMap, FxHashSet};
 
 use super::backfill;
 use super::candidate::Candidate;
@@ -111,7 +111,7 @@ impl<'s> Pass<'s> {
         let mut room = Room::new(state, &book.in_flight, by_slot.len());
         let stand_ins: Vec<(&str, &Resources)> =
             placed_stand_ins(state.stand_ins().values().flat_map(|pods| pods.values())).collect();
-        room.hold_in_flight(&book.in_flight_members, &stand_ins);
+        room.hold_in_flight(&book.in_flight_members, &stand_ins, &reserved_before(state));
         for (slot, guarantee) in guarantees.iter().enumerate() {
             room.set_unused_guarantee(slot, guarantee, &held[slot]);
         }
@@ -507,6 +507,17 @@ fn held_before(state: &State, group: &GroupKey, node: &str) -> bool {
         .claims()
         .get(group)
         .is_some_and(|c| c.reservation() && c.slots.iter().any(|s| s.node == node))
+}
+
+/// The nodes on which the head of the line held room after the previous pass.
+fn reserved_before(state: &State) -> FxHashSet<&str> {
+    state
+        .ledger()
+        .claims()
+        .values()
+        .filter(|c| c.reservation())
+        .flat_map(|c| c.slots.iter().map(|s| s.node.as_str()))
+        .collect()
 }
 
 /// Per queue (by slot): the slots of its ancestors, nearest first. A parent that does not
