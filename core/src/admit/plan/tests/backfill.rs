@@ -632,15 +632,7 @@ fn members_on_their_way_are_counted_outside_the_reservation_the_extender_keeps_t
     }
     gang(&mut s, "big", "q", 2, 32_000, NOW - 300);
     let first = decide_at(&s, &|_| false, NOW);
-    let held: Vec<&str> = first
-        .hold
-        .as_ref()
-        .unwrap()
-        .nodes
-        .iter()
-        .map(|(n, _)| n.as_str())
-        .collect();
-    assert_eq!(held, ["n1", "n2"]);
+    assert_eq!(held_nodes(&first), ["n1", "n2"]);
     crate::admit::after_pass::record(&mut s, None, &first, std::time::Instant::now());
     for i in 0..4 {
         gang(&mut s, &format!("small{i}"), "q", 1, 4_000, NOW - 100 + i);

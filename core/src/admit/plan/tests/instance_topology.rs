@@ -177,13 +177,5 @@ fn the_head_reserves_for_each_instance_inside_one_rack() {
     slices(&mut s, 2, 2, 6_000);
     let d = decide_now(&s);
     assert_eq!(reason(&d, "train"), Reason::Reserved);
-    let held: Vec<&str> = d
-        .hold
-        .as_ref()
-        .unwrap()
-        .nodes
-        .iter()
-        .map(|(n, _)| n.as_str())
-        .collect();
-    assert_eq!(held, ["a1", "a2", "b1", "b2"]);
+    assert_eq!(held_nodes(&d), ["a1", "a2", "b1", "b2"]);
 }

@@ -91,6 +91,14 @@ pub(super) fn release(s: &mut State, d: &Decision) {
 
 pub(super) const NOW: i64 = 1_700_000_000;
 
+/// The nodes the head's reservation holds, in name order.
+pub(super) fn held_nodes(d: &Decision) -> Vec<&str> {
+    d.hold
+        .as_ref()
+        .map(|h| h.nodes.iter().map(|(n, _)| n.as_str()).collect())
+        .unwrap_or_default()
+}
+
 /// A running pod of `cpu` millicores on `node` in queue `q`, in `group` if given (which
 /// must exist), started at `started`.
 pub(super) fn running(
