@@ -120,22 +120,20 @@ pub fn honour(
         return not;
     }
     match read(asked, "the PodGroup", topologies) {
-        Ok(Asked { required }) => {
-            let narrowest = hyper_node_tiers::tier_label(topologies, 1).ok();
-            spec.topology_key = required.map(str::to_owned);
-            spec.preferred_topology_key = narrowest
-                .filter(|n| Some(*n) != required)
-                .map(str::to_owned);
-            if spec.topology_key.is_none() && spec.preferred_topology_key.is_none() {
-                not.push(NotHonoured::Tier {
-                    at: "the PodGroup".into(),
-                    why: TierMissing::NoTier {
-                        tier: 1,
-                        deepest: 0,
-                    },
-                });
+        Ok(Asked { required }) => match (required, hyper_node_tiers::tier_label(topologies, 1)) {
+            // Soft asks for tier 1 alone.
+            (None, Err(why)) => not.push(NotHonoured::Tier {
+                at: "the PodGroup".into(),
+                why,
+            }),
+            (required, narrowest) => {
+                spec.topology_key = required.map(str::to_owned);
+                spec.preferred_topology_key = narrowest
+                    .ok()
+                    .filter(|n| Some(*n) != required)
+                    .map(str::to_owned);
             }
-        }
+        },
         Err(why) => not.push(why),
     }
     not
@@ -224,6 +222,28 @@ mod tests {
         let (source, mut spec) = slices(json!({"mode": "soft"}), json!(null));
         assert_eq!(honour(&source, &mut spec, &datacenter()), vec![]);
         assert_eq!(levels(&spec), (None, Some("rack"), None));
+        let mut two = datacenter();
+        let other = ["zone", "rack", "slot"].map(String::from).to_vec();
+        two.insert(
+            "other".into(),
+            Topology {
+                name: "other".into(),
+                levels: other,
+            },
+        );
+        let (source, mut spec) = slices(json!({"mode": "soft"}), json!(null));
+        assert_eq!(
+            honour(&source, &mut spec, &two),
+            vec![NotHonoured::Tier {
+                at: "the PodGroup".into(),
+                why: TierMissing::Disagree {
+                    tier: 1,
+                    labels: "rack, slot".into()
+                }
+            }],
+            "tier 1 is the rack of one Topology and the slot of the other"
+        );
+        assert_eq!(levels(&spec), (None, None, None));
     }
 
     #[test]
