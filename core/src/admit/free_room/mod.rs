@@ -192,8 +192,8 @@ impl<'s> Room<'s> {
     /// Takes the room of released members not placed yet (`members`, already counted against
     /// the total) from the nodes first fit would put them on, so that no group is placed where
     /// they are going; a member that fits nowhere takes none. The nodes the head's reservation
-    /// held (`reserved`) come last: the extender keeps members not lent room there off them, so
-    /// that is not where they are going. Placed `stand_ins` (node, requests) yield to them: a
+    /// held (`reserved`) come last: the extender keeps members not lent room there out of the
+    /// room held on them, so they go elsewhere where they can. Placed `stand_ins` (node, requests) yield to them: a
     /// member preempts a stand-in, so their room counts as free for the members, and what the
     /// members take of it is no stand-in's to lend its gang any more.
     pub fn hold_in_flight(

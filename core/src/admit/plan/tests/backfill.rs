@@ -621,9 +621,9 @@ fn a_gang_whose_instances_keep_to_a_rack_does_not_backfill_the_reservation() {
 #[test]
 fn members_on_their_way_are_counted_outside_the_reservation_the_extender_keeps_them_from() {
     // Four nodes of 32 CPUs, 8 free on each; big (two members of 32) heads the line and holds
-    // n1 and n2. Four small jobs of 4 CPUs are released beside it: the extender keeps them off
-    // the held nodes, so they are on their way to n3 and n4, and a fifth has no room but the
-    // reservation's.
+    // all 8 free on n1 and n2. Four small jobs of 4 CPUs are released beside it: the extender
+    // keeps them out of the room held, so they are on their way to n3 and n4, and a fifth has
+    // no room but the reservation's.
     let mut s = State::default();
     s.apply_queue(Queue::new("q"));
     for n in ["n1", "n2", "n3", "n4"] {
