@@ -43,18 +43,13 @@ pub enum NotHonoured {
     Flat,
 }
 
-/// A `networkTopology` as levels: the label of the tier it requires (`hard`), or none
-/// (`soft`).
-struct Asked<'t> {
-    required: Option<&'t str>,
-}
-
-/// Reads `asked`, at `at` (for the note), against `topologies`.
+/// Reads `asked`, at `at` (for the note), against `topologies`: the label of the tier it
+/// requires (`hard`), or none (`soft`).
 fn read<'t>(
     asked: &VolcanoNetworkTopology,
     at: &str,
     topologies: &'t BTreeMap<String, Topology>,
-) -> Result<Asked<'t>, NotHonoured> {
+) -> Result<Option<&'t str>, NotHonoured> {
     let tier = |why| NotHonoured::Tier {
         at: at.to_owned(),
         why,
@@ -65,7 +60,7 @@ fn read<'t>(
         Some(other) => return Err(NotHonoured::Mode(at.to_owned(), other.to_owned())),
     };
     if !hard {
-        return Ok(Asked { required: None });
+        return Ok(None);
     }
     let label = match (
         asked.highest_tier_allowed,
@@ -78,9 +73,7 @@ fn read<'t>(
             hyper_node_tiers::tier_label(topologies, number)
         }
     };
-    Ok(Asked {
-        required: Some(label.map_err(tier)?),
-    })
+    Ok(Some(label.map_err(tier)?))
 }
 
 /// Sets on `spec` (the mirror of `source`'s sub-groups, in their order) the levels `source`'s
@@ -101,10 +94,8 @@ pub fn honour(
         };
         let at = format!("sub-group {:?}", mirrored.name);
         match read(asked, &at, topologies) {
-            Ok(Asked {
-                required: Some(label),
-            }) => mirrored.topology_key = Some(label.to_owned()),
-            Ok(Asked { required: None }) => not.push(NotHonoured::SoftInstance(at)),
+            Ok(Some(label)) => mirrored.topology_key = Some(label.to_owned()),
+            Ok(None) => not.push(NotHonoured::SoftInstance(at)),
             Err(why) => not.push(why),
         }
     }
@@ -120,7 +111,7 @@ pub fn honour(
         return not;
     }
     match read(asked, "the PodGroup", topologies) {
-        Ok(Asked { required }) => match (required, hyper_node_tiers::tier_label(topologies, 1)) {
+        Ok(required) => match (required, hyper_node_tiers::tier_label(topologies, 1)) {
             // Soft asks for tier 1 alone.
             (None, Err(why)) => not.push(NotHonoured::Tier {
                 at: "the PodGroup".into(),
