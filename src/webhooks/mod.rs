@@ -36,6 +36,7 @@ pub mod batch_v1_jobs;
 mod checks;
 mod decode;
 pub mod patch;
+mod pod_gate;
 pub mod pod_groups;
 pub mod pods;
 pub mod queues;
