@@ -4,7 +4,7 @@ use super::*;
 
 /// Two nodes of 8 CPUs: n1 full, n2 half used by `busy` (4 CPUs started 50 s ago), and
 /// `big` (one member of 8 CPUs, the oldest) waiting.
-fn big_waits_behind_busy() -> State {
+pub(super) fn big_waits_behind_busy() -> State {
     let mut s = cluster();
     s.apply_node(node("n2", 8_000));
     running(&mut s, "fill", None, "n1", 8_000, NOW - 500);
@@ -574,90 +574,5 @@ fn the_heads_reservation_leaves_the_room_of_members_released_and_not_placed_yet(
             .all(|(node, held)| node != "n2" || held.get("cpu") == 0),
         "{:?}",
         hold.nodes
-    );
-}
-
-#[test]
-fn a_gang_whose_instances_keep_to_a_rack_does_not_backfill_the_reservation() {
-    // Rack a holds n1 and n2; big reserves n2's 4 free CPUs until busy ends in 50 s. A slice
-    // of two 2-CPU members, done in 30 s, would fit there, but a reservation is no place to
-    // keep an instance to its rack: it waits behind.
-    let mut s = big_waits_behind_busy();
-    expect_runtime(&mut s, "busy", 100);
-    for name in ["n1", "n2"] {
-        let labels = [("rack".to_owned(), "a".to_owned())].into();
-        s.apply_node(Node {
-            labels,
-            ..node(name, 8_000)
-        });
-    }
-    s.apply_pod_group(PodGroup {
-        sub_groups: vec![crate::model::sub_groups::SubGroup {
-            name: "slice".into(),
-            size: 2,
-            min_count: 1,
-            selector: std::collections::BTreeMap::new(),
-            match_label_keys: vec!["slice".into()],
-            topology_key: Some("rack".into()),
-        }],
-        ..pod_group("train", 2, "q")
-    });
-    for m in 0..2 {
-        let member = pod(format!("train-0-{m}")).in_group("train").in_queue("q");
-        s.apply_pod(
-            member
-                .gated()
-                .cpu(2_000)
-                .labeled("slice", "0")
-                .created(NOW - 100),
-        );
-    }
-    expect_runtime(&mut s, "train", 30);
-    let d = decide_at(&s, &|_| false, NOW);
-    assert_eq!(admitted(&d), Vec::<String>::new());
-    assert_eq!(reason(&d, "train"), Reason::BehindReservation);
-}
-
-#[test]
-fn members_on_their_way_are_counted_outside_the_reservation_the_extender_keeps_them_from() {
-    // Four nodes of 32 CPUs, 8 free on each; big (two members of 32) heads the line and holds
-    // all 8 free on n1 and n2. Four small jobs of 4 CPUs are released beside it: the extender
-    // keeps them out of the room held, so they are on their way to n3 and n4, and a fifth has
-    // no room but the reservation's.
-    let mut s = State::default();
-    s.apply_queue(Queue::new("q"));
-    for n in ["n1", "n2", "n3", "n4"] {
-        s.apply_node(node(n, 32_000));
-        running(&mut s, &format!("fill-{n}"), None, n, 24_000, NOW - 500);
-    }
-    gang(&mut s, "big", "q", 2, 32_000, NOW - 300);
-    let first = decide_at(&s, &|_| false, NOW);
-    assert_eq!(held_nodes(&first), ["n1", "n2"]);
-    crate::admit::after_pass::record(&mut s, None, &first, std::time::Instant::now());
-    for i in 0..4 {
-        gang(&mut s, &format!("small{i}"), "q", 1, 4_000, NOW - 100 + i);
-    }
-    let second = decide_at(&s, &|_| false, NOW);
-    assert_eq!(
-        admitted(&second).len(),
-        4,
-        "the four beside the reservation"
-    );
-    release(&mut s, &second);
-    crate::admit::after_pass::record(
-        &mut s,
-        first.hold.as_ref(),
-        &second,
-        std::time::Instant::now(),
-    );
-    gang(&mut s, "small4", "q", 1, 4_000, NOW - 50);
-    let third = decide_at(&s, &|_| false, NOW);
-    assert_eq!(admitted(&third), Vec::<String>::new());
-    assert_eq!(reason(&third, "small4"), Reason::BehindReservation);
-    let each = Resources::from([("cpu", 8_000), ("pods", 1)]);
-    assert_eq!(
-        third.hold.unwrap().nodes,
-        vec![("n1".into(), each.clone()), ("n2".into(), each)],
-        "still all that is free on n1 and n2"
     );
 }

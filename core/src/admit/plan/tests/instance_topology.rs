@@ -1,6 +1,8 @@
 //! Gangs of sub-groups whose instances each keep to one domain (a sub-group's `topologyKey`):
 //! every instance whole in one rack, instances free to share a rack or not, and a gang whose
-//! instances fit the cluster but not a rack each waits, saying which sub-group.
+//! instances fit the cluster but not a rack each waits, saying which sub-group; at the head of
+//! the line it reserves for each instance inside one rack, and it never backfills a
+//! reservation.
 
 use std::collections::BTreeMap;
 
@@ -178,4 +180,45 @@ fn the_head_reserves_for_each_instance_inside_one_rack() {
     let d = decide_now(&s);
     assert_eq!(reason(&d, "train"), Reason::Reserved);
     assert_eq!(held_nodes(&d), ["a1", "a2", "b1", "b2"]);
+}
+
+#[test]
+fn a_gang_whose_instances_keep_to_a_rack_does_not_backfill_the_reservation() {
+    // Rack a holds n1 and n2; big reserves n2's 4 free CPUs until busy ends in 50 s. A slice
+    // of two 2-CPU members, done in 30 s, would fit there, but a reservation is no place to
+    // keep an instance to its rack: it waits behind.
+    let mut s = super::backfill::big_waits_behind_busy();
+    expect_runtime(&mut s, "busy", 100);
+    for name in ["n1", "n2"] {
+        let labels = [("rack".to_owned(), "a".to_owned())].into();
+        s.apply_node(Node {
+            labels,
+            ..node(name, 8_000)
+        });
+    }
+    s.apply_pod_group(PodGroup {
+        sub_groups: vec![SubGroup {
+            name: "slice".into(),
+            size: 2,
+            min_count: 1,
+            selector: BTreeMap::new(),
+            match_label_keys: vec!["slice".into()],
+            topology_key: Some("rack".into()),
+        }],
+        ..pod_group("train", 2, "q")
+    });
+    for m in 0..2 {
+        let member = pod(format!("train-0-{m}")).in_group("train").in_queue("q");
+        s.apply_pod(
+            member
+                .gated()
+                .cpu(2_000)
+                .labeled("slice", "0")
+                .created(NOW - 100),
+        );
+    }
+    expect_runtime(&mut s, "train", 30);
+    let d = decide_at(&s, &|_| false, NOW);
+    assert_eq!(admitted(&d), Vec::<String>::new());
+    assert_eq!(reason(&d, "train"), Reason::BehindReservation);
 }

@@ -4,6 +4,7 @@
 mod arrivals;
 mod backfill;
 mod growth;
+mod in_flight;
 mod instance_topology;
 mod kept_room;
 mod min_resources;
